@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.h - the host side of GetGPUInitStatus: one blocking call with a
+ * deadline, safe to run from many threads at once (the sentinel runs up to
+ * --concurrency of them).  Every step (connect, the hybrid-vsock CONNECT
+ * handshake, write, read) is bounded by the one deadline; a peer that
+ * trickles bytes, sends a huge length or garbage cannot hold the caller past
+ * it or make it allocate more than one frame's budget.
+ */
+#ifndef VFHEALTH_CLIENT_H
+#define VFHEALTH_CLIENT_H
+
+#include <stdint.h>
+
+#include "proto/endpoint.h"
+
+#define AGENT_MESSAGE_MAX 1024 /* failure_message bytes kept; longer is cut */
+
+enum gpu_init_state {
+	GPU_INIT_UNKNOWN = 0,
+	GPU_INIT_OK = 1,
+	GPU_INIT_FAILED = 2,
+};
+
+struct agent_status {
+	enum gpu_init_state state;
+	char message[AGENT_MESSAGE_MAX + 1]; /* the NVRM line when FAILED, else "" */
+};
+
+const char *gpu_init_state_name(enum gpu_init_state s); /* "unknown", "ok", "failed" */
+
+/* Ask the agent at ep for its GPU init state.  timeout_ns bounds the whole
+ * call.  cancel_fd, when >= 0, aborts the call with -ECANCELED as soon as it
+ * becomes readable (the sentinel's shutdown eventfd).
+ *
+ * Returns 0 with *ret filled, or:
+ *   -EOPNOTSUPP  the agent answered "unimplemented" (an older agent)
+ *   -ETIMEDOUT   the deadline passed
+ *   -EPROTO      bad handshake, bad frame, garbage, a response of the wrong type
+ *   -ECANCELED   cancel_fd fired
+ *   other -errno from connect (-ECONNREFUSED, -ENOENT, -ECONNRESET, ...) */
+int agent_query(const struct endpoint *ep, int64_t timeout_ns, int cancel_fd,
+		struct agent_status *ret);
+
+#endif

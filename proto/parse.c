@@ -1,0 +1,166 @@
+/* SPDX-License-Identifier: MIT */
+#include "proto/parse.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+int parse_uint64(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	if (!s || !*s)
+		return -EINVAL;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	if (v < min || v > max)
+		return -ERANGE;
+	*ret = v;
+	return 0;
+}
+
+int parse_seconds(const char *s, int64_t max_ns, int64_t *ret_ns)
+{
+	int64_t whole = 0, frac = 0, scale = 1000000000;
+	const char *p = s;
+	bool digits = false;
+
+	if (!s || !*s)
+		return -EINVAL;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		digits = true;
+		whole = whole * 10 + (*p - '0');
+		if (whole > max_ns / 1000000000 + 1)
+			return -ERANGE;
+	}
+	if (*p == '.') {
+		p++;
+		for (; *p >= '0' && *p <= '9'; p++) {
+			digits = true;
+			if (scale > 1) {
+				scale /= 10;
+				frac += (*p - '0') * scale;
+			}
+		}
+	}
+	if (*p || !digits)
+		return -EINVAL;
+	if (whole > INT64_MAX / 1000000000)
+		return -ERANGE;
+	int64_t ns = whole * 1000000000 + frac;
+	if (ns <= 0 || ns > max_ns)
+		return -ERANGE;
+	*ret_ns = ns;
+	return 0;
+}
+
+static int digits_at(const char *s, int n, int *ret)
+{
+	int v = 0;
+	for (int i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		v = v * 10 + (s[i] - '0');
+	}
+	*ret = v;
+	return 0;
+}
+
+static bool leap_year(int y)
+{
+	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+int rfc3339_normalize(const char *s, char out[static RFC3339_BUFSZ])
+{
+	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	int Y, M, D, h, m, sec;
+	long nsec = 0;
+	const char *p;
+
+	if (!s || strnlen(s, 64) < 20)
+		return -EINVAL;
+	if (digits_at(s, 4, &Y) || s[4] != '-' || digits_at(s + 5, 2, &M) || s[7] != '-' ||
+	    digits_at(s + 8, 2, &D) || (s[10] != 'T' && s[10] != 't') ||
+	    digits_at(s + 11, 2, &h) || s[13] != ':' || digits_at(s + 14, 2, &m) || s[16] != ':' ||
+	    digits_at(s + 17, 2, &sec))
+		return -EINVAL;
+	p = s + 19;
+	if (*p == '.') {
+		long scale = 100000000;
+		int n = 0;
+		for (p++; *p >= '0' && *p <= '9'; p++, n++) {
+			if (n >= 9)
+				return -EINVAL;
+			nsec += (*p - '0') * scale;
+			scale /= 10;
+		}
+		if (n == 0)
+			return -EINVAL;
+	}
+	if ((*p != 'Z' && *p != 'z') || p[1])
+		return -EINVAL;
+	if (Y < 1970 || M < 1 || M > 12 || D < 1 || h > 23 || m > 59 || sec > 59)
+		return -EINVAL;
+	if (D > mdays[M - 1] + (M == 2 && leap_year(Y)))
+		return -EINVAL;
+	snprintf(out, RFC3339_BUFSZ, "%04d-%02d-%02dT%02d:%02d:%02d.%09ldZ", Y, M, D, h, m, sec,
+		 nsec);
+	return 0;
+}
+
+void rfc3339_format(int64_t sec, long nsec, char out[static RFC3339_BUFSZ])
+{
+	struct tm tm;
+	time_t t = (time_t)sec;
+
+	gmtime_r(&t, &tm);
+	snprintf(out, RFC3339_BUFSZ, "%04d-%02d-%02dT%02d:%02d:%02d.%09ldZ",
+		 (tm.tm_year + 1900) % 10000, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+		 tm.tm_sec, nsec);
+}
+
+void rfc3339_now(char out[static RFC3339_BUFSZ])
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	rfc3339_format(ts.tv_sec, ts.tv_nsec, out);
+}
+
+bool instance_id_valid(const char *s)
+{
+	size_t n = 0;
+
+	if (!s || !*s || *s == '.')
+		return false;
+	for (; s[n]; n++) {
+		char c = s[n];
+		if (n >= INSTANCE_ID_MAX)
+			return false;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+int64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void strip_trailing_newline(char *buf, size_t *len)
+{
+	if (*len > 0 && buf[*len - 1] == '\n')
+		buf[--*len] = '\0';
+}
