@@ -267,8 +267,11 @@ struct store_claim {
  * caller validates agent/control syntax; the store checks lengths. */
 int store_claim(struct store *s, const struct store_claim *c, struct store_claim *ret);
 
-/* Update the attributes (agent, control, pid, pid_starttime) of a live claim;
- * claimed_at and identity never change. -ENOENT when not held. */
+/* Update the attributes (agent, control, pid, pid_starttime) of a live claim.
+ * When c->claimed_at is non-empty and differs, it replaces the assignment
+ * identity: the filesystem allows that only on the first write through the
+ * handle that created the claim (create stamps, the write that follows may
+ * name the VMM's own time).  -ENOENT when not held. */
 int store_claim_update(struct store *s, const struct store_claim *c);
 
 /* Release a live claim (it moves to history). -ENOENT when not held. */
