@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# dev.sh - the two quick-start commands of vfhealth, on Debian 12 as root.
+#
+#   ./dev.sh run    install what is missing, build, and run vfhealthd: the demo
+#                   (simulated guests, the sentinel, a wedged VF quarantined)
+#                   when no NVIDIA GPU is present or with --demo
+#   ./dev.sh test   install what is missing, build with ASan and UBSan and
+#                   warnings as errors, and run every test
+#
+# Environment: BUILD_DIR (default build, or build-run for `run`),
+# MESON_TEST_ARGS (extra arguments to `meson test`, e.g. "--suite store").
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$here"
+
+# What the build and the tests need, as Debian package names.
+build_pkgs=(gcc libc6-dev pkg-config meson ninja-build libfuse3-dev fuse3
+	    libsqlite3-dev libprotobuf-c-dev protobuf-c-compiler check)
+run_pkgs=(fuse3 sqlite3 util-linux procps)
+test_pkgs=(inotify-tools sqlite3 util-linux procps python3 valgrind e2fsprogs
+	   clang libclang-rt-14-dev)
+# promtool (checks the metrics and the alert rules) ships in Debian's prometheus.
+promtool_pkg=prometheus
+
+die() { echo "dev.sh: $*" >&2; exit 1; }
+
+missing_pkgs() {
+	local p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' ||
+			echo "$p"
+	done
+}
+
+install_pkgs() {
+	local missing
+	mapfile -t missing < <(missing_pkgs "$@")
+	((${#missing[@]})) || return 0
+	[[ $(id -u) -eq 0 ]] || die "missing packages: ${missing[*]} (run as root, or install them)"
+	echo "dev.sh: installing ${missing[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Configure once; reconfigure only when the options change.
+setup_build() {
+	local dir=$1; shift
+	if [[ -f $dir/build.ninja ]]; then
+		meson configure "$dir" "$@" >/dev/null
+	else
+		meson setup "$dir" "$@" >/dev/null
+	fi
+	meson compile -C "$dir"
+}
+
+cmd_run() {
+	install_pkgs "${build_pkgs[@]}" "${run_pkgs[@]}"
+	local dir=${BUILD_DIR:-build-run}
+	setup_build "$dir" -Db_sanitize=none -Dtests=true
+	if [[ -x examples/demo.sh ]]; then
+		exec examples/demo.sh --build "$dir" "$@"
+	fi
+	echo "dev.sh: no demo yet; running vfhealthd in the foreground on /run/vfhealth" >&2
+	exec "$dir/fs/vfhealthd" -f /run/vfhealth
+}
+
+cmd_test() {
+	install_pkgs "${build_pkgs[@]}" "${test_pkgs[@]}" "$promtool_pkg"
+	local dir=${BUILD_DIR:-build}
+	setup_build "$dir" -Dwerror=true -Db_sanitize=address,undefined -Dtests=true
+	# shellcheck disable=SC2086
+	meson test -C "$dir" --print-errorlogs --num-processes "$(nproc)" ${MESON_TEST_ARGS:-}
+}
+
+case "${1:-}" in
+run) shift; cmd_run "$@" ;;
+test) shift; cmd_test "$@" ;;
+*) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
