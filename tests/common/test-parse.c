@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for proto/parse.c: the strict parsers every input goes through. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/parse.h"
+
+START_TEST(test_uint64)
+{
+	uint64_t v = 77;
+
+	ck_assert_int_eq(parse_uint64("0", 0, 10, &v), 0);
+	ck_assert_uint_eq(v, 0);
+	ck_assert_int_eq(parse_uint64("1000", 1, 1000, &v), 0);
+	ck_assert_uint_eq(v, 1000);
+	v = 77;
+	ck_assert_int_eq(parse_uint64("1001", 1, 1000, &v), -ERANGE);
+	ck_assert_int_eq(parse_uint64("0", 1, 1000, &v), -ERANGE);
+	ck_assert_int_eq(parse_uint64("", 0, 10, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("-1", 0, 10, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("+1", 0, 10, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64(" 1", 0, 10, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("1 ", 0, 10, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("0x10", 0, 100, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("99999999999999999999999", 0, UINT64_MAX, &v), -ERANGE);
+	ck_assert_uint_eq(v, 77); /* untouched on failure */
+}
+END_TEST
+
+START_TEST(test_seconds)
+{
+	int64_t ns = 5;
+
+	ck_assert_int_eq(parse_seconds("5", 3600LL * 1000000000, &ns), 0);
+	ck_assert_int_eq(ns, 5000000000LL);
+	ck_assert_int_eq(parse_seconds("0.2", 3600LL * 1000000000, &ns), 0);
+	ck_assert_int_eq(ns, 200000000LL);
+	ck_assert_int_eq(parse_seconds(".5", 3600LL * 1000000000, &ns), 0);
+	ck_assert_int_eq(ns, 500000000LL);
+	ck_assert_int_eq(parse_seconds("1.000000001", 3600LL * 1000000000, &ns), 0);
+	ck_assert_int_eq(ns, 1000000001LL);
+	ns = 9;
+	ck_assert_int_eq(parse_seconds("0", 3600LL * 1000000000, &ns), -ERANGE);
+	ck_assert_int_eq(parse_seconds("0.0", 3600LL * 1000000000, &ns), -ERANGE);
+	ck_assert_int_eq(parse_seconds("3601", 3600LL * 1000000000, &ns), -ERANGE);
+	ck_assert_int_eq(parse_seconds("99999999999999999999", 3600LL * 1000000000, &ns), -ERANGE);
+	ck_assert_int_eq(parse_seconds("", 10, &ns), -EINVAL);
+	ck_assert_int_eq(parse_seconds(".", 10, &ns), -EINVAL);
+	ck_assert_int_eq(parse_seconds("1s", 10000000000LL, &ns), -EINVAL);
+	ck_assert_int_eq(parse_seconds("-1", 10000000000LL, &ns), -EINVAL);
+	ck_assert_int_eq(parse_seconds("1e3", 10000000000LL, &ns), -EINVAL);
+	ck_assert_int_eq(ns, 9);
+}
+END_TEST
+
+START_TEST(test_rfc3339)
+{
+	char out[RFC3339_BUFSZ];
+
+	ck_assert_int_eq(rfc3339_normalize("2026-11-29T07:44:51.123456789Z", out), 0);
+	ck_assert_str_eq(out, "2026-11-29T07:44:51.123456789Z");
+	ck_assert_int_eq(rfc3339_normalize("2026-11-29T07:44:51Z", out), 0);
+	ck_assert_str_eq(out, "2026-11-29T07:44:51.000000000Z");
+	ck_assert_int_eq(rfc3339_normalize("2026-11-29t07:44:51.5z", out), 0);
+	ck_assert_str_eq(out, "2026-11-29T07:44:51.500000000Z");
+	ck_assert_int_eq(rfc3339_normalize("2024-02-29T00:00:00Z", out), 0);
+
+	strcpy(out, "unchanged");
+	const char *bad[] = {
+		"", "2026-11-29", "2026-11-29T07:44:51", "2026-11-29T07:44:51+00:00",
+		"2026-11-29 07:44:51Z", "2026-13-01T00:00:00Z", "2026-11-31T00:00:00Z",
+		"2023-02-29T00:00:00Z", "2026-11-29T24:00:00Z", "2026-11-29T07:60:00Z",
+		"2026-11-29T07:44:51.Z", "2026-11-29T07:44:51.1234567891Z",
+		"2026-11-29T07:44:51.12Zjunk", "1969-12-31T23:59:59Z", "2026-1-29T07:44:51Z",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(rfc3339_normalize(bad[i], out) == -EINVAL, "accepted %s", bad[i]);
+	ck_assert_str_eq(out, "unchanged");
+}
+END_TEST
+
+START_TEST(test_rfc3339_format_roundtrip)
+{
+	char a[RFC3339_BUFSZ], b[RFC3339_BUFSZ];
+
+	rfc3339_format(0, 0, a);
+	ck_assert_str_eq(a, "1970-01-01T00:00:00.000000000Z");
+	rfc3339_format(1795938291, 123456789, a);
+	ck_assert_str_eq(a, "2026-11-29T07:44:51.123456789Z");
+	rfc3339_now(a);
+	ck_assert_int_eq(strlen(a), RFC3339_NANO_LEN);
+	ck_assert_int_eq(rfc3339_normalize(a, b), 0);
+	ck_assert_str_eq(a, b);
+}
+END_TEST
+
+START_TEST(test_instance_id)
+{
+	char longest[INSTANCE_ID_MAX + 2];
+
+	ck_assert(instance_id_valid("i-0123"));
+	ck_assert(instance_id_valid("vm_1.a-B"));
+	ck_assert(!instance_id_valid(""));
+	ck_assert(!instance_id_valid(".hidden"));
+	ck_assert(!instance_id_valid("a/b"));
+	ck_assert(!instance_id_valid("a b"));
+	ck_assert(!instance_id_valid("é"));
+	memset(longest, 'a', INSTANCE_ID_MAX);
+	longest[INSTANCE_ID_MAX] = '\0';
+	ck_assert(instance_id_valid(longest));
+	longest[INSTANCE_ID_MAX] = 'a';
+	longest[INSTANCE_ID_MAX + 1] = '\0';
+	ck_assert(!instance_id_valid(longest));
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("parse");
+	TCase *tc = tcase_create("parse");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_uint64);
+	tcase_add_test(tc, test_seconds);
+	tcase_add_test(tc, test_rfc3339);
+	tcase_add_test(tc, test_rfc3339_format_roundtrip);
+	tcase_add_test(tc, test_instance_id);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
