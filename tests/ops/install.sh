@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# install.sh - `meson install --destdir` of the build under test into a
+# temporary tree, then check the tree: every binary in sbindir and
+# executable, the three man pages, the units naming the installed binaries,
+# the tmpfiles.d entry, the examples with their modes; and
+# `systemd-analyze verify` on the units when it is available.
+set -euo pipefail
+. "$(dirname -- "$0")/lib.sh"
+
+dest=$ops_tmp/dest
+meson install -C "$build_root" --destdir "$dest" --no-rebuild --quiet >"$ops_tmp/install.log" 2>&1 ||
+	{ cat "$ops_tmp/install.log" >&2; fail "meson install failed"; }
+
+# Where meson put things, from the build's own configuration.
+intro=$(meson introspect "$build_root" --buildoptions)
+opt() { python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]==sys.argv[1]))' "$1" <<<"$intro"; }
+prefix=$(opt prefix)
+abs() { [[ $1 == /* ]] && echo "$1" || echo "$prefix/$1"; }
+sbindir=$(abs "$(opt sbindir)")
+mandir=$(abs "$(opt mandir)")
+datadir=$(abs "$(opt datadir)")
+sysconfdir=$(abs "$(opt sysconfdir)")
+unitdir=$(opt systemdunitdir)
+if [[ -z $unitdir ]]; then
+	unitdir=$(pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null || true)
+	[[ -n $unitdir ]] || unitdir=$prefix/lib/systemd/system
+fi
+
+errors=0
+check() { # DESCRIPTION COMMAND...
+	local what=$1; shift
+	if "$@"; then echo "ok   $what"; else echo "FAIL $what" >&2; errors=$((errors + 1)); fi
+}
+mode_is() { [[ $(stat -c %a -- "$1") == "$2" ]]; }
+is_elf() { [[ $(head -c4 -- "$1") == $'\x7fELF' ]]; }
+renders_clean() { ! groff -man -ww -z -- "$1" 2>&1 | grep .; }
+# Options that give a service its own mount namespace: the FUSE mount would
+# then be invisible to the host.
+no_private_mounts() {
+	! grep -Eq '^(PrivateTmp|PrivateDevices|PrivateMounts|PrivateUsers|PrivateNetwork|ProtectSystem|ProtectHome|ProtectKernelTunables|ProtectKernelModules|ProtectControlGroups|ProtectKernelLogs|ProtectClock|ProtectHostname|ProtectProc|ProcSubset|ReadOnlyPaths|ReadWritePaths|InaccessiblePaths|ExecPaths|NoExecPaths|TemporaryFileSystem|BindPaths|BindReadOnlyPaths|MountFlags|RootDirectory|RootImage|DynamicUser|NetworkNamespacePath)=' "$1"
+}
+tmpfiles_apply() { # ROOT CONF
+	systemd-tmpfiles --root="$1" --create "$2" &&
+		[[ -d $1/run/vfhealth && -d $1/var/lib/vfhealth ]] &&
+		[[ $(stat -c %a "$1/var/lib/vfhealth") == 700 ]]
+}
+
+# Binaries: the two daemons, and every other executable the build installs
+# must land in sbindir too (nothing in bin).
+for b in vfhealthd vfhealth-agent; do
+	check "sbin/$b installed, mode 755" mode_is "$dest$sbindir/$b" 755
+done
+check "no binary outside sbindir" test -z "$(find "$dest" -type f -perm -u+x \
+	-path "$dest$prefix/bin/*" 2>/dev/null)"
+while IFS= read -r exe; do
+	check "$(basename -- "$exe") is an ELF executable" is_elf "$exe"
+done < <(find "$dest$sbindir" -type f)
+
+# Man pages, in their sections.
+check "vfhealthd(8)" test -s "$dest$mandir/man8/vfhealthd.8"
+check "vfhealth-agent(8)" test -s "$dest$mandir/man8/vfhealth-agent.8"
+check "vfhealth(5)" test -s "$dest$mandir/man5/vfhealth.5"
+for page in "$dest$mandir"/man*/*; do
+	[[ -f $page ]] || continue
+	# groff warns about bad requests and macros; a page must render clean.
+	if command -v groff >/dev/null; then
+		check "$(basename -- "$page") renders without warnings" renders_clean "$page"
+	fi
+done
+
+# The daemon's unit.
+unit=$dest$unitdir/vfhealthd.service
+check "vfhealthd.service installed" test -f "$unit"
+check "vfhealthd.service: Type=notify" grep -qx 'Type=notify' "$unit"
+check "vfhealthd.service: Restart=on-failure" grep -qx 'Restart=on-failure' "$unit"
+check "vfhealthd.service: ExecStart names $sbindir/vfhealthd" grep -q "^ExecStart=$sbindir/vfhealthd " "$unit"
+check "vfhealthd.service: ExecStartPre clears a stale mount" grep -Eq '^ExecStartPre=-?/[^ ]*fusermount3 -uz /run/vfhealth$' "$unit"
+check "vfhealthd.service: ExecStopPost clears a stale mount" grep -Eq '^ExecStopPost=-?/[^ ]*fusermount3 -uz /run/vfhealth$' "$unit"
+check "vfhealthd.service: no private mount namespace" no_private_mounts "$unit"
+check "vfhealthd.service: WantedBy=multi-user.target" grep -qx 'WantedBy=multi-user.target' "$unit"
+
+# The guest agent's unit.
+agent_unit=$dest$unitdir/vfhealth-agent.service
+check "vfhealth-agent.service installed" test -f "$agent_unit"
+check "vfhealth-agent.service: ExecStart names $sbindir/vfhealth-agent" grep -q "^ExecStart=$sbindir/vfhealth-agent\b" "$agent_unit"
+
+# tmpfiles.d: the mountpoint and the state directory.
+tmpfiles=$dest$prefix/lib/tmpfiles.d/vfhealth.conf
+check "tmpfiles.d/vfhealth.conf installed" test -f "$tmpfiles"
+check "tmpfiles.d creates /run/vfhealth" grep -Eq '^d +/run/vfhealth +0755 ' "$tmpfiles"
+check "tmpfiles.d creates /var/lib/vfhealth" grep -Eq '^d +/var/lib/vfhealth +0700 ' "$tmpfiles"
+if command -v systemd-tmpfiles >/dev/null; then
+	# Apply it to a scratch root: the entries must parse and create the dirs.
+	check "systemd-tmpfiles --root creates both directories" \
+		tmpfiles_apply "$ops_tmp/tmpfiles-root" "$tmpfiles"
+fi
+
+# Daemon options file.
+check "default/vfhealthd installed" test -f "$dest$sysconfdir/default/vfhealthd"
+
+# Documentation and examples.
+docdir=$dest$datadir/doc/vfhealth
+for d in overview.md interface.md runbook.md security.md limits.md; do
+	check "doc $d" test -s "$docdir/$d"
+done
+for x in placement/watch-quarantined.sh placement/watch_quarantined.py operator/drain-gpu.sh \
+	 vmm/vfhealth-claim.sh systemd/on-quarantine-change.sh prometheus/vfhealth-textfile.sh; do
+	check "example $x, mode 755" mode_is "$docdir/examples/$x" 755
+done
+for x in systemd/vfhealth-quarantine.path systemd/vfhealth-quarantine.service \
+	 prometheus/vfhealth.rules.yml prometheus/vfhealth-textfile.service prometheus/vfhealth-textfile.timer; do
+	check "example $x, mode 644" mode_is "$docdir/examples/$x" 644
+done
+check "the path unit's service runs the installed hook script" \
+	grep -q "^ExecStart=$datadir/doc/vfhealth/examples/systemd/on-quarantine-change.sh " \
+	"$docdir/examples/systemd/vfhealth-quarantine.service"
+
+# systemd-analyze verify, when this machine has it.  Units name installed
+# paths that exist only under DESTDIR: verify copies whose absolute paths
+# point into DESTDIR (the unit files themselves are what is checked).
+if command -v systemd-analyze >/dev/null; then
+	mkdir -p "$ops_tmp/verify"
+	for u in "$unit" "$agent_unit" "$docdir/examples/systemd/vfhealth-quarantine.path" \
+		 "$docdir/examples/systemd/vfhealth-quarantine.service" \
+		 "$docdir/examples/prometheus/vfhealth-textfile.service" \
+		 "$docdir/examples/prometheus/vfhealth-textfile.timer"; do
+		[[ -f $u ]] || continue
+		sed -e "s|=\(-\?\)$prefix/|=\1$dest$prefix/|g" "$u" > "$ops_tmp/verify/$(basename -- "$u")"
+	done
+	# The path unit and timer refer to their services by name: verify them together.
+	if out=$(cd "$ops_tmp/verify" && SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no -- ./*.service ./*.path ./*.timer 2>&1); then
+		echo "ok   systemd-analyze verify"
+	else
+		# Units this container lacks (sysinit.target, ...) are not our fault.
+		bad=$(grep -v -E -e 'Unit (sysinit|basic|shutdown|local-fs|multi-user|timers)\.target not found' \
+			-e 'Failed to read .container of PID 1' -e 'PR_SET_MM' <<<"$out" || true)
+		if [[ -n $bad ]]; then
+			echo "FAIL systemd-analyze verify:" >&2
+			echo "$bad" >&2
+			errors=$((errors + 1))
+		else
+			echo "ok   systemd-analyze verify (ignored what this machine lacks: $(wc -l <<<"$out") lines)"
+		fi
+	fi
+else
+	echo "note: systemd-analyze not available, units not verified"
+fi
+
+((errors == 0)) || fail "$errors check(s) failed"
+echo "install tree OK"

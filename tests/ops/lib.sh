@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2034 # the variables are for the scripts that source this
+# tests/ops/lib.sh - shared by the ops tests: a real vfhealthd on a temporary
+# mountpoint with a temporary SQLite file, and cleanup that always runs.
+# Source it from bash after `set -euo pipefail`.
+#
+# Environment (set by tests/ops/meson.build):
+#   VFHEALTH_BUILD_ROOT   the build directory under test
+#   VFHEALTH_SOURCE_ROOT  the source tree
+#
+# Provides: ops_tmp (a private temporary directory), skip, fail, need_fuse,
+# start_vfhealthd MOUNT [ARGS...], stop_vfhealthd, wait_for DESC SECONDS CMD...
+
+build_root=${VFHEALTH_BUILD_ROOT:?run under meson test}
+source_root=${VFHEALTH_SOURCE_ROOT:?run under meson test}
+vfhealthd_bin=$build_root/fs/vfhealthd
+agent_bin=$build_root/guest-agent/vfhealth-agent
+test_vmm_bin=$build_root/tests/sentinel/test-vmm
+
+ops_tmp=$(mktemp -d "${TMPDIR:-/tmp}/vfhealth-ops.XXXXXX")
+vfhealthd_pid=
+vfhealthd_mount=
+ops_cleanup_hooks=()
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*" >&2; [[ -s $ops_tmp/vfhealthd.log ]] && { echo "--- vfhealthd log:" >&2; tail -n 30 "$ops_tmp/vfhealthd.log" >&2; }; exit 1; }
+
+ops_cleanup() {
+	local hook
+	for hook in "${ops_cleanup_hooks[@]}"; do eval "$hook" || true; done
+	stop_vfhealthd || true
+	rm -rf -- "$ops_tmp"
+}
+trap ops_cleanup EXIT
+
+# wait_for DESCRIPTION SECONDS COMMAND...: retry COMMAND until it succeeds or
+# the deadline passes (a condition, not a fixed sleep).
+wait_for() {
+	local what=$1 secs=$2 deadline
+	shift 2
+	deadline=$(($(date +%s%N) + secs * 1000000000))
+	until "$@"; do
+		(($(date +%s%N) < deadline)) || fail "timed out after ${secs}s waiting for $what"
+		sleep 0.05
+	done
+}
+
+# Skip (77) where this machine cannot mount FUSE file systems.
+need_fuse() {
+	[[ -c /dev/fuse ]] || skip "no /dev/fuse"
+	command -v fusermount3 >/dev/null || skip "no fusermount3"
+	[[ -r /dev/fuse && -w /dev/fuse ]] || skip "/dev/fuse not accessible"
+	grep -qw fuse /proc/filesystems || skip "kernel without FUSE"
+	[[ -x $vfhealthd_bin ]] || fail "$vfhealthd_bin was not built"
+}
+
+vfhealthd_ready() {
+	mountpoint -q "$vfhealthd_mount" && [[ -e $vfhealthd_mount/status ]] && return 0
+	kill -0 "$vfhealthd_pid" 2>/dev/null || fail "vfhealthd exited before mounting"
+	return 1
+}
+
+# start_vfhealthd MOUNT [ARGS...]: vfhealthd in the foreground (as a child)
+# with its database in ops_tmp; returns once MOUNT serves files.
+start_vfhealthd() {
+	vfhealthd_mount=$1
+	shift
+	mkdir -p -- "$vfhealthd_mount"
+	"$vfhealthd_bin" -f --db "$ops_tmp/vfhealth.db" "$@" "$vfhealthd_mount" \
+		>>"$ops_tmp/vfhealthd.log" 2>&1 &
+	vfhealthd_pid=$!
+	wait_for "vfhealthd to mount $vfhealthd_mount" 20 vfhealthd_ready
+}
+
+stop_vfhealthd() {
+	[[ -n $vfhealthd_pid ]] || return 0
+	kill -TERM "$vfhealthd_pid" 2>/dev/null || true
+	local deadline=$((SECONDS + 15))
+	while kill -0 "$vfhealthd_pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+	kill -KILL "$vfhealthd_pid" 2>/dev/null || true
+	wait "$vfhealthd_pid" 2>/dev/null || true
+	vfhealthd_pid=
+	if mountpoint -q "$vfhealthd_mount" 2>/dev/null; then
+		fusermount3 -uz "$vfhealthd_mount" 2>/dev/null || umount -l "$vfhealthd_mount" || true
+	fi
+}
