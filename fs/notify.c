@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * notify.c - change notification for the virtual files (notify.h).
+ *
+ * Design notes
+ * ------------
+ * Threads.  One notifier thread.  The store calls notifier_store_change()
+ * from whichever thread committed (usually a FUSE worker handling a write);
+ * FUSE workers call the watch/poll/seen/mtime functions.
+ *
+ * Locks (docs/architecture.md order 3 then 4; neither is held while taking
+ * the other, nor across any call into the store or the mount):
+ *  - files_lock guards the file table: per file (VF address + table index)
+ *    the content generation, the mtime, and the list of open-file watches
+ *    with their pending fuse_pollhandle.  Held for a few pointer operations.
+ *  - queue_lock (a leaf) guards the dirty set: a bitmask of top-level files,
+ *    a bitmask of per-VF files dirty for every VF, and up to
+ *    NOTIFY_MAX_QUEUED_VFS (VF, bitmask) entries; when those are full the
+ *    set collapses into "every notified file of every VF".  Enqueueing never
+ *    blocks and never allocates.
+ *
+ * The notifier drains the whole set at once, then per file: bumps the
+ * generation and takes the pending poll handles (under files_lock), sends
+ * fuse_lowlevel_notify_poll() for them (no lock held), and finally opens the
+ * file through the mount, writes one byte and closes it (no lock held): the
+ * kernel turns that into IN_MODIFY and IN_CLOSE_WRITE for watchers of the
+ * file and of its directory.  The open and write reach our own FUSE
+ * handlers on other worker threads, which see the notifier's tid and change
+ * nothing; that is why the notifier must never hold a lock they take.
+ *
+ * Shutdown.  notifier_stop() sets `stop`, signals the condition and joins.
+ * It has to run while the session still serves requests, because the
+ * thread may be inside an open() or write() on the mount.  Pending poll
+ * handles are destroyed when their watch is removed or in notifier_free().
+ *
+ * Memory.  File entries are created when a file is opened or changes and
+ * are kept (keyed by VF address, so re-registering a VF reuses them); they
+ * number at most the files of every VF address ever used.
+ */
+#include "fs/notify.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs/vfiles.h"
+#include "proto/cleanup.h"
+#include "proto/log.h"
+
+#define FILE_BUCKETS 256
+
+struct watched_file {
+	struct notify_key key;
+	uint64_t generation;
+	struct timespec mtime;
+	bool changed;
+	struct notify_watch *watches;
+	struct watched_file *next;
+};
+
+struct dirty_vf {
+	char vf[STORE_VF_BUFSZ];
+	unsigned files; /* bitmask over enum vf_file_index */
+};
+
+struct notifier {
+	struct fuse_session *se;
+	struct store *store;
+	char *mountpoint;
+
+	pthread_mutex_t files_lock;
+	struct watched_file *buckets[FILE_BUCKETS];
+
+	pthread_mutex_t queue_lock;
+	pthread_cond_t queue_cond;
+	unsigned dirty_top;     /* bitmask over enum top_file_index */
+	unsigned dirty_all_vfs; /* bitmask over enum vf_file_index, for every VF */
+	struct dirty_vf dirty_vfs[NOTIFY_MAX_QUEUED_VFS];
+	size_t dirty_vf_count;
+	bool stop;
+
+	pthread_t thread;
+	bool running;
+	atomic_int tid;
+};
+
+/* Every per-VF file whose content changes get notified. */
+static unsigned notified_vf_files(void)
+{
+	unsigned mask = 0;
+
+	for (int i = 0; i < VF_FILE_COUNT; i++)
+		if (vf_files[i].flags & VFILE_NOTIFY)
+			mask |= 1u << i;
+	return mask;
+}
+
+static unsigned key_hash(const struct notify_key *key)
+{
+	unsigned h = 2166136261u;
+
+	for (const char *p = key->vf; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	h = (h ^ (unsigned)key->index) * 16777619u;
+	return h % FILE_BUCKETS;
+}
+
+static bool key_equal(const struct notify_key *a, const struct notify_key *b)
+{
+	return a->index == b->index && strcmp(a->vf, b->vf) == 0;
+}
+
+/* Under files_lock. */
+static struct watched_file *file_find(struct notifier *n, const struct notify_key *key,
+				      bool create)
+{
+	unsigned h = key_hash(key);
+	struct watched_file *f;
+
+	for (f = n->buckets[h]; f; f = f->next)
+		if (key_equal(&f->key, key))
+			return f;
+	if (!create)
+		return NULL;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->key = *key;
+	f->next = n->buckets[h];
+	n->buckets[h] = f;
+	return f;
+}
+
+int notifier_new(struct fuse_session *se, const char *mountpoint, struct store *store,
+		 struct notifier **ret)
+{
+	struct notifier *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	n->mountpoint = strdup(mountpoint);
+	if (!n->mountpoint) {
+		free(n);
+		return -ENOMEM;
+	}
+	n->se = se;
+	n->store = store;
+	pthread_mutex_init(&n->files_lock, NULL);
+	pthread_mutex_init(&n->queue_lock, NULL);
+	pthread_cond_init(&n->queue_cond, NULL);
+	*ret = n;
+	return 0;
+}
+
+void notifier_free(struct notifier *n)
+{
+	if (!n)
+		return;
+	notifier_stop(n);
+	for (int b = 0; b < FILE_BUCKETS; b++) {
+		struct watched_file *f = n->buckets[b];
+		while (f) {
+			struct watched_file *next = f->next;
+			for (struct notify_watch *w = f->watches; w; w = w->next)
+				if (w->pending) {
+					fuse_pollhandle_destroy(w->pending);
+					w->pending = NULL;
+				}
+			free(f);
+			f = next;
+		}
+	}
+	pthread_cond_destroy(&n->queue_cond);
+	pthread_mutex_destroy(&n->queue_lock);
+	pthread_mutex_destroy(&n->files_lock);
+	free(n->mountpoint);
+	free(n);
+}
+
+pid_t notifier_tid(const struct notifier *n)
+{
+	return (pid_t)atomic_load(&((struct notifier *)n)->tid);
+}
+
+/* -- the dirty set -------------------------------------------------------------- */
+
+/* Under queue_lock. */
+static void queue_vf(struct notifier *n, const char *vf, unsigned files)
+{
+	for (size_t i = 0; i < n->dirty_vf_count; i++)
+		if (strcmp(n->dirty_vfs[i].vf, vf) == 0) {
+			n->dirty_vfs[i].files |= files;
+			return;
+		}
+	if (n->dirty_vf_count == NOTIFY_MAX_QUEUED_VFS) {
+		/* Full: merge everything into "all files of all VFs"; nothing is lost. */
+		unsigned all = 0;
+		for (size_t i = 0; i < n->dirty_vf_count; i++)
+			all |= n->dirty_vfs[i].files;
+		n->dirty_all_vfs |= all | files;
+		n->dirty_vf_count = 0;
+		return;
+	}
+	snprintf(n->dirty_vfs[n->dirty_vf_count].vf, STORE_VF_BUFSZ, "%s", vf);
+	n->dirty_vfs[n->dirty_vf_count].files = files;
+	n->dirty_vf_count++;
+}
+
+static void enqueue(struct notifier *n, unsigned top, const char *vf, unsigned vf_mask,
+		    unsigned all_vfs)
+{
+	if (!top && !all_vfs && (!vf_mask || !vf || !*vf))
+		return;
+	pthread_mutex_lock(&n->queue_lock);
+	n->dirty_top |= top;
+	n->dirty_all_vfs |= all_vfs;
+	if (vf_mask && vf && *vf)
+		queue_vf(n, vf, vf_mask);
+	pthread_cond_signal(&n->queue_cond);
+	pthread_mutex_unlock(&n->queue_lock);
+}
+
+void notifier_store_change(void *userdata, const struct store_change *change)
+{
+	struct notifier *n = userdata;
+	unsigned top = 0, vf = 0, all_vfs = 0, bits = change->bits;
+
+	if (bits & (STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS))
+		top |= 1u << TOP_RESOURCES;
+	if (bits & STORE_CHANGE_FAILURES)
+		vf |= 1u << VF_TALLY | 1u << VF_FAILURES;
+	if (bits & STORE_CHANGE_QUARANTINE) {
+		vf |= 1u << VF_QUARANTINED;
+		top |= 1u << TOP_QUARANTINED | 1u << TOP_RESOURCES;
+	}
+	if (bits & STORE_CHANGE_THRESHOLD)
+		top |= 1u << TOP_THRESHOLD;
+	if (bits & STORE_CHANGE_MAX_QUARANTINED)
+		top |= 1u << TOP_MAX_QUARANTINED;
+	if (bits & STORE_CHANGE_STATUS) {
+		/* Availability decides whether every quarantined file reads or fails. */
+		top |= 1u << TOP_STATUS | 1u << TOP_RESOURCES | 1u << TOP_QUARANTINED;
+		all_vfs |= 1u << VF_QUARANTINED;
+	}
+	/* STORE_CHANGE_BREAKER shows only in metrics, which is never notified. */
+	enqueue(n, top, change->vf, vf, all_vfs);
+}
+
+void notifier_mark(struct notifier *n, const struct notify_key *key)
+{
+	if (key->vf[0])
+		enqueue(n, 0, key->vf, 1u << key->index, 0);
+	else
+		enqueue(n, 1u << key->index, NULL, 0, 0);
+}
+
+/* -- the notifier thread ---------------------------------------------------------- */
+
+/* Bump the file's generation and wake its pollers. */
+static void wake_pollers(struct notifier *n, const struct notify_key *key)
+{
+	_cleanup_free_ struct fuse_pollhandle **handles = NULL;
+	size_t count = 0, cap = 0;
+	struct watched_file *f;
+
+	pthread_mutex_lock(&n->files_lock);
+	f = file_find(n, key, true);
+	if (f) {
+		f->generation++;
+		clock_gettime(CLOCK_REALTIME, &f->mtime);
+		f->changed = true;
+		for (struct notify_watch *w = f->watches; w; w = w->next)
+			if (w->pending)
+				cap++;
+		if (cap)
+			handles = calloc(cap, sizeof(*handles));
+		for (struct notify_watch *w = f->watches; handles && w; w = w->next)
+			if (w->pending) {
+				handles[count++] = w->pending;
+				w->pending = NULL;
+			}
+	}
+	pthread_mutex_unlock(&n->files_lock);
+	if (!f)
+		log_warn("notifier: out of memory; pollers of %s%s%s miss a change", key->vf,
+			 key->vf[0] ? "/" : "", key->vf[0] ? vf_files[key->index].name
+							  : top_files[key->index].name);
+	for (size_t i = 0; i < count; i++) {
+		int r = fuse_lowlevel_notify_poll(handles[i]);
+		if (r < 0 && r != -ENOENT)
+			log_debug("notifier: poll notification failed: %s", strerror(-r));
+		fuse_pollhandle_destroy(handles[i]);
+	}
+}
+
+/* Make the kernel emit IN_MODIFY and IN_CLOSE_WRITE: write one byte through
+ * the mount.  Our write handler recognizes this thread and ignores it. */
+static void touch_through_mount(struct notifier *n, const struct notify_key *key)
+{
+	char path[PATH_MAX];
+	_cleanup_close_ int fd = -1;
+
+	if (key->vf[0])
+		snprintf(path, sizeof(path), "%s/%s/%s", n->mountpoint, key->vf,
+			 vf_files[key->index].name);
+	else
+		snprintf(path, sizeof(path), "%s/%s", n->mountpoint, top_files[key->index].name);
+	fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		/* ENOENT: the VF went away meanwhile; nobody can watch it any more. */
+		if (errno != ENOENT)
+			log_debug("notifier: open %s: %s", path, strerror(errno));
+		return;
+	}
+	if (write(fd, "\n", 1) != 1)
+		log_debug("notifier: write %s: %s", path, strerror(errno));
+}
+
+static void notify_file(struct notifier *n, const char *vf, int index)
+{
+	struct notify_key key = { .index = index };
+
+	snprintf(key.vf, sizeof(key.vf), "%s", vf);
+	wake_pollers(n, &key);
+	touch_through_mount(n, &key);
+}
+
+static void notify_vf_files(struct notifier *n, const char *vf, unsigned files)
+{
+	for (int i = 0; i < VF_FILE_COUNT; i++)
+		if (files & (1u << i))
+			notify_file(n, vf, i);
+}
+
+static void *notifier_main(void *arg)
+{
+	struct notifier *n = arg;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	atomic_store(&n->tid, (int)gettid());
+
+	for (;;) {
+		_cleanup_free_ struct dirty_vf *vfs = NULL;
+		unsigned top, all_vfs;
+		size_t vf_count;
+
+		pthread_mutex_lock(&n->queue_lock);
+		while (!n->stop && !n->dirty_top && !n->dirty_all_vfs && !n->dirty_vf_count)
+			pthread_cond_wait(&n->queue_cond, &n->queue_lock);
+		if (n->stop) {
+			pthread_mutex_unlock(&n->queue_lock);
+			break;
+		}
+		top = n->dirty_top;
+		all_vfs = n->dirty_all_vfs;
+		vf_count = n->dirty_vf_count;
+		vfs = vf_count ? malloc(vf_count * sizeof(*vfs)) : NULL;
+		if (vf_count && !vfs) {
+			/* Cannot copy the list: notify everything instead. */
+			all_vfs |= notified_vf_files();
+			vf_count = 0;
+		} else if (vf_count) {
+			memcpy(vfs, n->dirty_vfs, vf_count * sizeof(*vfs));
+		}
+		n->dirty_top = 0;
+		n->dirty_all_vfs = 0;
+		n->dirty_vf_count = 0;
+		pthread_mutex_unlock(&n->queue_lock);
+
+		for (int i = 0; i < TOP_FILE_COUNT; i++)
+			if (top & (1u << i))
+				notify_file(n, "", i);
+		if (all_vfs) {
+			_cleanup_free_ struct store_vf_info *list = NULL;
+			size_t count = 0;
+			if (store_vf_list(n->store, &list, &count) == 0)
+				for (size_t i = 0; i < count; i++)
+					notify_vf_files(n, list[i].vf, all_vfs);
+		}
+		for (size_t i = 0; i < vf_count; i++)
+			notify_vf_files(n, vfs[i].vf, vfs[i].files & ~all_vfs);
+	}
+	return NULL;
+}
+
+int notifier_start(struct notifier *n)
+{
+	int r;
+
+	if (n->running)
+		return 0;
+	n->stop = false;
+	r = pthread_create(&n->thread, NULL, notifier_main, n);
+	if (r)
+		return -r;
+	n->running = true;
+	return 0;
+}
+
+void notifier_stop(struct notifier *n)
+{
+	if (!n->running)
+		return;
+	pthread_mutex_lock(&n->queue_lock);
+	n->stop = true;
+	pthread_cond_signal(&n->queue_cond);
+	pthread_mutex_unlock(&n->queue_lock);
+	pthread_join(n->thread, NULL);
+	n->running = false;
+}
+
+/* -- watches and poll ---------------------------------------------------------------- */
+
+int notifier_watch_add(struct notifier *n, struct notify_watch *w)
+{
+	struct watched_file *f;
+
+	pthread_mutex_lock(&n->files_lock);
+	f = file_find(n, &w->key, true);
+	if (f) {
+		w->seen_generation = f->generation;
+		w->pending = NULL;
+		w->next = f->watches;
+		f->watches = w;
+	}
+	pthread_mutex_unlock(&n->files_lock);
+	return f ? 0 : -ENOMEM;
+}
+
+void notifier_watch_remove(struct notifier *n, struct notify_watch *w)
+{
+	struct fuse_pollhandle *pending = NULL;
+	struct watched_file *f;
+
+	pthread_mutex_lock(&n->files_lock);
+	f = file_find(n, &w->key, false);
+	if (f)
+		for (struct notify_watch **p = &f->watches; *p; p = &(*p)->next)
+			if (*p == w) {
+				*p = w->next;
+				break;
+			}
+	pending = w->pending;
+	w->pending = NULL;
+	pthread_mutex_unlock(&n->files_lock);
+	if (pending)
+		fuse_pollhandle_destroy(pending);
+}
+
+void notifier_seen(struct notifier *n, struct notify_watch *w)
+{
+	struct watched_file *f;
+
+	pthread_mutex_lock(&n->files_lock);
+	f = file_find(n, &w->key, false);
+	w->seen_generation = f ? f->generation : 0;
+	pthread_mutex_unlock(&n->files_lock);
+}
+
+unsigned notifier_poll(struct notifier *n, struct notify_watch *w, struct fuse_pollhandle *ph)
+{
+	struct fuse_pollhandle *drop = NULL;
+	struct watched_file *f;
+	unsigned revents = POLLIN | POLLRDNORM;
+
+	pthread_mutex_lock(&n->files_lock);
+	f = file_find(n, &w->key, false);
+	if (f && f->generation != w->seen_generation) {
+		revents |= POLLPRI | POLLERR;
+		drop = ph; /* nothing to wait for */
+	} else if (ph) {
+		/* One pending handle per open file: the kernel's latest one. */
+		drop = w->pending;
+		w->pending = ph;
+	}
+	pthread_mutex_unlock(&n->files_lock);
+	if (drop)
+		fuse_pollhandle_destroy(drop);
+	return revents;
+}
+
+bool notifier_mtime(struct notifier *n, const struct notify_key *key, struct timespec *ret)
+{
+	struct watched_file *f;
+	bool changed = false;
+
+	pthread_mutex_lock(&n->files_lock);
+	f = file_find(n, key, false);
+	if (f && f->changed) {
+		*ret = f->mtime;
+		changed = true;
+	}
+	pthread_mutex_unlock(&n->files_lock);
+	return changed;
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * notify.h - the one module that tells the kernel (and so inotify and poll
+ * watchers) that a virtual file's content changed.
+ *
+ * Contract:
+ *  - notifier_store_change() is the store's change callback.  It maps a
+ *    store_change to the files whose content it changes, adds them to a
+ *    bounded coalescing set and returns; it never blocks on anything but the
+ *    set's own leaf mutex.  When the set is full it collapses into "all
+ *    files dirty", so no change is ever lost, only merged.
+ *  - The notifier thread (notifier_start .. notifier_stop) drains the set.
+ *    For each dirty file it bumps the file's content generation, records its
+ *    mtime, calls fuse_lowlevel_notify_poll() on every pending poll handle of
+ *    that file, and then opens the file through the mount O_WRONLY, writes
+ *    one byte and closes it, so that the kernel emits IN_MODIFY and
+ *    IN_CLOSE_WRITE (FUSE sends no inotify events for changes a daemon makes
+ *    itself).  The filesystem's open and write handlers recognize the
+ *    notifier's thread id (notifier_tid()) and change nothing.
+ *  - Poll is sysfs-style: a watch (one per open file) remembers the content
+ *    generation it has seen; notifier_poll() reports POLLPRI|POLLERR (plus
+ *    POLLIN|POLLRDNORM) once the file's generation moved past it, and
+ *    notifier_seen() (called by a read at offset 0) catches up.
+ *  - Files are named by a notify_key: the VF address ("" for the top level)
+ *    and the index in the vfiles.h table.
+ *  - notifier_stop() must run while the mount is still served: the thread
+ *    may be inside an open() on the mount.
+ *
+ * All functions return 0 or a negative errno unless stated otherwise.
+ */
+#ifndef VFHEALTH_NOTIFY_H
+#define VFHEALTH_NOTIFY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <fuse_lowlevel.h>
+
+#include "fs/store.h"
+
+/* At most this many distinct VFs are queued; beyond it the set collapses
+ * into "every file of every VF", which the notifier expands from the store. */
+#define NOTIFY_MAX_QUEUED_VFS 1024
+
+struct notifier;
+
+struct notify_key {
+	char vf[STORE_VF_BUFSZ]; /* "" for a top-level file */
+	int index;               /* index in top_files[] or vf_files[] */
+};
+
+/* One per open file that can be polled; embedded in the open-file state. */
+struct notify_watch {
+	struct notify_key key;
+	uint64_t seen_generation;
+	struct fuse_pollhandle *pending; /* owned; destroyed on notify or removal */
+	struct notify_watch *next;       /* in the file's watch list */
+};
+
+int notifier_new(struct fuse_session *se, const char *mountpoint, struct store *store,
+		 struct notifier **ret);
+/* Stops the thread if running and frees everything, pending poll handles too. */
+void notifier_free(struct notifier *n);
+
+int notifier_start(struct notifier *n);
+void notifier_stop(struct notifier *n);
+
+/* The notifier thread's id (gettid()), 0 before notifier_start(). */
+pid_t notifier_tid(const struct notifier *n);
+
+/* The store callback; userdata is the struct notifier. */
+void notifier_store_change(void *userdata, const struct store_change *change);
+
+/* Mark one file dirty (e.g. a change the store does not report). */
+void notifier_mark(struct notifier *n, const struct notify_key *key);
+
+/* Register a watch for an open file; it starts as having seen the current
+ * content.  -ENOMEM only. */
+int notifier_watch_add(struct notifier *n, struct notify_watch *w);
+void notifier_watch_remove(struct notifier *n, struct notify_watch *w);
+/* The reader is about to render the file afresh. */
+void notifier_seen(struct notifier *n, struct notify_watch *w);
+/* The poll handler: returns the revents; keeps ph (or destroys it) either way. */
+unsigned notifier_poll(struct notifier *n, struct notify_watch *w, struct fuse_pollhandle *ph);
+
+/* When the file last changed; false when it has not changed since start. */
+bool notifier_mtime(struct notifier *n, const struct notify_key *key, struct timespec *ret);
+
+#endif

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vfiles.h - THE table of virtual files under /run/vfhealth (see vfhealth(5)).
+ *
+ * top_files[] lists the top-level files and vf_files[] the entries of a VF
+ * directory; lookup, getattr, readdir, open, read, write and the notifier
+ * all go through these two tables, indexed by the enums below.  No other
+ * code names these files.
+ *
+ * A render function writes the whole current content of a file to `out`
+ * (the filesystem keeps it as the snapshot of the open file) and returns 0
+ * or a negative errno.  A write function gets one whole command (NUL
+ * terminated, one trailing newline already stripped), validates all of it
+ * before calling the store, and returns 0 or a negative errno that becomes
+ * the write(2)'s error; bad input changes nothing.  Files that read back the
+ * outcome of the last write on the same open file (`report`) put that text
+ * into call->outcome.
+ *
+ * The claim_* functions serve the assignment files (<vf>/assignments/<id>),
+ * whose names are the claims themselves rather than table entries.
+ */
+#ifndef VFHEALTH_VFILES_H
+#define VFHEALTH_VFILES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "fs/store.h"
+
+/* Longest command one write(2) may carry; longer ones get EINVAL. */
+#define VFILE_COMMAND_MAX 4096
+/* Room for an outcome line such as "quarantined failures=2 threshold=2 breaker=engaged". */
+#define VFILE_OUTCOME_MAX 128
+
+enum top_file_index {
+	TOP_THRESHOLD,
+	TOP_QUARANTINED,
+	TOP_RESOURCES,
+	TOP_STATUS,
+	TOP_MAX_QUARANTINED,
+	TOP_METRICS,
+	TOP_FILE_COUNT
+};
+
+enum vf_file_index {
+	VF_TALLY,
+	VF_QUARANTINED,
+	VF_FAILURES,
+	VF_REPORT,
+	VF_ASSIGNMENTS, /* the assignments/ directory */
+	VF_FILE_COUNT
+};
+
+enum vfile_flags {
+	VFILE_DIR = 1 << 0,     /* a directory, not a file */
+	VFILE_NOTIFY = 1 << 1,  /* content changes are notified (inotify, poll) */
+	VFILE_OUTCOME = 1 << 2, /* reads show the outcome of the last write on the handle */
+};
+
+struct vffs;
+
+/* What a render or write function works on. */
+struct vfile_call {
+	struct store *store;
+	struct vffs *fs;     /* metrics providers */
+	const char *vf;      /* per-VF files: the VF address */
+	uint64_t vf_id;      /* per-VF files: the VF's id */
+	char *outcome;       /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
+};
+
+typedef int (*vfile_render_fn)(const struct vfile_call *call, FILE *out);
+typedef int (*vfile_write_fn)(const struct vfile_call *call, char *command);
+
+struct vfile {
+	const char *name;
+	mode_t mode;            /* permission bits; S_IFDIR is added for VFILE_DIR */
+	vfile_render_fn render; /* NULL: reads show the outcome (VFILE_OUTCOME) or nothing */
+	vfile_write_fn write;   /* NULL: read-only */
+	unsigned flags;
+};
+
+extern const struct vfile top_files[TOP_FILE_COUNT];
+extern const struct vfile vf_files[VF_FILE_COUNT];
+
+/* Index of name in table[count], or -1. */
+int vfile_find(const struct vfile *table, int count, const char *name);
+
+/* -- assignment files --------------------------------------------------------- */
+
+/* `claimed_at=...\nagent=...\ncontrol=...\npid=...\n` of a live claim. */
+void claim_render(const struct store_claim *claim, FILE *out);
+
+/* Parse and validate `key=value` lines into a copy of `current`; touches
+ * nothing.  may_set_claimed_at: this is the first write through the handle
+ * that created the claim, so claimed_at may change; else it must equal the
+ * stored one.  -EINVAL for unknown or repeated keys and bad values. */
+int claim_parse_update(const struct store_claim *current, char *command, bool may_set_claimed_at,
+		       struct store_claim *ret);
+
+/* -- implemented by vffs.c ---------------------------------------------------- */
+
+/* Lines that registered metrics providers add to `metrics`. */
+void vffs_render_metrics_providers(struct vffs *fs, FILE *out);
+
+#endif
