@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vfhealth-sentinel - the sentinel as its own process, against a mount of
+ * vfhealthd started with --no-sentinel (or on another host's view of it).
+ *
+ * DESIGN NOTES
+ * Threads: the library's (see sentinel.c); this main thread only waits.
+ * Signals: SIGTERM/SIGINT are blocked before the library starts its threads
+ * and taken with sigwaitinfo() here, so no handler runs anywhere; then
+ * sentinel_stop() (bounded by one poll timeout) and exit 0.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/log.h"
+#include "sentinel/sentinel.h"
+
+enum {
+	OPT_METRICS_FILE = 0x100,
+	OPT_VERSION,
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: vfhealth-sentinel [OPTIONS] [MOUNTPOINT]\n"
+		"Poll the guest agents of the claims under MOUNTPOINT (default /run/vfhealth,\n"
+		"a vfhealthd mount) and report their GPU init state to it.\n"
+		"\n"
+		"  -h, --help                   this text\n"
+		"  -V, --version                print the version\n"
+		"  -d, --debug                  log debug messages\n"
+		"      --metrics-file PATH      rewrite PATH with the sentinel's metrics after\n"
+		"                               every poll (Prometheus text format)\n"
+		"%s",
+		SENTINEL_OPTIONS_HELP);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option long_options[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
+		{ "debug", no_argument, NULL, 'd' },
+		{ "metrics-file", required_argument, NULL, OPT_METRICS_FILE },
+		SENTINEL_GETOPT_OPTIONS,
+		{ 0 },
+	};
+	struct sentinel_options opt;
+	struct sentinel *sentinel = NULL;
+	const char *mountpoint = "/run/vfhealth";
+	sigset_t stop_signals;
+	siginfo_t info;
+	int c, r;
+
+	log_set_ident("vfhealth-sentinel");
+	sentinel_options_init(&opt);
+	while ((c = getopt_long(argc, argv, "hVd", long_options, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+		case OPT_VERSION:
+			printf("vfhealth-sentinel %s\n", VFHEALTH_VERSION);
+			return 0;
+		case 'd':
+			log_set_max_priority(LOG_DEBUG);
+			break;
+		case OPT_METRICS_FILE:
+			opt.metrics_path = optarg;
+			break;
+		case SENTINEL_OPT_NO_SENTINEL:
+			fprintf(stderr, "vfhealth-sentinel: --no-sentinel makes no sense here\n");
+			return 2;
+		default:
+			if (c >= SENTINEL_OPT_FIRST && c < SENTINEL_OPT_END) {
+				if (sentinel_options_apply(&opt, c, optarg) < 0)
+					return 2;
+				break;
+			}
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc)
+		mountpoint = argv[optind++];
+	if (optind < argc) {
+		fprintf(stderr, "vfhealth-sentinel: unexpected argument \"%s\"\n", argv[optind]);
+		return 2;
+	}
+	if (mountpoint[0] != '/') {
+		fprintf(stderr, "vfhealth-sentinel: MOUNTPOINT must be an absolute path\n");
+		return 2;
+	}
+
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGTERM);
+	sigaddset(&stop_signals, SIGINT);
+	sigprocmask(SIG_BLOCK, &stop_signals, NULL);
+
+	r = sentinel_start(mountpoint, &opt, &sentinel);
+	if (r < 0) {
+		log_err("cannot start the sentinel on %s: %s", mountpoint, strerror(-r));
+		return 1;
+	}
+	do
+		r = sigwaitinfo(&stop_signals, &info);
+	while (r < 0 && errno == EINTR);
+	log_info("signal %d: stopping", r > 0 ? r : 0);
+	sentinel_stop(sentinel);
+	return 0;
+}

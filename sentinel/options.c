@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/* options.c - the sentinel's command-line options, shared by vfhealthd and
+ * vfhealth-sentinel so both spell and check them the same way. */
+#include "sentinel/sentinel.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "proto/log.h"
+#include "proto/parse.h"
+
+void sentinel_options_init(struct sentinel_options *o)
+{
+	*o = (struct sentinel_options){
+		.enabled = true,
+		.poll_interval_ns = SENTINEL_DEFAULT_POLL_INTERVAL_NS,
+		.poll_timeout_ns = SENTINEL_DEFAULT_POLL_TIMEOUT_NS,
+		.concurrency = SENTINEL_DEFAULT_CONCURRENCY,
+		.reconcile = true,
+		.reconcile_interval_ns = SENTINEL_DEFAULT_RECONCILE_INTERVAL_NS,
+		.proc_root = "/proc",
+	};
+}
+
+static int apply_seconds(const char *name, const char *arg, int64_t *ret)
+{
+	int r = parse_seconds(arg, SENTINEL_DURATION_MAX_NS, ret);
+	if (r < 0)
+		log_err("--%s: \"%s\" is not a duration in seconds (> 0, at most 86400; "
+			"fractions such as 0.2 are fine)",
+			name, arg);
+	return r;
+}
+
+int sentinel_options_apply(struct sentinel_options *o, int opt, const char *arg)
+{
+	uint64_t n;
+	int r;
+
+	switch (opt) {
+	case SENTINEL_OPT_NO_SENTINEL:
+		o->enabled = false;
+		return 0;
+	case SENTINEL_OPT_POLL_INTERVAL:
+		return apply_seconds("poll-interval", arg, &o->poll_interval_ns);
+	case SENTINEL_OPT_POLL_TIMEOUT:
+		return apply_seconds("poll-timeout", arg, &o->poll_timeout_ns);
+	case SENTINEL_OPT_RECONCILE_INTERVAL:
+		return apply_seconds("reconcile-interval", arg, &o->reconcile_interval_ns);
+	case SENTINEL_OPT_CONCURRENCY:
+		r = parse_uint64(arg, SENTINEL_CONCURRENCY_MIN, SENTINEL_CONCURRENCY_MAX, &n);
+		if (r < 0) {
+			log_err("--concurrency: \"%s\" is not an integer in %d..%d", arg,
+				SENTINEL_CONCURRENCY_MIN, SENTINEL_CONCURRENCY_MAX);
+			return r;
+		}
+		o->concurrency = (unsigned)n;
+		return 0;
+	case SENTINEL_OPT_NO_RECONCILE:
+		o->reconcile = false;
+		return 0;
+	case SENTINEL_OPT_PROC_ROOT:
+		if (!arg || arg[0] != '/') {
+			log_err("--proc-root: \"%s\" is not an absolute path", arg ? arg : "");
+			return -EINVAL;
+		}
+		o->proc_root = arg;
+		return 0;
+	}
+	return -ENOENT;
+}

@@ -1,0 +1,1082 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sentinel.c - the poll scheduler, the worker pool and the file-interface
+ * client.
+ *
+ * DESIGN NOTES
+ *
+ * Threads.  One scheduler thread and `concurrency` worker threads, all
+ * created by sentinel_start() with every signal blocked (the daemon's main
+ * thread owns SIGTERM/SIGINT; a SIGPIPE from a guest that hung up stays
+ * pending on our thread instead of killing the process).
+ *   - The scheduler sleeps in ppoll() on the shutdown eventfd until the next
+ *     poll or reconcile is due.  A poll: repair the store if `status` says
+ *     so, list the claims through the mount, build the target array, publish
+ *     it as the current scan, wait until the scan is done.  A reconcile runs
+ *     on the scheduler alone (a few stat()s and reads per claim).
+ *   - A worker takes the next index of the current scan, runs one blocking
+ *     agent_query() (bounded by poll_timeout and the shutdown eventfd),
+ *     classifies the answer, re-reads the VF's claim and writes the report,
+ *     then takes the next index.  So N unreachable guests cost
+ *     ceil(N / concurrency) deadlines, never N.
+ *
+ * Locks.  One mutex (scan_lock) guards the scan: targets, target_count,
+ * next_target, active_workers and stopping; work_cond wakes workers when a
+ * scan is published or on stop, done_cond wakes the scheduler when the last
+ * active worker of a finished (or stopped) scan is done.  No lock is held
+ * across I/O: a worker reads its target (immutable while the scan runs: the
+ * scheduler frees the array only after active_workers drops to 0 with
+ * nothing left to hand out).  Counters are atomics, so metrics rendering
+ * takes no lock.  The start-time memory (claim -> /proc start time, see
+ * reconcile) belongs to the scheduler thread alone.
+ *
+ * Shutdown.  sentinel_stop() writes the eventfd once and never reads it, so
+ * it stays readable: the scheduler's ppoll returns, and every agent_query()
+ * in flight or started later returns -ECANCELED at once, closing its socket.
+ * It sets `stopping` under scan_lock and broadcasts: workers hand out no new
+ * target; a worker whose query was cancelled counts nothing and reports
+ * nothing; a worker already writing its report finishes that one
+ * write(2)+pread (a report is one write: never half-written).  Then it
+ * joins the scheduler and the workers, closes the eventfd, frees.  Bounded
+ * by one poll_timeout plus one file operation.
+ *
+ * The sentinel talks to the store only through the mount (open/pread/pwrite
+ * with O_CLOEXEC, readdir, unlink), so the daemon's notifier sees its writes
+ * like anyone's and a standalone sentinel behaves the same.
+ */
+#include "sentinel/sentinel.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proto/cleanup.h"
+#include "proto/client.h"
+#include "proto/endpoint.h"
+#include "proto/log.h"
+#include "proto/parse.h"
+#include "sentinel/rules.h"
+
+#define WORKER_STACK_SIZE (1024 * 1024)
+#define STATUS_READ_MAX 1024
+
+struct target {
+	struct assignment claim;
+	struct endpoint agent;
+};
+
+/* What reconcile knows about a claim across scans (scheduler thread only). */
+struct claim_memory {
+	char vf[SENTINEL_VF_BUFSZ];
+	char instance_id[INSTANCE_ID_MAX + 1];
+	char claimed_at[RFC3339_BUFSZ];
+	int64_t pid;
+	uint64_t starttime; /* 0: not known */
+	bool seen_dead;     /* the previous reconcile found it dead */
+};
+
+struct sentinel {
+	char *mountpoint;
+	struct sentinel_options opt;
+	char *proc_root;
+	char *metrics_path;
+	int cancel_fd;
+
+	pthread_t scheduler;
+	bool scheduler_started;
+	pthread_t *workers;
+	unsigned workers_started;
+
+	pthread_mutex_t scan_lock;
+	pthread_cond_t work_cond;
+	pthread_cond_t done_cond;
+	const struct target *targets;
+	size_t target_count;
+	size_t next_target;
+	unsigned active_workers;
+	bool stopping;
+	atomic_bool stopping_fast; /* the same flag, readable without the lock */
+
+	struct claim_memory *memory; /* sorted by claim_memory_cmp */
+	size_t memory_count;
+
+	atomic_uint_fast64_t checks[CHECK_RESULT_COUNT];
+	atomic_uint_fast64_t init_failures;
+	atomic_uint_fast64_t quarantines;
+	atomic_uint_fast64_t liveness_uncertain;
+	atomic_uint_fast64_t claims_released;
+	atomic_uint_fast64_t reports_dropped;
+	atomic_uint_fast64_t polls;
+	atomic_int_fast64_t last_poll_duration_ns;
+};
+
+/* ---- the file interface ------------------------------------------------------ */
+
+static int mount_path(const struct sentinel *s, char *buf, size_t size, const char *a,
+		      const char *b, const char *c)
+{
+	int n = snprintf(buf, size, "%s%s%s%s%s%s%s", s->mountpoint, a ? "/" : "", a ? a : "",
+			 b ? "/" : "", b ? b : "", c ? "/" : "", c ? c : "");
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+/* Read a whole (small) file into buf (NUL-terminated).  -E2BIG when it holds
+ * size - 1 bytes or more: a file we do not expect to be that large. */
+static int read_file(const char *path, char *buf, size_t size, size_t *ret_len)
+{
+	_cleanup_close_ int fd = -1;
+	size_t len = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return negative_errno();
+	for (;;) {
+		ssize_t n;
+		if (len + 1 >= size)
+			return -E2BIG;
+		n = pread(fd, buf + len, size - 1 - len, (off_t)len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return negative_errno();
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	buf[len] = '\0';
+	*ret_len = len;
+	return 0;
+}
+
+/* One command: a single write(2) at offset 0, then, when answer is non-NULL,
+ * the outcome read back from offset 0 of the same open file. */
+static int write_command(const char *path, const char *command, size_t len, char *answer,
+			 size_t answer_size, size_t *answer_len)
+{
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+
+	fd = open(path, (answer ? O_RDWR : O_WRONLY) | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return negative_errno();
+	do
+		n = pwrite(fd, command, len, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return negative_errno();
+	if ((size_t)n != len)
+		return -EIO; /* the interface takes whole commands; a short write is a bug */
+	if (!answer)
+		return 0;
+	do
+		n = pread(fd, answer, answer_size - 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return negative_errno();
+	answer[n] = '\0';
+	*answer_len = (size_t)n;
+	return 0;
+}
+
+/* Read <vf>/assignments/<instance_id>. */
+static int read_assignment(const struct sentinel *s, const char *vf, const char *instance_id,
+			   struct assignment *ret)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	int r;
+
+	r = mount_path(s, path, sizeof(path), vf, "assignments", instance_id);
+	if (r < 0)
+		return r;
+	text = malloc(SENTINEL_ASSIGNMENT_MAX + 2);
+	if (!text)
+		return -ENOMEM;
+	r = read_file(path, text, SENTINEL_ASSIGNMENT_MAX + 2, &len);
+	if (r < 0)
+		return r;
+	return assignment_parse(vf, instance_id, text, len, ret);
+}
+
+/* The live claim of vf now: the captured instance's if it still holds it,
+ * else whichever instance holds it, else -ENOENT. */
+static int read_current_claim(const struct sentinel *s, const char *vf, const char *instance_id,
+			      struct assignment *ret)
+{
+	char path[PATH_MAX];
+	_cleanup_closedir_ DIR *dir = NULL;
+	struct dirent *de;
+	int r;
+
+	r = read_assignment(s, vf, instance_id, ret);
+	if (r != -ENOENT)
+		return r;
+	r = mount_path(s, path, sizeof(path), vf, "assignments", NULL);
+	if (r < 0)
+		return r;
+	dir = opendir(path);
+	if (!dir)
+		return negative_errno(); /* -ENOENT: the VF itself is gone */
+	while ((errno = 0, de = readdir(dir))) {
+		if (!instance_id_valid(de->d_name))
+			continue;
+		r = read_assignment(s, vf, de->d_name, ret);
+		if (r == -ENOENT)
+			continue; /* released while we looked */
+		return r;
+	}
+	return errno ? negative_errno() : -ENOENT;
+}
+
+struct claim_list {
+	struct assignment *items;
+	size_t count;
+	size_t capacity;
+	bool error; /* part of the listing failed (counted once as list_error) */
+};
+
+static void claim_list_free(struct claim_list *l)
+{
+	free(l->items);
+	*l = (struct claim_list){ 0 };
+}
+
+static int claim_list_push(struct claim_list *l, const struct assignment *a)
+{
+	if (l->count == l->capacity) {
+		size_t capacity = l->capacity ? l->capacity * 2 : 64;
+		struct assignment *items;
+
+		if (l->count >= SENTINEL_MAX_TARGETS)
+			return -E2BIG;
+		items = reallocarray(l->items, capacity, sizeof(*items));
+		if (!items)
+			return -ENOMEM;
+		l->items = items;
+		l->capacity = capacity;
+	}
+	l->items[l->count++] = *a;
+	return 0;
+}
+
+static void list_vf_claims(const struct sentinel *s, const char *vf, struct claim_list *l)
+{
+	char path[PATH_MAX];
+	_cleanup_closedir_ DIR *dir = NULL;
+	_cleanup_free_ struct assignment *a = NULL;
+	struct dirent *de;
+	int r;
+
+	if (mount_path(s, path, sizeof(path), vf, "assignments", NULL) < 0) {
+		l->error = true;
+		return;
+	}
+	dir = opendir(path);
+	if (!dir) {
+		if (errno != ENOENT) { /* ENOENT: unregistered while we listed */
+			log_warn("sentinel: cannot list %s: %s", path, strerror(errno));
+			l->error = true;
+		}
+		return;
+	}
+	a = malloc(sizeof(*a));
+	if (!a) {
+		l->error = true;
+		return;
+	}
+	while ((errno = 0, de = readdir(dir))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (!instance_id_valid(de->d_name)) {
+			log_warn("sentinel: %s: unexpected entry in assignments/", vf);
+			l->error = true;
+			continue;
+		}
+		r = read_assignment(s, vf, de->d_name, a);
+		if (r == -ENOENT)
+			continue; /* released while we listed */
+		if (r < 0) {
+			log_warn("sentinel: cannot read assignment %s/%s: %s", vf, de->d_name,
+				 strerror(-r));
+			l->error = true;
+			continue;
+		}
+		r = claim_list_push(l, a);
+		if (r < 0) {
+			log_warn("sentinel: too many claims (over %d): %s", SENTINEL_MAX_TARGETS,
+				 strerror(-r));
+			l->error = true;
+			return;
+		}
+	}
+	if (errno) {
+		log_warn("sentinel: cannot list %s: %s", path, strerror(errno));
+		l->error = true;
+	}
+}
+
+/* Every live claim under the mount. */
+static int list_claims(const struct sentinel *s, struct claim_list *l)
+{
+	_cleanup_closedir_ DIR *dir = NULL;
+	struct dirent *de;
+
+	*l = (struct claim_list){ 0 };
+	dir = opendir(s->mountpoint);
+	if (!dir) {
+		int r = negative_errno();
+		log_warn("sentinel: cannot list %s: %s", s->mountpoint, strerror(-r));
+		l->error = true;
+		return r;
+	}
+	while ((errno = 0, de = readdir(dir))) {
+		if (!sentinel_vf_address_valid(de->d_name))
+			continue; /* threshold, status, ... */
+		list_vf_claims(s, de->d_name, l);
+		if (atomic_load(&s->stopping_fast))
+			return -ECANCELED;
+	}
+	if (errno) {
+		log_warn("sentinel: cannot list %s: %s", s->mountpoint, strerror(errno));
+		l->error = true;
+	}
+	return 0;
+}
+
+/* ---- reporting ------------------------------------------------------------------- */
+
+static void log_report_outcome(struct sentinel *s, const struct assignment *c,
+			       enum check_result result, const char *message,
+			       const struct report_outcome *o)
+{
+	const char *claimed_at = c->claimed_at[0] ? c->claimed_at : "-";
+
+	if (result == CHECK_FAILED) {
+		switch (o->kind) {
+		case REPORT_RECORDED:
+			atomic_fetch_add(&s->init_failures, 1);
+			log_warn("vf %s: instance %s (claimed %s) failed GPU initialization: \"%s\"; "
+				 "failures=%u threshold=%u%s",
+				 c->vf, c->instance_id, claimed_at, message, o->failures, o->threshold,
+				 o->breaker_engaged ? "; breaker engaged, not quarantined" : "");
+			return;
+		case REPORT_QUARANTINED:
+			atomic_fetch_add(&s->init_failures, 1);
+			atomic_fetch_add(&s->quarantines, 1);
+			log_err("vf %s quarantined: instance %s (claimed %s) failed GPU initialization: "
+				"\"%s\"; failures=%u threshold=%u",
+				c->vf, c->instance_id, claimed_at, message, o->failures, o->threshold);
+			return;
+		case REPORT_UNCHANGED:
+			return;
+		case REPORT_CLEARED:
+			break;
+		}
+	} else if (o->kind == REPORT_CLEARED) {
+		if (o->rescinded)
+			log_info("vf %s: quarantine rescinded: instance %s (claimed %s) initialized "
+				 "its GPU; %u failure(s) cleared",
+				 c->vf, c->instance_id, claimed_at, o->cleared);
+		else if (o->cleared)
+			log_info("vf %s: instance %s (claimed %s) initialized its GPU; %u failure(s) "
+				 "cleared",
+				 c->vf, c->instance_id, claimed_at, o->cleared);
+		return;
+	}
+	log_warn("vf %s: unexpected answer to a %s report", c->vf, check_result_name(result));
+}
+
+static void report(struct sentinel *s, const struct assignment *c, enum check_result result,
+		   const char *message)
+{
+	char path[PATH_MAX], command[SENTINEL_REPORT_MAX], answer[SENTINEL_OUTCOME_MAX];
+	struct report_outcome outcome;
+	size_t answer_len;
+	int len, r;
+
+	if (result == CHECK_FAILED)
+		len = report_format_failed(command, sizeof(command), c->instance_id, c->claimed_at,
+					   message);
+	else
+		len = report_format_ok(command, sizeof(command), c->instance_id, c->claimed_at);
+	if (len < 0) {
+		log_warn("vf %s: cannot format a report for %s: %s", c->vf, c->instance_id,
+			 strerror(-len));
+		return;
+	}
+	r = mount_path(s, path, sizeof(path), c->vf, "report", NULL);
+	if (r == 0)
+		r = write_command(path, command, (size_t)len, answer, sizeof(answer), &answer_len);
+	if (r < 0) {
+		/* EIO: the store is unavailable (the poll's repair step said so);
+		 * the next poll asks the agent again and retries. */
+		if (r == -EIO)
+			log_debug("vf %s: %s report for %s not taken: %s", c->vf,
+				  check_result_name(result), c->instance_id, strerror(-r));
+		else
+			log_warn("vf %s: %s report for %s not taken: %s", c->vf,
+				 check_result_name(result), c->instance_id, strerror(-r));
+		return;
+	}
+	r = report_outcome_parse(answer, answer_len, &outcome);
+	if (r < 0) {
+		log_warn("vf %s: cannot parse the report outcome \"%.*s\"", c->vf,
+			 (int)strcspn(answer, "\n"), answer);
+		return;
+	}
+	log_report_outcome(s, c, result, message, &outcome);
+}
+
+/* ---- one target (worker threads) ---------------------------------------------------- */
+
+static void check_target(struct sentinel *s, const struct target *t)
+{
+	struct agent_status status = { 0 };
+	_cleanup_free_ struct assignment *current = NULL;
+	enum check_result result;
+	int rc;
+
+	rc = agent_query(&t->agent, s->opt.poll_timeout_ns, s->cancel_fd, &status);
+	if (rc == -ECANCELED || atomic_load(&s->stopping_fast))
+		return; /* shutting down: neither counted nor reported */
+	result = sentinel_classify(rc, &status);
+	atomic_fetch_add(&s->checks[result], 1);
+	switch (result) {
+	case CHECK_OK:
+	case CHECK_FAILED:
+		break;
+	case CHECK_RPC_ERROR:
+		log_debug("vf %s: agent %s of %s: %s", t->claim.vf, t->claim.agent,
+			  t->claim.instance_id, rc < 0 ? strerror(-rc) : "unknown state");
+		return;
+	case CHECK_UNSUPPORTED_AGENT:
+		log_debug("vf %s: agent %s of %s does not implement GetGPUInitStatus",
+			  t->claim.vf, t->claim.agent, t->claim.instance_id);
+		return;
+	default:
+		return;
+	}
+
+	current = malloc(sizeof(*current));
+	if (!current)
+		return;
+	rc = read_current_claim(s, t->claim.vf, t->claim.instance_id, current);
+	if (sentinel_revalidate(&t->claim, rc, current) == REVALIDATE_DROP) {
+		atomic_fetch_add(&s->reports_dropped, 1);
+		log_info("vf %s: claim changed during the poll (was %s claimed %s, now %s); %s answer "
+			 "dropped",
+			 t->claim.vf, t->claim.instance_id,
+			 t->claim.claimed_at[0] ? t->claim.claimed_at : "-",
+			 rc == 0 ? current->instance_id : strerror(-rc), check_result_name(result));
+		return;
+	}
+	if (atomic_load(&s->stopping_fast))
+		return;
+	report(s, &t->claim, result, status.message);
+}
+
+static void *worker_main(void *userdata)
+{
+	struct sentinel *s = userdata;
+
+	pthread_mutex_lock(&s->scan_lock);
+	for (;;) {
+		const struct target *t;
+
+		while (!s->stopping && s->next_target >= s->target_count)
+			pthread_cond_wait(&s->work_cond, &s->scan_lock);
+		if (s->stopping)
+			break;
+		t = &s->targets[s->next_target++];
+		s->active_workers++;
+		pthread_mutex_unlock(&s->scan_lock);
+
+		check_target(s, t);
+
+		pthread_mutex_lock(&s->scan_lock);
+		s->active_workers--;
+		if (s->active_workers == 0 && (s->next_target >= s->target_count || s->stopping))
+			pthread_cond_signal(&s->done_cond);
+	}
+	pthread_mutex_unlock(&s->scan_lock);
+	return NULL;
+}
+
+/* ---- start-time memory (scheduler thread) -------------------------------------------- */
+
+static int claim_memory_cmp(const void *a_, const void *b_)
+{
+	const struct claim_memory *a = a_, *b = b_;
+	int r;
+
+	if ((r = strcmp(a->vf, b->vf)))
+		return r;
+	if ((r = strcmp(a->instance_id, b->instance_id)))
+		return r;
+	if ((r = strcmp(a->claimed_at, b->claimed_at)))
+		return r;
+	return (a->pid > b->pid) - (a->pid < b->pid);
+}
+
+static void claim_memory_key(const struct assignment *c, struct claim_memory *key)
+{
+	memset(key, 0, sizeof(*key));
+	memcpy(key->vf, c->vf, sizeof(key->vf));
+	memcpy(key->instance_id, c->instance_id, sizeof(key->instance_id));
+	memcpy(key->claimed_at, c->claimed_at, sizeof(key->claimed_at));
+	key->pid = c->pid;
+}
+
+static struct claim_memory *claim_memory_find(struct sentinel *s, const struct assignment *c)
+{
+	struct claim_memory key;
+
+	if (!s->memory)
+		return NULL;
+	claim_memory_key(c, &key);
+	return bsearch(&key, s->memory, s->memory_count, sizeof(key), claim_memory_cmp);
+}
+
+/* Remember each listed claim's VMM start time the first time we see the
+ * claim with that pid (the file interface does not show the start time the
+ * store recorded, unless a newer daemon adds pid_starttime=).  Claims no
+ * longer listed are forgotten, unless the listing was incomplete. */
+static void claim_memory_update(struct sentinel *s, const struct claim_list *l)
+{
+	_cleanup_free_ struct claim_memory *next = NULL;
+	size_t count = 0, capacity = l->count + (l->error ? s->memory_count : 0);
+
+	if (capacity == 0) {
+		free(s->memory);
+		s->memory = NULL;
+		s->memory_count = 0;
+		return;
+	}
+	next = calloc(capacity, sizeof(*next));
+	if (!next)
+		return; /* keep the old memory; the next scan tries again */
+	for (size_t i = 0; i < l->count; i++) {
+		const struct assignment *c = &l->items[i];
+		struct claim_memory *old = claim_memory_find(s, c);
+		struct claim_memory *m = &next[count++];
+
+		if (old) {
+			*m = *old;
+		} else {
+			claim_memory_key(c, m);
+		}
+		if (c->pid_starttime)
+			m->starttime = c->pid_starttime;
+		else if (!m->starttime && c->pid > 0 &&
+			 sentinel_proc_starttime(s->proc_root, c->pid, &m->starttime) < 0)
+			m->starttime = 0;
+	}
+	if (l->error)
+		for (size_t i = 0; i < s->memory_count; i++)
+			next[count++] = s->memory[i];
+	qsort(next, count, sizeof(*next), claim_memory_cmp);
+	/* Duplicates come only from merging an incomplete listing: keep the first. */
+	size_t unique = 0;
+	for (size_t i = 0; i < count; i++)
+		if (unique == 0 || claim_memory_cmp(&next[unique - 1], &next[i]) != 0)
+			next[unique++] = next[i];
+	free(s->memory);
+	s->memory = next;
+	next = NULL;
+	s->memory_count = unique;
+}
+
+/* ---- metrics -------------------------------------------------------------------------- */
+
+void sentinel_render_metrics(void *sentinel, FILE *out)
+{
+	struct sentinel *s = sentinel;
+	struct sentinel_stats st;
+
+	if (!s)
+		return;
+	sentinel_get_stats(s, &st);
+	fprintf(out,
+		"# HELP vfhealth_sentinel_checks_total Guest agent checks by result "
+		"(list_error: polls whose claim listing failed).\n"
+		"# TYPE vfhealth_sentinel_checks_total counter\n");
+	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
+		fprintf(out, "vfhealth_sentinel_checks_total{result=\"%s\"} %" PRIu64 "\n",
+			check_result_name((enum check_result)r), st.checks[r]);
+	fprintf(out,
+		"# HELP vfhealth_sentinel_init_failures_total Failed GPU initializations the "
+		"sentinel reported that the store recorded or quarantined on.\n"
+		"# TYPE vfhealth_sentinel_init_failures_total counter\n"
+		"vfhealth_sentinel_init_failures_total %" PRIu64 "\n"
+		"# HELP vfhealth_sentinel_quarantines_total VFs quarantined by a sentinel report.\n"
+		"# TYPE vfhealth_sentinel_quarantines_total counter\n"
+		"vfhealth_sentinel_quarantines_total %" PRIu64 "\n"
+		"# HELP vfhealth_liveness_uncertain_total Stale-claim checks that kept a claim "
+		"because its VMM's liveness could not be determined.\n"
+		"# TYPE vfhealth_liveness_uncertain_total counter\n"
+		"vfhealth_liveness_uncertain_total %" PRIu64 "\n"
+		"# HELP vfhealth_sentinel_claims_released_total Claims released because their VMM "
+		"was dead.\n"
+		"# TYPE vfhealth_sentinel_claims_released_total counter\n"
+		"vfhealth_sentinel_claims_released_total %" PRIu64 "\n"
+		"# HELP vfhealth_sentinel_reports_dropped_total Answers not reported because the "
+		"claim changed during the poll.\n"
+		"# TYPE vfhealth_sentinel_reports_dropped_total counter\n"
+		"vfhealth_sentinel_reports_dropped_total %" PRIu64 "\n"
+		"# HELP vfhealth_sentinel_polls_total Completed polls.\n"
+		"# TYPE vfhealth_sentinel_polls_total counter\n"
+		"vfhealth_sentinel_polls_total %" PRIu64 "\n"
+		"# HELP vfhealth_sentinel_last_poll_duration_seconds Duration of the last "
+		"completed poll.\n"
+		"# TYPE vfhealth_sentinel_last_poll_duration_seconds gauge\n"
+		"vfhealth_sentinel_last_poll_duration_seconds %" PRId64 ".%09" PRId64 "\n",
+		st.init_failures, st.quarantines, st.liveness_uncertain, st.claims_released,
+		st.reports_dropped, st.polls, st.last_poll_duration_ns / SENTINEL_NS_PER_S,
+		st.last_poll_duration_ns % SENTINEL_NS_PER_S);
+}
+
+void sentinel_get_stats(struct sentinel *s, struct sentinel_stats *ret)
+{
+	_Static_assert(ARRAY_SIZE(ret->checks) == CHECK_RESULT_COUNT, "one counter per result");
+	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
+		ret->checks[r] = atomic_load(&s->checks[r]);
+	ret->init_failures = atomic_load(&s->init_failures);
+	ret->quarantines = atomic_load(&s->quarantines);
+	ret->liveness_uncertain = atomic_load(&s->liveness_uncertain);
+	ret->claims_released = atomic_load(&s->claims_released);
+	ret->reports_dropped = atomic_load(&s->reports_dropped);
+	ret->polls = atomic_load(&s->polls);
+	ret->last_poll_duration_ns = atomic_load(&s->last_poll_duration_ns);
+}
+
+/* Standalone: replace metrics_path atomically so a reader never sees half. */
+static void write_metrics_file(struct sentinel *s)
+{
+	_cleanup_free_ char *tmp = NULL;
+	_cleanup_fclose_ FILE *f = NULL;
+
+	if (!s->metrics_path)
+		return;
+	if (asprintf(&tmp, "%s.tmp", s->metrics_path) < 0) {
+		tmp = NULL;
+		return;
+	}
+	f = fopen(tmp, "we");
+	if (!f) {
+		log_warn("sentinel: cannot write %s: %s", tmp, strerror(errno));
+		return;
+	}
+	sentinel_render_metrics(s, f);
+	if (fflush(f) != 0 || ferror(f)) {
+		log_warn("sentinel: cannot write %s: %s", tmp, strerror(errno));
+		unlink(tmp);
+		return;
+	}
+	if (rename(tmp, s->metrics_path) < 0) {
+		log_warn("sentinel: cannot rename %s: %s", tmp, strerror(errno));
+		unlink(tmp);
+	}
+}
+
+/* ---- a poll (scheduler thread) ---------------------------------------------------------- */
+
+/* One repair attempt when the store says it is unavailable; reading `status`
+ * is the cheap no-op on a healthy store. */
+static void repair_if_unavailable(struct sentinel *s)
+{
+	char path[PATH_MAX], status[STATUS_READ_MAX];
+	size_t len;
+	int r;
+
+	if (mount_path(s, path, sizeof(path), "status", NULL, NULL) < 0)
+		return;
+	r = read_file(path, status, sizeof(status), &len);
+	if (r < 0) {
+		log_debug("sentinel: cannot read %s: %s", path, strerror(-r));
+		return;
+	}
+	if (strncmp(status, "unavailable", 11) != 0)
+		return;
+	status[strcspn(status, "\n")] = '\0';
+	r = write_command(path, "repair", 6, NULL, 0, NULL);
+	if (r < 0)
+		log_warn("sentinel: store %s; repair failed: %s", status, strerror(-r));
+	else
+		log_info("sentinel: store repaired (was %s)", status);
+}
+
+static bool is_target(const struct assignment *c)
+{
+	/* Only a claim whose VMM still has its control socket is polled: a
+	 * stopped VM's leftover claim may name a vsock CID that another guest
+	 * owns by now. */
+	return c->agent[0] && c->control[0] && sentinel_control_state(c->control) == 0;
+}
+
+static void run_scan(struct sentinel *s, const struct target *targets, size_t count)
+{
+	pthread_mutex_lock(&s->scan_lock);
+	if (!s->stopping) {
+		s->targets = targets;
+		s->target_count = count;
+		s->next_target = 0;
+		pthread_cond_broadcast(&s->work_cond);
+		while (s->active_workers > 0 ||
+		       (!s->stopping && s->next_target < s->target_count))
+			pthread_cond_wait(&s->done_cond, &s->scan_lock);
+		s->targets = NULL;
+		s->target_count = 0;
+		s->next_target = 0;
+	}
+	pthread_mutex_unlock(&s->scan_lock);
+}
+
+static void run_poll(struct sentinel *s)
+{
+	_cleanup_free_ struct target *targets = NULL;
+	struct claim_list claims;
+	int64_t started = monotonic_ns();
+	size_t count = 0;
+
+	repair_if_unavailable(s);
+
+	if (list_claims(s, &claims) == -ECANCELED) {
+		claim_list_free(&claims);
+		return;
+	}
+	if (claims.error)
+		atomic_fetch_add(&s->checks[CHECK_LIST_ERROR], 1);
+	claim_memory_update(s, &claims);
+
+	targets = calloc(claims.count ? claims.count : 1, sizeof(*targets));
+	if (!targets) {
+		claim_list_free(&claims);
+		log_warn("sentinel: out of memory for %zu targets", claims.count);
+		return;
+	}
+	for (size_t i = 0; i < claims.count; i++) {
+		struct target *t = &targets[count];
+		int r;
+
+		if (!is_target(&claims.items[i]))
+			continue;
+		r = endpoint_parse(claims.items[i].agent, &t->agent);
+		if (r < 0) {
+			/* The daemon validated it; count it like any unreachable guest. */
+			atomic_fetch_add(&s->checks[CHECK_RPC_ERROR], 1);
+			log_warn("vf %s: claim %s names an agent endpoint we cannot parse: %s",
+				 claims.items[i].vf, claims.items[i].instance_id, strerror(-r));
+			continue;
+		}
+		t->claim = claims.items[i];
+		count++;
+	}
+	claim_list_free(&claims);
+
+	run_scan(s, targets, count);
+	if (atomic_load(&s->stopping_fast))
+		return;
+
+	int64_t duration = monotonic_ns() - started;
+	atomic_store(&s->last_poll_duration_ns, duration);
+	atomic_fetch_add(&s->polls, 1);
+	log_debug("sentinel: poll of %zu target(s) took %" PRId64 ".%03" PRId64 " s", count,
+		  duration / SENTINEL_NS_PER_S, duration % SENTINEL_NS_PER_S / 1000000);
+	write_metrics_file(s);
+}
+
+/* ---- reconcile (scheduler thread) ---------------------------------------------------------- */
+
+/* Release c if it is still exactly the claim we judged (same instance and
+ * claimed_at): a VMM manager may have released and re-claimed meanwhile. */
+static void release_dead_claim(struct sentinel *s, const struct assignment *c, const char *reason)
+{
+	struct assignment *current = NULL;
+	_cleanup_free_ struct assignment *current_owned = NULL;
+	char path[PATH_MAX];
+	int r;
+
+	current = current_owned = malloc(sizeof(*current));
+	if (!current)
+		return;
+	r = read_assignment(s, c->vf, c->instance_id, current);
+	if (r < 0 || strcmp(current->claimed_at, c->claimed_at) != 0 || current->pid != c->pid ||
+	    strcmp(current->control, c->control) != 0)
+		return; /* gone or changed: not ours to release any more */
+	r = mount_path(s, path, sizeof(path), c->vf, "assignments", c->instance_id);
+	if (r == 0 && unlink(path) < 0)
+		r = negative_errno();
+	if (r < 0) {
+		if (r != -ENOENT)
+			log_warn("vf %s: cannot release the stale claim of %s: %s", c->vf,
+				 c->instance_id, strerror(-r));
+		return;
+	}
+	atomic_fetch_add(&s->claims_released, 1);
+	log_info("vf %s: released the claim of %s (claimed %s): VMM dead (%s)", c->vf,
+		 c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason);
+}
+
+static void run_reconcile(struct sentinel *s)
+{
+	struct claim_list claims;
+
+	if (list_claims(s, &claims) == -ECANCELED) {
+		claim_list_free(&claims);
+		return;
+	}
+	claim_memory_update(s, &claims);
+
+	for (size_t i = 0; i < claims.count && !atomic_load(&s->stopping_fast); i++) {
+		const struct assignment *c = &claims.items[i];
+		struct claim_memory *m = claim_memory_find(s, c);
+		struct liveness_evidence ev = {
+			.control_given = c->control[0] != '\0',
+			.pid = c->pid,
+			.starttime_claimed = m ? m->starttime : c->pid_starttime,
+		};
+		const char *reason;
+		enum liveness verdict;
+
+		if (ev.control_given)
+			ev.control_rc = sentinel_control_state(c->control);
+		if (ev.control_given && ev.control_rc == -ENOENT && c->pid > 0)
+			ev.proc_rc = sentinel_proc_starttime(s->proc_root, c->pid, &ev.starttime_now);
+		verdict = liveness_verdict(&ev, &reason);
+
+		switch (verdict) {
+		case LIVENESS_DEAD:
+			/* Dead twice in a row: a VMM that claimed its VF a moment
+			 * before it bound its control socket is not dead. */
+			if (m && m->seen_dead)
+				release_dead_claim(s, c, reason);
+			else
+				log_debug("vf %s: claim of %s looks stale (%s); released if still "
+					  "so at the next check",
+					  c->vf, c->instance_id, reason);
+			break;
+		case LIVENESS_UNCERTAIN:
+			atomic_fetch_add(&s->liveness_uncertain, 1);
+			log_warn("vf %s: keeping the claim of %s (claimed %s): %s (control %s: %s, "
+				 "pid %" PRId64 ")",
+				 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason,
+				 c->control, ev.control_rc < 0 ? strerror(-ev.control_rc) : "exists",
+				 c->pid);
+			break;
+		case LIVENESS_ALIVE:
+		case LIVENESS_UNMANAGED:
+			break;
+		}
+		if (m)
+			m->seen_dead = verdict == LIVENESS_DEAD;
+	}
+	claim_list_free(&claims);
+	write_metrics_file(s);
+}
+
+/* ---- scheduler ------------------------------------------------------------------------------- */
+
+/* Sleep until deadline (CLOCK_MONOTONIC ns) or shutdown; false on shutdown. */
+static bool sleep_until(struct sentinel *s, int64_t deadline)
+{
+	for (;;) {
+		struct pollfd p = { .fd = s->cancel_fd, .events = POLLIN };
+		int64_t left = deadline - monotonic_ns();
+		struct timespec ts;
+		int r;
+
+		if (atomic_load(&s->stopping_fast))
+			return false;
+		if (left <= 0)
+			return true;
+		ts.tv_sec = left / SENTINEL_NS_PER_S;
+		ts.tv_nsec = left % SENTINEL_NS_PER_S;
+		r = ppoll(&p, 1, &ts, NULL);
+		if (r > 0)
+			return false;
+		if (r < 0 && errno != EINTR) {
+			log_err("sentinel: ppoll: %s", strerror(errno));
+			return false;
+		}
+	}
+}
+
+static void *scheduler_main(void *userdata)
+{
+	struct sentinel *s = userdata;
+	int64_t now = monotonic_ns();
+	int64_t next_poll = now + s->opt.poll_interval_ns;
+	int64_t next_reconcile = s->opt.reconcile ? now : INT64_MAX;
+
+	for (;;) {
+		if (!sleep_until(s, MIN(next_poll, next_reconcile)))
+			break;
+		now = monotonic_ns();
+		if (now >= next_reconcile) {
+			run_reconcile(s);
+			next_reconcile = MAX(now + s->opt.reconcile_interval_ns, monotonic_ns());
+		}
+		if (now >= next_poll) {
+			run_poll(s);
+			/* Every interval from the start of the last poll; a poll that
+			 * overran its interval is followed by the next at once. */
+			next_poll = MAX(now + s->opt.poll_interval_ns, monotonic_ns());
+		}
+	}
+	return NULL;
+}
+
+/* ---- start / stop ------------------------------------------------------------------------------ */
+
+static void sentinel_free(struct sentinel *s)
+{
+	if (!s)
+		return;
+	if (s->cancel_fd >= 0)
+		close(s->cancel_fd);
+	pthread_cond_destroy(&s->done_cond);
+	pthread_cond_destroy(&s->work_cond);
+	pthread_mutex_destroy(&s->scan_lock);
+	free(s->memory);
+	free(s->workers);
+	free(s->metrics_path);
+	free(s->proc_root);
+	free(s->mountpoint);
+	free(s);
+}
+
+static void stop_threads(struct sentinel *s)
+{
+	uint64_t one = 1;
+
+	/* Stays readable forever: every agent_query() now returns at once. */
+	if (write(s->cancel_fd, &one, sizeof(one)) != sizeof(one))
+		log_err("sentinel: cannot signal shutdown: %s", strerror(errno));
+	pthread_mutex_lock(&s->scan_lock);
+	s->stopping = true;
+	atomic_store(&s->stopping_fast, true);
+	pthread_cond_broadcast(&s->work_cond);
+	pthread_cond_broadcast(&s->done_cond);
+	pthread_mutex_unlock(&s->scan_lock);
+
+	if (s->scheduler_started)
+		pthread_join(s->scheduler, NULL);
+	for (unsigned i = 0; i < s->workers_started; i++)
+		pthread_join(s->workers[i], NULL);
+	s->scheduler_started = false;
+	s->workers_started = 0;
+}
+
+static int options_valid(const struct sentinel_options *o)
+{
+	if (o->poll_interval_ns <= 0 || o->poll_interval_ns > SENTINEL_DURATION_MAX_NS ||
+	    o->poll_timeout_ns <= 0 || o->poll_timeout_ns > SENTINEL_DURATION_MAX_NS ||
+	    o->reconcile_interval_ns <= 0 || o->reconcile_interval_ns > SENTINEL_DURATION_MAX_NS ||
+	    o->concurrency < SENTINEL_CONCURRENCY_MIN || o->concurrency > SENTINEL_CONCURRENCY_MAX)
+		return -EINVAL;
+	return 0;
+}
+
+int sentinel_start(const char *mountpoint, const struct sentinel_options *o,
+		   struct sentinel **ret)
+{
+	struct sentinel *s;
+	pthread_attr_t attr;
+	sigset_t all, saved;
+	int r;
+
+	if (!mountpoint || mountpoint[0] != '/' || !o || !ret || options_valid(o) < 0)
+		return -EINVAL;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cancel_fd = -1;
+	s->opt = *o;
+	pthread_mutex_init(&s->scan_lock, NULL);
+	pthread_cond_init(&s->work_cond, NULL);
+	pthread_cond_init(&s->done_cond, NULL);
+	s->mountpoint = strdup(mountpoint);
+	s->proc_root = strdup(o->proc_root ? o->proc_root : "/proc");
+	s->metrics_path = o->metrics_path ? strdup(o->metrics_path) : NULL;
+	s->workers = calloc(o->concurrency, sizeof(*s->workers));
+	if (!s->mountpoint || !s->proc_root || (o->metrics_path && !s->metrics_path) ||
+	    !s->workers) {
+		sentinel_free(s);
+		return -ENOMEM;
+	}
+	/* Options point into our copies from now on. */
+	s->opt.proc_root = s->proc_root;
+	s->opt.metrics_path = s->metrics_path;
+	/* Strip trailing slashes so paths we build look like the ones users type. */
+	for (size_t n = strlen(s->mountpoint); n > 1 && s->mountpoint[n - 1] == '/'; n--)
+		s->mountpoint[n - 1] = '\0';
+
+	s->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->cancel_fd < 0) {
+		r = negative_errno();
+		sentinel_free(s);
+		return r;
+	}
+
+	/* Our threads take no signals: see the design notes. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, WORKER_STACK_SIZE);
+
+	r = 0;
+	for (unsigned i = 0; i < o->concurrency; i++) {
+		r = -pthread_create(&s->workers[i], &attr, worker_main, s);
+		if (r < 0)
+			goto fail;
+		s->workers_started++;
+	}
+	r = -pthread_create(&s->scheduler, &attr, scheduler_main, s);
+	if (r < 0)
+		goto fail;
+	s->scheduler_started = true;
+
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	log_info("sentinel: polling agents of claims under %s every %" PRId64 ".%03" PRId64
+		 " s (timeout %" PRId64 ".%03" PRId64 " s, %u at once), reconcile %s",
+		 s->mountpoint, o->poll_interval_ns / SENTINEL_NS_PER_S,
+		 o->poll_interval_ns % SENTINEL_NS_PER_S / 1000000,
+		 o->poll_timeout_ns / SENTINEL_NS_PER_S,
+		 o->poll_timeout_ns % SENTINEL_NS_PER_S / 1000000, o->concurrency,
+		 o->reconcile ? "on" : "off");
+	*ret = s;
+	return 0;
+
+fail:
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	log_err("sentinel: cannot start threads: %s", strerror(-r));
+	stop_threads(s);
+	sentinel_free(s);
+	return r;
+}
+
+void sentinel_stop(struct sentinel *s)
+{
+	if (!s)
+		return;
+	stop_threads(s);
+	log_info("sentinel: stopped");
+	sentinel_free(s);
+}

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sentinel.h - the poller that carries what guest agents know to the store.
+ *
+ * The sentinel is a client of the file interface (vfhealth(5)) mounted at a
+ * mountpoint, and of nothing else: every read and every change it makes is a
+ * documented file operation through that mount (list <vf>/assignments/,
+ * read an assignment, write "failed ..."/"ok ..." to <vf>/report and read
+ * the outcome back on the same open file, write "repair" to status, unlink
+ * an assignment to release a dead claim).  So an in-process sentinel in
+ * vfhealthd produces the same inotify and poll notifications as an external
+ * writer, and the same library runs standalone (vfhealth-sentinel MOUNTPOINT).
+ *
+ * Every poll_interval (the first one interval after start):
+ *   1. if `status` says unavailable, write `repair` once;
+ *   2. list targets: live claims with an agent endpoint whose control socket
+ *      path exists (a stopped VM's leftover claim is never polled: its stale
+ *      vsock CID may belong to another guest by now); a listing failure
+ *      counts result="list_error" once;
+ *   3. query every target's agent (GetGPUInitStatus) with at most
+ *      `concurrency` in flight, each bounded by poll_timeout;
+ *   4. classify and count (vfhealth_sentinel_checks_total{result=...});
+ *   5. re-read the VF's claim; report FAILED/OK against the captured
+ *      (instance, claimed_at) unless the VF changed hands (rules.h);
+ *   6. log: recorded failure -> warning, quarantine -> error, rescind -> info,
+ *      unchanged -> nothing.
+ * Every reconcile_interval (and once at start, when enabled) claims whose VMM
+ * is certainly dead are released; ambiguous ones are kept with a warning
+ * (liveness_verdict() in rules.h).
+ *
+ * Thread-safety: sentinel_start/sentinel_stop from one thread;
+ * sentinel_render_metrics from any thread at any time between them.
+ */
+#ifndef VFHEALTH_SENTINEL_H
+#define VFHEALTH_SENTINEL_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SENTINEL_NS_PER_S INT64_C(1000000000)
+#define SENTINEL_DEFAULT_POLL_INTERVAL_NS (5 * SENTINEL_NS_PER_S)
+#define SENTINEL_DEFAULT_POLL_TIMEOUT_NS (5 * SENTINEL_NS_PER_S)
+#define SENTINEL_DEFAULT_RECONCILE_INTERVAL_NS (60 * SENTINEL_NS_PER_S)
+#define SENTINEL_DEFAULT_CONCURRENCY 64
+#define SENTINEL_CONCURRENCY_MIN 1
+#define SENTINEL_CONCURRENCY_MAX 1024
+#define SENTINEL_DURATION_MAX_NS (86400 * SENTINEL_NS_PER_S) /* any duration option: <= 1 day */
+#define SENTINEL_MAX_TARGETS 65536 /* claims looked at per poll (the store's VF cap) */
+
+struct sentinel_options {
+	bool enabled;                  /* vfhealthd: false with --no-sentinel */
+	int64_t poll_interval_ns;      /* --poll-interval S */
+	int64_t poll_timeout_ns;       /* --poll-timeout S: each agent query's deadline */
+	unsigned concurrency;          /* --concurrency N: queries in flight, 1..1024 */
+	bool reconcile;                /* false with --no-reconcile */
+	int64_t reconcile_interval_ns; /* --reconcile-interval S */
+	const char *proc_root;         /* where /proc is; tests point it at a fake tree */
+	const char *metrics_path;      /* standalone: after every poll and reconcile, replace
+					* this file (write + rename) with the metrics; NULL: none */
+};
+
+/* The defaults above; enabled and reconcile on, proc_root "/proc". */
+void sentinel_options_init(struct sentinel_options *o);
+
+/* getopt_long(3) entries shared by vfhealthd and vfhealth-sentinel: put
+ * SENTINEL_GETOPT_OPTIONS inside a struct option array and hand every
+ * returned value v with SENTINEL_OPT_FIRST <= v < SENTINEL_OPT_END to
+ * sentinel_options_apply().  The help text lists them. */
+enum {
+	SENTINEL_OPT_FIRST = 0x5e00,
+	SENTINEL_OPT_NO_SENTINEL = SENTINEL_OPT_FIRST,
+	SENTINEL_OPT_POLL_INTERVAL,
+	SENTINEL_OPT_POLL_TIMEOUT,
+	SENTINEL_OPT_CONCURRENCY,
+	SENTINEL_OPT_NO_RECONCILE,
+	SENTINEL_OPT_RECONCILE_INTERVAL,
+	SENTINEL_OPT_PROC_ROOT,
+	SENTINEL_OPT_END,
+};
+
+#define SENTINEL_GETOPT_OPTIONS                                                          \
+	{ "no-sentinel", no_argument, NULL, SENTINEL_OPT_NO_SENTINEL },                  \
+	{ "poll-interval", required_argument, NULL, SENTINEL_OPT_POLL_INTERVAL },        \
+	{ "poll-timeout", required_argument, NULL, SENTINEL_OPT_POLL_TIMEOUT },          \
+	{ "concurrency", required_argument, NULL, SENTINEL_OPT_CONCURRENCY },            \
+	{ "no-reconcile", no_argument, NULL, SENTINEL_OPT_NO_RECONCILE },                \
+	{ "reconcile-interval", required_argument, NULL, SENTINEL_OPT_RECONCILE_INTERVAL }, \
+	{ "proc-root", required_argument, NULL, SENTINEL_OPT_PROC_ROOT }
+
+#define SENTINEL_OPTIONS_HELP                                                                   \
+	"Sentinel (polls guest agents and reports to the store):\n"                             \
+	"      --no-sentinel            do not poll guest agents\n"                              \
+	"      --poll-interval S        seconds between polls (default 5; fractions allowed)\n"  \
+	"      --poll-timeout S         deadline of each agent query (default 5)\n"              \
+	"      --concurrency N          agent queries in flight, 1..1024 (default 64)\n"         \
+	"      --no-reconcile           never release claims whose VMM is dead\n"                \
+	"      --reconcile-interval S   seconds between stale-claim scans (default 60)\n"        \
+	"      --proc-root DIR          where to read PID/stat from (default /proc; tests)\n"
+
+/* Apply one option (opt = getopt_long's return value, arg = optarg).  Logs a
+ * clear message and returns -EINVAL (bad syntax) or -ERANGE (out of range)
+ * on bad input, leaving o unchanged; -ENOENT for an opt that is not ours. */
+int sentinel_options_apply(struct sentinel_options *o, int opt, const char *arg);
+
+struct sentinel;
+
+/* Start the scheduler and the worker pool against the file interface at
+ * mountpoint (which must already be mounted and served).  The first poll
+ * runs one poll_interval after start; the first reconcile (when enabled)
+ * right away.  -EINVAL for bad options, -ENOMEM, or -errno from thread or
+ * eventfd creation (nothing is left running on failure). */
+int sentinel_start(const char *mountpoint, const struct sentinel_options *o,
+		   struct sentinel **ret);
+
+/* Stop within one poll_timeout: every in-flight agent connection is closed
+ * (agent_query's cancel_fd fires), no new report is started, a report
+ * already written is read back, then every thread is joined and everything
+ * freed.  NULL is a no-op.
+ *
+ * In-process, call it while the mount is still served, or after the FUSE
+ * connection is gone (fuse_session_unmount): a thread blocked in a file
+ * operation on a mount whose loop has stopped but whose connection is
+ * still open would never return. */
+void sentinel_stop(struct sentinel *s);
+
+/* Render the sentinel's counters in Prometheus text format (HELP and TYPE
+ * lines, every check result present), for vffs_add_metrics_provider(). */
+void sentinel_render_metrics(void *sentinel, FILE *out);
+
+/* Counters, for tests and the standalone binary. */
+struct sentinel_stats {
+	uint64_t checks[6]; /* indexed by enum check_result (rules.h) */
+	uint64_t init_failures;
+	uint64_t quarantines;
+	uint64_t liveness_uncertain;
+	uint64_t claims_released;
+	uint64_t reports_dropped;
+	uint64_t polls;
+	int64_t last_poll_duration_ns;
+};
+void sentinel_get_stats(struct sentinel *s, struct sentinel_stats *ret);
+
+#endif

@@ -1,0 +1,641 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for sentinel/rules.c and sentinel/options.c: the classifier,
+ * the assignment parser, the revalidation rule, the report commands and
+ * outcomes, the liveness verdict and the evidence gatherers (against a fake
+ * /proc tree and real paths), and the option parser. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proto/cleanup.h"
+#include "sentinel/rules.h"
+#include "sentinel/sentinel.h"
+
+/* ---- classify ---------------------------------------------------------------- */
+
+static struct agent_status status_of(enum gpu_init_state state)
+{
+	struct agent_status st = { .state = state };
+	return st;
+}
+
+START_TEST(test_classify_answers)
+{
+	struct agent_status ok = status_of(GPU_INIT_OK), failed = status_of(GPU_INIT_FAILED),
+			    unknown = status_of(GPU_INIT_UNKNOWN);
+
+	ck_assert_int_eq(sentinel_classify(0, &ok), CHECK_OK);
+	ck_assert_int_eq(sentinel_classify(0, &failed), CHECK_FAILED);
+	ck_assert_int_eq(sentinel_classify(0, &unknown), CHECK_UNKNOWN);
+}
+END_TEST
+
+START_TEST(test_classify_errors)
+{
+	/* The answer must not matter once the call failed. */
+	struct agent_status failed = status_of(GPU_INIT_FAILED);
+	const int rpc_errors[] = { -ETIMEDOUT, -EPROTO, -ECONNREFUSED, -ENOENT, -ECONNRESET,
+				   -ECANCELED, -EIO, -EBADMSG };
+
+	for (size_t i = 0; i < ARRAY_SIZE(rpc_errors); i++)
+		ck_assert_msg(sentinel_classify(rpc_errors[i], &failed) == CHECK_RPC_ERROR,
+			      "rc %d", rpc_errors[i]);
+	ck_assert_int_eq(sentinel_classify(-EOPNOTSUPP, &failed), CHECK_UNSUPPORTED_AGENT);
+	ck_assert_int_eq(sentinel_classify(0, NULL), CHECK_RPC_ERROR);
+}
+END_TEST
+
+START_TEST(test_classify_unknown_state_is_rpc_error)
+{
+	struct agent_status st = { .state = (enum gpu_init_state)7 };
+
+	ck_assert_int_eq(sentinel_classify(0, &st), CHECK_RPC_ERROR);
+}
+END_TEST
+
+START_TEST(test_check_result_names)
+{
+	const char *expected[] = { "ok", "failed", "unknown", "rpc_error", "unsupported_agent",
+				   "list_error" };
+
+	ck_assert_int_eq(ARRAY_SIZE(expected), CHECK_RESULT_COUNT);
+	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
+		ck_assert_str_eq(check_result_name((enum check_result)r), expected[r]);
+	ck_assert_str_eq(check_result_name(CHECK_RESULT_COUNT), "invalid");
+}
+END_TEST
+
+/* ---- assignments ---------------------------------------------------------------- */
+
+START_TEST(test_vf_address)
+{
+	ck_assert(sentinel_vf_address_valid("0000:41:00.4"));
+	ck_assert(sentinel_vf_address_valid("ffff:ff:1f.7"));
+	ck_assert(!sentinel_vf_address_valid("0000:41:00.8"));
+	ck_assert(!sentinel_vf_address_valid("0000:41:00.40"));
+	ck_assert(!sentinel_vf_address_valid("0000:4G:00.4"));
+	ck_assert(!sentinel_vf_address_valid("0000:4A:00.4"));
+	ck_assert(!sentinel_vf_address_valid("status"));
+	ck_assert(!sentinel_vf_address_valid(""));
+	ck_assert(!sentinel_vf_address_valid(NULL));
+}
+END_TEST
+
+static const char full_assignment[] = "claimed_at=2026-11-29T07:44:51.123456789Z\n"
+				      "agent=hvsock:/run/vm/a.vsock:2222\n"
+				      "control=/run/vm/a.ctl\n"
+				      "pid=4242\n";
+
+START_TEST(test_assignment_full)
+{
+	struct assignment a;
+
+	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", full_assignment,
+					  strlen(full_assignment), &a),
+			 0);
+	ck_assert_str_eq(a.vf, "0000:41:00.4");
+	ck_assert_str_eq(a.instance_id, "vm-1");
+	ck_assert_str_eq(a.claimed_at, "2026-11-29T07:44:51.123456789Z");
+	ck_assert_str_eq(a.agent, "hvsock:/run/vm/a.vsock:2222");
+	ck_assert_str_eq(a.control, "/run/vm/a.ctl");
+	ck_assert_int_eq(a.pid, 4242);
+	ck_assert_uint_eq(a.pid_starttime, 0);
+}
+END_TEST
+
+START_TEST(test_assignment_empty_values_and_extras)
+{
+	static const char text[] = "claimed_at=2026-11-29t07:44:51.5z\nagent=\ncontrol=\npid=\n"
+				   "future_key=whatever\n\npid_starttime=987654";
+	struct assignment a;
+
+	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", text, strlen(text), &a), 0);
+	/* Normalized, so two spellings of one instant compare equal. */
+	ck_assert_str_eq(a.claimed_at, "2026-11-29T07:44:51.500000000Z");
+	ck_assert_str_eq(a.agent, "");
+	ck_assert_str_eq(a.control, "");
+	ck_assert_int_eq(a.pid, 0);
+	ck_assert_uint_eq(a.pid_starttime, 987654);
+}
+END_TEST
+
+START_TEST(test_assignment_rejects)
+{
+	static const char *const bad[] = {
+		"claimed_at=yesterday\n",
+		"claimed_at=2026-11-29T07:44:51Z\nclaimed_at=2026-11-29T07:44:52Z\n",
+		"agent=unix:/a\nagent=unix:/b\n",
+		"just a line\n",
+		"=value\n",
+		"pid=0\n",
+		"pid=-3\n",
+		"pid=12ab\n",
+		"pid=99999999999\n",
+		"control=relative/path\n",
+		"pid_starttime=x\n",
+	};
+	struct assignment a;
+
+	memset(&a, 0x5a, sizeof(a));
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		ck_assert_msg(assignment_parse("0000:41:00.4", "vm-1", bad[i], strlen(bad[i]), &a) ==
+				      -EINVAL,
+			      "accepted %s", bad[i]);
+	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", "pid=1\0x", 7, &a), -EINVAL);
+	ck_assert_int_eq(assignment_parse("bogus", "vm-1", "", 0, &a), -EINVAL);
+	ck_assert_int_eq(assignment_parse("0000:41:00.4", ".hidden", "", 0, &a), -EINVAL);
+	/* Nothing written on failure. */
+	ck_assert_uint_eq((unsigned char)a.vf[0], 0x5a);
+	ck_assert_uint_eq((unsigned char)a.claimed_at[0], 0x5a);
+}
+END_TEST
+
+START_TEST(test_assignment_limits)
+{
+	_cleanup_free_ char *big = malloc(SENTINEL_ASSIGNMENT_MAX + 1);
+	char line[SENTINEL_AGENT_MAX + 16];
+	struct assignment a;
+	int n;
+
+	memset(big, '\n', SENTINEL_ASSIGNMENT_MAX + 1);
+	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", big, SENTINEL_ASSIGNMENT_MAX, &a),
+			 0);
+	ck_assert_int_eq(
+		assignment_parse("0000:41:00.4", "vm-1", big, SENTINEL_ASSIGNMENT_MAX + 1, &a),
+		-E2BIG);
+
+	n = snprintf(line, sizeof(line), "agent=unix:/%0*d", SENTINEL_AGENT_MAX - 6, 0);
+	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", line, (size_t)n, &a), 0);
+	ck_assert_uint_eq(strlen(a.agent), SENTINEL_AGENT_MAX);
+	n = snprintf(line, sizeof(line), "agent=unix:/%0*d", SENTINEL_AGENT_MAX - 5, 0);
+	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", line, (size_t)n, &a), -E2BIG);
+}
+END_TEST
+
+/* ---- revalidate ------------------------------------------------------------------ */
+
+static struct assignment claim(const char *vf, const char *id, const char *claimed_at)
+{
+	struct assignment a = { 0 };
+
+	snprintf(a.vf, sizeof(a.vf), "%s", vf);
+	snprintf(a.instance_id, sizeof(a.instance_id), "%s", id);
+	snprintf(a.claimed_at, sizeof(a.claimed_at), "%s", claimed_at);
+	return a;
+}
+
+#define T1 "2026-11-29T07:44:51.000000001Z"
+#define T2 "2026-11-29T07:44:51.000000002Z"
+
+START_TEST(test_revalidate)
+{
+	struct assignment captured = claim("0000:41:00.4", "vm-1", T1);
+	struct assignment same = claim("0000:41:00.4", "vm-1", T1);
+	struct assignment reclaimed = claim("0000:41:00.4", "vm-1", T2);
+	struct assignment other = claim("0000:41:00.4", "vm-2", T1);
+
+	/* Unchanged: report. */
+	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &same), REVALIDATE_REPORT);
+	/* Released during the poll: still about the captured assignment. */
+	ck_assert_int_eq(sentinel_revalidate(&captured, -ENOENT, NULL), REVALIDATE_REPORT);
+	/* Released and re-claimed by the same instance: another assignment. */
+	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &reclaimed), REVALIDATE_DROP);
+	/* Now held by another instance. */
+	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &other), REVALIDATE_DROP);
+	/* Could not re-read: we cannot tell, so say nothing. */
+	ck_assert_int_eq(sentinel_revalidate(&captured, -EIO, &same), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, -EACCES, NULL), REVALIDATE_DROP);
+}
+END_TEST
+
+START_TEST(test_revalidate_empty_claimed_at)
+{
+	struct assignment captured = claim("0000:41:00.4", "vm-1", "");
+	struct assignment stamped = claim("0000:41:00.4", "vm-1", T1);
+
+	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &captured), REVALIDATE_REPORT);
+	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &stamped), REVALIDATE_DROP);
+}
+END_TEST
+
+/* ---- report commands ---------------------------------------------------------------- */
+
+START_TEST(test_report_failed_format)
+{
+	char buf[SENTINEL_REPORT_MAX];
+	int n;
+
+	n = report_format_failed(buf, sizeof(buf), "vm-1", T1,
+				 "NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)");
+	ck_assert_int_eq(n, (int)strlen(buf));
+	ck_assert_str_eq(buf, "failed vm-1 " T1
+			      " NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)");
+
+	/* A newline would end the command; tabs and other controls go too. */
+	report_format_failed(buf, sizeof(buf), "vm-1", T1, "NVRM: a\nb\tc\r\x1b[0m\x7f end \n");
+	ck_assert_str_eq(buf, "failed vm-1 " T1 " NVRM: a b c  [0m  end");
+
+	/* No claimed_at: "-"; no message: nothing after it. */
+	report_format_failed(buf, sizeof(buf), "vm-1", "", "");
+	ck_assert_str_eq(buf, "failed vm-1 -");
+	report_format_failed(buf, sizeof(buf), "vm-1", NULL, NULL);
+	ck_assert_str_eq(buf, "failed vm-1 -");
+	report_format_failed(buf, sizeof(buf), "vm-1", T1, " \n ");
+	ck_assert_str_eq(buf, "failed vm-1 " T1);
+}
+END_TEST
+
+START_TEST(test_report_failed_caps_message)
+{
+	char buf[SENTINEL_REPORT_MAX], message[3000];
+	const char *tail;
+
+	memset(message, 'x', sizeof(message) - 1);
+	message[sizeof(message) - 1] = '\0';
+	report_format_failed(buf, sizeof(buf), "vm-1", T1, message);
+	tail = buf + strlen("failed vm-1 " T1 " ");
+	ck_assert_uint_eq(strlen(tail), SENTINEL_MESSAGE_MAX);
+
+	/* "é" (2 bytes) straddling the cut is dropped whole. */
+	memset(message, 'x', sizeof(message) - 1);
+	message[SENTINEL_MESSAGE_MAX - 1] = '\xc3';
+	message[SENTINEL_MESSAGE_MAX] = '\xa9';
+	report_format_failed(buf, sizeof(buf), "vm-1", T1, message);
+	tail = buf + strlen("failed vm-1 " T1 " ");
+	ck_assert_uint_eq(strlen(tail), SENTINEL_MESSAGE_MAX - 1);
+	ck_assert_int_eq(tail[strlen(tail) - 1], 'x');
+}
+END_TEST
+
+START_TEST(test_report_format_rejects)
+{
+	char buf[SENTINEL_REPORT_MAX], small[16];
+
+	strcpy(buf, "untouched");
+	ck_assert_int_eq(report_format_failed(buf, sizeof(buf), "bad id", T1, "m"), -EINVAL);
+	ck_assert_int_eq(report_format_failed(buf, sizeof(buf), "vm-1", "yesterday", "m"), -EINVAL);
+	ck_assert_int_eq(report_format_ok(buf, sizeof(buf), "", T1), -EINVAL);
+	ck_assert_str_eq(buf, "untouched");
+	ck_assert_int_eq(report_format_ok(small, sizeof(small), "vm-1", T1), -ENOBUFS);
+}
+END_TEST
+
+START_TEST(test_report_ok_format)
+{
+	char buf[SENTINEL_REPORT_MAX];
+
+	ck_assert_int_eq(report_format_ok(buf, sizeof(buf), "vm-1", T1),
+			 (int)strlen("ok vm-1 " T1));
+	ck_assert_str_eq(buf, "ok vm-1 " T1);
+	report_format_ok(buf, sizeof(buf), "vm-1", "");
+	ck_assert_str_eq(buf, "ok vm-1 -");
+}
+END_TEST
+
+static struct report_outcome outcome_of(const char *text)
+{
+	struct report_outcome o;
+
+	ck_assert_msg(report_outcome_parse(text, strlen(text), &o) == 0, "rejected %s", text);
+	return o;
+}
+
+START_TEST(test_report_outcomes)
+{
+	struct report_outcome o;
+
+	o = outcome_of("recorded failures=1 threshold=2\n");
+	ck_assert_int_eq(o.kind, REPORT_RECORDED);
+	ck_assert_uint_eq(o.failures, 1);
+	ck_assert_uint_eq(o.threshold, 2);
+	ck_assert(!o.breaker_engaged);
+
+	o = outcome_of("quarantined failures=3 threshold=3");
+	ck_assert_int_eq(o.kind, REPORT_QUARANTINED);
+	ck_assert_uint_eq(o.failures, 3);
+
+	o = outcome_of("unchanged failures=2 threshold=2\n");
+	ck_assert_int_eq(o.kind, REPORT_UNCHANGED);
+
+	o = outcome_of("recorded failures=5 threshold=2 breaker=engaged\n");
+	ck_assert_int_eq(o.kind, REPORT_RECORDED);
+	ck_assert(o.breaker_engaged);
+
+	o = outcome_of("cleared=2 rescinded=1\n");
+	ck_assert_int_eq(o.kind, REPORT_CLEARED);
+	ck_assert_uint_eq(o.cleared, 2);
+	ck_assert(o.rescinded);
+	o = outcome_of("cleared=0 rescinded=0\n");
+	ck_assert_uint_eq(o.cleared, 0);
+	ck_assert(!o.rescinded);
+}
+END_TEST
+
+START_TEST(test_report_outcome_rejects)
+{
+	static const char *const bad[] = {
+		"",
+		"\n",
+		"recorded\n",
+		"recorded failures=1\n",
+		"recorded failures=x threshold=2\n",
+		"recorded threshold=2 failures=1\n",
+		"recorded failures=1 threshold=2 extra\n",
+		"recorded failures=1 threshold=2\n\n",
+		"cleared=1 rescinded=2\n",
+		"cleared=1\n",
+		"bogus failures=1 threshold=2\n",
+		"recorded failures=99999999999 threshold=2\n",
+	};
+	struct report_outcome o;
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		ck_assert_msg(report_outcome_parse(bad[i], strlen(bad[i]), &o) == -EINVAL,
+			      "accepted \"%s\"", bad[i]);
+}
+END_TEST
+
+/* ---- liveness ------------------------------------------------------------------------ */
+
+START_TEST(test_liveness_verdicts)
+{
+	static const struct {
+		struct liveness_evidence ev;
+		enum liveness expected;
+	} cases[] = {
+		/* No control path recorded: nothing to judge by. */
+		{ { .control_given = false, .pid = 0 }, LIVENESS_UNMANAGED },
+		{ { .control_given = false, .pid = 77, .proc_rc = -ENOENT }, LIVENESS_UNMANAGED },
+		/* The control socket exists: alive, whatever the pid says. */
+		{ { .control_given = true, .control_rc = 0, .pid = 77, .proc_rc = -ENOENT },
+		  LIVENESS_ALIVE },
+		/* Cannot stat the control path: uncertain. */
+		{ { .control_given = true, .control_rc = -EACCES }, LIVENESS_UNCERTAIN },
+		{ { .control_given = true, .control_rc = -ELOOP, .pid = 77, .proc_rc = -ENOENT },
+		  LIVENESS_UNCERTAIN },
+		/* Gone, and no pid to check: dead. */
+		{ { .control_given = true, .control_rc = -ENOENT, .pid = 0 }, LIVENESS_DEAD },
+		/* Gone, and the process is gone. */
+		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .proc_rc = -ENOENT },
+		  LIVENESS_DEAD },
+		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .proc_rc = -ESRCH },
+		  LIVENESS_DEAD },
+		/* Gone, but the process cannot be checked. */
+		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .proc_rc = -EACCES },
+		  LIVENESS_UNCERTAIN },
+		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .proc_rc = -EBADMSG },
+		  LIVENESS_UNCERTAIN },
+		/* Gone, the pid runs with the recorded start time: alive. */
+		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .starttime_now = 500,
+		    .starttime_claimed = 500 },
+		  LIVENESS_ALIVE },
+		/* ... with no recorded start time: cannot prove reuse, alive. */
+		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .starttime_now = 500 },
+		  LIVENESS_ALIVE },
+		/* ... with another start time: the pid was reused, dead. */
+		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .starttime_now = 501,
+		    .starttime_claimed = 500 },
+		  LIVENESS_DEAD },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		const char *reason = NULL;
+		enum liveness l = liveness_verdict(&cases[i].ev, &reason);
+
+		ck_assert_msg(l == cases[i].expected, "case %zu: %s, expected %s", i,
+			      liveness_name(l), liveness_name(cases[i].expected));
+		ck_assert_ptr_nonnull(reason);
+	}
+}
+END_TEST
+
+static char fake_root[64];
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void fake_proc_setup(void)
+{
+	char path[PATH_MAX];
+
+	snprintf(fake_root, sizeof(fake_root), "/tmp/vfsentinel-rules-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(fake_root));
+	/* A well-formed stat whose comm holds ") (" to fool naive parsers. */
+	snprintf(path, sizeof(path), "%s/100", fake_root);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/100/stat", fake_root);
+	write_text(path, "100 (evil) (comm) S 1 100 100 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 "
+			 "123456 1000 10 18446744073709551615\n");
+	/* Unparsable. */
+	snprintf(path, sizeof(path), "%s/200", fake_root);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/200/stat", fake_root);
+	write_text(path, "200 (short) S 1 2 3\n");
+	/* A stat that is a directory: read fails with EISDIR. */
+	snprintf(path, sizeof(path), "%s/300", fake_root);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "%s/300/stat", fake_root);
+	mkdir(path, 0755);
+}
+
+static void fake_proc_teardown(void)
+{
+	char cmd[PATH_MAX + 16];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fake_root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(test_proc_starttime_fake_tree)
+{
+	uint64_t t = 42;
+
+	ck_assert_int_eq(sentinel_proc_starttime(fake_root, 100, &t), 0);
+	ck_assert_uint_eq(t, 123456);
+	t = 42;
+	ck_assert_int_eq(sentinel_proc_starttime(fake_root, 200, &t), -EBADMSG);
+	ck_assert_int_eq(sentinel_proc_starttime(fake_root, 300, &t), -EISDIR);
+	ck_assert_int_eq(sentinel_proc_starttime(fake_root, 400, &t), -ENOENT);
+	ck_assert_int_eq(sentinel_proc_starttime(fake_root, 0, &t), -EINVAL);
+	ck_assert_uint_eq(t, 42);
+}
+END_TEST
+
+START_TEST(test_proc_starttime_real)
+{
+	uint64_t self = 0, again = 0, init = 0;
+
+	/* Our own start time is stable, and we started after pid 1. */
+	ck_assert_int_eq(sentinel_proc_starttime("/proc", getpid(), &self), 0);
+	ck_assert_int_eq(sentinel_proc_starttime(NULL, getpid(), &again), 0);
+	ck_assert_uint_eq(self, again);
+	ck_assert_int_eq(sentinel_proc_starttime("/proc", 1, &init), 0);
+	ck_assert_uint_ge(self, init);
+}
+END_TEST
+
+START_TEST(test_proc_stat_parse)
+{
+	static const char good[] = "7 (a b) c) R 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 999 1";
+	uint64_t t = 0;
+
+	ck_assert_int_eq(proc_stat_parse_starttime(good, strlen(good), &t), 0);
+	ck_assert_uint_eq(t, 999);
+	ck_assert_int_eq(proc_stat_parse_starttime("7 (x) R 1 2", 11, &t), -EBADMSG);
+	ck_assert_int_eq(proc_stat_parse_starttime("no parens at all", 16, &t), -EBADMSG);
+	ck_assert_int_eq(proc_stat_parse_starttime("", 0, &t), -EBADMSG);
+	static const char junk[] = "7 (x) R 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 99x 1";
+	ck_assert_int_eq(proc_stat_parse_starttime(junk, strlen(junk), &t), -EBADMSG);
+	ck_assert_uint_eq(t, 999);
+}
+END_TEST
+
+START_TEST(test_control_state)
+{
+	char path[PATH_MAX], loop[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/100/stat", fake_root);
+	ck_assert_int_eq(sentinel_control_state(path), 0);
+	snprintf(path, sizeof(path), "%s/missing.sock", fake_root);
+	ck_assert_int_eq(sentinel_control_state(path), -ENOENT);
+	/* A component that is a file: the path cannot exist. */
+	snprintf(path, sizeof(path), "%s/100/stat/x.sock", fake_root);
+	ck_assert_int_eq(sentinel_control_state(path), -ENOENT);
+	/* A symlink loop: we cannot tell. */
+	snprintf(loop, sizeof(loop), "%s/loop", fake_root);
+	ck_assert_int_eq(symlink(loop, loop), 0);
+	snprintf(path, sizeof(path), "%s/loop/x.sock", fake_root);
+	ck_assert_int_eq(sentinel_control_state(path), -ELOOP);
+}
+END_TEST
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+START_TEST(test_options)
+{
+	struct sentinel_options o, before;
+
+	sentinel_options_init(&o);
+	ck_assert(o.enabled);
+	ck_assert(o.reconcile);
+	ck_assert_int_eq(o.poll_interval_ns, 5 * SENTINEL_NS_PER_S);
+	ck_assert_int_eq(o.poll_timeout_ns, 5 * SENTINEL_NS_PER_S);
+	ck_assert_int_eq(o.reconcile_interval_ns, 60 * SENTINEL_NS_PER_S);
+	ck_assert_uint_eq(o.concurrency, 64);
+
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_POLL_INTERVAL, "0.2"), 0);
+	ck_assert_int_eq(o.poll_interval_ns, 200000000);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_POLL_TIMEOUT, "1.25"), 0);
+	ck_assert_int_eq(o.poll_timeout_ns, 1250000000);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_RECONCILE_INTERVAL, "3"), 0);
+	ck_assert_int_eq(o.reconcile_interval_ns, 3 * SENTINEL_NS_PER_S);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONCURRENCY, "1024"), 0);
+	ck_assert_uint_eq(o.concurrency, 1024);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_NO_RECONCILE, NULL), 0);
+	ck_assert(!o.reconcile);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_NO_SENTINEL, NULL), 0);
+	ck_assert(!o.enabled);
+
+	before = o;
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_POLL_INTERVAL, "0"), -ERANGE);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_POLL_INTERVAL, "-1"), -EINVAL);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_POLL_TIMEOUT, "5s"), -EINVAL);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_POLL_TIMEOUT, "86401"), -ERANGE);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONCURRENCY, "0"), -ERANGE);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONCURRENCY, "1025"), -ERANGE);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONCURRENCY, "x"), -EINVAL);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_PROC_ROOT, "proc"), -EINVAL);
+	ck_assert_int_eq(sentinel_options_apply(&o, 'x', "1"), -ENOENT);
+	ck_assert_mem_eq(&o, &before, sizeof(o));
+}
+END_TEST
+
+START_TEST(test_start_rejects_bad_options)
+{
+	struct sentinel_options o;
+	struct sentinel *s = NULL;
+
+	sentinel_options_init(&o);
+	ck_assert_int_eq(sentinel_start("relative", &o, &s), -EINVAL);
+	o.concurrency = 0;
+	ck_assert_int_eq(sentinel_start("/run/vfhealth", &o, &s), -EINVAL);
+	sentinel_options_init(&o);
+	o.poll_timeout_ns = 0;
+	ck_assert_int_eq(sentinel_start("/run/vfhealth", &o, &s), -EINVAL);
+	ck_assert_ptr_null(s);
+	sentinel_stop(NULL);
+}
+END_TEST
+
+static Suite *rules_suite(void)
+{
+	Suite *s = suite_create("sentinel-rules");
+	TCase *tc;
+
+	tc = tcase_create("classify");
+	tcase_add_test(tc, test_classify_answers);
+	tcase_add_test(tc, test_classify_errors);
+	tcase_add_test(tc, test_classify_unknown_state_is_rpc_error);
+	tcase_add_test(tc, test_check_result_names);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("assignment");
+	tcase_add_test(tc, test_vf_address);
+	tcase_add_test(tc, test_assignment_full);
+	tcase_add_test(tc, test_assignment_empty_values_and_extras);
+	tcase_add_test(tc, test_assignment_rejects);
+	tcase_add_test(tc, test_assignment_limits);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("revalidate");
+	tcase_add_test(tc, test_revalidate);
+	tcase_add_test(tc, test_revalidate_empty_claimed_at);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("report");
+	tcase_add_test(tc, test_report_failed_format);
+	tcase_add_test(tc, test_report_failed_caps_message);
+	tcase_add_test(tc, test_report_format_rejects);
+	tcase_add_test(tc, test_report_ok_format);
+	tcase_add_test(tc, test_report_outcomes);
+	tcase_add_test(tc, test_report_outcome_rejects);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("liveness");
+	tcase_add_checked_fixture(tc, fake_proc_setup, fake_proc_teardown);
+	tcase_add_test(tc, test_liveness_verdicts);
+	tcase_add_test(tc, test_proc_starttime_fake_tree);
+	tcase_add_test(tc, test_proc_starttime_real);
+	tcase_add_test(tc, test_proc_stat_parse);
+	tcase_add_test(tc, test_control_state);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("options");
+	tcase_add_test(tc, test_options);
+	tcase_add_test(tc, test_start_rejects_bad_options);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(rules_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
