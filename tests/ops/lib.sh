@@ -84,3 +84,15 @@ stop_vfhealthd() {
 		fusermount3 -uz "$vfhealthd_mount" 2>/dev/null || umount -l "$vfhealthd_mount" || true
 	fi
 }
+
+# report_failed MOUNT VF INSTANCE: one failed assignment, as the sentinel
+# writes it (assigned_at unknown: "-").
+report_failed() {
+	printf 'failed %s - NVRM: GPU 0000:00:05.0: RmInitAdapter failed! (0x22:0x65:884)\n' "$3" \
+		> "$1/$2/report"
+}
+
+# wait_for_line FILE LINE SECONDS: FILE (a watcher's output) gets exactly LINE.
+wait_for_line() {
+	wait_for "'$2' in $1" "$3" grep -qxF -- "$2" "$1"
+}

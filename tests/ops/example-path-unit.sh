@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# example-path-unit.sh - the systemd path unit example:
+#  - systemd-analyze verify accepts vfhealth-quarantine.path and its service
+#    (when systemd-analyze is available);
+#  - a change of the set makes the kernel emit IN_CLOSE_WRITE on
+#    MOUNT/quarantined, the event PathChanged= waits for;
+#  - the script the service runs (on-quarantine-change.sh) calls the hooks
+#    once per VF entering or leaving quarantine, nothing when nothing
+#    changed, and keeps its state when the store cannot be read.
+set -euo pipefail
+. "$(dirname -- "$0")/lib.sh"
+need_fuse
+
+examples=$source_root/examples/systemd
+script=$examples/on-quarantine-change.sh
+
+if command -v systemd-analyze >/dev/null; then
+	mkdir "$ops_tmp/units"
+	cp "$examples/vfhealth-quarantine.path" "$ops_tmp/units/"
+	# The configured service names the installed script; point it at ours.
+	sed -e "s|^ExecStart=[^ ]*|ExecStart=$script|" "$build_root/examples/vfhealth-quarantine.service" \
+		> "$ops_tmp/units/vfhealth-quarantine.service"
+	grep -q '^PathChanged=/run/vfhealth/quarantined$' "$ops_tmp/units/vfhealth-quarantine.path" ||
+		fail "the path unit does not watch /run/vfhealth/quarantined"
+	out=$(cd "$ops_tmp/units" && systemd-analyze verify --man=no ./vfhealth-quarantine.path ./vfhealth-quarantine.service 2>&1) ||
+		{ bad=$(grep -vE 'Unit (sysinit|basic|shutdown|local-fs|multi-user|vfhealthd)\.(target|service) not found|container of PID 1|PR_SET_MM' <<<"$out" || true)
+		  [[ -z $bad ]] || fail "systemd-analyze verify: $bad"; }
+	echo "ok   systemd-analyze verify"
+fi
+
+mnt=$ops_tmp/mnt
+start_vfhealthd "$mnt" --no-sentinel
+mkdir "$mnt/0000:41:00.4" "$mnt/0000:41:00.5"
+
+# The event PathChanged= waits for.
+if command -v inotifywait >/dev/null; then
+	inotifywait -e close_write -t 10 "$mnt/quarantined" >"$ops_tmp/inotify.out" 2>"$ops_tmp/inotify.err" &
+	iw=$!
+	wait_for "inotifywait to watch" 10 grep -q "Watches established" "$ops_tmp/inotify.err"
+	echo 1 > "$mnt/0000:41:00.4/quarantined"
+	wait "$iw" || fail "no IN_CLOSE_WRITE on quarantined: $(cat "$ops_tmp/inotify.err")"
+	grep -q CLOSE_WRITE "$ops_tmp/inotify.out" || fail "inotifywait saw: $(cat "$ops_tmp/inotify.out")"
+	echo 0 > "$mnt/0000:41:00.4/quarantined"
+fi
+
+hooks=$ops_tmp/hooks
+calls=$ops_tmp/calls
+mkdir "$hooks"
+# shellcheck disable=SC2016 # $1 $2 belong to the hook
+printf '#!/bin/sh\necho "$1 $2" >> %q\n' "$calls" > "$hooks/10-record"
+printf '#!/bin/sh\nexit 0\n' > "$hooks/20-not-executable"
+chmod +x "$hooks/10-record"
+: > "$calls"
+run() { "$script" --mount "$mnt" --state "$ops_tmp/state" --hooks "$hooks" >/dev/null; }
+
+run || fail "first run failed"
+[[ ! -s $calls ]] || fail "hooks ran with nothing quarantined: $(cat "$calls")"
+
+echo 1 > "$mnt/0000:41:00.4/quarantined"
+report_failed "$mnt" 0000:41:00.5 vm-a
+report_failed "$mnt" 0000:41:00.5 vm-b
+run || fail "run failed"
+[[ $(cat "$calls") == $'quarantined 0000:41:00.4\nquarantined 0000:41:00.5' ]] || fail "calls: $(cat "$calls")"
+
+# The path unit may fire more than once for one change: nothing new.
+run || fail "run failed"
+[[ $(wc -l < "$calls") == 2 ]] || fail "a repeated run called hooks again: $(cat "$calls")"
+
+echo 0 > "$mnt/0000:41:00.4/quarantined"
+run || fail "run failed"
+[[ $(tail -n1 "$calls") == "cleared 0000:41:00.4" && $(wc -l < "$calls") == 3 ]] || fail "calls: $(cat "$calls")"
+
+# A failing hook is reported (exit 1) but the others still run.
+printf '#!/bin/sh\nexit 3\n' > "$hooks/05-fails"
+chmod +x "$hooks/05-fails"
+echo 0 > "$mnt/0000:41:00.5/quarantined"
+rc=0; run 2>/dev/null || rc=$?
+[[ $rc == 1 && $(tail -n1 "$calls") == "cleared 0000:41:00.5" ]] || fail "failing hook: rc $rc, calls: $(cat "$calls")"
+rm "$hooks/05-fails"
+
+# The mount gone (reads fail): exit 1, state kept, no VF reported cleared.
+echo 1 > "$mnt/0000:41:00.4/quarantined"
+run || fail "run failed"
+state_before=$(cat "$ops_tmp/state")
+calls_before=$(cat "$calls")
+stop_vfhealthd
+rc=0; run 2>/dev/null || rc=$?
+[[ $rc == 1 ]] || fail "unreadable quarantined: exit $rc"
+[[ $(cat "$ops_tmp/state") == "$state_before" && $(cat "$calls") == "$calls_before" ]] ||
+	fail "an unreadable set changed the state or called hooks"
+echo "path unit OK"

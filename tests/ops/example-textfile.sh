@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# example-textfile.sh - examples/prometheus/vfhealth-textfile.sh against a
+# real vfhealthd: it publishes the metrics as DIR/vfhealth.prom (valid for
+# promtool, mode 0644, no temporary file left), refreshes it on the next run,
+# and removes it (exit 1) once vfhealthd is gone, so that a stale copy never
+# looks current.  When node_exporter is installed, its textfile collector
+# serves the vfhealth series on a loopback port.
+set -euo pipefail
+. "$(dirname -- "$0")/lib.sh"
+need_fuse
+
+publish=$source_root/examples/prometheus/vfhealth-textfile.sh
+mnt=$ops_tmp/mnt
+dir=$ops_tmp/textfile
+mkdir "$dir"
+start_vfhealthd "$mnt" --no-sentinel
+mkdir "$mnt/0000:41:00.4"
+
+"$publish" --mount "$mnt" --dir "$dir" || fail "publish failed"
+prom=$dir/vfhealth.prom
+[[ -f $prom && $(stat -c %a "$prom") == 644 ]] || fail "no $prom with mode 644"
+grep -qx 'vfhealth_vfs 1' "$prom" || fail "vfhealth_vfs 1 not in $prom"
+[[ $(find "$dir" -mindepth 1 | wc -l) == 1 ]] || fail "left files behind: $(ls -a "$dir")"
+if command -v promtool >/dev/null; then
+	promtool check metrics < "$prom" || fail "promtool check metrics on the published file"
+fi
+
+mkdir "$mnt/0000:41:00.5"
+"$publish" --mount "$mnt" --dir "$dir" || fail "second publish failed"
+grep -qx 'vfhealth_vfs 2' "$prom" || fail "the copy was not refreshed"
+
+if command -v prometheus-node-exporter >/dev/null || command -v node_exporter >/dev/null; then
+	ne=$(command -v prometheus-node-exporter || command -v node_exporter)
+	port=$((20000 + RANDOM % 20000))
+	"$ne" --web.listen-address="127.0.0.1:$port" --collector.disable-defaults \
+		--collector.textfile --collector.textfile.directory="$dir" >"$ops_tmp/ne.log" 2>&1 &
+	ne_pid=$!
+	ops_cleanup_hooks+=("kill $ne_pid 2>/dev/null")
+	scraped() { curl -sf "http://127.0.0.1:$port/metrics" > "$ops_tmp/scrape" && grep -q '^vfhealth_vfs 2$' "$ops_tmp/scrape"; }
+	wait_for "node_exporter to serve vfhealth_vfs" 20 scraped
+	echo "ok   node_exporter's textfile collector serves the vfhealth series"
+else
+	echo "note: node_exporter not installed; the collector itself was not run"
+fi
+
+stop_vfhealthd
+rc=0; "$publish" --mount "$mnt" --dir "$dir" 2>/dev/null || rc=$?
+[[ $rc == 1 ]] || fail "publish with vfhealthd gone: exit $rc, want 1"
+[[ ! -e $prom ]] || fail "a stale copy was left for node_exporter"
+[[ -z $(ls -A "$dir") ]] || fail "left files behind: $(ls -a "$dir")"
+echo "textfile OK"

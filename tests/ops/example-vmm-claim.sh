@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# example-vmm-claim.sh - examples/vmm/vfhealth-claim.sh against a real
+# vfhealthd: claim writes the attributes and prints the stored claim with
+# claimed_at; a second instance, a quarantined VF, an unknown VF and a bad
+# attribute are refused with exit 1 and leave no claim behind; release
+# removes it; the functions work when the file is sourced.
+set -euo pipefail
+. "$(dirname -- "$0")/lib.sh"
+need_fuse
+
+claim=$source_root/examples/vmm/vfhealth-claim.sh
+mnt=$ops_tmp/mnt
+start_vfhealthd "$mnt" --no-sentinel
+mkdir "$mnt/0000:41:00.4" "$mnt/0000:41:00.5"
+export MOUNT=$mnt
+used() { sed -n 's/^used_slots //p' "$mnt/resources"; }
+
+out=$("$claim" claim 0000:41:00.4 vm-1 --agent vsock:7 --control /run/vmm/vm-1.sock --pid $$) ||
+	fail "claim failed: $out"
+grep -Eq '^claimed_at=[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{9}Z$' <<<"$out" || fail "no claimed_at in: $out"
+grep -qx 'agent=vsock:7:2222' <<<"$out" || fail "agent not stored (canonical form expected): $out"
+grep -qx 'control=/run/vmm/vm-1.sock' <<<"$out" || fail "control not stored: $out"
+grep -qx "pid=$$" <<<"$out" || fail "pid not stored: $out"
+[[ $(cat "$mnt/0000:41:00.4/assignments/vm-1") == "$out" ]] || fail "printed claim differs from the file"
+[[ $(used) == 1 ]] || fail "used_slots $(used) after one claim"
+
+# Refusals: exit 1, a reason, nothing changed.
+refused() { # WANT-REASON ARGS...
+	local want=$1 rc=0
+	shift
+	"$claim" claim "$@" >"$ops_tmp/out" 2>&1 || rc=$?
+	[[ $rc == 1 ]] || fail "claim $*: exit $rc, want 1: $(cat "$ops_tmp/out")"
+	grep -q "$want" "$ops_tmp/out" || fail "claim $*: want '$want' in: $(cat "$ops_tmp/out")"
+}
+refused "busy" 0000:41:00.4 vm-2 --agent vsock:8
+[[ ! -e $mnt/0000:41:00.4/assignments/vm-2 ]] || fail "a second claim appeared"
+refused "exists" 0000:41:00.4 vm-1
+refused "not registered" 0000:41:00.7 vm-3
+echo 1 > "$mnt/0000:41:00.5/quarantined"
+refused "busy" 0000:41:00.5 vm-4 --agent vsock:9
+echo 0 > "$mnt/0000:41:00.5/quarantined"
+refused "attributes refused" 0000:41:00.5 vm-5 --agent tcp:1.2.3.4
+[[ -z $(ls "$mnt/0000:41:00.5/assignments") ]] || fail "a refused attribute left a claim"
+[[ $(used) == 1 ]] || fail "used_slots $(used) after refusals"
+
+# Release, and the VF can be claimed again (by the sourced function).
+"$claim" release 0000:41:00.4 vm-1 || fail "release failed"
+[[ ! -e $mnt/0000:41:00.4/assignments/vm-1 && $(used) == 0 ]] || fail "release left the claim"
+rc=0; "$claim" release 0000:41:00.4 vm-1 2>"$ops_tmp/out" || rc=$?
+[[ $rc == 1 ]] || fail "releasing twice: exit $rc"
+(
+	# shellcheck source=../../examples/vmm/vfhealth-claim.sh
+	. "$claim"
+	vfhealth_claim 0000:41:00.4 vm-6 --agent hvsock:/run/vmm/vm-6.vsock >/dev/null
+	[[ -e $MOUNT/0000:41:00.4/assignments/vm-6 ]]
+	vfhealth_release 0000:41:00.4 vm-6
+) || fail "the sourced functions failed"
+[[ $(used) == 0 ]] || fail "used_slots $(used) at the end"
+echo "vmm claim OK"
