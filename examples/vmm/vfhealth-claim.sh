@@ -35,19 +35,25 @@ vfhealth_claim() {
 	done
 	local file=$MOUNT/$vf/assignments/$instance
 	[[ -d $MOUNT/$vf ]] || { echo "vfhealth_claim: $vf is not registered with vfhealthd" >&2; return 1; }
+	# vfhealthd takes one write(2) at offset 0 as one whole command.
+	((${#attrs} <= 4096)) || { echo "vfhealth_claim: attributes too long" >&2; return 2; }
 	# noclobber makes ">" an O_EXCL create: the create is the claim, and it
-	# fails instead of silently taking over someone else's assignment.  The
-	# attributes go through the same open file, one line per write.
-	if err=$( { set -o noclobber; printf '%s' "$attrs" > "$file"; } 2>&1 ); then
-		:
-	elif [[ -e $file && $err == *"Invalid argument"* ]]; then
-		# The create succeeded but an attribute was refused: give the
-		# claim back rather than leave one the sentinel cannot use.
+	# fails instead of silently taking over someone else's assignment.
+	if ! err=$( { set -o noclobber; : > "$file"; } 2>&1 ); then
+		# bash says this itself when the file exists: EEXIST.
+		[[ $err == *"cannot overwrite existing file"* ]] && err="File exists ($instance already holds $vf)"
+		echo "vfhealth_claim: cannot claim $vf for $instance: ${err##*: }" >&2
+		return 1
+	fi
+	[[ -n $attrs ]] || { cat -- "$file"; return 0; }
+	# All attributes in one write(2) (bash's printf writes line by line; dd
+	# with iflag=fullblock collects them first), through a fresh open at
+	# offset 0, without O_TRUNC.
+	if ! err=$(printf '%s' "$attrs" |
+		   dd of="$file" bs=4096 count=1 iflag=fullblock conv=notrunc status=none 2>&1); then
+		# The claim exists but is unusable for the sentinel: give it back.
 		echo "vfhealth_claim: $vf: attributes refused: ${err##*: }; releasing" >&2
 		rm -f -- "$file"
-		return 1
-	else
-		echo "vfhealth_claim: cannot claim $vf for $instance: ${err##*: }" >&2
 		return 1
 	fi
 	cat -- "$file"
