@@ -1,0 +1,1353 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_store.c - the store's rules (fs/store.h), one Check test case per rule,
+ * against real SQLite files in a fresh mkdtemp directory under /tmp.  Faults
+ * are injected with the faultvfs shim.  Each case is registered separately in
+ * meson.build (CK_RUN_CASE).
+ *
+ * Design notes: the concurrency cases start threads that only call the store
+ * and are joined before the case ends; waiting is on conditions (the shim's
+ * blocked-sync count, thread joins with deadlines), never on sleeps.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "faultvfs.h"
+#include "fs/store.h"
+#include "proto/cleanup.h"
+
+#define VF_A "0000:41:00.1"
+#define VF_B "0000:41:00.2"
+#define VF_C "0000:41:00.3"
+#define T1 "2026-11-29T07:00:01.000000000Z"
+#define T2 "2026-11-29T07:00:02.000000000Z"
+#define T3 "2026-11-29T07:00:03.000000000Z"
+
+static char tmpdir[64];
+static char db_path[256];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void setup(void)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/vfstore-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	/* nested: store_open creates the parents */
+	snprintf(db_path, sizeof(db_path), "%s/var/lib/vfhealth/health.db", tmpdir);
+	ck_assert_int_eq(faultvfs_register(), SQLITE_OK);
+	faultvfs_fail_writes(SQLITE_OK);
+	faultvfs_fail_syncs(SQLITE_OK);
+	faultvfs_block_syncs(false);
+}
+
+static void teardown(void)
+{
+	nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static struct store *open_with(int threshold, int max_quarantined, const char *vfs)
+{
+	struct store_options opt = { .path = db_path,
+				     .threshold = threshold,
+				     .max_quarantined = max_quarantined,
+				     .vfs_name = vfs };
+	struct store *s = NULL;
+
+	ck_assert_int_eq(store_open(&opt, &s), 0);
+	ck_assert_ptr_nonnull(s);
+	return s;
+}
+
+/* keep the stored settings; through the fault shim so any case can inject */
+static struct store *open_store(void)
+{
+	return open_with(0, -1, FAULTVFS_NAME);
+}
+
+static struct store *reopen(struct store *s)
+{
+	store_close(s);
+	return open_store();
+}
+
+static void reg(struct store *s, const char *vf)
+{
+	ck_assert_int_eq(store_vf_register(s, vf), 0);
+}
+
+static enum store_outcome report_fail(struct store *s, const char *vf, const char *inst, const char *at)
+{
+	struct store_failure_result r;
+
+	ck_assert_int_eq(store_report_failure(s, vf, inst, at, "NVRM: RmInitAdapter failed!", &r),
+			 0);
+	return r.outcome;
+}
+
+static struct store_success_result ok(struct store *s, const char *vf, const char *inst,
+				      const char *at)
+{
+	struct store_success_result r = { .cleared = 99, .rescinded = true };
+
+	ck_assert_int_eq(store_report_success(s, vf, inst, at, &r), 0);
+	return r;
+}
+
+static struct store_vf_info info(struct store *s, const char *vf)
+{
+	struct store_vf_info i;
+
+	ck_assert_int_eq(store_vf_get(s, vf, &i), 0);
+	return i;
+}
+
+static uint64_t commits(struct store *s)
+{
+	struct store_stats st;
+
+	store_get_stats(s, &st);
+	return st.commits;
+}
+
+/* One integer from the database file, read with SQLite directly. */
+static long long db_query(const char *sql)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	long long v = -1;
+
+	ck_assert_int_eq(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK, "%s: %s", sql,
+		      sqlite3_errmsg(db));
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return v;
+}
+
+static void db_write(const char *sql)
+{
+	sqlite3 *db = NULL;
+	char *err = NULL;
+
+	ck_assert_int_eq(sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, &err) == SQLITE_OK, "%s: %s", sql,
+		      err ? err : "?");
+	sqlite3_close(db);
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	ck_assert_ptr_nonnull(f);
+	char *buf = malloc(1 << 20);
+	ck_assert_ptr_nonnull(buf);
+	*len = fread(buf, 1, 1 << 20, f);
+	fclose(f);
+	return buf;
+}
+
+/* -- VFs ------------------------------------------------------------------ */
+
+START_TEST(vf_address_validation)
+{
+	static const char *const good[] = { "0000:41:00.4", "ffff:ff:1f.7", "0000:00:00.0" };
+	static const char *const bad[] = { "0000:41:00.8", "0000:41:00.",  "0000:41:0.4",
+					   "0000:41:00.44", "0000:4G:00.4", "0000:41:00-4",
+					   "00000:41:00.4", "0000:41:00.4\n", " 0000:41:00.4",
+					   "0000:41:00,4", "", NULL };
+	static const char upper[] = "0000:4A:00.4";
+	struct store *s = open_store();
+
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+		ck_assert_msg(store_vf_address_valid(good[i]), "%s", good[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		ck_assert_msg(!store_vf_address_valid(bad[i]), "%s", bad[i] ? bad[i] : "NULL");
+		ck_assert_int_eq(store_vf_register(s, bad[i]), -EINVAL);
+	}
+	ck_assert(!store_vf_address_valid(upper));
+	ck_assert_int_eq(store_vf_register(s, upper), -EINVAL);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.vfs, 0);
+	ck_assert_uint_eq(st.commits, 0);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(vf_register_unregister)
+{
+	struct store *s = open_store();
+	struct store_claim c = { .vf = VF_C, .instance_id = "i-1" };
+
+	reg(s, VF_A);
+	ck_assert_int_eq(store_vf_register(s, VF_A), -EEXIST);
+	ck_assert_int_eq(store_vf_unregister(s, VF_B), -ENOENT);
+	struct store_vf_info i;
+	ck_assert_int_eq(store_vf_get(s, VF_B, &i), -ENOENT);
+	uint64_t id_a = info(s, VF_A).id;
+
+	/* busy: quarantined, has failures, holds a live claim */
+	reg(s, VF_B);
+	reg(s, VF_C);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_vf_unregister(s, VF_A), -EBUSY);
+	report_fail(s, VF_B, "i-1", T1);
+	ck_assert_int_eq(store_vf_unregister(s, VF_B), -EBUSY);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	ck_assert_int_eq(store_vf_unregister(s, VF_C), -EBUSY);
+	ck_assert_uint_eq(info(s, VF_A).quarantined, 1);
+	ck_assert_uint_eq(info(s, VF_B).tally, 1);
+
+	/* once idle each can go; a re-registered VF gets a new id */
+	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert_int_eq(store_vf_unregister(s, VF_A), 0);
+	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -ENOENT);
+	ck_assert_int_eq(store_vf_get_by_id(s, id_a, &i), -ENOENT);
+	reg(s, VF_A);
+	ck_assert_uint_gt(info(s, VF_A).id, info(s, VF_C).id);
+	ck_assert_int_eq(store_release(s, VF_C, "i-1"), 0);
+	ck_assert_int_eq(store_vf_unregister(s, VF_C), 0);
+
+	struct store_vf_info *list;
+	size_t n;
+	ck_assert_int_eq(store_vf_list(s, &list, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(list[0].vf, VF_A);
+	ck_assert_str_eq(list[1].vf, VF_B);
+	free(list);
+
+	s = reopen(s);
+	ck_assert_int_eq(store_vf_get(s, VF_C, &i), -ENOENT);
+	ck_assert_uint_eq(info(s, VF_B).tally, 1);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(vf_limit)
+{
+	struct store *s = open_store();
+	store_close(s);
+	/* fill the table to the limit directly: 65536 commits would take minutes */
+	db_write("WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 65535)"
+		 " INSERT INTO vfs (address) SELECT printf('%04x:00:00.0', i) FROM n");
+	s = open_store();
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.vfs, STORE_MAX_VFS);
+	ck_assert_int_eq(store_vf_register(s, VF_A), -ENOSPC);
+	ck_assert_int_eq(store_vf_unregister(s, "0000:00:00.0"), 0);
+	reg(s, VF_A);
+	ck_assert_int_eq(store_vf_register(s, VF_B), -ENOSPC);
+	store_close(s);
+}
+END_TEST
+
+/* -- threshold ------------------------------------------------------------- */
+
+START_TEST(threshold_default_bounds_persist)
+{
+	struct store *s = open_store();
+	struct store_options bad = { .path = db_path, .threshold = 1001, .max_quarantined = -1 };
+	struct store *other = NULL;
+
+	ck_assert_int_eq(store_threshold_get(s), STORE_THRESHOLD_DEFAULT);
+	ck_assert_int_eq(store_threshold_set(s, 0), -EINVAL);
+	ck_assert_int_eq(store_threshold_set(s, 1001), -EINVAL);
+	ck_assert_int_eq(store_threshold_set(s, -3), -EINVAL);
+	ck_assert_int_eq(store_threshold_get(s), 2);
+	ck_assert_int_eq(store_open(&bad, &other), -EINVAL);
+	bad.threshold = -1;
+	ck_assert_int_eq(store_open(&bad, &other), -EINVAL);
+	ck_assert_int_eq(store_threshold_set(s, 1000), 0);
+	ck_assert_int_eq(store_threshold_set(s, 7), 0);
+	ck_assert_int_eq(store_threshold_get(s), 7);
+	s = reopen(s);
+	ck_assert_int_eq(store_threshold_get(s), 7);
+	ck_assert_int_eq(db_query("SELECT value FROM meta WHERE key = 'threshold'"), 7);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(threshold_reevaluate_on_set)
+{
+	struct store *s = open_store();
+
+	ck_assert_int_eq(store_threshold_set(s, 3), 0);
+	reg(s, VF_A);
+	reg(s, VF_B);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_B, "i-3", T3), STORE_OUTCOME_RECORDED);
+	ck_assert(!info(s, VF_A).quarantined);
+
+	ck_assert_int_eq(store_threshold_set(s, 2), 0);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert(!info(s, VF_A).manual);
+	ck_assert(!info(s, VF_B).quarantined);
+	/* raising never lifts */
+	ck_assert_int_eq(store_threshold_set(s, 10), 0);
+	ck_assert(info(s, VF_A).quarantined);
+	s = reopen(s);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert(!info(s, VF_B).quarantined);
+	ck_assert_int_eq(store_threshold_get(s), 10);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(threshold_reevaluate_on_open)
+{
+	struct store *s = open_with(5, -1, NULL);
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	report_fail(s, VF_A, "i-1", T1);
+	report_fail(s, VF_A, "i-2", T2);
+	report_fail(s, VF_B, "i-3", T3);
+	ck_assert(!info(s, VF_A).quarantined);
+	store_close(s);
+
+	s = open_with(2, -1, NULL); /* a lower configured value */
+	ck_assert_int_eq(store_threshold_get(s), 2);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert(!info(s, VF_B).quarantined);
+	ck_assert_uint_ge(commits(s), 1);
+	ck_assert_int_eq(db_query("SELECT quarantined FROM vfs WHERE address = '" VF_A "'"), 1);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(threshold_reopen_same_value_changes_nothing)
+{
+	struct store *s = open_with(3, -1, NULL);
+
+	reg(s, VF_A);
+	report_fail(s, VF_A, "i-1", T1);
+	report_fail(s, VF_A, "i-2", T2);
+	store_close(s);
+	/* an older build lowered the stored threshold without re-evaluating */
+	db_write("UPDATE meta SET value = 2 WHERE key = 'threshold'");
+
+	s = open_with(2, -1, NULL); /* same as stored: no re-evaluation */
+	ck_assert(!info(s, VF_A).quarantined);
+	ck_assert_uint_eq(info(s, VF_A).tally, 2);
+	ck_assert_uint_eq(commits(s), 0);
+	store_close(s);
+	ck_assert_int_eq(db_query("SELECT quarantined FROM vfs"), 0);
+
+	s = open_with(0, -1, NULL); /* keep: likewise */
+	ck_assert(!info(s, VF_A).quarantined);
+	ck_assert_uint_eq(commits(s), 0);
+	store_close(s);
+
+	s = open_with(1, -1, NULL); /* different: re-evaluates */
+	ck_assert(info(s, VF_A).quarantined);
+	store_close(s);
+}
+END_TEST
+
+/* -- failure reports -------------------------------------------------------- */
+
+START_TEST(failure_dedupe)
+{
+	struct store *s = open_with(3, -1, NULL);
+	struct store_failure_result r;
+
+	reg(s, VF_A);
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i-1", "2026-11-29T07:00:01.5Z", "m", &r), 0);
+	ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
+	ck_assert_uint_eq(r.tally, 1);
+	ck_assert_int_eq(r.threshold, 3);
+	/* the same assignment spelled differently is the same identity */
+	ck_assert_int_eq(
+		store_report_failure(s, VF_A, "i-1", "2026-11-29t07:00:01.500000000z", "m", &r), 0);
+	ck_assert_int_eq(r.outcome, STORE_OUTCOME_UNCHANGED);
+	ck_assert_uint_eq(r.tally, 1);
+	/* another assignment of the same instance, or unknown assigned_at, counts */
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T2), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i-2", NULL, "m", &r), 0);
+	ck_assert_int_eq(r.outcome, STORE_OUTCOME_QUARANTINED);
+	ck_assert_uint_eq(r.tally, 3);
+	s = reopen(s);
+	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", ""), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", NULL), STORE_OUTCOME_UNCHANGED);
+	s = reopen(s);
+	/* polling is idempotent across restarts */
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", ""), STORE_OUTCOME_UNCHANGED);
+	ck_assert_uint_eq(info(s, VF_A).tally, 1);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.failed_reports[STORE_OUTCOME_UNCHANGED], 1);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(failure_on_quarantined_unchanged)
+{
+	struct store *s = open_store();
+	struct store_failure_result r;
+
+	reg(s, VF_A);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
+	uint64_t before = commits(s);
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i-3", T3, "m", &r), 0);
+	ck_assert_int_eq(r.outcome, STORE_OUTCOME_UNCHANGED);
+	ck_assert_uint_eq(r.tally, 2);
+	ck_assert_uint_eq(info(s, VF_A).tally, 2);
+	ck_assert_uint_eq(commits(s), before);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), 2);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(failure_message_and_stamp)
+{
+	struct store *s = open_with(10, -1, NULL);
+	char before[RFC3339_BUFSZ], after[RFC3339_BUFSZ];
+	char long_message[3000];
+	struct store_failure *f;
+	size_t n;
+
+	reg(s, VF_A);
+	memset(long_message, 'x', sizeof(long_message) - 1);
+	long_message[sizeof(long_message) - 1] = '\0';
+	rfc3339_now(before);
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i-1", T1, "a\nb\tc\x1b[31m\x7f", NULL), 0);
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i-2", T2, long_message, NULL), 0);
+	rfc3339_now(after);
+	s = reopen(s);
+	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(f[0].message, "a b c [31m ");
+	ck_assert_str_eq(f[0].instance_id, "i-1");
+	ck_assert_str_eq(f[0].assigned_at, T1);
+	ck_assert_uint_eq(strlen(f[1].message), STORE_MESSAGE_MAX);
+	ck_assert_uint_eq(strlen(f[0].reported_at), RFC3339_NANO_LEN);
+	ck_assert_str_ge(f[0].reported_at, before);
+	ck_assert_str_le(f[1].reported_at, after);
+	free(f);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(report_bad_input_changes_nothing)
+{
+	struct store *s = open_store();
+	struct store_failure_result r;
+	struct store_success_result o;
+	char long_id[INSTANCE_ID_MAX + 2];
+
+	memset(long_id, 'a', sizeof(long_id) - 1);
+	long_id[sizeof(long_id) - 1] = '\0';
+	reg(s, VF_A);
+	uint64_t before = commits(s);
+	ck_assert_int_eq(store_report_failure(s, "0000:41:00.9", "i-1", T1, "m", &r), -EINVAL);
+	ck_assert_int_eq(store_report_failure(s, VF_A, "", T1, "m", &r), -EINVAL);
+	ck_assert_int_eq(store_report_failure(s, VF_A, ".hidden", T1, "m", &r), -EINVAL);
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i/1", T1, "m", &r), -EINVAL);
+	ck_assert_int_eq(store_report_failure(s, VF_A, long_id, T1, "m", &r), -EINVAL);
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i-1", "yesterday", "m", &r), -EINVAL);
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i-1", "2026-02-30T00:00:00Z", "m", &r),
+			 -EINVAL);
+	ck_assert_int_eq(store_report_failure(s, VF_B, "i-1", T1, "m", &r), -ENOENT);
+	ck_assert_int_eq(store_report_success(s, VF_A, "i 1", T1, &o), -EINVAL);
+	ck_assert_int_eq(store_report_success(s, VF_A, "i-1", "now", &o), -EINVAL);
+	ck_assert_int_eq(store_report_success(s, VF_B, "i-1", T1, &o), -ENOENT);
+	ck_assert_uint_eq(commits(s), before);
+	ck_assert_uint_eq(info(s, VF_A).tally, 0);
+	store_close(s);
+}
+END_TEST
+
+/* -- success reports --------------------------------------------------------- */
+
+START_TEST(success_rescind_example)
+{
+	struct store *s = open_store();
+
+	reg(s, VF_A);
+	report_fail(s, VF_A, "i1", T1);
+	ck_assert_int_eq(report_fail(s, VF_A, "i2", T2), STORE_OUTCOME_QUARANTINED);
+
+	struct store_success_result r = ok(s, VF_A, "i1", T1);
+	ck_assert_uint_eq(r.cleared, 1);
+	ck_assert(!r.rescinded);
+	struct store_vf_info i = info(s, VF_A);
+	ck_assert(i.quarantined);
+	ck_assert_uint_eq(i.tally, 1);
+	struct store_failure *f;
+	size_t n;
+	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(f[0].instance_id, "i2");
+	free(f);
+
+	r = ok(s, VF_A, "i2", T2);
+	ck_assert_uint_eq(r.cleared, 1);
+	ck_assert(r.rescinded);
+	ck_assert(!info(s, VF_A).quarantined);
+	ck_assert_uint_eq(info(s, VF_A).tally, 0);
+	s = reopen(s);
+	ck_assert(!info(s, VF_A).quarantined);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), 0);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(success_removes_older_failures)
+{
+	struct store *s = open_with(10, -1, NULL);
+
+	reg(s, VF_A);
+	report_fail(s, VF_A, "a", T1);
+	report_fail(s, VF_A, "b", T2);
+	report_fail(s, VF_A, "c", T3);
+	report_fail(s, VF_A, "d", "");
+	/* no exact match (other assigned_at): nothing */
+	struct store_success_result r = ok(s, VF_A, "b", T1);
+	ck_assert_uint_eq(r.cleared, 0);
+	ck_assert_uint_eq(info(s, VF_A).tally, 4);
+
+	r = ok(s, VF_A, "c", T3);
+	ck_assert_uint_eq(r.cleared, 3);
+	ck_assert(!r.rescinded);
+	struct store_failure *f;
+	size_t n;
+	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(f[0].instance_id, "d");
+	free(f);
+	s = reopen(s);
+	ck_assert_uint_eq(info(s, VF_A).tally, 1);
+	r = ok(s, VF_A, "d", NULL);
+	ck_assert_uint_eq(r.cleared, 1);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.ok_reports_cleared, 1);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(success_fast_path_clean_vf)
+{
+	struct store *s = open_store();
+
+	reg(s, VF_A);
+	uint64_t before = commits(s);
+	struct store_success_result r = ok(s, VF_A, "i-1", T1);
+	ck_assert_uint_eq(r.cleared, 0);
+	ck_assert(!r.rescinded);
+	ck_assert_uint_eq(commits(s), before);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.ok_reports_noop, 1);
+	store_close(s);
+}
+END_TEST
+
+/* -- operator --------------------------------------------------------------- */
+
+START_TEST(manual_quarantine_not_lifted_by_success)
+{
+	struct store *s = open_with(5, -1, NULL);
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert(info(s, VF_A).manual);
+	ck_assert_uint_eq(info(s, VF_A).tally, 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0); /* no-op */
+	struct store_success_result r = ok(s, VF_A, "i-1", T1);
+	ck_assert(!r.rescinded);
+
+	/* manual on top of recorded failures: clearing them does not lift it */
+	report_fail(s, VF_B, "i-1", T1);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	r = ok(s, VF_B, "i-1", T1);
+	ck_assert_uint_eq(r.cleared, 1);
+	ck_assert(!r.rescinded);
+	ck_assert(info(s, VF_B).quarantined);
+	s = reopen(s);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert(info(s, VF_A).manual);
+	ck_assert(info(s, VF_B).quarantined);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(operator_clear)
+{
+	struct store *s = open_store();
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	report_fail(s, VF_A, "i-1", T1);
+	report_fail(s, VF_A, "i-2", T2);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert(!info(s, VF_A).quarantined);
+	ck_assert_uint_eq(info(s, VF_A).tally, 0);
+	uint64_t before = commits(s);
+	ck_assert_int_eq(store_clear(s, VF_B), 0); /* clean: no-op */
+	ck_assert_uint_eq(commits(s), before);
+	ck_assert_int_eq(store_clear(s, VF_C), -ENOENT);
+	s = reopen(s);
+	ck_assert(!info(s, VF_A).quarantined);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), 0);
+	/* the old identities count afresh */
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
+	store_close(s);
+}
+END_TEST
+
+/* -- claims ------------------------------------------------------------------- */
+
+START_TEST(claims_one_live_per_vf)
+{
+	struct store *s = open_store();
+	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .pid = 42 }, got;
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	ck_assert_int_eq(store_claim(s, &c, &got), 0);
+	ck_assert_int_eq(store_claim(s, &c, NULL), -EEXIST);
+	struct store_claim other = { .vf = VF_A, .instance_id = "i-2" };
+	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-2", &got), -ENOENT);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(got.pid, 42);
+
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	other.vf[0] = '\0';
+	strcpy(other.vf, VF_B);
+	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY);
+	struct store_claim nobody = { .vf = VF_C, .instance_id = "i-3" };
+	ck_assert_int_eq(store_claim(s, &nobody, NULL), -ENOENT);
+
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.claimed, 1);
+	ck_assert_uint_eq(st.quarantined, 1);
+	ck_assert_uint_eq(st.allocatable, 0);
+
+	ck_assert_int_eq(store_release(s, VF_A, "i-2"), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1"), -ENOENT);
+	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY); /* B still quarantined */
+	strcpy(other.vf, VF_A);
+	ck_assert_int_eq(store_claim(s, &other, NULL), 0);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(claims_stamp_normalize_history)
+{
+	struct store *s = open_store();
+	struct store_claim c = { .vf = VF_A, .instance_id = "i-1" }, got, again;
+	char before[RFC3339_BUFSZ], after[RFC3339_BUFSZ];
+
+	reg(s, VF_A);
+	rfc3339_now(before);
+	ck_assert_int_eq(store_claim(s, &c, &got), 0);
+	rfc3339_now(after);
+	ck_assert_uint_eq(strlen(got.claimed_at), RFC3339_NANO_LEN);
+	ck_assert_str_ge(got.claimed_at, before);
+	ck_assert_str_le(got.claimed_at, after);
+	ck_assert_uint_gt(got.id, 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, got.id, &again), 0);
+	ck_assert_str_eq(again.claimed_at, got.claimed_at);
+
+	/* the first write may name the VMM's own time: normalized */
+	struct store_claim upd = got;
+	strcpy(upd.claimed_at, "2026-11-29t07:44:51.5z");
+	strcpy(upd.agent, "vsock:42:9999");
+	strcpy(upd.control, "/run/vmm/i-1.sock");
+	upd.pid = 1234;
+	upd.pid_starttime = 987654321;
+	ck_assert_int_eq(store_claim_update(s, &upd), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &again), 0);
+	ck_assert_str_eq(again.claimed_at, "2026-11-29T07:44:51.500000000Z");
+	ck_assert_str_eq(again.agent, "vsock:42:9999");
+	ck_assert_uint_eq(again.pid_starttime, 987654321);
+	ck_assert_uint_eq(again.id, got.id);
+	/* an empty claimed_at keeps the identity */
+	upd.claimed_at[0] = '\0';
+	upd.pid = 99;
+	ck_assert_int_eq(store_claim_update(s, &upd), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &again), 0);
+	ck_assert_str_eq(again.claimed_at, "2026-11-29T07:44:51.500000000Z");
+	ck_assert_int_eq(again.pid, 99);
+
+	struct store_claim bad = c;
+	strcpy(bad.claimed_at, "2026-11-29 07:44:51Z");
+	ck_assert_int_eq(store_claim_update(s, &bad), -EINVAL);
+	memset(bad.agent, 'a', STORE_ENDPOINT_MAX + 1); /* no terminator within the limit */
+	bad.claimed_at[0] = '\0';
+	ck_assert_int_eq(store_claim(s, &bad, NULL), -ENAMETOOLONG);
+	struct store_claim stranger = { .vf = VF_A, .instance_id = "i-9" };
+	ck_assert_int_eq(store_claim_update(s, &stranger), -ENOENT);
+
+	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	struct store_claim c2 = { .vf = VF_A, .instance_id = "i-2" };
+	strcpy(c2.claimed_at, "2026-11-29T08:00:00Z");
+	ck_assert_int_eq(store_claim(s, &c2, &got), 0);
+	ck_assert_str_eq(got.claimed_at, "2026-11-29T08:00:00.000000000Z");
+	store_close(s);
+
+	/* history: the released claim is a row with released_at set */
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 2);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NOT NULL AND "
+				  "instance_id = 'i-1' AND pid = 99"),
+			 1);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL AND "
+				  "instance_id = 'i-2'"),
+			 1);
+}
+END_TEST
+
+/* -- breaker ------------------------------------------------------------------ */
+
+START_TEST(breaker)
+{
+	struct store *s = open_with(2, 1, NULL);
+	struct store_failure_result r;
+	struct store_stats st;
+
+	ck_assert_int_eq(store_max_quarantined_get(s), 1);
+	ck_assert_int_eq(store_max_quarantined_set(s, -1), -EINVAL);
+	ck_assert_int_eq(store_max_quarantined_set(s, STORE_MAX_VFS + 1), -EINVAL);
+	reg(s, VF_A);
+	reg(s, VF_B);
+	reg(s, VF_C);
+	report_fail(s, VF_A, "i-1", T1);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
+	store_get_stats(s, &st);
+	ck_assert(!st.breaker_engaged); /* cap reached, nothing held back */
+
+	report_fail(s, VF_B, "i-3", T1);
+	ck_assert_int_eq(store_report_failure(s, VF_B, "i-4", T2, "m", &r), 0);
+	ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
+	ck_assert(r.breaker_engaged);
+	ck_assert_uint_eq(r.tally, 2);
+	ck_assert(!info(s, VF_B).quarantined);
+	store_get_stats(s, &st);
+	ck_assert(st.breaker_engaged);
+	ck_assert_uint_eq(st.quarantined, 1);
+
+	s = reopen(s); /* the engaged state is derived, so it survives */
+	store_get_stats(s, &st);
+	ck_assert(st.breaker_engaged);
+	ck_assert_int_eq(store_max_quarantined_get(s), 1);
+
+	/* lowering the threshold re-evaluates, still within the cap */
+	report_fail(s, VF_C, "i-5", T1);
+	ck_assert_int_eq(store_threshold_set(s, 1), 0);
+	ck_assert(!info(s, VF_B).quarantined);
+	ck_assert(!info(s, VF_C).quarantined);
+
+	/* raising the cap quarantines held-back VFs up to it */
+	ck_assert_int_eq(store_max_quarantined_set(s, 2), 0);
+	ck_assert(info(s, VF_B).quarantined);
+	ck_assert(!info(s, VF_C).quarantined);
+	store_get_stats(s, &st);
+	ck_assert(st.breaker_engaged);
+	ck_assert_int_eq(store_max_quarantined_set(s, 0), 0); /* no cap */
+	ck_assert(info(s, VF_C).quarantined);
+	store_get_stats(s, &st);
+	ck_assert(!st.breaker_engaged);
+	ck_assert_uint_eq(st.quarantined, 3);
+	store_close(s);
+}
+END_TEST
+
+/* -- persistence ---------------------------------------------------------------- */
+
+START_TEST(persistence_all_state)
+{
+	struct store *s = open_with(3, 5, NULL);
+	struct store_claim c = { .vf = VF_C, .instance_id = "i-c", .pid = 7, .pid_starttime = 8 };
+	struct store_claim got;
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	reg(s, VF_C);
+	reg(s, "0000:41:00.4");
+	report_fail(s, VF_A, "i-1", T1);
+	report_fail(s, VF_A, "i-2", T2);
+	report_fail(s, VF_A, "i-3", T3); /* quarantined */
+	report_fail(s, VF_B, "i-4", T1);
+	ck_assert_int_eq(store_quarantine_manual(s, "0000:41:00.4"), 0);
+	strcpy(c.agent, "vsock:3:5000");
+	strcpy(c.control, "/run/c.sock");
+	ck_assert_int_eq(store_claim(s, &c, &got), 0);
+	struct store_claim old = { .vf = VF_B, .instance_id = "i-old" };
+	ck_assert_int_eq(store_claim(s, &old, NULL), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-old"), 0);
+	struct store_vf_info *before, *after;
+	size_t nb, na;
+	ck_assert_int_eq(store_vf_list(s, &before, &nb), 0);
+
+	s = reopen(s);
+	ck_assert_int_eq(store_vf_list(s, &after, &na), 0);
+	ck_assert_uint_eq(na, nb);
+	ck_assert_mem_eq(before, after, nb * sizeof(*before));
+	ck_assert_int_eq(store_threshold_get(s), 3);
+	ck_assert_int_eq(store_max_quarantined_get(s), 5);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert(!info(s, VF_A).manual);
+	ck_assert(info(s, "0000:41:00.4").manual);
+	ck_assert_uint_eq(info(s, VF_B).tally, 1);
+	struct store_claim now;
+	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", &now), 0);
+	ck_assert_mem_eq(&now, &got, sizeof(now));
+	struct store_claim *live;
+	size_t nl;
+	ck_assert_int_eq(store_claim_list(s, NULL, &live, &nl), 0);
+	ck_assert_uint_eq(nl, 1);
+	free(live);
+	char(*q)[STORE_VF_BUFSZ];
+	size_t nq;
+	ck_assert_int_eq(store_quarantined_list(s, &q, &nq), 0);
+	ck_assert_uint_eq(nq, 2);
+	ck_assert_str_eq(q[0], VF_A);
+	ck_assert_str_eq(q[1], "0000:41:00.4");
+	free(q);
+	struct store_failure *f;
+	size_t nf;
+	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &nf), 0);
+	ck_assert_uint_eq(nf, 3);
+	ck_assert_str_eq(f[2].instance_id, "i-3");
+	free(f);
+	/* the file is what this code writes */
+	ck_assert_int_eq(db_query("PRAGMA application_id"), 0x56464831);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 1);
+	store_close(s);
+	struct stat st;
+	ck_assert_int_eq(stat(db_path, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	free(before);
+	free(after);
+}
+END_TEST
+
+START_TEST(exclusive_lock)
+{
+	struct store *s = open_store(), *second = NULL;
+	struct store_options opt = { .path = db_path, .max_quarantined = -1 };
+
+	ck_assert_int_eq(store_open(&opt, &second), -EBUSY);
+	/* a second process likewise */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct store *child = NULL;
+		_exit(store_open(&opt, &child) == -EBUSY ? 0 : 1);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	store_close(s);
+	ck_assert_int_eq(store_open(&opt, &second), 0);
+	store_close(second);
+
+	char parent[256];
+	snprintf(parent, sizeof(parent), "%s/var/lib/vfhealth", tmpdir);
+	struct stat st;
+	ck_assert_int_eq(stat(parent, &st), 0);
+	mode_t mask = umask(0);
+	umask(mask);
+	ck_assert_int_eq(st.st_mode & 0777, 0755 & ~mask);
+	opt.path = "";
+	ck_assert_int_eq(store_open(&opt, &second), -EINVAL);
+	opt.path = db_path;
+	opt.vfs_name = "no-such-vfs";
+	ck_assert_int_eq(store_open(&opt, &second), -EINVAL);
+}
+END_TEST
+
+/* -- refusing databases that are not ours ---------------------------------------- */
+
+START_TEST(newer_schema_refused)
+{
+	struct store *s = open_store();
+	char reason[STORE_REASON_MAX];
+
+	reg(s, VF_A);
+	store_close(s);
+	db_write("PRAGMA user_version = 2");
+	size_t len_before, len_after;
+	_cleanup_free_ char *bytes_before = read_file(db_path, &len_before);
+
+	s = open_store();
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 2"), "%s", reason);
+	struct store_vf_info i;
+	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
+	ck_assert_int_eq(store_vf_register(s, VF_B), -EIO);
+	ck_assert_int_eq(store_repair(s), -EIO);
+	store_close(s);
+	_cleanup_free_ char *bytes_after = read_file(db_path, &len_after);
+	ck_assert_uint_eq(len_before, len_after);
+	ck_assert_mem_eq(bytes_before, bytes_after, len_before);
+
+	db_write("PRAGMA user_version = 1; PRAGMA application_id = 1234");
+	s = open_store();
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, "not a vfhealth database"), "%s", reason);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(corrupt_file_never_overwritten)
+{
+	char dir[256], moved[300], reason[STORE_REASON_MAX];
+	unsigned char garbage[8192];
+
+	static const char *const parts[] = { "var", "var/lib", "var/lib/vfhealth" };
+	for (size_t i = 0; i < ARRAY_SIZE(parts); i++) {
+		snprintf(dir, sizeof(dir), "%s/%s", tmpdir, parts[i]);
+		ck_assert_int_eq(mkdir(dir, 0755), 0);
+	}
+	for (size_t i = 0; i < sizeof(garbage); i++)
+		garbage[i] = (unsigned char)(i * 131 + 7);
+	FILE *f = fopen(db_path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(garbage, 1, sizeof(garbage), f), sizeof(garbage));
+	fclose(f);
+
+	struct store *s = open_store();
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, "not a database"), "%s", reason);
+	ck_assert_int_eq(store_vf_register(s, VF_A), -EIO);
+	char(*q)[STORE_VF_BUFSZ];
+	size_t n;
+	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
+	ck_assert_int_eq(store_repair(s), -EIO);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert(!st.available);
+	ck_assert_uint_eq(st.allocatable, 0);
+
+	size_t len;
+	_cleanup_free_ char *bytes = read_file(db_path, &len);
+	ck_assert_uint_eq(len, sizeof(garbage));
+	ck_assert_mem_eq(bytes, garbage, sizeof(garbage));
+
+	/* the operator moves it aside; repair starts afresh */
+	snprintf(moved, sizeof(moved), "%s.corrupt", db_path);
+	ck_assert_int_eq(rename(db_path, moved), 0);
+	ck_assert_int_eq(store_repair(s), 0);
+	ck_assert(store_status(s, NULL, 0));
+	reg(s, VF_A);
+	ck_assert_int_eq(store_threshold_get(s), 2);
+	store_close(s);
+	_cleanup_free_ char *moved_bytes = read_file(moved, &len);
+	ck_assert_uint_eq(len, sizeof(garbage));
+	ck_assert_mem_eq(moved_bytes, garbage, sizeof(garbage));
+}
+END_TEST
+
+/* -- fail closed ------------------------------------------------------------------ */
+
+/* A store with VF_A quarantined (i-1, i-2), VF_B with one failure (i-3),
+ * VF_C clean and claimed by i-c. */
+static struct store *populated(void)
+{
+	struct store *s = open_store();
+	struct store_claim c = { .vf = VF_C, .instance_id = "i-c" };
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	reg(s, VF_C);
+	report_fail(s, VF_A, "i-1", T1);
+	report_fail(s, VF_A, "i-2", T2);
+	report_fail(s, VF_B, "i-3", T1);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	return s;
+}
+
+static void assert_populated_state(struct store *s)
+{
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert_uint_eq(info(s, VF_A).tally, 2);
+	ck_assert(!info(s, VF_B).quarantined);
+	ck_assert_uint_eq(info(s, VF_B).tally, 1);
+	ck_assert(info(s, VF_C).claimed);
+	ck_assert_uint_eq(info(s, VF_C).tally, 0);
+}
+
+static void check_latched(int sqlite_rc, const char *expected_reason)
+{
+	struct store *s = populated();
+	struct store_failure_result r;
+	char reason[STORE_REASON_MAX];
+
+	if (sqlite_rc == SQLITE_FULL)
+		faultvfs_fail_writes(SQLITE_FULL);
+	else
+		faultvfs_fail_syncs(sqlite_rc);
+	ck_assert_int_eq(store_report_failure(s, VF_B, "i-4", T2, "m", &r), -EIO);
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, expected_reason), "%s", reason);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.commit_failures, 1);
+	ck_assert(!st.available);
+	ck_assert_uint_eq(st.allocatable, 0);
+
+	/* mutations fail ... */
+	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5"), -EIO);
+	ck_assert_int_eq(store_report_failure(s, VF_B, "i-5", T3, "m", &r), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B), -EIO);
+	ck_assert_int_eq(store_threshold_set(s, 5), -EIO);
+	ck_assert_int_eq(store_release(s, VF_C, "i-c"), -EIO);
+	ck_assert_int_eq(store_report_success(s, VF_B, "i-3", T1, NULL), -EIO);
+	/* ... no-ops succeed ... */
+	ck_assert_int_eq(store_report_failure(s, VF_B, "i-3", T1, "m", &r), 0);
+	ck_assert_int_eq(r.outcome, STORE_OUTCOME_UNCHANGED);
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i-9", T3, "m", &r), 0);
+	ck_assert_int_eq(r.outcome, STORE_OUTCOME_UNCHANGED);
+	struct store_success_result o;
+	ck_assert_int_eq(store_report_success(s, VF_B, "i-9", T3, &o), 0);
+	ck_assert_uint_eq(o.cleared, 0);
+	ck_assert_int_eq(store_report_success(s, VF_C, "i-c", T3, &o), 0); /* fast path */
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_threshold_set(s, 2), 0);
+	/* ... placement-facing reads retry once, then fail ... */
+	struct store_vf_info i;
+	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
+	char(*q)[STORE_VF_BUFSZ];
+	size_t n;
+	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
+	struct store_claim c;
+	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", &c), -EIO);
+	/* ... the rest is still served */
+	struct store_vf_info *list;
+	ck_assert_int_eq(store_vf_list(s, &list, &n), 0);
+	ck_assert_uint_eq(n, 3);
+	free(list);
+	ck_assert_int_eq(store_vf_get_by_id(s, 1, &i), 0);
+
+	/* nothing acknowledged is lost and nothing refused appears */
+	store_close(s);
+	faultvfs_fail_writes(SQLITE_OK);
+	faultvfs_fail_syncs(SQLITE_OK);
+	s = open_store();
+	ck_assert(store_status(s, NULL, 0));
+	assert_populated_state(s);
+	struct store_failure *f;
+	ck_assert_int_eq(store_failure_list(s, VF_B, &f, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(f[0].instance_id, "i-3");
+	free(f);
+	store_close(s);
+}
+
+START_TEST(fail_closed_disk_full)
+{
+	check_latched(SQLITE_FULL, "database or disk is full");
+}
+END_TEST
+
+START_TEST(fail_closed_io_error)
+{
+	check_latched(SQLITE_IOERR_FSYNC, "disk I/O error");
+}
+END_TEST
+
+START_TEST(repair_clears_latch)
+{
+	struct store *s = populated();
+	char reason[STORE_REASON_MAX];
+	faultvfs_fail_writes(SQLITE_FULL);
+	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5"), -EIO);
+	ck_assert_int_eq(store_repair(s), -EIO); /* still failing */
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, "database or disk is full"), "%s", reason);
+
+	faultvfs_fail_writes(SQLITE_OK);
+	ck_assert_int_eq(store_repair(s), 0);
+	ck_assert(store_status(s, NULL, 0));
+	assert_populated_state(s);
+	struct store_vf_info i;
+	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", &i), -ENOENT);
+	reg(s, "0000:41:00.5");
+	ck_assert_int_eq(report_fail(s, VF_B, "i-4", T2), STORE_OUTCOME_QUARANTINED);
+
+	/* a placement read on a latched store repairs by itself once writes work */
+	faultvfs_fail_writes(SQLITE_FULL);
+	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	faultvfs_fail_writes(SQLITE_OK);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert(store_status(s, NULL, 0));
+
+	s = reopen(s);
+	ck_assert(info(s, VF_B).quarantined);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", &i), 0);
+	store_close(s);
+}
+END_TEST
+
+/* -- concurrency ------------------------------------------------------------------- */
+
+struct report_job {
+	struct store *s;
+	char vf[STORE_VF_BUFSZ];
+	char instance[32];
+	int rc;
+	struct store_failure_result result;
+	struct store_success_result success;
+	atomic_int *entered;
+};
+
+static void *failure_thread(void *arg)
+{
+	struct report_job *j = arg;
+
+	if (j->entered)
+		atomic_fetch_add(j->entered, 1);
+	j->rc = store_report_failure(j->s, j->vf, j->instance, T1, "m", &j->result);
+	return NULL;
+}
+
+static void *success_thread(void *arg)
+{
+	struct report_job *j = arg;
+
+	j->rc = store_report_success(j->s, j->vf, j->instance, T1, &j->success);
+	return NULL;
+}
+
+static bool join_within(pthread_t t, int seconds)
+{
+	struct timespec deadline;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += seconds;
+	return pthread_timedjoin_np(t, NULL, &deadline) == 0;
+}
+
+START_TEST(fast_path_does_not_wait_for_commit)
+{
+	struct store *s = open_store();
+	pthread_t writer, poller;
+	struct report_job w = { .s = s, .vf = VF_A, .instance = "i-w" };
+	struct report_job p = { .s = s, .vf = VF_B, .instance = "i-p", .rc = 1 };
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	faultvfs_block_syncs(true);
+	ck_assert_int_eq(pthread_create(&writer, NULL, failure_thread, &w), 0);
+	/* the writer is inside its commit's fsync, holding the write lock */
+	ck_assert(faultvfs_wait_blocked(1, 10000));
+
+	ck_assert_int_eq(pthread_create(&poller, NULL, success_thread, &p), 0);
+	bool returned = join_within(poller, 10);
+	bool writer_still_blocked = faultvfs_wait_blocked(1, 0);
+	faultvfs_block_syncs(false);
+	ck_assert(join_within(writer, 30));
+	if (!returned)
+		ck_assert(join_within(poller, 30));
+	ck_assert_msg(returned, "the success fast path waited for a commit");
+	ck_assert(writer_still_blocked);
+	ck_assert_int_eq(p.rc, 0);
+	ck_assert_uint_eq(p.success.cleared, 0);
+	ck_assert_int_eq(w.rc, 0);
+	ck_assert_int_eq(w.result.outcome, STORE_OUTCOME_RECORDED);
+	store_close(s);
+}
+END_TEST
+
+#define GROUP_THREADS 32
+
+START_TEST(group_commit)
+{
+	struct store *s = open_store();
+	static struct report_job jobs[GROUP_THREADS];
+	pthread_t threads[GROUP_THREADS];
+	atomic_int entered = 0;
+
+	for (int i = 0; i < GROUP_THREADS; i++) {
+		jobs[i] = (struct report_job){ .s = s, .entered = &entered, .rc = 1 };
+		snprintf(jobs[i].vf, sizeof(jobs[i].vf), "0000:42:%02x.%d", i / 8, i % 8);
+		snprintf(jobs[i].instance, sizeof(jobs[i].instance), "i-%d", i);
+		reg(s, jobs[i].vf);
+	}
+	uint64_t before = commits(s);
+	/* hold the first commit in fsync until every reporter has started, so the
+	 * others queue up behind it */
+	faultvfs_block_syncs(true);
+	for (int i = 0; i < GROUP_THREADS; i++)
+		ck_assert_int_eq(pthread_create(&threads[i], NULL, failure_thread, &jobs[i]), 0);
+	ck_assert(faultvfs_wait_blocked(1, 10000));
+	for (int tries = 0; atomic_load(&entered) < GROUP_THREADS && tries < 10000; tries++)
+		sched_yield();
+	faultvfs_block_syncs(false);
+	for (int i = 0; i < GROUP_THREADS; i++)
+		ck_assert(join_within(threads[i], 60));
+
+	for (int i = 0; i < GROUP_THREADS; i++) {
+		ck_assert_int_eq(jobs[i].rc, 0);
+		ck_assert_int_eq(jobs[i].result.outcome, STORE_OUTCOME_RECORDED);
+	}
+	uint64_t used = commits(s) - before;
+	printf("group_commit: %d reports acknowledged in %llu commits\n", GROUP_THREADS,
+	       (unsigned long long)used);
+	ck_assert_uint_lt(used, GROUP_THREADS);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.failed_reports[STORE_OUTCOME_RECORDED], GROUP_THREADS);
+
+	s = reopen(s);
+	for (int i = 0; i < GROUP_THREADS; i++)
+		ck_assert_uint_eq(info(s, jobs[i].vf).tally, 1);
+	store_close(s);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), GROUP_THREADS);
+}
+END_TEST
+
+/* -- change callback ------------------------------------------------------------- */
+
+struct seen {
+	struct store *s;
+	unsigned bits[8];
+	char vf[8][STORE_VF_BUFSZ];
+	char instance[8][INSTANCE_ID_MAX + 1];
+	bool quarantined_when_notified[8];
+	int n;
+};
+
+static void on_change(void *userdata, const struct store_change *c)
+{
+	struct seen *seen = userdata;
+
+	if (seen->n >= 8)
+		return;
+	seen->bits[seen->n] = c->bits;
+	strcpy(seen->vf[seen->n], c->vf);
+	strcpy(seen->instance[seen->n], c->instance_id);
+	/* no store lock is held: reading back works and shows the new state */
+	struct store_vf_info i;
+	if (c->vf[0] && store_vf_get(seen->s, c->vf, &i) == 0)
+		seen->quarantined_when_notified[seen->n] = i.quarantined;
+	seen->n++;
+}
+
+START_TEST(change_callback)
+{
+	struct store *s = open_store();
+	struct seen seen = { .s = s };
+	struct store_claim c = { .vf = VF_A, .instance_id = "i-1" };
+
+	store_set_change_callback(s, on_change, &seen);
+	reg(s, VF_A);
+	ck_assert_int_eq(seen.n, 1);
+	ck_assert_uint_eq(seen.bits[0], STORE_CHANGE_VFS);
+	ck_assert_str_eq(seen.vf[0], VF_A);
+	report_fail(s, VF_A, "i-1", T1);
+	ck_assert_int_eq(seen.n, 2);
+	ck_assert_uint_eq(seen.bits[1], STORE_CHANGE_FAILURES);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	ck_assert_int_eq(seen.n, 3);
+	ck_assert_uint_eq(seen.bits[2], STORE_CHANGE_CLAIMS);
+	ck_assert_str_eq(seen.instance[2], "i-1");
+	report_fail(s, VF_A, "i-2", T2);
+	ck_assert_int_eq(seen.n, 4);
+	ck_assert_uint_eq(seen.bits[3], STORE_CHANGE_FAILURES | STORE_CHANGE_QUARANTINE);
+	ck_assert(seen.quarantined_when_notified[3]);
+	report_fail(s, VF_A, "i-2", T2); /* no change, no call */
+	ck_assert_int_eq(seen.n, 4);
+	ck_assert_int_eq(store_threshold_set(s, 4), 0);
+	ck_assert_int_eq(seen.n, 5);
+	ck_assert_uint_eq(seen.bits[4], STORE_CHANGE_THRESHOLD);
+	ck_assert_str_eq(seen.vf[4], "");
+	faultvfs_fail_writes(SQLITE_FULL);
+	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	faultvfs_fail_writes(SQLITE_OK);
+	ck_assert_int_eq(seen.n, 6);
+	ck_assert_uint_eq(seen.bits[5], STORE_CHANGE_STATUS);
+	store_close(s);
+}
+END_TEST
+
+static Suite *store_suite(void)
+{
+	Suite *suite = suite_create("store");
+	const struct {
+		const char *name;
+		const TTest *test;
+	} cases[] = {
+		{ "vf_address_validation", vf_address_validation },
+		{ "vf_register_unregister", vf_register_unregister },
+		{ "vf_limit", vf_limit },
+		{ "threshold_default_bounds_persist", threshold_default_bounds_persist },
+		{ "threshold_reevaluate_on_set", threshold_reevaluate_on_set },
+		{ "threshold_reevaluate_on_open", threshold_reevaluate_on_open },
+		{ "threshold_reopen_same_value_changes_nothing",
+		  threshold_reopen_same_value_changes_nothing },
+		{ "failure_dedupe", failure_dedupe },
+		{ "failure_on_quarantined_unchanged", failure_on_quarantined_unchanged },
+		{ "failure_message_and_stamp", failure_message_and_stamp },
+		{ "report_bad_input_changes_nothing", report_bad_input_changes_nothing },
+		{ "success_rescind_example", success_rescind_example },
+		{ "success_removes_older_failures", success_removes_older_failures },
+		{ "success_fast_path_clean_vf", success_fast_path_clean_vf },
+		{ "manual_quarantine_not_lifted_by_success", manual_quarantine_not_lifted_by_success },
+		{ "operator_clear", operator_clear },
+		{ "claims_one_live_per_vf", claims_one_live_per_vf },
+		{ "claims_stamp_normalize_history", claims_stamp_normalize_history },
+		{ "breaker", breaker },
+		{ "persistence_all_state", persistence_all_state },
+		{ "exclusive_lock", exclusive_lock },
+		{ "newer_schema_refused", newer_schema_refused },
+		{ "corrupt_file_never_overwritten", corrupt_file_never_overwritten },
+		{ "fail_closed_disk_full", fail_closed_disk_full },
+		{ "fail_closed_io_error", fail_closed_io_error },
+		{ "repair_clears_latch", repair_clears_latch },
+		{ "fast_path_does_not_wait_for_commit", fast_path_does_not_wait_for_commit },
+		{ "group_commit", group_commit },
+		{ "change_callback", change_callback },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		TCase *tc = tcase_create(cases[i].name);
+		tcase_add_checked_fixture(tc, setup, teardown);
+		tcase_set_timeout(tc, 60);
+		_tcase_add_test(tc, cases[i].test, 0, 0, 0, 1);
+		suite_add_tcase(suite, tc);
+	}
+	return suite;
+}
+
+int main(void)
+{
+	SRunner *runner = srunner_create(store_suite());
+
+	srunner_run_all(runner, CK_NORMAL);
+	int failed = srunner_ntests_failed(runner);
+	srunner_free(runner);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
