@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vftool - small helpers the fs integration tests need and the shell lacks:
+ *
+ *   vftool poll FILE TIMEOUT_MS
+ *       open FILE, read it from offset 0, print "armed", then poll() for
+ *       POLLPRI; when woken print "woken" and the content re-read from
+ *       offset 0, exit 0; on timeout print "timeout" and exit 1.  (sysfs
+ *       style: a change after the first read wakes the poll even if it
+ *       happened before poll() was called.)
+ *   vftool write-read FILE TEXT
+ *       open FILE read-write, write TEXT with one write(2), then pread() from
+ *       offset 0 on the same open file and print what it says.  A failing
+ *       write prints strerror and exits 1.
+ *   vftool write-at FILE OFFSET TEXT
+ *       one pwrite(2) at OFFSET; prints strerror and exits 1 on failure.
+ *   vftool notify-listen SOCKET TIMEOUT_MS
+ *       bind a Unix datagram socket (what systemd's $NOTIFY_SOCKET is), print
+ *       "bound", then wait for a datagram containing READY=1: print
+ *       "ready MAINPID" (0 when the message has none), exit 0; on timeout print "timeout" and exit 1.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "proto/cleanup.h"
+#include "proto/parse.h"
+
+static int read_all(int fd, char *buf, size_t size)
+{
+	size_t len = 0;
+	ssize_t n = 0;
+
+	/* Offset 0 first (re-render), then the rest of that snapshot. */
+	while (len + 1 < size && (n = pread(fd, buf + len, size - 1 - len, (off_t)len)) > 0)
+		len += (size_t)n;
+	if (n < 0)
+		return -errno;
+	buf[len] = '\0';
+	return (int)len;
+}
+
+static int timeout_arg(const char *s, int *ret)
+{
+	uint64_t v;
+
+	if (parse_uint64(s, 1, 600000, &v) < 0) {
+		fprintf(stderr, "bad timeout '%s'\n", s);
+		return -EINVAL;
+	}
+	*ret = (int)v;
+	return 0;
+}
+
+static int cmd_poll(const char *path, const char *timeout)
+{
+	static char buf[1 << 16];
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct pollfd pfd;
+	int ms, r;
+
+	if (fd < 0 || timeout_arg(timeout, &ms) < 0) {
+		perror(path);
+		return 2;
+	}
+	r = read_all(fd, buf, sizeof(buf));
+	if (r < 0) {
+		fprintf(stderr, "%s: %s\n", path, strerror(-r));
+		return 2;
+	}
+	printf("armed\n");
+	fflush(stdout);
+	pfd = (struct pollfd){ .fd = fd, .events = POLLPRI };
+	r = poll(&pfd, 1, ms);
+	if (r < 0) {
+		perror("poll");
+		return 2;
+	}
+	if (r == 0) {
+		printf("timeout\n");
+		return 1;
+	}
+	r = read_all(fd, buf, sizeof(buf));
+	printf("woken%s%s\n%s", (pfd.revents & POLLPRI) ? " POLLPRI" : "",
+	       (pfd.revents & POLLERR) ? " POLLERR" : "", r >= 0 ? buf : "");
+	return 0;
+}
+
+static int cmd_write_read(const char *path, const char *text)
+{
+	static char buf[1 << 16];
+	_cleanup_close_ int fd = open(path, O_RDWR | O_CLOEXEC);
+	ssize_t n;
+	int r;
+
+	if (fd < 0) {
+		printf("%s\n", strerror(errno));
+		return 1;
+	}
+	n = write(fd, text, strlen(text));
+	if (n < 0) {
+		printf("%s\n", strerror(errno));
+		return 1;
+	}
+	r = read_all(fd, buf, sizeof(buf));
+	if (r < 0) {
+		printf("%s\n", strerror(-r));
+		return 1;
+	}
+	fputs(buf, stdout);
+	return 0;
+}
+
+static int cmd_write_at(const char *path, const char *offset, const char *text)
+{
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+	uint64_t off;
+
+	if (fd < 0 || parse_uint64(offset, 0, 1 << 20, &off) < 0) {
+		printf("%s\n", strerror(errno ? errno : EINVAL));
+		return 1;
+	}
+	if (pwrite(fd, text, strlen(text), (off_t)off) < 0) {
+		printf("%s\n", strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+static int cmd_notify_listen(const char *path, const char *timeout)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	char msg[4096];
+	int ms;
+
+	if (fd < 0 || strlen(path) >= sizeof(sa.sun_path) || timeout_arg(timeout, &ms) < 0)
+		return 2;
+	strcpy(sa.sun_path, path);
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		perror("bind");
+		return 2;
+	}
+	printf("bound\n");
+	fflush(stdout);
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+		int r = poll(&pfd, 1, ms);
+
+		if (r <= 0) {
+			printf("timeout\n");
+			return 1;
+		}
+		n = recv(fd, msg, sizeof(msg) - 1, 0);
+		if (n < 0)
+			return 2;
+		msg[n] = '\0';
+		if (strstr(msg, "READY=1")) {
+			const char *pid = strstr(msg, "MAINPID=");
+			printf("ready %d\n", pid ? atoi(pid + 8) : 0);
+			return 0;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "poll") == 0)
+		return cmd_poll(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "write-read") == 0)
+		return cmd_write_read(argv[2], argv[3]);
+	if (argc == 5 && strcmp(argv[1], "write-at") == 0)
+		return cmd_write_at(argv[2], argv[3], argv[4]);
+	if (argc == 4 && strcmp(argv[1], "notify-listen") == 0)
+		return cmd_notify_listen(argv[2], argv[3]);
+	fprintf(stderr, "usage: vftool poll FILE TIMEOUT_MS | write-read FILE TEXT |\n"
+			"       write-at FILE OFFSET TEXT | notify-listen SOCKET TIMEOUT_MS\n");
+	return 2;
+}
