@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Two distinct failed assignments on one VF quarantine it and `quarantined`
+# shows it; polling the same failed assignment many times counts once; a
+# success from the triggering assignment rescinds the quarantine.  Real
+# vfhealthd (sentinel on), real agents behind test-vmm hybrid vsock.
+source "$(dirname "$0")/lib.sh"
+
+VF=0000:41:00.4
+start_daemon --threshold 2 --poll-interval 0.2 --poll-timeout 2 --no-reconcile
+register_vf "$VF"
+start_agent g1
+start_agent g2
+start_vmm g1
+start_vmm g2
+agent_fail g1
+agent_fail g2
+
+# First failed assignment: recorded once, however often it is polled.
+claim "$VF" vm-1 "agent=hvsock:$T/g1.hv:2222" "control=$T/g1.ctl"
+T1=$(claimed_at "$VF" vm-1)
+wait_for 20 "tally 1" file_is "$MNT/$VF/tally" 1
+wait_polls 5
+file_is "$MNT/$VF/tally" 1 || fail "tally moved past 1 on repeated polls"
+[[ $(metric vfhealth_sentinel_init_failures_total) == 1 ]] ||
+	fail "init_failures_total $(metric vfhealth_sentinel_init_failures_total), want 1"
+metric_ge 'vfhealth_sentinel_checks_total{result="failed"}' 6 ||
+	fail "the failed assignment was not polled repeatedly"
+file_is "$MNT/$VF/quarantined" 0 || fail "quarantined after one failure"
+[[ $(grep -c "vm-1.*failed GPU initialization" "$T/daemon.log") == 1 ]] ||
+	fail "a recorded failure must log one warning, an unchanged one nothing"
+grep -q "^<4>.*vf $VF: instance vm-1 .*RmInitAdapter failed!.*failures=1 threshold=2" "$T/daemon.log" ||
+	fail "no warning for the recorded failure"
+grep -q "vm-1 $T1 " "$MNT/$VF/failures" || fail "failure not recorded against (vm-1, $T1)"
+
+# A second, distinct assignment on the same VF: quarantine.
+release "$VF" vm-1
+claim "$VF" vm-2 "agent=hvsock:$T/g2.hv:2222" "control=$T/g2.ctl"
+T2=$(claimed_at "$VF" vm-2)
+wait_for 20 "quarantine" file_is "$MNT/$VF/quarantined" 1
+file_is "$MNT/quarantined" "$VF" || fail "top-level quarantined does not list $VF"
+file_is "$MNT/$VF/tally" 2 || fail "tally $(cat "$MNT/$VF/tally"), want 2"
+[[ $(metric vfhealth_sentinel_init_failures_total) == 2 ]] || fail "init_failures_total != 2"
+[[ $(metric vfhealth_sentinel_quarantines_total) == 1 ]] || fail "quarantines_total != 1"
+grep -q "^<3>.*vf $VF quarantined: instance vm-2 .*RmInitAdapter failed!.*failures=2 threshold=2" "$T/daemon.log" ||
+	fail "no error line with vf, instance, message, tally and threshold"
+
+# The triggering assignment's guest proves its GPU works: rescind.
+agent_make_ok g2
+wait_for 20 "rescind" file_is "$MNT/$VF/quarantined" 0
+file_is "$MNT/$VF/tally" 0 || fail "failures not cleared by the success"
+file_is "$MNT/quarantined" "" || fail "top-level quarantined still lists $VF"
+grep -q "^<6>.*vf $VF: quarantine rescinded: instance vm-2 (claimed $T2)" "$T/daemon.log" ||
+	fail "no info line for the rescind"
+metric_ge 'vfhealth_sentinel_checks_total{result="ok"}' 1 || fail "ok checks not counted"
+# Every series is present, with HELP and TYPE.
+for r in ok failed unknown rpc_error unsupported_agent list_error; do
+	[[ -n $(metric "vfhealth_sentinel_checks_total{result=\"$r\"}") ]] || fail "no $r series"
+done
+grep -q '^# TYPE vfhealth_liveness_uncertain_total counter' "$MNT/metrics" || fail "no TYPE line"
+echo PASS

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# SIGTERM stops the sentinel within one poll timeout, closing every
+# connection in flight: with queries hung on guests that never answer and a
+# 30 s poll timeout, vfhealthd (sentinel inside) and vfhealth-sentinel
+# (standalone) each exit 0 in a fraction of it, and the hung connections at
+# the VMM are closed.
+source "$(dirname "$0")/lib.sh"
+: "${VFHEALTH_SENTINEL:?}"
+
+N=5
+start_vmm hung --never-answer --connect-log "$T/connects"
+
+open_connections() {
+	# Connections test-vmm still holds: its fds that are sockets, minus the two listeners.
+	local pid=$1 n
+	n=$(find "/proc/$pid/fd" -lname 'socket:*' 2>/dev/null | wc -l)
+	echo $((n - 2))
+}
+VMM_PID=${PIDS[-1]}
+
+check_stop() {
+	local what=$1 pid=$2 started rc=0 elapsed
+	wait_for 20 "$N hung queries at the VMM ($what)" test "$(lines_in "$T/connects")" -ge "$N"
+	wait_for 20 "$N open connections ($what)" test "$(open_connections "$VMM_PID")" -ge "$N"
+	started=$(date +%s%N)
+	kill -TERM "$pid"
+	wait "$pid" || rc=$?
+	elapsed=$((($(date +%s%N) - started) / 1000000))
+	echo "$what: stopped in ${elapsed} ms with $N queries in flight (poll timeout 30 s)"
+	((rc == 0)) || fail "$what exited $rc on SIGTERM"
+	((elapsed < 10000)) || fail "$what took ${elapsed} ms to stop"
+	wait_for 10 "the VMM sees every connection closed ($what)" \
+		test "$(open_connections "$VMM_PID")" -eq 0
+}
+
+start_daemon --poll-interval 0.2 --poll-timeout 30 --no-reconcile
+for i in $(seq 1 $N); do
+	register_vf "0000:41:00.$i"
+	claim "0000:41:00.$i" "vm-$i" "agent=hvsock:$T/hung.hv:2222" "control=$T/hung.ctl"
+done
+check_stop vfhealthd "$DAEMON_PID"
+grep -q "sentinel: stopped" "$T/daemon.log" || fail "the sentinel did not log its stop"
+! mountpoint -q "$MNT" || fail "still mounted after SIGTERM"
+
+# The standalone sentinel against a mount served by a daemon without one.
+: >"$T/connects"
+start_daemon --no-sentinel
+for i in $(seq 1 $N); do
+	[[ -f $MNT/0000:41:00.$i/assignments/vm-$i ]] || fail "claims did not survive the restart"
+done
+"$VFHEALTH_SENTINEL" --poll-interval 0.2 --poll-timeout 30 --no-reconcile "$MNT" \
+	>>"$T/sentinel.log" 2>&1 &
+SENTINEL_PID=$!
+PIDS+=("$SENTINEL_PID")
+check_stop vfhealth-sentinel "$SENTINEL_PID"
+grep -q "sentinel: stopped" "$T/sentinel.log" || fail "vfhealth-sentinel did not log its stop"
+echo PASS
