@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# demo.sh - vfhealth on a machine without a GPU: vfhealthd mounted with its
+# own SQLite file, four registered VFs, simulated guests (real vfhealth-agent
+# processes fed kernel records through FIFOs, with a fake nvidia-smi, each
+# behind a test-vmm hybrid-vsock socket), and the sentinel quarantining the
+# wedged VF after two failed assignments while you watch.
+#
+#   examples/demo.sh --build BUILD_DIR [--demo] [--once] [--mount DIR]
+#                    [--workdir DIR] [--poll-interval S]
+#
+# Without --demo, on a host with an NVIDIA GPU (PCI vendor 0x10de) it runs
+# vfhealthd for real on /run/vfhealth in the foreground instead.
+#   --once       run the scenario, check the quarantine, clean up and exit
+#                (0 when the wedged VF, and only it, was quarantined)
+#   --mount DIR  where to mount (default /run/vfhealth when it is free and
+#                this is not --once, else WORKDIR/mnt)
+#   --workdir    for the database, sockets, FIFOs and logs (default: a new
+#                directory under /tmp, removed at exit)
+# Ctrl-C (or SIGTERM) unmounts and stops every process the demo started.
+# `./dev.sh run` runs this.
+set -euo pipefail
+
+build=
+force_demo=false
+once=false
+mount=
+workdir=
+poll_interval=0.5
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "demo: $*" >&2; exit 2; }
+while (($#)); do
+	case $1 in
+	--build) build=${2:?--build needs a directory}; shift 2 ;;
+	--demo) force_demo=true; shift ;;
+	--once|--no-wait) once=true; force_demo=true; shift ;;
+	--mount) mount=${2:?--mount needs a directory}; shift 2 ;;
+	--workdir) workdir=${2:?--workdir needs a directory}; shift 2 ;;
+	--poll-interval) poll_interval=${2:?}; shift 2 ;;
+	-h|--help) usage; exit 0 ;;
+	*) usage >&2; die "unknown argument: $1" ;;
+	esac
+done
+[[ -n $build ]] || { usage >&2; die "--build BUILD_DIR is required"; }
+vfhealthd=$build/fs/vfhealthd
+agent=$build/guest-agent/vfhealth-agent
+test_vmm=$build/tests/sentinel/test-vmm
+examples=$(cd "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+
+have_nvidia_gpu() {
+	local v
+	for v in /sys/bus/pci/devices/*/vendor; do
+		[[ -r $v && $(<"$v") == 0x10de ]] && return 0
+	done
+	return 1
+}
+if ! $force_demo && have_nvidia_gpu; then
+	echo "demo: an NVIDIA GPU is present: running vfhealthd on /run/vfhealth (--demo for the simulation)" >&2
+	exec "$vfhealthd" -f /run/vfhealth
+fi
+
+for b in "$vfhealthd" "$agent" "$test_vmm"; do
+	[[ -x $b ]] || die "$b is not built (meson compile -C $build)"
+done
+[[ -c /dev/fuse && -r /dev/fuse && -w /dev/fuse ]] || die "this machine cannot mount FUSE (/dev/fuse)"
+command -v fusermount3 >/dev/null || die "fusermount3 is missing (Debian: fuse3)"
+
+# ---- work directory, cleanup -------------------------------------------------
+
+own_workdir=false
+if [[ -z $workdir ]]; then
+	workdir=$(mktemp -d /tmp/vfhealth-demo.XXXXXX)
+	own_workdir=true
+else
+	mkdir -p -- "$workdir"
+fi
+workdir=$(cd "$workdir" && pwd)
+if [[ -z $mount ]]; then
+	mount=$workdir/mnt
+	if ! $once && [[ $(id -u) == 0 ]] && ! mountpoint -q /run/vfhealth 2>/dev/null &&
+		{ [[ ! -e /run/vfhealth ]] || [[ -d /run/vfhealth && -z $(ls -A /run/vfhealth) ]]; }; then
+		mount=/run/vfhealth
+	fi
+fi
+
+children=()
+daemon_pid=
+cleaned=false
+cleanup() {
+	$cleaned && return
+	cleaned=true
+	local pid deadline
+	# Guests and VMMs first, then the daemon (SIGTERM: it unmounts).
+	for pid in "${children[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "${children[@]}"; do wait "$pid" 2>/dev/null || true; done
+	if [[ -n $daemon_pid ]]; then
+		kill -TERM "$daemon_pid" 2>/dev/null || true
+		deadline=$((SECONDS + 10))
+		while kill -0 "$daemon_pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+		kill -KILL "$daemon_pid" 2>/dev/null || true
+		wait "$daemon_pid" 2>/dev/null || true
+	fi
+	if mountpoint -q "$mount" 2>/dev/null; then
+		fusermount3 -uz "$mount" 2>/dev/null || umount -l "$mount" 2>/dev/null || true
+	fi
+	if $own_workdir; then rm -rf -- "$workdir"; fi
+}
+trap cleanup EXIT
+trap 'echo; echo "demo: stopping"; exit 130' INT
+trap 'exit 143' TERM
+
+# wait_for DESCRIPTION SECONDS COMMAND...: until COMMAND succeeds.
+wait_for() {
+	local what=$1 deadline=$((SECONDS + $2))
+	shift 2
+	until "$@"; do
+		((SECONDS < deadline)) || { echo "demo: timed out waiting for $what" >&2; exit 1; }
+		sleep 0.05
+	done
+}
+
+bold=; plain=
+if [[ -t 1 ]]; then bold=$'\e[1m'; plain=$'\e[0m'; fi
+step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
+# show CMD...: print the command as an operator would type it, then run it.
+show() { printf '%s$ %s%s\n' "$bold" "$*" "$plain"; bash -c "$*" 2>&1 | sed 's/^/  /'; }
+
+# ---- vfhealthd -------------------------------------------------------------------
+
+step "Mounting vfhealthd on $mount (database $workdir/vfhealth.db)"
+mkdir -p -- "$mount"
+"$vfhealthd" -f --db "$workdir/vfhealth.db" --threshold 2 \
+	--poll-interval "$poll_interval" --poll-timeout 2 "$mount" >>"$workdir/vfhealthd.log" 2>&1 &
+daemon_pid=$!
+mounted() {
+	kill -0 "$daemon_pid" 2>/dev/null || { echo "demo: vfhealthd exited:" >&2; tail -n 20 "$workdir/vfhealthd.log" >&2; exit 1; }
+	[[ -e $mount/status ]]
+}
+wait_for "vfhealthd to mount" 20 mounted
+echo "  vfhealthd runs as pid $daemon_pid; its log is $workdir/vfhealthd.log"
+
+vfs=(0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:41:00.7)
+wedged=0000:41:00.6
+step "Registering ${#vfs[@]} VFs of GPU 0000:41:00.0 (mkdir)"
+for vf in "${vfs[@]}"; do mkdir "$mount/$vf"; done
+show "ls $mount"
+show "cat $mount/resources"
+
+# ---- simulated guests ---------------------------------------------------------------
+
+# A fake sysfs with one NVIDIA function, as a guest with a vGPU sees it.
+mkdir -p "$workdir/sysfs/bus/pci/devices/0000:00:05.0"
+echo 0x10de > "$workdir/sysfs/bus/pci/devices/0000:00:05.0/vendor"
+
+# start_guest NAME healthy|wedged: vfhealth-agent reading kernel records from
+# the FIFO NAME.kmsg, with an nvidia-smi that works only on a healthy GPU,
+# behind a test-vmm (hybrid vsock NAME.hv, control socket NAME.ctl).
+start_guest() {
+	local name=$1 kind=$2 g=$workdir/$1
+	mkfifo "$g.kmsg"
+	# nvidia-smi -L works once NAME.gpu-ok exists: from the start on a
+	# healthy VF, never on a wedged one (unless you create the file).
+	if [[ $kind == healthy ]]; then : > "$g.gpu-ok"; fi
+	cat > "$g.nvidia-smi" <<-EOF
+	#!/bin/sh
+	[ -e "$g.gpu-ok" ] && { echo "GPU 0: NVIDIA A16-4Q (UUID: GPU-$name)"; exit 0; }
+	echo "No devices were found" >&2
+	exit 6
+	EOF
+	chmod +x "$g.nvidia-smi"
+	"$agent" --listen "unix:$g.sock" --kmsg "$g.kmsg" --sysfs-root "$workdir/sysfs" \
+		--nvidia-smi "$g.nvidia-smi" --probe-interval 0.2 --probe-window 3600 >>"$g.log" 2>&1 &
+	children+=("$!")
+	wait_for "$name's agent" 20 test -S "$g.sock"
+	"$test_vmm" --hvsock "$g.hv" --control "$g.ctl" --agent "unix:$g.sock" >>"$g.vmm.log" 2>&1 &
+	children+=("$!")
+	eval "vmm_pid_$name=\$!"
+	wait_for "$name's VMM" 20 test -S "$g.ctl" -a -S "$g.hv"
+	if [[ $kind == wedged ]]; then
+		# What the guest kernel logs when the VF is wedged (kernel facility,
+		# priority err), as /dev/kmsg would hand it to the agent.
+		printf '3,%d,%d,-;NVRM: GPU 0000:00:05.0: RmInitAdapter failed! (0x22:0x65:884)\n' \
+			"$RANDOM" "$((SECONDS * 1000000))" > "$g.kmsg"
+	fi
+}
+
+# assign NAME VF: the VMM manager claims VF for NAME (create, then one write).
+assign() {
+	local name=$1 vf=$2 g=$workdir/$1
+	MOUNT=$mount "$examples/vmm/vfhealth-claim.sh" claim "$vf" "$name" \
+		--agent "hvsock:$g.hv:2222" --control "$g.ctl" >/dev/null
+	echo "  $name started on $vf"
+}
+
+# stop_guest NAME VF: the VM is gone: stop its VMM and release the claim.
+stop_guest() {
+	local name=$1 vf=$2 pid_var=vmm_pid_$1
+	kill -TERM "${!pid_var}" 2>/dev/null || true
+	MOUNT=$mount "$examples/vmm/vfhealth-claim.sh" release "$vf" "$name"
+	echo "  $name stopped, $vf released"
+}
+
+tally_is() { [[ $(cat "$mount/$1/tally") == "$2" ]]; }
+quarantined_is() { [[ $(cat "$mount/$1/quarantined") == "$2" ]]; }
+checks_ok() { awk '$1 == "vfhealth_sentinel_checks_total{result=\"ok\"}" { exit !($2 >= 2) }' "$mount/metrics"; }
+
+step "Starting three guests: vm-a and vm-b are healthy, vm-c got the wedged VF $wedged"
+start_guest vm-a healthy
+start_guest vm-b healthy
+start_guest vm-c wedged
+assign vm-a 0000:41:00.4
+assign vm-b 0000:41:00.5
+assign vm-c "$wedged"
+echo "  the sentinel polls every ${poll_interval}s; vm-c's driver logged: RmInitAdapter failed!"
+wait_for "the sentinel to record vm-c's failure" 30 tally_is "$wedged" 1
+wait_for "the sentinel to see the healthy guests" 30 checks_ok
+show "cat $mount/$wedged/tally"
+show "cat $mount/$wedged/failures"
+show "cat $mount/quarantined"
+echo "  one failed assignment is not enough (threshold $(cat "$mount/threshold")): it could be the guest."
+
+step "vm-c is stopped; the scheduler puts a new guest, vm-d, on the same VF"
+stop_guest vm-c "$wedged"
+start_guest vm-d wedged
+assign vm-d "$wedged"
+wait_for "the sentinel to quarantine $wedged" 30 quarantined_is "$wedged" 1
+show "cat $mount/$wedged/tally"
+show "cat $mount/quarantined"
+show "cat $mount/$wedged/failures"
+show "cat $mount/resources"
+
+step "Placement now refuses the wedged VF"
+start_guest vm-e healthy
+printf '%s$ %s%s\n' "$bold" "MOUNT=$mount vfhealth-claim.sh claim $wedged vm-e ..." "$plain"
+if MOUNT=$mount "$examples/vmm/vfhealth-claim.sh" claim "$wedged" vm-e \
+	--agent "hvsock:$workdir/vm-e.hv:2222" --control "$workdir/vm-e.ctl" >/dev/null 2>"$workdir/refused"; then
+	echo "demo: FAILED: the quarantined VF $wedged could still be claimed" >&2
+	exit 1
+fi
+sed 's/^/  /' "$workdir/refused"
+assign vm-e 0000:41:00.7
+
+step "Metrics (Prometheus text, for node_exporter's textfile collector)"
+show "grep -E '^vfhealth_(vfs|quarantined_vfs|store_unavailable|breaker_engaged|sentinel_init_failures_total|sentinel_quarantines_total|sentinel_checks_total)' $mount/metrics"
+
+# The check --once (and the test) relies on: exactly the wedged VF.
+if [[ $(cat "$mount/quarantined") != "$wedged" ]]; then
+	echo "demo: FAILED: quarantined is '$(cat "$mount/quarantined")', want $wedged" >&2
+	exit 1
+fi
+echo
+echo "demo: $wedged quarantined after two failed assignments (vm-c, vm-d); the healthy VFs stay in service"
+
+if $once; then
+	exit 0
+fi
+
+cat <<EOF
+
+${bold}What to try next${plain} (in another terminal, as root):
+
+  ls $mount $mount/$wedged
+  cat $mount/quarantined $mount/resources $mount/status
+  $examples/placement/watch-quarantined.sh --mount $mount     # inotify watcher
+  $examples/placement/watch_quarantined.py --mount $mount     # poll(2) watcher
+
+  # vm-d's GPU comes up after all: the success of the assignment that
+  # triggered the quarantine lifts it (and clears the older failure)
+  touch $workdir/vm-d.gpu-ok; sleep 2; cat $mount/quarantined $mount/$wedged/tally
+
+  # the runbook's last step: put the recovered VF back
+  echo 0 > $mount/$wedged/quarantined
+  # an operator quarantine, and the claim a VMM manager makes
+  echo 1 > $mount/0000:41:00.5/quarantined
+  MOUNT=$mount $examples/vmm/vfhealth-claim.sh claim 0000:41:00.7 my-vm
+
+  grep ^vfhealth_ $mount/metrics
+
+Logs: $workdir/*.log.  Press Ctrl-C to stop: it unmounts and stops every process.
+EOF
+# Wait for Ctrl-C (the INT trap exits) or for vfhealthd to end on its own.
+wait "$daemon_pid" || true
+echo "demo: vfhealthd exited" >&2
