@@ -32,6 +32,7 @@
 #include "proto/cleanup.h"
 #include "proto/log.h"
 #include "proto/parse.h"
+#include "sentinel/sentinel.h"
 
 #define FUSE_OPTIONS_MAX 4096
 
@@ -51,6 +52,7 @@ static void usage(FILE *out)
 		"  -V, --version     show the version\n",
 		VFFS_DEFAULT_MOUNTPOINT, VFFS_DEFAULT_DB, STORE_THRESHOLD_MIN, STORE_THRESHOLD_MAX,
 		STORE_THRESHOLD_DEFAULT);
+	fprintf(out, "\n%s", SENTINEL_OPTIONS_HELP);
 }
 
 /* Tell systemd (Type=notify) we serve, by hand: one datagram to $NOTIFY_SOCKET. */
@@ -104,10 +106,13 @@ int main(int argc, char **argv)
 		{ "debug", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
+		SENTINEL_GETOPT_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct vffs_options opt = { .group = 0 };
 	struct vffs *fs = NULL;
+	struct sentinel_options sentinel_opt;
+	struct sentinel *sentinel = NULL;
 	char fuse_options[FUSE_OPTIONS_MAX] = "";
 	bool foreground = false;
 	sigset_t shutdown_signals;
@@ -115,6 +120,7 @@ int main(int argc, char **argv)
 	int c, sig = 0, r;
 
 	log_set_ident("vfhealthd");
+	sentinel_options_init(&sentinel_opt);
 	while ((c = getopt_long(argc, argv, "fo:dhV", long_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_DB:
@@ -158,6 +164,11 @@ int main(int argc, char **argv)
 			printf("vfhealthd %s (libfuse %s)\n", VFHEALTH_VERSION, fuse_pkgversion());
 			return 0;
 		default:
+			if (c >= SENTINEL_OPT_FIRST && c < SENTINEL_OPT_END) {
+				if (sentinel_options_apply(&sentinel_opt, c, optarg) < 0)
+					return 2;
+				break;
+			}
 			usage(stderr);
 			return 2;
 		}
@@ -196,14 +207,24 @@ int main(int argc, char **argv)
 		log_warn("cannot notify readiness to $NOTIFY_SOCKET: %s", strerror(-r));
 
 	/* == The mount serves from here: start its clients (the sentinel) here. == */
+	if (sentinel_opt.enabled) {
+		r = sentinel_start(vffs_mountpoint(fs), &sentinel_opt, &sentinel);
+		if (r < 0) {
+			log_err("cannot start the sentinel: %s", strerror(-r));
+			goto out;
+		}
+		vffs_add_metrics_provider(fs, sentinel_render_metrics, sentinel);
+	}
 
 	if (sigwait(&shutdown_signals, &sig) == 0)
 		log_info("signal %s: shutting down", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
 
 	/* == Stop the clients of the mount here, before vffs_stop() unmounts. == */
+	sentinel_stop(sentinel);
 
 	r = 0;
 out:
 	vffs_free(fs);
+	sentinel_free(sentinel); /* after the mount: `metrics` renders its counters until then */
 	return r < 0 ? 1 : 0;
 }

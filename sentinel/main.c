@@ -112,6 +112,6 @@ int main(int argc, char **argv)
 		r = sigwaitinfo(&stop_signals, &info);
 	while (r < 0 && errno == EINTR);
 	log_info("signal %d: stopping", r > 0 ? r : 0);
-	sentinel_stop(sentinel);
+	sentinel_free(sentinel);
 	return 0;
 }

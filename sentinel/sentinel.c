@@ -105,7 +105,8 @@ struct sentinel {
 	size_t next_target;
 	unsigned active_workers;
 	bool stopping;
-	atomic_bool stopping_fast; /* the same flag, readable without the lock */
+	atomic_bool stopping_fast;
+	bool stopped; /* sentinel_stop() has joined everything */ /* the same flag, readable without the lock */
 
 	struct claim_memory *memory; /* sorted by claim_memory_cmp */
 	size_t memory_count;
@@ -942,10 +943,8 @@ static void *scheduler_main(void *userdata)
 
 /* ---- start / stop ------------------------------------------------------------------------------ */
 
-static void sentinel_free(struct sentinel *s)
+static void sentinel_release(struct sentinel *s)
 {
-	if (!s)
-		return;
 	if (s->cancel_fd >= 0)
 		close(s->cancel_fd);
 	pthread_cond_destroy(&s->done_cond);
@@ -1016,7 +1015,7 @@ int sentinel_start(const char *mountpoint, const struct sentinel_options *o,
 	s->workers = calloc(o->concurrency, sizeof(*s->workers));
 	if (!s->mountpoint || !s->proc_root || (o->metrics_path && !s->metrics_path) ||
 	    !s->workers) {
-		sentinel_free(s);
+		sentinel_release(s);
 		return -ENOMEM;
 	}
 	/* Options point into our copies from now on. */
@@ -1029,7 +1028,7 @@ int sentinel_start(const char *mountpoint, const struct sentinel_options *o,
 	s->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->cancel_fd < 0) {
 		r = negative_errno();
-		sentinel_free(s);
+		sentinel_release(s);
 		return r;
 	}
 
@@ -1068,15 +1067,23 @@ fail:
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
 	log_err("sentinel: cannot start threads: %s", strerror(-r));
 	stop_threads(s);
-	sentinel_free(s);
+	sentinel_release(s);
 	return r;
 }
 
 void sentinel_stop(struct sentinel *s)
 {
-	if (!s)
+	if (!s || s->stopped)
 		return;
 	stop_threads(s);
+	s->stopped = true;
 	log_info("sentinel: stopped");
-	sentinel_free(s);
+}
+
+void sentinel_free(struct sentinel *s)
+{
+	if (!s)
+		return;
+	sentinel_stop(s);
+	sentinel_release(s);
 }

@@ -28,8 +28,8 @@
  * is certainly dead are released; ambiguous ones are kept with a warning
  * (liveness_verdict() in rules.h).
  *
- * Thread-safety: sentinel_start/sentinel_stop from one thread;
- * sentinel_render_metrics from any thread at any time between them.
+ * Thread-safety: sentinel_start/sentinel_stop/sentinel_free from one thread;
+ * sentinel_render_metrics from any thread at any time between start and free.
  */
 #ifndef VFHEALTH_SENTINEL_H
 #define VFHEALTH_SENTINEL_H
@@ -116,14 +116,19 @@ int sentinel_start(const char *mountpoint, const struct sentinel_options *o,
 
 /* Stop within one poll_timeout: every in-flight agent connection is closed
  * (agent_query's cancel_fd fires), no new report is started, a report
- * already written is read back, then every thread is joined and everything
- * freed.  NULL is a no-op.
+ * already written is read back, then every thread is joined.  The counters
+ * stay readable (sentinel_render_metrics) until sentinel_free().  Calling it
+ * again, or with NULL, is a no-op.
  *
  * In-process, call it while the mount is still served, or after the FUSE
  * connection is gone (fuse_session_unmount): a thread blocked in a file
  * operation on a mount whose loop has stopped but whose connection is
  * still open would never return. */
 void sentinel_stop(struct sentinel *s);
+
+/* Stop (if still running) and free.  In vfhealthd, after the mount is gone:
+ * the metrics provider may render the counters until then.  NULL: no-op. */
+void sentinel_free(struct sentinel *s);
 
 /* Render the sentinel's counters in Prometheus text format (HELP and TYPE
  * lines, every check result present), for vffs_add_metrics_provider(). */

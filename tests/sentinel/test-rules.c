@@ -576,6 +576,7 @@ START_TEST(test_start_rejects_bad_options)
 	ck_assert_int_eq(sentinel_start("/run/vfhealth", &o, &s), -EINVAL);
 	ck_assert_ptr_null(s);
 	sentinel_stop(NULL);
+	sentinel_free(NULL);
 }
 END_TEST
 
