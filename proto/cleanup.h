@@ -52,15 +52,16 @@ static inline void closedirp(DIR **d)
 #define _cleanup_closedir_ _cleanup_(closedirp)
 
 /* Take ownership out of a _cleanup_ variable. */
+/* __extension__: statement expressions are GNU C; -Wpedantic stays quiet. */
 #define move_ptr(p)                          \
-	({                                   \
+	__extension__({                      \
 		__typeof__(p) __tmp = (p);   \
 		(p) = NULL;                  \
 		__tmp;                       \
 	})
 
 #define move_fd(fd)                          \
-	({                                   \
+	__extension__({                      \
 		int __tmp = (fd);            \
 		(fd) = -1;                   \
 		__tmp;                       \
