@@ -96,3 +96,13 @@ report_failed() {
 wait_for_line() {
 	wait_for "'$2' in $1" "$3" grep -qxF -- "$2" "$1"
 }
+
+# write_once FILE CONTENT: CONTENT in one write(2) at offset 0, as vfhealthd
+# takes a command (bash's printf writes a multi-line string line by line).
+write_once() {
+	local tmp
+	tmp=$(mktemp "$ops_tmp/write.XXXXXX")
+	printf '%s' "$2" > "$tmp"
+	cat -- "$tmp" > "$1"
+	rm -f -- "$tmp"
+}

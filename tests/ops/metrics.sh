@@ -22,8 +22,9 @@ echo "ok vm-e -" > "$mnt/0000:41:00.6/report"            # ok, nothing to clear
 # A claim whose agent does not answer: the sentinel counts an rpc_error.
 mkdir -p "$ops_tmp/vmm"
 : > "$ops_tmp/vmm/control.sock"
-printf 'agent=unix:%s\ncontrol=%s\n' "$ops_tmp/vmm/nobody.sock" "$ops_tmp/vmm/control.sock" \
-	> "$mnt/0000:41:00.7/assignments/vm-f"
+: > "$mnt/0000:41:00.7/assignments/vm-f"
+write_once "$mnt/0000:41:00.7/assignments/vm-f" \
+	"agent=unix:$ops_tmp/vmm/nobody.sock"$'\n'"control=$ops_tmp/vmm/control.sock"$'\n'
 
 metric() { awk -v want="$1" '$1 == want { print $2 }' "$ops_tmp/metrics"; }
 sentinel_checked() {
@@ -45,7 +46,7 @@ want vfhealth_vfs 4
 want vfhealth_quarantined_vfs 1
 want vfhealth_store_unavailable 0
 want vfhealth_breaker_engaged 1
-want 'vfhealth_reports_total{kind="failed",outcome="recorded"}' 2
+want 'vfhealth_reports_total{kind="failed",outcome="recorded"}' 3  # vm-a, vm-c, vm-d (held back)
 want 'vfhealth_reports_total{kind="failed",outcome="unchanged"}' 1
 want 'vfhealth_reports_total{kind="failed",outcome="quarantined"}' 1
 want 'vfhealth_reports_total{kind="ok",outcome="unchanged"}' 1
