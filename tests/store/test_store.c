@@ -381,6 +381,11 @@ START_TEST(failure_dedupe)
 		store_report_failure(s, VF_A, "i-1", "2026-11-29t07:00:01.500000000z", "m", &r), 0);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_UNCHANGED);
 	ck_assert_uint_eq(r.tally, 1);
+	/* the same identity on another VF is another failure */
+	reg(s, VF_B);
+	ck_assert_int_eq(report_fail(s, VF_B, "i-1", "2026-11-29T07:00:01.5Z"),
+			 STORE_OUTCOME_RECORDED);
+	ck_assert_uint_eq(info(s, VF_A).tally, 1);
 	/* another assignment of the same instance, or unknown assigned_at, counts */
 	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T2), STORE_OUTCOME_RECORDED);
 	ck_assert_int_eq(store_report_failure(s, VF_A, "i-2", NULL, "m", &r), 0);
@@ -1047,8 +1052,14 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	struct store_vf_info *list;
 	ck_assert_int_eq(store_vf_list(s, &list, &n), 0);
 	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(list[1].vf, VF_B);
+	ck_assert_uint_eq(list[1].tally, 1); /* the refused report left no trace */
 	free(list);
 	ck_assert_int_eq(store_vf_get_by_id(s, 1, &i), 0);
+	struct store_failure *fl;
+	ck_assert_int_eq(store_failure_list(s, VF_B, &fl, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	free(fl);
 
 	/* nothing acknowledged is lost and nothing refused appears */
 	store_close(s);
@@ -1111,10 +1122,42 @@ START_TEST(repair_clears_latch)
 }
 END_TEST
 
+START_TEST(failures_per_vf_bounded)
+{
+	struct store *s = open_with(STORE_THRESHOLD_MAX, 1, NULL);
+	struct store_failure_result r;
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0); /* the cap is reached */
+	store_close(s);
+	db_write("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)"
+		 " INSERT INTO failures (vf_id, instance_id, assigned_at, reported_at, message)"
+		 " SELECT (SELECT id FROM vfs WHERE address = '" VF_B "'), 'old-' || i, '',"
+		 " '2026-01-01T00:00:00.000000000Z', '' FROM n");
+	s = open_store();
+	ck_assert_uint_eq(info(s, VF_B).tally, STORE_MAX_FAILURES_PER_VF);
+	ck_assert_int_eq(store_report_failure(s, VF_B, "new", T1, "m", &r), 0);
+	ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
+	ck_assert(r.breaker_engaged);
+	ck_assert_uint_eq(r.tally, STORE_MAX_FAILURES_PER_VF);
+	struct store_failure *f;
+	size_t n;
+	ck_assert_int_eq(store_failure_list(s, VF_B, &f, &n), 0);
+	ck_assert_uint_eq(n, STORE_MAX_FAILURES_PER_VF);
+	ck_assert_str_eq(f[0].instance_id, "old-2"); /* the oldest went */
+	ck_assert_str_eq(f[n - 1].instance_id, "new");
+	free(f);
+	store_close(s);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), STORE_MAX_FAILURES_PER_VF);
+}
+END_TEST
+
 /* -- concurrency ------------------------------------------------------------------- */
 
 struct report_job {
 	struct store *s;
+	bool claim; /* claim vf instead of reporting a failure */
 	char vf[STORE_VF_BUFSZ];
 	char instance[32];
 	int rc;
@@ -1129,7 +1172,14 @@ static void *failure_thread(void *arg)
 
 	if (j->entered)
 		atomic_fetch_add(j->entered, 1);
-	j->rc = store_report_failure(j->s, j->vf, j->instance, T1, "m", &j->result);
+	if (j->claim) {
+		struct store_claim c = { 0 };
+		strcpy(c.vf, j->vf);
+		strcpy(c.instance_id, j->instance);
+		j->rc = store_claim(j->s, &c, NULL);
+	} else {
+		j->rc = store_report_failure(j->s, j->vf, j->instance, T1, "m", &j->result);
+	}
 	return NULL;
 }
 
@@ -1182,50 +1232,124 @@ START_TEST(fast_path_does_not_wait_for_commit)
 END_TEST
 
 #define GROUP_THREADS 32
+#define CLAIM_THREADS 6
+
+/* Start jobs while the first commit is held in fsync, so that the others
+ * queue up behind it; release it once every job has started. */
+static void run_queued(struct report_job *jobs, pthread_t *threads, size_t n,
+		       atomic_int *entered, int sync_failure)
+{
+	faultvfs_block_syncs(true);
+	ck_assert_int_eq(pthread_create(&threads[0], NULL, failure_thread, &jobs[0]), 0);
+	ck_assert(faultvfs_wait_blocked(1, 10000));
+	for (size_t i = 1; i < n; i++)
+		ck_assert_int_eq(pthread_create(&threads[i], NULL, failure_thread, &jobs[i]), 0);
+	for (int tries = 0; atomic_load(entered) < (int)n && tries < 100000; tries++)
+		sched_yield();
+	for (int i = 0; i < 1000; i++)
+		sched_yield(); /* give the last ones time to queue; correctness does not depend on it */
+	faultvfs_fail_syncs(sync_failure);
+	faultvfs_block_syncs(false);
+	for (size_t i = 0; i < n; i++)
+		ck_assert(join_within(threads[i], 60));
+	faultvfs_fail_syncs(SQLITE_OK);
+}
 
 START_TEST(group_commit)
 {
 	struct store *s = open_store();
-	static struct report_job jobs[GROUP_THREADS];
-	pthread_t threads[GROUP_THREADS];
+	static struct report_job jobs[GROUP_THREADS + 2 + CLAIM_THREADS];
+	pthread_t threads[ARRAY_SIZE(jobs)];
 	atomic_int entered = 0;
+	size_t n = 0;
 
-	for (int i = 0; i < GROUP_THREADS; i++) {
-		jobs[i] = (struct report_job){ .s = s, .entered = &entered, .rc = 1 };
-		snprintf(jobs[i].vf, sizeof(jobs[i].vf), "0000:42:%02x.%d", i / 8, i % 8);
-		snprintf(jobs[i].instance, sizeof(jobs[i].instance), "i-%d", i);
-		reg(s, jobs[i].vf);
+	for (int i = 0; i < GROUP_THREADS; i++, n++) {
+		jobs[n] = (struct report_job){ .s = s, .entered = &entered, .rc = 1 };
+		snprintf(jobs[n].vf, sizeof(jobs[n].vf), "0000:42:%02x.%d", i / 8, i % 8);
+		snprintf(jobs[n].instance, sizeof(jobs[n].instance), "i-%d", i);
+		reg(s, jobs[n].vf);
+	}
+	/* contention inside one batch: two failures on one VF (threshold 2), and
+	 * several instances claiming one VF; each op sees the ones before it */
+	reg(s, VF_A);
+	reg(s, VF_B);
+	for (int i = 0; i < 2; i++, n++) {
+		jobs[n] = (struct report_job){ .s = s, .entered = &entered, .rc = 1, .vf = VF_A };
+		snprintf(jobs[n].instance, sizeof(jobs[n].instance), "twice-%d", i);
+	}
+	for (int i = 0; i < CLAIM_THREADS; i++, n++) {
+		jobs[n] = (struct report_job){
+			.s = s, .entered = &entered, .rc = 1, .vf = VF_B, .claim = true
+		};
+		snprintf(jobs[n].instance, sizeof(jobs[n].instance), "claimer-%d", i);
 	}
 	uint64_t before = commits(s);
-	/* hold the first commit in fsync until every reporter has started, so the
-	 * others queue up behind it */
-	faultvfs_block_syncs(true);
-	for (int i = 0; i < GROUP_THREADS; i++)
-		ck_assert_int_eq(pthread_create(&threads[i], NULL, failure_thread, &jobs[i]), 0);
-	ck_assert(faultvfs_wait_blocked(1, 10000));
-	for (int tries = 0; atomic_load(&entered) < GROUP_THREADS && tries < 10000; tries++)
-		sched_yield();
-	faultvfs_block_syncs(false);
-	for (int i = 0; i < GROUP_THREADS; i++)
-		ck_assert(join_within(threads[i], 60));
+	run_queued(jobs, threads, n, &entered, SQLITE_OK);
 
 	for (int i = 0; i < GROUP_THREADS; i++) {
 		ck_assert_int_eq(jobs[i].rc, 0);
 		ck_assert_int_eq(jobs[i].result.outcome, STORE_OUTCOME_RECORDED);
 	}
+	ck_assert_int_eq(jobs[GROUP_THREADS].rc, 0);
+	ck_assert_int_eq(jobs[GROUP_THREADS + 1].rc, 0);
+	ck_assert_int_eq(jobs[GROUP_THREADS].result.outcome + jobs[GROUP_THREADS + 1].result.outcome,
+			 STORE_OUTCOME_RECORDED + STORE_OUTCOME_QUARANTINED);
+	int claimed = 0, busy = 0;
+	for (size_t i = GROUP_THREADS + 2; i < n; i++) {
+		claimed += jobs[i].rc == 0;
+		busy += jobs[i].rc == -EBUSY;
+	}
+	ck_assert_int_eq(claimed, 1);
+	ck_assert_int_eq(busy, CLAIM_THREADS - 1);
+
 	uint64_t used = commits(s) - before;
-	printf("group_commit: %d reports acknowledged in %llu commits\n", GROUP_THREADS,
+	printf("group_commit: %zu ops acknowledged in %llu commits\n", n,
 	       (unsigned long long)used);
 	ck_assert_uint_lt(used, GROUP_THREADS);
 	struct store_stats st;
 	store_get_stats(s, &st);
-	ck_assert_uint_eq(st.failed_reports[STORE_OUTCOME_RECORDED], GROUP_THREADS);
+	ck_assert_uint_eq(st.failed_reports[STORE_OUTCOME_RECORDED], GROUP_THREADS + 1);
+	ck_assert_uint_eq(st.failed_reports[STORE_OUTCOME_QUARANTINED], 1);
 
 	s = reopen(s);
 	for (int i = 0; i < GROUP_THREADS; i++)
 		ck_assert_uint_eq(info(s, jobs[i].vf).tally, 1);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert(info(s, VF_B).claimed);
 	store_close(s);
-	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), GROUP_THREADS);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), GROUP_THREADS + 2);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 1);
+}
+END_TEST
+
+START_TEST(batch_fails_as_a_whole)
+{
+	struct store *s = open_store();
+	static struct report_job jobs[8];
+	pthread_t threads[ARRAY_SIZE(jobs)];
+	atomic_int entered = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(jobs); i++) {
+		jobs[i] = (struct report_job){ .s = s, .entered = &entered, .rc = 1 };
+		snprintf(jobs[i].vf, sizeof(jobs[i].vf), "0000:43:00.%zu", i);
+		snprintf(jobs[i].instance, sizeof(jobs[i].instance), "i-%zu", i);
+		reg(s, jobs[i].vf);
+	}
+	/* the held commit fails: its batch and everything queued behind it fail */
+	run_queued(jobs, threads, ARRAY_SIZE(jobs), &entered, SQLITE_IOERR_FSYNC);
+	for (size_t i = 0; i < ARRAY_SIZE(jobs); i++)
+		ck_assert_int_eq(jobs[i].rc, -EIO);
+	ck_assert(!store_status(s, NULL, 0));
+	struct store_vf_info *list;
+	size_t n;
+	ck_assert_int_eq(store_vf_list(s, &list, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_uint_eq(list[i].tally, 0);
+	free(list);
+	ck_assert_int_eq(store_repair(s), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(jobs); i++)
+		ck_assert_uint_eq(info(s, jobs[i].vf).tally, 0);
+	store_close(s);
 }
 END_TEST
 
@@ -1330,6 +1454,8 @@ static Suite *store_suite(void)
 		{ "fast_path_does_not_wait_for_commit", fast_path_does_not_wait_for_commit },
 		{ "group_commit", group_commit },
 		{ "change_callback", change_callback },
+		{ "failures_per_vf_bounded", failures_per_vf_bounded },
+		{ "batch_fails_as_a_whole", batch_fails_as_a_whole },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
