@@ -13,11 +13,15 @@ set -euo pipefail
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 
 T=$(mktemp -d /tmp/vfhealth-fs.XXXXXX)
+chmod 755 "$T" # other users (setpriv) must reach the mountpoint
 MNT=$T/mnt
 DB=$T/db/vfhealth.db
 DAEMON_PID=
 EXTRA_MOUNTS=()
 BG_PIDS=()
+# The file interface alone: the in-process sentinel (tests/sentinel) would
+# poll and reconcile the test's claims.  A test may clear this.
+DAEMON_ARGS=(--no-sentinel)
 
 # Messages strerror(3) gives for the errnos the interface promises.
 EINVAL="Invalid argument"
@@ -88,7 +92,8 @@ start_daemon() {
 	exec 8<"$fifo"
 	read -r -t 10 -u 8 line || fail "notify listener did not start"
 	[[ $line == bound ]] || fail "notify listener: $line"
-	NOTIFY_SOCKET=$sock "$VFHEALTHD" -f --db "$DB" "$@" "$MNT" 2>>"$T/daemon.log" &
+	NOTIFY_SOCKET=$sock "$VFHEALTHD" -f --db "$DB" "${DAEMON_ARGS[@]}" "$@" "$MNT" \
+		2>>"$T/daemon.log" &
 	DAEMON_PID=$!
 	read -r -t 25 -u 8 line || line="nothing"
 	exec 8<&-
