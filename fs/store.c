@@ -55,6 +55,16 @@
  * A VF holds at most STORE_MAX_FAILURES_PER_VF failures: when the breaker
  * holds one back and it keeps failing, the oldest record is dropped.
  *
+ * Change callback.  Called by the leader after COMMIT and the mirror update,
+ * with no store lock held (the callback may read the store), but before the
+ * batch's callers are released: it must not block and must not call a
+ * mutating store function (the leader would wait for itself).
+ *
+ * Ambiguous commits.  When the WAL's fsync fails the frames may still be on
+ * disk and reappear after a crash; the call reported -EIO and never claimed
+ * success.  store_repair() reloads the mirror from the database, so the
+ * mirror always follows what SQLite holds.
+ *
  * Shutdown.  store_close() expects no concurrent callers (the daemon stops
  * its workers first); every acknowledged change is already durable.
  *
@@ -147,6 +157,7 @@ struct op {
 
 	struct store_change *changes; /* malloc'd, for the callback */
 	size_t n_changes;
+	size_t cap_changes;
 
 	bool done; /* under queue_lock */
 	struct op *next;
@@ -435,7 +446,27 @@ static void notify(struct store *s, unsigned bits, const char *vf, const char *i
 	s->change_fn(s->change_userdata, &change);
 }
 
-/* Record a change on an op; merged per VF so each object is reported once. */
+/* Append a change for an object the op has not reported yet. */
+static int op_change_append(struct op *op, unsigned bits, const char *vf, const char *instance_id)
+{
+	if (op->n_changes == op->cap_changes) {
+		size_t cap = MAX(op->cap_changes * 2, (size_t)4);
+		struct store_change *grown = realloc(op->changes, cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		op->changes = grown;
+		op->cap_changes = cap;
+	}
+	struct store_change *c = &op->changes[op->n_changes++];
+	memset(c, 0, sizeof(*c));
+	c->bits = bits;
+	copy_string(c->vf, sizeof(c->vf), vf);
+	copy_string(c->instance_id, sizeof(c->instance_id), instance_id);
+	return 0;
+}
+
+/* Record a change on an op; merged per VF so each object is reported once.
+ * Ops other than a re-evaluation touch one or two objects. */
 static int op_change(struct op *op, unsigned bits, const char *vf, const char *instance_id)
 {
 	for (size_t i = 0; i < op->n_changes; i++) {
@@ -447,16 +478,7 @@ static int op_change(struct op *op, unsigned bits, const char *vf, const char *i
 			return 0;
 		}
 	}
-	struct store_change *c = realloc(op->changes, (op->n_changes + 1) * sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	op->changes = c;
-	c = &op->changes[op->n_changes++];
-	memset(c, 0, sizeof(*c));
-	c->bits = bits;
-	copy_string(c->vf, sizeof(c->vf), vf);
-	copy_string(c->instance_id, sizeof(c->instance_id), instance_id);
-	return 0;
+	return op_change_append(op, bits, vf, instance_id);
 }
 
 /* -- SQLite helpers (callers hold write_lock) ------------------------------- */
@@ -783,7 +805,9 @@ static int db_reevaluate(struct store *s, struct op *op)
 		if ((r = quarantine_row(s, candidates[i].id, false)) < 0)
 			return r;
 		quarantined++;
-		if ((r = op_change(op, STORE_CHANGE_QUARANTINE, candidates[i].addr, NULL)) < 0)
+		/* candidates are distinct VFs: no merging (that would be quadratic) */
+		r = op_change_append(op, STORE_CHANGE_QUARANTINE, candidates[i].addr, NULL);
+		if (r < 0)
 			return r;
 	}
 	return 0;
@@ -1140,7 +1164,7 @@ static void op_discard_changes(struct op *op)
 {
 	free(op->changes);
 	op->changes = NULL;
-	op->n_changes = 0;
+	op->n_changes = op->cap_changes = 0;
 }
 
 struct batch_state {
@@ -1164,7 +1188,8 @@ static void batch_state_release(struct batch_state *b)
 
 /* Everything the mirror update will need is read and allocated here, inside
  * the transaction, so that applying after COMMIT cannot fail. */
-static int batch_prepare(struct store *s, struct op *batch, struct batch_state *b)
+static int batch_prepare(struct store *s, struct op *batch, size_t registered,
+			 struct batch_state *b)
 {
 	_cleanup_free_ char(*addrs)[STORE_VF_BUFSZ] = NULL;
 	size_t n;
@@ -1190,9 +1215,12 @@ static int batch_prepare(struct store *s, struct op *batch, struct batch_state *
 	b->threshold = (int)threshold;
 	b->max_quarantined = (int)max_quarantined;
 
-	/* room in the index for new VFs; a brief write lock, not across fsync */
+	if (registered == 0)
+		return 0;
+	/* room in the index for the new VFs: a brief write lock, taken only for
+	 * registrations and never across the fsync */
 	pthread_rwlock_wrlock(&s->index_lock);
-	r = index_reserve(s, s->n_vfs + n);
+	r = index_reserve(s, s->n_vfs + registered);
 	pthread_rwlock_unlock(&s->index_lock);
 	return r;
 }
@@ -1257,6 +1285,7 @@ static void run_batch(struct store *s, struct op *batch)
 {
 	struct batch_state b = { 0 };
 	bool structural = false, breaker_changed = false, latched = false;
+	size_t registered = 0;
 	int r = 0;
 
 	pthread_mutex_lock(&s->write_lock);
@@ -1282,9 +1311,10 @@ static void run_batch(struct store *s, struct op *batch)
 		if (r == 0)
 			r = db_exec(s, "RELEASE op", "");
 		structural |= op->rc == 0 && (op->kind == OP_REGISTER || op->kind == OP_UNREGISTER);
+		registered += op->rc == 0 && op->kind == OP_REGISTER;
 	}
 	if (!s->batch_failed) {
-		r = batch_prepare(s, batch, &b);
+		r = batch_prepare(s, batch, registered, &b);
 		if (r < 0 && !s->batch_failed) {
 			snprintf(s->batch_error, sizeof(s->batch_error), "commit failed: %s",
 				 strerror(-r));
@@ -2237,6 +2267,18 @@ int store_claim(struct store *s, const struct store_claim *c, struct store_claim
 
 	if ((r = claim_check(c, op.when)) < 0)
 		return r;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	/* refusals are answered from the committed state, even while latched */
+	mirror_rdlock(s);
+	struct vf_entry *e = find_vf(s, c->vf);
+	r = !e ? -ENOENT
+	       : e->quarantined ? -EBUSY
+	       : !e->claim ? 0
+	       : strcmp(e->claim->instance_id, c->instance_id) == 0 ? -EEXIST : -EBUSY;
+	mirror_unlock(s);
+	if (r < 0)
+		return r;
 	if (ensure_writable(s) < 0)
 		return -EIO;
 	copy_string(op.vf, sizeof(op.vf), c->vf);
@@ -2266,7 +2308,7 @@ int store_claim_update(struct store *s, const struct store_claim *c)
 		    live->pid_starttime == c->pid_starttime &&
 		    (!op.when[0] || strcmp(live->claimed_at, op.when) == 0);
 	mirror_unlock(s);
-	if (!e)
+	if (!held)
 		return -ENOENT;
 	if (noop)
 		return 0;
@@ -2283,6 +2325,14 @@ int store_release(struct store *s, const char *vf, const char *instance_id)
 
 	if (!store_vf_address_valid(vf) || !instance_id_valid(instance_id))
 		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	mirror_rdlock(s);
+	struct vf_entry *e = find_vf(s, vf);
+	bool held = e && e->claim && strcmp(e->claim->instance_id, instance_id) == 0;
+	mirror_unlock(s);
+	if (!held)
+		return -ENOENT;
 	if (ensure_writable(s) < 0)
 		return -EIO;
 	copy_string(op.vf, sizeof(op.vf), vf);
@@ -2344,8 +2394,10 @@ int store_claim_list(struct store *s, const char *vf, struct store_claim **ret, 
 			list[filled++] = *e->claim;
 	}
 	mirror_unlock(s);
-	if (vf && !one)
-		return free(list), -ENOENT;
+	if (vf && !one) {
+		free(list);
+		return -ENOENT;
+	}
 	if (!list)
 		return -ENOMEM;
 	*ret = list;

@@ -1040,6 +1040,14 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	ck_assert_int_eq(store_report_success(s, VF_C, "i-c", T3, &o), 0); /* fast path */
 	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
 	ck_assert_int_eq(store_threshold_set(s, 2), 0);
+	/* refusals are still refusals; a claim that would succeed is -EIO */
+	struct store_claim want = { .vf = VF_A, .instance_id = "i-new" };
+	ck_assert_int_eq(store_claim(s, &want, NULL), -EBUSY);
+	strcpy(want.vf, VF_C);
+	ck_assert_int_eq(store_claim(s, &want, NULL), -EBUSY);
+	ck_assert_int_eq(store_release(s, VF_C, "i-new"), -ENOENT);
+	strcpy(want.vf, VF_B);
+	ck_assert_int_eq(store_claim(s, &want, NULL), -EIO);
 	/* ... placement-facing reads retry once, then fail ... */
 	struct store_vf_info i;
 	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
