@@ -2,12 +2,14 @@
 /*
  * vftool - small helpers the fs integration tests need and the shell lacks:
  *
- *   vftool poll FILE TIMEOUT_MS
+ *   vftool poll FILE TIMEOUT_MS [EXPECTED]
  *       open FILE, read it from offset 0, print "armed", then poll() for
- *       POLLPRI; when woken print "woken" and the content re-read from
- *       offset 0, exit 0; on timeout print "timeout" and exit 1.  (sysfs
- *       style: a change after the first read wakes the poll even if it
- *       happened before poll() was called.)
+ *       POLLPRI; when woken re-read from offset 0 and, if EXPECTED is given
+ *       and the content (less one trailing newline) differs, poll again, as
+ *       a real watcher would; else print "woken" with the revents and the
+ *       content, exit 0.  On timeout print "timeout" and exit 1.  (sysfs
+ *       style: a change after a read wakes the poll even if it happened
+ *       before poll() was called.)
  *   vftool write-read FILE TEXT
  *       open FILE read-write, write TEXT with one write(2), then pread() from
  *       offset 0 on the same open file and print what it says.  A failing
@@ -20,6 +22,7 @@
  *       "ready MAINPID" (0 when the message has none), exit 0; on timeout print "timeout" and exit 1.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -58,11 +61,20 @@ static int timeout_arg(const char *s, int *ret)
 	return 0;
 }
 
-static int cmd_poll(const char *path, const char *timeout)
+static bool content_is(const char *buf, const char *expected)
+{
+	size_t n = strlen(buf);
+
+	if (n && buf[n - 1] == '\n')
+		n--;
+	return strlen(expected) == n && strncmp(buf, expected, n) == 0;
+}
+
+static int cmd_poll(const char *path, const char *timeout, const char *expected)
 {
 	static char buf[1 << 16];
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct pollfd pfd;
+	int64_t deadline;
 	int ms, r;
 
 	if (fd < 0 || timeout_arg(timeout, &ms) < 0) {
@@ -76,20 +88,31 @@ static int cmd_poll(const char *path, const char *timeout)
 	}
 	printf("armed\n");
 	fflush(stdout);
-	pfd = (struct pollfd){ .fd = fd, .events = POLLPRI };
-	r = poll(&pfd, 1, ms);
-	if (r < 0) {
-		perror("poll");
-		return 2;
+	deadline = monotonic_ns() + (int64_t)ms * 1000000;
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLPRI };
+		int64_t left_ms = (deadline - monotonic_ns()) / 1000000;
+
+		r = left_ms > 0 ? poll(&pfd, 1, (int)left_ms) : 0;
+		if (r < 0) {
+			perror("poll");
+			return 2;
+		}
+		if (r == 0) {
+			printf("timeout\n");
+			return 1;
+		}
+		r = read_all(fd, buf, sizeof(buf));
+		if (r < 0) {
+			fprintf(stderr, "%s: %s\n", path, strerror(-r));
+			return 2;
+		}
+		if (expected && !content_is(buf, expected))
+			continue; /* an earlier change; keep watching */
+		printf("woken%s%s\n%s", (pfd.revents & POLLPRI) ? " POLLPRI" : "",
+		       (pfd.revents & POLLERR) ? " POLLERR" : "", buf);
+		return 0;
 	}
-	if (r == 0) {
-		printf("timeout\n");
-		return 1;
-	}
-	r = read_all(fd, buf, sizeof(buf));
-	printf("woken%s%s\n%s", (pfd.revents & POLLPRI) ? " POLLPRI" : "",
-	       (pfd.revents & POLLERR) ? " POLLERR" : "", r >= 0 ? buf : "");
-	return 0;
 }
 
 static int cmd_write_read(const char *path, const char *text)
@@ -173,15 +196,15 @@ static int cmd_notify_listen(const char *path, const char *timeout)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && strcmp(argv[1], "poll") == 0)
-		return cmd_poll(argv[2], argv[3]);
+	if ((argc == 4 || argc == 5) && strcmp(argv[1], "poll") == 0)
+		return cmd_poll(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
 	if (argc == 4 && strcmp(argv[1], "write-read") == 0)
 		return cmd_write_read(argv[2], argv[3]);
 	if (argc == 5 && strcmp(argv[1], "write-at") == 0)
 		return cmd_write_at(argv[2], argv[3], argv[4]);
 	if (argc == 4 && strcmp(argv[1], "notify-listen") == 0)
 		return cmd_notify_listen(argv[2], argv[3]);
-	fprintf(stderr, "usage: vftool poll FILE TIMEOUT_MS | write-read FILE TEXT |\n"
+	fprintf(stderr, "usage: vftool poll FILE TIMEOUT_MS [EXPECTED] | write-read FILE TEXT |\n"
 			"       write-at FILE OFFSET TEXT | notify-listen SOCKET TIMEOUT_MS\n");
 	return 2;
 }

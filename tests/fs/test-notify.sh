@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Change notification both ways (inotify and sysfs-style poll) for changes
+# made inside the daemon: files nobody wrote to directly change because
+# another process wrote a report, or because the threshold changed.
+source "$(dirname "$0")/lib.sh"
+require_fuse
+command -v inotifywait >/dev/null || skip "inotifywait (inotify-tools) is missing"
+start_daemon
+
+V=$MNT/0000:41:00.4
+W=$MNT/0000:41:00.5
+mkdir "$V" "$W"
+
+# start_inotify NAME PATH...: inotifywait -m on the paths, armed on return.
+start_inotify() {
+	local name=$1
+	shift
+	background inotifywait -m -e modify -e close_write --format '%w%f %e' "$@" \
+		>"$T/$name.out" 2>"$T/$name.err"
+	wait_until 10 grep -q "Watches established" "$T/$name.err" ||
+		fail "inotifywait $name did not start: $(cat "$T/$name.err")"
+}
+
+# start_poll NAME FILE EXPECTED: vftool poll on FILE until a wake-up shows
+# EXPECTED (earlier changes may still be in flight when it arms, as for any
+# real watcher); armed (first read done) on return.
+start_poll() {
+	background "$VFTOOL" poll "$2" 10000 "$3" >"$T/$1.out"
+	eval "POLL_$1=\${BG_PIDS[-1]}"
+	wait_until 10 grep -q armed "$T/$1.out" || fail "poll watcher $1 did not start"
+}
+
+# expect_woken NAME: the poll watcher saw POLLPRI|POLLERR and its content.
+expect_woken() {
+	local pid_var=POLL_$1 rc=0
+	wait "${!pid_var}" || rc=$?
+	((rc == 0)) || fail "poll watcher $1 was not woken: $(cat "$T/$1.out")"
+	assert_eq "$(sed -n 2p "$T/$1.out")" "woken POLLPRI POLLERR" "poll watcher $1"
+}
+
+expect_inotify() {
+	wait_until 10 grep -qx "$2" "$T/$1.out" || fail "inotify $1: no '$2' in: $(cat "$T/$1.out")"
+}
+
+# --- a report written by another process changes tally and failures (and
+# then quarantined, top-level quarantined and resources)
+start_inotify files "$V/tally" "$V/quarantined" "$MNT"
+start_poll tally "$V/tally" 1
+start_poll top_quarantined "$MNT/quarantined" 0000:41:00.4
+start_poll vf_quarantined "$V/quarantined" 1
+start_poll resources "$MNT/resources" $'total_slots 2\nused_slots 0\nallocatable_slots 1\nquarantined_slots 1'
+before=$(stat -c %y "$V/tally")
+
+sh -c 'echo "failed vm-1 2026-11-29T07:00:00Z a" > "$1"' sh "$V/report"
+expect_woken tally
+expect_inotify files "$V/tally MODIFY"
+expect_inotify files "$V/tally CLOSE_WRITE,CLOSE"
+# Not quarantined yet: those pollers are still waiting (checked below).
+sh -c 'echo "failed vm-2 2026-11-29T07:00:01Z b" > "$1"' sh "$V/report"
+expect_woken top_quarantined
+expect_woken vf_quarantined
+expect_woken resources
+expect_inotify files "$V/quarantined MODIFY"
+expect_inotify files "$V/quarantined CLOSE_WRITE,CLOSE"
+expect_inotify files "${MNT}/quarantined MODIFY" # the directory watch sees it by name
+expect_inotify files "${MNT}/quarantined CLOSE_WRITE,CLOSE"
+after=$(stat -c %y "$V/tally")
+[[ $after != "$before" ]] || fail "mtime of tally did not change ($before)"
+
+# --- a threshold change re-evaluates W: its quarantined file changes
+sh -c 'echo "failed vm-3 2026-11-29T07:00:02Z c" > "$1"' sh "$W/report"
+start_inotify reeval "$W/quarantined"
+start_poll w_quarantined "$W/quarantined" 1
+start_poll top_quarantined2 "$MNT/quarantined" $'0000:41:00.4\n0000:41:00.5'
+start_poll threshold "$MNT/threshold" 1
+put "$MNT/threshold" 1
+expect_woken w_quarantined
+expect_woken top_quarantined2
+expect_woken threshold
+expect_inotify reeval "$W/quarantined MODIFY"
+expect_inotify reeval "$W/quarantined CLOSE_WRITE,CLOSE"
+
+# --- an operator's clear and a claim notify too
+start_poll tally_clear "$V/tally" 0
+put "$V/quarantined" 0
+expect_woken tally_clear
+start_poll resources_claim "$MNT/resources" $'total_slots 2\nused_slots 1\nallocatable_slots 0\nquarantined_slots 1'
+touch "$V/assignments/vm-9"
+expect_woken resources_claim
+
+# --- a file that did not change does not wake its poller
+out=$("$VFTOOL" poll "$MNT/max_quarantined" 300 || true)
+assert_eq "$out" $'armed\ntimeout' "poll on an unchanged file"
+# Reading at offset 0 catches up: a new change wakes it again, an old one does not.
+start_poll threshold2 "$MNT/threshold" 2
+put "$MNT/threshold" 2
+expect_woken threshold2
+
+# The notifier's own writes changed nothing: everything still reads the same.
+assert_cat "$MNT/threshold" 2
+assert_cat "$V/tally" 0
+assert_cat "$W/tally" 1
+assert_cat "$MNT/quarantined" 0000:41:00.5
+stop_daemon
+echo "ok"
