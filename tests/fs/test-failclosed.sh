@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Fail closed: the database becomes unwritable under the running daemon (its
+# directory is a small tmpfs that we fill).  Quarantine reads and claims fail
+# with EIO, mutations fail with EIO, bad input still gets EINVAL; status,
+# resources and metrics stay readable and say why; `echo repair > status`
+# fails while the disk is full and brings the store back once it is not.
+source "$(dirname "$0")/lib.sh"
+require_fuse
+mkdir -p "$T/db"
+mount -t tmpfs -o size=2m,mode=0700 vfhealth-test "$T/db" 2>/dev/null || skip "cannot mount a tmpfs"
+EXTRA_MOUNTS+=("$T/db")
+start_daemon
+
+V=$MNT/0000:41:00.4
+W=$MNT/0000:41:00.5
+mkdir "$V" "$W"
+put "$V/report" "failed vm-1 2026-11-29T07:00:00Z first"
+touch "$W/assignments/vm-2"
+assert_cat "$MNT/status" ok
+
+# --- the disk fills up: the next commit fails and latches the store
+dd if=/dev/zero of="$T/db/fill" bs=64k 2>/dev/null || true
+expect_err "$EIO" put "$V/report" "failed vm-3 2026-11-29T07:00:01Z second"
+assert_match "$(cat "$MNT/status")" "^unavailable: .*(full|space)" "status while full"
+
+# Placement-facing reads fail closed (after the store's one retry).
+expect_err "$EIO" cat "$MNT/quarantined"
+expect_err "$EIO" cat "$V/quarantined"
+expect_err "$EIO" cat "$W/quarantined"
+# Claims and every mutation fail with EIO ...
+expect_err "$EIO" touch "$V/assignments/vm-4"
+expect_err "$EIO" put "$W/assignments/vm-2" "agent=vsock:3"
+expect_err "$EIO" put "$MNT/threshold" 3
+expect_err "$EIO" put "$MNT/max_quarantined" 1
+expect_err "$EIO" put "$V/quarantined" 1
+expect_err "$EIO" put "$V/quarantined" 0
+expect_err "$EIO" mkdir "$MNT/0000:41:00.6"
+expect_err "$EIO" rm "$W/assignments/vm-2"
+# ... while bad input is still refused as such, before the store is asked.
+expect_err "$EINVAL" put "$MNT/threshold" abc
+expect_err "$EINVAL" put "$V/report" "failed"
+expect_err "$EINVAL" put "$V/quarantined" 7
+# Calls that would change nothing still succeed.
+out=$("$VFTOOL" write-read "$V/report" "failed vm-1 2026-11-29T07:00:00Z first")
+assert_eq "$out" "unchanged failures=1 threshold=2" "a duplicate report while unavailable"
+out=$("$VFTOOL" write-read "$W/report" "ok vm-2 -")
+assert_eq "$out" "cleared=0 rescinded=0" "a success with nothing to clear while unavailable"
+
+# status, resources and metrics stay readable and say why.
+resources=$(cat "$MNT/resources")
+assert_match "$resources" $'^total_slots 2\nused_slots 1\nallocatable_slots 0\nquarantined_slots 0\nplacement_disabled_reason .*(full|space)' "resources while unavailable"
+metrics=$(cat "$MNT/metrics")
+assert_match "$metrics" $'\nvfhealth_store_unavailable 1\n' "metrics while unavailable"
+# Names still resolve and tallies still read: they are not placement decisions.
+assert_eq "$(ls "$MNT" | grep -c :)" 2 "VFs listed while unavailable"
+assert_cat "$V/tally" 1
+assert_eq "$(ls "$W/assignments")" vm-2 "claims listed while unavailable"
+
+# --- repair fails while the disk is still full ...
+expect_err "$EIO" put "$MNT/status" repair
+assert_match "$(cat "$MNT/status")" "^unavailable: " "status after a failed repair"
+
+# ... and works once there is room again.
+rm "$T/db/fill"
+put "$MNT/status" repair
+assert_cat "$MNT/status" ok
+assert_cat "$MNT/quarantined" ""
+assert_cat "$V/quarantined" 0
+assert_match "$(cat "$MNT/resources")" $'^total_slots 2\nused_slots 1\nallocatable_slots 1\nquarantined_slots 0$' "resources after repair"
+# The failed report was not recorded; a retry is.
+assert_cat "$V/tally" 1
+out=$("$VFTOOL" write-read "$V/report" "failed vm-3 2026-11-29T07:00:01Z second")
+assert_eq "$out" "quarantined failures=2 threshold=2" "the report retried after repair"
+assert_cat "$MNT/quarantined" 0000:41:00.4
+stop_daemon
+
+# Every acknowledged change survived; nothing from the failed period did.
+start_daemon
+assert_cat "$V/tally" 2
+assert_cat "$MNT/quarantined" 0000:41:00.4
+assert_eq "$(ls "$W/assignments")" vm-2 "claims after restart"
+stop_daemon
+echo "ok"
