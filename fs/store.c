@@ -724,9 +724,12 @@ static void latch_unavailable(struct store *s, const char *reason)
 {
 	pthread_rwlock_wrlock(&s->mirror_lock);
 	copy_string(s->reason, sizeof(s->reason), reason);
+	for (char *p = s->reason; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' '; /* one line: it is shown in a status file and logs */
 	atomic_store(&s->available, false);
 	pthread_rwlock_unlock(&s->mirror_lock);
-	log_err("store: unavailable: %s", reason);
+	log_err("store: unavailable: %s", s->reason);
 }
 
 bool store_status(struct store *s, char *reason, size_t reason_size)

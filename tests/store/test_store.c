@@ -973,6 +973,46 @@ START_TEST(corrupt_file_never_overwritten)
 }
 END_TEST
 
+START_TEST(damaged_pages_fail_quick_check)
+{
+	char reason[STORE_REASON_MAX];
+	struct store *s = open_store();
+
+	store_close(s);
+	/* enough rows for a multi-page b-tree; closing checkpoints into the file */
+	db_write("WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 3999)"
+		 " INSERT INTO vfs (address) SELECT printf('%04x:01:00.0', i) FROM n");
+	long long page_size = db_query("PRAGMA page_size");
+	long long pages = db_query("PRAGMA page_count");
+	ck_assert_int_gt(pages, 8);
+	/* scribble over the middle of the file, leaving the header page intact */
+	int fd = open(db_path, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	char junk[4096];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (char)(i * 7 + 3);
+	for (long long p = pages / 2; p < pages / 2 + 3; p++)
+		ck_assert_int_eq(pwrite(fd, junk, sizeof(junk), (off_t)(p * page_size)),
+				 (ssize_t)sizeof(junk));
+	close(fd);
+	size_t len_before, len_after;
+	_cleanup_free_ char *before = read_file(db_path, &len_before);
+
+	s = open_store();
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, "quick_check") || strstr(reason, "malformed"), "%s", reason);
+	ck_assert_ptr_null(strchr(reason, '\n')); /* one line for the status file */
+	ck_assert_int_eq(store_repair(s), -EIO);
+	struct store_vf_info i;
+	ck_assert_int_eq(store_vf_get(s, "0000:01:00.0", &i), -EIO);
+	ck_assert_int_eq(store_vf_register(s, VF_A), -EIO);
+	store_close(s);
+	_cleanup_free_ char *after = read_file(db_path, &len_after);
+	ck_assert_uint_eq(len_before, len_after);
+	ck_assert_mem_eq(before, after, len_before);
+}
+END_TEST
+
 /* -- fail closed ------------------------------------------------------------------ */
 
 /* A store with VF_A quarantined (i-1, i-2), VF_B with one failure (i-3),
@@ -1464,6 +1504,7 @@ static Suite *store_suite(void)
 		{ "change_callback", change_callback },
 		{ "failures_per_vf_bounded", failures_per_vf_bounded },
 		{ "batch_fails_as_a_whole", batch_fails_as_a_whole },
+		{ "damaged_pages_fail_quick_check", damaged_pages_fail_quick_check },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
