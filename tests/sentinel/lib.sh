@@ -40,10 +40,15 @@ cleanup() {
 	for pid in "${PIDS[@]}"; do
 		wait "$pid" 2>/dev/null || true
 	done
-	if mountpoint -q "$MNT" 2>/dev/null; then
+	# Also a mount whose daemon died (ENOTCONN), which mountpoint(1) misses.
+	if grep -qF " $MNT " /proc/mounts; then
 		fusermount3 -uz "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
 	fi
-	rm -rf "$T"
+	if [[ -n ${VFSENTINEL_KEEP:-} ]]; then
+		echo "kept $T"
+	else
+		rm -rf "$T"
+	fi
 }
 trap cleanup EXIT
 
@@ -85,12 +90,12 @@ start_daemon() {
 	done
 }
 
-# stop_daemon: SIGTERM and wait; prints the exit status.
+# stop_daemon: SIGTERM and wait (not in a subshell: it must be our child);
+# the exit status is left in STOP_RC.
 stop_daemon() {
-	local rc=0
+	STOP_RC=0
 	kill -TERM "$DAEMON_PID"
-	wait "$DAEMON_PID" || rc=$?
-	echo "$rc"
+	wait "$DAEMON_PID" || STOP_RC=$?
 }
 
 # write_once FILE CONTENT: CONTENT in a single write(2) at offset 0, as the
@@ -238,4 +243,9 @@ start_vmm() {
 
 lines_in() {
 	if [[ -f $1 ]]; then wc -l <"$1"; else echo 0; fi
+}
+
+# lines_at_least FILE N (for wait_for: evaluated on every try)
+lines_at_least() {
+	(($(lines_in "$1") >= $2))
 }

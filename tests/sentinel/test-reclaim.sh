@@ -20,7 +20,7 @@ start_vmm g1 --agent "unix:$T/g1.sock" --gate "$T/gate" --connect-log "$T/connec
 # 1. Re-claimed during the poll: drop.
 claim "$A" vm-1 "agent=hvsock:$T/g1.hv:2222" "control=$T/g1.ctl"
 OLD=$(claimed_at "$A" vm-1)
-wait_for 20 "the sentinel's query at the VMM" test "$(lines_in "$T/connects")" -ge 1
+wait_for 20 "the sentinel's query at the VMM" lines_at_least "$T/connects" 1
 release "$A" vm-1
 claim "$A" vm-1   # same instance, new claimed_at, no agent: never polled again
 NEW=$(claimed_at "$A" vm-1)
@@ -35,7 +35,7 @@ grep -q "vf $A: claim changed during the poll" "$T/daemon.log" || fail "drop not
 # 2. Released during the poll, not re-made: report against the captured claim.
 claim "$B" vm-2 "agent=hvsock:$T/g1.hv:2222" "control=$T/g1.ctl"
 CAPTURED=$(claimed_at "$B" vm-2)
-wait_for 20 "the query for $B at the VMM" test "$(lines_in "$T/connects")" -ge 2
+wait_for 20 "the query for $B at the VMM" lines_at_least "$T/connects" 2
 release "$B" vm-2
 echo x >"$T/gate"
 wait_for 20 "the report for the released claim" file_is "$MNT/$B/tally" 1
