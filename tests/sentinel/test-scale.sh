@@ -6,7 +6,7 @@
 # scan (100 deadlines) or a pool that waits per batch on the wrong thing.
 source "$(dirname "$0")/lib.sh"
 
-TIMEOUT=0.5
+TIMEOUT=1
 start_daemon --poll-interval 1 --poll-timeout "$TIMEOUT" --concurrency 64 --no-reconcile
 AGENT_PROBE_INTERVAL=100 # they stay UNKNOWN: no need to probe often
 start_agent a1
