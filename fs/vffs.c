@@ -276,8 +276,10 @@ static void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct vnode *n)
 	fuse_reply_entry(req, &e);
 }
 
-/* A VF by address.  While the store is unavailable store_vf_get() fails (its
- * quarantine bit is placement-facing), but names still resolve from the list. */
+/* A VF by address.  While the store is unavailable store_vf_get() retries
+ * the store and then fails (its quarantine bit is placement-facing), but
+ * names must still resolve: then look in the list, which is served anyway,
+ * without a repair attempt per path lookup. */
 static int find_vf(struct vffs *fs, const char *vf, struct store_vf_info *ret)
 {
 	_cleanup_free_ struct store_vf_info *list = NULL;
@@ -286,9 +288,11 @@ static int find_vf(struct vffs *fs, const char *vf, struct store_vf_info *ret)
 
 	if (!store_vf_address_valid(vf))
 		return -ENOENT;
-	r = store_vf_get(fs->store, vf, ret);
-	if (r != -EIO)
-		return r;
+	if (store_status(fs->store, NULL, 0)) {
+		r = store_vf_get(fs->store, vf, ret);
+		if (r != -EIO)
+			return r;
+	}
 	r = store_vf_list(fs->store, &list, &count);
 	if (r < 0)
 		return r;
@@ -309,9 +313,11 @@ static int find_claim(struct vffs *fs, const char *vf, const char *instance_id,
 
 	if (!instance_id_valid(instance_id))
 		return -ENOENT;
-	r = store_claim_get(fs->store, vf, instance_id, ret);
-	if (r != -EIO)
-		return r;
+	if (store_status(fs->store, NULL, 0)) {
+		r = store_claim_get(fs->store, vf, instance_id, ret);
+		if (r != -EIO)
+			return r;
+	}
 	r = store_claim_list(fs->store, vf, &list, &count);
 	if (r < 0)
 		return r;

@@ -56,6 +56,7 @@ assert_match "$metrics" $'\nvfhealth_store_unavailable 1\n' "metrics while unava
 assert_eq "$(ls "$MNT" | grep -c :)" 2 "VFs listed while unavailable"
 assert_cat "$V/tally" 1
 assert_eq "$(ls "$W/assignments")" vm-2 "claims listed while unavailable"
+expect_err "$EIO" cat "$W/assignments/vm-2"
 
 # --- repair fails while the disk is still full ...
 expect_err "$EIO" put "$MNT/status" repair

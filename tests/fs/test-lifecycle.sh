@@ -35,6 +35,13 @@ touch "$V/assignments/vm-2"
 put "$MNT/max_quarantined" 5
 failures=$(cat "$V/failures")
 
+# --- a second instance on the same database is refused, and unmounts again
+rc=0
+"$VFHEALTHD" -f --no-sentinel --db "$DB" "$T/second" 2>"$T/second.log" || rc=$?
+assert_eq "$rc" 1 "exit status of a second instance on the same database"
+! mountpoint -q "$T/second" || fail "the refused instance left its mount"
+assert_cat "$MNT/threshold" 3
+
 # --- SIGINT unmounts cleanly too
 kill -INT "$DAEMON_PID"
 rc=0
