@@ -733,11 +733,17 @@ END_TEST
 
 /* -- breaker ------------------------------------------------------------------ */
 
+static void collect_bits(void *userdata, const struct store_change *c)
+{
+	*(unsigned *)userdata |= c->bits;
+}
+
 START_TEST(breaker)
 {
 	struct store *s = open_with(2, 1, NULL);
 	struct store_failure_result r;
 	struct store_stats st;
+	unsigned bits = 0;
 
 	ck_assert_int_eq(store_max_quarantined_get(s), 1);
 	ck_assert_int_eq(store_max_quarantined_set(s, -1), -EINVAL);
@@ -751,7 +757,9 @@ START_TEST(breaker)
 	ck_assert(!st.breaker_engaged); /* cap reached, nothing held back */
 
 	report_fail(s, VF_B, "i-3", T1);
+	store_set_change_callback(s, collect_bits, &bits);
 	ck_assert_int_eq(store_report_failure(s, VF_B, "i-4", T2, "m", &r), 0);
+	ck_assert_uint_eq(bits, STORE_CHANGE_FAILURES | STORE_CHANGE_BREAKER);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
 	ck_assert(r.breaker_engaged);
 	ck_assert_uint_eq(r.tally, 2);
