@@ -102,6 +102,18 @@ start_daemon() {
 	mountpoint -q "$MNT" || fail "READY=1 before $MNT was mounted"
 }
 
+# UBSan reports do not stop the daemon: look for them in its log.  This
+# suite answers for the filesystem's own files; anything else is shown.
+check_sanitizers() {
+	local own='fs/(vffs|vfiles|notify|main)\.c:[0-9]+:[0-9]+: runtime error'
+	if grep -Eq "$own" "$T/daemon.log"; then
+		fail "undefined behaviour in the filesystem: $(grep -E "$own" "$T/daemon.log" | head -3)"
+	fi
+	if grep -q "runtime error" "$T/daemon.log"; then
+		echo "WARNING: undefined behaviour outside fs/: $(grep "runtime error" "$T/daemon.log" | sort -u | head -3)" >&2
+	fi
+}
+
 # SIGTERM: must exit 0 (no leaks either) and leave nothing mounted.
 stop_daemon() {
 	local rc=0
@@ -110,6 +122,7 @@ stop_daemon() {
 	DAEMON_PID=
 	((rc == 0)) || fail "vfhealthd exited $rc on SIGTERM"
 	! mountpoint -q "$MNT" || fail "$MNT still mounted after SIGTERM"
+	check_sanitizers
 }
 
 crash_daemon() {
