@@ -67,7 +67,12 @@
  *                 beyond the cap is recorded (RECORDED) but does not
  *                 quarantine, and the result says the breaker is engaged.
  *                 A systemic guest/host driver mismatch must not drain a
- *                 whole host.
+ *                 whole host.  A VF is "held back" when it is not
+ *                 quarantined and its tally meets the threshold (only the
+ *                 cap causes that); the breaker is engaged while the cap is
+ *                 reached and a held-back VF exists.  Changing the cap
+ *                 re-evaluates like the threshold (oldest registration
+ *                 first); manual quarantines ignore the cap.
  *
  *  Durability     every acknowledged mutation is committed durably before the
  *                 call returns (WAL, synchronous=FULL, BEGIN IMMEDIATE).
@@ -160,8 +165,10 @@ struct store_change {
 };
 
 /* Called once per changed object after the change is durable, from the
- * thread that committed it, with no store lock held.  It must not block; the
- * filesystem queues the change for its notifier thread.  Set before use. */
+ * thread that committed it, with no store lock held.  It must not block and
+ * must not call a store function that changes state (the committing thread
+ * would wait on itself); reading is allowed.  The filesystem queues the
+ * change for its notifier thread.  Set before use. */
 typedef void (*store_change_fn)(void *userdata, const struct store_change *change);
 void store_set_change_callback(struct store *s, store_change_fn fn, void *userdata);
 
