@@ -105,8 +105,8 @@ struct sentinel {
 	size_t next_target;
 	unsigned active_workers;
 	bool stopping;
-	atomic_bool stopping_fast;
-	bool stopped; /* sentinel_stop() has joined everything */ /* the same flag, readable without the lock */
+	atomic_bool stopping_fast; /* the same flag, readable without the lock */
+	bool stopped;              /* sentinel_stop() has joined everything */
 
 	struct claim_memory *memory; /* sorted by claim_memory_cmp */
 	size_t memory_count;

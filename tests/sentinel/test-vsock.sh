@@ -17,7 +17,7 @@ reachable() {
 	"$VFHEALTH_AGENT" --query "vsock:1:$PORT" --timeout 1 >/dev/null 2>&1 || rc=$?
 	((rc <= 2))
 }
-deadline=$((SECONDS + 5))
+deadline=$((SECONDS + 3))
 until reachable; do
 	kill -0 "$AGENT" 2>/dev/null || skip "cannot listen on AF_VSOCK: $(tail -n 1 "$T/agent.log")"
 	((SECONDS < deadline)) || skip "no vsock transport reaches CID 1 here"
