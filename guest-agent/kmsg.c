@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: MIT */
+/* kmsg.c - /dev/kmsg record parser and reader.  Contract in kmsg.h. */
+#include "guest-agent/kmsg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proto/cleanup.h"
+#include "proto/log.h"
+#include "proto/parse.h"
+
+#define NVRM_PREFIX "NVRM:"
+#define INIT_FAILURE_TEXT "RmInitAdapter failed!"
+
+/* One decimal field of the prefix, [p, end) with no sign or blanks. */
+static int parse_field(const char *p, size_t len, uint64_t max, uint64_t *ret)
+{
+	char digits[24];
+
+	if (len == 0 || len >= sizeof(digits))
+		return -EINVAL;
+	memcpy(digits, p, len);
+	digits[len] = '\0';
+	return parse_uint64(digits, 0, max, ret) < 0 ? -EINVAL : 0;
+}
+
+int kmsg_parse_record(const char *buf, size_t len, struct kmsg_record *ret)
+{
+	struct kmsg_record rec = { 0 };
+	const char *semi, *field, *end, *nl;
+	size_t prefix_len;
+	uint64_t v;
+
+	if (!buf || len == 0)
+		return -EINVAL;
+	if (buf[0] == ' ')
+		return -ENOMSG;
+	semi = memchr(buf, ';', MIN(len, (size_t)KMSG_PREFIX_MAX));
+	if (!semi)
+		return -EINVAL;
+	prefix_len = (size_t)(semi - buf);
+	if (memchr(buf, '\n', prefix_len))
+		return -EINVAL;
+
+	/* PRI, SEQ, TS: decimal; then FLAGS, then optional fields. */
+	field = buf;
+	end = semi;
+	for (int i = 0; i < 4; i++) {
+		const char *comma = memchr(field, ',', (size_t)(end - field));
+		const char *stop = comma ? comma : end;
+		size_t flen = (size_t)(stop - field);
+
+		if (i < 3 && !comma)
+			return -EINVAL;
+		switch (i) {
+		case 0:
+			if (parse_field(field, flen, 1023, &v) < 0) /* LOG_FACMASK | LOG_PRIMASK */
+				return -EINVAL;
+			rec.priority = (unsigned)v;
+			break;
+		case 1:
+			if (parse_field(field, flen, UINT64_MAX, &rec.seq) < 0)
+				return -EINVAL;
+			break;
+		case 2:
+			if (parse_field(field, flen, UINT64_MAX, &rec.ts_usec) < 0)
+				return -EINVAL;
+			break;
+		case 3:
+			if (flen == 0)
+				return -EINVAL;
+			rec.flags = field[0];
+			break;
+		}
+		field = stop + 1;
+	}
+
+	rec.message = semi + 1;
+	rec.message_len = len - prefix_len - 1;
+	nl = memchr(rec.message, '\n', rec.message_len);
+	if (nl)
+		rec.message_len = (size_t)(nl - rec.message);
+	*ret = rec;
+	return 0;
+}
+
+static bool is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+void kmsg_trim(const char **msg, size_t *len)
+{
+	while (*len > 0 && is_blank(**msg)) {
+		(*msg)++;
+		(*len)--;
+	}
+	while (*len > 0 && is_blank((*msg)[*len - 1]))
+		(*len)--;
+}
+
+bool kmsg_message_is_init_failure(const char *msg, size_t len)
+{
+	kmsg_trim(&msg, &len);
+	if (len < strlen(NVRM_PREFIX) || memcmp(msg, NVRM_PREFIX, strlen(NVRM_PREFIX)) != 0)
+		return false;
+	return memmem(msg, len, INIT_FAILURE_TEXT, strlen(INIT_FAILURE_TEXT)) != NULL;
+}
+
+enum kmsg_verdict kmsg_classify(const char *buf, size_t len, struct kmsg_record *ret)
+{
+	struct kmsg_record rec;
+	int k = kmsg_parse_record(buf, len, &rec);
+
+	if (k == -ENOMSG)
+		return KMSG_CONTINUATION;
+	if (k < 0)
+		return KMSG_MALFORMED;
+	*ret = rec;
+	if ((rec.priority >> 3) != 0)
+		return KMSG_NOT_KERNEL;
+	return kmsg_message_is_init_failure(rec.message, rec.message_len) ? KMSG_MATCH
+									  : KMSG_NO_MATCH;
+}
+
+const char *kmsg_verdict_name(enum kmsg_verdict v)
+{
+	switch (v) {
+	case KMSG_MATCH:
+		return "match";
+	case KMSG_NO_MATCH:
+		return "no-match";
+	case KMSG_NOT_KERNEL:
+		return "not-kernel";
+	case KMSG_CONTINUATION:
+		return "continuation";
+	case KMSG_MALFORMED:
+	default:
+		return "malformed";
+	}
+}
+
+/* ---- the reader -------------------------------------------------------- */
+
+int kmsg_reader_init(struct kmsg_reader *r, const char *path)
+{
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+	r->path = strdup(path);
+	return r->path ? 0 : -ENOMEM;
+}
+
+static void reader_close(struct kmsg_reader *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	r->buf_len = 0;
+	r->discarding = false;
+}
+
+void kmsg_reader_free(struct kmsg_reader *r)
+{
+	reader_close(r);
+	free(r->path);
+	r->path = NULL;
+}
+
+int kmsg_reader_open(struct kmsg_reader *r)
+{
+	_cleanup_close_ int fd = open(r->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	struct stat st;
+
+	if (fd < 0)
+		return negative_errno();
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	if (!S_ISCHR(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISREG(st.st_mode))
+		return -EINVAL;
+	/* After an error, history was already seen (or is stale): start at the
+	 * end.  A FIFO has no position; a regular file is replayed only once. */
+	if (r->opened_once && S_ISCHR(st.st_mode) && lseek(fd, 0, SEEK_END) < 0)
+		return negative_errno();
+	if (r->opened_once && S_ISREG(st.st_mode) && lseek(fd, 0, SEEK_END) < 0)
+		return negative_errno();
+
+	reader_close(r);
+	r->fd = move_fd(fd);
+	r->lines = !S_ISCHR(st.st_mode);
+	r->is_fifo = S_ISFIFO(st.st_mode);
+	r->opened_once = true;
+	r->finished = false;
+	r->have_seq = false; /* a gap across a reopen is skipped on purpose, not lost */
+	return 0;
+}
+
+/* A record from the device: track the sequence to count overwritten ones. */
+static void on_device_record(struct kmsg_reader *r, const char *buf, size_t len,
+			     kmsg_record_fn fn, void *userdata)
+{
+	struct kmsg_record rec;
+
+	if (kmsg_parse_record(buf, len, &rec) == 0) {
+		if (r->have_seq && rec.seq > r->next_seq) {
+			uint64_t gap = rec.seq - r->next_seq;
+			r->lost += gap;
+			log_warn("kmsg: %llu records overwritten before they were read (%llu in all)",
+				 (unsigned long long)gap, (unsigned long long)r->lost);
+		}
+		r->have_seq = true;
+		r->next_seq = rec.seq + 1;
+	}
+	fn(userdata, buf, len);
+}
+
+static int drain_device(struct kmsg_reader *r, kmsg_record_fn fn, void *userdata)
+{
+	for (int i = 0; i < KMSG_DRAIN_BATCH; i++) {
+		ssize_t n = read(r->fd, r->buf, sizeof(r->buf));
+
+		if (n < 0) {
+			int err = errno;
+			if (err == EINTR)
+				continue;
+			if (err == EAGAIN || err == EWOULDBLOCK)
+				return 0;
+			if (err == EPIPE) {
+				/* Overwritten under us; the next read returns the oldest
+				 * record still there and the gap counts the loss. */
+				r->overruns++;
+				continue;
+			}
+			reader_close(r);
+			return -err;
+		}
+		if (n == 0) {
+			reader_close(r);
+			return -ENODATA; /* a device never says EOF; treat as an error */
+		}
+		on_device_record(r, r->buf, (size_t)n, fn, userdata);
+	}
+	return 0;
+}
+
+/* Hand every complete line in buf to fn; keep the partial tail. */
+static void split_lines(struct kmsg_reader *r, kmsg_record_fn fn, void *userdata)
+{
+	size_t start = 0;
+	char *nl;
+
+	while ((nl = memchr(r->buf + start, '\n', r->buf_len - start))) {
+		size_t len = (size_t)(nl - (r->buf + start));
+
+		if (r->discarding)
+			r->discarding = false; /* the tail of an overlong line */
+		else if (len > 0)
+			fn(userdata, r->buf + start, len);
+		start += len + 1;
+	}
+	memmove(r->buf, r->buf + start, r->buf_len - start);
+	r->buf_len -= start;
+	if (r->buf_len == KMSG_LINE_MAX) {
+		/* No newline in a full buffer: drop this line up to its end. */
+		r->dropped_lines++;
+		log_warn("kmsg: dropped a line longer than %d bytes", KMSG_LINE_MAX);
+		r->discarding = true;
+		r->buf_len = 0;
+	}
+}
+
+static int drain_lines(struct kmsg_reader *r, kmsg_record_fn fn, void *userdata)
+{
+	for (int i = 0; i < KMSG_DRAIN_BATCH; i++) {
+		ssize_t n = read(r->fd, r->buf + r->buf_len, KMSG_LINE_MAX - r->buf_len);
+
+		if (n < 0) {
+			int err = errno;
+			if (err == EINTR)
+				continue;
+			if (err == EAGAIN || err == EWOULDBLOCK)
+				return 0;
+			reader_close(r);
+			return -err;
+		}
+		if (n == 0) {
+			int k;
+
+			/* The writer is gone: a last line without '\n' still counts. */
+			if (r->buf_len > 0 && !r->discarding)
+				fn(userdata, r->buf, r->buf_len);
+			reader_close(r);
+			if (!r->is_fifo) {
+				r->finished = true;
+				return 1;
+			}
+			k = kmsg_reader_open(r);
+			return k < 0 ? k : 0;
+		}
+		r->buf_len += (size_t)n;
+		split_lines(r, fn, userdata);
+	}
+	return 0;
+}
+
+int kmsg_reader_drain(struct kmsg_reader *r, kmsg_record_fn fn, void *userdata)
+{
+	if (r->fd < 0)
+		return r->finished ? 1 : -EBADF;
+	return r->lines ? drain_lines(r, fn, userdata) : drain_device(r, fn, userdata);
+}

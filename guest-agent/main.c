@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/* main.c - vfhealth-agent: options in, server.c or a one-shot query out. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guest-agent/server.h"
+#include "proto/client.h"
+#include "proto/log.h"
+#include "proto/parse.h"
+
+#define SECONDS_MAX_NS (86400 * 1000000000LL)
+#define QUERY_DEFAULT_TIMEOUT_NS (5 * 1000000000LL)
+
+/* --query exit statuses */
+enum { QUERY_OK = 0, QUERY_FAILED = 1, QUERY_UNKNOWN = 2, QUERY_ERROR = 3 };
+
+enum {
+	OPT_KMSG = 256,
+	OPT_SYSFS_ROOT,
+	OPT_NVIDIA_SMI,
+	OPT_PROBE_INTERVAL,
+	OPT_PROBE_WINDOW,
+	OPT_PROBE_TIMEOUT,
+	OPT_CLIENT_TIMEOUT,
+	OPT_QUERY,
+	OPT_TIMEOUT,
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: vfhealth-agent [OPTIONS]\n"
+		"       vfhealth-agent --query ENDPOINT [--timeout S]\n"
+		"\n"
+		"Answer the host's GetGPUInitStatus: unknown, failed (the kernel logged\n"
+		"\"NVRM: ... RmInitAdapter failed!\") or ok (nvidia-smi -L succeeded).\n"
+		"Runs in the foreground; logs to stderr.\n"
+		"\n"
+		"  -l, --listen EP          vsock:any[:PORT], vsock:CID[:PORT] or unix:PATH\n"
+		"                           (default " AGENT_DEFAULT_LISTEN ")\n"
+		"      --kmsg PATH          kernel log (default " AGENT_DEFAULT_KMSG "; a FIFO or file\n"
+		"                           is read as lines)\n"
+		"      --sysfs-root DIR     where to look for NVIDIA PCI devices (default /sys)\n"
+		"      --nvidia-smi PATH    the probe (default: nvidia-smi on $PATH)\n"
+		"      --probe-interval S   between probe attempts (default 15)\n"
+		"      --probe-window S     stop probing after this long (default 600)\n"
+		"      --probe-timeout S    kill an attempt after this long (default 30)\n"
+		"      --client-timeout S   per-connection deadline (default 5)\n"
+		"  -f, --foreground         accepted for compatibility; always foreground\n"
+		"  -v, --verbose            debug logging (every kernel record judged)\n"
+		"      --query EP           ask the agent at EP (vsock:CID[:PORT],\n"
+		"                           hvsock:PATH[:PORT], unix:PATH); print the state\n"
+		"                           and message; exit 0 ok, 1 failed, 2 unknown,\n"
+		"                           3 error or unsupported\n"
+		"      --timeout S          deadline of --query (default 5)\n"
+		"  -h, --help               this text\n"
+		"  -V, --version            the version\n"
+		"Seconds accept fractions (0.2).\n");
+}
+
+static int seconds_option(const char *name, const char *value, int64_t *ret)
+{
+	int k = parse_seconds(value, SECONDS_MAX_NS, ret);
+
+	if (k < 0)
+		fprintf(stderr, "vfhealth-agent: --%s '%s': expected seconds > 0 and <= 86400\n",
+			name, value);
+	return k;
+}
+
+static int run_query(const char *target, int64_t timeout_ns)
+{
+	struct endpoint ep;
+	struct agent_status st;
+	int k = endpoint_parse(target, &ep);
+
+	if (k < 0) {
+		fprintf(stderr, "vfhealth-agent: --query '%s': not an endpoint\n", target);
+		return QUERY_ERROR;
+	}
+	k = agent_query(&ep, timeout_ns, -1, &st);
+	if (k == -EOPNOTSUPP) {
+		fprintf(stderr, "vfhealth-agent: %s: the agent does not implement GetGPUInitStatus\n",
+			target);
+		return QUERY_ERROR;
+	}
+	if (k < 0) {
+		fprintf(stderr, "vfhealth-agent: %s: %s\n", target, strerror(-k));
+		return QUERY_ERROR;
+	}
+	printf("%s\n", gpu_init_state_name(st.state));
+	if (st.message[0])
+		printf("%s\n", st.message);
+	fflush(stdout);
+	switch (st.state) {
+	case GPU_INIT_OK:
+		return QUERY_OK;
+	case GPU_INIT_FAILED:
+		return QUERY_FAILED;
+	default:
+		return QUERY_UNKNOWN;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "kmsg", required_argument, NULL, OPT_KMSG },
+		{ "sysfs-root", required_argument, NULL, OPT_SYSFS_ROOT },
+		{ "nvidia-smi", required_argument, NULL, OPT_NVIDIA_SMI },
+		{ "probe-interval", required_argument, NULL, OPT_PROBE_INTERVAL },
+		{ "probe-window", required_argument, NULL, OPT_PROBE_WINDOW },
+		{ "probe-timeout", required_argument, NULL, OPT_PROBE_TIMEOUT },
+		{ "client-timeout", required_argument, NULL, OPT_CLIENT_TIMEOUT },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "query", required_argument, NULL, OPT_QUERY },
+		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct agent_options o;
+	const char *query = NULL;
+	int64_t query_timeout_ns = QUERY_DEFAULT_TIMEOUT_NS;
+	bool timeout_given = false, agent_option_given = false;
+	int c, k;
+
+	agent_options_init(&o);
+	log_set_ident("vfhealth-agent");
+	while ((c = getopt_long(argc, argv, "l:fvhV", options, NULL)) != -1) {
+		if (c != OPT_QUERY && c != OPT_TIMEOUT && c != 'v' && c != 'h' && c != 'V')
+			agent_option_given = true;
+		switch (c) {
+		case 'l':
+			if (endpoint_parse_listen(optarg, &o.listen) < 0) {
+				fprintf(stderr,
+					"vfhealth-agent: --listen '%s': expected vsock:any[:PORT], "
+					"vsock:CID[:PORT] or unix:/PATH\n",
+					optarg);
+				return EXIT_FAILURE;
+			}
+			break;
+		case OPT_KMSG:
+			o.kmsg_path = optarg;
+			break;
+		case OPT_SYSFS_ROOT:
+			o.sysfs_root = optarg;
+			break;
+		case OPT_NVIDIA_SMI:
+			o.nvidia_smi = optarg;
+			break;
+		case OPT_PROBE_INTERVAL:
+			if (seconds_option("probe-interval", optarg, &o.probe_interval_ns) < 0)
+				return EXIT_FAILURE;
+			break;
+		case OPT_PROBE_WINDOW:
+			if (seconds_option("probe-window", optarg, &o.probe_window_ns) < 0)
+				return EXIT_FAILURE;
+			break;
+		case OPT_PROBE_TIMEOUT:
+			if (seconds_option("probe-timeout", optarg, &o.probe_timeout_ns) < 0)
+				return EXIT_FAILURE;
+			break;
+		case OPT_CLIENT_TIMEOUT:
+			if (seconds_option("client-timeout", optarg, &o.client_timeout_ns) < 0)
+				return EXIT_FAILURE;
+			break;
+		case 'f':
+			break; /* always in the foreground */
+		case 'v':
+			log_set_max_priority(LOG_DEBUG);
+			break;
+		case OPT_QUERY:
+			query = optarg;
+			break;
+		case OPT_TIMEOUT:
+			if (seconds_option("timeout", optarg, &query_timeout_ns) < 0)
+				return QUERY_ERROR;
+			timeout_given = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_SUCCESS;
+		case 'V':
+			printf("vfhealth-agent %s\n", VFHEALTH_VERSION);
+			return EXIT_SUCCESS;
+		default:
+			usage(stderr);
+			return EXIT_FAILURE;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "vfhealth-agent: unexpected argument '%s'\n", argv[optind]);
+		return query ? QUERY_ERROR : EXIT_FAILURE;
+	}
+	if (query) {
+		if (agent_option_given) {
+			fprintf(stderr, "vfhealth-agent: --query takes only --timeout\n");
+			return QUERY_ERROR;
+		}
+		return run_query(query, query_timeout_ns);
+	}
+	if (timeout_given) {
+		fprintf(stderr, "vfhealth-agent: --timeout belongs to --query\n");
+		return EXIT_FAILURE;
+	}
+
+	k = agent_run(&o);
+	return k < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}
