@@ -478,11 +478,19 @@ static void check_target(struct sentinel *s, const struct target *t)
 	rc = read_current_claim(s, t->claim.vf, t->claim.instance_id, current);
 	if (sentinel_revalidate(&t->claim, rc, current) == REVALIDATE_DROP) {
 		atomic_fetch_add(&s->reports_dropped, 1);
-		log_info("vf %s: claim changed during the poll (was %s claimed %s, now %s); %s answer "
-			 "dropped",
-			 t->claim.vf, t->claim.instance_id,
-			 t->claim.claimed_at[0] ? t->claim.claimed_at : "-",
-			 rc == 0 ? current->instance_id : strerror(-rc), check_result_name(result));
+		if (rc < 0)
+			/* EIO while the store is unavailable, typically: the next poll asks again. */
+			log_info("vf %s: cannot re-read the claim of %s: %s; %s answer dropped",
+				 t->claim.vf, t->claim.instance_id, strerror(-rc),
+				 check_result_name(result));
+		else
+			log_info("vf %s: claim changed during the poll (was %s claimed %s, now %s "
+				 "claimed %s); %s answer dropped",
+				 t->claim.vf, t->claim.instance_id,
+				 t->claim.claimed_at[0] ? t->claim.claimed_at : "-",
+				 current->instance_id,
+				 current->claimed_at[0] ? current->claimed_at : "-",
+				 check_result_name(result));
 		return;
 	}
 	if (atomic_load(&s->stopping_fast))

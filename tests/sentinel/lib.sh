@@ -16,6 +16,7 @@ set -euo pipefail
 T=$(mktemp -d /tmp/vfsentinel-test.XXXXXX)
 MNT=$T/mnt
 PIDS=()
+EXTRA_MOUNTS=() # unmounted at exit, after the daemon
 DAEMON_PID=
 
 skip() {
@@ -33,7 +34,7 @@ fail() {
 }
 
 cleanup() {
-	local pid
+	local pid m
 	for pid in "${PIDS[@]}"; do
 		kill "$pid" 2>/dev/null || true
 	done
@@ -44,6 +45,9 @@ cleanup() {
 	if grep -qF " $MNT " /proc/mounts; then
 		fusermount3 -uz "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
 	fi
+	for m in "${EXTRA_MOUNTS[@]}"; do
+		umount -l "$m" 2>/dev/null || true
+	done
 	if [[ -n ${VFSENTINEL_KEEP:-} ]]; then
 		echo "kept $T"
 	else
