@@ -83,6 +83,7 @@ if [[ -z $mount ]]; then
 fi
 
 children=()
+declare -A vmm_pid=()
 daemon_pid=
 cleaned=false
 cleanup() {
@@ -96,10 +97,16 @@ cleanup() {
 		kill -TERM "$daemon_pid" 2>/dev/null || true
 		deadline=$((SECONDS + 10))
 		while kill -0 "$daemon_pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
-		kill -KILL "$daemon_pid" 2>/dev/null || true
+		if kill -0 "$daemon_pid" 2>/dev/null; then
+			# A daemon that hangs on its own mount cannot even die: a forced
+			# unmount aborts the FUSE connection and frees it.
+			kill -KILL "$daemon_pid" 2>/dev/null || true
+			umount -f "$mount" 2>/dev/null || true
+		fi
 		wait "$daemon_pid" 2>/dev/null || true
 	fi
-	if mountpoint -q "$mount" 2>/dev/null; then
+	# mountpoint(1) would stat a dead mount; read the mount table instead.
+	if awk -v m="$mount" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo; then
 		fusermount3 -uz "$mount" 2>/dev/null || umount -l "$mount" 2>/dev/null || true
 	fi
 	if $own_workdir; then rm -rf -- "$workdir"; fi
@@ -173,7 +180,7 @@ start_guest() {
 	wait_for "$name's agent" 20 test -S "$g.sock"
 	"$test_vmm" --hvsock "$g.hv" --control "$g.ctl" --agent "unix:$g.sock" >>"$g.vmm.log" 2>&1 &
 	children+=("$!")
-	eval "vmm_pid_$name=\$!"
+	vmm_pid[$name]=$!
 	wait_for "$name's VMM" 20 test -S "$g.ctl" -a -S "$g.hv"
 	if [[ $kind == wedged ]]; then
 		# What the guest kernel logs when the VF is wedged (kernel facility,
@@ -193,8 +200,8 @@ assign() {
 
 # stop_guest NAME VF: the VM is gone: stop its VMM and release the claim.
 stop_guest() {
-	local name=$1 vf=$2 pid_var=vmm_pid_$1
-	kill -TERM "${!pid_var}" 2>/dev/null || true
+	local name=$1 vf=$2
+	kill -TERM "${vmm_pid[$name]}" 2>/dev/null || true
 	MOUNT=$mount "$examples/vmm/vfhealth-claim.sh" release "$vf" "$name"
 	echo "  $name stopped, $vf released"
 }

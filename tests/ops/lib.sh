@@ -72,15 +72,26 @@ start_vfhealthd() {
 	wait_for "vfhealthd to mount $vfhealthd_mount" 20 vfhealthd_ready
 }
 
+# is_mounted DIR: from the mount table (mountpoint(1) would stat a dead mount).
+is_mounted() {
+	awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo
+}
+
 stop_vfhealthd() {
 	[[ -n $vfhealthd_pid ]] || return 0
 	kill -TERM "$vfhealthd_pid" 2>/dev/null || true
 	local deadline=$((SECONDS + 15))
 	while kill -0 "$vfhealthd_pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
-	kill -KILL "$vfhealthd_pid" 2>/dev/null || true
+	if kill -0 "$vfhealthd_pid" 2>/dev/null; then
+		echo "vfhealthd did not stop on SIGTERM; killing it" >&2
+		kill -KILL "$vfhealthd_pid" 2>/dev/null || true
+		# A daemon blocked on its own mount cannot exit until the FUSE
+		# connection is aborted, which a forced unmount does.
+		umount -f "$vfhealthd_mount" 2>/dev/null || true
+	fi
 	wait "$vfhealthd_pid" 2>/dev/null || true
 	vfhealthd_pid=
-	if mountpoint -q "$vfhealthd_mount" 2>/dev/null; then
+	if is_mounted "$vfhealthd_mount"; then
 		fusermount3 -uz "$vfhealthd_mount" 2>/dev/null || umount -l "$vfhealthd_mount" || true
 	fi
 }
