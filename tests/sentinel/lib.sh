@@ -26,9 +26,17 @@ skip() {
 
 fail() {
 	echo "FAIL: $*" >&2
+	local log
+	for log in "$T"/*.log; do
+		[[ -f $log ]] || continue
+		if grep -q "ERROR: AddressSanitizer\|runtime error:" "$log"; then
+			echo "--- sanitizer report in $(basename "$log") ---" >&2
+			grep -A 24 "ERROR: AddressSanitizer\|runtime error:" "$log" | grep -v '^  0x\|^=>' >&2 || true
+		fi
+	done
 	if [[ -f $T/daemon.log ]]; then
-		echo "--- daemon log (last 60 lines) ---" >&2
-		tail -n 60 "$T/daemon.log" >&2 || true
+		echo "--- daemon log (last 40 lines) ---" >&2
+		tail -n 40 "$T/daemon.log" >&2 || true
 	fi
 	exit 1
 }
@@ -38,7 +46,16 @@ cleanup() {
 	for pid in "${PIDS[@]}"; do
 		kill "$pid" 2>/dev/null || true
 	done
+	# A process that ignores SIGTERM must not hang the test: SIGKILL after 5 s.
+	local deadline=$((SECONDS + 5))
 	for pid in "${PIDS[@]}"; do
+		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+			sleep 0.05
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "pid $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80)) ignored SIGTERM" >&2
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
 		wait "$pid" 2>/dev/null || true
 	done
 	# Also a mount whose daemon died (ENOTCONN), which mountpoint(1) misses.
@@ -217,7 +234,10 @@ agent_is() {
 # agent_fail NAME: feed one kernel NVRM failure record; wait until it shows.
 agent_fail() {
 	local name=$1
-	echo "3,$RANDOM,$((SECONDS * 1000000)),-;NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)" >"$T/$name.kmsg"
+	# Bounded: a FIFO write blocks until the agent has it open.
+	timeout 20 sh -c 'echo "$1" >"$2"' sh \
+		"3,$RANDOM,$((SECONDS * 1000000)),-;NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)" \
+		"$T/$name.kmsg" || fail "agent $name does not read its kmsg FIFO"
 	wait_for 20 "agent $name FAILED" agent_is "$name" failed
 }
 

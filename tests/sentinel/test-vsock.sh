@@ -28,7 +28,8 @@ VF=0000:41:00.4
 start_daemon --poll-interval 0.2 --poll-timeout 2 --no-reconcile
 register_vf "$VF"
 start_vmm ctl --never-answer # only its control socket matters
-echo "3,1,1,-;NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)" >"$T/g.kmsg"
+timeout 20 sh -c 'echo "3,1,1,-;NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)" >"$1"' \
+	sh "$T/g.kmsg" || fail "the agent does not read its kmsg FIFO"
 claim "$VF" vm-1 "agent=vsock:1:$PORT" "control=$T/ctl.ctl"
 wait_for 20 "tally 1 over AF_VSOCK" file_is "$MNT/$VF/tally" 1
 echo PASS
