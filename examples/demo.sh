@@ -129,7 +129,12 @@ bold=; plain=
 if [[ -t 1 ]]; then bold=$'\e[1m'; plain=$'\e[0m'; fi
 step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
 # show CMD...: print the command as an operator would type it, then run it.
-show() { printf '%s$ %s%s\n' "$bold" "$*" "$plain"; bash -c "$*" 2>&1 | sed 's/^/  /'; }
+show() {
+	local out
+	printf '%s$ %s%s\n' "$bold" "$*" "$plain"
+	out=$(bash -c "$*" 2>&1) || true
+	printf '%s\n' "${out:-(empty)}" | sed 's/^/  /'
+}
 
 # ---- vfhealthd -------------------------------------------------------------------
 
