@@ -1,0 +1,38 @@
+#!/bin/bash
+# On the real kernel: a line written to /dev/kmsg by userspace looks exactly
+# like the driver's, but the kernel files it under LOG_USER, so the agent
+# must judge it "not-kernel" and stay UNKNOWN.  Needs root (to write
+# /dev/kmsg); skips (77) otherwise.  Waits for the agent to log its verdict
+# on a marker record written after the NVRM line, never a blind sleep.
+#
+# usage: kmsg-real.sh AGENT
+set -eu
+AGENT=$1
+. "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" -eq 0 ] || skip "not root: cannot write /dev/kmsg"
+[ -r /dev/kmsg ] && [ -w /dev/kmsg ] || skip "/dev/kmsg not readable and writable"
+: > /dev/kmsg 2>/dev/null || skip "writes to /dev/kmsg refused"
+
+T=$(mktemp -d /tmp/vfh-agent-kmsg.XXXXXX)
+LOG=$T/agent.log
+AGENT_PID=
+trap 'if [ -n "$AGENT_PID" ]; then kill "$AGENT_PID"; wait "$AGENT_PID"; fi 2>/dev/null; rm -rf "$T"' EXIT
+mkdir -p "$T/sys/bus/pci/devices/0000:00:03.0"
+echo 0x10de > "$T/sys/bus/pci/devices/0000:00:03.0/vendor"
+MARK="vfhealth-kmsg-real-$$-$RANDOM"
+
+"$AGENT" -v --listen "unix:$T/agent.sock" --kmsg /dev/kmsg --sysfs-root "$T/sys" \
+	--nvidia-smi /bin/false --probe-window 0.1 </dev/null >/dev/null 2>"$LOG" &
+AGENT_PID=$!
+EP=unix:$T/agent.sock
+until_deadline 10 query_is "$EP" 2 || fail "agent never answered unknown (rc $Q_RC: $Q_OUT)"
+
+echo '<3>NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)' > /dev/kmsg
+echo "<3>$MARK" > /dev/kmsg
+until_deadline 10 logged "$MARK" || fail "the agent never read the marker record"
+grep -F "not-kernel: NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)" "$LOG" \
+	| grep -q "pri=11 " || fail "the NVRM line was not judged a LOG_USER record"
+query "$EP"
+[ "$Q_RC" -eq 2 ] || fail "a userspace NVRM line changed the state: rc $Q_RC: $Q_OUT"
+echo PASS
