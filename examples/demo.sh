@@ -115,11 +115,18 @@ trap cleanup EXIT
 trap 'echo; echo "demo: stopping"; exit 130' INT
 trap 'exit 143' TERM
 
+daemon_died() {
+	echo "demo: vfhealthd died; the end of $workdir/vfhealthd.log:" >&2
+	tail -n 40 "$workdir/vfhealthd.log" >&2
+	exit 1
+}
+
 # wait_for DESCRIPTION SECONDS COMMAND...: until COMMAND succeeds.
 wait_for() {
 	local what=$1 deadline=$((SECONDS + $2))
 	shift 2
 	until "$@"; do
+		[[ -z $daemon_pid ]] || kill -0 "$daemon_pid" 2>/dev/null || daemon_died
 		((SECONDS < deadline)) || { echo "demo: timed out waiting for $what" >&2; exit 1; }
 		sleep 0.05
 	done
@@ -143,10 +150,7 @@ mkdir -p -- "$mount"
 "$vfhealthd" -f --db "$workdir/vfhealth.db" --threshold 2 \
 	--poll-interval "$poll_interval" --poll-timeout 2 "$mount" >>"$workdir/vfhealthd.log" 2>&1 &
 daemon_pid=$!
-mounted() {
-	kill -0 "$daemon_pid" 2>/dev/null || { echo "demo: vfhealthd exited:" >&2; tail -n 20 "$workdir/vfhealthd.log" >&2; exit 1; }
-	[[ -e $mount/status ]]
-}
+mounted() { [[ -e $mount/status ]]; }
 wait_for "vfhealthd to mount" 20 mounted
 echo "  vfhealthd runs as pid $daemon_pid; its log is $workdir/vfhealthd.log"
 
@@ -255,6 +259,7 @@ step "Metrics (Prometheus text, for node_exporter's textfile collector)"
 show "grep -E '^vfhealth_(vfs|quarantined_vfs|store_unavailable|breaker_engaged|sentinel_init_failures_total|sentinel_quarantines_total|sentinel_checks_total)' $mount/metrics"
 
 # The check --once (and the test) relies on: exactly the wedged VF.
+kill -0 "$daemon_pid" 2>/dev/null || daemon_died
 if [[ $(cat "$mount/quarantined") != "$wedged" ]]; then
 	echo "demo: FAILED: quarantined is '$(cat "$mount/quarantined")', want $wedged" >&2
 	exit 1

@@ -127,20 +127,19 @@ if command -v systemd-analyze >/dev/null; then
 		[[ -f $u ]] || continue
 		sed -e "s|=\(-\?\)$prefix/|=\1$dest$prefix/|g" "$u" > "$ops_tmp/verify/$(basename -- "$u")"
 	done
-	# The path unit and timer refer to their services by name: verify them together.
-	if out=$(cd "$ops_tmp/verify" && SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no -- ./*.service ./*.path ./*.timer 2>&1); then
-		echo "ok   systemd-analyze verify"
+	# The path unit and timer refer to their services by name: verify them
+	# together.  verify exits 0 on unknown keys and bad values and only
+	# prints them: any line it prints is a failure, except what this
+	# machine lacks (a container without PID 1 systemd has no sysinit.target).
+	out=$(cd "$ops_tmp/verify" && SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no -- ./*.service ./*.path ./*.timer 2>&1) || true
+	bad=$(grep -v -E -e 'Unit (sysinit|basic|shutdown|local-fs|multi-user|timers)\.target not found' \
+		-e 'Failed to read .container of PID 1' -e 'PR_SET_MM' <<<"$out" || true)
+	if [[ -n $bad ]]; then
+		echo "FAIL systemd-analyze verify:" >&2
+		echo "$bad" >&2
+		errors=$((errors + 1))
 	else
-		# Units this container lacks (sysinit.target, ...) are not our fault.
-		bad=$(grep -v -E -e 'Unit (sysinit|basic|shutdown|local-fs|multi-user|timers)\.target not found' \
-			-e 'Failed to read .container of PID 1' -e 'PR_SET_MM' <<<"$out" || true)
-		if [[ -n $bad ]]; then
-			echo "FAIL systemd-analyze verify:" >&2
-			echo "$bad" >&2
-			errors=$((errors + 1))
-		else
-			echo "ok   systemd-analyze verify (ignored what this machine lacks: $(wc -l <<<"$out") lines)"
-		fi
+		echo "ok   systemd-analyze verify"
 	fi
 else
 	echo "note: systemd-analyze not available, units not verified"
