@@ -56,6 +56,9 @@
 
 enum { POLL_SIGNAL, POLL_LISTEN, POLL_KMSG, POLL_FIXED };
 
+/* How long to stop accepting after running out of descriptors or memory. */
+#define ACCEPT_PAUSE_NS (100 * 1000000LL)
+
 struct conn {
 	int fd; /* -1: free slot */
 	int64_t deadline_ns;
@@ -80,6 +83,10 @@ struct agent {
 
 	struct conn *conns;
 	unsigned n_conns;
+	/* accept failed for lack of descriptors: the listen socket stays
+	 * readable, so leave it out of the poll set until then (no spin) */
+	int64_t accept_paused_until_ns;
+	bool kmsg_open_failed; /* warn once per streak of failed opens */
 	bool stop;
 };
 
@@ -182,9 +189,13 @@ static void accept_clients(struct agent *a, int64_t now)
 			continue;
 		fd = accept4(a->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-			    errno != ECONNABORTED)
-				log_debug("accept: %s", strerror(errno)); /* EMFILE and kin: poll again later */
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				log_warn("accept: %s; pausing for %lldms", strerror(errno),
+					 (long long)(ACCEPT_PAUSE_NS / 1000000));
+				a->accept_paused_until_ns = now + ACCEPT_PAUSE_NS;
+			} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+				   errno != ECONNABORTED)
+				log_debug("accept: %s", strerror(errno));
 			return;
 		}
 		memset(c, 0, sizeof(*c));
@@ -294,11 +305,16 @@ static void kmsg_try_open(struct agent *a, int64_t now)
 	int k = kmsg_reader_open(&a->kmsg);
 
 	if (k < 0) {
-		log_warn("kmsg: cannot open %s: %s; retrying in %llds", a->kmsg.path, strerror(-k),
-			 (long long)(AGENT_KMSG_REOPEN_NS / 1000000000LL));
+		log_msg(a->kmsg_open_failed ? LOG_DEBUG : LOG_WARNING,
+			"kmsg: cannot open %s: %s; retrying every %llds", a->kmsg.path, strerror(-k),
+			(long long)(AGENT_KMSG_REOPEN_NS / 1000000000LL));
+		a->kmsg_open_failed = true;
 		a->kmsg_reopen_ns = now + AGENT_KMSG_REOPEN_NS;
 		return;
 	}
+	if (a->kmsg_open_failed)
+		log_info("kmsg: %s open again", a->kmsg.path);
+	a->kmsg_open_failed = false;
 	a->kmsg_reopen_ns = INT64_MAX;
 	log_debug("kmsg: reading %s (%s)", a->kmsg.path, a->kmsg.lines ? "lines" : "records");
 }
@@ -407,6 +423,8 @@ static int64_t next_wakeup(const struct agent *a)
 		t = MIN(t, a->kmsg_reopen_ns);
 	if (a->probe_on)
 		t = MIN(t, probe_next_wakeup(&a->probe));
+	if (a->accept_paused_until_ns > 0)
+		t = MIN(t, a->accept_paused_until_ns);
 	for (unsigned i = 0; i < a->o->max_clients; i++)
 		if (a->conns[i].fd >= 0)
 			t = MIN(t, a->conns[i].deadline_ns);
@@ -434,8 +452,11 @@ static void agent_loop(struct agent *a, struct pollfd *pfd)
 		int n;
 
 		pfd[POLL_SIGNAL] = (struct pollfd){ .fd = a->signal_fd, .events = POLLIN };
+		if (a->accept_paused_until_ns > 0 && now >= a->accept_paused_until_ns)
+			a->accept_paused_until_ns = 0;
 		pfd[POLL_LISTEN] = (struct pollfd){
-			.fd = a->n_conns < max ? a->listen_fd : -1, .events = POLLIN
+			.fd = (a->n_conns < max && !a->accept_paused_until_ns) ? a->listen_fd : -1,
+			.events = POLLIN
 		};
 		pfd[POLL_KMSG] = (struct pollfd){ .fd = a->kmsg_on ? a->kmsg.fd : -1, .events = POLLIN };
 		for (unsigned i = 0; i < max; i++) {

@@ -3,6 +3,14 @@
  * (exit 77) where this machine has no vsock transport that can carry a
  * connection to itself: a plain blocking connect is tried first, outside the
  * code under test, to tell "no facility" from "client bug". */
+/*
+ * Design notes
+ *
+ * Threads: main (the client) and one server thread that accepts two
+ * connections (the facility probe's and the query's).  Locks: none; the
+ * listening fd is set before the thread starts.  Shutdown: the server
+ * returns after its second connection; main joins it after the query.
+ */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>

@@ -3,6 +3,17 @@
  * thread): a plain agent, and a fake VMM for hybrid vsock that checks the
  * "CONNECT PORT\n" line before it plays agent.  Each misbehaviour must map
  * to the errno client.h promises, within the deadline. */
+/*
+ * Design notes
+ *
+ * Threads: each test runs in its own Check fork; a test that needs a peer
+ * starts one fake-peer thread (fake_serve) that accepts exactly one
+ * connection, plays its script and returns.  Locks: none; the thread writes
+ * f->handshake and f->method, which the test reads only after
+ * pthread_join.  Shutdown: peers that stall wait for the client's EOF (the
+ * client closes on its deadline), so every join is bounded by the query's
+ * deadline.
+ */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
