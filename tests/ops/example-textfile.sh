@@ -31,13 +31,29 @@ grep -qx 'vfhealth_vfs 2' "$prom" || fail "the copy was not refreshed"
 
 if command -v prometheus-node-exporter >/dev/null || command -v node_exporter >/dev/null; then
 	ne=$(command -v prometheus-node-exporter || command -v node_exporter)
-	port=$((20000 + RANDOM % 20000))
-	"$ne" --web.listen-address="127.0.0.1:$port" --collector.disable-defaults \
-		--collector.textfile --collector.textfile.directory="$dir" >"$ops_tmp/ne.log" 2>&1 &
-	ne_pid=$!
-	ops_cleanup_hooks+=("kill $ne_pid 2>/dev/null")
 	scraped() { curl -sf "http://127.0.0.1:$port/metrics" > "$ops_tmp/scrape" && grep -q '^vfhealth_vfs 2$' "$ops_tmp/scrape"; }
-	wait_for "node_exporter to serve vfhealth_vfs" 20 scraped
+	ne_serving() {
+		scraped && return 0
+		kill -0 "$ne_pid" 2>/dev/null && return 1
+		return 2 # exited: most likely the port was taken
+	}
+	served=false
+	for _ in 1 2 3; do
+		port=$((20000 + RANDOM % 20000))
+		"$ne" --web.listen-address="127.0.0.1:$port" --collector.disable-defaults \
+			--collector.textfile --collector.textfile.directory="$dir" >"$ops_tmp/ne.log" 2>&1 &
+		ne_pid=$!
+		ops_cleanup_hooks+=("kill $ne_pid 2>/dev/null")
+		deadline=$((SECONDS + 20))
+		while ((SECONDS < deadline)); do
+			rc=0; ne_serving || rc=$?
+			((rc == 1)) || break
+			sleep 0.05
+		done
+		if ((rc == 0)); then served=true; break; fi
+		kill "$ne_pid" 2>/dev/null || true
+	done
+	$served || fail "node_exporter did not serve vfhealth_vfs: $(tail -n 5 "$ops_tmp/ne.log")"
 	echo "ok   node_exporter's textfile collector serves the vfhealth series"
 else
 	echo "note: node_exporter not installed; the collector itself was not run"
