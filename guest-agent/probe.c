@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "proto/cleanup.h"
 #include "proto/log.h"
+#include "proto/parse.h"
 
 extern char **environ;
 
@@ -191,12 +193,33 @@ int probe_step(struct probe *p, int64_t now_ns)
 
 void probe_stop(struct probe *p)
 {
+	int64_t end = monotonic_ns() + PROBE_STOP_WAIT_NS;
+	sigset_t chld, old;
+	pid_t r;
+
 	if (p->pid <= 0)
 		return;
+	/* Wait for SIGCHLD rather than polling; blocking it first means one
+	 * that arrives between waitpid and sigtimedwait is not lost. */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
 	kill(-p->pid, SIGKILL);
 	kill(p->pid, SIGKILL);
-	while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR)
-		;
+	while ((r = waitpid(p->pid, NULL, WNOHANG)) == 0 || (r < 0 && errno == EINTR)) {
+		int64_t left = end - monotonic_ns();
+		struct timespec ts = { .tv_sec = left / 1000000000, .tv_nsec = left % 1000000000 };
+
+		if (left <= 0) {
+			/* SIGKILL waits for the child to leave the kernel; a
+			 * probe stuck in the driver may never.  Do not hang. */
+			log_warn("probe: pid %d did not die within %.1fs; leaving it", (int)p->pid,
+				 (double)PROBE_STOP_WAIT_NS / 1e9);
+			break;
+		}
+		sigtimedwait(&chld, NULL, &ts);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	p->pid = 0;
 	p->killed = false;
 }

@@ -23,6 +23,8 @@
 #define PROBE_DEFAULT_INTERVAL_NS (15 * 1000000000LL)
 #define PROBE_DEFAULT_WINDOW_NS (600 * 1000000000LL)
 #define PROBE_DEFAULT_TIMEOUT_NS (30 * 1000000000LL)
+/* probe_stop waits this long for a killed attempt to be reaped. */
+#define PROBE_STOP_WAIT_NS (2 * 1000000000LL)
 
 struct probe {
 	char *path; /* nvidia-smi */
@@ -53,7 +55,9 @@ int64_t probe_next_wakeup(const struct probe *p);
  * the next interval. */
 int probe_step(struct probe *p, int64_t now_ns);
 
-/* Kill and reap a running attempt (shutdown); blocks until it is reaped. */
+/* Kill and reap a running attempt (shutdown).  Blocks until it is reaped,
+ * at most PROBE_STOP_WAIT_NS: a child stuck in the kernel cannot die, and
+ * shutdown must not hang on it. */
 void probe_stop(struct probe *p);
 
 /* Find nvidia-smi: `override` when given (must be executable), else the

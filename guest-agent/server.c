@@ -117,11 +117,12 @@ static int remove_stale_socket(const char *path)
 		return errno == ENOENT ? 0 : negative_errno();
 	if (!S_ISSOCK(st.st_mode))
 		return -EEXIST;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* non-blocking: a live agent with a full backlog must not stall us */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return negative_errno();
 	strcpy(sun.sun_path, path);
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0)
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0 || errno == EAGAIN)
 		return -EADDRINUSE;
 	if (errno != ECONNREFUSED)
 		return negative_errno();

@@ -84,6 +84,12 @@ after=$(ctxt_switches "$AGENT_PID")
 echo "idle agent: $((after - before)) context switches in 1 s"
 [ "$((after - before))" -le 1 ] || fail "idle agent woke up $((after - before)) times in 1 s"
 
+echo "== a second agent on the same socket refuses to start"
+rc=0; "$AGENT" --listen "unix:$T/agent.sock" --sysfs-root "$T" 2>"$T/second.log" </dev/null || rc=$?
+[ "$rc" -eq 1 ] && grep -q "Address already in use" "$T/second.log" ||
+	fail "second agent: rc $rc: $(cat "$T/second.log")"
+query "$EP"; [ "$Q_RC" -eq 0 ] || fail "first agent disturbed: rc $Q_RC"
+
 echo "== hostile clients"
 "$PEER" abuse "$T/agent.sock" "$AGENT_PID" 1 || fail "agent did not hold up"
 kill -0 "$AGENT_PID" || fail "agent died"
@@ -106,6 +112,14 @@ rc=0; wait "$AGENT_PID" || rc=$?
 AGENT_PID=
 [ "$rc" -eq 0 ] || fail "agent exited $rc on SIGTERM"
 [ ! -e "$T/agent.sock" ] || fail "socket left behind"
+
+echo "== a socket left by a killed agent is replaced"
+"$AGENT" --listen "unix:$T/agent.sock" --sysfs-root "$T" </dev/null >/dev/null 2>&1 &
+AGENT_PID=$!
+until_deadline 10 query_is "$EP" 2 || fail "agent did not start"
+kill -KILL "$AGENT_PID"; wait "$AGENT_PID" || true
+AGENT_PID=
+[ -S "$T/agent.sock" ] || fail "expected a stale socket"
 
 echo "== no NVIDIA device: always unknown, even with a failure in the log"
 rm "$T/sys/bus/pci/devices/0000:00:03.0/vendor"
