@@ -13,13 +13,24 @@
  *       an oversized frame, 100 slow-loris connections (the agent must cap
  *       its descriptors and still answer a real query once its per-client
  *       deadline frees slots).  Exit 0 when the agent held up.
+ *   agent-peer concurrent AGENT_PATH THREADS
+ *       THREADS threads call agent_query on the agent at once (the way the
+ *       sentinel does); all must get the same answer.
  *   agent-peer vsock-loopback
  *       Exit 0 when this machine can connect to itself over AF_VSOCK, 77 if
  *       not (so the vsock tests skip instead of failing).
+ *
+ * Design notes
+ *
+ * Threads: only `concurrent` starts any: CONCURRENT_MAX workers, each doing
+ * one agent_query into its own slot of an array; main joins them all.
+ * Locks: none (no shared writes; the endpoint is read-only).  Shutdown:
+ * every query has its own deadline, so every join is bounded.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +250,52 @@ static int run_abuse(const char *path, const char *pid, const char *client_timeo
 	return 0;
 }
 
+#define CONCURRENT_MAX 256
+
+struct worker {
+	pthread_t thread;
+	const struct endpoint *ep;
+	struct agent_status st;
+	int result;
+};
+
+static void *worker_query(void *arg)
+{
+	struct worker *w = arg;
+
+	w->result = agent_query(w->ep, 10 * SEC, -1, &w->st);
+	return NULL;
+}
+
+static int run_concurrent(const char *path, const char *threads)
+{
+	static struct worker workers[CONCURRENT_MAX];
+	struct endpoint ep;
+	char ep_text[ENDPOINT_STRING_MAX];
+	uint64_t n;
+
+	CHECK(parse_uint64(threads, 1, CONCURRENT_MAX, &n) == 0, "bad thread count");
+	snprintf(ep_text, sizeof(ep_text), "unix:%s", path);
+	CHECK(endpoint_parse(ep_text, &ep) == 0, "bad endpoint");
+	for (uint64_t i = 0; i < n; i++) {
+		workers[i].ep = &ep;
+		CHECK(pthread_create(&workers[i].thread, NULL, worker_query, &workers[i]) == 0,
+		      "pthread_create");
+	}
+	for (uint64_t i = 0; i < n; i++)
+		pthread_join(workers[i].thread, NULL);
+	for (uint64_t i = 0; i < n; i++) {
+		CHECK(workers[i].result == 0, "query %llu: %s", (unsigned long long)i,
+		      strerror(-workers[i].result));
+		CHECK(workers[i].st.state == workers[0].st.state &&
+			      strcmp(workers[i].st.message, workers[0].st.message) == 0,
+		      "query %llu answered differently", (unsigned long long)i);
+	}
+	printf("concurrent: %llu queries answered %s\n", (unsigned long long)n,
+	       gpu_init_state_name(workers[0].st.state));
+	return 0;
+}
+
 static int run_vsock_loopback(void)
 {
 	struct sockaddr_vm addr = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY,
@@ -268,6 +325,8 @@ int main(int argc, char **argv)
 		return run_vmm(argv[2], argv[3], argv[4]);
 	if (argc == 5 && strcmp(argv[1], "abuse") == 0)
 		return run_abuse(argv[2], argv[3], argv[4]);
+	if (argc == 4 && strcmp(argv[1], "concurrent") == 0)
+		return run_concurrent(argv[2], argv[3]);
 	if (argc == 2 && strcmp(argv[1], "vsock-loopback") == 0)
 		return run_vsock_loopback();
 	fprintf(stderr, "usage: agent-peer vmm|abuse|vsock-loopback ...\n");

@@ -54,6 +54,9 @@ until_deadline 10 logged "marker-user" || fail "record never consumed"
 logged "pri=11 not-kernel" || fail "userspace record not judged not-kernel"
 query "$EP"; [ "$Q_RC" -eq 2 ] || fail "userspace record changed the state: $Q_OUT"
 
+echo "== many clients at once (more than the 64 slots), as the sentinel's pool"
+"$PEER" concurrent "$T/agent.sock" 100 || fail "concurrent queries"
+
 echo "== kernel record (KERN_CONT flag, dictionary line) -> failed"
 printf '4,1227,87669726564,c;%s\n SUBSYSTEM=pci\n DEVICE=+pci:0000:00:03.0\n' "$NVRM" >&3
 until_deadline 10 query_is "$EP" 1 || fail "never failed (rc $Q_RC: $Q_OUT)"
