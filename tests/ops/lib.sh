@@ -29,7 +29,19 @@ ops_cleanup() {
 	local hook
 	for hook in "${ops_cleanup_hooks[@]}"; do eval "$hook" || true; done
 	stop_vfhealthd || true
+	# Never descend into a mount left behind: a hung one would hang rm.
+	detach_mounts_under "$ops_tmp"
 	rm -rf -- "$ops_tmp"
+}
+
+# detach_mounts_under DIR: abort and detach every mount below DIR (a forced
+# unmount aborts a FUSE connection, so nothing stays blocked on it).
+detach_mounts_under() {
+	local m
+	while IFS= read -r m; do
+		umount -f "$m" 2>/dev/null || true
+		fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+	done < <(awk -v d="$1/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo)
 }
 trap ops_cleanup EXIT
 
