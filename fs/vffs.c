@@ -578,6 +578,8 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct vffs *fs = req_fs(req);
 	struct dirhandle *d = (struct dirhandle *)(uintptr_t)fi->fh;
+	_cleanup_free_ char *reply = NULL;
+	size_t len = 0;
 
 	pthread_mutex_lock(&d->lock);
 	if (off == 0 || !d->buf) {
@@ -598,11 +600,18 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		d->buf = b.buf;
 		d->size = b.size;
 	}
-	if ((size_t)off < d->size)
-		fuse_reply_buf(req, d->buf + off, MIN(d->size - (size_t)off, size));
-	else
-		fuse_reply_buf(req, NULL, 0);
+	if ((size_t)off < d->size) {
+		len = MIN(d->size - (size_t)off, size);
+		reply = malloc(len);
+		if (reply)
+			memcpy(reply, d->buf + off, len);
+	}
 	pthread_mutex_unlock(&d->lock);
+	/* From a copy, as in op_read: releasedir may follow the reply at once. */
+	if (len && !reply)
+		fuse_reply_err(req, ENOMEM);
+	else
+		fuse_reply_buf(req, reply, len);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -754,18 +763,29 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct vffs *fs = req_fs(req);
 	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
+	_cleanup_free_ char *reply = NULL;
+	size_t len = 0;
 	int r = 0;
 
 	pthread_mutex_lock(&h->lock);
 	if (off == 0 || !h->rendered)
 		r = handle_render(fs, h);
+	if (r == 0 && (size_t)off < h->snapshot_len) {
+		len = MIN(h->snapshot_len - (size_t)off, size);
+		reply = malloc(len);
+		if (reply)
+			memcpy(reply, h->snapshot + off, len);
+		else
+			r = -ENOMEM;
+	}
+	pthread_mutex_unlock(&h->lock);
+	/* Reply from a copy, after letting go of the handle: the reader may
+	 * close the file (and another worker free the handle) as soon as the
+	 * kernel has the reply. */
 	if (r < 0)
 		fuse_reply_err(req, -r);
-	else if ((size_t)off < h->snapshot_len)
-		fuse_reply_buf(req, h->snapshot + off, MIN(h->snapshot_len - (size_t)off, size));
 	else
-		fuse_reply_buf(req, NULL, 0);
-	pthread_mutex_unlock(&h->lock);
+		fuse_reply_buf(req, reply, len);
 }
 
 static int claim_write(struct vffs *fs, struct vhandle *h, char *command)
@@ -927,6 +947,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	}
 	h = handle_new(fs, child);
 	if (!h) {
+		/* The caller sees a failure: do not leave the claim behind. */
+		store_release(fs->store, child->claim.vf, child->claim.instance_id);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
