@@ -264,9 +264,12 @@ static void split_lines(struct kmsg_reader *r, kmsg_record_fn fn, void *userdata
 	memmove(r->buf, r->buf + start, r->buf_len - start);
 	r->buf_len -= start;
 	if (r->buf_len == KMSG_LINE_MAX) {
-		/* No newline in a full buffer: drop this line up to its end. */
-		r->dropped_lines++;
-		log_warn("kmsg: dropped a line longer than %d bytes", KMSG_LINE_MAX);
+		/* No newline in a full buffer: drop this line up to its end,
+		 * counted once however many buffers it spans. */
+		if (!r->discarding) {
+			r->dropped_lines++;
+			log_warn("kmsg: dropped a line longer than %d bytes", KMSG_LINE_MAX);
+		}
 		r->discarding = true;
 		r->buf_len = 0;
 	}

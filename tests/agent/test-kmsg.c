@@ -166,13 +166,17 @@ START_TEST(test_reader_regular_file)
 	_cleanup_close_ int fd = mkstemp(path);
 	struct kmsg_reader *r = malloc(sizeof(*r));
 	struct collected c = { 0 };
-	_cleanup_free_ char *huge = malloc(KMSG_LINE_MAX + 100);
+	/* longer than three buffers: still one dropped line */
+	size_t huge_len = 3 * KMSG_LINE_MAX + 100;
+	_cleanup_free_ char *huge = malloc(huge_len);
 
 	ck_assert_int_ge(fd, 0);
-	memset(huge, 'h', KMSG_LINE_MAX + 99);
-	huge[KMSG_LINE_MAX + 99] = '\n';
+	memset(huge, 'h', huge_len - 1);
+	memcpy(huge + KMSG_LINE_MAX, "\n3,9,9,-;inside an overlong line", 30);
+	huge[KMSG_LINE_MAX] = 'h';
+	huge[huge_len - 1] = '\n';
 	ck_assert_int_eq(write(fd, "3,1,1,-;first\n SUBSYSTEM=pci\n", 29), 29);
-	ck_assert_int_eq(write(fd, huge, KMSG_LINE_MAX + 100), KMSG_LINE_MAX + 100);
+	ck_assert_int_eq(write(fd, huge, huge_len), (ssize_t)huge_len);
 	ck_assert_int_eq(write(fd, "3,2,2,-;after\n\n3,3,3,-;last", 27), 27);
 
 	ck_assert_int_eq(kmsg_reader_init(r, path), 0);
