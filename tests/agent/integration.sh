@@ -27,6 +27,29 @@ trap cleanup EXIT
 
 NVRM='NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)'
 
+echo "== command line: bad input is refused with a message"
+expect_rc() { # RC PATTERN ARGS...: exit status and a word of the message
+	local want=$1 pattern=$2 rc=0 out; shift 2
+	out=$("$AGENT" "$@" 2>&1 </dev/null) || rc=$?
+	[ "$rc" -eq "$want" ] || fail "'$*' exited $rc, want $want: $out"
+	grep -q -- "$pattern" <<<"$out" || fail "'$*' said '$out', want /$pattern/"
+}
+expect_rc 0 "Usage" --help
+expect_rc 0 "vfhealth-agent [0-9]" --version
+expect_rc 1 "probe-interval" --probe-interval 0
+expect_rc 1 "probe-window" --probe-window 1x
+expect_rc 1 "probe-timeout" --probe-timeout -1
+expect_rc 1 "--listen" --listen hvsock:/run/vm.sock
+expect_rc 1 "--listen" --listen unix:relative
+expect_rc 1 "nvidia-smi" --listen "unix:$T/x.sock" --nvidia-smi "$T/none"
+expect_rc 3 "not an endpoint" --query vsock:any
+expect_rc 3 "only --timeout" --query unix:/x --kmsg /dev/null
+expect_rc 3 "timeout" --query unix:/x --timeout 0
+expect_rc 3 "No such file" --query "unix:$T/none.sock"
+expect_rc 1 "belongs to --query" --timeout 1
+expect_rc 1 "unexpected argument" stray
+[ ! -e "$T/x.sock" ] || fail "a refused start left a socket"
+
 mkdir -p "$T/sys/bus/pci/devices/0000:00:03.0" "$T/sys/bus/pci/devices/0000:00:01.0"
 echo 0x8086 > "$T/sys/bus/pci/devices/0000:00:01.0/vendor"
 echo 0x10de > "$T/sys/bus/pci/devices/0000:00:03.0/vendor"
