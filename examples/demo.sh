@@ -63,6 +63,11 @@ for b in "$vfhealthd" "$agent" "$test_vmm"; do
 done
 [[ -c /dev/fuse && -r /dev/fuse && -w /dev/fuse ]] || die "this machine cannot mount FUSE (/dev/fuse)"
 command -v fusermount3 >/dev/null || die "fusermount3 is missing (Debian: fuse3)"
+# vfhealthd mounts with allow_other, which FUSE grants a non-root user only
+# with user_allow_other in /etc/fuse.conf.
+if [[ $(id -u) != 0 ]] && ! grep -qs '^[[:space:]]*user_allow_other' /etc/fuse.conf; then
+	die "run as root (vfhealthd mounts with allow_other), or enable user_allow_other in /etc/fuse.conf"
+fi
 
 # ---- work directory, cleanup -------------------------------------------------
 
