@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for the parts of libvffs that need no mount: the virtual file
+ * tables (vfiles.c), the assignment parser, and the notifier's mapping,
+ * coalescing and poll bookkeeping (notify.c) against a real store.
+ */
+#include <check.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs/notify.h"
+#include "fs/store.h"
+#include "fs/vfiles.h"
+#include "proto/cleanup.h"
+#include "proto/parse.h"
+
+/* -- the tables ---------------------------------------------------------------- */
+
+static void check_table(const struct vfile *table, int count)
+{
+	for (int i = 0; i < count; i++) {
+		const struct vfile *f = &table[i];
+
+		ck_assert_ptr_nonnull(f->name);
+		ck_assert_int_eq(vfile_find(table, count, f->name), i); /* names are unique */
+		if (f->flags & VFILE_DIR) {
+			ck_assert(f->render == NULL);
+			ck_assert(f->write == NULL);
+			ck_assert_int_eq(f->mode, 0775);
+			continue;
+		}
+		/* Writable by owner and group exactly when there is a write handler. */
+		ck_assert_int_eq(f->mode, f->write ? 0664 : 0444);
+		/* Something to read: rendered content or the last write's outcome. */
+		ck_assert(f->render || (f->flags & VFILE_OUTCOME));
+		/* Outcome files change only through their own handle. */
+		ck_assert(!((f->flags & VFILE_OUTCOME) && (f->flags & VFILE_NOTIFY)));
+	}
+	ck_assert_int_eq(vfile_find(table, count, "nonexistent"), -1);
+	ck_assert_int_eq(vfile_find(table, count, ""), -1);
+}
+
+START_TEST(test_tables)
+{
+	check_table(top_files, TOP_FILE_COUNT);
+	check_table(vf_files, VF_FILE_COUNT);
+	ck_assert_str_eq(top_files[TOP_THRESHOLD].name, "threshold");
+	ck_assert_str_eq(vf_files[VF_REPORT].name, "report");
+	ck_assert(!(top_files[TOP_METRICS].flags & VFILE_NOTIFY)); /* never notified */
+	ck_assert(vf_files[VF_ASSIGNMENTS].flags & VFILE_DIR);
+}
+END_TEST
+
+/* -- assignment files ------------------------------------------------------------ */
+
+static struct store_claim *sample_claim(void)
+{
+	struct store_claim *c = calloc(1, sizeof(*c));
+
+	ck_assert_ptr_nonnull(c);
+	strcpy(c->vf, "0000:41:00.4");
+	strcpy(c->instance_id, "vm-1");
+	strcpy(c->claimed_at, "2026-11-29T07:00:00.000000000Z");
+	c->id = 7;
+	return c;
+}
+
+static int parse(const struct store_claim *cur, const char *text, bool first,
+		 struct store_claim *ret)
+{
+	char buf[VFILE_COMMAND_MAX + 1];
+
+	snprintf(buf, sizeof(buf), "%s", text);
+	return claim_parse_update(cur, buf, first, ret);
+}
+
+START_TEST(test_claim_parse)
+{
+	_cleanup_free_ struct store_claim *cur = sample_claim();
+	_cleanup_free_ struct store_claim *out = malloc(sizeof(*out));
+	_cleanup_free_ struct store_claim *untouched = malloc(sizeof(*untouched));
+
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "agent=vsock:3\ncontrol=/run/vm.sock\npid=%d", (int)getpid());
+	ck_assert_int_eq(parse(cur, cmd, false, out), 0);
+	ck_assert_str_eq(out->agent, "vsock:3:2222");
+	ck_assert_str_eq(out->control, "/run/vm.sock");
+	ck_assert_int_eq(out->pid, getpid());
+	ck_assert_uint_gt(out->pid_starttime, 0); /* our own start time, from /proc */
+	ck_assert_str_eq(out->claimed_at, cur->claimed_at);
+	ck_assert_uint_eq(out->id, 7);
+
+	/* empty values unset */
+	*cur = *out;
+	ck_assert_int_eq(parse(cur, "agent=\ncontrol=\npid=\n", false, out), 0);
+	ck_assert_str_eq(out->agent, "");
+	ck_assert_str_eq(out->control, "");
+	ck_assert_int_eq(out->pid, 0);
+	ck_assert_uint_eq(out->pid_starttime, 0);
+
+	/* claimed_at: equal spellings always, a new value only on the first write */
+	ck_assert_int_eq(parse(cur, "claimed_at=2026-11-29T07:00:00Z", false, out), 0);
+	ck_assert_int_eq(parse(cur, "claimed_at=2026-11-29T07:00:01Z", false, out), -EINVAL);
+	ck_assert_int_eq(parse(cur, "claimed_at=2026-11-29T07:00:01.5Z", true, out), 0);
+	ck_assert_str_eq(out->claimed_at, "2026-11-29T07:00:01.500000000Z");
+
+	static const char *const bad[] = {
+		"agent=tcp:1.2.3.4", "agent=vsock:", "agent=unix:rel", "control=rel",
+		"control=/" "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+		"control=/a\tb", "pid=0", "pid=-1", "pid=4194305", "pid=1x", "nokey",
+		"=v", "bogus=1", "agent=vsock:3\nagent=vsock:4", "claimed_at=",
+		"claimed_at=2026-02-30T00:00:00Z", "Agent=vsock:3",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		memset(untouched, 0xa5, sizeof(*untouched));
+		memcpy(out, untouched, sizeof(*out));
+		ck_assert_msg(parse(cur, bad[i], true, out) == -EINVAL, "accepted: %s", bad[i]);
+		ck_assert_msg(memcmp(out, untouched, sizeof(*out)) == 0, "changed by: %s", bad[i]);
+	}
+}
+END_TEST
+
+START_TEST(test_claim_render)
+{
+	_cleanup_free_ struct store_claim *c = sample_claim();
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out;
+
+	out = open_memstream(&text, &len);
+	claim_render(c, out);
+	fclose(out);
+	ck_assert_str_eq(text, "claimed_at=2026-11-29T07:00:00.000000000Z\nagent=\ncontrol=\npid=\n");
+	free(text);
+
+	strcpy(c->agent, "vsock:3:2222");
+	c->pid = 42;
+	out = open_memstream(&text, &len);
+	claim_render(c, out);
+	fclose(out);
+	ck_assert_str_eq(text,
+			 "claimed_at=2026-11-29T07:00:00.000000000Z\nagent=vsock:3:2222\ncontrol=\npid=42\n");
+	free(text);
+}
+END_TEST
+
+/* -- the notifier ------------------------------------------------------------------ */
+
+/* More VFs than the dirty set holds, so it must collapse. */
+#define MANY_VFS (NOTIFY_MAX_QUEUED_VFS + 76)
+
+static char tmpdir[PATH_MAX];
+static struct store *store;
+
+static void vf_name(int i, char out[STORE_VF_BUFSZ])
+{
+	unsigned u = (unsigned)i;
+
+	snprintf(out, STORE_VF_BUFSZ, "0000:%02x:%02x.%u", (u / 64) & 0xff, (u / 8) % 8, u % 8);
+}
+
+static int vf_count;
+
+struct register_job {
+	int first, step;
+	int result;
+};
+
+static void *register_vfs(void *arg)
+{
+	struct register_job *job = arg;
+
+	for (int i = job->first; i < vf_count && job->result == 0; i += job->step) {
+		char vf[STORE_VF_BUFSZ];
+		vf_name(i, vf);
+		job->result = store_vf_register(store, vf);
+	}
+	return NULL;
+}
+
+static void store_setup(int count)
+{
+	char path[PATH_MAX + 16];
+	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+	struct register_job jobs[8];
+	pthread_t threads[8];
+
+	snprintf(tmpdir, sizeof(tmpdir), "%s/vfhealth-notify.XXXXXX", base);
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	snprintf(path, sizeof(path), "%s/db", tmpdir);
+	struct store_options so = { .path = path, .threshold = 0, .max_quarantined = -1 };
+	ck_assert_int_eq(store_open(&so, &store), 0);
+	/* Concurrent writers share commits (the store's group commit). */
+	vf_count = count;
+	for (int t = 0; t < 8; t++) {
+		jobs[t] = (struct register_job){ .first = t, .step = 8 };
+		ck_assert_int_eq(pthread_create(&threads[t], NULL, register_vfs, &jobs[t]), 0);
+	}
+	for (int t = 0; t < 8; t++) {
+		pthread_join(threads[t], NULL);
+		ck_assert_int_eq(jobs[t].result, 0);
+	}
+}
+
+static void few_vfs_setup(void)
+{
+	store_setup(3);
+}
+
+static void many_vfs_setup(void)
+{
+	store_setup(MANY_VFS);
+}
+
+static void store_teardown(void)
+{
+	char cmd[PATH_MAX + 16];
+
+	store_close(store);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static bool changed(struct notifier *n, const char *vf, int index)
+{
+	struct notify_key key = { .index = index };
+	struct timespec t;
+
+	snprintf(key.vf, sizeof(key.vf), "%s", vf);
+	return notifier_mtime(n, &key, &t);
+}
+
+/* Wait (bounded) until the notifier has processed the file. */
+static bool wait_changed(struct notifier *n, const char *vf, int index)
+{
+	int64_t deadline = monotonic_ns() + 20LL * 1000000000;
+
+	while (!changed(n, vf, index)) {
+		if (monotonic_ns() > deadline)
+			return false;
+		usleep(1000);
+	}
+	return true;
+}
+
+static struct notifier *new_notifier(void)
+{
+	struct notifier *n;
+
+	/* No session: nothing here has a poll handle pending.  The mountpoint
+	 * does not exist, so the inotify touches fail quietly with ENOENT. */
+	ck_assert_int_eq(notifier_new(NULL, "/nonexistent/vfhealth-test", store, &n), 0);
+	return n;
+}
+
+START_TEST(test_notify_mapping)
+{
+	struct notifier *n = new_notifier();
+	struct store_change failures = { .bits = STORE_CHANGE_FAILURES };
+	struct store_change quarantine = { .bits = STORE_CHANGE_QUARANTINE };
+	char vf0[STORE_VF_BUFSZ], vf1[STORE_VF_BUFSZ], vf2[STORE_VF_BUFSZ];
+
+	vf_name(0, vf0);
+	vf_name(1, vf1);
+	vf_name(2, vf2);
+	snprintf(failures.vf, sizeof(failures.vf), "%s", vf0);
+	snprintf(quarantine.vf, sizeof(quarantine.vf), "%s", vf1);
+	notifier_store_change(n, &failures);
+	notifier_store_change(n, &quarantine);
+	ck_assert_int_eq(notifier_start(n), 0);
+
+	ck_assert(wait_changed(n, vf0, VF_TALLY));
+	ck_assert(wait_changed(n, vf0, VF_FAILURES));
+	ck_assert(wait_changed(n, vf1, VF_QUARANTINED));
+	ck_assert(wait_changed(n, "", TOP_QUARANTINED));
+	ck_assert(wait_changed(n, "", TOP_RESOURCES));
+	notifier_stop(n); /* everything queued before is done */
+	ck_assert(!changed(n, vf0, VF_QUARANTINED));
+	ck_assert(!changed(n, vf1, VF_TALLY));
+	ck_assert(!changed(n, vf2, VF_TALLY));
+	ck_assert(!changed(n, "", TOP_THRESHOLD));
+	ck_assert(!changed(n, "", TOP_METRICS));
+	notifier_free(n);
+}
+END_TEST
+
+START_TEST(test_notify_status_reaches_every_vf)
+{
+	struct notifier *n = new_notifier();
+	struct store_change status = { .bits = STORE_CHANGE_STATUS };
+	char vf[STORE_VF_BUFSZ];
+
+	notifier_store_change(n, &status);
+	ck_assert_int_eq(notifier_start(n), 0);
+	ck_assert(wait_changed(n, "", TOP_STATUS));
+	for (int i = 0; i < MANY_VFS; i++) {
+		vf_name(i, vf);
+		ck_assert_msg(wait_changed(n, vf, VF_QUARANTINED), "%s/quarantined", vf);
+	}
+	notifier_stop(n);
+	ck_assert(!changed(n, vf, VF_TALLY));
+	notifier_free(n);
+}
+END_TEST
+
+START_TEST(test_notify_overflow_loses_nothing)
+{
+	struct notifier *n = new_notifier();
+	char vf[STORE_VF_BUFSZ];
+
+	/* Queued before the thread runs: the set overflows and collapses. */
+	for (int i = 0; i < MANY_VFS; i++) {
+		struct store_change c = { .bits = STORE_CHANGE_FAILURES };
+		vf_name(i, c.vf);
+		notifier_store_change(n, &c);
+	}
+	ck_assert_int_eq(notifier_start(n), 0);
+	for (int i = 0; i < MANY_VFS; i++) {
+		vf_name(i, vf);
+		ck_assert_msg(wait_changed(n, vf, VF_TALLY), "%s/tally", vf);
+		ck_assert_msg(wait_changed(n, vf, VF_FAILURES), "%s/failures", vf);
+	}
+	notifier_free(n);
+}
+END_TEST
+
+START_TEST(test_notify_poll_generations)
+{
+	struct notifier *n = new_notifier();
+	struct notify_watch w = { .key = { .index = TOP_THRESHOLD } };
+	struct store_change threshold = { .bits = STORE_CHANGE_THRESHOLD };
+	unsigned plain = POLLIN | POLLRDNORM;
+
+	ck_assert_int_eq(notifier_watch_add(n, &w), 0);
+	ck_assert_uint_eq(notifier_poll(n, &w, NULL), plain);
+	ck_assert_int_eq(notifier_start(n), 0);
+	notifier_store_change(n, &threshold);
+	ck_assert(wait_changed(n, "", TOP_THRESHOLD));
+	/* Changed since the last read: POLLPRI|POLLERR until the reader catches up. */
+	ck_assert_uint_eq(notifier_poll(n, &w, NULL), plain | POLLPRI | POLLERR);
+	ck_assert_uint_eq(notifier_poll(n, &w, NULL), plain | POLLPRI | POLLERR);
+	notifier_seen(n, &w);
+	ck_assert_uint_eq(notifier_poll(n, &w, NULL), plain);
+	/* A watch added after a change starts as having seen it. */
+	struct notify_watch late = { .key = { .index = TOP_THRESHOLD } };
+	ck_assert_int_eq(notifier_watch_add(n, &late), 0);
+	ck_assert_uint_eq(notifier_poll(n, &late, NULL), plain);
+	notifier_watch_remove(n, &late);
+	notifier_watch_remove(n, &w);
+	notifier_free(n);
+}
+END_TEST
+
+static Suite *vffs_suite(void)
+{
+	Suite *s = suite_create("vffs");
+	TCase *tables = tcase_create("tables");
+	TCase *notify = tcase_create("notify");
+	TCase *many = tcase_create("notify-many");
+
+	tcase_add_test(tables, test_tables);
+	tcase_add_test(tables, test_claim_parse);
+	tcase_add_test(tables, test_claim_render);
+	suite_add_tcase(s, tables);
+
+	tcase_add_checked_fixture(notify, few_vfs_setup, store_teardown);
+	tcase_set_timeout(notify, 30);
+	tcase_add_test(notify, test_notify_mapping);
+	tcase_add_test(notify, test_notify_poll_generations);
+	suite_add_tcase(s, notify);
+
+	tcase_add_checked_fixture(many, many_vfs_setup, store_teardown);
+	tcase_set_timeout(many, 60);
+	tcase_add_test(many, test_notify_status_reaches_every_vf);
+	tcase_add_test(many, test_notify_overflow_loses_nothing);
+	suite_add_tcase(s, many);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(vffs_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
