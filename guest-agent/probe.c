@@ -247,7 +247,7 @@ int probe_find_nvidia_smi(const char *override, char **ret_path)
 		if (asprintf(&candidate, "%s/nvidia-smi", dir) < 0)
 			return -ENOMEM;
 		if (access(candidate, X_OK) == 0) {
-			*ret_path = __extension__ move_ptr(candidate);
+			*ret_path = move_ptr(candidate);
 			return 0;
 		}
 	}

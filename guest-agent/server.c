@@ -162,7 +162,7 @@ static int listen_on(struct agent *a, const struct endpoint *ep)
 		return -EINVAL;
 	if (listen(fd, (int)a->o->max_clients) < 0)
 		return negative_errno();
-	a->listen_fd = __extension__ move_fd(fd);
+	a->listen_fd = move_fd(fd);
 	return 0;
 }
 

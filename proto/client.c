@@ -92,7 +92,7 @@ static int connect_deadline(int family, const struct sockaddr *sa, socklen_t sa_
 		}
 		return negative_errno();
 	}
-	*ret_fd = __extension__ move_fd(fd);
+	*ret_fd = move_fd(fd);
 	return 0;
 }
 
@@ -172,7 +172,7 @@ static int connect_endpoint(const struct endpoint *ep, int64_t deadline_ns, int 
 	}
 	if (k < 0)
 		return k;
-	*ret_fd = __extension__ move_fd(fd);
+	*ret_fd = move_fd(fd);
 	return 0;
 }
 

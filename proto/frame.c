@@ -152,7 +152,7 @@ int frame_encode(const uint8_t *payload, size_t len, uint8_t **ret_frame, size_t
 	frame_header_encode((uint32_t)len, buf);
 	if (len > 0)
 		memcpy(buf + FRAME_HEADER_SIZE, payload, len);
-	*ret_frame = __extension__ move_ptr(buf);
+	*ret_frame = move_ptr(buf);
 	*ret_len = FRAME_HEADER_SIZE + len;
 	return 0;
 }
@@ -219,7 +219,7 @@ static int pack_frame(const ProtobufCMessage *m, uint8_t **ret_frame, size_t *re
 	frame_header_encode((uint32_t)n, buf);
 	if (protobuf_c_message_pack(m, buf + FRAME_HEADER_SIZE) != n)
 		return -EIO;
-	*ret_frame = __extension__ move_ptr(buf);
+	*ret_frame = move_ptr(buf);
 	*ret_len = FRAME_HEADER_SIZE + n;
 	return 0;
 }
