@@ -3,6 +3,12 @@
  * Unit tests for the parts of libvffs that need no mount: the virtual file
  * tables (vfiles.c), the assignment parser, and the notifier's mapping,
  * coalescing and poll bookkeeping (notify.c) against a real store.
+ *
+ * Design notes: each test runs in its own forked process (Check's default).
+ * Threads: the fixture registers VFs from 8 threads so that the store's
+ * group commit batches them, and joins them before any test runs; each
+ * notifier test starts one notifier thread and stops or frees it (joining)
+ * before it ends.  Locks: none of our own.
  */
 #include <check.h>
 #include <errno.h>
