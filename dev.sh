@@ -22,6 +22,8 @@ test_pkgs=(inotify-tools sqlite3 util-linux procps python3 valgrind e2fsprogs
 	   clang libclang-rt-14-dev)
 # promtool (checks the metrics and the alert rules) ships in Debian's prometheus.
 promtool_pkg=prometheus
+# node_exporter scrapes the textfile example; shellcheck lints every script.
+extra_test_pkgs=(prometheus-node-exporter shellcheck)
 
 die() { echo "dev.sh: $*" >&2; exit 1; }
 
@@ -67,7 +69,7 @@ cmd_run() {
 }
 
 cmd_test() {
-	install_pkgs "${build_pkgs[@]}" "${test_pkgs[@]}" "$promtool_pkg"
+	install_pkgs "${build_pkgs[@]}" "${test_pkgs[@]}" "$promtool_pkg" "${extra_test_pkgs[@]}"
 	local dir=${BUILD_DIR:-build}
 	setup_build "$dir" -Dwerror=true -Db_sanitize=address,undefined -Dtests=true
 	# shellcheck disable=SC2086
