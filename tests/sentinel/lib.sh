@@ -59,9 +59,7 @@ cleanup() {
 		wait "$pid" 2>/dev/null || true
 	done
 	# Also a mount whose daemon died (ENOTCONN), which mountpoint(1) misses.
-	if grep -qF " $MNT " /proc/mounts; then
-		fusermount3 -uz "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
-	fi
+	abort_fuse "$MNT"
 	for m in "${EXTRA_MOUNTS[@]}"; do
 		umount -l "$m" 2>/dev/null || true
 	done
@@ -79,6 +77,30 @@ require_fuse() {
 	command -v fusermount3 >/dev/null || skip "no fusermount3"
 }
 
+# abort_fuse MOUNTPOINT [DEV]: abort the FUSE connection behind MOUNTPOINT
+# (only if it is still connection DEV, "major:minor", when given) and detach
+# it.  A crashed vfhealthd whose own threads wait on its mount (the
+# sentinel, the notifier) never finishes dying otherwise, and every reader
+# of the mount hangs in D state.
+abort_fuse() {
+	local dev
+	dev=$(awk -v m="$1" '$5 == m { print $3 }' /proc/self/mountinfo | tail -n 1)
+	[[ -n $dev ]] || return 0
+	[[ -z ${2:-} || $dev == "$2" ]] || return 0
+	if [[ -w /sys/fs/fuse/connections/${dev#*:}/abort ]]; then
+		echo 1 >"/sys/fs/fuse/connections/${dev#*:}/abort" 2>/dev/null || true
+	fi
+	umount -l "$1" 2>/dev/null || fusermount3 -uz "$1" 2>/dev/null || true
+}
+
+# running PID: the process exists and is not a zombie (kill -0 says yes to
+# a child that died and was not reaped yet).
+running() {
+	local state
+	state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
+	[[ -n $state && $state != Z ]]
+}
+
 # wait_for SECONDS DESCRIPTION COMMAND...: retry COMMAND until it succeeds or
 # the deadline passes (then fail with DESCRIPTION).
 wait_for() {
@@ -86,6 +108,9 @@ wait_for() {
 	shift 2
 	local deadline=$((SECONDS + limit))
 	until "$@"; do
+		if [[ -n $DAEMON_PID ]] && ! running "$DAEMON_PID"; then
+			fail "vfhealthd died while waiting for: $what"
+		fi
 		((SECONDS < deadline)) || fail "timed out after ${limit}s waiting for: $what"
 		sleep 0.05
 	done
@@ -109,6 +134,15 @@ start_daemon() {
 		((SECONDS < deadline)) || fail "vfhealthd did not mount within 20s"
 		sleep 0.05
 	done
+	# Watchdog: if this daemon dies without unmounting, abort its connection
+	# (that one, not a later daemon's) so the test fails instead of hanging.
+	local pid=$DAEMON_PID dev
+	dev=$(awk -v m="$MNT" '$5 == m { print $3 }' /proc/self/mountinfo | tail -n 1)
+	(
+		while running "$pid"; do sleep 0.2; done
+		abort_fuse "$MNT" "$dev"
+	) >/dev/null 2>&1 &
+	PIDS+=("$!")
 }
 
 # stop_daemon: SIGTERM and wait (not in a subshell: it must be our child);
@@ -117,6 +151,7 @@ stop_daemon() {
 	STOP_RC=0
 	kill -TERM "$DAEMON_PID"
 	wait "$DAEMON_PID" || STOP_RC=$?
+	DAEMON_PID=
 }
 
 # write_once FILE CONTENT: CONTENT in a single write(2) at offset 0, as the

@@ -28,6 +28,7 @@ check_stop() {
 	started=$(date +%s%N)
 	kill -TERM "$pid"
 	wait "$pid" || rc=$?
+	[[ $pid != "$DAEMON_PID" ]] || DAEMON_PID=
 	elapsed=$((($(date +%s%N) - started) / 1000000))
 	echo "$what: stopped in ${elapsed} ms with $N queries in flight (poll timeout 30 s)"
 	((rc == 0)) || fail "$what exited $rc on SIGTERM"
