@@ -4,9 +4,23 @@
  *
  * Design notes
  * ------------
- * Threads.  One notifier thread.  The store calls notifier_store_change()
- * from whichever thread committed (usually a FUSE worker handling a write);
- * FUSE workers call the watch/poll/seen/mtime functions.
+ * Threads and processes.  One notifier thread, and one single-threaded
+ * helper process (the "toucher") that does the notifier's writes through
+ * the mount.  The store calls notifier_store_change() from whichever thread
+ * committed (usually a FUSE worker handling a write); FUSE workers call the
+ * watch/poll/seen/mtime functions.
+ *
+ * Why a process: a daemon thread blocked in open() on its own mount cannot
+ * die.  If vfhealthd is SIGKILLed after a worker has taken that request, the
+ * thread waits uninterruptibly for a reply nobody will send, and as it keeps
+ * the process's file table (so the /dev/fuse descriptor) alive, the kernel
+ * never aborts the connection: the process never finishes dying and every
+ * client of the mount hangs.  The toucher holds no /dev/fuse descriptor
+ * (it closes every inherited one), so the daemon always dies, the
+ * connection aborts, and a toucher caught in a request gets ENOTCONN and
+ * dies of its PR_SET_PDEATHSIG.  It is forked in notifier_start(), before
+ * the notifier thread and the FUSE loop exist, reads one path per line from
+ * a pipe, and exits at EOF or when the daemon dies.
  *
  * Locks (docs/architecture.md order 3 then 4; neither is held while taking
  * the other, nor across any call into the store or the mount):
@@ -21,17 +35,20 @@
  *
  * The notifier drains the whole set at once, then per file: bumps the
  * generation and takes the pending poll handles (under files_lock), sends
- * fuse_lowlevel_notify_poll() for them (no lock held), and finally opens the
- * file through the mount, writes one byte and closes it (no lock held): the
+ * fuse_lowlevel_notify_poll() for them (no lock held; a write to /dev/fuse
+ * that waits for nobody), and hands the file's path to the toucher, which
+ * opens the file through the mount, writes one byte and closes it: the
  * kernel turns that into IN_MODIFY and IN_CLOSE_WRITE for watchers of the
  * file and of its directory.  The open and write reach our own FUSE
- * handlers on other worker threads, which see the notifier's tid and change
- * nothing; that is why the notifier must never hold a lock they take.
+ * handlers, which see the toucher's pid (notifier_writer_pid()) and change
+ * nothing.  The pipe to the toucher may fill up: then the notifier thread
+ * waits, holding no lock.
  *
- * Shutdown.  notifier_stop() sets `stop`, signals the condition and joins.
- * It has to run while the session still serves requests, because the
- * thread may be inside an open() or write() on the mount.  Pending poll
- * handles are destroyed when their watch is removed or in notifier_free().
+ * Shutdown.  notifier_stop() sets `stop`, signals the condition, joins the
+ * thread, closes the pipe and waits for the toucher to exit.  It has to run
+ * while the session still serves requests, because the toucher may be
+ * inside an open() or write() on the mount.  Pending poll handles are
+ * destroyed when their watch is removed or in notifier_free().
  *
  * Memory.  File entries are created when a file is opened or changes and
  * are kept (keyed by VF address, so re-registering a VF reuses them); they
@@ -47,6 +64,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fs/vfiles.h"
@@ -87,7 +106,9 @@ struct notifier {
 
 	pthread_t thread;
 	bool running;
-	atomic_int tid;
+	int touch_fd;          /* write end of the pipe to the toucher */
+	atomic_int writer_pid; /* the toucher */
+	bool touch_failed;     /* logged once */
 };
 
 /* Every per-VF file whose content changes get notified. */
@@ -151,6 +172,7 @@ int notifier_new(struct fuse_session *se, const char *mountpoint, struct store *
 	}
 	n->se = se;
 	n->store = store;
+	n->touch_fd = -1;
 	pthread_mutex_init(&n->files_lock, NULL);
 	pthread_mutex_init(&n->queue_lock, NULL);
 	pthread_cond_init(&n->queue_cond, NULL);
@@ -183,9 +205,9 @@ void notifier_free(struct notifier *n)
 	free(n);
 }
 
-pid_t notifier_tid(const struct notifier *n)
+pid_t notifier_writer_pid(const struct notifier *n)
 {
-	return (pid_t)atomic_load(&((struct notifier *)n)->tid);
+	return (pid_t)atomic_load(&((struct notifier *)n)->writer_pid);
 }
 
 /* -- the dirty set -------------------------------------------------------------- */
@@ -299,27 +321,110 @@ static void wake_pollers(struct notifier *n, const struct notify_key *key)
 	}
 }
 
-/* Make the kernel emit IN_MODIFY and IN_CLOSE_WRITE: write one byte through
- * the mount.  Our write handler recognizes this thread and ignores it. */
+/* Make the kernel emit IN_MODIFY and IN_CLOSE_WRITE: have the toucher write
+ * one byte through the mount.  Our write handler recognizes it and ignores it. */
 static void touch_through_mount(struct notifier *n, const struct notify_key *key)
 {
-	char path[PATH_MAX];
-	_cleanup_close_ int fd = -1;
+	char line[PATH_MAX];
+	int len;
 
 	if (key->vf[0])
-		snprintf(path, sizeof(path), "%s/%s/%s", n->mountpoint, key->vf,
-			 vf_files[key->index].name);
+		len = snprintf(line, sizeof(line), "%s/%s/%s\n", n->mountpoint, key->vf,
+			       vf_files[key->index].name);
 	else
-		snprintf(path, sizeof(path), "%s/%s", n->mountpoint, top_files[key->index].name);
-	fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		/* ENOENT: the VF went away meanwhile; nobody can watch it any more. */
-		if (errno != ENOENT)
-			log_debug("notifier: open %s: %s", path, strerror(errno));
+		len = snprintf(line, sizeof(line), "%s/%s\n", n->mountpoint,
+			       top_files[key->index].name);
+	if (len <= 0 || (size_t)len >= sizeof(line) || n->touch_fd < 0)
 		return;
+	/* One line <= PIPE_BUF: written whole or not at all. */
+	if (write(n->touch_fd, line, (size_t)len) != len && !n->touch_failed) {
+		n->touch_failed = true;
+		log_warn("notifier: the inotify helper is gone (%s); inotify watchers miss changes",
+			 strerror(errno));
 	}
-	if (write(fd, "\n", 1) != 1)
-		log_debug("notifier: write %s: %s", path, strerror(errno));
+}
+
+/* The toucher: one path per line; open it O_WRONLY, write a byte, close. */
+static _Noreturn void toucher_main(int in_fd)
+{
+	char buf[2 * PATH_MAX];
+	size_t len = 0;
+
+	for (;;) {
+		ssize_t n = read(in_fd, buf + len, sizeof(buf) - len);
+		char *start = buf, *nl;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			_exit(0); /* EOF: the notifier stopped (or died) */
+		len += (size_t)n;
+		while ((nl = memchr(start, '\n', len - (size_t)(start - buf)))) {
+			int fd;
+
+			*nl = '\0';
+			fd = open(start, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+			/* ENOENT: the VF went away meanwhile; nobody can watch it any more. */
+			if (fd >= 0) {
+				if (write(fd, "\n", 1) < 0) {
+					/* nothing to do: the watchers miss this one */
+				}
+				close(fd);
+			}
+			start = nl + 1;
+		}
+		len -= (size_t)(start - buf);
+		memmove(buf, start, len);
+		if (len == sizeof(buf))
+			len = 0; /* no newline in a full buffer: cannot be ours */
+	}
+}
+
+/* Fork the toucher.  Called before any thread of ours exists. */
+static int toucher_start(struct notifier *n)
+{
+	int fds[2];
+	pid_t parent = getpid(), pid;
+
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return negative_errno();
+	pid = fork();
+	if (pid < 0) {
+		int r = negative_errno();
+		close(fds[0]);
+		close(fds[1]);
+		return r;
+	}
+	if (pid == 0) {
+		int in_fd = fds[0];
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(0);
+		/* Above all the /dev/fuse descriptor must go (see the notes). */
+		if (in_fd > 3)
+			close_range(3, (unsigned)in_fd - 1, 0);
+		close_range((unsigned)in_fd + 1, ~0U, 0);
+		toucher_main(in_fd);
+	}
+	close(fds[0]);
+	n->touch_fd = fds[1];
+	atomic_store(&n->writer_pid, (int)pid);
+	return 0;
+}
+
+static void toucher_stop(struct notifier *n)
+{
+	pid_t pid = (pid_t)atomic_load(&n->writer_pid);
+
+	if (n->touch_fd >= 0) {
+		close(n->touch_fd);
+		n->touch_fd = -1;
+	}
+	if (pid > 0) {
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		atomic_store(&n->writer_pid, 0);
+	}
 }
 
 static void notify_file(struct notifier *n, const char *vf, int index)
@@ -345,7 +450,6 @@ static void *notifier_main(void *arg)
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	atomic_store(&n->tid, (int)gettid());
 
 	for (;;) {
 		_cleanup_free_ struct dirty_vf *vfs = NULL;
@@ -398,9 +502,17 @@ int notifier_start(struct notifier *n)
 	if (n->running)
 		return 0;
 	n->stop = false;
+	n->touch_failed = false;
+	r = toucher_start(n);
+	if (r < 0) {
+		log_err("notifier: cannot start the inotify helper: %s", strerror(-r));
+		return r;
+	}
 	r = pthread_create(&n->thread, NULL, notifier_main, n);
-	if (r)
+	if (r) {
+		toucher_stop(n);
 		return -r;
+	}
 	n->running = true;
 	return 0;
 }
@@ -414,6 +526,7 @@ void notifier_stop(struct notifier *n)
 	pthread_cond_signal(&n->queue_cond);
 	pthread_mutex_unlock(&n->queue_lock);
 	pthread_join(n->thread, NULL);
+	toucher_stop(n);
 	n->running = false;
 }
 

@@ -12,19 +12,21 @@
  *  - The notifier thread (notifier_start .. notifier_stop) drains the set.
  *    For each dirty file it bumps the file's content generation, records its
  *    mtime, calls fuse_lowlevel_notify_poll() on every pending poll handle of
- *    that file, and then opens the file through the mount O_WRONLY, writes
- *    one byte and closes it, so that the kernel emits IN_MODIFY and
- *    IN_CLOSE_WRITE (FUSE sends no inotify events for changes a daemon makes
- *    itself).  The filesystem's open and write handlers recognize the
- *    notifier's thread id (notifier_tid()) and change nothing.
+ *    that file, and then has a helper process open the file through the
+ *    mount O_WRONLY, write one byte and close it, so that the kernel emits
+ *    IN_MODIFY and IN_CLOSE_WRITE (FUSE sends no inotify events for changes
+ *    a daemon makes itself).  The filesystem's open and write handlers
+ *    recognize the helper (fuse_req_ctx()->pid == notifier_writer_pid())
+ *    and change nothing.  A process, not a thread: see notify.c.
  *  - Poll is sysfs-style: a watch (one per open file) remembers the content
  *    generation it has seen; notifier_poll() reports POLLPRI|POLLERR (plus
  *    POLLIN|POLLRDNORM) once the file's generation moved past it, and
  *    notifier_seen() (called by a read at offset 0) catches up.
  *  - Files are named by a notify_key: the VF address ("" for the top level)
  *    and the index in the vfiles.h table.
- *  - notifier_stop() must run while the mount is still served: the thread
- *    may be inside an open() on the mount.
+ *  - notifier_start() forks the helper: call it before the process has
+ *    other threads.  notifier_stop() must run while the mount is still
+ *    served: the helper may be inside an open() on the mount.
  *
  * All functions return 0 or a negative errno unless stated otherwise.
  */
@@ -67,8 +69,9 @@ void notifier_free(struct notifier *n);
 int notifier_start(struct notifier *n);
 void notifier_stop(struct notifier *n);
 
-/* The notifier thread's id (gettid()), 0 before notifier_start(). */
-pid_t notifier_tid(const struct notifier *n);
+/* The pid of the process whose writes through the mount are the notifier's
+ * (single-threaded, so also its thread id); 0 when not running. */
+pid_t notifier_writer_pid(const struct notifier *n);
 
 /* The store callback; userdata is the struct notifier. */
 void notifier_store_change(void *userdata, const struct store_change *change);

@@ -10,9 +10,10 @@
  *    on its own "loop" thread, which spawns the workers.  Every handler
  *    replies exactly once, touches only the store and this file's in-memory
  *    state, and never waits on the network, a guest or the notifier.
- *  - the notifier (notify.c): sends every kernel notification; it writes
- *    through the mount, so its own opens and writes arrive here and are
- *    recognized by its thread id (fuse_req_ctx()->pid) and change nothing.
+ *  - the notifier (notify.c): sends every kernel notification; its helper
+ *    process writes through the mount, so those opens and writes arrive
+ *    here, are recognized by the helper's pid (fuse_req_ctx()->pid) and
+ *    change nothing.
  *  - the caller's main thread waits for signals (vffs.h).
  *
  * Locks.
@@ -148,9 +149,9 @@ static struct vffs *req_fs(fuse_req_t req)
 
 static bool from_notifier(struct vffs *fs, fuse_req_t req)
 {
-	pid_t tid = notifier_tid(fs->notifier);
+	pid_t writer = notifier_writer_pid(fs->notifier);
 
-	return tid > 0 && fuse_req_ctx(req)->pid == tid;
+	return writer > 0 && fuse_req_ctx(req)->pid == writer;
 }
 
 /* -- inodes ------------------------------------------------------------------------- */
@@ -752,7 +753,7 @@ static int handle_render(struct vffs *fs, struct vhandle *h)
 	if (r < 0)
 		return r;
 	free(h->snapshot);
-	h->snapshot = __extension__ move_ptr(buf);
+	h->snapshot = move_ptr(buf);
 	h->snapshot_len = len;
 	h->rendered = true;
 	return 0;

@@ -46,13 +46,34 @@ fail() {
 	exit 1
 }
 
+# process_gone PID: exited, or a zombie waiting for whoever adopted it.  A
+# zombie leader whose other threads still live (stuck in the kernel) is not
+# gone: waiting for it would hang.
+process_gone() {
+	[[ -e /proc/$1 ]] || return 0
+	local tasks=("/proc/$1/task/"*)
+	((${#tasks[@]} <= 1)) && grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null
+}
+
+# abort_mount MOUNT: abort the FUSE connection behind MOUNT (fusectl), so that
+# nothing stays blocked on a daemon that can no longer answer.
+abort_mount() {
+	local dev
+	dev=$(awk -v m="$1" '$5 == m { print $3 }' /proc/self/mountinfo | tail -n 1)
+	[[ -n $dev ]] || return 0
+	[[ -d /sys/fs/fuse/connections/${dev#*:} ]] ||
+		mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null || true
+	echo 1 >"/sys/fs/fuse/connections/${dev#*:}/abort" 2>/dev/null || true
+}
+
 cleanup() {
 	local pid m
 	for pid in "${BG_PIDS[@]}"; do
 		kill -KILL "$pid" 2>/dev/null || true
 	done
-	if [[ -n $DAEMON_PID ]] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+	if [[ -n $DAEMON_PID ]] && ! process_gone "$DAEMON_PID"; then
 		kill -KILL "$DAEMON_PID" 2>/dev/null || true
+		wait_until 5 process_gone "$DAEMON_PID" || abort_mount "$MNT"
 		wait "$DAEMON_PID" 2>/dev/null || true
 	fi
 	umount -l "$MNT" 2>/dev/null || true
@@ -125,9 +146,15 @@ stop_daemon() {
 	check_sanitizers
 }
 
+# SIGKILL: the daemon must die promptly whatever it was doing.
 crash_daemon() {
-	kill -KILL "$DAEMON_PID"
-	wait "$DAEMON_PID" 2>/dev/null || true
+	local pid=$DAEMON_PID
+	kill -KILL "$pid"
+	if ! wait_until 10 process_gone "$pid"; then
+		abort_mount "$MNT"
+		fail "vfhealthd did not die within 10 s of SIGKILL"
+	fi
+	wait "$pid" 2>/dev/null || true
 	DAEMON_PID=
 }
 

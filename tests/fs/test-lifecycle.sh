@@ -69,6 +69,26 @@ if grep -v '^<[0-7]>' "$T/daemon.log" | grep -q .; then
 fi
 stop_daemon
 
+# --- SIGKILL while the notifier is busy writing through the mount: the
+# daemon must still die (a thread of its own blocked on the mount would keep
+# it, and the mount, hanging forever), and the next start recovers.
+for round in 1 2 3 4 5 6 7 8; do
+	start_daemon
+	(
+		for ((i = 1; ; i++)); do
+			echo $((i % 900 + 3)) >"$MNT/threshold" || exit 0
+		done
+	) 2>/dev/null &
+	writer=$!
+	wait_until 10 sh -c '[ "$(cat "$1")" != 3 ]' sh "$MNT/threshold" || fail "writer did not start"
+	crash_daemon
+	wait "$writer" 2>/dev/null || true
+done
+start_daemon
+assert_match "$(cat "$MNT/threshold")" '^[0-9]+$' "threshold after the SIGKILL rounds"
+put "$MNT/threshold" 3
+stop_daemon
+
 # --- an unmount from outside ends the daemon
 start_daemon
 fusermount3 -u "$MNT" || umount "$MNT"
@@ -98,8 +118,7 @@ DAEMON_PID=$daemon # for cleanup (not our child: never waited)
 assert_cat "$MNT/threshold" 3
 kill -TERM "$daemon"
 # Not our child: gone, or a zombie waiting for whoever adopted it.
-gone() { [[ ! -e /proc/$1 ]] || grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null; }
-wait_until 15 gone "$daemon" || fail "daemonized vfhealthd did not exit"
+wait_until 15 process_gone "$daemon" || fail "daemonized vfhealthd did not exit"
 DAEMON_PID=
 ! mountpoint -q "$MNT" || fail "still mounted after the daemon's SIGTERM"
 echo "ok"
