@@ -92,7 +92,7 @@ static int read_file(const char *path, char **ret)
 			return -EFBIG;
 	}
 	buf[have] = '\0';
-	*ret = __extension__ move_ptr(buf);
+	*ret = move_ptr(buf);
 	return 0;
 }
 

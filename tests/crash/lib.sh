@@ -24,20 +24,25 @@ t_remove=()      # directories outside t_tmp to remove
 daemon_pid=
 daemon_mount=
 daemon_log=$t_tmp/vfhealthd.log
+daemon_env=()    # extra VAR=value for the daemon (e.g. LD_PRELOAD)
 
 skip() { echo "SKIP: $*"; exit 77; }
 fail() {
 	echo "FAIL: $*" >&2
+	if [[ -n $daemon_pid ]] && ! kill -0 "$daemon_pid" 2>/dev/null; then
+		echo "(vfhealthd $daemon_pid is no longer running)" >&2
+	fi
 	if [[ -s $daemon_log ]]; then
 		echo "--- vfhealthd log (last 30 lines):" >&2
-		tail -n 30 "$daemon_log" >&2
+		tail -n "${FAIL_LOG_LINES:-30}" "$daemon_log" >&2
 	fi
 	exit 1
 }
 
 t_cleanup() {
 	local i
-	stop_daemon || true
+	KILL_STUCK_OK=1 stop_daemon || true
+	[[ -n ${PROOF_KEEP_LOG:-} && -f $daemon_log ]] && cp -- "$daemon_log" "$PROOF_KEEP_LOG"
 	for ((i = ${#t_mounts[@]} - 1; i >= 0; i--)); do
 		umount -l "${t_mounts[i]}" 2>/dev/null || true
 	done
@@ -74,14 +79,20 @@ need_mount_tmpfs() {
 	t_mounts+=("$1")
 }
 
-# vfio OP PATH [TEXT]: one operation, its result ("ok", "EIO", ...) on stdout.
-vfio() { "$vfio_bin" "$@"; }
+# vfio OP PATH [TEXT]: one operation, its result ("ok", "EIO", ...) on stdout;
+# "HUNG" when it did not return within 20 s (a wedged mount).
+vfio() {
+	local rc=0
+	timeout -s KILL 20 "$vfio_bin" "$@" || rc=$?
+	((rc != 137)) || echo HUNG
+	return 0
+}
 
 # vf_read PATH: the content of a file on the mount; fails the test unless the
 # read succeeds.
 vf_read() {
 	local out
-	out=$("$vfio_bin" read "$1") || fail "vfio read $1"
+	out=$(vfio read "$1") || fail "vfio read $1"
 	[[ ${out%%$'\n'*} == ok ]] || fail "read $1: ${out%%$'\n'*}"
 	printf '%s' "${out#ok$'\n'}"
 }
@@ -98,7 +109,8 @@ start_daemon() {
 	coproc NOTIFY { exec "$vfio_bin" notify-wait "$sock" 30; }
 	read -r -t 30 line <&"${NOTIFY[0]}" || true
 	[[ $line == listening ]] || fail "notify-wait did not start ($line)"
-	NOTIFY_SOCKET=$sock "$vfhealthd_bin" -f --db "$db" "$@" "$mount" >>"$daemon_log" 2>&1 &
+	env "${daemon_env[@]}" NOTIFY_SOCKET="$sock" \
+		"$vfhealthd_bin" -f --db "$db" "$@" "$mount" >>"$daemon_log" 2>&1 &
 	daemon_pid=$!
 	read -r -t 30 line <&"${NOTIFY[0]}" || true
 	wait "$NOTIFY_PID" 2>/dev/null || true
@@ -156,17 +168,16 @@ kill_daemon() {
 	daemon_pid=
 }
 
-# stop_daemon: SIGTERM and wait (bounded), then make sure nothing stays mounted.
+# stop_daemon: SIGTERM and wait (bounded), SIGKILL when that is not enough,
+# then make sure nothing stays mounted.
 stop_daemon() {
 	if [[ -n $daemon_pid ]]; then
+		local deadline=$(($(date +%s%N) + 20000000000))
 		kill -TERM "$daemon_pid" 2>/dev/null || true
-		local deadline=$((SECONDS + 20))
-		while kill -0 "$daemon_pid" 2>/dev/null && ((SECONDS < deadline)); do
+		until daemon_gone "$daemon_pid" || (($(date +%s%N) > deadline)); do
 			sleep 0.02
 		done
-		kill -KILL "$daemon_pid" 2>/dev/null || true
-		wait "$daemon_pid" 2>/dev/null || true
-		daemon_pid=
+		kill_daemon
 	fi
 	if [[ -n $daemon_mount ]] && grep -qF " $daemon_mount fuse" /proc/mounts; then
 		fusermount3 -uz "$daemon_mount" 2>/dev/null || umount -l "$daemon_mount" 2>/dev/null || true
