@@ -20,7 +20,7 @@
  * connection aborts, and a toucher caught in a request gets ENOTCONN and
  * dies of its PR_SET_PDEATHSIG.  It is forked in notifier_start(), before
  * the notifier thread and the FUSE loop exist, reads one path per line from
- * a pipe, and exits at EOF or when the daemon dies.
+ * a socket pair, and exits at EOF or when the daemon dies.
  *
  * Locks (docs/architecture.md order 3 then 4; neither is held while taking
  * the other, nor across any call into the store or the mount):
@@ -41,11 +41,11 @@
  * kernel turns that into IN_MODIFY and IN_CLOSE_WRITE for watchers of the
  * file and of its directory.  The open and write reach our own FUSE
  * handlers, which see the toucher's pid (notifier_writer_pid()) and change
- * nothing.  The pipe to the toucher may fill up: then the notifier thread
+ * nothing.  The socket to the toucher may fill up: then the notifier thread
  * waits, holding no lock.
  *
  * Shutdown.  notifier_stop() sets `stop`, signals the condition, joins the
- * thread, closes the pipe and waits for the toucher to exit.  It has to run
+ * thread, closes the socket and waits for the toucher to exit.  It has to run
  * while the session still serves requests, because the toucher may be
  * inside an open() or write() on the mount.  Pending poll handles are
  * destroyed when their watch is removed or in notifier_free().
@@ -65,6 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,7 +107,7 @@ struct notifier {
 
 	pthread_t thread;
 	bool running;
-	int touch_fd;          /* write end of the pipe to the toucher */
+	int touch_fd;          /* our end of the socket pair to the toucher */
 	atomic_int writer_pid; /* the toucher */
 	bool touch_failed;     /* logged once */
 };
@@ -336,11 +337,19 @@ static void touch_through_mount(struct notifier *n, const struct notify_key *key
 			       top_files[key->index].name);
 	if (len <= 0 || (size_t)len >= sizeof(line) || n->touch_fd < 0)
 		return;
-	/* One line <= PIPE_BUF: written whole or not at all. */
-	if (write(n->touch_fd, line, (size_t)len) != len && !n->touch_failed) {
-		n->touch_failed = true;
-		log_warn("notifier: the inotify helper is gone (%s); inotify watchers miss changes",
-			 strerror(errno));
+	for (size_t sent = 0; sent < (size_t)len;) {
+		/* MSG_NOSIGNAL: a dead helper is an error here, not a SIGPIPE. */
+		ssize_t w = send(n->touch_fd, line + sent, (size_t)len - sent, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (!n->touch_failed)
+				log_warn("notifier: the inotify helper is gone (%s); inotify watchers miss changes",
+					 strerror(errno));
+			n->touch_failed = true;
+			return;
+		}
+		sent += (size_t)w;
 	}
 }
 
@@ -386,7 +395,7 @@ static int toucher_start(struct notifier *n)
 	int fds[2];
 	pid_t parent = getpid(), pid;
 
-	if (pipe2(fds, O_CLOEXEC) < 0)
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
 		return negative_errno();
 	pid = fork();
 	if (pid < 0) {
