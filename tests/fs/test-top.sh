@@ -112,6 +112,9 @@ for series in 'kind="failed",outcome="quarantined"' 'kind="failed",outcome="unch
 	'kind="ok",outcome="cleared"' 'kind="ok",outcome="unchanged"'; do
 	assert_match "$metrics" $'\nvfhealth_reports_total\\{'"$series"$'\\} 0\n' "$series"
 done
+if command -v promtool >/dev/null; then
+	out=$(promtool check metrics <<<"$metrics" 2>&1) || fail "promtool rejects metrics: $out"
+fi
 # Every sample belongs to a family that has a TYPE line.
 while read -r name _; do
 	[[ $name == "#" ]] && continue
