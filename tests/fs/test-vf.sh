@@ -81,6 +81,16 @@ assert_cat "$V/tally" 1
 assert_eq "$(wc -l <"$V/failures")" 1 "failures after bad reports"
 assert_cat "$V/quarantined" 0
 
+# A success for the oldest failure clears just that one; the quarantine
+# stays while failures remain.
+put "$V/report" "failed vm-5 $T0 newer"
+assert_cat "$V/quarantined" 1
+out=$("$VFTOOL" write-read "$V/report" "ok vm-4 $T1")
+assert_eq "$out" "cleared=1 rescinded=0" "success for the oldest of two failures"
+assert_cat "$V/tally" 1
+assert_cat "$V/quarantined" 1
+assert_match "$(cat "$V/failures")" "^$ts vm-5 2026-11-29T07:00:00\.000000000Z newer\$" "the failure left"
+
 # --- quarantined: 0 = operator clear (failures dropped), 1 = manual quarantine
 put "$V/quarantined" 0
 assert_cat "$V/tally" 0
