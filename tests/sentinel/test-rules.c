@@ -4,6 +4,7 @@
  * outcomes, the liveness verdict and the evidence gatherers (against a fake
  * /proc tree and real paths), and the option parser. */
 #include <check.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -580,6 +581,70 @@ START_TEST(test_start_rejects_bad_options)
 }
 END_TEST
 
+/* Every series the sentinel renders has HELP and TYPE lines before its
+ * samples, every check result is present (zeros included), and the names
+ * are the ones the issue and the alert rules use. */
+START_TEST(test_metrics_render)
+{
+	static const char *const series[] = {
+		"vfhealth_sentinel_checks_total{result=\"ok\"} 0\n",
+		"vfhealth_sentinel_checks_total{result=\"failed\"} 0\n",
+		"vfhealth_sentinel_checks_total{result=\"unknown\"} 0\n",
+		"vfhealth_sentinel_checks_total{result=\"rpc_error\"} 0\n",
+		"vfhealth_sentinel_checks_total{result=\"unsupported_agent\"} 0\n",
+		"vfhealth_sentinel_checks_total{result=\"list_error\"} 0\n",
+		"vfhealth_sentinel_init_failures_total 0\n",
+		"vfhealth_sentinel_quarantines_total 0\n",
+		"vfhealth_liveness_uncertain_total 0\n",
+		"vfhealth_sentinel_polls_total 0\n",
+		"vfhealth_sentinel_last_poll_duration_seconds 0.000000000\n",
+	};
+	struct sentinel_options o;
+	struct sentinel *s = NULL;
+	char dir[] = "/tmp/vfsentinel-metrics-XXXXXX";
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	FILE *out;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	sentinel_options_init(&o);
+	o.reconcile = false;
+	o.poll_interval_ns = 3600 * SENTINEL_NS_PER_S; /* no poll during the test */
+	ck_assert_int_eq(sentinel_start(dir, &o, &s), 0);
+	out = open_memstream(&text, &len);
+	ck_assert_ptr_nonnull(out);
+	sentinel_render_metrics(s, out);
+	sentinel_render_metrics(NULL, out); /* not started: renders nothing */
+	fclose(out);
+	sentinel_stop(s);
+	sentinel_free(s);
+	rmdir(dir);
+
+	for (size_t i = 0; i < ARRAY_SIZE(series); i++)
+		ck_assert_msg(strstr(text, series[i]), "missing %s", series[i]);
+	/* Each sample's metric has # HELP and # TYPE lines before it. */
+	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+		char name[128], help[160], type[160];
+		const char *end;
+
+		if (line[0] == '#')
+			continue;
+		end = line + strcspn(line, "{ ");
+		ck_assert_uint_lt((size_t)(end - line), sizeof(name));
+		snprintf(name, sizeof(name), "%.*s", (int)(end - line), line);
+		snprintf(help, sizeof(help), "# HELP %s ", name);
+		snprintf(type, sizeof(type), "# TYPE %s ", name);
+		/* strtok wrote NULs into text, so search the lines before this one. */
+		bool seen_help = false, seen_type = false;
+		for (const char *p = text; p < line; p += strlen(p) + 1) {
+			seen_help |= strncmp(p, help, strlen(help)) == 0;
+			seen_type |= strncmp(p, type, strlen(type)) == 0;
+		}
+		ck_assert_msg(seen_help && seen_type, "%s lacks HELP or TYPE", name);
+	}
+}
+END_TEST
+
 static Suite *rules_suite(void)
 {
 	Suite *s = suite_create("sentinel-rules");
@@ -626,6 +691,7 @@ static Suite *rules_suite(void)
 	tc = tcase_create("options");
 	tcase_add_test(tc, test_options);
 	tcase_add_test(tc, test_start_rejects_bad_options);
+	tcase_add_test(tc, test_metrics_render);
 	suite_add_tcase(s, tc);
 	return s;
 }
