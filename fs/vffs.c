@@ -130,6 +130,7 @@ struct vhandle {
 	char *snapshot;
 	size_t snapshot_len;
 	bool rendered;
+	bool append;        /* opened O_APPEND: the kernel picks the offset */
 	char outcome[VFILE_OUTCOME_MAX];
 	bool watched;
 	struct notify_watch watch;
@@ -703,6 +704,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	h->append = (fi->flags & O_APPEND) != 0;
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
@@ -826,8 +828,10 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_write(req, size);
 		return;
 	}
-	/* One write(2) at offset 0 is one whole command. */
-	if (off != 0 || size == 0 || size > VFILE_COMMAND_MAX || memchr(buf, '\0', size)) {
+	/* One write(2) at offset 0 is one whole command.  `echo X >> file`
+	 * (O_APPEND) cannot choose its offset: there every write is one. */
+	if ((off != 0 && !h->append) || size == 0 || size > VFILE_COMMAND_MAX ||
+	    memchr(buf, '\0', size)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}

@@ -19,10 +19,24 @@ put "$V/report" "failed vm-1 2026-11-29T07:00:00Z first"
 touch "$W/assignments/vm-2"
 assert_cat "$MNT/status" ok
 
+# Watchers of the top level learn when availability changes.
+watching=false
+if command -v inotifywait >/dev/null; then
+	background inotifywait -m -e close_write --format '%f %e' "$MNT" >"$T/iw.out" 2>"$T/iw.err"
+	wait_until 10 grep -q "Watches established" "$T/iw.err" || fail "inotifywait did not start"
+	watching=true
+fi
+quarantined_events() { grep -c '^quarantined CLOSE_WRITE' "$T/iw.out" || true; }
+
 # --- the disk fills up: the next commit fails and latches the store
 dd if=/dev/zero of="$T/db/fill" bs=64k 2>/dev/null || true
 expect_err "$EIO" put "$V/report" "failed vm-3 2026-11-29T07:00:01Z second"
 assert_match "$(cat "$MNT/status")" "^unavailable: .*(full|space)" "status while full"
+if $watching; then
+	wait_until 10 grep -q '^status CLOSE_WRITE' "$T/iw.out" || fail "no inotify event on status"
+	wait_until 10 grep -q '^quarantined CLOSE_WRITE' "$T/iw.out" || fail "no inotify event on quarantined"
+	wait_until 10 grep -q '^resources CLOSE_WRITE' "$T/iw.out" || fail "no inotify event on resources"
+fi
 
 # Placement-facing reads fail closed (after the store's one retry).
 expect_err "$EIO" cat "$MNT/quarantined"
@@ -64,8 +78,15 @@ assert_match "$(cat "$MNT/status")" "^unavailable: " "status after a failed repa
 
 # ... and works once there is room again.
 rm "$T/db/fill"
+before=0
+$watching && before=$(quarantined_events)
 put "$MNT/status" repair
 assert_cat "$MNT/status" ok
+if $watching; then
+	# Nobody wrote quarantined: the daemon announces that it reads again.
+	wait_until 10 sh -c '[ "$(grep -c "^quarantined CLOSE_WRITE" "$1")" -gt "$2" ]' sh "$T/iw.out" "$before" ||
+		fail "no inotify event on quarantined after the repair"
+fi
 assert_cat "$MNT/quarantined" ""
 assert_cat "$V/quarantined" 0
 assert_match "$(cat "$MNT/resources")" $'^total_slots 2\nused_slots 1\nallocatable_slots 1\nquarantined_slots 0$' "resources after repair"

@@ -38,6 +38,9 @@ assert_cat "$MNT/threshold" 1
 # --- the write rules: one write(2) at offset 0, at most 4096 bytes, O_TRUNC ok
 expect_err "$EINVAL" "$VFTOOL" write-at "$MNT/threshold" 1 3
 expect_err "$EINVAL" sh -c 'head -c 5000 /dev/zero | tr "\0" 7 > "$1"' sh "$MNT/threshold"
+sh -c '/bin/echo 6 >> "$1"' sh "$MNT/threshold" # O_APPEND: the kernel's offset is not ours
+assert_cat "$MNT/threshold" 6
+put "$MNT/threshold" 1
 truncate -s 0 "$MNT/threshold" # a no-op, so `echo X > file` works
 assert_cat "$MNT/threshold" 1
 put "$MNT/threshold" 2
