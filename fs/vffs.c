@@ -503,8 +503,10 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		_cleanup_free_ struct store_vf_info *vfs = NULL;
 		size_t count = 0;
 
+		/* A store that could not even be loaded lists no VFs, but the
+		 * top-level files (status says why) must still show. */
 		r = store_vf_list(fs->store, &vfs, &count);
-		if (r < 0)
+		if (r < 0 && r != -EIO)
 			return r;
 		dirbuf_add(b, ".", ino, S_IFDIR);
 		dirbuf_add(b, "..", INO_ROOT, S_IFDIR);

@@ -103,4 +103,24 @@ assert_cat "$V/tally" 2
 assert_cat "$MNT/quarantined" 0000:41:00.4
 assert_eq "$(ls "$W/assignments")" vm-2 "claims after restart"
 stop_daemon
+
+# --- a database that cannot be read: served unavailable, never overwritten
+mv "$DB" "$T/db/good.db"
+rm -f "$DB-wal" "$DB-shm"
+head -c 16384 /dev/urandom >"$T/garbage"
+cp "$T/garbage" "$DB"
+start_daemon
+assert_match "$(cat "$MNT/status")" "^unavailable: " "status of an unreadable database"
+assert_match "$(cat "$MNT/resources")" $'\nallocatable_slots 0\n.*\nplacement_disabled_reason ' "resources"
+assert_eq "$(ls "$MNT" | tr '\n' ' ')" "max_quarantined metrics quarantined resources status threshold " "ls"
+expect_err "$EIO" cat "$MNT/quarantined"
+expect_err "$EIO" mkdir "$V"
+expect_err "$EIO" put "$MNT/status" repair
+cmp -s "$T/garbage" "$DB" || fail "the unreadable database was modified"
+# The operator puts a good database back; repair opens it.
+mv "$T/db/good.db" "$DB"
+put "$MNT/status" repair
+assert_cat "$MNT/status" ok
+assert_cat "$MNT/quarantined" 0000:41:00.4
+stop_daemon
 echo "ok"
