@@ -32,7 +32,7 @@
 #include "proto/cleanup.h"
 #include "proto/log.h"
 #include "proto/parse.h"
-#include "sentinel/sentinel.h"
+#include "sentinel/process.h"
 
 #define FUSE_OPTIONS_MAX 4096
 
@@ -112,7 +112,7 @@ int main(int argc, char **argv)
 	struct vffs_options opt = { .group = 0 };
 	struct vffs *fs = NULL;
 	struct sentinel_options sentinel_opt;
-	struct sentinel *sentinel = NULL;
+	struct sentinel_process *sentinel = NULL;
 	char fuse_options[FUSE_OPTIONS_MAX] = "";
 	bool foreground = false;
 	sigset_t shutdown_signals;
@@ -185,6 +185,7 @@ int main(int argc, char **argv)
 	sigaddset(&shutdown_signals, SIGTERM);
 	sigaddset(&shutdown_signals, SIGINT);
 	sigaddset(&shutdown_signals, SIGHUP);
+	sigaddset(&shutdown_signals, SIGCHLD); /* the sentinel process */
 	pthread_sigmask(SIG_BLOCK, &shutdown_signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -199,6 +200,18 @@ int main(int argc, char **argv)
 		log_err("cannot daemonize");
 		goto out;
 	}
+	/* The sentinel is a client of this mount and must not be a thread of
+	 * this process (sentinel/process.h says why): fork it now, before
+	 * vffs_start() creates any thread.  Its requests wait in the kernel
+	 * until the FUSE loop serves them. */
+	if (sentinel_opt.enabled) {
+		r = sentinel_process_spawn(vffs_mountpoint(fs), &sentinel_opt, &sentinel);
+		if (r < 0) {
+			log_err("cannot start the sentinel: %s", strerror(-r));
+			goto out;
+		}
+		vffs_add_metrics_provider(fs, sentinel_process_render_metrics, sentinel);
+	}
 	r = vffs_start(fs);
 	if (r < 0)
 		goto out;
@@ -206,25 +219,28 @@ int main(int argc, char **argv)
 	if (r < 0)
 		log_warn("cannot notify readiness to $NOTIFY_SOCKET: %s", strerror(-r));
 
-	/* == The mount serves from here: start its clients (the sentinel) here. == */
-	if (sentinel_opt.enabled) {
-		r = sentinel_start(vffs_mountpoint(fs), &sentinel_opt, &sentinel);
-		if (r < 0) {
-			log_err("cannot start the sentinel: %s", strerror(-r));
-			goto out;
+	for (;;) {
+		if (sigwait(&shutdown_signals, &sig) != 0)
+			continue;
+		if (sig != SIGCHLD) {
+			log_info("signal %s: shutting down", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+			r = 0;
+			break;
 		}
-		vffs_add_metrics_provider(fs, sentinel_render_metrics, sentinel);
+		if (sentinel_process_exited(sentinel)) {
+			/* It cannot be forked again once threads exist: let the
+			 * service manager restart the daemon (Restart=on-failure). */
+			log_err("the sentinel process died: shutting down so that vfhealthd is restarted");
+			r = -ECHILD;
+			break;
+		}
 	}
 
-	if (sigwait(&shutdown_signals, &sig) == 0)
-		log_info("signal %s: shutting down", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
-
-	/* == Stop the clients of the mount here, before vffs_stop() unmounts. == */
-	sentinel_stop(sentinel);
-
-	r = 0;
+	/* Stop the clients of the mount while it still serves, then unmount. */
+	sentinel_process_stop(sentinel);
+	vffs_stop(fs);
 out:
 	vffs_free(fs);
-	sentinel_free(sentinel); /* after the mount: `metrics` renders its counters until then */
+	sentinel_process_free(sentinel); /* after the mount: `metrics` renders its counters until then */
 	return r < 0 ? 1 : 0;
 }

@@ -111,14 +111,8 @@ struct sentinel {
 	struct claim_memory *memory; /* sorted by claim_memory_cmp */
 	size_t memory_count;
 
-	atomic_uint_fast64_t checks[CHECK_RESULT_COUNT];
-	atomic_uint_fast64_t init_failures;
-	atomic_uint_fast64_t quarantines;
-	atomic_uint_fast64_t liveness_uncertain;
-	atomic_uint_fast64_t claims_released;
-	atomic_uint_fast64_t reports_dropped;
-	atomic_uint_fast64_t polls;
-	atomic_int_fast64_t last_poll_duration_ns;
+	struct sentinel_counters *counters; /* own_counters, or shared with a parent */
+	struct sentinel_counters own_counters;
 };
 
 /* ---- the file interface ------------------------------------------------------ */
@@ -369,15 +363,15 @@ static void log_report_outcome(struct sentinel *s, const struct assignment *c,
 	if (result == CHECK_FAILED) {
 		switch (o->kind) {
 		case REPORT_RECORDED:
-			atomic_fetch_add(&s->init_failures, 1);
+			atomic_fetch_add(&s->counters->init_failures, 1);
 			log_warn("vf %s: instance %s (claimed %s) failed GPU initialization: \"%s\"; "
 				 "failures=%u threshold=%u%s",
 				 c->vf, c->instance_id, claimed_at, message, o->failures, o->threshold,
 				 o->breaker_engaged ? "; breaker engaged, not quarantined" : "");
 			return;
 		case REPORT_QUARANTINED:
-			atomic_fetch_add(&s->init_failures, 1);
-			atomic_fetch_add(&s->quarantines, 1);
+			atomic_fetch_add(&s->counters->init_failures, 1);
+			atomic_fetch_add(&s->counters->quarantines, 1);
 			log_err("vf %s quarantined: instance %s (claimed %s) failed GPU initialization: "
 				"\"%s\"; failures=%u threshold=%u",
 				c->vf, c->instance_id, claimed_at, message, o->failures, o->threshold);
@@ -455,7 +449,7 @@ static void check_target(struct sentinel *s, const struct target *t)
 	if (rc == -ECANCELED || atomic_load(&s->stopping_fast))
 		return; /* shutting down: neither counted nor reported */
 	result = sentinel_classify(rc, &status);
-	atomic_fetch_add(&s->checks[result], 1);
+	atomic_fetch_add(&s->counters->checks[result], 1);
 	switch (result) {
 	case CHECK_OK:
 	case CHECK_FAILED:
@@ -477,7 +471,7 @@ static void check_target(struct sentinel *s, const struct target *t)
 		return;
 	rc = read_current_claim(s, t->claim.vf, t->claim.instance_id, current);
 	if (sentinel_revalidate(&t->claim, rc, current) == REVALIDATE_DROP) {
-		atomic_fetch_add(&s->reports_dropped, 1);
+		atomic_fetch_add(&s->counters->reports_dropped, 1);
 		if (rc < 0)
 			/* EIO while the store is unavailable, typically: the next poll asks again. */
 			log_info("vf %s: cannot re-read the claim of %s: %s; %s answer dropped",
@@ -614,11 +608,18 @@ static void claim_memory_update(struct sentinel *s, const struct claim_list *l)
 void sentinel_render_metrics(void *sentinel, FILE *out)
 {
 	struct sentinel *s = sentinel;
+
+	if (s)
+		sentinel_counters_render(s->counters, out);
+}
+
+void sentinel_counters_render(void *counters, FILE *out)
+{
 	struct sentinel_stats st;
 
-	if (!s)
+	if (!counters)
 		return;
-	sentinel_get_stats(s, &st);
+	sentinel_counters_get(counters, &st);
 	fprintf(out,
 		"# HELP vfhealth_sentinel_checks_total Guest agent checks by result "
 		"(list_error: polls whose claim listing failed).\n"
@@ -660,16 +661,21 @@ void sentinel_render_metrics(void *sentinel, FILE *out)
 
 void sentinel_get_stats(struct sentinel *s, struct sentinel_stats *ret)
 {
+	sentinel_counters_get(s->counters, ret);
+}
+
+void sentinel_counters_get(const struct sentinel_counters *c, struct sentinel_stats *ret)
+{
 	_Static_assert(ARRAY_SIZE(ret->checks) == CHECK_RESULT_COUNT, "one counter per result");
 	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
-		ret->checks[r] = atomic_load(&s->checks[r]);
-	ret->init_failures = atomic_load(&s->init_failures);
-	ret->quarantines = atomic_load(&s->quarantines);
-	ret->liveness_uncertain = atomic_load(&s->liveness_uncertain);
-	ret->claims_released = atomic_load(&s->claims_released);
-	ret->reports_dropped = atomic_load(&s->reports_dropped);
-	ret->polls = atomic_load(&s->polls);
-	ret->last_poll_duration_ns = atomic_load(&s->last_poll_duration_ns);
+		ret->checks[r] = atomic_load(&c->checks[r]);
+	ret->init_failures = atomic_load(&c->init_failures);
+	ret->quarantines = atomic_load(&c->quarantines);
+	ret->liveness_uncertain = atomic_load(&c->liveness_uncertain);
+	ret->claims_released = atomic_load(&c->claims_released);
+	ret->reports_dropped = atomic_load(&c->reports_dropped);
+	ret->polls = atomic_load(&c->polls);
+	ret->last_poll_duration_ns = atomic_load(&c->last_poll_duration_ns);
 }
 
 /* Standalone: replace metrics_path atomically so a reader never sees half. */
@@ -768,7 +774,7 @@ static void run_poll(struct sentinel *s)
 		return;
 	}
 	if (claims.error)
-		atomic_fetch_add(&s->checks[CHECK_LIST_ERROR], 1);
+		atomic_fetch_add(&s->counters->checks[CHECK_LIST_ERROR], 1);
 	claim_memory_update(s, &claims);
 
 	targets = calloc(claims.count ? claims.count : 1, sizeof(*targets));
@@ -786,7 +792,7 @@ static void run_poll(struct sentinel *s)
 		r = endpoint_parse(claims.items[i].agent, &t->agent);
 		if (r < 0) {
 			/* The daemon validated it; count it like any unreachable guest. */
-			atomic_fetch_add(&s->checks[CHECK_RPC_ERROR], 1);
+			atomic_fetch_add(&s->counters->checks[CHECK_RPC_ERROR], 1);
 			log_warn("vf %s: claim %s names an agent endpoint we cannot parse: %s",
 				 claims.items[i].vf, claims.items[i].instance_id, strerror(-r));
 			continue;
@@ -801,8 +807,8 @@ static void run_poll(struct sentinel *s)
 		return;
 
 	int64_t duration = monotonic_ns() - started;
-	atomic_store(&s->last_poll_duration_ns, duration);
-	atomic_fetch_add(&s->polls, 1);
+	atomic_store(&s->counters->last_poll_duration_ns, duration);
+	atomic_fetch_add(&s->counters->polls, 1);
 	log_debug("sentinel: poll of %zu target(s) took %" PRId64 ".%03" PRId64 " s", count,
 		  duration / SENTINEL_NS_PER_S, duration % SENTINEL_NS_PER_S / 1000000);
 	write_metrics_file(s);
@@ -835,7 +841,7 @@ static void release_dead_claim(struct sentinel *s, const struct assignment *c, c
 				 c->instance_id, strerror(-r));
 		return;
 	}
-	atomic_fetch_add(&s->claims_released, 1);
+	atomic_fetch_add(&s->counters->claims_released, 1);
 	log_info("vf %s: released the claim of %s (claimed %s): VMM dead (%s)", c->vf,
 		 c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason);
 }
@@ -879,7 +885,7 @@ static void run_reconcile(struct sentinel *s)
 					  c->vf, c->instance_id, reason);
 			break;
 		case LIVENESS_UNCERTAIN:
-			atomic_fetch_add(&s->liveness_uncertain, 1);
+			atomic_fetch_add(&s->counters->liveness_uncertain, 1);
 			log_warn("vf %s: keeping the claim of %s (claimed %s): %s (control %s: %s, "
 				 "pid %" PRId64 ")",
 				 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason,
@@ -970,6 +976,9 @@ static void stop_threads(struct sentinel *s)
 {
 	uint64_t one = 1;
 
+	/* Before the eventfd: a query that returns -ECANCELED must find the
+	 * flag set, or its poll would be counted as complete without it. */
+	atomic_store(&s->stopping_fast, true);
 	/* Stays readable forever: every agent_query() now returns at once. */
 	if (write(s->cancel_fd, &one, sizeof(one)) != sizeof(one))
 		log_err("sentinel: cannot signal shutdown: %s", strerror(errno));
@@ -1001,6 +1010,12 @@ static int options_valid(const struct sentinel_options *o)
 int sentinel_start(const char *mountpoint, const struct sentinel_options *o,
 		   struct sentinel **ret)
 {
+	return sentinel_start_counting(mountpoint, o, NULL, ret);
+}
+
+int sentinel_start_counting(const char *mountpoint, const struct sentinel_options *o,
+			    struct sentinel_counters *counters, struct sentinel **ret)
+{
 	struct sentinel *s;
 	pthread_attr_t attr;
 	sigset_t all, saved;
@@ -1014,6 +1029,7 @@ int sentinel_start(const char *mountpoint, const struct sentinel_options *o,
 		return -ENOMEM;
 	s->cancel_fd = -1;
 	s->opt = *o;
+	s->counters = counters ? counters : &s->own_counters;
 	pthread_mutex_init(&s->scan_lock, NULL);
 	pthread_cond_init(&s->work_cond, NULL);
 	pthread_cond_init(&s->done_cond, NULL);

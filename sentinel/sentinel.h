@@ -35,6 +35,7 @@
 #define VFHEALTH_SENTINEL_H
 
 #include <getopt.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -134,6 +135,28 @@ void sentinel_free(struct sentinel *s);
  * lines, every check result present), for vffs_add_metrics_provider(). */
 void sentinel_render_metrics(void *sentinel, FILE *out);
 
+/* The counters, kept apart from the poller so that they can live in memory
+ * shared with the daemon when the sentinel runs in a child process
+ * (sentinel_process_spawn).  Lock-free atomics: safe across processes. */
+struct sentinel_counters {
+	atomic_uint_fast64_t checks[6]; /* indexed by enum check_result (rules.h) */
+	atomic_uint_fast64_t init_failures;
+	atomic_uint_fast64_t quarantines;
+	atomic_uint_fast64_t liveness_uncertain;
+	atomic_uint_fast64_t claims_released;
+	atomic_uint_fast64_t reports_dropped;
+	atomic_uint_fast64_t polls;
+	atomic_int_fast64_t last_poll_duration_ns;
+};
+
+/* sentinel_start(), counting into counters (zeroed by the caller) instead
+ * of the sentinel's own. */
+int sentinel_start_counting(const char *mountpoint, const struct sentinel_options *o,
+			    struct sentinel_counters *counters, struct sentinel **ret);
+
+/* Render counters (a struct sentinel_counters *) like sentinel_render_metrics. */
+void sentinel_counters_render(void *counters, FILE *out);
+
 /* Counters, for tests and the standalone binary. */
 struct sentinel_stats {
 	uint64_t checks[6]; /* indexed by enum check_result (rules.h) */
@@ -146,5 +169,6 @@ struct sentinel_stats {
 	int64_t last_poll_duration_ns;
 };
 void sentinel_get_stats(struct sentinel *s, struct sentinel_stats *ret);
+void sentinel_counters_get(const struct sentinel_counters *c, struct sentinel_stats *ret);
 
 #endif
