@@ -275,14 +275,6 @@ void notifier_store_change(void *userdata, const struct store_change *change)
 	enqueue(n, top, change->vf, vf, all_vfs);
 }
 
-void notifier_mark(struct notifier *n, const struct notify_key *key)
-{
-	if (key->vf[0])
-		enqueue(n, 0, key->vf, 1u << key->index, 0);
-	else
-		enqueue(n, 1u << key->index, NULL, 0, 0);
-}
-
 /* -- the notifier thread ---------------------------------------------------------- */
 
 /* Bump the file's generation and wake its pollers. */

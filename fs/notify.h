@@ -76,9 +76,6 @@ pid_t notifier_writer_pid(const struct notifier *n);
 /* The store callback; userdata is the struct notifier. */
 void notifier_store_change(void *userdata, const struct store_change *change);
 
-/* Mark one file dirty (e.g. a change the store does not report). */
-void notifier_mark(struct notifier *n, const struct notify_key *key);
-
 /* Register a watch for an open file; it starts as having seen the current
  * content.  -ENOMEM only. */
 int notifier_watch_add(struct notifier *n, struct notify_watch *w);
