@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fuzz-claim.c - the assignment file parser (claim_parse_update in
+ * fs/vfiles.c): the key=value lines a VMM manager writes to
+ * VF/assignments/ID.  The first input byte says whether claimed_at may still
+ * change (the first write through the creating handle); the rest is the
+ * command.  Invariants: failure leaves the result untouched; an accepted
+ * claim has a canonical claimed_at (unchanged unless allowed), an agent that
+ * is empty or a canonical endpoint, a control path that is empty or
+ * absolute, short and free of control characters, a pid in range; and what
+ * claim_render writes parses back to the same claim.
+ */
+#include <errno.h>
+#include <stdbool.h>
+
+#include "fs/vfiles.h"
+#include "proto/cleanup.h"
+#include "proto/endpoint.h"
+#include "tests/fuzz/fuzz.h"
+
+static void check_claim(const struct store_claim *cur, const struct store_claim *c, bool may_set)
+{
+	char norm[RFC3339_BUFSZ], canon[ENDPOINT_STRING_MAX + 64];
+	struct endpoint ep;
+
+	fuzz_check(strcmp(c->vf, cur->vf) == 0 && strcmp(c->instance_id, cur->instance_id) == 0);
+	fuzz_check(rfc3339_normalize(c->claimed_at, norm) == 0 && strcmp(norm, c->claimed_at) == 0);
+	if (!may_set)
+		fuzz_check(strcmp(c->claimed_at, cur->claimed_at) == 0);
+	if (c->agent[0]) {
+		fuzz_check(endpoint_parse(c->agent, &ep) == 0);
+		fuzz_check(endpoint_format(&ep, canon, sizeof(canon)) == 0);
+		fuzz_check(strcmp(canon, c->agent) == 0);
+	}
+	if (c->control[0]) {
+		fuzz_check(c->control[0] == '/' && strlen(c->control) < 108);
+		for (const char *q = c->control; *q; q++)
+			fuzz_check((unsigned char)*q >= 0x20 && *q != 0x7f);
+	}
+	fuzz_check(c->pid >= 0 && c->pid <= 4194304);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct store_claim cur = {
+		.vf = "0000:41:00.4",
+		.instance_id = "vm-1",
+		.claimed_at = "2026-11-29T07:44:51.123456789Z",
+		.id = 7,
+	};
+	struct store_claim out, untouched, again;
+	_cleanup_free_ char *command = NULL, *rendered = NULL;
+	size_t rendered_len = 0;
+	bool may_set;
+	int r;
+
+	if (size < 1 || size > 8192)
+		return 0;
+	may_set = data[0] & 1;
+	command = fuzz_strndup(data + 1, size - 1);
+	if (!command)
+		return 0;
+
+	memset(&out, 0x3c, sizeof(out));
+	memcpy(&untouched, &out, sizeof(out));
+	r = claim_parse_update(&cur, command, may_set, &out);
+	fuzz_check(r == 0 || r == -EINVAL || r == -ENOMEM);
+	if (r < 0) {
+		fuzz_check(memcmp(&out, &untouched, sizeof(out)) == 0);
+		return 0;
+	}
+	check_claim(&cur, &out, may_set);
+
+	/* What a reader sees parses back to the same claim. */
+	FILE *f = open_memstream(&rendered, &rendered_len);
+	if (!f)
+		return 0;
+	claim_render(&out, f);
+	fclose(f);
+	memset(&again, 0, sizeof(again));
+	fuzz_check(claim_parse_update(&out, rendered, false, &again) == 0);
+	fuzz_check(strcmp(again.claimed_at, out.claimed_at) == 0);
+	fuzz_check(strcmp(again.agent, out.agent) == 0);
+	fuzz_check(strcmp(again.control, out.control) == 0);
+	fuzz_check(again.pid == out.pid);
+	return 0;
+}
