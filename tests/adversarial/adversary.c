@@ -43,7 +43,7 @@
 #include "proto/parse.h"
 
 #define CONN_MAX 8192
-#define LISTENER_MAX 256
+#define LISTENER_MAX 2048
 
 enum mode { M_GARBAGE, M_HUGE, M_TRICKLE, M_HALF, M_WRONGTYPE, M_SILENT, M_OK, M_FAILED, M_COUNT };
 static const char *const mode_names[M_COUNT] = {

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# run-benchmarks.sh BUILD_DIR - the figures of docs/benchmarks.md, one line
+# each, every one a ratio against a limit measured in the same run (or, for
+# the footprint figures, against the target itself):
+#
+#   NAME: VALUE UNIT (limit: VALUE UNIT) ratio X.XX target <= T [ok|MISSED]
+#
+# Use an optimized build without sanitizers (ASan multiplies memory and
+# time).  Knobs (environment): BENCH_READ_ROUNDS (100000), BENCH_LS_ROUNDS
+# (200), BENCH_INGEST_1 (200 reports), BENCH_INGEST_64 (1280 reports),
+# BENCH_DISK_DIR (a directory on the disk the database would live on;
+# default under BUILD_DIR), BENCH_IDLE_S (agent idle window, 20 s).
+set -euo pipefail
+build=$(cd "${1:?usage: run-benchmarks.sh BUILD_DIR}" && pwd)
+export VFHEALTH_BUILD_ROOT=$build
+export VFHEALTH_SOURCE_ROOT=${VFHEALTH_SOURCE_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+# shellcheck source=tests/crash/lib.sh
+source "$VFHEALTH_SOURCE_ROOT/tests/crash/lib.sh"
+vfbench=$build/tests/bench/vfbench
+agent_bin=$build/guest-agent/vfhealth-agent
+adversary_bin=$build/tests/adversarial/adversary
+need_fuse
+
+read_rounds=${BENCH_READ_ROUNDS:-100000}
+ls_rounds=${BENCH_LS_ROUNDS:-200}
+ingest_1=${BENCH_INGEST_1:-200}
+ingest_64=${BENCH_INGEST_64:-1280}
+idle_s=${BENCH_IDLE_S:-20}
+disk=${BENCH_DISK_DIR:-$build/bench-disk}
+rm -rf -- "$disk" && mkdir -p "$disk"
+t_remove+=("$disk")
+shm=$t_tmp/shm # fast scratch for databases whose fsyncs are not measured
+need_mount_tmpfs "$shm" 512m
+
+# figure NAME VALUE UNIT LIMIT LIMIT_UNIT OP TARGET: OP is <= or >=; the
+# ratio is VALUE / LIMIT.
+missed=0
+figure() {
+	local line
+	line=$(awk -v n="$1" -v v="$2" -v u="$3" -v l="$4" -v lu="$5" -v op="$6" -v t="$7" 'BEGIN {
+		r = (l > 0) ? v / l : 0
+		ok = (op == "<=") ? (r <= t) : (r >= t)
+		printf "%s: %s %s (limit: %s %s) ratio %.2f target %s %.2f [%s]\n", n, v, u, l, lu, r, op, t, ok ? "ok" : "MISSED"
+	}')
+	echo "$line"
+	[[ $line == *"[ok]" ]] || missed=$((missed + 1))
+}
+ms() { awk -v ns="$1" 'BEGIN { printf "%.3f", ns / 1e6 }'; }
+us() { awk -v ns="$1" 'BEGIN { printf "%.1f", ns / 1e3 }'; }
+vf_name() { printf '0000:%02x:%02x.%d' $((0x80 + $1 / 256)) $((($1 / 8) % 32)) $(($1 % 8)); }
+
+echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(nproc) CPUs, $(awk -F': *' '/model name/ { print $2; exit }' /proc/cpuinfo), kernel $(uname -r)"
+
+# -- 1024 VFs: reads, listings, ingest ---------------------------------------------
+"$vfbench" populate "$shm/v1024.db" 1024 0 >/dev/null
+cp -- "$shm/v1024.db" "$disk/vfhealth.db"
+mnt=$t_tmp/mnt
+start_daemon "$mnt" "$disk/vfhealth.db" --threshold 1000 --no-sentinel
+vf=$(vf_name 5)
+
+# The same tree on tmpfs: 1024 directories of the same files, 6 top files.
+tree=$shm/tree
+mkdir -p "$tree"
+for f in threshold quarantined resources status max_quarantined metrics; do echo 0 >"$tree/$f"; done
+for ((i = 0; i < 1024; i++)); do
+	d=$tree/$(vf_name $i)
+	mkdir -p "$d/assignments"
+	for f in tally quarantined failures report; do echo 0 >"$d/$f"; done
+done
+
+fs_read=$("$vfbench" read "$mnt/$vf/quarantined" "$read_rounds")
+tmpfs_read=$("$vfbench" read "$tree/$vf/quarantined" "$read_rounds")
+figure read_quarantined_median "$(us "$fs_read")" us "$(us "$tmpfs_read")" us "<=" 3
+read -r fs_ls fs_entries < <("$vfbench" ls "$mnt" "$ls_rounds")
+read -r tmpfs_ls tmpfs_entries < <("$vfbench" ls "$tree" "$ls_rounds")
+((fs_entries == tmpfs_entries)) || fail "listing: $fs_entries entries on the mount, $tmpfs_entries on tmpfs"
+figure ls_l_1024_vfs_median "$(ms "$fs_ls")" ms "$(ms "$tmpfs_ls")" ms "<=" 3
+
+one=$("$vfbench" ingest "$mnt" 1 "$ingest_1")
+bare=$("$vfbench" sqlite "$disk/baseline.db" "$ingest_1")
+figure ingest_1_writer "$one" reports/s "$bare" reports/s ">=" 0.8
+many=$("$vfbench" ingest "$mnt" 64 "$ingest_64")
+figure ingest_64_writers "$many" reports/s "$one" reports/s ">=" 3
+stop_daemon
+
+# -- the sentinel: 1000 targets, then 100 of them never answering ------------------
+adir=$shm/agents
+mkdir -p "$adir"
+coproc ADV { exec "$adversary_bin" "$adir" ok:1000 silent:100; }
+read -r -t 30 line <&"${ADV[0]}" || true
+[[ ${line:-} == ready ]] || fail "adversary did not start"
+adv_pid=$ADV_PID
+trap 'kill "$adv_pid" 2>/dev/null || true; t_cleanup' EXIT
+"$vfbench" populate "$shm/v1000.db" 1000 0 >/dev/null
+deadline_s=1 concurrency=64
+start_daemon "$mnt" "$shm/v1000.db" --threshold 1000 --poll-interval 1 \
+	--poll-timeout "$deadline_s" --concurrency "$concurrency" --no-reconcile
+for ((i = 0; i < 1000; i++)); do
+	v=$(vf_name $i)
+	[[ $(vfio create "$mnt/$v/assignments/vm-$i") == ok ]] || fail "claim $v"
+	[[ $(vfio write "$mnt/$v/assignments/vm-$i" \
+		"agent=unix:$adir/ok-$i.sock"$'\n'"control=$adir/control.sock"$'\n') == ok ]] ||
+		fail "claim attributes $v"
+done
+metric() { awk -v m="$1" '$1 == m { print $2 }' <<<"$(vf_read "$mnt/metrics")"; }
+polls_past() { (($(metric vfhealth_sentinel_polls_total) >= $1)); }
+# The median of three whole polls that started after the targets were set.
+poll_time() {
+	local p0 d=() k
+	p0=$(metric vfhealth_sentinel_polls_total)
+	for k in 2 3 4; do
+		wait_until "poll $((p0 + k))" 120 polls_past $((p0 + k))
+		d+=("$(metric vfhealth_sentinel_last_poll_duration_seconds)")
+	done
+	printf '%s\n' "${d[@]}" | sort -g | sed -n 2p
+}
+healthy=$(poll_time)
+checks_ok=$(metric 'vfhealth_sentinel_checks_total{result="ok"}')
+((checks_ok >= 1000)) || fail "the healthy targets did not answer ok ($checks_ok)"
+for ((i = 0; i < 100; i++)); do
+	v=$(vf_name $((i * 10)))
+	[[ $(vfio write "$mnt/$v/assignments/vm-$((i * 10))" "agent=unix:$adir/silent-$i.sock") == ok ]] ||
+		fail "repoint $v"
+done
+"$vfbench" latency "$mnt/$(vf_name 7)/quarantined" 8 >"$t_tmp/latency" &
+latency_pid=$!
+slow=$(poll_time)
+wait "$latency_pid"
+read -r lat_n lat_p50 lat_p99 lat_max <"$t_tmp/latency"
+bound=$(awk -v h="$healthy" -v d="$deadline_s" -v c="$concurrency" 'BEGIN {
+	slow = 100; n = int((slow + c - 1) / c); printf "%.3f", n * d + h }')
+figure sentinel_poll_1000_healthy "$healthy" s "$deadline_s" s "<=" 1
+figure sentinel_poll_100_of_1000_hung "$slow" s "$bound" s "<=" 1.2
+figure read_p99_during_scan "$(ms "$lat_p99")" ms 5 ms "<=" 1
+echo "#   ($lat_n reads during the scan: p50 $(ms "$lat_p50") ms, max $(ms "$lat_max") ms)"
+stop_daemon
+kill "$adv_pid" 2>/dev/null || true
+
+# -- footprint ---------------------------------------------------------------------
+mkdir -p "$t_tmp/sys"
+: >"$t_tmp/kmsg"
+"$agent_bin" --listen "unix:$t_tmp/agent.sock" --kmsg "$t_tmp/kmsg" --sysfs-root "$t_tmp/sys" \
+	--nvidia-smi /bin/false --probe-interval 0.2 --probe-window 1 >"$t_tmp/agent.log" 2>&1 &
+agent_pid=$!
+wait_until "the agent to listen" 10 test -S "$t_tmp/agent.sock"
+sleep 2 # the measurement window starts after the probe window (1 s) has closed
+switches() { cat /proc/"$agent_pid"/task/*/status | awk '/ctxt_switches/ { s += $2 } END { print s }'; }
+s0=$(switches)
+sleep "$idle_s" # the idle window being measured
+s1=$(switches)
+agent_rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$agent_pid/status")
+kill "$agent_pid"
+wait "$agent_pid" 2>/dev/null || true
+wakeups=$(awk -v d=$((s1 - s0)) -v s="$idle_s" 'BEGIN { printf "%.1f", d * 60 / s }')
+figure agent_rss_idle "$(awk -v k="$agent_rss" 'BEGIN { printf "%.2f", k / 1024 }')" MiB 1.5 MiB "<=" 1
+echo "agent_wakeups_idle: $wakeups per minute (limit: 0 per minute) target == 0 [$([[ $wakeups == 0.0 ]] && echo ok || echo MISSED)]"
+[[ $wakeups == 0.0 ]] || missed=$((missed + 1))
+
+t0=$(date +%s%N)
+"$vfbench" populate "$shm/big.db" 4096 100000 >/dev/null
+populate_s=$(awk -v ns=$(($(date +%s%N) - t0)) 'BEGIN { printf "%.1f", ns / 1e9 }')
+cp -- "$shm/big.db" "$disk/big.db"
+t0=$(date +%s%N)
+start_daemon "$mnt" "$disk/big.db" --no-sentinel
+startup_ns=$(($(date +%s%N) - t0))
+ls -l "$mnt" >/dev/null
+vf_read "$mnt/quarantined" >/dev/null
+cat "$mnt/$(vf_name 4095)/failures" >/dev/null
+d_rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$daemon_pid/status")
+figure vfhealthd_rss_4096_vfs_100k_failures "$(awk -v k="$d_rss" 'BEGIN { printf "%.2f", k / 1024 }')" MiB 16 MiB "<=" 1
+figure vfhealthd_startup_4096_vfs_100k_failures "$(ms "$startup_ns")" ms 200 ms "<=" 1
+echo "#   (populating 4096 VFs and 100000 failures through the store API took ${populate_s} s)"
+stop_daemon
+echo "# $missed figure(s) missed their target"

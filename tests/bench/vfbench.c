@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vfbench.c - the measuring half of the benchmarks (run-benchmarks.sh
+ * computes the ratios and prints the figures).  Each subcommand prints one
+ * line of numbers on stdout.
+ *
+ *   vfbench read FILE ROUNDS              median ns of open+read+close of FILE
+ *   vfbench ls DIR ROUNDS                 median ns of readdir+fstatat of every entry
+ *   vfbench ingest MOUNT WRITERS COUNT    durable "failed" reports per second through
+ *                                         VF/report files (all VFs under MOUNT), WRITERS
+ *                                         threads, COUNT reports in all
+ *   vfbench sqlite DB COUNT               the same rows committed one by one by a bare
+ *                                         SQLite loop (WAL, synchronous=FULL, BEGIN
+ *                                         IMMEDIATE, the store's failures table)
+ *   vfbench latency FILE SECONDS          reads of FILE for SECONDS: count p50 p99 max (ns)
+ *   vfbench populate DB VFS FAILURES      a store with VFS VFs and FAILURES failures,
+ *                                         through the store's own API
+ *
+ * Design notes (ingest): WRITERS threads, each writing its share of reports
+ * to its own VF's report file (so the VFs never reach the threshold the
+ * caller set) and timing from a shared start barrier to the last
+ * acknowledgement.  No shared state after the barrier but an atomic counter.
+ * The threads are joined before the figure is printed.
+ *
+ * The baseline loop is the only code outside fs/store.c that includes
+ * sqlite3.h: it is what the store is measured against.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "fs/store.h"
+#include "proto/cleanup.h"
+#include "proto/parse.h"
+
+#define VFS_MAX 4096
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int64_t percentile(int64_t *v, size_t n, double p)
+{
+	qsort(v, n, sizeof(*v), cmp_i64);
+	size_t i = (size_t)(p * (double)(n - 1) + 0.5);
+	return v[i < n ? i : n - 1];
+}
+
+static int64_t read_once(const char *path)
+{
+	char buf[4096];
+	int64_t t0 = monotonic_ns();
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, buf, sizeof(buf)) <= 0) {
+		perror(path);
+		exit(1);
+	}
+	close(fd);
+	return monotonic_ns() - t0;
+}
+
+static int cmd_read(const char *path, size_t rounds)
+{
+	_cleanup_free_ int64_t *t = malloc(rounds * sizeof(*t));
+	if (!t)
+		return 1;
+	for (size_t i = 0; i < rounds; i++)
+		t[i] = read_once(path);
+	printf("%" PRId64 "\n", percentile(t, rounds, 0.5));
+	return 0;
+}
+
+static int cmd_ls(const char *dir, size_t rounds)
+{
+	_cleanup_free_ int64_t *t = malloc(rounds * sizeof(*t));
+	size_t entries = 0;
+
+	if (!t)
+		return 1;
+	for (size_t i = 0; i < rounds; i++) {
+		int64_t t0 = monotonic_ns();
+		_cleanup_closedir_ DIR *d = opendir(dir);
+		struct dirent *de;
+		struct stat st;
+
+		if (!d) {
+			perror(dir);
+			return 1;
+		}
+		entries = 0;
+		while ((de = readdir(d))) {
+			if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+				perror(de->d_name);
+				return 1;
+			}
+			entries++;
+		}
+		t[i] = monotonic_ns() - t0;
+	}
+	printf("%" PRId64 " %zu\n", percentile(t, rounds, 0.5), entries);
+	return 0;
+}
+
+/* ---- ingest ------------------------------------------------------------------ */
+
+struct writer {
+	pthread_t thread;
+	char report[512];
+	unsigned index, count;
+	int error;
+};
+
+static pthread_barrier_t start_barrier;
+
+static void *writer_main(void *arg)
+{
+	struct writer *w = arg;
+	char command[256], at[RFC3339_BUFSZ], outcome[128];
+
+	pthread_barrier_wait(&start_barrier);
+	for (unsigned i = 0; i < w->count; i++) {
+		int fd = open(w->report, O_RDWR | O_CLOEXEC);
+		if (fd < 0) {
+			w->error = errno;
+			return NULL;
+		}
+		rfc3339_now(at);
+		int n = snprintf(command, sizeof(command),
+				 "failed bench-%u-%u %s NVRM: RmInitAdapter failed! (0x22:0x65:884)",
+				 w->index, i, at);
+		if (write(fd, command, (size_t)n) != n || pread(fd, outcome, sizeof(outcome), 0) <= 0) {
+			w->error = errno;
+			close(fd);
+			return NULL;
+		}
+		close(fd);
+	}
+	return NULL;
+}
+
+static int cmd_ingest(const char *mount, unsigned writers, unsigned count)
+{
+	static char names[VFS_MAX][STORE_VF_BUFSZ];
+	size_t n_vfs = 0;
+	_cleanup_closedir_ DIR *d = opendir(mount);
+	struct dirent *de;
+	_cleanup_free_ struct writer *w = calloc(writers, sizeof(*w));
+
+	if (!d || !w)
+		return 1;
+	while ((de = readdir(d)) && n_vfs < VFS_MAX)
+		if (store_vf_address_valid(de->d_name))
+			snprintf(names[n_vfs++], STORE_VF_BUFSZ, "%s", de->d_name);
+	if (n_vfs < writers) {
+		fprintf(stderr, "vfbench: %zu VFs for %u writers\n", n_vfs, writers);
+		return 1;
+	}
+	pthread_barrier_init(&start_barrier, NULL, writers + 1);
+	for (unsigned i = 0; i < writers; i++) {
+		w[i].index = i;
+		w[i].count = count / writers + (i < count % writers);
+		snprintf(w[i].report, sizeof(w[i].report), "%s/%s/report", mount, names[i]);
+		if (pthread_create(&w[i].thread, NULL, writer_main, &w[i]) != 0)
+			return 1;
+	}
+	int64_t t0 = monotonic_ns();
+	pthread_barrier_wait(&start_barrier);
+	for (unsigned i = 0; i < writers; i++)
+		pthread_join(w[i].thread, NULL);
+	int64_t elapsed = monotonic_ns() - t0;
+	for (unsigned i = 0; i < writers; i++)
+		if (w[i].error) {
+			fprintf(stderr, "vfbench: writer %u: %s\n", i, strerror(w[i].error));
+			return 1;
+		}
+	printf("%.1f\n", (double)count * 1e9 / (double)elapsed);
+	return 0;
+}
+
+static int cmd_sqlite(const char *path, unsigned count)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *ins = NULL;
+	char at[RFC3339_BUFSZ], now[RFC3339_BUFSZ], id[64];
+	int rc;
+
+	unlink(path);
+	if (sqlite3_open(path, &db) != SQLITE_OK)
+		return 1;
+	rc = sqlite3_exec(db,
+			  "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+			  "CREATE TABLE failures (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+			  " vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"
+			  " reported_at TEXT NOT NULL, message TEXT NOT NULL,"
+			  " UNIQUE (vf_id, instance_id, assigned_at));",
+			  NULL, NULL, NULL);
+	if (rc != SQLITE_OK ||
+	    sqlite3_prepare_v2(db,
+			       "INSERT INTO failures (vf_id, instance_id, assigned_at, reported_at, "
+			       "message) VALUES (?, ?, ?, ?, ?)",
+			       -1, &ins, NULL) != SQLITE_OK) {
+		fprintf(stderr, "vfbench: %s\n", sqlite3_errmsg(db));
+		return 1;
+	}
+	int64_t t0 = monotonic_ns();
+	for (unsigned i = 0; i < count; i++) {
+		snprintf(id, sizeof(id), "bench-0-%u", i);
+		rfc3339_now(at);
+		rfc3339_now(now);
+		if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+			return 1;
+		sqlite3_bind_int64(ins, 1, i % 64 + 1);
+		sqlite3_bind_text(ins, 2, id, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(ins, 3, at, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(ins, 4, now, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_text(ins, 5, "NVRM: RmInitAdapter failed! (0x22:0x65:884)", -1,
+				  SQLITE_STATIC);
+		if (sqlite3_step(ins) != SQLITE_DONE ||
+		    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+			fprintf(stderr, "vfbench: %s\n", sqlite3_errmsg(db));
+			return 1;
+		}
+		sqlite3_reset(ins);
+	}
+	int64_t elapsed = monotonic_ns() - t0;
+	sqlite3_finalize(ins);
+	sqlite3_close(db);
+	printf("%.1f\n", (double)count * 1e9 / (double)elapsed);
+	return 0;
+}
+
+static int cmd_latency(const char *path, double seconds)
+{
+	size_t cap = 1 << 20, n = 0;
+	_cleanup_free_ int64_t *t = malloc(cap * sizeof(*t));
+	int64_t end = monotonic_ns() + (int64_t)(seconds * 1e9);
+
+	if (!t)
+		return 1;
+	while (monotonic_ns() < end && n < cap)
+		t[n++] = read_once(path);
+	if (n == 0)
+		return 1;
+	int64_t p50 = percentile(t, n, 0.5), p99 = percentile(t, n, 0.99);
+	printf("%zu %" PRId64 " %" PRId64 " %" PRId64 "\n", n, p50, p99, t[n - 1]);
+	return 0;
+}
+
+static int cmd_populate(const char *path, unsigned vfs, unsigned failures)
+{
+	struct store *s = NULL;
+	struct store_options opt = { .path = path, .threshold = 1000, .max_quarantined = -1 };
+	char vf[STORE_VF_BUFSZ], id[64], at[RFC3339_BUFSZ];
+	int r;
+
+	if (store_open(&opt, &s) < 0 || !store_status(s, NULL, 0))
+		return 1;
+	for (unsigned i = 0; i < vfs; i++) {
+		snprintf(vf, sizeof(vf), "0000:%02x:%02x.%u", 0x80 + i / 256, (i / 8) % 32, i % 8);
+		r = store_vf_register(s, vf);
+		if (r < 0 && r != -EEXIST)
+			return 1;
+	}
+	for (unsigned i = 0; i < failures; i++) {
+		struct store_failure_result res;
+		unsigned v = i % vfs;
+		snprintf(vf, sizeof(vf), "0000:%02x:%02x.%u", 0x80 + v / 256, (v / 8) % 32, v % 8);
+		snprintf(id, sizeof(id), "vm-%u", i);
+		rfc3339_format(1764400000 + i, 0, at);
+		r = store_report_failure(s, vf, id, at,
+					 "NVRM: GPU 0000:00:05.0: RmInitAdapter failed! (0x22:0x65:884)",
+					 &res);
+		if (r < 0) {
+			fprintf(stderr, "vfbench: report %u: %s\n", i, strerror(-r));
+			return 1;
+		}
+	}
+	store_close(s);
+	printf("%u %u\n", vfs, failures);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t a = 0, b = 0;
+
+	if (argc == 4 && strcmp(argv[1], "read") == 0 && parse_uint64(argv[3], 1, 100000000, &a) == 0)
+		return cmd_read(argv[2], a);
+	if (argc == 4 && strcmp(argv[1], "ls") == 0 && parse_uint64(argv[3], 1, 100000000, &a) == 0)
+		return cmd_ls(argv[2], a);
+	if (argc == 5 && strcmp(argv[1], "ingest") == 0 &&
+	    parse_uint64(argv[3], 1, 1024, &a) == 0 && parse_uint64(argv[4], 1, 10000000, &b) == 0)
+		return cmd_ingest(argv[2], (unsigned)a, (unsigned)b);
+	if (argc == 4 && strcmp(argv[1], "sqlite") == 0 &&
+	    parse_uint64(argv[3], 1, 10000000, &a) == 0)
+		return cmd_sqlite(argv[2], (unsigned)a);
+	if (argc == 4 && strcmp(argv[1], "latency") == 0)
+		return cmd_latency(argv[2], atof(argv[3]));
+	if (argc == 5 && strcmp(argv[1], "populate") == 0 &&
+	    parse_uint64(argv[3], 1, VFS_MAX, &a) == 0 && parse_uint64(argv[4], 0, 10000000, &b) == 0)
+		return cmd_populate(argv[2], (unsigned)a, (unsigned)b);
+	fprintf(stderr, "usage: see the header of tests/bench/vfbench.c\n");
+	return 2;
+}
