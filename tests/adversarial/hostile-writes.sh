@@ -8,7 +8,7 @@ bin=$build_root/tests/adversarial/hostile-writes
 need_fuse
 [[ -x $bin ]] || fail "$bin was not built"
 
-iterations=${HOSTILE_ITERATIONS:-3000}
+iterations=${HOSTILE_ITERATIONS:-2000}
 seed=${HOSTILE_SEED:-$(date +%s)}
 echo "hostile-writes: $iterations random inputs, seed $seed (HOSTILE_SEED=$seed reproduces them)"
 mnt=$t_tmp/mnt

@@ -162,8 +162,8 @@ static int cmd_ingest(const char *mount, unsigned writers, unsigned count)
 	if (!d || !w)
 		return 1;
 	while ((de = readdir(d)) && n_vfs < VFS_MAX)
-		if (store_vf_address_valid(de->d_name))
-			snprintf(names[n_vfs++], STORE_VF_BUFSZ, "%s", de->d_name);
+		if (store_vf_address_valid(de->d_name)) /* exactly STORE_VF_ADDR_LEN long */
+			memcpy(names[n_vfs++], de->d_name, STORE_VF_BUFSZ);
 	if (n_vfs < writers) {
 		fprintf(stderr, "vfbench: %zu VFs for %u writers\n", n_vfs, writers);
 		return 1;
@@ -259,6 +259,15 @@ static int cmd_latency(const char *path, double seconds)
 	return 0;
 }
 
+/* The test's VF naming (run-benchmarks.sh vf_name): i < 4096. */
+static void vf_name(unsigned i, char out[static STORE_VF_BUFSZ])
+{
+	char tmp[64];
+	snprintf(tmp, sizeof(tmp), "0000:%02x:%02x.%u", (0x80 + i / 256) & 0xff, (i / 8) % 32, i % 8);
+	memcpy(out, tmp, STORE_VF_BUFSZ - 1);
+	out[STORE_VF_BUFSZ - 1] = '\0';
+}
+
 static int cmd_populate(const char *path, unsigned vfs, unsigned failures)
 {
 	struct store *s = NULL;
@@ -269,7 +278,7 @@ static int cmd_populate(const char *path, unsigned vfs, unsigned failures)
 	if (store_open(&opt, &s) < 0 || !store_status(s, NULL, 0))
 		return 1;
 	for (unsigned i = 0; i < vfs; i++) {
-		snprintf(vf, sizeof(vf), "0000:%02x:%02x.%u", 0x80 + i / 256, (i / 8) % 32, i % 8);
+		vf_name(i, vf);
 		r = store_vf_register(s, vf);
 		if (r < 0 && r != -EEXIST)
 			return 1;
@@ -277,7 +286,7 @@ static int cmd_populate(const char *path, unsigned vfs, unsigned failures)
 	for (unsigned i = 0; i < failures; i++) {
 		struct store_failure_result res;
 		unsigned v = i % vfs;
-		snprintf(vf, sizeof(vf), "0000:%02x:%02x.%u", 0x80 + v / 256, (v / 8) % 32, v % 8);
+		vf_name(v, vf);
 		snprintf(id, sizeof(id), "vm-%u", i);
 		rfc3339_format(1764400000 + i, 0, at);
 		r = store_report_failure(s, vf, id, at,
