@@ -10,9 +10,11 @@
  *                   crashed instance (ENOTCONN), mount (allow_other,
  *                   default_permissions)
  *   [fuse_daemonize() here when not in the foreground: before any thread]
- *   vffs_start()    open the store (--db), start the notifier thread and
- *                   the multi-threaded FUSE loop on its own thread; from
- *                   here on the mount serves requests
+ *   vffs_start()    open the store (--db), fork the notifier's helper
+ *                   process (so: call it while this process has no other
+ *                   thread), start the notifier thread and the
+ *                   multi-threaded FUSE loop on its own thread; from here
+ *                   on the mount serves requests
  *   ... clients of the mount (the sentinel) run here ...
  *   vffs_stop()     stop the notifier (while the mount still serves), leave
  *                   the FUSE loop, unmount, close the store
