@@ -2040,7 +2040,8 @@ int store_failure_list(struct store *s, const char *vf, struct store_failure **r
 		list = calloc(MAX(e->n_failures, (size_t)1), sizeof(*list));
 		if (list) {
 			n = e->n_failures;
-			memcpy(list, e->failures, n * sizeof(*list));
+			if (n) /* e->failures is NULL when there are none */
+				memcpy(list, e->failures, n * sizeof(*list));
 		}
 	}
 	mirror_unlock(s);
