@@ -405,6 +405,25 @@ static int find_claim(struct vffs *fs, const char *vf, const char *instance_id,
 
 /* -- lookup and attributes -------------------------------------------------------------- */
 
+/* The node behind ino, malloc'd (a vnode is large), or NULL after replying
+ * with the error: the one place handlers that start from an inode resolve it. */
+static struct vnode *vnode_get_or_reply(fuse_req_t req, fuse_ino_t ino)
+{
+	_cleanup_free_ struct vnode *n = malloc(sizeof(*n));
+	int r;
+
+	if (!n) {
+		fuse_reply_err(req, ENOMEM);
+		return NULL;
+	}
+	r = vnode_resolve(req_fs(req), ino, n);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return NULL;
+	}
+	return move_ptr(n);
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	/* Content is generated: never let the kernel cache pages or attributes. */
@@ -489,19 +508,11 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct vffs *fs = req_fs(req);
-	_cleanup_free_ struct vnode *n = malloc(sizeof(*n));
+	_cleanup_free_ struct vnode *n = vnode_get_or_reply(req, ino);
 	struct stat st;
-	int r;
 
-	if (!n) {
-		fuse_reply_err(req, ENOMEM);
+	if (!n)
 		return;
-	}
-	r = vnode_resolve(fs, ino, n);
-	if (r < 0) {
-		fuse_reply_err(req, -r);
-		return;
-	}
 	vnode_stat(fs, ino, n, &st);
 	fuse_reply_attr(req, &st, 0);
 }
@@ -513,19 +524,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		       struct fuse_file_info *fi)
 {
 	struct vffs *fs = req_fs(req);
-	_cleanup_free_ struct vnode *n = malloc(sizeof(*n));
+	_cleanup_free_ struct vnode *n = vnode_get_or_reply(req, ino);
 	struct stat st;
-	int r;
 
-	if (!n) {
-		fuse_reply_err(req, ENOMEM);
+	if (!n)
 		return;
-	}
-	r = vnode_resolve(fs, ino, n);
-	if (r < 0) {
-		fuse_reply_err(req, -r);
-		return;
-	}
 	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		fuse_reply_err(req, EPERM);
 		return;
@@ -617,20 +620,11 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct vffs *fs = req_fs(req);
-	_cleanup_free_ struct vnode *n = malloc(sizeof(*n));
+	_cleanup_free_ struct vnode *n = vnode_get_or_reply(req, ino);
 	struct dirhandle *d;
-	int r;
 
-	if (!n) {
-		fuse_reply_err(req, ENOMEM);
+	if (!n)
 		return;
-	}
-	r = vnode_resolve(fs, ino, n);
-	if (r < 0) {
-		fuse_reply_err(req, -r);
-		return;
-	}
 	if (n->kind == VN_TOP || n->kind == VN_CLAIM ||
 	    (n->kind == VN_VF_ENTRY && n->index != VF_ASSIGNMENTS)) {
 		fuse_reply_err(req, ENOTDIR);
@@ -744,21 +738,13 @@ static struct vhandle *handle_new(struct vffs *fs, const struct vnode *n)
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct vffs *fs = req_fs(req);
-	_cleanup_free_ struct vnode *n = malloc(sizeof(*n));
+	_cleanup_free_ struct vnode *n = vnode_get_or_reply(req, ino);
 	const struct vfile *f = NULL;
 	struct vhandle *h;
 	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
-	int r;
 
-	if (!n) {
-		fuse_reply_err(req, ENOMEM);
+	if (!n)
 		return;
-	}
-	r = vnode_resolve(fs, ino, n);
-	if (r < 0) {
-		fuse_reply_err(req, -r);
-		return;
-	}
 	if (n->kind == VN_TOP)
 		f = &top_files[n->index];
 	else if (n->kind == VN_VF_ENTRY)
