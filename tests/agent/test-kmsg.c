@@ -14,6 +14,7 @@
 
 #include "guest-agent/kmsg.h"
 #include "proto/cleanup.h"
+#include "tests/common/check-main.h"
 
 #define NVRM "NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)"
 
@@ -303,13 +304,4 @@ static Suite *kmsg_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(kmsg_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+CHECK_MAIN(kmsg_suite)

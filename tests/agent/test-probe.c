@@ -20,6 +20,7 @@
 #include "guest-agent/probe.h"
 #include "proto/cleanup.h"
 #include "proto/parse.h"
+#include "tests/common/check-main.h"
 
 #define MS (1000 * 1000LL)
 
@@ -291,13 +292,4 @@ static Suite *probe_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(probe_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+CHECK_MAIN(probe_suite)

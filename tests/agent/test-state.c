@@ -11,6 +11,7 @@
 
 #include "guest-agent/pci.h"
 #include "guest-agent/state.h"
+#include "tests/common/check-main.h"
 
 #define LINE1 "NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)"
 #define LINE2 "NVRM: GPU 0000:00:04.0: RmInitAdapter failed! (0x24:0x65:1437)"
@@ -151,13 +152,4 @@ static Suite *state_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(state_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+CHECK_MAIN(state_suite)

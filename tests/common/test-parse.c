@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "proto/parse.h"
+#include "tests/common/check-main.h"
 
 START_TEST(test_uint64)
 {
@@ -116,12 +117,10 @@ START_TEST(test_instance_id)
 }
 END_TEST
 
-int main(void)
+static Suite *parse_suite(void)
 {
 	Suite *s = suite_create("parse");
 	TCase *tc = tcase_create("parse");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, test_uint64);
 	tcase_add_test(tc, test_seconds);
@@ -129,9 +128,7 @@ int main(void)
 	tcase_add_test(tc, test_rfc3339_format_roundtrip);
 	tcase_add_test(tc, test_instance_id);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return s;
 }
+
+CHECK_MAIN(parse_suite)

@@ -25,6 +25,7 @@
 #include "fs/vfiles.h"
 #include "proto/cleanup.h"
 #include "proto/parse.h"
+#include "tests/common/check-main.h"
 
 /* -- the tables ---------------------------------------------------------------- */
 
@@ -391,13 +392,4 @@ static Suite *vffs_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(vffs_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+CHECK_MAIN(vffs_suite)

@@ -29,6 +29,7 @@
 #include "proto/client.h"
 #include "proto/frame.h"
 #include "proto/parse.h"
+#include "tests/common/check-main.h"
 
 #define MS (1000 * 1000LL)
 
@@ -360,13 +361,4 @@ static Suite *client_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(client_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+CHECK_MAIN(client_suite)

@@ -9,6 +9,7 @@
 
 #include "proto/cleanup.h"
 #include "proto/endpoint.h"
+#include "tests/common/check-main.h"
 
 static struct endpoint parse_ok(const char *s)
 {
@@ -133,13 +134,4 @@ static Suite *endpoint_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(endpoint_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+CHECK_MAIN(endpoint_suite)

@@ -16,6 +16,7 @@
 #include "proto/frame.h"
 #include "proto/guest.pb-c.h"
 #include "proto/parse.h"
+#include "tests/common/check-main.h"
 
 START_TEST(test_header_limit)
 {
@@ -391,13 +392,4 @@ static Suite *frame_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(frame_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+CHECK_MAIN(frame_suite)

@@ -17,6 +17,7 @@
 #include "proto/cleanup.h"
 #include "sentinel/rules.h"
 #include "sentinel/sentinel.h"
+#include "tests/common/check-main.h"
 
 /* ---- classify ---------------------------------------------------------------- */
 
@@ -696,13 +697,4 @@ static Suite *rules_suite(void)
 	return s;
 }
 
-int main(void)
-{
-	SRunner *sr = srunner_create(rules_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+CHECK_MAIN(rules_suite)

@@ -28,6 +28,7 @@
 #include "faultvfs.h"
 #include "fs/store.h"
 #include "proto/cleanup.h"
+#include "tests/common/check-main.h"
 
 #define VF_A "0000:41:00.1"
 #define VF_B "0000:41:00.2"
@@ -1525,12 +1526,4 @@ static Suite *store_suite(void)
 	return suite;
 }
 
-int main(void)
-{
-	SRunner *runner = srunner_create(store_suite());
-
-	srunner_run_all(runner, CK_NORMAL);
-	int failed = srunner_ntests_failed(runner);
-	srunner_free(runner);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+CHECK_MAIN(store_suite)
