@@ -11,6 +11,11 @@
  *	acknowledged writes plus at most one in flight.  At start it records
  *	the claims it finds ("state VF ID" / "state VF -").
  *
+ *   crash-writer snapshot MOUNT VF
+ *	Prints what no writer touches: the top-level settings and the
+ *	quarantine list, the VF directories, and VF's files (the test's fixed
+ *	VF), for comparison across restarts in one process instead of many.
+ *
  *   crash-writer check MOUNT LOG VF...
  *	After the restart: every acknowledged failure is listed in its VF's
  *	failures file, every listed failure was at least attempted (nothing
@@ -422,6 +427,44 @@ static int cmd_check(const char *mount, const char *log_path, int nvf, char **vf
 	return bad;
 }
 
+static int cmd_snapshot(const char *mount, const char *fixed)
+{
+	static const char *const files[] = { "threshold", "max_quarantined", "quarantined" };
+	static const char *const vf_files[] = { "tally", "quarantined", "failures" };
+	char path[512];
+	struct dirent *de;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(files) + ARRAY_SIZE(vf_files); i++) {
+		_cleanup_free_ char *text = NULL;
+		if (i < ARRAY_SIZE(files))
+			snprintf(path, sizeof(path), "%s/%s", mount, files[i]);
+		else
+			snprintf(path, sizeof(path), "%s/%s/%s", mount, fixed,
+				 vf_files[i - ARRAY_SIZE(files)]);
+		int r = read_file(path, &text);
+		if (r < 0) {
+			fprintf(stderr, "crash-writer: %s: %s\n", path, strerror(-r));
+			return 1;
+		}
+		printf("== %s\n%s", path + strlen(mount), text);
+	}
+	_cleanup_closedir_ DIR *d = opendir(mount);
+	if (!d)
+		return 1;
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.' && push(&names, &n, &cap, de->d_name) < 0)
+			return 1;
+	if (n)
+		qsort(names, n, sizeof(*names), str_cmp);
+	printf("== /\n");
+	for (size_t i = 0; i < n; i++)
+		printf("%s\n", names[i]);
+	free_all(names, n);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 7 && strcmp(argv[1], "run") == 0 && argc - 6 <= MAX_VFS) {
@@ -436,10 +479,13 @@ int main(int argc, char **argv)
 		}
 		return cmd_run(argv[2], (unsigned)seed, (unsigned)round, argc - 6, argv + 6);
 	}
+	if (argc == 4 && strcmp(argv[1], "snapshot") == 0)
+		return cmd_snapshot(argv[2], argv[3]);
 	if (argc >= 5 && strcmp(argv[1], "check") == 0 && argc - 4 <= MAX_VFS)
 		return cmd_check(argv[2], argv[3], argc - 4, argv + 4);
 usage:
 	fprintf(stderr, "usage: crash-writer run MOUNT LOG SEED ROUND VF...\n"
+			"       crash-writer snapshot MOUNT VF\n"
 			"       crash-writer check MOUNT LOG VF...\n");
 	return 2;
 }
