@@ -49,6 +49,7 @@ t_cleanup() {
 	rm -rf -- "$t_tmp" "${t_remove[@]}"
 }
 trap t_cleanup EXIT
+trap 'exit 143' TERM INT # through the EXIT trap: meson's timeout sends SIGTERM
 
 # wait_until DESCRIPTION SECONDS COMMAND...: retry COMMAND until it succeeds
 # or the deadline passes (for conditions that have no event to wait on).
