@@ -70,10 +70,19 @@ cmd_run() {
 
 cmd_test() {
 	install_pkgs "${build_pkgs[@]}" "${test_pkgs[@]}" "$promtool_pkg" "${extra_test_pkgs[@]}"
-	local dir=${BUILD_DIR:-build}
+	local dir=${BUILD_DIR:-build} rc=0
 	setup_build "$dir" -Dwerror=true -Db_sanitize=address,undefined -Dtests=true
 	# shellcheck disable=SC2086
-	meson test -C "$dir" --print-errorlogs --num-processes "$(nproc)" ${MESON_TEST_ARGS:-}
+	meson test -C "$dir" --print-errorlogs --num-processes "$(nproc)" ${MESON_TEST_ARGS:-} || rc=1
+
+	# valgrind cannot run ASan binaries: the unit suites again, under memcheck,
+	# from a build without sanitizers.  Any memory error or leak fails.
+	if [[ -z ${MESON_TEST_ARGS:-} ]]; then
+		setup_build "$dir-valgrind" -Dwerror=true -Db_sanitize=none -Dtests=true
+		meson test -C "$dir-valgrind" --setup valgrind --suite unit --print-errorlogs \
+			--num-processes "$(nproc)" || rc=1
+	fi
+	return $rc
 }
 
 case "${1:-}" in
