@@ -31,12 +31,27 @@
  *      take the read side; the leader takes the write side only to apply a
  *      committed batch (memory only, never across an fsync).
  *   4. queue_lock (mutex): the op queue and the leader flag; a leaf.
+ *   read_lock (mutex): the listing connection read_db (store_failure_list
+ *      only).  Outside the order above: it is a leaf, never held while
+ *      taking another store lock, and taken with no other store lock held
+ *      (store_failure_list takes nothing else; the generation that tells it
+ *      to reopen is an atomic).  So a listing can neither wait for nor block
+ *      a commit, beyond SQLite's own WAL reader marks.
  * The success fast path takes only index_lock's read side and reads the
  * entry's atomic failure_count, so a healthy poll never waits for a commit,
  * a claim or a failure report, and works while the store is unavailable.
  *
- * Reads never touch SQLite: they are served from the mirror, which is
- * written only after a successful COMMIT (or loaded whole at open/repair).
+ * Reads are served from the mirror, which is written only after a
+ * successful COMMIT (or loaded whole at open/repair), except the failure
+ * listing.  The mirror keeps per failure only what decisions need (row id,
+ * instance id, assigned_at as seconds + nanoseconds: struct failure_key,
+ * about 24 bytes plus the id), loaded from a covering index without the
+ * messages; store_failure_list() reads reported_at, instance id, assigned_at
+ * and message from SQLite through a second, read-only connection on the
+ * same VFS (read_db).  WAL gives that connection the last committed state
+ * without waiting for the writer's fsync, also while a failed commit has
+ * latched the store; when the database could not be opened at all
+ * (`loaded` false) it fails with -EIO like the other reads.
  * No-op calls (duplicate report, report on a quarantined VF, success with
  * nothing to clear, manual quarantine of a quarantined VF, clearing a clean
  * VF, setting a setting to its value) are decided from the mirror and take
@@ -103,13 +118,30 @@ DEFINE_CLEANUP_FUNC(sqlite3_stmt, sqlite3_finalize)
 
 /* -- the mirror ------------------------------------------------------------ */
 
+/* A failure as the mirror keeps it: only what the decisions need (dedupe
+ * and the success rule).  reported_at, the message and the text of
+ * assigned_at stay in SQLite; store_failure_list() reads them there.  A
+ * VF's keys, oldest first, and their NUL-terminated instance ids share one
+ * malloc'd block (failure_block_finish()), so a record costs 24 bytes plus
+ * its id instead of a struct store_failure's ~1.2 KiB. */
+struct failure_key {
+	int64_t row_id;         /* failures.id: insertion order */
+	int64_t assigned_sec;   /* assigned_at: seconds since the epoch ... */
+	uint32_t assigned_nsec; /* ... and nanoseconds, or ASSIGNED_UNKNOWN/FOREIGN */
+	uint32_t instance_off;  /* the instance id: byte offset into the ids */
+};
+
+#define ASSIGNED_UNKNOWN UINT32_MAX       /* "" (never a nanosecond count) */
+#define ASSIGNED_FOREIGN (UINT32_MAX - 1) /* not canonical text: matches nothing */
+
 struct vf_entry {
 	char addr[STORE_VF_BUFSZ];
 	uint64_t id;
 	atomic_uint failure_count; /* == n_failures; read without mirror_lock */
 	bool quarantined;
 	bool manual;
-	struct store_failure *failures; /* oldest first */
+	struct failure_key *failures; /* oldest first; one block with failure_ids */
+	const char *failure_ids;      /* inside the failures block; not freed alone */
 	size_t n_failures;
 	struct store_claim *claim; /* the live claim, NULL when none */
 };
@@ -122,7 +154,8 @@ struct vf_snapshot {
 	uint64_t id;
 	bool quarantined;
 	bool manual;
-	struct store_failure *failures;
+	struct failure_key *failures;
+	const char *failure_ids;
 	size_t n_failures;
 	struct store_claim *claim;
 };
@@ -198,6 +231,12 @@ struct store {
 	struct op *queue_head;
 	struct op **queue_tail;
 	bool leader_active;
+
+	/* the listing connection (store_failure_list): read-only, a leaf lock */
+	pthread_mutex_t read_lock;
+	sqlite3 *read_db;            /* NULL until first used */
+	unsigned read_db_generation; /* the db_generation read_db was opened at */
+	atomic_uint db_generation;   /* bumped by every successful open of db */
 
 	store_change_fn change_fn;
 	void *change_userdata;
@@ -281,6 +320,149 @@ static void sanitize_message(const char *in, char out[static STORE_MESSAGE_MAX +
 static void copy_string(char *dst, size_t size, const char *src)
 {
 	snprintf(dst, size, "%s", src ? src : "");
+}
+
+/* -- compact failure keys ----------------------------------------------------- */
+
+static bool leap_year(int64_t y)
+{
+	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+/* Days from 1970-01-01 to the given proleptic Gregorian date. */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+	y -= m <= 2;
+	int64_t era = y / 400; /* y >= 1969 here: no negative division */
+	int64_t yoe = y - era * 400;
+	int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+/* assigned_at text -> its key.  "" is ASSIGNED_UNKNOWN.  Canonical text
+ * (rfc3339_normalize's output, fixed width, so one instant has exactly one
+ * spelling) maps one-to-one onto (seconds, nanoseconds): comparing keys is
+ * comparing the text, as SQL's "assigned_at = ?" does.  Anything else (a
+ * hand-edited row) is ASSIGNED_FOREIGN, which matches nothing, as SQL would
+ * never match it against canonical input either. */
+static void assigned_key(const char *text, int64_t *sec, uint32_t *nsec)
+{
+	static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddddddddZ";
+	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	int64_t v[7] = { 0 }; /* Y M D h m s ns */
+	size_t field = 0;
+
+	_Static_assert(sizeof(shape) - 1 == RFC3339_NANO_LEN, "canonical width");
+	*sec = 0;
+	if (!*text) {
+		*nsec = ASSIGNED_UNKNOWN;
+		return;
+	}
+	*nsec = ASSIGNED_FOREIGN;
+	if (strlen(text) != RFC3339_NANO_LEN)
+		return;
+	for (size_t i = 0; i < RFC3339_NANO_LEN; i++) {
+		if (shape[i] == 'd') {
+			if (text[i] < '0' || text[i] > '9')
+				return;
+			v[field] = v[field] * 10 + (text[i] - '0');
+		} else if (text[i] != shape[i]) {
+			return;
+		} else {
+			field++;
+		}
+	}
+	if (v[0] < 1970 || v[1] < 1 || v[1] > 12 || v[2] < 1 ||
+	    v[2] > mdays[v[1] - 1] + (v[1] == 2 && leap_year(v[0])) || v[3] > 23 || v[4] > 59 ||
+	    v[5] > 59)
+		return;
+	*sec = days_from_civil(v[0], v[1], v[2]) * 86400 + v[3] * 3600 + v[4] * 60 + v[5];
+	*nsec = (uint32_t)v[6];
+}
+
+static bool failure_key_matches(const struct failure_key *k, const char *ids,
+				const char *instance_id, int64_t sec, uint32_t nsec)
+{
+	return k->assigned_nsec != ASSIGNED_FOREIGN && k->assigned_nsec == nsec &&
+	       k->assigned_sec == sec && strcmp(ids + k->instance_off, instance_id) == 0;
+}
+
+/* Collects one VF's keys (in any order) and ids in growable scratch buffers;
+ * failure_block_finish() packs them, oldest first, into one exact block. */
+struct failure_builder {
+	struct failure_key *keys;
+	size_t n, cap;
+	char *ids;
+	size_t used, ids_cap;
+};
+
+static int failure_builder_push(struct failure_builder *b, int64_t row_id, const char *instance_id,
+				size_t instance_len, const char *assigned_at)
+{
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 64;
+		struct failure_key *keys = reallocarray(b->keys, cap, sizeof(*keys));
+		if (!keys)
+			return -ENOMEM;
+		b->keys = keys;
+		b->cap = cap;
+	}
+	if (b->used > UINT32_MAX - instance_len - 1)
+		return -EOVERFLOW; /* 4 GiB of ids for one VF: not what this code writes */
+	if (b->ids_cap - b->used < instance_len + 1) {
+		size_t cap = MAX(b->ids_cap ? 2 * b->ids_cap : 1024, b->used + instance_len + 1);
+		char *ids = realloc(b->ids, cap);
+		if (!ids)
+			return -ENOMEM;
+		b->ids = ids;
+		b->ids_cap = cap;
+	}
+	struct failure_key *k = &b->keys[b->n++];
+	k->row_id = row_id;
+	assigned_key(assigned_at, &k->assigned_sec, &k->assigned_nsec);
+	k->instance_off = (uint32_t)b->used;
+	memcpy(b->ids + b->used, instance_id, instance_len);
+	b->ids[b->used + instance_len] = '\0';
+	b->used += instance_len + 1;
+	return 0;
+}
+
+static int compare_row_id(const void *a, const void *b)
+{
+	const struct failure_key *x = a, *y = b;
+
+	return x->row_id < y->row_id ? -1 : x->row_id > y->row_id;
+}
+
+/* Pack the collected keys into one block (NULL when none) and empty the
+ * builder for the next VF, keeping its buffers. */
+static int failure_block_finish(struct failure_builder *b, struct failure_key **ret,
+				const char **ret_ids, size_t *ret_n)
+{
+	*ret = NULL;
+	*ret_ids = NULL;
+	*ret_n = 0;
+	if (b->n == 0)
+		return 0;
+	qsort(b->keys, b->n, sizeof(*b->keys), compare_row_id);
+	struct failure_key *block = malloc(b->n * sizeof(*block) + b->used);
+	if (!block)
+		return -ENOMEM;
+	memcpy(block, b->keys, b->n * sizeof(*block));
+	memcpy((char *)(block + b->n), b->ids, b->used);
+	*ret = block;
+	*ret_ids = (const char *)(block + b->n);
+	*ret_n = b->n;
+	b->n = b->used = 0;
+	return 0;
+}
+
+static void failure_builder_free(struct failure_builder *b)
+{
+	free(b->keys);
+	free(b->ids);
+	memset(b, 0, sizeof(*b));
 }
 
 /* -- mirror lookups (callers hold index_lock) ------------------------------- */
@@ -582,15 +764,18 @@ static const char *col_text(sqlite3_stmt *st, int col)
 	return t ? (const char *)t : "";
 }
 
-static void read_failure(sqlite3_stmt *st, int col, struct store_failure *f)
+/* Add the row's (id, instance_id, assigned_at) at col.. to a builder. */
+static int read_failure_key(sqlite3_stmt *st, int col, struct failure_builder *b)
 {
-	copy_string(f->instance_id, sizeof(f->instance_id), col_text(st, col));
-	copy_string(f->assigned_at, sizeof(f->assigned_at), col_text(st, col + 1));
-	copy_string(f->reported_at, sizeof(f->reported_at), col_text(st, col + 2));
-	copy_string(f->message, sizeof(f->message), col_text(st, col + 3));
+	const char *instance_id = col_text(st, col + 1);
+
+	return failure_builder_push(b, sqlite3_column_int64(st, col), instance_id,
+				    strlen(instance_id), col_text(st, col + 2));
 }
 
-#define FAILURE_COLUMNS "instance_id, assigned_at, reported_at, message"
+/* What the mirror needs: the unique index (vf_id, instance_id, assigned_at)
+ * holds all of it (id is its rowid), so no table page, no message, is read. */
+#define FAILURE_KEY_COLUMNS "id, instance_id, assigned_at"
 #define CLAIM_COLUMNS "id, instance_id, claimed_at, agent, control, pid, pid_starttime"
 
 static void read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim *c)
@@ -673,21 +858,18 @@ static int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *sn
 	snap->quarantined = row.quarantined;
 	snap->manual = row.manual;
 
-	int64_t n;
-	r = db_failure_count(s, row.id, &n);
-	if (r < 0)
-		return r;
-	if (n > 0) {
-		snap->failures = calloc((size_t)n, sizeof(*snap->failures));
-		if (!snap->failures)
-			return -ENOMEM;
+	{
+		struct failure_builder b = { 0 };
 		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-			s, "SELECT " FAILURE_COLUMNS " FROM failures WHERE vf_id = ? ORDER BY id", "i",
-			row.id);
+			s, "SELECT " FAILURE_KEY_COLUMNS " FROM failures WHERE vf_id = ?", "i", row.id);
 		if (!st)
 			return -EIO;
-		while ((r = db_step(s, st)) == 1 && snap->n_failures < (size_t)n)
-			read_failure(st, 0, &snap->failures[snap->n_failures++]);
+		while ((r = db_step(s, st)) == 1 && (r = read_failure_key(st, 0, &b)) == 0)
+			;
+		if (r == 0)
+			r = failure_block_finish(&b, &snap->failures, &snap->failure_ids,
+						 &snap->n_failures);
+		failure_builder_free(&b);
 		if (r < 0)
 			return r;
 	}
@@ -714,6 +896,7 @@ static void snapshot_release(struct vf_snapshot *snap)
 	free(snap->failures);
 	free(snap->claim);
 	snap->failures = NULL;
+	snap->failure_ids = NULL;
 	snap->claim = NULL;
 }
 
@@ -1264,6 +1447,7 @@ static bool batch_apply(struct store *s, struct batch_state *b, bool structural)
 		e->quarantined = snap->quarantined;
 		e->manual = snap->manual;
 		e->failures = snap->failures;
+		e->failure_ids = snap->failure_ids;
 		e->n_failures = snap->n_failures;
 		e->claim = snap->claim;
 		snap->failures = NULL;
@@ -1454,6 +1638,51 @@ static void loaded_index_free(struct loaded_index *li)
 	free(li->by_id);
 }
 
+/* Load every VF's failure keys: only the compact columns, from the covering
+ * index, so rows arrive grouped by VF and no message is read (this is most
+ * of the startup time with many failures). */
+static int db_load_failures(struct store *s, struct loaded_index *li)
+{
+	struct failure_builder b = { 0 };
+	struct vf_entry *e = NULL;
+	int64_t current = 0;
+	bool started = false;
+	int r;
+	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+		s, "SELECT vf_id, " FAILURE_KEY_COLUMNS " FROM failures ORDER BY vf_id", "");
+
+	if (!st)
+		return -EIO;
+	for (;;) {
+		int row = db_step(s, st);
+		if (row < 0) {
+			r = row;
+			break;
+		}
+		int64_t vf_id = row ? sqlite3_column_int64(st, 0) : 0;
+		if (!row || !started || vf_id != current) {
+			/* the previous VF is complete */
+			if (e && (r = failure_block_finish(&b, &e->failures, &e->failure_ids,
+							  &e->n_failures)) < 0)
+				break;
+			if (!row) {
+				r = 0;
+				break;
+			}
+			started = true;
+			current = vf_id;
+			e = lookup_id(li->by_id, li->n, (uint64_t)vf_id);
+		}
+		/* no entry: the history of an unregistered VF */
+		if (e && (r = read_failure_key(st, 1, &b)) < 0)
+			break;
+	}
+	failure_builder_free(&b);
+	for (size_t i = 0; i < li->n; i++)
+		atomic_store(&li->by_addr[i]->failure_count, (unsigned)li->by_addr[i]->n_failures);
+	return r;
+}
+
 /* Read the whole database.  Returns 0, -EIO (batch_error says why: the
  * content is not what this code writes), or -ENOMEM. */
 static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
@@ -1505,47 +1734,9 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 	memcpy(li->by_id, li->by_addr, li->n * sizeof(*li->by_id));
 	qsort(li->by_id, li->n, sizeof(*li->by_id), compare_entry_id);
 
-	{
-		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-			s, "SELECT vf_id, COUNT(*) FROM failures GROUP BY vf_id", "");
-		if (!st)
-			return -EIO;
-		while ((r = db_step(s, st)) == 1) {
-			struct vf_entry *e = lookup_id(li->by_id, li->n,
-						       (uint64_t)sqlite3_column_int64(st, 0));
-			int64_t count = sqlite3_column_int64(st, 1);
-			if (!e || count <= 0)
-				continue; /* history of an unregistered VF */
-			e->failures = calloc((size_t)count, sizeof(*e->failures));
-			if (!e->failures)
-				return -ENOMEM;
-			e->n_failures = (size_t)count; /* capacity until filled below */
-		}
-		if (r < 0)
-			return r;
-	}
-	for (size_t i = 0; i < li->n; i++) {
-		struct vf_entry *e = li->by_addr[i];
-		atomic_store(&e->failure_count, (unsigned)e->n_failures); /* capacity */
-		e->n_failures = 0;
-	}
-	{
-		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-			s, "SELECT vf_id, " FAILURE_COLUMNS " FROM failures ORDER BY id", "");
-		if (!st)
-			return -EIO;
-		while ((r = db_step(s, st)) == 1) {
-			struct vf_entry *e = lookup_id(li->by_id, li->n,
-						       (uint64_t)sqlite3_column_int64(st, 0));
-			if (!e || e->n_failures >= atomic_load(&e->failure_count))
-				continue;
-			read_failure(st, 1, &e->failures[e->n_failures++]);
-		}
-		if (r < 0)
-			return r;
-	}
-	for (size_t i = 0; i < li->n; i++)
-		atomic_store(&li->by_addr[i]->failure_count, (unsigned)li->by_addr[i]->n_failures);
+	r = db_load_failures(s, li);
+	if (r < 0)
+		return r;
 	{
 		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
 			s, "SELECT vf_id, " CLAIM_COLUMNS " FROM claims WHERE released_at IS NULL", "");
@@ -1738,6 +1929,7 @@ static int open_locked(struct store *s)
 	int r = db_open(s, reason, sizeof(reason));
 
 	if (r == 0) {
+		atomic_fetch_add(&s->db_generation, 1); /* the listing connection reopens */
 		log_info("store: opened %s", s->path);
 		return 0;
 	}
@@ -1854,6 +2046,7 @@ int store_open(const struct store_options *opt, struct store **ret)
 	pthread_rwlock_init(&s->mirror_lock, NULL);
 	pthread_mutex_init(&s->queue_lock, NULL);
 	pthread_cond_init(&s->queue_cond, NULL);
+	pthread_mutex_init(&s->read_lock, NULL);
 	s->path = strdup(opt->path);
 	if (asprintf(&s->lock_path, "%s-lock", opt->path) < 0)
 		s->lock_path = NULL;
@@ -1880,11 +2073,14 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
+	/* the reader first: the writer, closing last, checkpoints the WAL */
+	sqlite3_close_v2(s->read_db);
 	if (s->db)
 		sqlite3_close_v2(s->db);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd); /* drops the flock */
 	index_clear(s);
+	pthread_mutex_destroy(&s->read_lock);
 	pthread_cond_destroy(&s->queue_cond);
 	pthread_mutex_destroy(&s->queue_lock);
 	pthread_rwlock_destroy(&s->mirror_lock);
@@ -2026,32 +2222,104 @@ int store_quarantined_list(struct store *s, char (**ret)[STORE_VF_BUFSZ], size_t
 	return 0;
 }
 
+/* read_lock held.  The listing connection, (re)opened when the writer's
+ * connection was (re)opened since (a repaired open may be a new file). */
+static int read_db_ready(struct store *s)
+{
+	unsigned generation = atomic_load(&s->db_generation);
+
+	if (s->read_db && s->read_db_generation == generation)
+		return 0;
+	sqlite3_close_v2(s->read_db);
+	s->read_db = NULL;
+	int rc = sqlite3_open_v2(s->path, &s->read_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+				 s->vfs_name);
+	if (rc != SQLITE_OK) {
+		log_warn("store: cannot open %s for reading: %s", s->path,
+			 s->read_db ? sqlite3_errmsg(s->read_db) : sqlite3_errstr(rc));
+		sqlite3_close_v2(s->read_db);
+		s->read_db = NULL;
+		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+	}
+	sqlite3_busy_timeout(s->read_db, STORE_BUSY_TIMEOUT_MS);
+	s->read_db_generation = generation;
+	return 0;
+}
+
+/* read_lock held.  One statement, so one read transaction: the VF's
+ * existence and its failures come from the same committed state.  Zero rows:
+ * no such VF; one row with a NULL id: a VF without failures. */
+static int read_failures(struct store *s, const char *vf, struct store_failure **ret,
+			 size_t *count)
+{
+	_cleanup_free_ struct store_failure *list = NULL;
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	size_t n = 0, cap = 0;
+	bool found = false;
+	int rc;
+
+	rc = sqlite3_prepare_v2(s->read_db,
+				"SELECT f.id, f.reported_at, f.instance_id, f.assigned_at, f.message"
+				" FROM vfs v LEFT JOIN failures f ON f.vf_id = v.id"
+				" WHERE v.address = ? ORDER BY f.id",
+				-1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 1, vf, -1, SQLITE_STATIC);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		found = true;
+		rc = SQLITE_OK;
+		if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+			continue;
+		if (n == cap) {
+			size_t new_cap = cap ? 2 * cap : 16;
+			struct store_failure *grown = reallocarray(list, new_cap, sizeof(*list));
+			if (!grown)
+				return -ENOMEM;
+			list = grown;
+			cap = new_cap;
+		}
+		struct store_failure *f = &list[n++];
+		copy_string(f->reported_at, sizeof(f->reported_at), col_text(st, 1));
+		copy_string(f->instance_id, sizeof(f->instance_id), col_text(st, 2));
+		copy_string(f->assigned_at, sizeof(f->assigned_at), col_text(st, 3));
+		copy_string(f->message, sizeof(f->message), col_text(st, 4));
+	}
+	if (rc != SQLITE_DONE) {
+		log_warn("store: listing the failures of %s failed: %s", vf,
+			 sqlite3_errmsg(s->read_db));
+		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+	}
+	if (!found)
+		return -ENOENT;
+	if (!list && !(list = calloc(1, sizeof(*list))))
+		return -ENOMEM; /* callers free() *ret even when count is 0 */
+	*ret = list;
+	list = NULL; /* ownership to the caller */
+	*count = n;
+	return 0;
+}
+
+/* Not served from the mirror (it keeps no messages): read from SQLite
+ * through the listing connection, which WAL lets read while the writer
+ * commits, so a listing never waits behind an fsync, and which still
+ * serves the committed rows while a failed commit has latched the store. */
 int store_failure_list(struct store *s, const char *vf, struct store_failure **ret, size_t *count)
 {
 	if (!store_vf_address_valid(vf) || !ret || !count)
 		return -EINVAL;
 	if (!atomic_load(&s->loaded))
-		return -EIO;
-	mirror_rdlock(s);
-	struct vf_entry *e = find_vf(s, vf);
-	struct store_failure *list = NULL;
-	size_t n = 0;
-	if (e) {
-		list = calloc(MAX(e->n_failures, (size_t)1), sizeof(*list));
-		if (list) {
-			n = e->n_failures;
-			if (n) /* e->failures is NULL when there are none */
-				memcpy(list, e->failures, n * sizeof(*list));
-		}
+		return -EIO; /* the database could not be opened */
+	pthread_mutex_lock(&s->read_lock);
+	int r = read_db_ready(s);
+	if (r == 0)
+		r = read_failures(s, vf, ret, count);
+	if (r == -EIO) {
+		/* start afresh next time (the file may have been replaced) */
+		sqlite3_close_v2(s->read_db);
+		s->read_db = NULL;
 	}
-	mirror_unlock(s);
-	if (!e)
-		return -ENOENT;
-	if (!list)
-		return -ENOMEM;
-	*ret = list;
-	*count = n;
-	return 0;
+	pthread_mutex_unlock(&s->read_lock);
+	return r;
 }
 
 /* -- settings -- */
@@ -2108,12 +2376,16 @@ int store_max_quarantined_set(struct store *s, int max_quarantined)
 
 /* -- reports -- */
 
+/* assigned_at is canonical or "" (normalize_optional_time). */
 static bool failure_recorded(const struct vf_entry *e, const char *instance_id,
 			     const char *assigned_at)
 {
+	int64_t sec;
+	uint32_t nsec;
+
+	assigned_key(assigned_at, &sec, &nsec);
 	for (size_t i = 0; i < e->n_failures; i++)
-		if (strcmp(e->failures[i].instance_id, instance_id) == 0 &&
-		    strcmp(e->failures[i].assigned_at, assigned_at) == 0)
+		if (failure_key_matches(&e->failures[i], e->failure_ids, instance_id, sec, nsec))
 			return true;
 	return false;
 }
