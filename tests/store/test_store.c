@@ -456,6 +456,102 @@ START_TEST(failure_message_and_stamp)
 }
 END_TEST
 
+/* The listing is read from SQLite and the mirror's keys are loaded from an
+ * index ordered by instance id, not by insertion: after a reopen every
+ * message and reported_at must still be there, oldest first, and dedupe and
+ * the success rule must still decide by exactly (instance_id, assigned_at)
+ * ("" distinct from any time, 1 ns apart distinct).  A store that could not
+ * open the database lists nothing. */
+START_TEST(failure_listing_survives_reopen)
+{
+	static const struct {
+		const char *vf, *instance_id, *assigned_at;
+	} reports[] = {
+		{ VF_A, "zz-first", T3 },
+		{ VF_B, "b-1", T1 },
+		{ VF_A, "mm-second", "" },
+		{ VF_A, "aa-third", T1 },
+		{ VF_B, "b-2", "" },
+		{ VF_A, "mm-second", T2 },
+		{ VF_A, "aa-third", "2026-11-29T07:00:01.000000001Z" },
+	};
+	static const size_t vf_a[] = { 0, 2, 3, 5, 6 }; /* reports[] of VF_A, oldest first */
+	struct store *s = open_with(100, -1, FAULTVFS_NAME);
+	struct store_failure_result r;
+	struct store_failure *before, *f;
+	size_t n_before, n;
+	char message[64];
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	for (size_t i = 0; i < ARRAY_SIZE(reports); i++) {
+		snprintf(message, sizeof(message), "message %zu of %s", i, reports[i].vf);
+		ck_assert_int_eq(store_report_failure(s, reports[i].vf, reports[i].instance_id,
+						      reports[i].assigned_at, message, &r),
+				 0);
+		ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
+	}
+	ck_assert_int_eq(store_failure_list(s, VF_A, &before, &n_before), 0);
+	ck_assert_uint_eq(n_before, ARRAY_SIZE(vf_a));
+
+	s = reopen(s);
+	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), 0);
+	ck_assert_uint_eq(n, ARRAY_SIZE(vf_a));
+	for (size_t j = 0; j < n; j++) {
+		const size_t i = vf_a[j];
+		snprintf(message, sizeof(message), "message %zu of %s", i, VF_A);
+		ck_assert_str_eq(f[j].message, message);
+		ck_assert_str_eq(f[j].instance_id, reports[i].instance_id);
+		ck_assert_str_eq(f[j].assigned_at, reports[i].assigned_at);
+		ck_assert_uint_eq(strlen(f[j].reported_at), RFC3339_NANO_LEN);
+		ck_assert_str_eq(f[j].reported_at, before[j].reported_at);
+		if (j > 0)
+			ck_assert_str_le(f[j - 1].reported_at, f[j].reported_at);
+	}
+	free(f);
+	ck_assert_int_eq(store_failure_list(s, VF_B, &f, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(f[0].message, "message 1 of " VF_B);
+	ck_assert_str_eq(f[1].message, "message 4 of " VF_B);
+	ck_assert_str_eq(f[1].assigned_at, "");
+	free(f);
+
+	/* the reloaded keys: every recorded report is a duplicate ... */
+	for (size_t i = 0; i < ARRAY_SIZE(reports); i++)
+		ck_assert_int_eq(report_fail(s, reports[i].vf, reports[i].instance_id,
+					     reports[i].assigned_at),
+				 STORE_OUTCOME_UNCHANGED);
+	ck_assert_uint_eq(info(s, VF_A).tally, ARRAY_SIZE(vf_a));
+	/* ... the success rule clears the match and everything older ... */
+	struct store_success_result o = ok(s, VF_A, "aa-third", T1);
+	ck_assert_uint_eq(o.cleared, 3);
+	ck_assert(!o.rescinded);
+	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(f[0].message, "message 5 of " VF_A);
+	ck_assert_str_eq(f[0].reported_at, before[3].reported_at);
+	ck_assert_str_eq(f[1].message, "message 6 of " VF_A);
+	ck_assert_str_eq(f[1].reported_at, before[4].reported_at);
+	free(f);
+	free(before);
+	/* ... and a near miss is a new failure */
+	ck_assert_int_eq(report_fail(s, VF_A, "aa-third", T2), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_A, "mm-second", ""), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_A, "mm-second", "2026-11-29T07:00:02.000000001Z"),
+			 STORE_OUTCOME_RECORDED);
+	ck_assert_uint_eq(ok(s, VF_A, "aa-third", "2026-11-29T07:00:02.000000001Z").cleared, 0);
+	ck_assert_uint_eq(info(s, VF_A).tally, 5);
+
+	/* a store whose database could not be opened lists nothing */
+	store_close(s);
+	db_write("PRAGMA user_version = 2");
+	s = open_store();
+	ck_assert(!store_status(s, NULL, 0));
+	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), -EIO);
+	store_close(s);
+}
+END_TEST
+
 START_TEST(report_bad_input_changes_nothing)
 {
 	struct store *s = open_store();
@@ -1492,6 +1588,7 @@ static Suite *store_suite(void)
 		{ "failure_dedupe", failure_dedupe },
 		{ "failure_on_quarantined_unchanged", failure_on_quarantined_unchanged },
 		{ "failure_message_and_stamp", failure_message_and_stamp },
+		{ "failure_listing_survives_reopen", failure_listing_survives_reopen },
 		{ "report_bad_input_changes_nothing", report_bad_input_changes_nothing },
 		{ "success_rescind_example", success_rescind_example },
 		{ "success_removes_older_failures", success_removes_older_failures },
