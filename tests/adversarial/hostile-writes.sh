@@ -21,3 +21,4 @@ start_daemon "$mnt" "$dbdir/vfhealth.db" --threshold 1000 --no-sentinel
 "$bin" "$mnt" "$iterations" "$seed" || fail "hostile-writes found a violation (seed $seed)"
 kill -0 "$daemon_pid" 2>/dev/null || fail "vfhealthd died"
 [[ $(vf_read "$mnt/status") == ok ]] || fail "status: $(vf_read "$mnt/status")"
+finish

@@ -132,4 +132,5 @@ fds_last=$(tail -n 20 "$t_tmp/fds" | sort -n | head -n 1)
 ((b_rss - a_rss <= ${HOSTILE_RSS_SLACK_KB:-8192})) ||
 	fail "vfhealthd RSS grew from ${a_rss} KiB to ${b_rss} KiB over $d_polls polls"
 kill -0 "$daemon_pid" || fail "vfhealthd died"
+finish
 echo "sentinel-hostile: $d_polls polls, $n_hostile hostile targets: rpc_error +$((b_rpc_error - a_rpc_error)), ok +$((b_ok - a_ok)), failed +$((b_failed - a_failed)); poll median ${median_duration}s, max ${max_duration}s; fds $fds_first -> $fds_last; RSS $a_rss -> $b_rss KiB"

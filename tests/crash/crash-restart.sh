@@ -90,7 +90,7 @@ for ((round = 1; round <= rounds; round++)); do
 done
 elapsed_ms=$((($(date +%s%N) - start_ns) / 1000000))
 
-stop_daemon
+finish
 integrity_check final
 # A test that killed before any write landed would prove nothing.
 ((total_acks >= rounds)) || fail "only $total_acks acknowledged writes in $rounds rounds"

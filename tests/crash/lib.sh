@@ -170,17 +170,37 @@ kill_daemon() {
 }
 
 # stop_daemon: SIGTERM and wait (bounded), SIGKILL when that is not enough,
-# then make sure nothing stays mounted.
+# then make sure nothing stays mounted.  daemon_status is the exit status
+# of a daemon that stopped on its own after SIGTERM, empty otherwise.
+daemon_status=
 stop_daemon() {
+	daemon_status=
 	if [[ -n $daemon_pid ]]; then
 		local deadline=$(($(date +%s%N) + 20000000000))
 		kill -TERM "$daemon_pid" 2>/dev/null || true
 		until daemon_gone "$daemon_pid" || (($(date +%s%N) > deadline)); do
 			sleep 0.02
 		done
-		kill_daemon
+		if daemon_gone "$daemon_pid"; then
+			daemon_status=0
+			wait "$daemon_pid" 2>/dev/null || daemon_status=$?
+			daemon_pid=
+		else
+			kill_daemon
+		fi
 	fi
 	if [[ -n $daemon_mount ]] && grep -qF " $daemon_mount fuse" /proc/mounts; then
 		fusermount3 -uz "$daemon_mount" 2>/dev/null || umount -l "$daemon_mount" 2>/dev/null || true
+	fi
+}
+
+# finish: stop the daemon and fail on what the sanitizers or the daemon said
+# on the way: a non-zero exit after SIGTERM (LeakSanitizer exits 23), or a
+# sanitizer report anywhere in the log of every instance this test ran.
+finish() {
+	stop_daemon
+	[[ ${daemon_status:-0} == 0 ]] || fail "vfhealthd exited with status $daemon_status after SIGTERM"
+	if grep -qE 'runtime error:|ERROR: (Address|Leak|Thread)Sanitizer' "$daemon_log" 2>/dev/null; then
+		FAIL_LOG_LINES=60 fail "sanitizer report in the vfhealthd log: $(grep -m1 -E 'runtime error:|ERROR: (Address|Leak|Thread)Sanitizer' "$daemon_log")"
 	fi
 }

@@ -106,8 +106,10 @@ before=$(committed_view)
 status=$(vf_read "$mnt/status")
 [[ $status == "unavailable: "* && $status =~ $reason_re ]] ||
 	fail "$mode: status says '$status', want 'unavailable: ...$reason_re...'"
-vf_read "$mnt/metrics" | grep -qx 'vfhealth_store_unavailable 1' ||
-	fail "$mode: metrics do not show vfhealth_store_unavailable 1"
+# (a here-string, not a pipe: grep -q exits early, and pipefail would
+# count the writer's SIGPIPE as a failure)
+grep -qx 'vfhealth_store_unavailable 1' <<<"$(vf_read "$mnt/metrics")" ||
+	fail "$mode: metrics do not show vfhealth_store_unavailable 1 (status: $(vf_read "$mnt/status")): $(vf_read "$mnt/metrics" | grep -E '^vfhealth_(store|allocatable)')"
 resources=$(vf_read "$mnt/resources")
 grep -qx 'allocatable_slots 0' <<<"$resources" || fail "$mode: resources: $resources"
 grep -q '^placement_disabled_reason ' <<<"$resources" || fail "$mode: resources give no reason"
@@ -140,8 +142,8 @@ ioerror) rm -f "$trigger" ;;
 esac
 expect ok write "$mnt/status" repair
 [[ $(vf_read "$mnt/status") == ok ]] || fail "$mode: status after repair: $(vf_read "$mnt/status")"
-vf_read "$mnt/metrics" | grep -qx 'vfhealth_store_unavailable 0' ||
-	fail "$mode: metrics still show the store unavailable"
+grep -qx 'vfhealth_store_unavailable 0' <<<"$(vf_read "$mnt/metrics")" ||
+	fail "$mode: metrics still show the store unavailable: $(vf_read "$mnt/metrics" | grep -E 'unavailable|commit')"
 
 check_nothing_lost() {
 	local when=$1 failures id
@@ -164,9 +166,10 @@ check_nothing_lost "after repair"
 expect "ok recorded" report "$mnt/$A/report" "failed after-1 - after the repair"
 acked+=(after-1)
 
-stop_daemon
+finish
 daemon_env=()
 start_daemon "$mnt" "$db" --threshold 1000
 check_nothing_lost "after a restart"
 [[ $(vf_read "$mnt/status") == ok ]] || fail "$mode: status after restart"
+finish
 echo "$mode: store failed closed with '$status' and recovered with nothing lost"
