@@ -59,6 +59,7 @@ done < <(find "$dest$sbindir" -type f)
 # Man pages, in their sections.
 check "vfhealthd(8)" test -s "$dest$mandir/man8/vfhealthd.8"
 check "vfhealth-agent(8)" test -s "$dest$mandir/man8/vfhealth-agent.8"
+check "vfhealth-sentinel(8)" test -s "$dest$mandir/man8/vfhealth-sentinel.8"
 check "vfhealth(5)" test -s "$dest$mandir/man5/vfhealth.5"
 for page in "$dest$mandir"/man*/*; do
 	[[ -f $page ]] || continue
