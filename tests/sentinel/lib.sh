@@ -77,16 +77,19 @@ require_fuse() {
 	command -v fusermount3 >/dev/null || skip "no fusermount3"
 }
 
-# abort_fuse MOUNTPOINT [DEV]: abort the FUSE connection behind MOUNTPOINT
+# abort_fuse MOUNTPOINT [MOUNT_ID]: abort the FUSE connection behind MOUNTPOINT
 # (only if it is still connection DEV, "major:minor", when given) and detach
 # it.  A crashed vfhealthd whose own threads wait on its mount (the
 # sentinel, the notifier) never finishes dying otherwise, and every reader
 # of the mount hangs in D state.
 abort_fuse() {
 	local dev
-	dev=$(awk -v m="$1" '$5 == m { print $3 }' /proc/self/mountinfo | tail -n 1)
+	# $2, when given, is the mount ID (field 1 of mountinfo) of the mount to
+	# abort: unlike the device number, it is not handed to the next mount
+	# at once, so a later daemon's mount on the same path is left alone.
+	dev=$(awk -v m="$1" -v id="${2:-}" '$5 == m && (id == "" || $1 == id) { print $3 }' \
+		/proc/self/mountinfo | tail -n 1)
 	[[ -n $dev ]] || return 0
-	[[ -z ${2:-} || $dev == "$2" ]] || return 0
 	if [[ -w /sys/fs/fuse/connections/${dev#*:}/abort ]]; then
 		echo 1 >"/sys/fs/fuse/connections/${dev#*:}/abort" 2>/dev/null || true
 	fi
@@ -119,6 +122,11 @@ wait_for() {
 # start_daemon [vfhealthd options...]: mount $MNT on a fresh database.
 start_daemon() {
 	require_fuse
+	if [[ -n ${WATCHDOG_PID:-} ]]; then
+		kill "$WATCHDOG_PID" 2>/dev/null || true
+		wait "$WATCHDOG_PID" 2>/dev/null || true
+		WATCHDOG_PID=
+	fi
 	mkdir -p "$MNT"
 	"$VFHEALTHD" -f --db "$T/db/vfhealth.db" "$@" "$MNT" >>"$T/daemon.log" 2>&1 &
 	DAEMON_PID=$!
@@ -135,14 +143,17 @@ start_daemon() {
 		sleep 0.05
 	done
 	# Watchdog: if this daemon dies without unmounting, abort its connection
-	# (that one, not a later daemon's) so the test fails instead of hanging.
-	local pid=$DAEMON_PID dev
-	dev=$(awk -v m="$MNT" '$5 == m { print $3 }' /proc/self/mountinfo | tail -n 1)
+	# so the test fails instead of hanging.  Device numbers and mount IDs are
+	# handed to the next mount at once, so the watchdog must never outlive
+	# its daemon into the next one's life: the next start_daemon ends it.
+	local pid=$DAEMON_PID mount_id
+	mount_id=$(awk -v m="$MNT" '$5 == m { print $1 }' /proc/self/mountinfo | tail -n 1)
 	(
 		while running "$pid"; do sleep 0.2; done
-		abort_fuse "$MNT" "$dev"
+		abort_fuse "$MNT" "$mount_id"
 	) >/dev/null 2>&1 &
 	PIDS+=("$!")
+	WATCHDOG_PID=$!
 }
 
 # stop_daemon: SIGTERM and wait (not in a subshell: it must be our child);
