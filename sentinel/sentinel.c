@@ -627,35 +627,17 @@ void sentinel_counters_render(void *counters, FILE *out)
 	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
 		fprintf(out, "vfhealth_sentinel_checks_total{result=\"%s\"} %" PRIu64 "\n",
 			check_result_name((enum check_result)r), st.checks[r]);
+#define RENDER_COUNTER(field, name, help)                                            \
+	fprintf(out, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %" PRIu64 "\n", \
+		st.field);
+	SENTINEL_SCALAR_COUNTERS(RENDER_COUNTER)
+#undef RENDER_COUNTER
 	fprintf(out,
-		"# HELP vfhealth_sentinel_init_failures_total Failed GPU initializations the "
-		"sentinel reported that the store recorded or quarantined on.\n"
-		"# TYPE vfhealth_sentinel_init_failures_total counter\n"
-		"vfhealth_sentinel_init_failures_total %" PRIu64 "\n"
-		"# HELP vfhealth_sentinel_quarantines_total VFs quarantined by a sentinel report.\n"
-		"# TYPE vfhealth_sentinel_quarantines_total counter\n"
-		"vfhealth_sentinel_quarantines_total %" PRIu64 "\n"
-		"# HELP vfhealth_liveness_uncertain_total Stale-claim checks that kept a claim "
-		"because its VMM's liveness could not be determined.\n"
-		"# TYPE vfhealth_liveness_uncertain_total counter\n"
-		"vfhealth_liveness_uncertain_total %" PRIu64 "\n"
-		"# HELP vfhealth_sentinel_claims_released_total Claims released because their VMM "
-		"was dead.\n"
-		"# TYPE vfhealth_sentinel_claims_released_total counter\n"
-		"vfhealth_sentinel_claims_released_total %" PRIu64 "\n"
-		"# HELP vfhealth_sentinel_reports_dropped_total Answers not reported because the "
-		"claim changed during the poll.\n"
-		"# TYPE vfhealth_sentinel_reports_dropped_total counter\n"
-		"vfhealth_sentinel_reports_dropped_total %" PRIu64 "\n"
-		"# HELP vfhealth_sentinel_polls_total Completed polls.\n"
-		"# TYPE vfhealth_sentinel_polls_total counter\n"
-		"vfhealth_sentinel_polls_total %" PRIu64 "\n"
 		"# HELP vfhealth_sentinel_last_poll_duration_seconds Duration of the last "
 		"completed poll.\n"
 		"# TYPE vfhealth_sentinel_last_poll_duration_seconds gauge\n"
 		"vfhealth_sentinel_last_poll_duration_seconds %" PRId64 ".%09" PRId64 "\n",
-		st.init_failures, st.quarantines, st.liveness_uncertain, st.claims_released,
-		st.reports_dropped, st.polls, st.last_poll_duration_ns / SENTINEL_NS_PER_S,
+		st.last_poll_duration_ns / SENTINEL_NS_PER_S,
 		st.last_poll_duration_ns % SENTINEL_NS_PER_S);
 }
 
@@ -669,12 +651,9 @@ void sentinel_counters_get(const struct sentinel_counters *c, struct sentinel_st
 	_Static_assert(ARRAY_SIZE(ret->checks) == CHECK_RESULT_COUNT, "one counter per result");
 	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
 		ret->checks[r] = atomic_load(&c->checks[r]);
-	ret->init_failures = atomic_load(&c->init_failures);
-	ret->quarantines = atomic_load(&c->quarantines);
-	ret->liveness_uncertain = atomic_load(&c->liveness_uncertain);
-	ret->claims_released = atomic_load(&c->claims_released);
-	ret->reports_dropped = atomic_load(&c->reports_dropped);
-	ret->polls = atomic_load(&c->polls);
+#define LOAD_COUNTER(field, name, help) ret->field = atomic_load(&c->field);
+	SENTINEL_SCALAR_COUNTERS(LOAD_COUNTER)
+#undef LOAD_COUNTER
 	ret->last_poll_duration_ns = atomic_load(&c->last_poll_duration_ns);
 }
 

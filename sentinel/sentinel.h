@@ -135,17 +135,31 @@ void sentinel_free(struct sentinel *s);
  * lines, every check result present), for vffs_add_metrics_provider(). */
 void sentinel_render_metrics(void *sentinel, FILE *out);
 
+/* The scalar counters, one row each: field, Prometheus name, HELP text.  The
+ * one list drives both structs below, the snapshot and the metrics. */
+#define SENTINEL_SCALAR_COUNTERS(X)                                                          \
+	X(init_failures, "vfhealth_sentinel_init_failures_total",                            \
+	  "Failed GPU initializations the sentinel reported that the store recorded or "     \
+	  "quarantined on.")                                                                 \
+	X(quarantines, "vfhealth_sentinel_quarantines_total",                                \
+	  "VFs quarantined by a sentinel report.")                                           \
+	X(liveness_uncertain, "vfhealth_liveness_uncertain_total",                           \
+	  "Stale-claim checks that kept a claim because its VMM's liveness could not be "    \
+	  "determined.")                                                                     \
+	X(claims_released, "vfhealth_sentinel_claims_released_total",                        \
+	  "Claims released because their VMM was dead.")                                     \
+	X(reports_dropped, "vfhealth_sentinel_reports_dropped_total",                        \
+	  "Answers not reported because the claim changed during the poll.")                 \
+	X(polls, "vfhealth_sentinel_polls_total", "Completed polls.")
+
 /* The counters, kept apart from the poller so that they can live in memory
  * shared with the daemon when the sentinel runs in a child process
  * (sentinel_process_spawn).  Lock-free atomics: safe across processes. */
 struct sentinel_counters {
 	atomic_uint_fast64_t checks[6]; /* indexed by enum check_result (rules.h) */
-	atomic_uint_fast64_t init_failures;
-	atomic_uint_fast64_t quarantines;
-	atomic_uint_fast64_t liveness_uncertain;
-	atomic_uint_fast64_t claims_released;
-	atomic_uint_fast64_t reports_dropped;
-	atomic_uint_fast64_t polls;
+#define SENTINEL_ATOMIC_FIELD(field, name, help) atomic_uint_fast64_t field;
+	SENTINEL_SCALAR_COUNTERS(SENTINEL_ATOMIC_FIELD)
+#undef SENTINEL_ATOMIC_FIELD
 	atomic_int_fast64_t last_poll_duration_ns;
 };
 
@@ -157,15 +171,12 @@ int sentinel_start_counting(const char *mountpoint, const struct sentinel_option
 /* Render counters (a struct sentinel_counters *) like sentinel_render_metrics. */
 void sentinel_counters_render(void *counters, FILE *out);
 
-/* Counters, for tests and the standalone binary. */
+/* A snapshot of the counters, for tests and the standalone binary. */
 struct sentinel_stats {
 	uint64_t checks[6]; /* indexed by enum check_result (rules.h) */
-	uint64_t init_failures;
-	uint64_t quarantines;
-	uint64_t liveness_uncertain;
-	uint64_t claims_released;
-	uint64_t reports_dropped;
-	uint64_t polls;
+#define SENTINEL_PLAIN_FIELD(field, name, help) uint64_t field;
+	SENTINEL_SCALAR_COUNTERS(SENTINEL_PLAIN_FIELD)
+#undef SENTINEL_PLAIN_FIELD
 	int64_t last_poll_duration_ns;
 };
 void sentinel_get_stats(struct sentinel *s, struct sentinel_stats *ret);
