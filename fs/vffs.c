@@ -643,6 +643,24 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 }
 
+/* Copy buf[off, off + size) clipped to len into a fresh allocation, so the
+ * caller can reply after unlocking: a release may free buf as soon as the
+ * kernel has the reply.  *ret is NULL and *ret_len 0 past the end. */
+static int copy_window(const char *buf, size_t len, off_t off, size_t size, char **ret,
+		       size_t *ret_len)
+{
+	*ret = NULL;
+	*ret_len = 0;
+	if (off < 0 || (size_t)off >= len)
+		return 0;
+	*ret_len = MIN(len - (size_t)off, size);
+	*ret = malloc(*ret_len);
+	if (!*ret)
+		return -ENOMEM;
+	memcpy(*ret, buf + off, *ret_len);
+	return 0;
+}
+
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
@@ -670,16 +688,10 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		d->buf = b.buf;
 		d->size = b.size;
 	}
-	if ((size_t)off < d->size) {
-		len = MIN(d->size - (size_t)off, size);
-		reply = malloc(len);
-		if (reply)
-			memcpy(reply, d->buf + off, len);
-	}
+	int r = copy_window(d->buf, d->size, off, size, &reply, &len);
 	pthread_mutex_unlock(&d->lock);
-	/* From a copy, as in op_read: releasedir may follow the reply at once. */
-	if (len && !reply)
-		fuse_reply_err(req, ENOMEM);
+	if (r < 0)
+		fuse_reply_err(req, -r);
 	else
 		fuse_reply_buf(req, reply, len);
 }
@@ -833,18 +845,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_mutex_lock(&h->lock);
 	if (off == 0 || !h->rendered)
 		r = handle_render(fs, h);
-	if (r == 0 && (size_t)off < h->snapshot_len) {
-		len = MIN(h->snapshot_len - (size_t)off, size);
-		reply = malloc(len);
-		if (reply)
-			memcpy(reply, h->snapshot + off, len);
-		else
-			r = -ENOMEM;
-	}
+	if (r == 0)
+		r = copy_window(h->snapshot, h->snapshot_len, off, size, &reply, &len);
 	pthread_mutex_unlock(&h->lock);
-	/* Reply from a copy, after letting go of the handle: the reader may
-	 * close the file (and another worker free the handle) as soon as the
-	 * kernel has the reply. */
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
