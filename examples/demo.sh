@@ -12,12 +12,15 @@
 # vfhealthd for real on /run/vfhealth in the foreground instead.
 #   --once       run the scenario, check the quarantine, clean up and exit
 #                (0 when the wedged VF, and only it, was quarantined)
-#   --mount DIR  where to mount (default /run/vfhealth when it is free and
-#                this is not --once, else WORKDIR/mnt)
+#   --mount DIR  where to mount (default WORKDIR/mnt; the demo never takes
+#                /run/vfhealth unless you name it here)
 #   --workdir    for the database, sockets, FIFOs and logs (default: a new
 #                directory under /tmp, removed at exit)
+# Without --once it then prints "What to try next" (commands that work as
+# printed against the demo's mount) and runs until stopped.
 # Ctrl-C (or SIGTERM) unmounts and stops every process the demo started.
-# `./dev.sh run` runs this.
+# The programs come from BUILD_DIR unless VFHEALTHD, VFHEALTH_AGENT and
+# TEST_VMM (environment) name them.  `./dev.sh run` runs this.
 set -euo pipefail
 
 build=
@@ -26,7 +29,7 @@ once=false
 mount=
 workdir=
 poll_interval=0.5
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "demo: $*" >&2; exit 2; }
 while (($#)); do
 	case $1 in
@@ -41,9 +44,14 @@ while (($#)); do
 	esac
 done
 [[ -n $build ]] || { usage >&2; die "--build BUILD_DIR is required"; }
-vfhealthd=$build/fs/vfhealthd
-agent=$build/guest-agent/vfhealth-agent
-test_vmm=$build/tests/sentinel/test-vmm
+# vfhealthd's main moves from fs/ to daemon/: take whichever this build has.
+vfhealthd=${VFHEALTHD:-}
+if [[ -z $vfhealthd ]]; then
+	vfhealthd=$build/daemon/vfhealthd
+	[[ -x $vfhealthd ]] || vfhealthd=$build/fs/vfhealthd
+fi
+agent=${VFHEALTH_AGENT:-$build/guest-agent/vfhealth-agent}
+test_vmm=${TEST_VMM:-$build/tests/sentinel/test-vmm}
 examples=$(cd "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 
 have_nvidia_gpu() {
@@ -54,8 +62,8 @@ have_nvidia_gpu() {
 	return 1
 }
 if ! $force_demo && have_nvidia_gpu; then
-	echo "demo: an NVIDIA GPU is present: running vfhealthd on /run/vfhealth (--demo for the simulation)" >&2
-	exec "$vfhealthd" -f /run/vfhealth
+	echo "demo: an NVIDIA GPU is present: running vfhealthd on ${mount:-/run/vfhealth} (--demo for the simulation)" >&2
+	exec "$vfhealthd" -f "${mount:-/run/vfhealth}"
 fi
 
 for b in "$vfhealthd" "$agent" "$test_vmm"; do
@@ -79,13 +87,9 @@ else
 	mkdir -p -- "$workdir"
 fi
 workdir=$(cd "$workdir" && pwd)
-if [[ -z $mount ]]; then
-	mount=$workdir/mnt
-	if ! $once && [[ $(id -u) == 0 ]] && ! mountpoint -q /run/vfhealth 2>/dev/null &&
-		{ [[ ! -e /run/vfhealth ]] || [[ -d /run/vfhealth && -z $(ls -A /run/vfhealth) ]]; }; then
-		mount=/run/vfhealth
-	fi
-fi
+# A demo never occupies the production path on its own: its mount lives in
+# the work directory unless --mount names one.
+[[ -n $mount ]] || mount=$workdir/mnt
 
 children=()
 declare -A vmm_pid=()
@@ -159,8 +163,11 @@ mounted() { [[ -e $mount/status ]]; }
 wait_for "vfhealthd to mount" 20 mounted
 echo "  vfhealthd runs as pid $daemon_pid; its log is $workdir/vfhealthd.log"
 
-vfs=(0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:41:00.7)
+# Five VFs: three guests run on .4, .5 and .7 in the end, .6 is wedged and
+# 41:01.0 stays free, for "What to try next" to claim.
+vfs=(0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:41:00.7 0000:41:01.0)
 wedged=0000:41:00.6
+spare=0000:41:01.0
 step "Registering ${#vfs[@]} VFs of GPU 0000:41:00.0 (mkdir)"
 for vf in "${vfs[@]}"; do mkdir "$mount/$vf"; done
 show "ls $mount"
@@ -276,29 +283,37 @@ if $once; then
 	exit 0
 fi
 
-cat <<EOF
-
-${bold}What to try next${plain} (in another terminal, as root):
-
-  ls $mount $mount/$wedged
-  cat $mount/quarantined $mount/resources $mount/status
-  $examples/placement/watch-quarantined.sh --mount $mount     # inotify watcher
-  $examples/placement/watch_quarantined.py --mount $mount     # poll(2) watcher
-
-  # vm-d's GPU comes up after all: the success of the assignment that
-  # triggered the quarantine lifts it (and clears the older failure)
-  touch $workdir/vm-d.gpu-ok; sleep 2; cat $mount/quarantined $mount/$wedged/tally
-
-  # the runbook's last step: put the recovered VF back
-  echo 0 > $mount/$wedged/quarantined
-  # an operator quarantine, and the claim a VMM manager makes
-  echo 1 > $mount/0000:41:00.5/quarantined
-  MOUNT=$mount $examples/vmm/vfhealth-claim.sh claim 0000:41:00.7 my-vm
-
-  grep ^vfhealth_ $mount/metrics
-
-Logs: $workdir/*.log.  Press Ctrl-C to stop: it unmounts and stops every process.
-EOF
+# "What to try next", one list: what is printed is exactly this, and
+# tests/ops/demo-next-steps.sh runs every line of it, in order, against the
+# demo's final state (vm-d on the wedged VF, vm-a, vm-b and vm-e on .4, .5
+# and .7, $spare free).  Lines starting with # are comments; a command that
+# runs until interrupted says "# until Ctrl-C".
+next_steps=(
+	"ls $mount $mount/$wedged"
+	"cat $mount/quarantined $mount/resources $mount/status"
+	"$examples/placement/watch-quarantined.sh --mount $mount     # inotify watcher, until Ctrl-C"
+	"$examples/placement/watch_quarantined.py --mount $mount     # poll(2) watcher, until Ctrl-C"
+	""
+	"# vm-d's GPU comes up after all: the success of the assignment that"
+	"# triggered the quarantine lifts it (and clears the older failure)"
+	"touch $workdir/vm-d.gpu-ok"
+	"until [ -z \"\$(cat $mount/quarantined)\" ]; do sleep 0.2; done; cat $mount/$wedged/tally"
+	""
+	"# an operator quarantine (vm-b keeps running there), then the runbook's"
+	"# last step, which puts a recovered VF back"
+	"echo 1 > $mount/0000:41:00.5/quarantined; cat $mount/quarantined"
+	"echo 0 > $mount/0000:41:00.5/quarantined"
+	"# the claim a VMM manager makes on the free VF, and its release"
+	"MOUNT=$mount $examples/vmm/vfhealth-claim.sh claim $spare my-vm"
+	"MOUNT=$mount $examples/vmm/vfhealth-claim.sh release $spare my-vm"
+	""
+	"grep ^vfhealth_ $mount/metrics"
+)
+printf '\n%sWhat to try next%s (in another terminal, as root):\n\n' "$bold" "$plain"
+for line in "${next_steps[@]}"; do
+	if [[ -n $line ]]; then printf '  %s\n' "$line"; else echo; fi
+done
+printf '\nLogs: %s/*.log.  Press Ctrl-C to stop: it unmounts and stops every process.\n' "$workdir"
 # Wait for Ctrl-C (the INT trap exits) or for vfhealthd to end on its own.
 wait "$daemon_pid" || true
 echo "demo: vfhealthd exited" >&2

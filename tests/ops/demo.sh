@@ -3,6 +3,7 @@
 # build under test.  It must mount vfhealthd, run simulated guests behind
 # test-vmm, see the sentinel quarantine the wedged VF after two failed
 # assignments, verify that itself, and clean up (no mount, no child left).
+# Without --mount it mounts in its work directory, not on /run/vfhealth.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 need_fuse
@@ -25,6 +26,9 @@ if [[ $rc != 0 ]]; then
 	fail "demo --once exited $rc"
 fi
 grep -q "quarantined after two failed assignments" "$out" || { cat "$out" >&2; fail "the demo did not report the quarantine"; }
+# Without --mount it mounts in its work directory, never on /run/vfhealth.
+grep -qxF "==> Mounting vfhealthd on $work/mnt (database $work/vfhealth.db)" "$out" ||
+	{ cat "$out" >&2; fail "the demo did not mount on $work/mnt"; }
 # Cleaned up by itself: nothing mounted under its work directory, no process left.
 [[ -z $leftover_mounts ]] || fail "the demo left a mount: $leftover_mounts"
 ((${#leftover_pids[@]} == 0)) || fail "the demo left processes: ${leftover_pids[*]}"
