@@ -65,6 +65,7 @@
 #include "proto/endpoint.h"
 #include "proto/log.h"
 #include "proto/parse.h"
+#include "proto/safefile.h"
 #include "sentinel/rules.h"
 
 #define WORKER_STACK_SIZE (1024 * 1024)
@@ -657,33 +658,24 @@ void sentinel_counters_get(const struct sentinel_counters *c, struct sentinel_st
 	ret->last_poll_duration_ns = atomic_load(&c->last_poll_duration_ns);
 }
 
-/* Standalone: replace metrics_path atomically so a reader never sees half. */
+static int render_metrics_to(void *sentinel, FILE *out)
+{
+	sentinel_render_metrics(sentinel, out);
+	return 0;
+}
+
+/* Standalone: replace metrics_path atomically so a reader never sees half;
+ * the directory may belong to someone else (node_exporter's textfile
+ * directory), so no name in it is trusted (proto/safefile.h). */
 static void write_metrics_file(struct sentinel *s)
 {
-	_cleanup_free_ char *tmp = NULL;
-	_cleanup_fclose_ FILE *f = NULL;
+	int r;
 
 	if (!s->metrics_path)
 		return;
-	if (asprintf(&tmp, "%s.tmp", s->metrics_path) < 0) {
-		tmp = NULL;
-		return;
-	}
-	f = fopen(tmp, "we");
-	if (!f) {
-		log_warn("sentinel: cannot write %s: %s", tmp, strerror(errno));
-		return;
-	}
-	sentinel_render_metrics(s, f);
-	if (fflush(f) != 0 || ferror(f)) {
-		log_warn("sentinel: cannot write %s: %s", tmp, strerror(errno));
-		unlink(tmp);
-		return;
-	}
-	if (rename(tmp, s->metrics_path) < 0) {
-		log_warn("sentinel: cannot rename %s: %s", tmp, strerror(errno));
-		unlink(tmp);
-	}
+	r = safefile_replace(s->metrics_path, 0644, render_metrics_to, s);
+	if (r < 0)
+		log_warn("sentinel: cannot write %s: %s", s->metrics_path, strerror(-r));
 }
 
 /* ---- a poll (scheduler thread) ---------------------------------------------------------- */

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * safefile.h - replace a file in a directory root may not own, without ever
+ * following a link someone else planted there (docs/security.md).
+ *
+ * safefile_replace(dir_fd-relative name) writes the new content to a fresh
+ * file created with O_CREAT|O_EXCL under an unpredictable name in the same
+ * directory (O_EXCL never follows a symlink: a planted one makes the create
+ * fail, and the next random name is tried), fsyncs it, sets its mode, and
+ * renames it over the target.  rename(2) replaces a symlink at the target
+ * name instead of writing through it, so the only file root ever writes is
+ * the one it just created.  Readers see the old content or the new one,
+ * never half.
+ *
+ * Tested by tests/common/test-safefile.c.
+ */
+#ifndef VFHEALTH_SAFEFILE_H
+#define VFHEALTH_SAFEFILE_H
+
+#include <stdio.h>
+#include <sys/types.h>
+
+/* Writes the content to `out`; returns 0 or -errno. */
+typedef int (*safefile_render_fn)(void *userdata, FILE *out);
+
+/* Replace `path` (its directory is resolved once, then used by descriptor)
+ * with what render writes, with permission bits `mode`.  Returns 0 or
+ * -errno; on failure the target is untouched and no temporary is left. */
+int safefile_replace(const char *path, mode_t mode, safefile_render_fn render, void *userdata);
+
+#endif
