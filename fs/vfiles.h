@@ -5,7 +5,8 @@
  * top_files[] lists the top-level files and vf_files[] the entries of a VF
  * directory; lookup, getattr, readdir, open, read, write and the notifier
  * all go through these two tables, indexed by the enums below.  No other
- * code names these files.
+ * code names these files, nor knows which store change alters which file:
+ * that is the table's `changes` column (see struct vfile).
  *
  * A render function writes the whole current content of a file to `out`
  * (the filesystem keeps it as the snapshot of the open file) and returns 0
@@ -79,6 +80,11 @@ struct vfile {
 	vfile_render_fn render; /* NULL: reads show the outcome (VFILE_OUTCOME) or nothing */
 	vfile_write_fn write;   /* NULL: read-only */
 	unsigned flags;
+	/* The store_change bits (fs/store.h) that change what this file says;
+	 * the notifier dirties exactly these (VFILE_NOTIFY files only).  A
+	 * per-VF file is dirtied for the VF a change names, and for every VF
+	 * when the change names none (a store-wide change such as status). */
+	unsigned changes;
 };
 
 extern const struct vfile top_files[TOP_FILE_COUNT];

@@ -37,6 +37,7 @@ static void check_table(const struct vfile *table, int count)
 		ck_assert_ptr_nonnull(f->name);
 		ck_assert_int_eq(vfile_find(table, count, f->name), i); /* names are unique */
 		if (f->flags & VFILE_DIR) {
+			ck_assert_uint_eq(f->changes, 0);
 			ck_assert(f->render == NULL);
 			ck_assert(f->write == NULL);
 			ck_assert_int_eq(f->mode, 0775);
@@ -48,6 +49,8 @@ static void check_table(const struct vfile *table, int count)
 		ck_assert(f->render || (f->flags & VFILE_OUTCOME));
 		/* Outcome files change only through their own handle. */
 		ck_assert(!((f->flags & VFILE_OUTCOME) && (f->flags & VFILE_NOTIFY)));
+		/* A notified file names the store changes that alter it; only those are. */
+		ck_assert((f->changes != 0) == ((f->flags & VFILE_NOTIFY) != 0));
 	}
 	ck_assert_int_eq(vfile_find(table, count, "nonexistent"), -1);
 	ck_assert_int_eq(vfile_find(table, count, ""), -1);
