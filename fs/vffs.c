@@ -219,6 +219,13 @@ static int vnode_resolve(struct vffs *fs, fuse_ino_t ino, struct vnode *n)
 	return -ENOENT;
 }
 
+/* Whether n is a VF's claim directory (assignments/): the one node that is
+ * listed from, and takes create, lookup and unlink of, claims. */
+static bool vnode_is_claim_dir(const struct vnode *n)
+{
+	return n->kind == VN_VF_ENTRY && (vf_files[n->index].flags & VFILE_CLAIM_DIR);
+}
+
 /* The notify key of a file, false for things that are not notified. */
 static bool vnode_key(const struct vnode *n, struct notify_key *key)
 {
@@ -476,7 +483,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ino = ino_vf(p->vf.id, 1 + i);
 		break;
 	case VN_VF_ENTRY:
-		if (p->index != VF_ASSIGNMENTS) {
+		if (!vnode_is_claim_dir(p)) {
 			fuse_reply_err(req, ENOTDIR);
 			return;
 		}
@@ -602,7 +609,7 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		_cleanup_free_ struct store_claim *claims = NULL;
 		size_t count = 0;
 
-		if (n->index != VF_ASSIGNMENTS)
+		if (!vnode_is_claim_dir(n))
 			return -ENOTDIR;
 		r = store_claim_list(fs->store, n->vf.vf, &claims, &count);
 		if (r < 0)
@@ -626,7 +633,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (!n)
 		return;
 	if (n->kind == VN_TOP || n->kind == VN_CLAIM ||
-	    (n->kind == VN_VF_ENTRY && n->index != VF_ASSIGNMENTS)) {
+	    (n->kind == VN_VF_ENTRY && !vnode_is_claim_dir(n))) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
@@ -974,7 +981,7 @@ static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, stru
 	r = vnode_resolve(fs, parent, p);
 	if (r < 0)
 		return r;
-	if (p->kind != VN_VF_ENTRY || p->index != VF_ASSIGNMENTS)
+	if (!vnode_is_claim_dir(p))
 		return -EACCES;
 	if (!instance_id_valid(name))
 		return -EINVAL;
@@ -1065,7 +1072,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	r = vnode_resolve(fs, parent, p);
-	if (r == 0 && (p->kind != VN_VF_ENTRY || p->index != VF_ASSIGNMENTS))
+	if (r == 0 && !vnode_is_claim_dir(p))
 		r = -EPERM; /* only claims can be removed */
 	if (r == 0) {
 		r = store_release(fs->store, p->vf.vf, name);

@@ -486,5 +486,5 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 	[VF_FAILURES] = { "failures", 0444, failures_render, NULL, VFILE_NOTIFY,
 			  STORE_CHANGE_FAILURES },
 	[VF_REPORT] = { "report", 0664, NULL, report_write, VFILE_OUTCOME, 0 },
-	[VF_ASSIGNMENTS] = { "assignments", 0775, NULL, NULL, VFILE_DIR, 0 },
+	[VF_ASSIGNMENTS] = { "assignments", 0775, NULL, NULL, VFILE_DIR | VFILE_CLAIM_DIR, 0 },
 };

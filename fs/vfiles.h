@@ -58,6 +58,8 @@ enum vfile_flags {
 	VFILE_DIR = 1 << 0,     /* a directory, not a file */
 	VFILE_NOTIFY = 1 << 1,  /* content changes are notified (inotify, poll) */
 	VFILE_OUTCOME = 1 << 2, /* reads show the outcome of the last write on the handle */
+	VFILE_CLAIM_DIR = 1 << 3, /* a VFILE_DIR whose entries are the VF's claims: it can be
+				   * listed, and takes create, lookup and unlink of claims */
 };
 
 struct vffs;

@@ -64,6 +64,11 @@ START_TEST(test_tables)
 	ck_assert_str_eq(vf_files[VF_REPORT].name, "report");
 	ck_assert(!(top_files[TOP_METRICS].flags & VFILE_NOTIFY)); /* never notified */
 	ck_assert(vf_files[VF_ASSIGNMENTS].flags & VFILE_DIR);
+	/* Exactly one directory takes claims, and it is a directory. */
+	for (int i = 0; i < VF_FILE_COUNT; i++)
+		ck_assert_int_eq(!!(vf_files[i].flags & VFILE_CLAIM_DIR), i == VF_ASSIGNMENTS);
+	for (int i = 0; i < TOP_FILE_COUNT; i++)
+		ck_assert(!(top_files[i].flags & VFILE_CLAIM_DIR));
 }
 END_TEST
 
