@@ -41,7 +41,7 @@ while (($#)); do
 	esac
 done
 [[ -n $build ]] || { usage >&2; die "--build BUILD_DIR is required"; }
-vfhealthd=$build/fs/vfhealthd
+vfhealthd=$build/daemon/vfhealthd
 agent=$build/guest-agent/vfhealth-agent
 test_vmm=$build/tests/sentinel/test-vmm
 examples=$(cd "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)

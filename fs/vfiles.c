@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/un.h>
 
+#include "fs/metrics.h"
 #include "proto/cleanup.h"
 #include "proto/endpoint.h"
 #include "proto/log.h"
@@ -191,7 +192,7 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 	       "Durable store transactions since start.", st.commits);
 	metric(out, "vfhealth_store_commit_failures_total", "counter",
 	       "Store commits that failed since start.", st.commit_failures);
-	vffs_render_metrics_providers(call->fs, out);
+	metrics_render_providers(call->metrics, out);
 	return 0;
 }
 

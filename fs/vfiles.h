@@ -62,12 +62,12 @@ enum vfile_flags {
 				   * listed, and takes create, lookup and unlink of claims */
 };
 
-struct vffs;
+struct metrics;
 
 /* What a render or write function works on. */
 struct vfile_call {
 	struct store *store;
-	struct vffs *fs;     /* metrics providers */
+	struct metrics *metrics; /* extra series of `metrics` (fs/metrics.h); may be NULL */
 	const char *vf;      /* per-VF files: the VF address */
 	uint64_t vf_id;      /* per-VF files: the VF's id */
 	char *outcome;       /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
@@ -106,10 +106,5 @@ void claim_render(const struct store_claim *claim, FILE *out);
  * stored one.  -EINVAL for unknown or repeated keys and bad values. */
 int claim_parse_update(const struct store_claim *current, char *command, bool may_set_claimed_at,
 		       struct store_claim *ret);
-
-/* -- implemented by vffs.c ---------------------------------------------------- */
-
-/* Lines that registered metrics providers add to `metrics`. */
-void vffs_render_metrics_providers(struct vffs *fs, FILE *out);
 
 #endif
