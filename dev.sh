@@ -65,7 +65,7 @@ cmd_run() {
 		exec examples/demo.sh --build "$dir" "$@"
 	fi
 	echo "dev.sh: no demo yet; running vfhealthd in the foreground on /run/vfhealth" >&2
-	exec "$dir/fs/vfhealthd" -f /run/vfhealth
+	exec "$dir/daemon/vfhealthd" -f /run/vfhealth
 }
 
 cmd_test() {

@@ -44,12 +44,7 @@ while (($#)); do
 	esac
 done
 [[ -n $build ]] || { usage >&2; die "--build BUILD_DIR is required"; }
-# vfhealthd's main moves from fs/ to daemon/: take whichever this build has.
-vfhealthd=${VFHEALTHD:-}
-if [[ -z $vfhealthd ]]; then
-	vfhealthd=$build/daemon/vfhealthd
-	[[ -x $vfhealthd ]] || vfhealthd=$build/fs/vfhealthd
-fi
+vfhealthd=${VFHEALTHD:-$build/daemon/vfhealthd}
 agent=${VFHEALTH_AGENT:-$build/guest-agent/vfhealth-agent}
 test_vmm=${TEST_VMM:-$build/tests/sentinel/test-vmm}
 examples=$(cd "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)

@@ -249,30 +249,31 @@ static void enqueue(struct notifier *n, unsigned top, const char *vf, unsigned v
 	pthread_mutex_unlock(&n->queue_lock);
 }
 
+/* The files of table[count] that a change with these bits dirties: the
+ * table's `changes` column (vfiles.h) is the one map from store changes to
+ * files. */
+static unsigned dirtied_files(const struct vfile *table, int count, unsigned bits)
+{
+	unsigned mask = 0;
+
+	for (int i = 0; i < count; i++)
+		if ((table[i].flags & VFILE_NOTIFY) && (table[i].changes & bits))
+			mask |= 1u << i;
+	return mask;
+}
+
 void notifier_store_change(void *userdata, const struct store_change *change)
 {
 	struct notifier *n = userdata;
-	unsigned top = 0, vf = 0, all_vfs = 0, bits = change->bits;
+	unsigned top = dirtied_files(top_files, TOP_FILE_COUNT, change->bits);
+	unsigned vf = dirtied_files(vf_files, VF_FILE_COUNT, change->bits);
 
-	if (bits & (STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS))
-		top |= 1u << TOP_RESOURCES;
-	if (bits & STORE_CHANGE_FAILURES)
-		vf |= 1u << VF_TALLY | 1u << VF_FAILURES;
-	if (bits & STORE_CHANGE_QUARANTINE) {
-		vf |= 1u << VF_QUARANTINED;
-		top |= 1u << TOP_QUARANTINED | 1u << TOP_RESOURCES;
-	}
-	if (bits & STORE_CHANGE_THRESHOLD)
-		top |= 1u << TOP_THRESHOLD;
-	if (bits & STORE_CHANGE_MAX_QUARANTINED)
-		top |= 1u << TOP_MAX_QUARANTINED;
-	if (bits & STORE_CHANGE_STATUS) {
-		/* Availability decides whether every quarantined file reads or fails. */
-		top |= 1u << TOP_STATUS | 1u << TOP_RESOURCES | 1u << TOP_QUARANTINED;
-		all_vfs |= 1u << VF_QUARANTINED;
-	}
-	/* STORE_CHANGE_BREAKER shows only in metrics, which is never notified. */
-	enqueue(n, top, change->vf, vf, all_vfs);
+	/* A change that names no VF is store-wide: its per-VF files change
+	 * for every VF (vfiles.h). */
+	if (change->vf[0])
+		enqueue(n, top, change->vf, vf, 0);
+	else
+		enqueue(n, top, NULL, 0, vf);
 }
 
 /* -- the notifier thread ---------------------------------------------------------- */

@@ -5,7 +5,8 @@
  *
  * Contract:
  *  - notifier_store_change() is the store's change callback.  It maps a
- *    store_change to the files whose content it changes, adds them to a
+ *    store_change to the files whose content it changes (the `changes`
+ *    column of the vfiles.h tables, the one home of that map), adds them to a
  *    bounded coalescing set and returns; it never blocks on anything but the
  *    set's own leaf mutex.  When the set is full it collapses into "all
  *    files dirty", so no change is ever lost, only merged.

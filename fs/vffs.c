@@ -21,8 +21,6 @@
  *    writes on that one open file (the snapshot, the write outcome).  It is
  *    taken before any store call and never while taking another handle's.
  *  - notify.c's locks (file table, then queue) are leaves for this file.
- *  - providers_lock guards the metrics provider list; providers run
- *    without it.
  *  - vf_cache_lock guards the address -> id map that lets names resolve
  *    while the store is unavailable; a leaf, never held across a call.
  *
@@ -43,7 +41,7 @@
  * then fuse_session_exit() and wake the loop thread out of its wait with
  * SIGUSR1 (repeated until it joins, since a signal may land just before the
  * wait), then unmount, which also aborts anything still in flight, then
- * close the store.
+ * detach from the store (the caller closes it).
  */
 #include "fs/vffs.h"
 
@@ -89,20 +87,14 @@ struct vf_cache_entry {
 	struct vf_cache_entry *next;
 };
 
-struct metrics_provider {
-	void (*render)(void *userdata, FILE *out);
-	void *userdata;
-};
-
 struct vffs {
 	char *mountpoint;
-	char *db_path;
-	int threshold;
 	gid_t group;
+	struct metrics *metrics; /* the caller's; passed to the `metrics` renderer */
 	struct fuse_args args;
 	struct fuse_session *se;
 	bool mounted;
-	struct store *store;
+	struct store *store; /* the caller's, from vffs_start to vffs_stop */
 	struct notifier *notifier;
 	struct timespec start_time;
 
@@ -115,10 +107,6 @@ struct vffs {
 	pthread_mutex_t vf_cache_lock;
 	struct vf_cache_entry *vf_cache[VF_CACHE_BUCKETS];
 	size_t vf_cache_count;
-
-	pthread_mutex_t providers_lock;
-	struct metrics_provider providers[VFFS_MAX_METRICS_PROVIDERS];
-	size_t provider_count;
 };
 
 enum vnode_kind { VN_ROOT, VN_TOP, VN_VF_DIR, VN_VF_ENTRY, VN_CLAIM };
@@ -217,6 +205,13 @@ static int vnode_resolve(struct vffs *fs, fuse_ino_t ino, struct vnode *n)
 		return 0;
 	}
 	return -ENOENT;
+}
+
+/* Whether n is a VF's claim directory (assignments/): the one node that is
+ * listed from, and takes create, lookup and unlink of, claims. */
+static bool vnode_is_claim_dir(const struct vnode *n)
+{
+	return n->kind == VN_VF_ENTRY && (vf_files[n->index].flags & VFILE_CLAIM_DIR);
 }
 
 /* The notify key of a file, false for things that are not notified. */
@@ -476,7 +471,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		ino = ino_vf(p->vf.id, 1 + i);
 		break;
 	case VN_VF_ENTRY:
-		if (p->index != VF_ASSIGNMENTS) {
+		if (!vnode_is_claim_dir(p)) {
 			fuse_reply_err(req, ENOTDIR);
 			return;
 		}
@@ -602,7 +597,7 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		_cleanup_free_ struct store_claim *claims = NULL;
 		size_t count = 0;
 
-		if (n->index != VF_ASSIGNMENTS)
+		if (!vnode_is_claim_dir(n))
 			return -ENOTDIR;
 		r = store_claim_list(fs->store, n->vf.vf, &claims, &count);
 		if (r < 0)
@@ -626,7 +621,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (!n)
 		return;
 	if (n->kind == VN_TOP || n->kind == VN_CLAIM ||
-	    (n->kind == VN_VF_ENTRY && n->index != VF_ASSIGNMENTS)) {
+	    (n->kind == VN_VF_ENTRY && !vnode_is_claim_dir(n))) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
@@ -793,7 +788,7 @@ static int handle_render(struct vffs *fs, struct vhandle *h)
 	FILE *out;
 	int r = 0;
 	struct vfile_call call = {
-		.store = fs->store, .fs = fs, .vf = h->vf, .vf_id = h->vf_id,
+		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
 	};
 
 	if (h->watched)
@@ -909,7 +904,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 
 	pthread_mutex_lock(&h->lock);
 	struct vfile_call call = {
-		.store = fs->store, .fs = fs, .vf = h->vf, .vf_id = h->vf_id, .outcome = h->outcome,
+		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
+		.outcome = h->outcome,
 	};
 	switch (h->kind) {
 	case VN_TOP:
@@ -974,7 +970,7 @@ static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, stru
 	r = vnode_resolve(fs, parent, p);
 	if (r < 0)
 		return r;
-	if (p->kind != VN_VF_ENTRY || p->index != VF_ASSIGNMENTS)
+	if (!vnode_is_claim_dir(p))
 		return -EACCES;
 	if (!instance_id_valid(name))
 		return -EINVAL;
@@ -1065,7 +1061,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	r = vnode_resolve(fs, parent, p);
-	if (r == 0 && (p->kind != VN_VF_ENTRY || p->index != VF_ASSIGNMENTS))
+	if (r == 0 && !vnode_is_claim_dir(p))
 		r = -EPERM; /* only claims can be removed */
 	if (r == 0) {
 		r = store_release(fs->store, p->vf.vf, name);
@@ -1163,33 +1159,6 @@ static const struct fuse_lowlevel_ops vffs_ops = {
 	.symlink = op_symlink,
 };
 
-/* -- metrics providers --------------------------------------------------------------------- */
-
-void vffs_add_metrics_provider(struct vffs *fs, void (*render)(void *userdata, FILE *out),
-			       void *userdata)
-{
-	pthread_mutex_lock(&fs->providers_lock);
-	if (fs->provider_count < VFFS_MAX_METRICS_PROVIDERS)
-		fs->providers[fs->provider_count++] =
-			(struct metrics_provider){ .render = render, .userdata = userdata };
-	else
-		log_err("too many metrics providers; one is ignored");
-	pthread_mutex_unlock(&fs->providers_lock);
-}
-
-void vffs_render_metrics_providers(struct vffs *fs, FILE *out)
-{
-	struct metrics_provider providers[VFFS_MAX_METRICS_PROVIDERS];
-	size_t count;
-
-	pthread_mutex_lock(&fs->providers_lock);
-	count = fs->provider_count;
-	memcpy(providers, fs->providers, count * sizeof(providers[0]));
-	pthread_mutex_unlock(&fs->providers_lock);
-	for (size_t i = 0; i < count; i++)
-		providers[i].render(providers[i].userdata, out);
-}
-
 /* -- life cycle ------------------------------------------------------------------------------ */
 
 const char *vffs_mountpoint(const struct vffs *fs)
@@ -1239,14 +1208,12 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return -ENOMEM;
-	pthread_mutex_init(&fs->providers_lock, NULL);
 	pthread_mutex_init(&fs->vf_cache_lock, NULL);
 	clock_gettime(CLOCK_REALTIME, &fs->start_time);
-	fs->threshold = opt->threshold;
 	fs->group = opt->group;
+	fs->metrics = opt->metrics;
 	fs->mountpoint = absolute_path(opt->mountpoint ? opt->mountpoint : VFFS_DEFAULT_MOUNTPOINT);
-	fs->db_path = absolute_path(opt->db_path ? opt->db_path : VFFS_DEFAULT_DB);
-	if (!fs->mountpoint || !fs->db_path)
+	if (!fs->mountpoint)
 		goto fail;
 	if (asprintf(&mount_opts, "allow_other,default_permissions,fsname=vfhealth,subtype=vfhealth%s%s",
 		     opt->fuse_options ? "," : "", opt->fuse_options ? opt->fuse_options : "") < 0) {
@@ -1332,23 +1299,14 @@ static void *loop_main(void *arg)
 	return NULL;
 }
 
-int vffs_start(struct vffs *fs)
+int vffs_start(struct vffs *fs, struct store *store)
 {
-	struct store_options so = {
-		.path = fs->db_path, .threshold = fs->threshold, .max_quarantined = -1,
-	};
 	struct sigaction sa = { .sa_handler = wake_signal_handler };
-	char reason[STORE_REASON_MAX];
 	int r;
 
-	r = store_open(&so, &fs->store);
-	if (r < 0) {
-		log_err("cannot open the store %s: %s", fs->db_path, strerror(-r));
-		return r;
-	}
-	if (!store_status(fs->store, reason, sizeof(reason)))
-		log_warn("store %s unavailable: %s; placement fails closed until repaired",
-			 fs->db_path, reason);
+	if (!store)
+		return -EINVAL;
+	fs->store = store;
 	r = notifier_new(fs->se, fs->mountpoint, fs->store, &fs->notifier);
 	if (r < 0)
 		return r;
@@ -1366,12 +1324,14 @@ int vffs_start(struct vffs *fs)
 		return -r;
 	}
 	fs->loop_running = true;
-	log_info("serving %s from %s", fs->mountpoint, fs->db_path);
+	log_info("serving %s", fs->mountpoint);
 	return 0;
 }
 
 void vffs_stop(struct vffs *fs)
 {
+	if (!fs)
+		return;
 	atomic_store(&fs->stopping, true);
 	if (fs->notifier)
 		notifier_stop(fs->notifier); /* it may be writing through the mount */
@@ -1407,7 +1367,9 @@ void vffs_stop(struct vffs *fs)
 		log_info("unmounted %s", fs->mountpoint);
 	}
 	if (fs->store) {
-		store_close(fs->store);
+		/* The store outlives us (the caller closes it): nothing may call
+		 * into the notifier once it is freed. */
+		store_set_change_callback(fs->store, NULL, NULL);
 		fs->store = NULL;
 	}
 }
@@ -1428,8 +1390,6 @@ void vffs_free(struct vffs *fs)
 			fs->vf_cache[b] = next;
 		}
 	pthread_mutex_destroy(&fs->vf_cache_lock);
-	pthread_mutex_destroy(&fs->providers_lock);
 	free(fs->mountpoint);
-	free(fs->db_path);
 	free(fs);
 }

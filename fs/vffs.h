@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * vffs.h - libvffs: the /run/vfhealth filesystem (vfhealth(5)) over the
- * health store.  vfhealthd (fs/main.c) is a thin wrapper around it.
+ * health store.  vfhealthd (daemon/main.c) opens the store and hands it in.
  *
  * Life cycle, in this order:
  *
@@ -10,14 +10,16 @@
  *                   crashed instance (ENOTCONN), mount (allow_other,
  *                   default_permissions)
  *   [fuse_daemonize() here when not in the foreground: before any thread]
- *   vffs_start()    open the store (--db), fork the notifier's helper
+ *   [the caller opens the store here]
+ *   vffs_start()    serve the caller's store: fork the notifier's helper
  *                   process (so: call it while this process has no other
  *                   thread), start the notifier thread and the
  *                   multi-threaded FUSE loop on its own thread; from here
  *                   on the mount serves requests
  *   ... clients of the mount (the sentinel) run here ...
  *   vffs_stop()     stop the notifier (while the mount still serves), leave
- *                   the FUSE loop, unmount, close the store
+ *                   the FUSE loop, unmount, detach from the store
+ *   [the caller closes the store here]
  *   vffs_free()
  *
  * The caller blocks SIGTERM, SIGINT and SIGHUP in every thread (before
@@ -31,39 +33,31 @@
 #define VFHEALTH_VFFS_H
 
 #include <stdbool.h>
-#include <stdio.h>
 #include <sys/types.h>
 
 #define VFFS_DEFAULT_MOUNTPOINT "/run/vfhealth"
-#define VFFS_DEFAULT_DB "/var/lib/vfhealth/vfhealth.db"
-#define VFFS_MAX_METRICS_PROVIDERS 8
 
 struct vffs;
+struct store;
+struct metrics;
 
 struct vffs_options {
 	const char *mountpoint; /* NULL: VFFS_DEFAULT_MOUNTPOINT */
-	const char *db_path;    /* NULL: VFFS_DEFAULT_DB */
-	int threshold;          /* 0: keep the stored threshold */
 	gid_t group;            /* group owning the writable files and directories */
+	struct metrics *metrics; /* extra series of `metrics` (fs/metrics.h), owned by the
+				  * caller and kept until vffs_free; NULL for none */
 	const char *fuse_options; /* extra -o options, comma separated; NULL for none */
 	bool debug;             /* FUSE request tracing on stderr */
 };
 
 int vffs_new(const struct vffs_options *opt, struct vffs **ret);
 int vffs_mount(struct vffs *fs);
-int vffs_start(struct vffs *fs);
+/* store: open (fs/store.h), owned by the caller, closed only after vffs_stop. */
+int vffs_start(struct vffs *fs, struct store *store);
 void vffs_stop(struct vffs *fs);
 void vffs_free(struct vffs *fs);
 
 /* The absolute mountpoint (valid until vffs_free). */
 const char *vffs_mountpoint(const struct vffs *fs);
-
-/* Add lines to the `metrics` file: render() is called on every read of it,
- * from a FUSE worker, and must only print complete Prometheus series (with
- * their # HELP and # TYPE lines) to `out`; it must not block and must not
- * touch the mount.  At most VFFS_MAX_METRICS_PROVIDERS; more are ignored
- * with a logged error. */
-void vffs_add_metrics_provider(struct vffs *fs, void (*render)(void *userdata, FILE *out),
-			       void *userdata);
 
 #endif

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/un.h>
 
+#include "fs/metrics.h"
 #include "proto/cleanup.h"
 #include "proto/endpoint.h"
 #include "proto/log.h"
@@ -191,7 +192,7 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 	       "Durable store transactions since start.", st.commits);
 	metric(out, "vfhealth_store_commit_failures_total", "counter",
 	       "Store commits that failed since start.", st.commit_failures);
-	vffs_render_metrics_providers(call->fs, out);
+	metrics_render_providers(call->metrics, out);
 	return 0;
 }
 
@@ -461,21 +462,30 @@ int claim_parse_update(const struct store_claim *current, char *command, bool ma
 /* -- the tables ------------------------------------------------------------------ */
 
 const struct vfile top_files[TOP_FILE_COUNT] = {
-	[TOP_THRESHOLD] = { "threshold", 0664, threshold_render, threshold_write, VFILE_NOTIFY },
-	[TOP_QUARANTINED] = { "quarantined", 0444, top_quarantined_render, NULL, VFILE_NOTIFY },
-	[TOP_RESOURCES] = { "resources", 0444, resources_render, NULL, VFILE_NOTIFY },
-	[TOP_STATUS] = { "status", 0664, status_render, status_write, VFILE_NOTIFY },
+	[TOP_THRESHOLD] = { "threshold", 0664, threshold_render, threshold_write, VFILE_NOTIFY,
+			    STORE_CHANGE_THRESHOLD },
+	/* Availability decides whether the list reads or fails. */
+	[TOP_QUARANTINED] = { "quarantined", 0444, top_quarantined_render, NULL, VFILE_NOTIFY,
+			      STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
+	[TOP_RESOURCES] = { "resources", 0444, resources_render, NULL, VFILE_NOTIFY,
+			    STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
+				    STORE_CHANGE_STATUS },
+	[TOP_STATUS] = { "status", 0664, status_render, status_write, VFILE_NOTIFY,
+			 STORE_CHANGE_STATUS },
 	[TOP_MAX_QUARANTINED] = { "max_quarantined", 0664, max_quarantined_render,
-				  max_quarantined_write, VFILE_NOTIFY },
-	/* Not notified: it changes with every report and every scrape. */
-	[TOP_METRICS] = { "metrics", 0444, metrics_render, NULL, 0 },
+				  max_quarantined_write, VFILE_NOTIFY, STORE_CHANGE_MAX_QUARANTINED },
+	/* Not notified: it changes with every report and every scrape (and
+	 * STORE_CHANGE_BREAKER shows only here). */
+	[TOP_METRICS] = { "metrics", 0444, metrics_render, NULL, 0, 0 },
 };
 
 const struct vfile vf_files[VF_FILE_COUNT] = {
-	[VF_TALLY] = { "tally", 0444, tally_render, NULL, VFILE_NOTIFY },
+	[VF_TALLY] = { "tally", 0444, tally_render, NULL, VFILE_NOTIFY, STORE_CHANGE_FAILURES },
+	/* Availability decides whether it reads or fails (placement-facing). */
 	[VF_QUARANTINED] = { "quarantined", 0664, vf_quarantined_render, vf_quarantined_write,
-			     VFILE_NOTIFY },
-	[VF_FAILURES] = { "failures", 0444, failures_render, NULL, VFILE_NOTIFY },
-	[VF_REPORT] = { "report", 0664, NULL, report_write, VFILE_OUTCOME },
-	[VF_ASSIGNMENTS] = { "assignments", 0775, NULL, NULL, VFILE_DIR },
+			     VFILE_NOTIFY, STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
+	[VF_FAILURES] = { "failures", 0444, failures_render, NULL, VFILE_NOTIFY,
+			  STORE_CHANGE_FAILURES },
+	[VF_REPORT] = { "report", 0664, NULL, report_write, VFILE_OUTCOME, 0 },
+	[VF_ASSIGNMENTS] = { "assignments", 0775, NULL, NULL, VFILE_DIR | VFILE_CLAIM_DIR, 0 },
 };

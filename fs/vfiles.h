@@ -5,7 +5,8 @@
  * top_files[] lists the top-level files and vf_files[] the entries of a VF
  * directory; lookup, getattr, readdir, open, read, write and the notifier
  * all go through these two tables, indexed by the enums below.  No other
- * code names these files.
+ * code names these files, nor knows which store change alters which file:
+ * that is the table's `changes` column (see struct vfile).
  *
  * A render function writes the whole current content of a file to `out`
  * (the filesystem keeps it as the snapshot of the open file) and returns 0
@@ -57,14 +58,16 @@ enum vfile_flags {
 	VFILE_DIR = 1 << 0,     /* a directory, not a file */
 	VFILE_NOTIFY = 1 << 1,  /* content changes are notified (inotify, poll) */
 	VFILE_OUTCOME = 1 << 2, /* reads show the outcome of the last write on the handle */
+	VFILE_CLAIM_DIR = 1 << 3, /* a VFILE_DIR whose entries are the VF's claims: it can be
+				   * listed, and takes create, lookup and unlink of claims */
 };
 
-struct vffs;
+struct metrics;
 
 /* What a render or write function works on. */
 struct vfile_call {
 	struct store *store;
-	struct vffs *fs;     /* metrics providers */
+	struct metrics *metrics; /* extra series of `metrics` (fs/metrics.h); may be NULL */
 	const char *vf;      /* per-VF files: the VF address */
 	uint64_t vf_id;      /* per-VF files: the VF's id */
 	char *outcome;       /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
@@ -79,6 +82,11 @@ struct vfile {
 	vfile_render_fn render; /* NULL: reads show the outcome (VFILE_OUTCOME) or nothing */
 	vfile_write_fn write;   /* NULL: read-only */
 	unsigned flags;
+	/* The store_change bits (fs/store.h) that change what this file says;
+	 * the notifier dirties exactly these (VFILE_NOTIFY files only).  A
+	 * per-VF file is dirtied for the VF a change names, and for every VF
+	 * when the change names none (a store-wide change such as status). */
+	unsigned changes;
 };
 
 extern const struct vfile top_files[TOP_FILE_COUNT];
@@ -98,10 +106,5 @@ void claim_render(const struct store_claim *claim, FILE *out);
  * stored one.  -EINVAL for unknown or repeated keys and bad values. */
 int claim_parse_update(const struct store_claim *current, char *command, bool may_set_claimed_at,
 		       struct store_claim *ret);
-
-/* -- implemented by vffs.c ---------------------------------------------------- */
-
-/* Lines that registered metrics providers add to `metrics`. */
-void vffs_render_metrics_providers(struct vffs *fs, FILE *out);
 
 #endif

@@ -3,6 +3,9 @@
  * vfhealth-sentinel - the sentinel as its own process, against a mount of
  * vfhealthd started with --no-sentinel (or on another host's view of it).
  *
+ * vfhealthd runs this same program as its child (daemon/sentinel-process.h),
+ * passing its counter table as a shared memfd with --counters-fd.
+ *
  * DESIGN NOTES
  * Threads: the library's (see sentinel.c); this main thread only waits.
  * Signals: SIGTERM/SIGINT are blocked before the library starts its threads
@@ -11,18 +14,44 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
+#include "proto/cleanup.h"
 #include "proto/log.h"
+#include "proto/parse.h"
 #include "sentinel/sentinel.h"
 
 enum {
 	OPT_METRICS_FILE = 0x100,
 	OPT_VERSION,
+	OPT_COUNTERS_FD,
 };
+
+/* Map the counter table vfhealthd passed as descriptor fd: a memfd of
+ * exactly one struct sentinel_counters (a daemon built from other sources
+ * would size it differently, and is refused). */
+static int map_counters(int fd, struct sentinel_counters **ret)
+{
+	struct stat st;
+	void *map;
+
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	if (!S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof(struct sentinel_counters))
+		return -EINVAL;
+	map = mmap(NULL, sizeof(struct sentinel_counters), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   0);
+	if (map == MAP_FAILED)
+		return negative_errno();
+	*ret = map;
+	return 0;
+}
 
 static void usage(FILE *out)
 {
@@ -36,6 +65,8 @@ static void usage(FILE *out)
 		"  -d, --debug                  log debug messages\n"
 		"      --metrics-file PATH      rewrite PATH with the sentinel's metrics after\n"
 		"                               every poll (Prometheus text format)\n"
+		"      --counters-fd N          (internal, used by vfhealthd) count into the\n"
+		"                               shared counter table open as descriptor N\n"
 		"%s",
 		SENTINEL_OPTIONS_HELP);
 }
@@ -47,12 +78,15 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, OPT_VERSION },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "metrics-file", required_argument, NULL, OPT_METRICS_FILE },
+		{ "counters-fd", required_argument, NULL, OPT_COUNTERS_FD },
 		SENTINEL_GETOPT_OPTIONS,
 		{ 0 },
 	};
 	struct sentinel_options opt;
 	struct sentinel *sentinel = NULL;
+	struct sentinel_counters *counters = NULL;
 	const char *mountpoint = "/run/vfhealth";
+	uint64_t counters_fd;
 	sigset_t stop_signals;
 	siginfo_t info;
 	int c, r;
@@ -73,6 +107,14 @@ int main(int argc, char **argv)
 			break;
 		case OPT_METRICS_FILE:
 			opt.metrics_path = optarg;
+			break;
+		case OPT_COUNTERS_FD:
+			if (parse_uint64(optarg, 0, INT_MAX, &counters_fd) < 0 ||
+			    (r = map_counters((int)counters_fd, &counters)) < 0) {
+				fprintf(stderr, "vfhealth-sentinel: --counters-fd \"%s\" is not a counter table\n",
+					optarg);
+				return 2;
+			}
 			break;
 		case SENTINEL_OPT_NO_SENTINEL:
 			fprintf(stderr, "vfhealth-sentinel: --no-sentinel makes no sense here\n");
@@ -103,7 +145,8 @@ int main(int argc, char **argv)
 	sigaddset(&stop_signals, SIGINT);
 	sigprocmask(SIG_BLOCK, &stop_signals, NULL);
 
-	r = sentinel_start(mountpoint, &opt, &sentinel);
+	r = counters ? sentinel_start_counting(mountpoint, &opt, counters, &sentinel)
+		     : sentinel_start(mountpoint, &opt, &sentinel);
 	if (r < 0) {
 		log_err("cannot start the sentinel on %s: %s", mountpoint, strerror(-r));
 		return 1;
@@ -113,5 +156,7 @@ int main(int argc, char **argv)
 	while (r < 0 && errno == EINTR);
 	log_info("signal %d: stopping", r > 0 ? r : 0);
 	sentinel_free(sentinel);
+	if (counters)
+		munmap(counters, sizeof(*counters));
 	return 0;
 }

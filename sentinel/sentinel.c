@@ -6,7 +6,7 @@
  * DESIGN NOTES
  *
  * Threads.  One scheduler thread and `concurrency` worker threads, all
- * created by sentinel_start() with every signal blocked (the daemon's main
+ * created by sentinel_start() with every signal blocked (the program's main
  * thread owns SIGTERM/SIGINT; a SIGPIPE from a guest that hung up stays
  * pending on our thread instead of killing the process).
  *   - The scheduler sleeps in ppoll() on the shutdown eventfd until the next

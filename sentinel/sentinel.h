@@ -7,9 +7,10 @@
  * documented file operation through that mount (list <vf>/assignments/,
  * read an assignment, write "failed ..."/"ok ..." to <vf>/report and read
  * the outcome back on the same open file, write "repair" to status, unlink
- * an assignment to release a dead claim).  So an in-process sentinel in
- * vfhealthd produces the same inotify and poll notifications as an external
- * writer, and the same library runs standalone (vfhealth-sentinel MOUNTPOINT).
+ * an assignment to release a dead claim).  So the sentinel vfhealthd runs
+ * produces the same inotify and poll notifications as an external writer;
+ * it is always the vfhealth-sentinel program (main.c), whether vfhealthd
+ * runs it as its child or an operator runs it against a mount.
  *
  * Every poll_interval (the first one interval after start):
  *   1. if `status` says unavailable, write `repair` once;
@@ -132,7 +133,7 @@ void sentinel_stop(struct sentinel *s);
 void sentinel_free(struct sentinel *s);
 
 /* Render the sentinel's counters in Prometheus text format (HELP and TYPE
- * lines, every check result present), for vffs_add_metrics_provider(). */
+ * lines, every check result present), e.g. for --metrics-file. */
 void sentinel_render_metrics(void *sentinel, FILE *out);
 
 /* The scalar counters, one row each: field, Prometheus name, HELP text.  The
@@ -153,8 +154,10 @@ void sentinel_render_metrics(void *sentinel, FILE *out);
 	X(polls, "vfhealth_sentinel_polls_total", "Completed polls.")
 
 /* The counters, kept apart from the poller so that they can live in memory
- * shared with the daemon when the sentinel runs in a child process
- * (sentinel_process_spawn).  Lock-free atomics: safe across processes. */
+ * shared with vfhealthd, which runs the sentinel program as its child and
+ * passes them as a memfd (--counters-fd, daemon/sentinel-process.h).  The
+ * size of this struct is the table's version: the program refuses a memfd
+ * of any other size.  Lock-free atomics: safe across processes. */
 struct sentinel_counters {
 	atomic_uint_fast64_t checks[6]; /* indexed by enum check_result (rules.h) */
 #define SENTINEL_ATOMIC_FIELD(field, name, help) atomic_uint_fast64_t field;

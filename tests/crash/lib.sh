@@ -15,7 +15,7 @@
 
 build_root=${VFHEALTH_BUILD_ROOT:?run under meson test}
 source_root=${VFHEALTH_SOURCE_ROOT:?run under meson test}
-vfhealthd_bin=$build_root/fs/vfhealthd
+vfhealthd_bin=$build_root/daemon/vfhealthd
 vfio_bin=$build_root/tests/crash/vfio
 
 t_tmp=$(mktemp -d "${TMPDIR:-/tmp}/vfhealth-proof.XXXXXX")

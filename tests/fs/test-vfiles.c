@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for the parts of libvffs that need no mount: the virtual file
- * tables (vfiles.c), the assignment parser, and the notifier's mapping,
- * coalescing and poll bookkeeping (notify.c) against a real store.
+ * tables (vfiles.c), the assignment parser, the notifier's mapping,
+ * coalescing and poll bookkeeping (notify.c) and the metrics providers
+ * (metrics.c) against a real store.
  *
  * Design notes: each test runs in its own forked process (Check's default).
  * Threads: the fixture registers VFs from 8 threads so that the store's
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fs/metrics.h"
 #include "fs/notify.h"
 #include "fs/store.h"
 #include "fs/vfiles.h"
@@ -37,6 +39,7 @@ static void check_table(const struct vfile *table, int count)
 		ck_assert_ptr_nonnull(f->name);
 		ck_assert_int_eq(vfile_find(table, count, f->name), i); /* names are unique */
 		if (f->flags & VFILE_DIR) {
+			ck_assert_uint_eq(f->changes, 0);
 			ck_assert(f->render == NULL);
 			ck_assert(f->write == NULL);
 			ck_assert_int_eq(f->mode, 0775);
@@ -48,6 +51,8 @@ static void check_table(const struct vfile *table, int count)
 		ck_assert(f->render || (f->flags & VFILE_OUTCOME));
 		/* Outcome files change only through their own handle. */
 		ck_assert(!((f->flags & VFILE_OUTCOME) && (f->flags & VFILE_NOTIFY)));
+		/* A notified file names the store changes that alter it; only those are. */
+		ck_assert((f->changes != 0) == ((f->flags & VFILE_NOTIFY) != 0));
 	}
 	ck_assert_int_eq(vfile_find(table, count, "nonexistent"), -1);
 	ck_assert_int_eq(vfile_find(table, count, ""), -1);
@@ -61,6 +66,11 @@ START_TEST(test_tables)
 	ck_assert_str_eq(vf_files[VF_REPORT].name, "report");
 	ck_assert(!(top_files[TOP_METRICS].flags & VFILE_NOTIFY)); /* never notified */
 	ck_assert(vf_files[VF_ASSIGNMENTS].flags & VFILE_DIR);
+	/* Exactly one directory takes claims, and it is a directory. */
+	for (int i = 0; i < VF_FILE_COUNT; i++)
+		ck_assert_int_eq(!!(vf_files[i].flags & VFILE_CLAIM_DIR), i == VF_ASSIGNMENTS);
+	for (int i = 0; i < TOP_FILE_COUNT; i++)
+		ck_assert(!(top_files[i].flags & VFILE_CLAIM_DIR));
 }
 END_TEST
 
@@ -366,6 +376,62 @@ START_TEST(test_notify_poll_generations)
 }
 END_TEST
 
+/* -- metrics providers ------------------------------------------------------------- */
+
+static void provide_a(void *userdata, FILE *out)
+{
+	fprintf(out, "a_total %d\n", *(int *)userdata);
+}
+
+static void provide_b(void *userdata, FILE *out)
+{
+	fputs("b_total 2\n", out);
+}
+
+/* What `metrics` says with the given provider list. */
+static char *render_metrics(struct metrics *m)
+{
+	struct vfile_call call = { .store = store, .metrics = m };
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+
+	ck_assert_ptr_nonnull(out);
+	ck_assert_int_eq(top_files[TOP_METRICS].render(&call, out), 0);
+	ck_assert_int_eq(fclose(out), 0);
+	return buf;
+}
+
+START_TEST(test_metrics_providers)
+{
+	struct metrics *m = NULL;
+	int one = 1;
+	_cleanup_free_ char *plain = NULL, *with = NULL;
+
+	ck_assert_int_eq(metrics_new(&m), 0);
+	plain = render_metrics(NULL); /* no list: the store's series alone */
+	ck_assert_ptr_nonnull(strstr(plain, "\nvfhealth_vfs 3\n"));
+	ck_assert_ptr_null(strstr(plain, "a_total"));
+
+	/* The providers' lines follow the store's, in registration order. */
+	ck_assert_int_eq(metrics_add_provider(m, provide_a, &one), 0);
+	ck_assert_int_eq(metrics_add_provider(m, provide_b, NULL), 0);
+	with = render_metrics(m);
+	ck_assert_uint_gt(strlen(with), strlen(plain));
+	ck_assert_int_eq(strncmp(with, plain, strlen(plain)), 0);
+	ck_assert_str_eq(with + strlen(plain), "a_total 1\nb_total 2\n");
+
+	/* Bounded, and bad input changes nothing. */
+	ck_assert_int_eq(metrics_add_provider(m, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(metrics_add_provider(NULL, provide_b, NULL), -EINVAL);
+	for (int i = 2; i < METRICS_MAX_PROVIDERS; i++)
+		ck_assert_int_eq(metrics_add_provider(m, provide_b, NULL), 0);
+	ck_assert_int_eq(metrics_add_provider(m, provide_a, &one), -ENOSPC);
+	metrics_free(m);
+	metrics_free(NULL);
+}
+END_TEST
+
 static Suite *vffs_suite(void)
 {
 	Suite *s = suite_create("vffs");
@@ -382,6 +448,7 @@ static Suite *vffs_suite(void)
 	tcase_set_timeout(notify, 30);
 	tcase_add_test(notify, test_notify_mapping);
 	tcase_add_test(notify, test_notify_poll_generations);
+	tcase_add_test(notify, test_metrics_providers);
 	suite_add_tcase(s, notify);
 
 	tcase_add_checked_fixture(many, many_vfs_setup, store_teardown);

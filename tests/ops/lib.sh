@@ -13,7 +13,7 @@
 
 build_root=${VFHEALTH_BUILD_ROOT:?run under meson test}
 source_root=${VFHEALTH_SOURCE_ROOT:?run under meson test}
-vfhealthd_bin=$build_root/fs/vfhealthd
+vfhealthd_bin=$build_root/daemon/vfhealthd
 agent_bin=$build_root/guest-agent/vfhealth-agent
 test_vmm_bin=$build_root/tests/sentinel/test-vmm
 

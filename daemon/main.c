@@ -2,16 +2,25 @@
 /*
  * vfhealthd - mount the vfhealth file interface (vfhealthd(8), vfhealth(5)).
  *
+ * The composition root, and nothing else: it parses the options, mounts
+ * (libvffs), opens the store (libvfstore) and hands it to the filesystem,
+ * and runs the sentinel program as a child (sentinel-process.h), whose
+ * counters it registers with the `metrics` file (fs/metrics.h).  Every rule
+ * lives in those libraries; this file only wires them and orders their life
+ * cycles (docs/architecture.md, "Processes and modules").
+ *
  * Design notes
  * ------------
- * Threads: this main thread parses options, mounts, starts libvffs (which
- * runs the FUSE loop, its workers and the notifier on threads of its own)
- * and then only waits for SIGTERM/SIGINT/SIGHUP with sigwait(); those are
- * blocked before any thread exists, so no other thread ever takes them.
+ * Threads: this main thread does all of the above, then only waits for
+ * SIGTERM/SIGINT/SIGHUP (and SIGCHLD from the sentinel) with sigwait();
+ * those are blocked before any thread exists, so no other thread ever takes
+ * them.  libvffs runs the FUSE loop, its workers and the notifier on threads
+ * of its own.  The sentinel is spawned from this thread (its parent-death
+ * signal follows the thread that forked it) before vffs_start().
  * Locks: none here.
  * Shutdown: clients of the mount (the sentinel) stop first, while the mount
  * still serves, then vffs_stop() stops the notifier, leaves the FUSE loop
- * and unmounts; see the two marked places below.
+ * and unmounts, then the store closes; see the marked places below.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,14 +36,20 @@
 
 #include <fuse_lowlevel.h>
 
+#include "daemon/sentinel-process.h"
+#include "fs/metrics.h"
 #include "fs/store.h"
 #include "fs/vffs.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"
 #include "proto/parse.h"
-#include "sentinel/process.h"
+#include "sentinel/sentinel.h"
 
 #define FUSE_OPTIONS_MAX 4096
+#define DEFAULT_DB "/var/lib/vfhealth/vfhealth.db"
+/* How long a stopping sentinel may take beyond one poll timeout before it
+ * is killed (it stops within one poll timeout, vfhealth-sentinel(8)). */
+#define SENTINEL_STOP_GRACE_NS (2 * SENTINEL_NS_PER_S)
 
 static void usage(FILE *out)
 {
@@ -50,9 +65,12 @@ static void usage(FILE *out)
 		"  -d, --debug       log debug messages and trace FUSE requests\n"
 		"  -h, --help        show this help\n"
 		"  -V, --version     show the version\n",
-		VFFS_DEFAULT_MOUNTPOINT, VFFS_DEFAULT_DB, STORE_THRESHOLD_MIN, STORE_THRESHOLD_MAX,
+		VFFS_DEFAULT_MOUNTPOINT, DEFAULT_DB, STORE_THRESHOLD_MIN, STORE_THRESHOLD_MAX,
 		STORE_THRESHOLD_DEFAULT);
 	fprintf(out, "\n%s", SENTINEL_OPTIONS_HELP);
+	fprintf(out, "      --sentinel-program PATH  the vfhealth-sentinel to run (default: the one\n"
+		     "                               beside vfhealthd, else in %s)\n",
+		VFHEALTH_SBINDIR);
 }
 
 /* Tell systemd (Type=notify) we serve, by hand: one datagram to $NOTIFY_SOCKET. */
@@ -95,13 +113,74 @@ static int lookup_group(const char *name, gid_t *ret)
 	return 0;
 }
 
+/* The argument that passes sentinel option c (with optarg) on to the
+ * sentinel program, as its command line spells it.  NULL: out of memory. */
+static char *sentinel_arg(const struct option *options, int c, const char *arg)
+{
+	char *ret = NULL;
+
+	for (const struct option *o = options; o->name; o++) {
+		if (o->val != c)
+			continue;
+		if (o->has_arg == no_argument)
+			return asprintf(&ret, "--%s", o->name) < 0 ? NULL : ret;
+		return asprintf(&ret, "--%s=%s", o->name, arg) < 0 ? NULL : ret;
+	}
+	return NULL;
+}
+
+static void free_strv(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}
+
+static void free_strvp(char ***v)
+{
+	free_strv(*v);
+}
+
+/* Open the store and say, once, whether it serves. */
+static int open_store(const char *path, int threshold, struct store **ret)
+{
+	struct store_options so = { .path = path, .threshold = threshold, .max_quarantined = -1 };
+	char reason[STORE_REASON_MAX];
+	int r;
+
+	r = store_open(&so, ret);
+	if (r < 0) {
+		log_err("cannot open the store %s: %s", path, strerror(-r));
+		return r;
+	}
+	if (!store_status(*ret, reason, sizeof(reason)))
+		log_warn("store %s unavailable: %s; placement fails closed until repaired", path,
+			 reason);
+	return 0;
+}
+
+/* An absolute copy of path (daemonizing changes the working directory). */
+static char *absolute_path(const char *path)
+{
+	_cleanup_free_ char *cwd = NULL;
+	char *abs = NULL;
+
+	if (path[0] == '/')
+		return strdup(path);
+	cwd = getcwd(NULL, 0);
+	if (!cwd || asprintf(&abs, "%s/%s", cwd, path) < 0)
+		return NULL;
+	return abs;
+}
+
 int main(int argc, char **argv)
 {
-	enum { OPT_DB = 256, OPT_THRESHOLD, OPT_GROUP };
+	enum { OPT_DB = 256, OPT_THRESHOLD, OPT_GROUP, OPT_SENTINEL_PROGRAM };
 	static const struct option long_options[] = {
 		{ "db", required_argument, NULL, OPT_DB },
 		{ "threshold", required_argument, NULL, OPT_THRESHOLD },
 		{ "group", required_argument, NULL, OPT_GROUP },
+		{ "sentinel-program", required_argument, NULL, OPT_SENTINEL_PROGRAM },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -111,20 +190,33 @@ int main(int argc, char **argv)
 	};
 	struct vffs_options opt = { .group = 0 };
 	struct vffs *fs = NULL;
+	struct store *store = NULL;
+	struct metrics *metrics = NULL;
 	struct sentinel_options sentinel_opt;
 	struct sentinel_process *sentinel = NULL;
+	_cleanup_free_ char *db_path = NULL, *sentinel_program = NULL;
+	const char *db_arg = DEFAULT_DB, *sentinel_program_arg = NULL;
+	/* The sentinel's options, passed on to its program; at most one per argument. */
+	__attribute__((cleanup(free_strvp))) char **sentinel_args = calloc((size_t)argc + 2,
+									    sizeof(char *));
+	size_t n_sentinel_args = 0;
 	char fuse_options[FUSE_OPTIONS_MAX] = "";
 	bool foreground = false;
 	sigset_t shutdown_signals;
 	uint64_t threshold;
+	int store_threshold = 0;
 	int c, sig = 0, r;
 
 	log_set_ident("vfhealthd");
+	if (!sentinel_args) {
+		log_err("out of memory");
+		return 1;
+	}
 	sentinel_options_init(&sentinel_opt);
 	while ((c = getopt_long(argc, argv, "fo:dhV", long_options, NULL)) != -1) {
 		switch (c) {
 		case OPT_DB:
-			opt.db_path = optarg;
+			db_arg = optarg;
 			break;
 		case OPT_THRESHOLD:
 			if (parse_uint64(optarg, STORE_THRESHOLD_MIN, STORE_THRESHOLD_MAX, &threshold) < 0) {
@@ -132,7 +224,7 @@ int main(int argc, char **argv)
 					STORE_THRESHOLD_MIN, STORE_THRESHOLD_MAX, optarg);
 				return 2;
 			}
-			opt.threshold = (int)threshold;
+			store_threshold = (int)threshold;
 			break;
 		case OPT_GROUP:
 			r = lookup_group(optarg, &opt.group);
@@ -140,6 +232,9 @@ int main(int argc, char **argv)
 				log_err("unknown group '%s'", optarg);
 				return 2;
 			}
+			break;
+		case OPT_SENTINEL_PROGRAM:
+			sentinel_program_arg = optarg;
 			break;
 		case 'f':
 			foreground = true;
@@ -165,8 +260,16 @@ int main(int argc, char **argv)
 			return 0;
 		default:
 			if (c >= SENTINEL_OPT_FIRST && c < SENTINEL_OPT_END) {
+				/* Checked here, so that a bad value fails at once (exit 2). */
 				if (sentinel_options_apply(&sentinel_opt, c, optarg) < 0)
 					return 2;
+				if (c == SENTINEL_OPT_NO_SENTINEL)
+					break;
+				sentinel_args[n_sentinel_args] = sentinel_arg(long_options, c, optarg);
+				if (!sentinel_args[n_sentinel_args++]) {
+					log_err("out of memory");
+					return 1;
+				}
 				break;
 			}
 			usage(stderr);
@@ -177,8 +280,22 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (sentinel_opt.enabled) {
+		if (opt.debug && !(sentinel_args[n_sentinel_args++] = strdup("--debug"))) {
+			log_err("out of memory");
+			return 1;
+		}
+		if (sentinel_program_find(sentinel_program_arg, &sentinel_program) < 0)
+			return sentinel_program_arg ? 2 : 1;
+	}
+	db_path = absolute_path(db_arg);
+	if (!db_path || metrics_new(&metrics) < 0) {
+		log_err("out of memory");
+		return 1;
+	}
 	opt.mountpoint = optind < argc ? argv[optind] : NULL;
 	opt.fuse_options = fuse_options[0] ? fuse_options : NULL;
+	opt.metrics = metrics;
 
 	/* Before any thread exists, so that every thread inherits the mask. */
 	sigemptyset(&shutdown_signals);
@@ -191,7 +308,7 @@ int main(int argc, char **argv)
 
 	r = vffs_new(&opt, &fs);
 	if (r < 0)
-		return 1;
+		goto out;
 	r = vffs_mount(fs);
 	if (r < 0)
 		goto out;
@@ -200,19 +317,28 @@ int main(int argc, char **argv)
 		log_err("cannot daemonize");
 		goto out;
 	}
+	r = open_store(db_path, store_threshold, &store);
+	if (r < 0)
+		goto out;
 	/* The sentinel is a client of this mount and must not be a thread of
-	 * this process (sentinel/process.h says why): fork it now, before
-	 * vffs_start() creates any thread.  Its requests wait in the kernel
-	 * until the FUSE loop serves them. */
+	 * this process (sentinel-process.h says why).  Its requests wait in
+	 * the kernel until the FUSE loop serves them. */
 	if (sentinel_opt.enabled) {
-		r = sentinel_process_spawn(vffs_mountpoint(fs), &sentinel_opt, &sentinel);
+		r = sentinel_process_spawn(sentinel_program, (const char *const *)sentinel_args,
+					   vffs_mountpoint(fs),
+					   sentinel_opt.poll_timeout_ns + SENTINEL_STOP_GRACE_NS,
+					   &sentinel);
 		if (r < 0) {
-			log_err("cannot start the sentinel: %s", strerror(-r));
+			log_err("cannot start the sentinel %s: %s", sentinel_program, strerror(-r));
 			goto out;
 		}
-		vffs_add_metrics_provider(fs, sentinel_process_render_metrics, sentinel);
+		r = metrics_add_provider(metrics, sentinel_process_render_metrics, sentinel);
+		if (r < 0) {
+			log_err("cannot show the sentinel's counters: %s", strerror(-r));
+			goto out;
+		}
 	}
-	r = vffs_start(fs);
+	r = vffs_start(fs, store);
 	if (r < 0)
 		goto out;
 	r = notify_ready();
@@ -228,7 +354,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (sentinel_process_exited(sentinel)) {
-			/* It cannot be forked again once threads exist: let the
+			/* Fail loudly rather than serve without detection: let the
 			 * service manager restart the daemon (Restart=on-failure). */
 			log_err("the sentinel process died: shutting down so that vfhealthd is restarted");
 			r = -ECHILD;
@@ -236,11 +362,14 @@ int main(int argc, char **argv)
 		}
 	}
 
-	/* Stop the clients of the mount while it still serves, then unmount. */
+out:
+	/* Stop the clients of the mount while it still serves, then unmount,
+	 * then close the store the filesystem served. */
 	sentinel_process_stop(sentinel);
 	vffs_stop(fs);
-out:
+	store_close(store);
 	vffs_free(fs);
 	sentinel_process_free(sentinel); /* after the mount: `metrics` renders its counters until then */
+	metrics_free(metrics);
 	return r < 0 ? 1 : 0;
 }

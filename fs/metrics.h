@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics.h - the extra series of the `metrics` file: a short list of
+ * providers (render callbacks) that the file table's metrics renderer
+ * (vfiles.c) prints after the store's own series.  The composition root
+ * (daemon/main.c) creates the list, registers providers (the sentinel's
+ * counters) and hands it to the filesystem; the filesystem only passes it
+ * on.  Kept out of the FUSE layer so that the file table never calls back
+ * into it.
+ *
+ * Thread-safety: metrics_add_provider() and metrics_render_providers() may
+ * run on any thread; a leaf mutex guards the list and providers run without
+ * it.  Returns 0 or a negative errno.
+ */
+#ifndef VFHEALTH_METRICS_H
+#define VFHEALTH_METRICS_H
+
+#include <stdio.h>
+
+#define METRICS_MAX_PROVIDERS 8
+
+/* Print complete Prometheus series (with their # HELP and # TYPE lines) to
+ * out.  Called on every read of `metrics`, from a FUSE worker: it must not
+ * block and must not touch the mount. */
+typedef void (*metrics_render_fn)(void *userdata, FILE *out);
+
+struct metrics;
+
+int metrics_new(struct metrics **ret);
+/* NULL: no-op. */
+void metrics_free(struct metrics *m);
+
+/* -ENOSPC once METRICS_MAX_PROVIDERS are registered; -EINVAL for NULLs. */
+int metrics_add_provider(struct metrics *m, metrics_render_fn render, void *userdata);
+
+/* Every provider's lines, in registration order.  m NULL: nothing. */
+void metrics_render_providers(struct metrics *m, FILE *out);
+
+#endif
