@@ -27,7 +27,7 @@
 
 #include <fuse_lowlevel.h>
 
-#include "fs/store.h"
+#include "store/store.h"
 #include "fs/vffs.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"

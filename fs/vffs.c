@@ -64,7 +64,7 @@
 #include <fuse_lowlevel.h>
 
 #include "fs/notify.h"
-#include "fs/store.h"
+#include "store/store.h"
 #include "fs/vfiles.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"

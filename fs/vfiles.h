@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "fs/store.h"
+#include "store/store.h"
 
 /* Longest command one write(2) may carry; longer ones get EINVAL. */
 #define VFILE_COMMAND_MAX 4096

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "fs/notify.h"
-#include "fs/store.h"
+#include "store/store.h"
 #include "fs/vfiles.h"
 #include "proto/cleanup.h"
 #include "proto/parse.h"

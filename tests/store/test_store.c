@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_store.c - the store's rules (fs/store.h), one Check test case per rule,
+ * test_store.c - the store's rules (store/store.h), one Check test case per rule,
  * against real SQLite files in a fresh mkdtemp directory under /tmp.  Faults
- * are injected with the faultvfs shim.  Each case is registered separately in
- * meson.build (CK_RUN_CASE).
+ * are injected with the faultvfs shim.  The case names are listed once, in
+ * meson.build's store_cases, which registers each as its own test
+ * (CK_RUN_CASE) and generates store-cases.h, the list store_suite() runs.
  *
  * Design notes: the concurrency cases start threads that only call the store
  * and are joined before the case ends; waiting is on conditions (the shim's
@@ -26,9 +27,14 @@
 #include <sqlite3.h>
 
 #include "faultvfs.h"
-#include "fs/store.h"
+#include "store-cases.h"
+#include "store/store.h"
 #include "proto/cleanup.h"
 #include "tests/common/check-main.h"
+
+/* A START_TEST missing from meson.build's store_cases is never registered:
+ * let the compiler say so, whatever the build's werror setting. */
+#pragma GCC diagnostic error "-Wunused-variable"
 
 #define VF_A "0000:41:00.1"
 #define VF_B "0000:41:00.2"
@@ -1577,40 +1583,9 @@ static Suite *store_suite(void)
 		const char *name;
 		const TTest *test;
 	} cases[] = {
-		{ "vf_address_validation", vf_address_validation },
-		{ "vf_register_unregister", vf_register_unregister },
-		{ "vf_limit", vf_limit },
-		{ "threshold_default_bounds_persist", threshold_default_bounds_persist },
-		{ "threshold_reevaluate_on_set", threshold_reevaluate_on_set },
-		{ "threshold_reevaluate_on_open", threshold_reevaluate_on_open },
-		{ "threshold_reopen_same_value_changes_nothing",
-		  threshold_reopen_same_value_changes_nothing },
-		{ "failure_dedupe", failure_dedupe },
-		{ "failure_on_quarantined_unchanged", failure_on_quarantined_unchanged },
-		{ "failure_message_and_stamp", failure_message_and_stamp },
-		{ "failure_listing_survives_reopen", failure_listing_survives_reopen },
-		{ "report_bad_input_changes_nothing", report_bad_input_changes_nothing },
-		{ "success_rescind_example", success_rescind_example },
-		{ "success_removes_older_failures", success_removes_older_failures },
-		{ "success_fast_path_clean_vf", success_fast_path_clean_vf },
-		{ "manual_quarantine_not_lifted_by_success", manual_quarantine_not_lifted_by_success },
-		{ "operator_clear", operator_clear },
-		{ "claims_one_live_per_vf", claims_one_live_per_vf },
-		{ "claims_stamp_normalize_history", claims_stamp_normalize_history },
-		{ "breaker", breaker },
-		{ "persistence_all_state", persistence_all_state },
-		{ "exclusive_lock", exclusive_lock },
-		{ "newer_schema_refused", newer_schema_refused },
-		{ "corrupt_file_never_overwritten", corrupt_file_never_overwritten },
-		{ "fail_closed_disk_full", fail_closed_disk_full },
-		{ "fail_closed_io_error", fail_closed_io_error },
-		{ "repair_clears_latch", repair_clears_latch },
-		{ "fast_path_does_not_wait_for_commit", fast_path_does_not_wait_for_commit },
-		{ "group_commit", group_commit },
-		{ "change_callback", change_callback },
-		{ "failures_per_vf_bounded", failures_per_vf_bounded },
-		{ "batch_fails_as_a_whole", batch_fails_as_a_whole },
-		{ "damaged_pages_fail_quick_check", damaged_pages_fail_quick_check },
+#define X(name) { #name, name },
+		STORE_CASES(X)
+#undef X
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
