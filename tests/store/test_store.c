@@ -1059,6 +1059,10 @@ START_TEST(corrupt_file_never_overwritten)
 	char(*q)[STORE_VF_BUFSZ];
 	size_t n;
 	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
+	struct store_vf_info i; /* nothing in memory to look up */
+	ck_assert_int_eq(store_vf_lookup(s, VF_A, &i), -EIO);
+	struct store_claim c;
+	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &c), -EIO);
 	ck_assert_int_eq(store_repair(s), -EIO);
 	struct store_stats st;
 	store_get_stats(s, &st);
@@ -1244,6 +1248,49 @@ END_TEST
 START_TEST(fail_closed_io_error)
 {
 	check_latched(SQLITE_IOERR_FSYNC, "disk I/O error");
+}
+END_TEST
+
+/* Name lookups are not placement-facing: answered from memory while the
+ * store is latched, never retrying (the latch outlives the fault until a
+ * placement-facing read or store_repair() retries). */
+START_TEST(lookups_served_while_unavailable)
+{
+	struct store *s = populated();
+	struct store_vf_info i;
+	struct store_claim c;
+
+	faultvfs_fail_writes(SQLITE_FULL);
+	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert(!store_status(s, NULL, 0));
+	faultvfs_fail_writes(SQLITE_OK); /* a retry would now succeed */
+	uint64_t before = commits(s);
+
+	ck_assert_int_eq(store_vf_lookup(s, VF_A, &i), 0);
+	ck_assert_str_eq(i.vf, VF_A);
+	ck_assert(i.quarantined);
+	ck_assert_uint_eq(i.tally, 2);
+	ck_assert_int_eq(store_vf_lookup(s, "0000:41:00.5", &i), -ENOENT);
+	ck_assert_int_eq(store_vf_lookup(s, "0000:41:00.8", &i), -EINVAL);
+	ck_assert_int_eq(store_vf_lookup(s, VF_A, NULL), -EINVAL);
+	ck_assert_int_eq(store_claim_lookup(s, VF_C, "i-c", &c), 0);
+	ck_assert_str_eq(c.vf, VF_C);
+	ck_assert_str_eq(c.instance_id, "i-c");
+	struct store_claim by_id;
+	ck_assert_int_eq(store_claim_get_by_id(s, c.id, &by_id), 0);
+	ck_assert_str_eq(by_id.instance_id, "i-c");
+	ck_assert_int_eq(store_claim_lookup(s, VF_C, "i-other", &c), -ENOENT);
+	ck_assert_int_eq(store_claim_lookup(s, VF_B, "i-c", &c), -ENOENT);
+	ck_assert_int_eq(store_claim_lookup(s, VF_C, "bad id", &c), -EINVAL);
+	ck_assert_int_eq(store_claim_lookup(s, "bad", "i-c", &c), -EINVAL);
+
+	/* none of that retried: still latched, nothing committed */
+	ck_assert(!store_status(s, NULL, 0));
+	ck_assert_uint_eq(commits(s), before);
+	/* a placement-facing read does retry, and now repairs */
+	ck_assert_int_eq(store_vf_get(s, VF_A, &i), 0);
+	ck_assert(store_status(s, NULL, 0));
+	store_close(s);
 }
 END_TEST
 
