@@ -140,31 +140,33 @@ static int mutate(struct store *s, struct op *op, decide_fn decide)
 
 /* -- VFs ------------------------------------------------------------------------ */
 
-int store_vf_register(struct store *s, const char *vf)
+/* A mutation named by a VF address alone; a no-op succeeds. */
+static int vf_action(struct store *s, enum op_kind kind, const char *vf, decide_fn decide)
 {
-	struct op op = { .kind = OP_REGISTER };
+	struct op op = { .kind = kind };
 
 	if (!store_vf_address_valid(vf))
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
-	return mutate(s, &op, NULL);
+	int r = mutate(s, &op, decide);
+	return r == DECIDE_NOOP ? 0 : r;
+}
+
+int store_vf_register(struct store *s, const char *vf)
+{
+	return vf_action(s, OP_REGISTER, vf, NULL);
 }
 
 int store_vf_unregister(struct store *s, const char *vf)
 {
-	struct op op = { .kind = OP_UNREGISTER };
-
-	if (!store_vf_address_valid(vf))
-		return -EINVAL;
-	copy_string(op.vf, sizeof(op.vf), vf);
-	return mutate(s, &op, NULL);
+	return vf_action(s, OP_UNREGISTER, vf, NULL);
 }
 
-/* Copy a VF's entry from the mirror. */
-static int vf_read(struct store *s, const char *vf, struct store_vf_info *ret)
+/* Copy a VF's entry, by address (vf non-NULL) or by id, from the mirror. */
+static int vf_read(struct store *s, const char *vf, uint64_t id, struct store_vf_info *ret)
 {
 	mirror_rdlock(s);
-	struct vf_entry *e = mirror_find(s, vf);
+	struct vf_entry *e = vf ? mirror_find(s, vf) : mirror_find_by_id(s, id);
 	if (e)
 		mirror_fill_info(e, ret);
 	mirror_unlock(s);
@@ -177,7 +179,7 @@ int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret)
 		return -EINVAL;
 	if (ensure_available(s) < 0)
 		return -EIO;
-	return vf_read(s, vf, ret);
+	return vf_read(s, vf, 0, ret);
 }
 
 int store_vf_lookup(struct store *s, const char *vf, struct store_vf_info *ret)
@@ -186,7 +188,7 @@ int store_vf_lookup(struct store *s, const char *vf, struct store_vf_info *ret)
 		return -EINVAL;
 	if (!atomic_load(&s->loaded))
 		return -EIO;
-	return vf_read(s, vf, ret);
+	return vf_read(s, vf, 0, ret);
 }
 
 int store_vf_get_by_id(struct store *s, uint64_t id, struct store_vf_info *ret)
@@ -195,12 +197,7 @@ int store_vf_get_by_id(struct store *s, uint64_t id, struct store_vf_info *ret)
 		return -EINVAL;
 	if (!atomic_load(&s->loaded))
 		return -EIO;
-	mirror_rdlock(s);
-	struct vf_entry *e = mirror_find_by_id(s, id);
-	if (e)
-		mirror_fill_info(e, ret);
-	mirror_unlock(s);
-	return e ? 0 : -ENOENT;
+	return vf_read(s, NULL, id, ret);
 }
 
 int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count)
@@ -386,25 +383,14 @@ static int decide_operator(const struct store *s, const struct vf_entry *e, stru
 	return unchanged ? DECIDE_NOOP : DECIDE_SUBMIT;
 }
 
-static int operator_action(struct store *s, enum op_kind kind, const char *vf)
-{
-	struct op op = { .kind = kind };
-
-	if (!store_vf_address_valid(vf))
-		return -EINVAL;
-	copy_string(op.vf, sizeof(op.vf), vf);
-	int r = mutate(s, &op, decide_operator);
-	return r == DECIDE_NOOP ? 0 : r;
-}
-
 int store_quarantine_manual(struct store *s, const char *vf)
 {
-	return operator_action(s, OP_MANUAL, vf);
+	return vf_action(s, OP_MANUAL, vf, decide_operator);
 }
 
 int store_clear(struct store *s, const char *vf)
 {
-	return operator_action(s, OP_CLEAR, vf);
+	return vf_action(s, OP_CLEAR, vf, decide_operator);
 }
 
 /* -- claims ------------------------------------------------------------------------ */

@@ -73,19 +73,35 @@ int db_step(struct store *s, sqlite3_stmt *st)
 	return db_fail(s, "database error");
 }
 
+/* Prepare, bind and run: with ret NULL every row is stepped over (0 when
+ * done); else the first column of the first row lands in *ret (1 row, 0
+ * none).  -EIO on error. */
+static int db_vrun(struct store *s, int64_t *ret, const char *sql, const char *types, va_list ap)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = db_vprepare(s, sql, types, ap);
+	int r;
+
+	if (!st)
+		return -EIO;
+	if (!ret) {
+		while ((r = db_step(s, st)) == 1)
+			;
+		return r;
+	}
+	r = db_step(s, st);
+	if (r == 1)
+		*ret = sqlite3_column_int64(st, 0);
+	return r;
+}
+
 /* Run a statement that returns no rows. */
 int db_exec(struct store *s, const char *sql, const char *types, ...)
 {
 	va_list ap;
 
 	va_start(ap, types);
-	_cleanup_stmt_ sqlite3_stmt *st = db_vprepare(s, sql, types, ap);
+	int r = db_vrun(s, NULL, sql, types, ap);
 	va_end(ap);
-	if (!st)
-		return -EIO;
-	int r;
-	while ((r = db_step(s, st)) == 1)
-		;
 	return r;
 }
 
@@ -95,13 +111,8 @@ int db_int(struct store *s, int64_t *ret, const char *sql, const char *types, ..
 	va_list ap;
 
 	va_start(ap, types);
-	_cleanup_stmt_ sqlite3_stmt *st = db_vprepare(s, sql, types, ap);
+	int r = db_vrun(s, ret, sql, types, ap);
 	va_end(ap);
-	if (!st)
-		return -EIO;
-	int r = db_step(s, st);
-	if (r == 1)
-		*ret = sqlite3_column_int64(st, 0);
 	return r;
 }
 
@@ -211,20 +222,27 @@ int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap)
 			return r;
 	}
 
+	snap->claim = malloc(sizeof(*snap->claim));
+	if (!snap->claim)
+		return -ENOMEM;
+	r = db_live_claim(s, row.id, addr, snap->claim);
+	if (r <= 0) {
+		free(snap->claim); /* none (or an error: snapshot_release frees the rest) */
+		snap->claim = NULL;
+	}
+	return r < 0 ? r : 0;
+}
+
+int db_live_claim(struct store *s, int64_t vf_id, const char *vf, struct store_claim *ret)
+{
 	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
 		s, "SELECT " CLAIM_COLUMNS " FROM claims WHERE vf_id = ? AND released_at IS NULL",
-		"i", row.id);
+		"i", vf_id);
 	if (!st)
 		return -EIO;
-	r = db_step(s, st);
-	if (r < 0)
-		return r;
-	if (r == 1) {
-		snap->claim = malloc(sizeof(*snap->claim));
-		if (!snap->claim)
-			return -ENOMEM;
-		db_read_claim(st, 0, addr, snap->claim);
-	}
-	return 0;
+	int r = db_step(s, st);
+	if (r == 1)
+		db_read_claim(st, 0, vf, ret);
+	return r;
 }
 

@@ -156,48 +156,42 @@ static int op_register(struct store *s, struct op *op)
 	return op_change(op, STORE_CHANGE_VFS, op->vf, NULL);
 }
 
-static int op_unregister(struct store *s, struct op *op)
+static int op_unregister(struct store *s, struct op *op, const struct vf_row *row)
 {
-	struct vf_row row;
 	int64_t tally, claims;
-	int r = db_vf_row(s, op->vf, &row);
+	int r;
 
-	if (r < 0)
-		return r;
-	if ((r = db_failure_count(s, row.id, &tally)) < 0)
+	if ((r = db_failure_count(s, row->id, &tally)) < 0)
 		return r;
 	r = db_int(s, &claims, "SELECT COUNT(*) FROM claims WHERE vf_id = ? AND released_at IS NULL",
-		   "i", row.id);
+		   "i", row->id);
 	if (r < 0)
 		return r;
-	if ((r = rule_unregister_refusal(row.quarantined, (uint64_t)tally, claims > 0)) < 0)
+	if ((r = rule_unregister_refusal(row->quarantined, (uint64_t)tally, claims > 0)) < 0)
 		return r;
 	/* released claims stay as history under the old vf_id, never reused */
-	if ((r = db_exec(s, "DELETE FROM vfs WHERE id = ?", "i", row.id)) < 0)
+	if ((r = db_exec(s, "DELETE FROM vfs WHERE id = ?", "i", row->id)) < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_VFS, op->vf, NULL);
 }
 
-static int op_failure(struct store *s, struct op *op)
+static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 {
-	struct vf_row row;
 	int64_t threshold, tally, dup;
-	int r = db_vf_row(s, op->vf, &row);
+	int r;
 
-	if (r < 0)
-		return r;
 	if ((r = db_setting(s, "threshold", &threshold)) < 0 ||
-	    (r = db_failure_count(s, row.id, &tally)) < 0)
+	    (r = db_failure_count(s, row->id, &tally)) < 0)
 		return r;
 	op->failure = (struct store_failure_result){ .outcome = STORE_OUTCOME_UNCHANGED,
 						     .tally = (unsigned)tally,
 						     .threshold = (int)threshold };
 	r = db_int(s, &dup,
 		   "SELECT 1 FROM failures WHERE vf_id = ? AND instance_id = ? AND assigned_at = ?",
-		   "itt", row.id, op->instance_id, op->when);
+		   "itt", row->id, op->instance_id, op->when);
 	if (r < 0)
 		return r;
-	if (rule_failure_unchanged(row.quarantined, r == 1))
+	if (rule_failure_unchanged(row->quarantined, r == 1))
 		return 0;
 
 	if (rule_failure_drops_oldest((uint64_t)tally)) {
@@ -205,7 +199,7 @@ static int op_failure(struct store *s, struct op *op)
 		r = db_exec(s,
 			    "DELETE FROM failures WHERE id = "
 			    "(SELECT MIN(id) FROM failures WHERE vf_id = ?)",
-			    "i", row.id);
+			    "i", row->id);
 		if (r < 0)
 			return r;
 		tally--;
@@ -217,7 +211,7 @@ static int op_failure(struct store *s, struct op *op)
 		    "VALUES (?, ?, ?, ?, ?)",
 		    "ittt"
 		    "t",
-		    row.id, op->instance_id, op->when, now, op->message);
+		    row->id, op->instance_id, op->when, now, op->message);
 	if (r < 0)
 		return r;
 	tally++;
@@ -232,7 +226,7 @@ static int op_failure(struct store *s, struct op *op)
 			return r;
 		switch (rule_after_failure((uint64_t)tally, threshold, cap, (uint64_t)quarantined)) {
 		case RULE_QUARANTINE:
-			if ((r = quarantine_row(s, row.id, false)) < 0)
+			if ((r = quarantine_row(s, row->id, false)) < 0)
 				return r;
 			op->failure.outcome = STORE_OUTCOME_QUARANTINED;
 			bits |= STORE_CHANGE_QUARANTINE;
@@ -247,30 +241,27 @@ static int op_failure(struct store *s, struct op *op)
 	return op_change(op, bits, op->vf, NULL);
 }
 
-static int op_success(struct store *s, struct op *op)
+static int op_success(struct store *s, struct op *op, const struct vf_row *row)
 {
-	struct vf_row row;
 	int64_t match, remaining;
-	int r = db_vf_row(s, op->vf, &row);
+	int r;
 
-	if (r < 0)
-		return r;
 	op->success = (struct store_success_result){ 0 };
 	r = db_int(s, &match,
 		   "SELECT id FROM failures WHERE vf_id = ? AND instance_id = ? AND assigned_at = ?",
-		   "itt", row.id, op->instance_id, op->when);
+		   "itt", row->id, op->instance_id, op->when);
 	if (r <= 0)
 		return r;
 	/* this assignment worked: it and every older failure are history */
-	r = db_exec(s, "DELETE FROM failures WHERE vf_id = ? AND id <= ?", "ii", row.id, match);
+	r = db_exec(s, "DELETE FROM failures WHERE vf_id = ? AND id <= ?", "ii", row->id, match);
 	if (r < 0)
 		return r;
 	op->success.cleared = (unsigned)sqlite3_changes(s->db);
-	if ((r = db_failure_count(s, row.id, &remaining)) < 0)
+	if ((r = db_failure_count(s, row->id, &remaining)) < 0)
 		return r;
 	unsigned bits = STORE_CHANGE_FAILURES;
-	if (rule_success_rescinds((uint64_t)remaining, row.quarantined, row.manual)) {
-		if ((r = lift_row(s, row.id)) < 0)
+	if (rule_success_rescinds((uint64_t)remaining, row->quarantined, row->manual)) {
+		if ((r = lift_row(s, row->id)) < 0)
 			return r;
 		op->success.rescinded = true;
 		bits |= STORE_CHANGE_QUARANTINE;
@@ -278,37 +269,31 @@ static int op_success(struct store *s, struct op *op)
 	return op_change(op, bits, op->vf, NULL);
 }
 
-static int op_manual(struct store *s, struct op *op)
+static int op_manual(struct store *s, struct op *op, const struct vf_row *row)
 {
-	struct vf_row row;
-	int r = db_vf_row(s, op->vf, &row);
+	int r;
 
-	if (r < 0)
-		return r;
-	if (rule_manual_unchanged(row.quarantined))
+	if (rule_manual_unchanged(row->quarantined))
 		return 0;
-	if ((r = quarantine_row(s, row.id, true)) < 0)
+	if ((r = quarantine_row(s, row->id, true)) < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_QUARANTINE, op->vf, NULL);
 }
 
-static int op_clear(struct store *s, struct op *op)
+static int op_clear(struct store *s, struct op *op, const struct vf_row *row)
 {
-	struct vf_row row;
 	int64_t n;
-	int r = db_vf_row(s, op->vf, &row);
+	int r;
 
-	if (r < 0)
+	if ((r = db_failure_count(s, row->id, &n)) < 0)
 		return r;
-	if ((r = db_failure_count(s, row.id, &n)) < 0)
-		return r;
-	if (rule_clear_unchanged(row.quarantined, (uint64_t)n))
+	if (rule_clear_unchanged(row->quarantined, (uint64_t)n))
 		return 0;
-	if ((r = db_exec(s, "DELETE FROM failures WHERE vf_id = ?", "i", row.id)) < 0 ||
-	    (r = lift_row(s, row.id)) < 0)
+	if ((r = db_exec(s, "DELETE FROM failures WHERE vf_id = ?", "i", row->id)) < 0 ||
+	    (r = lift_row(s, row->id)) < 0)
 		return r;
 	return op_change(op, (n ? STORE_CHANGE_FAILURES : 0u) |
-				     (row.quarantined ? STORE_CHANGE_QUARANTINE : 0u),
+				     (row->quarantined ? STORE_CHANGE_QUARANTINE : 0u),
 			 op->vf, NULL);
 }
 
@@ -329,30 +314,18 @@ static int op_setting(struct store *s, struct op *op, const char *key, unsigned 
 	return db_reevaluate(s, op);
 }
 
-static int op_claim(struct store *s, struct op *op)
+static int op_claim(struct store *s, struct op *op, const struct vf_row *row)
 {
-	const struct store_claim *c = op->claim_in;
-	struct vf_row row;
-	int r = db_vf_row(s, op->vf, &row);
+	struct store_claim *out = &op->claim_out;
+	/* the current holder, if any, into out: it is overwritten below */
+	int r = db_live_claim(s, row->id, op->vf, out);
 
 	if (r < 0)
 		return r;
-	{
-		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-			s, "SELECT instance_id FROM claims WHERE vf_id = ? AND released_at IS NULL",
-			"i", row.id);
-		if (!st)
-			return -EIO;
-		r = db_step(s, st);
-		if (r < 0)
-			return r;
-		r = rule_claim_refusal(row.quarantined, r == 1 ? db_col_text(st, 0) : NULL,
-				       op->instance_id);
-		if (r < 0)
-			return r;
-	}
-	struct store_claim *out = &op->claim_out;
-	*out = *c;
+	r = rule_claim_refusal(row->quarantined, r == 1 ? out->instance_id : NULL, op->instance_id);
+	if (r < 0)
+		return r;
+	*out = *op->claim_in;
 	copy_string(out->vf, sizeof(out->vf), op->vf);
 	copy_string(out->instance_id, sizeof(out->instance_id), op->instance_id);
 	if (op->when[0])
@@ -364,7 +337,7 @@ static int op_claim(struct store *s, struct op *op)
 		    "pid_starttime) VALUES (?, ?, ?, ?, ?, ?, ?)",
 		    "itttt"
 		    "ii",
-		    row.id, out->instance_id, out->claimed_at, out->agent, out->control, out->pid,
+		    row->id, out->instance_id, out->claimed_at, out->agent, out->control, out->pid,
 		    (int64_t)out->pid_starttime);
 	if (r < 0)
 		return r;
@@ -372,18 +345,15 @@ static int op_claim(struct store *s, struct op *op)
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
 }
 
-static int op_claim_update(struct store *s, struct op *op)
+static int op_claim_update(struct store *s, struct op *op, const struct vf_row *row)
 {
 	const struct store_claim *c = op->claim_in;
-	struct vf_row row;
 	int64_t claim_id;
-	int r = db_vf_row(s, op->vf, &row);
+	int r;
 
-	if (r < 0)
-		return r;
 	r = db_int(s, &claim_id,
 		   "SELECT id FROM claims WHERE vf_id = ? AND instance_id = ? AND released_at IS NULL",
-		   "it", row.id, op->instance_id);
+		   "it", row->id, op->instance_id);
 	if (r < 0)
 		return r;
 	if (r == 0)
@@ -398,19 +368,16 @@ static int op_claim_update(struct store *s, struct op *op)
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
 }
 
-static int op_release(struct store *s, struct op *op)
+static int op_release(struct store *s, struct op *op, const struct vf_row *row)
 {
-	struct vf_row row;
 	char now[RFC3339_BUFSZ];
-	int r = db_vf_row(s, op->vf, &row);
+	int r;
 
-	if (r < 0)
-		return r;
 	rfc3339_now(now);
 	r = db_exec(s,
 		    "UPDATE claims SET released_at = ? WHERE vf_id = ? AND instance_id = ? AND "
 		    "released_at IS NULL",
-		    "tit", now, row.id, op->instance_id);
+		    "tit", now, row->id, op->instance_id);
 	if (r < 0)
 		return r;
 	if (sqlite3_changes(s->db) == 0)
@@ -418,32 +385,34 @@ static int op_release(struct store *s, struct op *op)
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
 }
 
+typedef int (*vf_op_fn)(struct store *s, struct op *op, const struct vf_row *row);
+
+static const vf_op_fn vf_ops[] = {
+	[OP_UNREGISTER] = op_unregister, [OP_FAILURE] = op_failure, [OP_SUCCESS] = op_success,
+	[OP_MANUAL] = op_manual,         [OP_CLEAR] = op_clear,     [OP_CLAIM] = op_claim,
+	[OP_CLAIM_UPDATE] = op_claim_update, [OP_RELEASE] = op_release,
+};
+
 int ops_exec(struct store *s, struct op *op)
 {
+	struct vf_row row;
+	int r;
+
 	switch (op->kind) {
 	case OP_REGISTER:
 		return op_register(s, op);
-	case OP_UNREGISTER:
-		return op_unregister(s, op);
-	case OP_FAILURE:
-		return op_failure(s, op);
-	case OP_SUCCESS:
-		return op_success(s, op);
-	case OP_MANUAL:
-		return op_manual(s, op);
-	case OP_CLEAR:
-		return op_clear(s, op);
 	case OP_THRESHOLD:
 		return op_setting(s, op, "threshold", STORE_CHANGE_THRESHOLD);
 	case OP_MAX_QUARANTINED:
 		return op_setting(s, op, "max_quarantined", STORE_CHANGE_MAX_QUARANTINED);
-	case OP_CLAIM:
-		return op_claim(s, op);
-	case OP_CLAIM_UPDATE:
-		return op_claim_update(s, op);
-	case OP_RELEASE:
-		return op_release(s, op);
+	default:
+		break;
 	}
-	return -EINVAL;
+	/* every other op is about one registered VF: -ENOENT when unknown */
+	vf_op_fn fn = (size_t)op->kind < ARRAY_SIZE(vf_ops) ? vf_ops[op->kind] : NULL;
+	if (!fn)
+		return -EINVAL;
+	if ((r = db_vf_row(s, op->vf, &row)) < 0)
+		return r;
+	return fn(s, op, &row);
 }
-

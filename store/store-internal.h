@@ -284,6 +284,8 @@ int db_setting(struct store *s, const char *key, int64_t *ret);
 int db_failure_count(struct store *s, int64_t vf_id, int64_t *ret);
 int db_quarantined_count(struct store *s, int64_t *ret);
 int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap);
+/* The live claim on a VF into *ret: 1, or 0 when none, or -EIO. */
+int db_live_claim(struct store *s, int64_t vf_id, const char *vf, struct store_claim *ret);
 
 /* -- ops.c (inside the batch transaction) ------------------------------------------ */
 
