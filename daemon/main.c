@@ -38,7 +38,7 @@
 
 #include "daemon/sentinel-process.h"
 #include "fs/metrics.h"
-#include "fs/store.h"
+#include "store/store.h"
 #include "fs/vffs.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"

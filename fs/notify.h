@@ -41,7 +41,7 @@
 
 #include <fuse_lowlevel.h>
 
-#include "fs/store.h"
+#include "store/store.h"
 
 /* At most this many distinct VFs are queued; beyond it the set collapses
  * into "every file of every VF", which the notifier expands from the store. */

@@ -21,8 +21,6 @@
  *    writes on that one open file (the snapshot, the write outcome).  It is
  *    taken before any store call and never while taking another handle's.
  *  - notify.c's locks (file table, then queue) are leaves for this file.
- *  - vf_cache_lock guards the address -> id map that lets names resolve
- *    while the store is unavailable; a leaf, never held across a call.
  *
  * Inodes are computed from store ids, stable and never reused, so forget is
  * a no-op and nothing maps inodes in memory:
@@ -62,7 +60,7 @@
 #include <fuse_lowlevel.h>
 
 #include "fs/notify.h"
-#include "fs/store.h"
+#include "store/store.h"
 #include "fs/vfiles.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"
@@ -79,13 +77,6 @@
 #define ENTRY_TIMEOUT_S 1.0
 #define FILE_SIZE 4096 /* like sysfs: a nonzero size; reads are not bound by it */
 #define MAX_WORKER_THREADS 16
-#define VF_CACHE_BUCKETS 1024
-
-struct vf_cache_entry {
-	char vf[STORE_VF_BUFSZ];
-	uint64_t id;
-	struct vf_cache_entry *next;
-};
 
 struct vffs {
 	char *mountpoint;
@@ -102,11 +93,6 @@ struct vffs {
 	bool loop_running;
 	atomic_bool stopping;
 
-	/* VF address -> id, learnt from lookups; entries are checked by id
-	 * before use, never trusted, and at most STORE_MAX_VFS are kept. */
-	pthread_mutex_t vf_cache_lock;
-	struct vf_cache_entry *vf_cache[VF_CACHE_BUCKETS];
-	size_t vf_cache_count;
 };
 
 enum vnode_kind { VN_ROOT, VN_TOP, VN_VF_DIR, VN_VF_ENTRY, VN_CLAIM };
@@ -288,114 +274,21 @@ static void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct vnode *n)
 	fuse_reply_entry(req, &e);
 }
 
-/* -- VF ids by address, for lookups while the store is unavailable ------------------ */
+/* -- names: resolved from the store's memory, also while it is unavailable ------------ */
 
-static unsigned vf_cache_bucket(const char *vf)
+/* A VF directory's name (a path lookup, not a placement decision: see
+ * store_vf_lookup); a name that is no VF address is simply absent. */
+static int lookup_vf(struct vffs *fs, const char *vf, struct store_vf_info *ret)
 {
-	unsigned h = 2166136261u;
-
-	for (const char *p = vf; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	return h % VF_CACHE_BUCKETS;
+	return store_vf_address_valid(vf) ? store_vf_lookup(fs->store, vf, ret) : -ENOENT;
 }
 
-static void vf_cache_put(struct vffs *fs, const char *vf, uint64_t id)
+/* An assignment file's name under a VF's assignments/. */
+static int lookup_claim(struct vffs *fs, const char *vf, const char *instance_id,
+			struct store_claim *ret)
 {
-	unsigned b = vf_cache_bucket(vf);
-	struct vf_cache_entry *e;
-
-	pthread_mutex_lock(&fs->vf_cache_lock);
-	for (e = fs->vf_cache[b]; e; e = e->next)
-		if (strcmp(e->vf, vf) == 0)
-			break;
-	if (!e && fs->vf_cache_count < STORE_MAX_VFS && (e = calloc(1, sizeof(*e)))) {
-		snprintf(e->vf, sizeof(e->vf), "%s", vf);
-		e->next = fs->vf_cache[b];
-		fs->vf_cache[b] = e;
-		fs->vf_cache_count++;
-	}
-	if (e)
-		e->id = id;
-	pthread_mutex_unlock(&fs->vf_cache_lock);
-}
-
-static bool vf_cache_get(struct vffs *fs, const char *vf, uint64_t *id)
-{
-	struct vf_cache_entry *e;
-	bool found = false;
-
-	pthread_mutex_lock(&fs->vf_cache_lock);
-	for (e = fs->vf_cache[vf_cache_bucket(vf)]; e; e = e->next)
-		if (strcmp(e->vf, vf) == 0) {
-			*id = e->id;
-			found = true;
-			break;
-		}
-	pthread_mutex_unlock(&fs->vf_cache_lock);
-	return found;
-}
-
-/* A VF by address.  While the store is unavailable store_vf_get() retries
- * the store and then fails (its quarantine bit is placement-facing), but
- * names must still resolve, without a repair attempt per path lookup: then
- * the id remembered for the address, checked against the store by id, or
- * else the whole list (served anyway), remembered for the next lookups. */
-static int find_vf(struct vffs *fs, const char *vf, struct store_vf_info *ret)
-{
-	_cleanup_free_ struct store_vf_info *list = NULL;
-	size_t count = 0;
-	uint64_t id;
-	int r = -ENOENT;
-
-	if (!store_vf_address_valid(vf))
-		return -ENOENT;
-	if (store_status(fs->store, NULL, 0)) {
-		r = store_vf_get(fs->store, vf, ret);
-		if (r == 0)
-			vf_cache_put(fs, vf, ret->id);
-		if (r != -EIO)
-			return r;
-	}
-	if (vf_cache_get(fs, vf, &id) && store_vf_get_by_id(fs->store, id, ret) == 0 &&
-	    strcmp(ret->vf, vf) == 0)
-		return 0;
-	r = store_vf_list(fs->store, &list, &count);
-	if (r < 0)
-		return r;
-	r = -ENOENT;
-	for (size_t i = 0; i < count; i++) {
-		vf_cache_put(fs, list[i].vf, list[i].id);
-		if (strcmp(list[i].vf, vf) == 0) {
-			*ret = list[i];
-			r = 0;
-		}
-	}
-	return r;
-}
-
-static int find_claim(struct vffs *fs, const char *vf, const char *instance_id,
-		      struct store_claim *ret)
-{
-	_cleanup_free_ struct store_claim *list = NULL;
-	size_t count = 0;
-	int r;
-
-	if (!instance_id_valid(instance_id))
-		return -ENOENT;
-	if (store_status(fs->store, NULL, 0)) {
-		r = store_claim_get(fs->store, vf, instance_id, ret);
-		if (r != -EIO)
-			return r;
-	}
-	r = store_claim_list(fs->store, vf, &list, &count);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < count; i++)
-		if (strcmp(list[i].instance_id, instance_id) == 0) {
-			*ret = list[i];
-			return 0;
-		}
-	return -ENOENT;
+	return instance_id_valid(instance_id) ? store_claim_lookup(fs->store, vf, instance_id, ret)
+					      : -ENOENT;
 }
 
 /* -- lookup and attributes -------------------------------------------------------------- */
@@ -451,7 +344,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			ino = INO_TOP_BASE + (fuse_ino_t)i;
 			break;
 		}
-		r = find_vf(fs, name, &child->vf);
+		r = lookup_vf(fs, name, &child->vf);
 		if (r < 0) {
 			fuse_reply_err(req, -r);
 			return;
@@ -475,7 +368,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			fuse_reply_err(req, ENOTDIR);
 			return;
 		}
-		r = find_claim(fs, p->vf.vf, name, &child->claim);
+		r = lookup_claim(fs, p->vf.vf, name, &child->claim);
 		if (r < 0) {
 			fuse_reply_err(req, -r);
 			return;
@@ -1091,7 +984,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	}
 	r = store_vf_register(fs->store, name);
 	if (r == 0)
-		r = find_vf(fs, name, &child->vf);
+		r = store_vf_lookup(fs->store, name, &child->vf);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -1208,7 +1101,6 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return -ENOMEM;
-	pthread_mutex_init(&fs->vf_cache_lock, NULL);
 	clock_gettime(CLOCK_REALTIME, &fs->start_time);
 	fs->group = opt->group;
 	fs->metrics = opt->metrics;
@@ -1383,13 +1275,6 @@ void vffs_free(struct vffs *fs)
 	if (fs->se)
 		fuse_session_destroy(fs->se);
 	fuse_opt_free_args(&fs->args);
-	for (int b = 0; b < VF_CACHE_BUCKETS; b++)
-		while (fs->vf_cache[b]) {
-			struct vf_cache_entry *next = fs->vf_cache[b]->next;
-			free(fs->vf_cache[b]);
-			fs->vf_cache[b] = next;
-		}
-	pthread_mutex_destroy(&fs->vf_cache_lock);
 	free(fs->mountpoint);
 	free(fs);
 }

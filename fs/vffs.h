@@ -52,7 +52,7 @@ struct vffs_options {
 
 int vffs_new(const struct vffs_options *opt, struct vffs **ret);
 int vffs_mount(struct vffs *fs);
-/* store: open (fs/store.h), owned by the caller, closed only after vffs_stop. */
+/* store: open (store/store.h), owned by the caller, closed only after vffs_stop. */
 int vffs_start(struct vffs *fs, struct store *store);
 void vffs_stop(struct vffs *fs);
 void vffs_free(struct vffs *fs);

@@ -28,7 +28,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "fs/store.h"
+#include "store/store.h"
 
 /* Longest command one write(2) may carry; longer ones get EINVAL. */
 #define VFILE_COMMAND_MAX 4096
@@ -82,7 +82,7 @@ struct vfile {
 	vfile_render_fn render; /* NULL: reads show the outcome (VFILE_OUTCOME) or nothing */
 	vfile_write_fn write;   /* NULL: read-only */
 	unsigned flags;
-	/* The store_change bits (fs/store.h) that change what this file says;
+	/* The store_change bits (store/store.h) that change what this file says;
 	 * the notifier dirties exactly these (VFILE_NOTIFY files only).  A
 	 * per-VF file is dirtied for the VF a change names, and for every VF
 	 * when the change names none (a store-wide change such as status). */

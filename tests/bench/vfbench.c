@@ -22,7 +22,7 @@
  * acknowledgement.  No shared state after the barrier but an atomic counter.
  * The threads are joined before the figure is printed.
  *
- * The baseline loop is the only code outside fs/store.c that includes
+ * The baseline loop is the only code outside store/ that includes
  * sqlite3.h: it is what the store is measured against.
  */
 #include <dirent.h>
@@ -40,7 +40,7 @@
 
 #include <sqlite3.h>
 
-#include "fs/store.h"
+#include "store/store.h"
 #include "proto/cleanup.h"
 #include "proto/parse.h"
 

@@ -23,7 +23,7 @@
 
 #include "fs/metrics.h"
 #include "fs/notify.h"
-#include "fs/store.h"
+#include "store/store.h"
 #include "fs/vfiles.h"
 #include "proto/cleanup.h"
 #include "proto/parse.h"

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <unistd.h>
 
-#include "fs/store.h"
+#include "store/store.h"
 #include "fs/vfiles.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_store.c - the store's rules (fs/store.h), one Check test case per rule,
+ * test_store.c - the store's rules (store/store.h), one Check test case per rule,
  * against real SQLite files in a fresh mkdtemp directory under /tmp.  Faults
- * are injected with the faultvfs shim.  Each case is registered separately in
- * meson.build (CK_RUN_CASE).
+ * are injected with the faultvfs shim.  The case names are listed once, in
+ * meson.build's store_cases, which registers each as its own test
+ * (CK_RUN_CASE) and generates store-cases.h, the list store_suite() runs.
  *
  * Design notes: the concurrency cases start threads that only call the store
  * and are joined before the case ends; waiting is on conditions (the shim's
@@ -26,9 +27,14 @@
 #include <sqlite3.h>
 
 #include "faultvfs.h"
-#include "fs/store.h"
+#include "store-cases.h"
+#include "store/store.h"
 #include "proto/cleanup.h"
 #include "tests/common/check-main.h"
+
+/* A START_TEST missing from meson.build's store_cases is never registered:
+ * let the compiler say so, whatever the build's werror setting. */
+#pragma GCC diagnostic error "-Wunused-variable"
 
 #define VF_A "0000:41:00.1"
 #define VF_B "0000:41:00.2"
@@ -1053,6 +1059,10 @@ START_TEST(corrupt_file_never_overwritten)
 	char(*q)[STORE_VF_BUFSZ];
 	size_t n;
 	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
+	struct store_vf_info i; /* nothing in memory to look up */
+	ck_assert_int_eq(store_vf_lookup(s, VF_A, &i), -EIO);
+	struct store_claim c;
+	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &c), -EIO);
 	ck_assert_int_eq(store_repair(s), -EIO);
 	struct store_stats st;
 	store_get_stats(s, &st);
@@ -1238,6 +1248,49 @@ END_TEST
 START_TEST(fail_closed_io_error)
 {
 	check_latched(SQLITE_IOERR_FSYNC, "disk I/O error");
+}
+END_TEST
+
+/* Name lookups are not placement-facing: answered from memory while the
+ * store is latched, never retrying (the latch outlives the fault until a
+ * placement-facing read or store_repair() retries). */
+START_TEST(lookups_served_while_unavailable)
+{
+	struct store *s = populated();
+	struct store_vf_info i;
+	struct store_claim c;
+
+	faultvfs_fail_writes(SQLITE_FULL);
+	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert(!store_status(s, NULL, 0));
+	faultvfs_fail_writes(SQLITE_OK); /* a retry would now succeed */
+	uint64_t before = commits(s);
+
+	ck_assert_int_eq(store_vf_lookup(s, VF_A, &i), 0);
+	ck_assert_str_eq(i.vf, VF_A);
+	ck_assert(i.quarantined);
+	ck_assert_uint_eq(i.tally, 2);
+	ck_assert_int_eq(store_vf_lookup(s, "0000:41:00.5", &i), -ENOENT);
+	ck_assert_int_eq(store_vf_lookup(s, "0000:41:00.8", &i), -EINVAL);
+	ck_assert_int_eq(store_vf_lookup(s, VF_A, NULL), -EINVAL);
+	ck_assert_int_eq(store_claim_lookup(s, VF_C, "i-c", &c), 0);
+	ck_assert_str_eq(c.vf, VF_C);
+	ck_assert_str_eq(c.instance_id, "i-c");
+	struct store_claim by_id;
+	ck_assert_int_eq(store_claim_get_by_id(s, c.id, &by_id), 0);
+	ck_assert_str_eq(by_id.instance_id, "i-c");
+	ck_assert_int_eq(store_claim_lookup(s, VF_C, "i-other", &c), -ENOENT);
+	ck_assert_int_eq(store_claim_lookup(s, VF_B, "i-c", &c), -ENOENT);
+	ck_assert_int_eq(store_claim_lookup(s, VF_C, "bad id", &c), -EINVAL);
+	ck_assert_int_eq(store_claim_lookup(s, "bad", "i-c", &c), -EINVAL);
+
+	/* none of that retried: still latched, nothing committed */
+	ck_assert(!store_status(s, NULL, 0));
+	ck_assert_uint_eq(commits(s), before);
+	/* a placement-facing read does retry, and now repairs */
+	ck_assert_int_eq(store_vf_get(s, VF_A, &i), 0);
+	ck_assert(store_status(s, NULL, 0));
+	store_close(s);
 }
 END_TEST
 
@@ -1577,40 +1630,9 @@ static Suite *store_suite(void)
 		const char *name;
 		const TTest *test;
 	} cases[] = {
-		{ "vf_address_validation", vf_address_validation },
-		{ "vf_register_unregister", vf_register_unregister },
-		{ "vf_limit", vf_limit },
-		{ "threshold_default_bounds_persist", threshold_default_bounds_persist },
-		{ "threshold_reevaluate_on_set", threshold_reevaluate_on_set },
-		{ "threshold_reevaluate_on_open", threshold_reevaluate_on_open },
-		{ "threshold_reopen_same_value_changes_nothing",
-		  threshold_reopen_same_value_changes_nothing },
-		{ "failure_dedupe", failure_dedupe },
-		{ "failure_on_quarantined_unchanged", failure_on_quarantined_unchanged },
-		{ "failure_message_and_stamp", failure_message_and_stamp },
-		{ "failure_listing_survives_reopen", failure_listing_survives_reopen },
-		{ "report_bad_input_changes_nothing", report_bad_input_changes_nothing },
-		{ "success_rescind_example", success_rescind_example },
-		{ "success_removes_older_failures", success_removes_older_failures },
-		{ "success_fast_path_clean_vf", success_fast_path_clean_vf },
-		{ "manual_quarantine_not_lifted_by_success", manual_quarantine_not_lifted_by_success },
-		{ "operator_clear", operator_clear },
-		{ "claims_one_live_per_vf", claims_one_live_per_vf },
-		{ "claims_stamp_normalize_history", claims_stamp_normalize_history },
-		{ "breaker", breaker },
-		{ "persistence_all_state", persistence_all_state },
-		{ "exclusive_lock", exclusive_lock },
-		{ "newer_schema_refused", newer_schema_refused },
-		{ "corrupt_file_never_overwritten", corrupt_file_never_overwritten },
-		{ "fail_closed_disk_full", fail_closed_disk_full },
-		{ "fail_closed_io_error", fail_closed_io_error },
-		{ "repair_clears_latch", repair_clears_latch },
-		{ "fast_path_does_not_wait_for_commit", fast_path_does_not_wait_for_commit },
-		{ "group_commit", group_commit },
-		{ "change_callback", change_callback },
-		{ "failures_per_vf_bounded", failures_per_vf_bounded },
-		{ "batch_fails_as_a_whole", batch_fails_as_a_whole },
-		{ "damaged_pages_fail_quick_check", damaged_pages_fail_quick_check },
+#define X(name) { #name, name },
+		STORE_CASES(X)
+#undef X
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * store.h - the health store: the one module that owns SQLite.
+ * store.h - the health store's public contract: the one module that owns
+ * SQLite.  Its files (store/) split by concern; store-internal.h says which
+ * file owns what.
  *
  * The store keeps, for every registered VF (an SR-IOV virtual function named
  * by its PCI address), the failed assignments reported against it, whether it
@@ -88,7 +90,9 @@
  *                 nothing still succeed; placement-facing reads
  *                 (store_quarantined_list, store_vf_get's quarantine bit,
  *                 store_claim_get) first retry (store_repair) and then fail
- *                 with -EIO.  store_repair() retries and clears the latch
+ *                 with -EIO.  Name lookups (store_vf_lookup,
+ *                 store_claim_lookup) are not placement-facing: they are
+ *                 answered from memory, never retry, and work while latched.  store_repair() retries and clears the latch
  *                 when a write works again.  A database that fails
  *                 PRAGMA quick_check or cannot be parsed at open is never
  *                 overwritten: the store opens unavailable with the reason,
@@ -190,6 +194,13 @@ struct store_vf_info {
  * (its quarantine bit is a placement-facing read). */
 int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret);
 
+/* The same from memory, for resolving names (a path lookup, an inode):
+ * never retries or repairs, served while unavailable.  NOT placement-facing:
+ * placement must read the quarantine bit through store_vf_get(), which fails
+ * closed.  -EINVAL for a bad address, -ENOENT when not registered, -EIO only
+ * when the database could never be loaded. */
+int store_vf_lookup(struct store *s, const char *vf, struct store_vf_info *ret);
+
 /* Look a VF up by its id (for inode numbers).  Served while unavailable. */
 int store_vf_get_by_id(struct store *s, uint64_t id, struct store_vf_info *ret);
 
@@ -288,6 +299,13 @@ int store_release(struct store *s, const char *vf, const char *instance_id);
  * -ENOENT when none. */
 int store_claim_get(struct store *s, const char *vf, const char *instance_id,
 		    struct store_claim *ret);
+
+/* The same from memory, for resolving names: never retries or repairs,
+ * served while unavailable; NOT placement-facing (use store_claim_get()).
+ * -EINVAL for a bad vf or instance id, -ENOENT when no such live claim, -EIO
+ * only when the database could never be loaded. */
+int store_claim_lookup(struct store *s, const char *vf, const char *instance_id,
+		       struct store_claim *ret);
 
 /* Look a live claim up by id (for inode numbers); served while unavailable. */
 int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret);

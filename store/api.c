@@ -1,0 +1,595 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * api.c - the store's public entry points (store.h): argument checks, the
+ * one shape every mutation takes, and the reads served from the mirror.
+ *
+ * A mutation is: validate (the entry point) -> mutate(): the store must be
+ * loaded -> decide from the committed mirror (a decide_fn, using the pure
+ * rules of rules.h, so refusals and no-ops take no transaction and are
+ * answered even while latched) -> the store must be writable -> submit to
+ * group commit (commit.c) and wait until durable.
+ *
+ * Reads: placement-facing ones (store_quarantined_list, store_vf_get,
+ * store_claim_get) retry a latched store once (store_repair) and then fail
+ * with -EIO; the others, lookups included, are answered from the mirror
+ * while the store is unavailable, as long as it was ever loaded.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/rules.h"
+#include "store/store-internal.h"
+
+/* -- argument checks ---------------------------------------------------------- */
+
+bool store_vf_address_valid(const char *vf)
+{
+	static const char pattern[] = "xxxx:xx:xx.o";
+
+	if (!vf || strnlen(vf, STORE_VF_BUFSZ) != STORE_VF_ADDR_LEN)
+		return false;
+	for (size_t i = 0; i < STORE_VF_ADDR_LEN; i++) {
+		char c = vf[i];
+		switch (pattern[i]) {
+		case 'x':
+			if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+				return false;
+			break;
+		case 'o':
+			if (c < '0' || c > '7')
+				return false;
+			break;
+		default:
+			if (c != pattern[i])
+				return false;
+		}
+	}
+	return true;
+}
+
+const char *store_outcome_name(enum store_outcome o)
+{
+	switch (o) {
+	case STORE_OUTCOME_UNCHANGED:
+		return "unchanged";
+	case STORE_OUTCOME_RECORDED:
+		return "recorded";
+	case STORE_OUTCOME_QUARANTINED:
+		return "quarantined";
+	}
+	return "unknown";
+}
+
+/* "" or NULL -> ""; else the canonical form, -EINVAL when unparseable. */
+static int normalize_optional_time(const char *in, char out[static RFC3339_BUFSZ])
+{
+	if (!in || !*in) {
+		out[0] = '\0';
+		return 0;
+	}
+	return rfc3339_normalize(in, out);
+}
+
+/* Truncate to STORE_MESSAGE_MAX bytes (not inside a UTF-8 sequence) and
+ * replace control characters by spaces, so a message is one safe line. */
+static void sanitize_message(const char *in, char out[static STORE_MESSAGE_MAX + 1])
+{
+	size_t n = in ? strnlen(in, STORE_MESSAGE_MAX + 1) : 0;
+
+	if (n > STORE_MESSAGE_MAX) {
+		n = STORE_MESSAGE_MAX;
+		/* back off over continuation bytes to the start of the cut sequence */
+		while (n > 0 && ((unsigned char)in[n] & 0xC0) == 0x80)
+			n--;
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)in[i];
+		out[i] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
+	}
+	out[n] = '\0';
+}
+
+/* Placement-facing reads: a latched store retries once, then -EIO. */
+static int ensure_available(struct store *s)
+{
+	if (atomic_load(&s->available))
+		return 0;
+	return store_repair(s) == 0 ? 0 : -EIO;
+}
+
+bool store_status(struct store *s, char *reason, size_t reason_size)
+{
+	pthread_rwlock_rdlock(&s->mirror_lock);
+	bool available = atomic_load(&s->available);
+	if (!available && reason && reason_size > 0)
+		copy_string(reason, reason_size, s->reason);
+	pthread_rwlock_unlock(&s->mirror_lock);
+	return available;
+}
+
+/* -- the one shape of a mutation ----------------------------------------------- */
+
+#define DECIDE_SUBMIT 0
+#define DECIDE_NOOP 1 /* answered from the mirror: nothing to change */
+
+/* Decide an op from the committed mirror (mirror_rdlock held): e is the
+ * entry of op->vf, NULL when unknown or when the op names no VF.  Returns
+ * DECIDE_SUBMIT, DECIDE_NOOP or a negative errno (a refusal). */
+typedef int (*decide_fn)(const struct store *s, const struct vf_entry *e, struct op *op);
+
+/* Loaded -> decide -> writable -> submit.  decide NULL: always submit.
+ * Returns 0 (committed; op holds the results), DECIDE_NOOP, or -errno. */
+static int mutate(struct store *s, struct op *op, decide_fn decide)
+{
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	if (decide) {
+		mirror_rdlock(s);
+		int r = decide(s, op->vf[0] ? mirror_find(s, op->vf) : NULL, op);
+		mirror_unlock(s);
+		if (r != DECIDE_SUBMIT)
+			return r;
+	}
+	/* only a change needs a writable store */
+	if (!atomic_load(&s->available))
+		return -EIO;
+	commit_submit(s, &op, 1);
+	return op->rc;
+}
+
+/* -- VFs ------------------------------------------------------------------------ */
+
+/* A mutation named by a VF address alone; a no-op succeeds. */
+static int vf_action(struct store *s, enum op_kind kind, const char *vf, decide_fn decide)
+{
+	struct op op = { .kind = kind };
+
+	if (!store_vf_address_valid(vf))
+		return -EINVAL;
+	copy_string(op.vf, sizeof(op.vf), vf);
+	int r = mutate(s, &op, decide);
+	return r == DECIDE_NOOP ? 0 : r;
+}
+
+int store_vf_register(struct store *s, const char *vf)
+{
+	return vf_action(s, OP_REGISTER, vf, NULL);
+}
+
+int store_vf_unregister(struct store *s, const char *vf)
+{
+	return vf_action(s, OP_UNREGISTER, vf, NULL);
+}
+
+/* Copy a VF's entry, by address (vf non-NULL) or by id, from the mirror. */
+static int vf_read(struct store *s, const char *vf, uint64_t id, struct store_vf_info *ret)
+{
+	mirror_rdlock(s);
+	struct vf_entry *e = vf ? mirror_find(s, vf) : mirror_find_by_id(s, id);
+	if (e)
+		mirror_fill_info(e, ret);
+	mirror_unlock(s);
+	return e ? 0 : -ENOENT;
+}
+
+int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret)
+{
+	if (!store_vf_address_valid(vf) || !ret)
+		return -EINVAL;
+	if (ensure_available(s) < 0)
+		return -EIO;
+	return vf_read(s, vf, 0, ret);
+}
+
+int store_vf_lookup(struct store *s, const char *vf, struct store_vf_info *ret)
+{
+	if (!store_vf_address_valid(vf) || !ret)
+		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	return vf_read(s, vf, 0, ret);
+}
+
+int store_vf_get_by_id(struct store *s, uint64_t id, struct store_vf_info *ret)
+{
+	if (!ret)
+		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	return vf_read(s, NULL, id, ret);
+}
+
+int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count)
+{
+	if (!ret || !count)
+		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	mirror_rdlock(s);
+	struct store_vf_info *list = calloc(MAX(s->n_vfs, (size_t)1), sizeof(*list));
+	size_t n = list ? s->n_vfs : 0;
+	for (size_t i = 0; i < n; i++)
+		mirror_fill_info(s->by_addr[i], &list[i]);
+	mirror_unlock(s);
+	if (!list)
+		return -ENOMEM;
+	*ret = list;
+	*count = n;
+	return 0;
+}
+
+int store_quarantined_list(struct store *s, char (**ret)[STORE_VF_BUFSZ], size_t *count)
+{
+	if (!ret || !count)
+		return -EINVAL;
+	if (ensure_available(s) < 0)
+		return -EIO;
+	mirror_rdlock(s);
+	char(*list)[STORE_VF_BUFSZ] = calloc(MAX(s->n_quarantined, (size_t)1), sizeof(*list));
+	size_t n = 0;
+	for (size_t i = 0; list && i < s->n_vfs; i++)
+		if (s->by_addr[i]->quarantined)
+			memcpy(list[n++], s->by_addr[i]->addr, STORE_VF_BUFSZ);
+	mirror_unlock(s);
+	if (!list)
+		return -ENOMEM;
+	*ret = list;
+	*count = n;
+	return 0;
+}
+
+/* -- settings ------------------------------------------------------------------- */
+
+static int setting_get(struct store *s, const int *field)
+{
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	pthread_rwlock_rdlock(&s->mirror_lock);
+	int v = *field;
+	pthread_rwlock_unlock(&s->mirror_lock);
+	return v;
+}
+
+static int decide_setting(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	int current = op->kind == OP_THRESHOLD ? s->threshold : s->max_quarantined;
+
+	return current == op->value ? DECIDE_NOOP : DECIDE_SUBMIT;
+}
+
+static int setting_set(struct store *s, enum op_kind kind, int value)
+{
+	struct op op = { .kind = kind, .value = value };
+	int r = mutate(s, &op, decide_setting);
+
+	return r == DECIDE_NOOP ? 0 : r;
+}
+
+int store_threshold_get(struct store *s)
+{
+	return setting_get(s, &s->threshold);
+}
+
+int store_threshold_set(struct store *s, int threshold)
+{
+	if (threshold < STORE_THRESHOLD_MIN || threshold > STORE_THRESHOLD_MAX)
+		return -EINVAL;
+	return setting_set(s, OP_THRESHOLD, threshold);
+}
+
+int store_max_quarantined_get(struct store *s)
+{
+	return setting_get(s, &s->max_quarantined);
+}
+
+int store_max_quarantined_set(struct store *s, int max_quarantined)
+{
+	if (max_quarantined < 0 || max_quarantined > STORE_MAX_VFS)
+		return -EINVAL;
+	return setting_set(s, OP_MAX_QUARANTINED, max_quarantined);
+}
+
+/* -- reports ---------------------------------------------------------------------- */
+
+static int decide_failure(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	if (!e)
+		return -ENOENT;
+	op->failure = (struct store_failure_result){ .outcome = STORE_OUTCOME_UNCHANGED,
+						     .tally = (unsigned)e->n_failures,
+						     .threshold = s->threshold };
+	bool duplicate = !e->quarantined && mirror_failure_recorded(e, op->instance_id, op->when);
+	return rule_failure_unchanged(e->quarantined, duplicate) ? DECIDE_NOOP : DECIDE_SUBMIT;
+}
+
+int store_report_failure(struct store *s, const char *vf, const char *instance_id,
+			 const char *assigned_at, const char *message,
+			 struct store_failure_result *ret)
+{
+	struct op op = { .kind = OP_FAILURE };
+	char clean_message[STORE_MESSAGE_MAX + 1];
+	int r;
+
+	if (!store_vf_address_valid(vf) || !instance_id_valid(instance_id) ||
+	    normalize_optional_time(assigned_at, op.when) < 0)
+		return -EINVAL;
+	copy_string(op.vf, sizeof(op.vf), vf);
+	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
+	sanitize_message(message, clean_message);
+	op.message = clean_message;
+	if ((r = mutate(s, &op, decide_failure)) < 0)
+		return r;
+	atomic_fetch_add(&s->failed_reports[op.failure.outcome], 1);
+	if (ret)
+		*ret = op.failure;
+	return 0;
+}
+
+static int decide_success(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	if (!e)
+		return -ENOENT;
+	return mirror_failure_recorded(e, op->instance_id, op->when) ? DECIDE_SUBMIT : DECIDE_NOOP;
+}
+
+int store_report_success(struct store *s, const char *vf, const char *instance_id,
+			 const char *assigned_at, struct store_success_result *ret)
+{
+	struct op op = { .kind = OP_SUCCESS };
+	int r;
+
+	if (!store_vf_address_valid(vf) || !instance_id_valid(instance_id) ||
+	    normalize_optional_time(assigned_at, op.when) < 0)
+		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+
+	/* fast path: the index's read side and one atomic load; no lock a
+	 * commit, claim or failure report holds, no SQLite */
+	pthread_rwlock_rdlock(&s->index_lock);
+	struct vf_entry *e = mirror_find(s, vf);
+	unsigned failures = e ? atomic_load(&e->failure_count) : 0;
+	pthread_rwlock_unlock(&s->index_lock);
+	if (!e)
+		return -ENOENT;
+
+	r = DECIDE_NOOP;
+	if (failures > 0) {
+		copy_string(op.vf, sizeof(op.vf), vf);
+		copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
+		if ((r = mutate(s, &op, decide_success)) < 0)
+			return r;
+	}
+	if (r == DECIDE_NOOP || !op.success.cleared) {
+		atomic_fetch_add(&s->ok_reports_noop, 1);
+		op.success = (struct store_success_result){ 0 };
+	} else {
+		atomic_fetch_add(&s->ok_reports_cleared, 1);
+	}
+	if (ret)
+		*ret = op.success;
+	return 0;
+}
+
+/* -- operator actions ------------------------------------------------------------- */
+
+static int decide_operator(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	if (!e)
+		return -ENOENT;
+	bool unchanged = op->kind == OP_MANUAL ? rule_manual_unchanged(e->quarantined)
+					       : rule_clear_unchanged(e->quarantined, e->n_failures);
+	return unchanged ? DECIDE_NOOP : DECIDE_SUBMIT;
+}
+
+int store_quarantine_manual(struct store *s, const char *vf)
+{
+	return vf_action(s, OP_MANUAL, vf, decide_operator);
+}
+
+int store_clear(struct store *s, const char *vf)
+{
+	return vf_action(s, OP_CLEAR, vf, decide_operator);
+}
+
+/* -- claims ------------------------------------------------------------------------ */
+
+static int claim_check(const struct store_claim *c, char when[static RFC3339_BUFSZ])
+{
+	if (!c || !store_vf_address_valid(c->vf) || !instance_id_valid(c->instance_id))
+		return -EINVAL;
+	if (strnlen(c->claimed_at, sizeof(c->claimed_at)) >= sizeof(c->claimed_at) ||
+	    normalize_optional_time(c->claimed_at, when) < 0)
+		return -EINVAL;
+	if (strnlen(c->agent, sizeof(c->agent)) > STORE_ENDPOINT_MAX ||
+	    strnlen(c->control, sizeof(c->control)) > STORE_ENDPOINT_MAX)
+		return -ENAMETOOLONG;
+	if (c->pid < 0 || c->pid > INT32_MAX)
+		return -EINVAL;
+	return 0;
+}
+
+/* Fill a claim op from a checked claim. */
+static void claim_op(struct op *op, const struct store_claim *c)
+{
+	op->claim_in = c;
+	copy_string(op->vf, sizeof(op->vf), c->vf);
+	copy_string(op->instance_id, sizeof(op->instance_id), c->instance_id);
+}
+
+/* The live claim of e when op's instance holds it, else NULL. */
+static const struct store_claim *held_claim(const struct vf_entry *e, const struct op *op)
+{
+	return e && e->claim && strcmp(e->claim->instance_id, op->instance_id) == 0 ? e->claim
+										       : NULL;
+}
+
+static int decide_claim(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	if (!e)
+		return -ENOENT;
+	return rule_claim_refusal(e->quarantined, e->claim ? e->claim->instance_id : NULL,
+				  op->instance_id);
+}
+
+int store_claim(struct store *s, const struct store_claim *c, struct store_claim *ret)
+{
+	struct op op = { .kind = OP_CLAIM };
+	int r;
+
+	if ((r = claim_check(c, op.when)) < 0)
+		return r;
+	claim_op(&op, c);
+	if ((r = mutate(s, &op, decide_claim)) < 0)
+		return r;
+	if (ret)
+		*ret = op.claim_out;
+	return 0;
+}
+
+static int decide_claim_update(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	const struct store_claim *live = held_claim(e, op), *c = op->claim_in;
+
+	if (!live)
+		return -ENOENT;
+	bool same = strcmp(live->agent, c->agent) == 0 && strcmp(live->control, c->control) == 0 &&
+		    live->pid == c->pid && live->pid_starttime == c->pid_starttime &&
+		    (!op->when[0] || strcmp(live->claimed_at, op->when) == 0);
+	return same ? DECIDE_NOOP : DECIDE_SUBMIT;
+}
+
+int store_claim_update(struct store *s, const struct store_claim *c)
+{
+	struct op op = { .kind = OP_CLAIM_UPDATE };
+	int r;
+
+	if ((r = claim_check(c, op.when)) < 0)
+		return r;
+	claim_op(&op, c);
+	r = mutate(s, &op, decide_claim_update);
+	return r == DECIDE_NOOP ? 0 : r;
+}
+
+static int decide_release(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	return held_claim(e, op) ? DECIDE_SUBMIT : -ENOENT;
+}
+
+int store_release(struct store *s, const char *vf, const char *instance_id)
+{
+	struct op op = { .kind = OP_RELEASE };
+
+	if (!store_vf_address_valid(vf) || !instance_id_valid(instance_id))
+		return -EINVAL;
+	copy_string(op.vf, sizeof(op.vf), vf);
+	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
+	return mutate(s, &op, decide_release);
+}
+
+/* Copy the live claim of vf by instance_id from the mirror. */
+static int claim_read(struct store *s, const char *vf, const char *instance_id,
+		      struct store_claim *ret)
+{
+	mirror_rdlock(s);
+	struct vf_entry *e = mirror_find(s, vf);
+	bool held = e && e->claim && strcmp(e->claim->instance_id, instance_id) == 0;
+	if (held)
+		*ret = *e->claim;
+	mirror_unlock(s);
+	return held ? 0 : -ENOENT;
+}
+
+int store_claim_get(struct store *s, const char *vf, const char *instance_id,
+		    struct store_claim *ret)
+{
+	if (!store_vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
+		return -EINVAL;
+	if (ensure_available(s) < 0)
+		return -EIO;
+	return claim_read(s, vf, instance_id, ret);
+}
+
+int store_claim_lookup(struct store *s, const char *vf, const char *instance_id,
+		       struct store_claim *ret)
+{
+	if (!store_vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
+		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	return claim_read(s, vf, instance_id, ret);
+}
+
+int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret)
+{
+	bool found = false;
+
+	if (!ret)
+		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	mirror_rdlock(s);
+	/* live claims are few (one per VF); a scan keeps no second index */
+	for (size_t i = 0; i < s->n_vfs && !found; i++) {
+		const struct store_claim *c = s->by_addr[i]->claim;
+		if (c && c->id == id) {
+			*ret = *c;
+			found = true;
+		}
+	}
+	mirror_unlock(s);
+	return found ? 0 : -ENOENT;
+}
+
+int store_claim_list(struct store *s, const char *vf, struct store_claim **ret, size_t *count)
+{
+	if ((vf && !store_vf_address_valid(vf)) || !ret || !count)
+		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	mirror_rdlock(s);
+	struct vf_entry *one = vf ? mirror_find(s, vf) : NULL;
+	size_t n = vf ? (one && one->claim) : s->n_claimed;
+	struct store_claim *list = calloc(MAX(n, (size_t)1), sizeof(*list));
+	size_t filled = 0;
+	for (size_t i = 0; list && i < s->n_vfs && filled < n; i++) {
+		const struct vf_entry *e = s->by_addr[i];
+		if (e->claim && (!vf || e == one))
+			list[filled++] = *e->claim;
+	}
+	mirror_unlock(s);
+	if (vf && !one) {
+		free(list);
+		return -ENOENT;
+	}
+	if (!list)
+		return -ENOMEM;
+	*ret = list;
+	*count = filled;
+	return 0;
+}
+
+/* -- counters ---------------------------------------------------------------------- */
+
+void store_get_stats(struct store *s, struct store_stats *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	mirror_rdlock(s);
+	size_t both = 0;
+	for (size_t i = 0; i < s->n_vfs; i++)
+		both += s->by_addr[i]->quarantined && s->by_addr[i]->claim;
+	ret->vfs = s->n_vfs;
+	ret->quarantined = s->n_quarantined;
+	ret->claimed = s->n_claimed;
+	ret->available = atomic_load(&s->available);
+	ret->allocatable = ret->available ? s->n_vfs - s->n_quarantined - s->n_claimed + both : 0;
+	ret->breaker_engaged = mirror_breaker_engaged(s);
+	mirror_unlock(s);
+	for (size_t i = 0; i < ARRAY_SIZE(ret->failed_reports); i++)
+		ret->failed_reports[i] = atomic_load(&s->failed_reports[i]);
+	ret->ok_reports_cleared = atomic_load(&s->ok_reports_cleared);
+	ret->ok_reports_noop = atomic_load(&s->ok_reports_noop);
+	ret->commits = atomic_load(&s->commits);
+	ret->commit_failures = atomic_load(&s->commit_failures);
+}

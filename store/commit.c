@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * commit.c - the store's group commit: the op queue, the leader that runs a
+ * batch as one transaction, and the change callback.  Locks: store-internal.h.
+ *
+ * Design notes
+ * ============
+ *
+ * A mutation is queued as an `op` and the first caller to find no commit
+ * leader becomes the leader: it takes every queued op (up to BATCH_MAX),
+ * runs them in one SQLite transaction (BEGIN IMMEDIATE, one SAVEPOINT per
+ * op so a logical error such as -EBUSY rolls back only that op), COMMITs
+ * once (one fsync of the WAL: group commit), applies the result to the
+ * in-memory mirror, calls the change callback and only then marks the ops
+ * done.  If anything in SQLite fails, or COMMIT fails, the transaction is
+ * rolled back, every op of the batch fails with -EIO, the mirror is
+ * untouched and the store latches unavailable with sqlite3_errmsg() as the
+ * reason.
+ *
+ * Change callback.  Called by the leader after COMMIT and the mirror update,
+ * with no store lock held (the callback may read the store), but before the
+ * batch's callers are released: it must not block and must not call a
+ * mutating store function (the leader would wait for itself).
+ *
+ * Ambiguous commits.  When the WAL's fsync fails the frames may still be on
+ * disk and reappear after a crash; the call reported -EIO and never claimed
+ * success.  store_repair() reloads the mirror from the database, so the
+ * mirror always follows what SQLite holds.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store-internal.h"
+
+#define BATCH_MAX 256 /* ops per transaction: bounds one commit's work */
+
+/* -- change notification ---------------------------------------------------- */
+
+void store_set_change_callback(struct store *s, store_change_fn fn, void *userdata)
+{
+	s->change_fn = fn;
+	s->change_userdata = userdata;
+}
+
+void commit_notify(struct store *s, unsigned bits, const char *vf, const char *instance_id)
+{
+	struct store_change change = { .bits = bits };
+
+	if (!s->change_fn)
+		return;
+	copy_string(change.vf, sizeof(change.vf), vf);
+	copy_string(change.instance_id, sizeof(change.instance_id), instance_id);
+	s->change_fn(s->change_userdata, &change);
+}
+
+
+/* -- group commit ------------------------------------------------------------ */
+
+static int compare_addr(const void *a, const void *b)
+{
+	return strcmp((const char *)a, (const char *)b);
+}
+
+/* The distinct VFs a batch changed, sorted. */
+static int batch_dirty_vfs(struct op *batch, char (**ret)[STORE_VF_BUFSZ], size_t *count)
+{
+	size_t n = 0;
+
+	for (struct op *op = batch; op; op = op->next)
+		for (size_t i = 0; i < op->n_changes; i++)
+			n += op->changes[i].vf[0] != '\0';
+	_cleanup_free_ char(*addrs)[STORE_VF_BUFSZ] = calloc(MAX(n, (size_t)1), sizeof(*addrs));
+	if (!addrs)
+		return -ENOMEM;
+	n = 0;
+	for (struct op *op = batch; op; op = op->next)
+		for (size_t i = 0; i < op->n_changes; i++)
+			if (op->changes[i].vf[0])
+				memcpy(addrs[n++], op->changes[i].vf, STORE_VF_BUFSZ);
+	qsort(addrs, n, sizeof(*addrs), compare_addr);
+	size_t unique = 0;
+	for (size_t i = 0; i < n; i++)
+		if (unique == 0 || strcmp(addrs[unique - 1], addrs[i]) != 0)
+			memmove(addrs[unique++], addrs[i], STORE_VF_BUFSZ);
+	*ret = addrs;
+	addrs = NULL; /* ownership to the caller (move_ptr is not -Wpedantic clean) */
+	*count = unique;
+	return 0;
+}
+
+struct batch_state {
+	struct vf_snapshot *snaps;
+	struct vf_entry **spares; /* preallocated entries for VFs that may be new */
+	size_t n;
+	int threshold;
+	int max_quarantined;
+};
+
+static void batch_state_release(struct batch_state *b)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		snapshot_release(&b->snaps[i]);
+		free(b->spares ? b->spares[i] : NULL);
+	}
+	free(b->snaps);
+	free(b->spares);
+	memset(b, 0, sizeof(*b));
+}
+
+/* Everything the mirror update will need is read and allocated here, inside
+ * the transaction, so that applying after COMMIT cannot fail. */
+static int batch_prepare(struct store *s, struct op *batch, size_t registered,
+			 struct batch_state *b)
+{
+	_cleanup_free_ char(*addrs)[STORE_VF_BUFSZ] = NULL;
+	size_t n;
+	int64_t threshold, max_quarantined;
+	int r = batch_dirty_vfs(batch, &addrs, &n);
+
+	if (r < 0)
+		return r;
+	b->snaps = calloc(MAX(n, (size_t)1), sizeof(*b->snaps));
+	b->spares = calloc(MAX(n, (size_t)1), sizeof(*b->spares));
+	if (!b->snaps || !b->spares)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		b->n = i + 1;
+		if ((r = db_snapshot(s, addrs[i], &b->snaps[i])) < 0)
+			return r;
+		if (b->snaps[i].exists && !(b->spares[i] = calloc(1, sizeof(struct vf_entry))))
+			return -ENOMEM;
+	}
+	if ((r = db_setting(s, "threshold", &threshold)) < 0 ||
+	    (r = db_setting(s, "max_quarantined", &max_quarantined)) < 0)
+		return r;
+	b->threshold = (int)threshold;
+	b->max_quarantined = (int)max_quarantined;
+
+	if (registered == 0)
+		return 0;
+	/* room in the index for the new VFs: a brief write lock, taken only for
+	 * registrations and never across the fsync */
+	pthread_rwlock_wrlock(&s->index_lock);
+	r = mirror_reserve(s, s->n_vfs + registered);
+	pthread_rwlock_unlock(&s->index_lock);
+	return r;
+}
+
+/* Run a batch as one transaction.  Called by the leader only. */
+static void run_batch(struct store *s, struct op *batch)
+{
+	struct batch_state b = { 0 };
+	bool structural = false, breaker_changed = false, latched = false;
+	size_t registered = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&s->write_lock);
+	if (!s->db || !atomic_load(&s->available)) {
+		for (struct op *op = batch; op; op = op->next)
+			op->rc = -EIO;
+		pthread_mutex_unlock(&s->write_lock);
+		return;
+	}
+	s->batch_failed = false;
+	r = db_exec(s, "BEGIN IMMEDIATE", "");
+	for (struct op *op = batch; op && r == 0; op = op->next) {
+		if ((r = db_exec(s, "SAVEPOINT op", "")) < 0)
+			break;
+		op->rc = ops_exec(s, op);
+		if (s->batch_failed)
+			break;
+		if (op->rc < 0) {
+			/* a refused op (e.g. -EBUSY) leaves no trace; the others go on */
+			op_discard_changes(op);
+			r = db_exec(s, "ROLLBACK TO op", "");
+		}
+		if (r == 0)
+			r = db_exec(s, "RELEASE op", "");
+		structural |= op->rc == 0 && (op->kind == OP_REGISTER || op->kind == OP_UNREGISTER);
+		registered += op->rc == 0 && op->kind == OP_REGISTER;
+	}
+	if (!s->batch_failed) {
+		r = batch_prepare(s, batch, registered, &b);
+		if (r < 0 && !s->batch_failed) {
+			snprintf(s->batch_error, sizeof(s->batch_error), "commit failed: %s",
+				 strerror(-r));
+			s->batch_failed = true;
+		}
+	}
+	if (!s->batch_failed && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+		db_fail(s, "commit failed");
+
+	if (s->batch_failed) {
+		if (!sqlite3_get_autocommit(s->db))
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		atomic_fetch_add(&s->commit_failures, 1);
+		latch_unavailable(s, s->batch_error);
+		latched = true;
+		for (struct op *op = batch; op; op = op->next) {
+			op->rc = -EIO;
+			op_discard_changes(op);
+		}
+	} else {
+		atomic_fetch_add(&s->commits, 1);
+		breaker_changed = mirror_apply(s, b.snaps, b.spares, b.n, b.threshold,
+					       b.max_quarantined, structural);
+	}
+	batch_state_release(&b);
+	pthread_mutex_unlock(&s->write_lock);
+
+	/* durable and mirrored: tell the filesystem, with no store lock held */
+	for (struct op *op = batch; op; op = op->next) {
+		for (size_t i = 0; i < op->n_changes; i++)
+			commit_notify(s, op->changes[i].bits, op->changes[i].vf,
+				      op->changes[i].instance_id);
+		op_discard_changes(op);
+	}
+	if (breaker_changed)
+		commit_notify(s, STORE_CHANGE_BREAKER, "", NULL);
+	if (latched)
+		commit_notify(s, STORE_CHANGE_STATUS, "", NULL);
+}
+
+/* Queue ops and wait until all of them are durable (or failed).  The first
+ * caller to find no leader runs the batch for everyone queued. */
+void commit_submit(struct store *s, struct op **ops, size_t n)
+{
+	pthread_mutex_lock(&s->queue_lock);
+	for (size_t i = 0; i < n; i++) {
+		ops[i]->done = false;
+		ops[i]->next = NULL;
+		*s->queue_tail = ops[i];
+		s->queue_tail = &ops[i]->next;
+	}
+	for (;;) {
+		bool all_done = true;
+		for (size_t i = 0; i < n; i++)
+			all_done &= ops[i]->done;
+		if (all_done)
+			break;
+		if (s->leader_active) {
+			pthread_cond_wait(&s->queue_cond, &s->queue_lock);
+			continue;
+		}
+		s->leader_active = true;
+		struct op *batch = s->queue_head, **last = &s->queue_head;
+		for (size_t taken = 0; *last && taken < BATCH_MAX; taken++)
+			last = &(*last)->next;
+		s->queue_head = *last;
+		*last = NULL;
+		if (!s->queue_head)
+			s->queue_tail = &s->queue_head;
+		pthread_mutex_unlock(&s->queue_lock);
+
+		run_batch(s, batch);
+
+		pthread_mutex_lock(&s->queue_lock);
+		for (struct op *op = batch, *next; op; op = next) {
+			next = op->next; /* the owner may return as soon as done is set */
+			op->done = true;
+		}
+		s->leader_active = false;
+		pthread_cond_broadcast(&s->queue_cond);
+	}
+	pthread_mutex_unlock(&s->queue_lock);
+}
+

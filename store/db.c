@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * db.c - the store's SQLite helpers: prepare-and-bind, step, exec, one
+ * integer, and the row readers the operations, the batch and the load share
+ * (a VF's row, a setting, counts, a failure key, a claim, a VF's whole
+ * committed state).  Callers hold write_lock (store-internal.h); the first
+ * error of a batch or an open is remembered as the reason the store is
+ * unavailable.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store-internal.h"
+
+/* Remember the first SQLite error of a batch or an open; its message becomes
+ * the reason the store is unavailable. */
+int db_fail(struct store *s, const char *what)
+{
+	if (!s->batch_failed) {
+		s->batch_failed = true;
+		snprintf(s->batch_error, sizeof(s->batch_error), "%s: %s", what,
+			 s->db ? sqlite3_errmsg(s->db) : "no database");
+	}
+	return -EIO;
+}
+
+/* Prepare sql and bind its parameters, typed by letters: 't' const char *,
+ * 'i' int64_t.  The strings must outlive the statement (SQLITE_STATIC). */
+static sqlite3_stmt *db_vprepare(struct store *s, const char *sql, const char *types, va_list ap)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		db_fail(s, "database error");
+		sqlite3_finalize(st);
+		return NULL;
+	}
+	for (int i = 0; types[i]; i++) {
+		int rc = SQLITE_MISUSE;
+		if (types[i] == 't')
+			rc = sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_STATIC);
+		else if (types[i] == 'i')
+			rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+		if (rc != SQLITE_OK) {
+			db_fail(s, "database error");
+			sqlite3_finalize(st);
+			return NULL;
+		}
+	}
+	return st;
+}
+
+sqlite3_stmt *db_prepare(struct store *s, const char *sql, const char *types, ...)
+{
+	va_list ap;
+
+	va_start(ap, types);
+	sqlite3_stmt *st = db_vprepare(s, sql, types, ap);
+	va_end(ap);
+	return st;
+}
+
+/* Step a statement: 1 for a row, 0 when done, -EIO on error. */
+int db_step(struct store *s, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return db_fail(s, "database error");
+}
+
+/* Prepare, bind and run: with ret NULL every row is stepped over (0 when
+ * done); else the first column of the first row lands in *ret (1 row, 0
+ * none).  -EIO on error. */
+static int db_vrun(struct store *s, int64_t *ret, const char *sql, const char *types, va_list ap)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = db_vprepare(s, sql, types, ap);
+	int r;
+
+	if (!st)
+		return -EIO;
+	if (!ret) {
+		while ((r = db_step(s, st)) == 1)
+			;
+		return r;
+	}
+	r = db_step(s, st);
+	if (r == 1)
+		*ret = sqlite3_column_int64(st, 0);
+	return r;
+}
+
+/* Run a statement that returns no rows. */
+int db_exec(struct store *s, const char *sql, const char *types, ...)
+{
+	va_list ap;
+
+	va_start(ap, types);
+	int r = db_vrun(s, NULL, sql, types, ap);
+	va_end(ap);
+	return r;
+}
+
+/* The first column of the first row as an integer: 1 row, 0 none, -EIO. */
+int db_int(struct store *s, int64_t *ret, const char *sql, const char *types, ...)
+{
+	va_list ap;
+
+	va_start(ap, types);
+	int r = db_vrun(s, ret, sql, types, ap);
+	va_end(ap);
+	return r;
+}
+
+const char *db_col_text(sqlite3_stmt *st, int col)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+
+	return t ? (const char *)t : "";
+}
+
+/* Add the row's (id, instance_id, assigned_at) at col.. to a builder. */
+int db_read_failure_key(sqlite3_stmt *st, int col, struct failure_builder *b)
+{
+	const char *instance_id = db_col_text(st, col + 1);
+
+	return failure_builder_push(b, sqlite3_column_int64(st, col), instance_id,
+				    strlen(instance_id), db_col_text(st, col + 2));
+}
+
+void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim *c)
+{
+	memset(c, 0, sizeof(*c));
+	copy_string(c->vf, sizeof(c->vf), vf);
+	c->id = (uint64_t)sqlite3_column_int64(st, col);
+	copy_string(c->instance_id, sizeof(c->instance_id), db_col_text(st, col + 1));
+	copy_string(c->claimed_at, sizeof(c->claimed_at), db_col_text(st, col + 2));
+	copy_string(c->agent, sizeof(c->agent), db_col_text(st, col + 3));
+	copy_string(c->control, sizeof(c->control), db_col_text(st, col + 4));
+	c->pid = sqlite3_column_int64(st, col + 5);
+	c->pid_starttime = (uint64_t)sqlite3_column_int64(st, col + 6);
+}
+
+int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
+{
+	_cleanup_stmt_ sqlite3_stmt *st =
+		db_prepare(s, "SELECT id, quarantined, manual FROM vfs WHERE address = ?", "t", addr);
+	if (!st)
+		return -EIO;
+	int r = db_step(s, st);
+	if (r < 0)
+		return r;
+	if (r == 0)
+		return -ENOENT;
+	row->id = sqlite3_column_int64(st, 0);
+	row->quarantined = sqlite3_column_int(st, 1) != 0;
+	row->manual = sqlite3_column_int(st, 2) != 0;
+	return 0;
+}
+
+int db_setting(struct store *s, const char *key, int64_t *ret)
+{
+	int r = db_int(s, ret, "SELECT value FROM meta WHERE key = ?", "t", key);
+
+	if (r == 0) {
+		/* a missing setting row means a damaged database */
+		snprintf(s->batch_error, sizeof(s->batch_error), "setting '%s' missing", key);
+		s->batch_failed = true;
+		return -EIO;
+	}
+	return r < 0 ? r : 0;
+}
+
+int db_failure_count(struct store *s, int64_t vf_id, int64_t *ret)
+{
+	int r = db_int(s, ret, "SELECT COUNT(*) FROM failures WHERE vf_id = ?", "i", vf_id);
+
+	return r < 0 ? r : 0;
+}
+
+int db_quarantined_count(struct store *s, int64_t *ret)
+{
+	int r = db_int(s, ret, "SELECT COUNT(*) FROM vfs WHERE quarantined = 1", "");
+
+	return r < 0 ? r : 0;
+}
+
+/* Read one VF's committed-to-be state into a snapshot. */
+int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap)
+{
+	struct vf_row row;
+
+	memset(snap, 0, sizeof(*snap));
+	copy_string(snap->addr, sizeof(snap->addr), addr);
+	int r = db_vf_row(s, addr, &row);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	snap->exists = true;
+	snap->id = (uint64_t)row.id;
+	snap->quarantined = row.quarantined;
+	snap->manual = row.manual;
+
+	{
+		struct failure_builder b = { 0 };
+		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+			s, "SELECT " FAILURE_KEY_COLUMNS " FROM failures WHERE vf_id = ?", "i", row.id);
+		if (!st)
+			return -EIO;
+		while ((r = db_step(s, st)) == 1 && (r = db_read_failure_key(st, 0, &b)) == 0)
+			;
+		if (r == 0)
+			r = failure_block_finish(&b, &snap->failures, &snap->failure_ids,
+						 &snap->n_failures);
+		failure_builder_free(&b);
+		if (r < 0)
+			return r;
+	}
+
+	snap->claim = malloc(sizeof(*snap->claim));
+	if (!snap->claim)
+		return -ENOMEM;
+	r = db_live_claim(s, row.id, addr, snap->claim);
+	if (r <= 0) {
+		free(snap->claim); /* none (or an error: snapshot_release frees the rest) */
+		snap->claim = NULL;
+	}
+	return r < 0 ? r : 0;
+}
+
+int db_live_claim(struct store *s, int64_t vf_id, const char *vf, struct store_claim *ret)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+		s, "SELECT " CLAIM_COLUMNS " FROM claims WHERE vf_id = ? AND released_at IS NULL",
+		"i", vf_id);
+	if (!st)
+		return -EIO;
+	int r = db_step(s, st);
+	if (r == 1)
+		db_read_claim(st, 0, vf, ret);
+	return r;
+}
+

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * listing.c - the store's listing connection: store_failure_list() reads
+ * reported_at, instance id, assigned_at and message from SQLite (the mirror
+ * keeps no messages) through a second, read-only connection on the same VFS
+ * (read_db).
+ *
+ * Design notes
+ * ============
+ *
+ * WAL gives this connection the last committed state without waiting for
+ * the writer's fsync, also while a failed commit has latched the store; when
+ * the database could not be opened at all (`loaded` false) it fails with
+ * -EIO like the other reads.  read_lock guards read_db and is a leaf: taken
+ * with no other store lock held and never held while taking one (the
+ * generation that tells it to reopen is an atomic), so a listing can neither
+ * wait for nor block a commit, beyond SQLite's own WAL reader marks.  Lock
+ * order: store-internal.h.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/log.h"
+#include "store/store-internal.h"
+
+/* read_lock held.  The listing connection, (re)opened when the writer's
+ * connection was (re)opened since (a repaired open may be a new file). */
+static int read_db_ready(struct store *s)
+{
+	unsigned generation = atomic_load(&s->db_generation);
+
+	if (s->read_db && s->read_db_generation == generation)
+		return 0;
+	sqlite3_close_v2(s->read_db);
+	s->read_db = NULL;
+	int rc = sqlite3_open_v2(s->path, &s->read_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
+				 s->vfs_name);
+	if (rc != SQLITE_OK) {
+		log_warn("store: cannot open %s for reading: %s", s->path,
+			 s->read_db ? sqlite3_errmsg(s->read_db) : sqlite3_errstr(rc));
+		sqlite3_close_v2(s->read_db);
+		s->read_db = NULL;
+		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+	}
+	sqlite3_busy_timeout(s->read_db, STORE_BUSY_TIMEOUT_MS);
+	s->read_db_generation = generation;
+	return 0;
+}
+
+/* read_lock held.  One statement, so one read transaction: the VF's
+ * existence and its failures come from the same committed state.  Zero rows:
+ * no such VF; one row with a NULL id: a VF without failures. */
+static int read_failures(struct store *s, const char *vf, struct store_failure **ret,
+			 size_t *count)
+{
+	_cleanup_free_ struct store_failure *list = NULL;
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	size_t n = 0, cap = 0;
+	bool found = false;
+	int rc;
+
+	rc = sqlite3_prepare_v2(s->read_db,
+				"SELECT f.id, f.reported_at, f.instance_id, f.assigned_at, f.message"
+				" FROM vfs v LEFT JOIN failures f ON f.vf_id = v.id"
+				" WHERE v.address = ? ORDER BY f.id",
+				-1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 1, vf, -1, SQLITE_STATIC);
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		found = true;
+		rc = SQLITE_OK;
+		if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+			continue;
+		if (n == cap) {
+			size_t new_cap = cap ? 2 * cap : 16;
+			struct store_failure *grown = reallocarray(list, new_cap, sizeof(*list));
+			if (!grown)
+				return -ENOMEM;
+			list = grown;
+			cap = new_cap;
+		}
+		struct store_failure *f = &list[n++];
+		copy_string(f->reported_at, sizeof(f->reported_at), db_col_text(st, 1));
+		copy_string(f->instance_id, sizeof(f->instance_id), db_col_text(st, 2));
+		copy_string(f->assigned_at, sizeof(f->assigned_at), db_col_text(st, 3));
+		copy_string(f->message, sizeof(f->message), db_col_text(st, 4));
+	}
+	if (rc != SQLITE_DONE) {
+		log_warn("store: listing the failures of %s failed: %s", vf,
+			 sqlite3_errmsg(s->read_db));
+		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+	}
+	if (!found)
+		return -ENOENT;
+	if (!list && !(list = calloc(1, sizeof(*list))))
+		return -ENOMEM; /* callers free() *ret even when count is 0 */
+	*ret = list;
+	list = NULL; /* ownership to the caller */
+	*count = n;
+	return 0;
+}
+
+/* Not served from the mirror (it keeps no messages): read from SQLite
+ * through the listing connection, which WAL lets read while the writer
+ * commits, so a listing never waits behind an fsync, and which still
+ * serves the committed rows while a failed commit has latched the store. */
+int store_failure_list(struct store *s, const char *vf, struct store_failure **ret, size_t *count)
+{
+	if (!store_vf_address_valid(vf) || !ret || !count)
+		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO; /* the database could not be opened */
+	pthread_mutex_lock(&s->read_lock);
+	int r = read_db_ready(s);
+	if (r == 0)
+		r = read_failures(s, vf, ret, count);
+	if (r == -EIO) {
+		/* start afresh next time (the file may have been replaced) */
+		sqlite3_close_v2(s->read_db);
+		s->read_db = NULL;
+	}
+	pthread_mutex_unlock(&s->read_lock);
+	return r;
+}
+

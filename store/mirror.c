@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mirror.c - the store's in-memory mirror of the committed database: the VF
+ * index (by address and by id), each VF's compact failure keys and live
+ * claim, the counts, and applying a committed batch or a whole load to it.
+ * Locks and what they guard: store-internal.h.
+ *
+ * The mirror keeps per failure only what decisions need (row id, instance
+ * id, assigned_at as seconds + nanoseconds: struct failure_key, about 24
+ * bytes plus the id); the messages stay in SQLite (listing.c).
+ *
+ * Breaker.  stats.breaker_engaged is derived from the mirror's counts
+ * (rule_breaker_engaged), so it needs no persisted state and survives a
+ * restart.  Lifting a quarantine does not by itself quarantine a held-back
+ * VF (its next failure report, or a re-evaluation, does).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/rules.h"
+#include "store/store-internal.h"
+
+/* -- compact failure keys ----------------------------------------------------- */
+
+static bool leap_year(int64_t y)
+{
+	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+/* Days from 1970-01-01 to the given proleptic Gregorian date. */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+	y -= m <= 2;
+	int64_t era = y / 400; /* y >= 1969 here: no negative division */
+	int64_t yoe = y - era * 400;
+	int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+/* assigned_at text -> its key.  "" is ASSIGNED_UNKNOWN.  Canonical text
+ * (rfc3339_normalize's output, fixed width, so one instant has exactly one
+ * spelling) maps one-to-one onto (seconds, nanoseconds): comparing keys is
+ * comparing the text, as SQL's "assigned_at = ?" does.  Anything else (a
+ * hand-edited row) is ASSIGNED_FOREIGN, which matches nothing, as SQL would
+ * never match it against canonical input either. */
+static void assigned_key(const char *text, int64_t *sec, uint32_t *nsec)
+{
+	static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddddddddZ";
+	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	int64_t v[7] = { 0 }; /* Y M D h m s ns */
+	size_t field = 0;
+
+	_Static_assert(sizeof(shape) - 1 == RFC3339_NANO_LEN, "canonical width");
+	*sec = 0;
+	if (!*text) {
+		*nsec = ASSIGNED_UNKNOWN;
+		return;
+	}
+	*nsec = ASSIGNED_FOREIGN;
+	if (strlen(text) != RFC3339_NANO_LEN)
+		return;
+	for (size_t i = 0; i < RFC3339_NANO_LEN; i++) {
+		if (shape[i] == 'd') {
+			if (text[i] < '0' || text[i] > '9')
+				return;
+			v[field] = v[field] * 10 + (text[i] - '0');
+		} else if (text[i] != shape[i]) {
+			return;
+		} else {
+			field++;
+		}
+	}
+	if (v[0] < 1970 || v[1] < 1 || v[1] > 12 || v[2] < 1 ||
+	    v[2] > mdays[v[1] - 1] + (v[1] == 2 && leap_year(v[0])) || v[3] > 23 || v[4] > 59 ||
+	    v[5] > 59)
+		return;
+	*sec = days_from_civil(v[0], v[1], v[2]) * 86400 + v[3] * 3600 + v[4] * 60 + v[5];
+	*nsec = (uint32_t)v[6];
+}
+
+static bool failure_key_matches(const struct failure_key *k, const char *ids,
+				const char *instance_id, int64_t sec, uint32_t nsec)
+{
+	return k->assigned_nsec != ASSIGNED_FOREIGN && k->assigned_nsec == nsec &&
+	       k->assigned_sec == sec && strcmp(ids + k->instance_off, instance_id) == 0;
+}
+
+/* Collects one VF's keys (in any order) and ids in growable scratch buffers;
+ * failure_block_finish() packs them, oldest first, into one exact block. */
+int failure_builder_push(struct failure_builder *b, int64_t row_id, const char *instance_id,
+				size_t instance_len, const char *assigned_at)
+{
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 64;
+		struct failure_key *keys = reallocarray(b->keys, cap, sizeof(*keys));
+		if (!keys)
+			return -ENOMEM;
+		b->keys = keys;
+		b->cap = cap;
+	}
+	if (b->used > UINT32_MAX - instance_len - 1)
+		return -EOVERFLOW; /* 4 GiB of ids for one VF: not what this code writes */
+	if (b->ids_cap - b->used < instance_len + 1) {
+		size_t cap = MAX(b->ids_cap ? 2 * b->ids_cap : 1024, b->used + instance_len + 1);
+		char *ids = realloc(b->ids, cap);
+		if (!ids)
+			return -ENOMEM;
+		b->ids = ids;
+		b->ids_cap = cap;
+	}
+	struct failure_key *k = &b->keys[b->n++];
+	k->row_id = row_id;
+	assigned_key(assigned_at, &k->assigned_sec, &k->assigned_nsec);
+	k->instance_off = (uint32_t)b->used;
+	memcpy(b->ids + b->used, instance_id, instance_len);
+	b->ids[b->used + instance_len] = '\0';
+	b->used += instance_len + 1;
+	return 0;
+}
+
+static int compare_row_id(const void *a, const void *b)
+{
+	const struct failure_key *x = a, *y = b;
+
+	return x->row_id < y->row_id ? -1 : x->row_id > y->row_id;
+}
+
+/* Pack the collected keys into one block (NULL when none) and empty the
+ * builder for the next VF, keeping its buffers. */
+int failure_block_finish(struct failure_builder *b, struct failure_key **ret,
+				const char **ret_ids, size_t *ret_n)
+{
+	*ret = NULL;
+	*ret_ids = NULL;
+	*ret_n = 0;
+	if (b->n == 0)
+		return 0;
+	qsort(b->keys, b->n, sizeof(*b->keys), compare_row_id);
+	struct failure_key *block = malloc(b->n * sizeof(*block) + b->used);
+	if (!block)
+		return -ENOMEM;
+	memcpy(block, b->keys, b->n * sizeof(*block));
+	memcpy((char *)(block + b->n), b->ids, b->used);
+	*ret = block;
+	*ret_ids = (const char *)(block + b->n);
+	*ret_n = b->n;
+	b->n = b->used = 0;
+	return 0;
+}
+
+void failure_builder_free(struct failure_builder *b)
+{
+	free(b->keys);
+	free(b->ids);
+	memset(b, 0, sizeof(*b));
+}
+
+/* assigned_at is canonical or "" (normalize_optional_time). */
+bool mirror_failure_recorded(const struct vf_entry *e, const char *instance_id,
+			     const char *assigned_at)
+{
+	int64_t sec;
+	uint32_t nsec;
+
+	assigned_key(assigned_at, &sec, &nsec);
+	for (size_t i = 0; i < e->n_failures; i++)
+		if (failure_key_matches(&e->failures[i], e->failure_ids, instance_id, sec, nsec))
+			return true;
+	return false;
+}
+
+/* -- the index (callers hold index_lock) ------------------------------------- */
+
+struct vf_entry *mirror_find(struct store *s, const char *addr)
+{
+	size_t lo = 0, hi = s->n_vfs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int cmp = strcmp(s->by_addr[mid]->addr, addr);
+		if (cmp == 0)
+			return s->by_addr[mid];
+		if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+static size_t addr_insert_pos(struct store *s, const char *addr)
+{
+	size_t lo = 0, hi = s->n_vfs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(s->by_addr[mid]->addr, addr) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static size_t id_insert_pos(struct store *s, uint64_t id)
+{
+	size_t lo = 0, hi = s->n_vfs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->by_id[mid]->id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+struct vf_entry *mirror_find_by_id(struct store *s, uint64_t id)
+{
+	size_t pos = id_insert_pos(s, id);
+
+	return pos < s->n_vfs && s->by_id[pos]->id == id ? s->by_id[pos] : NULL;
+}
+
+void vf_entry_free(struct vf_entry *e)
+{
+	if (!e)
+		return;
+	free(e->failures);
+	free(e->claim);
+	free(e);
+}
+
+static bool entry_held_back(const struct store *s, const struct vf_entry *e)
+{
+	return rule_held_back(e->quarantined, e->n_failures, s->threshold);
+}
+
+/* Counts follow the entries: subtract before changing one, add after. */
+static void counts_sub(struct store *s, const struct vf_entry *e)
+{
+	s->n_quarantined -= e->quarantined;
+	s->n_claimed -= e->claim != NULL;
+	s->n_held_back -= entry_held_back(s, e);
+}
+
+static void counts_add(struct store *s, const struct vf_entry *e)
+{
+	s->n_quarantined += e->quarantined;
+	s->n_claimed += e->claim != NULL;
+	s->n_held_back += entry_held_back(s, e);
+}
+
+static void counts_recompute(struct store *s)
+{
+	s->n_quarantined = s->n_claimed = s->n_held_back = 0;
+	for (size_t i = 0; i < s->n_vfs; i++)
+		counts_add(s, s->by_addr[i]);
+}
+
+bool mirror_breaker_engaged(const struct store *s)
+{
+	return rule_breaker_engaged(s->max_quarantined, s->n_quarantined, s->n_held_back);
+}
+
+void mirror_clear(struct store *s)
+{
+	for (size_t i = 0; i < s->n_vfs; i++)
+		vf_entry_free(s->by_addr[i]);
+	free(s->by_addr);
+	free(s->by_id);
+	s->by_addr = s->by_id = NULL;
+	s->n_vfs = s->cap_vfs = 0;
+}
+
+int mirror_reserve(struct store *s, size_t want)
+{
+	if (want <= s->cap_vfs)
+		return 0;
+	size_t cap = MAX(want, MAX(s->cap_vfs * 2, (size_t)16));
+	struct vf_entry **a = realloc(s->by_addr, cap * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	s->by_addr = a;
+	struct vf_entry **b = realloc(s->by_id, cap * sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	s->by_id = b;
+	s->cap_vfs = cap;
+	return 0;
+}
+
+/* Insert a new entry; the caller reserved room. */
+static void index_insert(struct store *s, struct vf_entry *e)
+{
+	size_t pa = addr_insert_pos(s, e->addr), pi = id_insert_pos(s, e->id);
+
+	memmove(&s->by_addr[pa + 1], &s->by_addr[pa], (s->n_vfs - pa) * sizeof(*s->by_addr));
+	s->by_addr[pa] = e;
+	memmove(&s->by_id[pi + 1], &s->by_id[pi], (s->n_vfs - pi) * sizeof(*s->by_id));
+	s->by_id[pi] = e;
+	s->n_vfs++;
+}
+
+static void index_remove(struct store *s, struct vf_entry *e)
+{
+	size_t pa = addr_insert_pos(s, e->addr), pi = id_insert_pos(s, e->id);
+
+	memmove(&s->by_addr[pa], &s->by_addr[pa + 1], (s->n_vfs - pa - 1) * sizeof(*s->by_addr));
+	memmove(&s->by_id[pi], &s->by_id[pi + 1], (s->n_vfs - pi - 1) * sizeof(*s->by_id));
+	s->n_vfs--;
+}
+
+void snapshot_release(struct vf_snapshot *snap)
+{
+	free(snap->failures);
+	free(snap->claim);
+	snap->failures = NULL;
+	snap->failure_ids = NULL;
+	snap->claim = NULL;
+}
+
+void mirror_fill_info(const struct vf_entry *e, struct store_vf_info *info)
+{
+	memset(info, 0, sizeof(*info));
+	copy_string(info->vf, sizeof(info->vf), e->addr);
+	info->id = e->id;
+	info->tally = (unsigned)e->n_failures;
+	info->quarantined = e->quarantined;
+	info->manual = e->quarantined && e->manual;
+	info->claimed = e->claim != NULL;
+}
+
+void mirror_rdlock(struct store *s)
+{
+	pthread_rwlock_rdlock(&s->index_lock);
+	pthread_rwlock_rdlock(&s->mirror_lock);
+}
+
+void mirror_unlock(struct store *s)
+{
+	pthread_rwlock_unlock(&s->mirror_lock);
+	pthread_rwlock_unlock(&s->index_lock);
+}
+
+/* Apply a committed batch to the mirror.  Returns whether the breaker state
+ * changed. */
+bool mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **spares, size_t n,
+		  int threshold, int max_quarantined, bool structural)
+{
+	if (structural)
+		pthread_rwlock_wrlock(&s->index_lock);
+	else
+		pthread_rwlock_rdlock(&s->index_lock);
+	pthread_rwlock_wrlock(&s->mirror_lock);
+	bool breaker_before = mirror_breaker_engaged(s);
+
+	for (size_t i = 0; i < n; i++) {
+		struct vf_snapshot *snap = &snaps[i];
+		struct vf_entry *e = mirror_find(s, snap->addr);
+		if (!snap->exists) {
+			if (e) {
+				counts_sub(s, e);
+				index_remove(s, e);
+				vf_entry_free(e);
+			}
+			continue;
+		}
+		if (!e) {
+			e = spares[i];
+			spares[i] = NULL;
+			copy_string(e->addr, sizeof(e->addr), snap->addr);
+			e->id = snap->id;
+			index_insert(s, e);
+		} else {
+			counts_sub(s, e);
+			free(e->failures);
+			free(e->claim);
+		}
+		e->quarantined = snap->quarantined;
+		e->manual = snap->manual;
+		e->failures = snap->failures;
+		e->failure_ids = snap->failure_ids;
+		e->n_failures = snap->n_failures;
+		e->claim = snap->claim;
+		snap->failures = NULL;
+		snap->claim = NULL;
+		atomic_store(&e->failure_count, (unsigned)e->n_failures);
+		counts_add(s, e);
+	}
+	bool threshold_changed = s->threshold != threshold;
+	s->threshold = threshold;
+	s->max_quarantined = max_quarantined;
+	if (threshold_changed)
+		counts_recompute(s);
+	bool breaker_changed = breaker_before != mirror_breaker_engaged(s);
+
+	pthread_rwlock_unlock(&s->mirror_lock);
+	pthread_rwlock_unlock(&s->index_lock);
+	return breaker_changed;
+}
+
+void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry **by_id, size_t n,
+		    int threshold, int max_quarantined)
+{
+	pthread_rwlock_wrlock(&s->index_lock);
+	pthread_rwlock_wrlock(&s->mirror_lock);
+	mirror_clear(s);
+	s->by_addr = by_addr;
+	s->by_id = by_id;
+	s->n_vfs = s->cap_vfs = n;
+	s->threshold = threshold;
+	s->max_quarantined = max_quarantined;
+	counts_recompute(s);
+	s->reason[0] = '\0';
+	atomic_store(&s->loaded, true);
+	atomic_store(&s->available, true);
+	pthread_rwlock_unlock(&s->mirror_lock);
+	pthread_rwlock_unlock(&s->index_lock);
+}

@@ -1,0 +1,418 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ops.c - the store's SQL operations, one per op kind, run by the commit
+ * leader inside the batch transaction (commit.c) under write_lock, each in
+ * its own savepoint; and each op's change list, reported to the change
+ * callback once the batch is durable.  Outcomes are computed from SQL inside
+ * the transaction, so a later op in a batch sees what an earlier one did;
+ * the decisions themselves are the pure rules (rules.h) the mirror
+ * pre-checks use too.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/rules.h"
+#include "store/store-internal.h"
+
+/* -- change lists --------------------------------------------------------------- */
+
+/* Append a change for an object the op has not reported yet. */
+static int op_change_append(struct op *op, unsigned bits, const char *vf, const char *instance_id)
+{
+	if (op->n_changes == op->cap_changes) {
+		size_t cap = MAX(op->cap_changes * 2, (size_t)4);
+		struct store_change *grown = realloc(op->changes, cap * sizeof(*grown));
+		if (!grown)
+			return -ENOMEM;
+		op->changes = grown;
+		op->cap_changes = cap;
+	}
+	struct store_change *c = &op->changes[op->n_changes++];
+	memset(c, 0, sizeof(*c));
+	c->bits = bits;
+	copy_string(c->vf, sizeof(c->vf), vf);
+	copy_string(c->instance_id, sizeof(c->instance_id), instance_id);
+	return 0;
+}
+
+/* Record a change on an op; merged per VF so each object is reported once.
+ * Ops other than a re-evaluation touch one or two objects. */
+static int op_change(struct op *op, unsigned bits, const char *vf, const char *instance_id)
+{
+	for (size_t i = 0; i < op->n_changes; i++) {
+		if (strcmp(op->changes[i].vf, vf) == 0) {
+			op->changes[i].bits |= bits;
+			if (instance_id)
+				copy_string(op->changes[i].instance_id,
+					    sizeof(op->changes[i].instance_id), instance_id);
+			return 0;
+		}
+	}
+	return op_change_append(op, bits, vf, instance_id);
+}
+
+void op_discard_changes(struct op *op)
+{
+	free(op->changes);
+	op->changes = NULL;
+	op->n_changes = op->cap_changes = 0;
+}
+
+/* -- the operations ------------------------------------------------------------ */
+
+static int quarantine_row(struct store *s, int64_t vf_id, bool manual)
+{
+	char now[RFC3339_BUFSZ];
+
+	rfc3339_now(now);
+	return db_exec(s, "UPDATE vfs SET quarantined = 1, manual = ?, quarantined_at = ? WHERE id = ?",
+		       "iti", (int64_t)manual, now, vf_id);
+}
+
+static int lift_row(struct store *s, int64_t vf_id)
+{
+	return db_exec(s,
+		       "UPDATE vfs SET quarantined = 0, manual = 0, quarantined_at = NULL WHERE id = ?",
+		       "i", vf_id);
+}
+
+/* Quarantine every held-back VF (rule_held_back), oldest registration
+ * first, as many as the cap allows (rule_reevaluate_take). */
+static int db_reevaluate(struct store *s, struct op *op)
+{
+	int64_t threshold, cap, quarantined;
+	int r;
+
+	if ((r = db_setting(s, "threshold", &threshold)) < 0 ||
+	    (r = db_setting(s, "max_quarantined", &cap)) < 0 ||
+	    (r = db_quarantined_count(s, &quarantined)) < 0)
+		return r;
+
+	struct candidate {
+		int64_t id;
+		char addr[STORE_VF_BUFSZ];
+	};
+	_cleanup_free_ struct candidate *candidates = NULL;
+	size_t n = 0, allocated = 0;
+	{
+		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+			s,
+			"SELECT v.id, v.address, v.quarantined,"
+			" (SELECT COUNT(*) FROM failures f WHERE f.vf_id = v.id)"
+			" FROM vfs v WHERE v.quarantined = 0 ORDER BY v.id",
+			"");
+		if (!st)
+			return -EIO;
+		while ((r = db_step(s, st)) == 1) {
+			if (!rule_held_back(sqlite3_column_int(st, 2) != 0,
+					    (uint64_t)sqlite3_column_int64(st, 3), threshold))
+				continue;
+			if (n == allocated) {
+				size_t want = MAX(allocated * 2, (size_t)16);
+				struct candidate *c = realloc(candidates, want * sizeof(*c));
+				if (!c)
+					return -ENOMEM;
+				candidates = c;
+				allocated = want;
+			}
+			candidates[n].id = sqlite3_column_int64(st, 0);
+			copy_string(candidates[n].addr, sizeof(candidates[n].addr), db_col_text(st, 1));
+			n++;
+		}
+		if (r < 0)
+			return r;
+	}
+	n = rule_reevaluate_take(cap, (uint64_t)quarantined, n);
+	for (size_t i = 0; i < n; i++) {
+		if ((r = quarantine_row(s, candidates[i].id, false)) < 0)
+			return r;
+		/* candidates are distinct VFs: no merging (that would be quadratic) */
+		r = op_change_append(op, STORE_CHANGE_QUARANTINE, candidates[i].addr, NULL);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int op_register(struct store *s, struct op *op)
+{
+	int64_t n;
+	struct vf_row row;
+	int r = db_int(s, &n, "SELECT COUNT(*) FROM vfs", "");
+
+	if (r < 0)
+		return r;
+	if (n >= STORE_MAX_VFS)
+		return -ENOSPC;
+	r = db_vf_row(s, op->vf, &row);
+	if (r == 0)
+		return -EEXIST;
+	if (r != -ENOENT)
+		return r;
+	r = db_exec(s, "INSERT INTO vfs (address, quarantined, manual) VALUES (?, 0, 0)", "t", op->vf);
+	if (r < 0)
+		return r;
+	return op_change(op, STORE_CHANGE_VFS, op->vf, NULL);
+}
+
+static int op_unregister(struct store *s, struct op *op, const struct vf_row *row)
+{
+	int64_t tally, claims;
+	int r;
+
+	if ((r = db_failure_count(s, row->id, &tally)) < 0)
+		return r;
+	r = db_int(s, &claims, "SELECT COUNT(*) FROM claims WHERE vf_id = ? AND released_at IS NULL",
+		   "i", row->id);
+	if (r < 0)
+		return r;
+	if ((r = rule_unregister_refusal(row->quarantined, (uint64_t)tally, claims > 0)) < 0)
+		return r;
+	/* released claims stay as history under the old vf_id, never reused */
+	if ((r = db_exec(s, "DELETE FROM vfs WHERE id = ?", "i", row->id)) < 0)
+		return r;
+	return op_change(op, STORE_CHANGE_VFS, op->vf, NULL);
+}
+
+static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
+{
+	int64_t threshold, tally, dup;
+	int r;
+
+	if ((r = db_setting(s, "threshold", &threshold)) < 0 ||
+	    (r = db_failure_count(s, row->id, &tally)) < 0)
+		return r;
+	op->failure = (struct store_failure_result){ .outcome = STORE_OUTCOME_UNCHANGED,
+						     .tally = (unsigned)tally,
+						     .threshold = (int)threshold };
+	r = db_int(s, &dup,
+		   "SELECT 1 FROM failures WHERE vf_id = ? AND instance_id = ? AND assigned_at = ?",
+		   "itt", row->id, op->instance_id, op->when);
+	if (r < 0)
+		return r;
+	if (rule_failure_unchanged(row->quarantined, r == 1))
+		return 0;
+
+	if (rule_failure_drops_oldest((uint64_t)tally)) {
+		/* only a VF the breaker holds back gets here: keep the newest */
+		r = db_exec(s,
+			    "DELETE FROM failures WHERE id = "
+			    "(SELECT MIN(id) FROM failures WHERE vf_id = ?)",
+			    "i", row->id);
+		if (r < 0)
+			return r;
+		tally--;
+	}
+	char now[RFC3339_BUFSZ];
+	rfc3339_now(now);
+	r = db_exec(s,
+		    "INSERT INTO failures (vf_id, instance_id, assigned_at, reported_at, message) "
+		    "VALUES (?, ?, ?, ?, ?)",
+		    "ittt"
+		    "t",
+		    row->id, op->instance_id, op->when, now, op->message);
+	if (r < 0)
+		return r;
+	tally++;
+	op->failure.tally = (unsigned)tally;
+	op->failure.outcome = STORE_OUTCOME_RECORDED;
+	unsigned bits = STORE_CHANGE_FAILURES;
+
+	if (rule_meets_threshold((uint64_t)tally, threshold)) {
+		int64_t cap, quarantined;
+		if ((r = db_setting(s, "max_quarantined", &cap)) < 0 ||
+		    (r = db_quarantined_count(s, &quarantined)) < 0)
+			return r;
+		switch (rule_after_failure((uint64_t)tally, threshold, cap, (uint64_t)quarantined)) {
+		case RULE_QUARANTINE:
+			if ((r = quarantine_row(s, row->id, false)) < 0)
+				return r;
+			op->failure.outcome = STORE_OUTCOME_QUARANTINED;
+			bits |= STORE_CHANGE_QUARANTINE;
+			break;
+		case RULE_HOLD_BACK:
+			op->failure.breaker_engaged = true;
+			break;
+		case RULE_RECORD:
+			break;
+		}
+	}
+	return op_change(op, bits, op->vf, NULL);
+}
+
+static int op_success(struct store *s, struct op *op, const struct vf_row *row)
+{
+	int64_t match, remaining;
+	int r;
+
+	op->success = (struct store_success_result){ 0 };
+	r = db_int(s, &match,
+		   "SELECT id FROM failures WHERE vf_id = ? AND instance_id = ? AND assigned_at = ?",
+		   "itt", row->id, op->instance_id, op->when);
+	if (r <= 0)
+		return r;
+	/* this assignment worked: it and every older failure are history */
+	r = db_exec(s, "DELETE FROM failures WHERE vf_id = ? AND id <= ?", "ii", row->id, match);
+	if (r < 0)
+		return r;
+	op->success.cleared = (unsigned)sqlite3_changes(s->db);
+	if ((r = db_failure_count(s, row->id, &remaining)) < 0)
+		return r;
+	unsigned bits = STORE_CHANGE_FAILURES;
+	if (rule_success_rescinds((uint64_t)remaining, row->quarantined, row->manual)) {
+		if ((r = lift_row(s, row->id)) < 0)
+			return r;
+		op->success.rescinded = true;
+		bits |= STORE_CHANGE_QUARANTINE;
+	}
+	return op_change(op, bits, op->vf, NULL);
+}
+
+static int op_manual(struct store *s, struct op *op, const struct vf_row *row)
+{
+	int r;
+
+	if (rule_manual_unchanged(row->quarantined))
+		return 0;
+	if ((r = quarantine_row(s, row->id, true)) < 0)
+		return r;
+	return op_change(op, STORE_CHANGE_QUARANTINE, op->vf, NULL);
+}
+
+static int op_clear(struct store *s, struct op *op, const struct vf_row *row)
+{
+	int64_t n;
+	int r;
+
+	if ((r = db_failure_count(s, row->id, &n)) < 0)
+		return r;
+	if (rule_clear_unchanged(row->quarantined, (uint64_t)n))
+		return 0;
+	if ((r = db_exec(s, "DELETE FROM failures WHERE vf_id = ?", "i", row->id)) < 0 ||
+	    (r = lift_row(s, row->id)) < 0)
+		return r;
+	return op_change(op, (n ? STORE_CHANGE_FAILURES : 0u) |
+				     (row->quarantined ? STORE_CHANGE_QUARANTINE : 0u),
+			 op->vf, NULL);
+}
+
+static int op_setting(struct store *s, struct op *op, const char *key, unsigned bit)
+{
+	int64_t current;
+	int r = db_setting(s, key, &current);
+
+	if (r < 0)
+		return r;
+	if (current == op->value)
+		return 0;
+	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = ?", "it", (int64_t)op->value, key);
+	if (r < 0)
+		return r;
+	if ((r = op_change(op, bit, "", NULL)) < 0)
+		return r;
+	return db_reevaluate(s, op);
+}
+
+static int op_claim(struct store *s, struct op *op, const struct vf_row *row)
+{
+	struct store_claim *out = &op->claim_out;
+	/* the current holder, if any, into out: it is overwritten below */
+	int r = db_live_claim(s, row->id, op->vf, out);
+
+	if (r < 0)
+		return r;
+	r = rule_claim_refusal(row->quarantined, r == 1 ? out->instance_id : NULL, op->instance_id);
+	if (r < 0)
+		return r;
+	*out = *op->claim_in;
+	copy_string(out->vf, sizeof(out->vf), op->vf);
+	copy_string(out->instance_id, sizeof(out->instance_id), op->instance_id);
+	if (op->when[0])
+		copy_string(out->claimed_at, sizeof(out->claimed_at), op->when);
+	else
+		rfc3339_now(out->claimed_at);
+	r = db_exec(s,
+		    "INSERT INTO claims (vf_id, instance_id, claimed_at, agent, control, pid, "
+		    "pid_starttime) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		    "itttt"
+		    "ii",
+		    row->id, out->instance_id, out->claimed_at, out->agent, out->control, out->pid,
+		    (int64_t)out->pid_starttime);
+	if (r < 0)
+		return r;
+	out->id = (uint64_t)sqlite3_last_insert_rowid(s->db);
+	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
+}
+
+static int op_claim_update(struct store *s, struct op *op, const struct vf_row *row)
+{
+	const struct store_claim *c = op->claim_in;
+	int64_t claim_id;
+	int r;
+
+	r = db_int(s, &claim_id,
+		   "SELECT id FROM claims WHERE vf_id = ? AND instance_id = ? AND released_at IS NULL",
+		   "it", row->id, op->instance_id);
+	if (r < 0)
+		return r;
+	if (r == 0)
+		return -ENOENT;
+	r = db_exec(s,
+		    "UPDATE claims SET agent = ?, control = ?, pid = ?, pid_starttime = ?, "
+		    "claimed_at = CASE WHEN ? = '' THEN claimed_at ELSE ? END WHERE id = ?",
+		    "ttiitti", c->agent, c->control, c->pid, (int64_t)c->pid_starttime, op->when,
+		    op->when, claim_id);
+	if (r < 0)
+		return r;
+	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
+}
+
+static int op_release(struct store *s, struct op *op, const struct vf_row *row)
+{
+	char now[RFC3339_BUFSZ];
+	int r;
+
+	rfc3339_now(now);
+	r = db_exec(s,
+		    "UPDATE claims SET released_at = ? WHERE vf_id = ? AND instance_id = ? AND "
+		    "released_at IS NULL",
+		    "tit", now, row->id, op->instance_id);
+	if (r < 0)
+		return r;
+	if (sqlite3_changes(s->db) == 0)
+		return -ENOENT;
+	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
+}
+
+typedef int (*vf_op_fn)(struct store *s, struct op *op, const struct vf_row *row);
+
+static const vf_op_fn vf_ops[] = {
+	[OP_UNREGISTER] = op_unregister, [OP_FAILURE] = op_failure, [OP_SUCCESS] = op_success,
+	[OP_MANUAL] = op_manual,         [OP_CLEAR] = op_clear,     [OP_CLAIM] = op_claim,
+	[OP_CLAIM_UPDATE] = op_claim_update, [OP_RELEASE] = op_release,
+};
+
+int ops_exec(struct store *s, struct op *op)
+{
+	struct vf_row row;
+	int r;
+
+	switch (op->kind) {
+	case OP_REGISTER:
+		return op_register(s, op);
+	case OP_THRESHOLD:
+		return op_setting(s, op, "threshold", STORE_CHANGE_THRESHOLD);
+	case OP_MAX_QUARANTINED:
+		return op_setting(s, op, "max_quarantined", STORE_CHANGE_MAX_QUARANTINED);
+	default:
+		break;
+	}
+	/* every other op is about one registered VF: -ENOENT when unknown */
+	vf_op_fn fn = (size_t)op->kind < ARRAY_SIZE(vf_ops) ? vf_ops[op->kind] : NULL;
+	if (!fn)
+		return -EINVAL;
+	if ((r = db_vf_row(s, op->vf, &row)) < 0)
+		return r;
+	return fn(s, op, &row);
+}

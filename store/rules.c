@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * rules.c - the store's decisions as pure functions (rules.h; the rules
+ * text is in store.h).  No locks, no I/O, no struct store: callers pass the
+ * committed numbers, from the mirror or from SQL.
+ */
+#include "store/rules.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "store/store.h"
+
+bool rule_meets_threshold(uint64_t tally, int64_t threshold)
+{
+	return threshold >= 0 && tally >= (uint64_t)threshold;
+}
+
+bool rule_cap_allows(int64_t cap, uint64_t quarantined)
+{
+	return cap <= 0 || quarantined < (uint64_t)cap;
+}
+
+bool rule_held_back(bool quarantined, uint64_t tally, int64_t threshold)
+{
+	return !quarantined && rule_meets_threshold(tally, threshold);
+}
+
+bool rule_breaker_engaged(int64_t cap, uint64_t quarantined, uint64_t held_back)
+{
+	return !rule_cap_allows(cap, quarantined) && held_back > 0;
+}
+
+bool rule_failure_unchanged(bool quarantined, bool duplicate)
+{
+	return quarantined || duplicate;
+}
+
+bool rule_failure_drops_oldest(uint64_t tally)
+{
+	return tally >= STORE_MAX_FAILURES_PER_VF;
+}
+
+enum rule_verdict rule_after_failure(uint64_t tally, int64_t threshold, int64_t cap,
+				     uint64_t quarantined)
+{
+	if (!rule_meets_threshold(tally, threshold))
+		return RULE_RECORD;
+	return rule_cap_allows(cap, quarantined) ? RULE_QUARANTINE : RULE_HOLD_BACK;
+}
+
+bool rule_success_rescinds(uint64_t remaining, bool quarantined, bool manual)
+{
+	return remaining == 0 && quarantined && !manual;
+}
+
+size_t rule_reevaluate_take(int64_t cap, uint64_t quarantined, size_t candidates)
+{
+	if (cap <= 0)
+		return candidates;
+	if (quarantined >= (uint64_t)cap)
+		return 0; /* the rest stay held back: the breaker is engaged */
+	uint64_t room = (uint64_t)cap - quarantined;
+	return room < candidates ? (size_t)room : candidates;
+}
+
+int rule_claim_refusal(bool quarantined, const char *holder, const char *instance_id)
+{
+	if (quarantined)
+		return -EBUSY;
+	if (!holder)
+		return 0;
+	return strcmp(holder, instance_id) == 0 ? -EEXIST : -EBUSY;
+}
+
+int rule_unregister_refusal(bool quarantined, uint64_t tally, bool claimed)
+{
+	return quarantined || tally > 0 || claimed ? -EBUSY : 0;
+}
+
+bool rule_manual_unchanged(bool quarantined)
+{
+	return quarantined;
+}
+
+bool rule_clear_unchanged(bool quarantined, uint64_t tally)
+{
+	return !quarantined && tally == 0;
+}

@@ -1,0 +1,538 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * schema.c - the store's lifecycle: open (exclusivity, checks, schema),
+ * loading the database into the mirror, applying the configured settings,
+ * repair, close; and the unavailable latch.  Runs under write_lock
+ * (store-internal.h).
+ *
+ * Design notes
+ * ============
+ *
+ * Exclusivity.  store_open() takes flock(LOCK_EX|LOCK_NB) on PATH "-lock"
+ * (a separate file: opening and closing the database file itself would drop
+ * SQLite's POSIX locks), so a second daemon gets -EBUSY.
+ *
+ * A file that is not ours, has a newer schema or fails PRAGMA quick_check is
+ * never written: nothing is written before the checks pass.  The load reads
+ * only the compact failure columns from the covering index (most of the
+ * startup time with many failures).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "proto/log.h"
+#include "store/store-internal.h"
+
+#define STORE_APPLICATION_ID 0x56464831 /* 'VFH1' */
+#define STORE_SCHEMA_VERSION 1
+
+/* -- availability ----------------------------------------------------------- */
+
+void latch_unavailable(struct store *s, const char *reason)
+{
+	pthread_rwlock_wrlock(&s->mirror_lock);
+	copy_string(s->reason, sizeof(s->reason), reason);
+	for (char *p = s->reason; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' '; /* one line: it is shown in a status file and logs */
+	atomic_store(&s->available, false);
+	pthread_rwlock_unlock(&s->mirror_lock);
+	log_err("store: unavailable: %s", s->reason);
+}
+
+
+static int mkdir_parents(const char *path)
+{
+	_cleanup_free_ char *dir = strdup(path);
+
+	if (!dir)
+		return -ENOMEM;
+	for (char *p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return negative_errno();
+		*p = '/';
+	}
+	return 0;
+}
+
+static int compare_entry_id(const void *a, const void *b)
+{
+	const struct vf_entry *x = *(struct vf_entry *const *)a, *y = *(struct vf_entry *const *)b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static struct vf_entry *lookup_id(struct vf_entry **by_id, size_t n, uint64_t id)
+{
+	struct vf_entry key = { .id = id }, *k = &key;
+	struct vf_entry **found = bsearch(&k, by_id, n, sizeof(*by_id), compare_entry_id);
+
+	return found ? *found : NULL;
+}
+
+struct loaded_index {
+	struct vf_entry **by_addr;
+	struct vf_entry **by_id;
+	size_t n;
+};
+
+static void loaded_index_free(struct loaded_index *li)
+{
+	for (size_t i = 0; li->by_addr && i < li->n; i++)
+		vf_entry_free(li->by_addr[i]);
+	free(li->by_addr);
+	free(li->by_id);
+}
+
+/* Load every VF's failure keys: only the compact columns, from the covering
+ * index, so rows arrive grouped by VF and no message is read (this is most
+ * of the startup time with many failures). */
+static int db_load_failures(struct store *s, struct loaded_index *li)
+{
+	struct failure_builder b = { 0 };
+	struct vf_entry *e = NULL;
+	int64_t current = 0;
+	bool started = false;
+	int r;
+	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+		s, "SELECT vf_id, " FAILURE_KEY_COLUMNS " FROM failures ORDER BY vf_id", "");
+
+	if (!st)
+		return -EIO;
+	for (;;) {
+		int row = db_step(s, st);
+		if (row < 0) {
+			r = row;
+			break;
+		}
+		int64_t vf_id = row ? sqlite3_column_int64(st, 0) : 0;
+		if (!row || !started || vf_id != current) {
+			/* the previous VF is complete */
+			if (e && (r = failure_block_finish(&b, &e->failures, &e->failure_ids,
+							  &e->n_failures)) < 0)
+				break;
+			if (!row) {
+				r = 0;
+				break;
+			}
+			started = true;
+			current = vf_id;
+			e = lookup_id(li->by_id, li->n, (uint64_t)vf_id);
+		}
+		/* no entry: the history of an unregistered VF */
+		if (e && (r = db_read_failure_key(st, 1, &b)) < 0)
+			break;
+	}
+	failure_builder_free(&b);
+	for (size_t i = 0; i < li->n; i++)
+		atomic_store(&li->by_addr[i]->failure_count, (unsigned)li->by_addr[i]->n_failures);
+	return r;
+}
+
+/* Read the whole database.  Returns 0, -EIO (batch_error says why: the
+ * content is not what this code writes), or -ENOMEM. */
+static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
+		   int64_t *max_quarantined)
+{
+	int64_t n;
+	int r;
+
+	if ((r = db_setting(s, "threshold", threshold)) < 0 ||
+	    (r = db_setting(s, "max_quarantined", max_quarantined)) < 0 ||
+	    (r = db_int(s, &n, "SELECT COUNT(*) FROM vfs", "")) < 0)
+		return r;
+	if (*threshold < STORE_THRESHOLD_MIN || *threshold > STORE_THRESHOLD_MAX ||
+	    *max_quarantined < 0 || *max_quarantined > STORE_MAX_VFS || n > STORE_MAX_VFS) {
+		s->batch_failed = true;
+		snprintf(s->batch_error, sizeof(s->batch_error),
+			 "database content invalid: threshold %lld, max_quarantined %lld, %lld VFs",
+			 (long long)*threshold, (long long)*max_quarantined, (long long)n);
+		return -EIO;
+	}
+	li->by_addr = calloc(MAX((size_t)n, (size_t)1), sizeof(*li->by_addr));
+	li->by_id = calloc(MAX((size_t)n, (size_t)1), sizeof(*li->by_id));
+	if (!li->by_addr || !li->by_id)
+		return -ENOMEM;
+	{
+		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+			s, "SELECT id, address, quarantined, manual FROM vfs ORDER BY address", "");
+		if (!st)
+			return -EIO;
+		while ((r = db_step(s, st)) == 1 && li->n < (size_t)n) {
+			struct vf_entry *e = calloc(1, sizeof(*e));
+			if (!e)
+				return -ENOMEM;
+			li->by_addr[li->n++] = e;
+			e->id = (uint64_t)sqlite3_column_int64(st, 0);
+			copy_string(e->addr, sizeof(e->addr), db_col_text(st, 1));
+			e->quarantined = sqlite3_column_int(st, 2) != 0;
+			e->manual = sqlite3_column_int(st, 3) != 0;
+			if (!store_vf_address_valid(e->addr)) {
+				s->batch_failed = true;
+				snprintf(s->batch_error, sizeof(s->batch_error),
+					 "database content invalid: VF address '%s'", e->addr);
+				return -EIO;
+			}
+		}
+		if (r < 0)
+			return r;
+	}
+	memcpy(li->by_id, li->by_addr, li->n * sizeof(*li->by_id));
+	qsort(li->by_id, li->n, sizeof(*li->by_id), compare_entry_id);
+
+	r = db_load_failures(s, li);
+	if (r < 0)
+		return r;
+	{
+		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+			s, "SELECT vf_id, " CLAIM_COLUMNS " FROM claims WHERE released_at IS NULL", "");
+		if (!st)
+			return -EIO;
+		while ((r = db_step(s, st)) == 1) {
+			struct vf_entry *e = lookup_id(li->by_id, li->n,
+						       (uint64_t)sqlite3_column_int64(st, 0));
+			if (!e || e->claim)
+				continue;
+			e->claim = malloc(sizeof(*e->claim));
+			if (!e->claim)
+				return -ENOMEM;
+			db_read_claim(st, 1, e->addr, e->claim);
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Load the database into the mirror (replacing it) and mark available. */
+static int mirror_reload(struct store *s)
+{
+	struct loaded_index li = { 0 };
+	int64_t threshold, max_quarantined;
+	int r = db_load(s, &li, &threshold, &max_quarantined);
+
+	if (r < 0) {
+		loaded_index_free(&li);
+		if (!s->batch_failed) {
+			s->batch_failed = true;
+			snprintf(s->batch_error, sizeof(s->batch_error), "loading failed: %s",
+				 strerror(-r));
+		}
+		return r;
+	}
+	mirror_replace(s, li.by_addr, li.by_id, li.n, (int)threshold, (int)max_quarantined);
+	return 0;
+}
+
+#define SCHEMA_SQL                                                                         \
+	"BEGIN IMMEDIATE;"                                                                 \
+	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"                \
+	"CREATE TABLE vfs (id INTEGER PRIMARY KEY AUTOINCREMENT,"                          \
+	" address TEXT NOT NULL UNIQUE, quarantined INTEGER NOT NULL DEFAULT 0,"           \
+	" manual INTEGER NOT NULL DEFAULT 0, quarantined_at TEXT);"                        \
+	"CREATE TABLE failures (id INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
+	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"   \
+	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                               \
+	" UNIQUE (vf_id, instance_id, assigned_at));"                                      \
+	"CREATE TABLE claims (id INTEGER PRIMARY KEY AUTOINCREMENT,"                       \
+	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, claimed_at TEXT NOT NULL,"    \
+	" agent TEXT NOT NULL, control TEXT NOT NULL, pid INTEGER NOT NULL,"               \
+	" pid_starttime INTEGER NOT NULL, released_at TEXT);"                              \
+	"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"     \
+	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0);"   \
+	"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                   \
+	"PRAGMA user_version = 1;"            /* STORE_SCHEMA_VERSION */                   \
+	"COMMIT;"
+
+_Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
+_Static_assert(STORE_THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
+
+/* Open the database, check that it is ours, and load it.  Nothing is
+ * written before the checks pass, so a foreign or damaged file is never
+ * altered.  Returns 0 (opened), 1 (unusable: reason set), -EBUSY, -ENOMEM. */
+static int db_open(struct store *s, char *reason, size_t reason_size)
+{
+	int64_t app_id, version, tables;
+	int r;
+
+	if (s->lock_fd < 0) {
+		if ((r = mkdir_parents(s->path)) < 0) {
+			snprintf(reason, reason_size, "cannot create the parent of %s: %s", s->path,
+				 strerror(-r));
+			return r == -ENOMEM ? r : 1;
+		}
+		int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			snprintf(reason, reason_size, "cannot open %s: %s", s->lock_path,
+				 strerror(errno));
+			return 1;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			int err = errno;
+			close(fd);
+			snprintf(reason, reason_size, "cannot lock %s: %s", s->lock_path,
+				 err == EWOULDBLOCK ? "held by another process" : strerror(err));
+			return err == EWOULDBLOCK ? -EBUSY : 1;
+		}
+		s->lock_fd = fd;
+	}
+	/* create it with our mode; SQLite gives -wal and -shm the same mode */
+	int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		snprintf(reason, reason_size, "cannot open %s: %s", s->path, strerror(errno));
+		return 1;
+	}
+	close(fd);
+
+	r = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX,
+			    s->vfs_name);
+	if (r != SQLITE_OK) {
+		snprintf(reason, reason_size, "cannot open database: %s",
+			 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(r));
+		return r == SQLITE_NOMEM ? -ENOMEM : 1;
+	}
+	sqlite3_busy_timeout(s->db, STORE_BUSY_TIMEOUT_MS);
+	s->batch_failed = false;
+	if (db_int(s, &app_id, "PRAGMA application_id", "") < 0 ||
+	    db_int(s, &version, "PRAGMA user_version", "") < 0 ||
+	    db_int(s, &tables, "SELECT COUNT(*) FROM sqlite_master", "") < 0) {
+		snprintf(reason, reason_size, "cannot read database %s: %s", s->path,
+			 sqlite3_errmsg(s->db));
+		return 1;
+	}
+	bool fresh = app_id == 0 && version == 0 && tables == 0;
+	if (!fresh && app_id != STORE_APPLICATION_ID) {
+		snprintf(reason, reason_size,
+			 "%s is not a vfhealth database (application_id 0x%08llx, expected 0x%08x)",
+			 s->path, (unsigned long long)(uint32_t)app_id, STORE_APPLICATION_ID);
+		return 1;
+	}
+	if (!fresh && version != STORE_SCHEMA_VERSION) {
+		snprintf(reason, reason_size,
+			 "%s has schema version %lld; this vfhealthd supports version %d%s", s->path,
+			 (long long)version, STORE_SCHEMA_VERSION,
+			 version > STORE_SCHEMA_VERSION ? " (written by a newer vfhealthd)" : "");
+		return 1;
+	}
+	{
+		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(s, "PRAGMA quick_check", "");
+		if (!st || db_step(s, st) != 1) {
+			snprintf(reason, reason_size, "quick_check of %s failed: %s", s->path,
+				 sqlite3_errmsg(s->db));
+			return 1;
+		}
+		if (strcmp(db_col_text(st, 0), "ok") != 0) {
+			snprintf(reason, reason_size, "quick_check of %s failed: %s", s->path,
+				 db_col_text(st, 0));
+			return 1;
+		}
+	}
+	/* checks passed: from here on we may write */
+	{
+		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(s, "PRAGMA journal_mode = WAL", "");
+		if (!st || db_step(s, st) != 1 || strcmp(db_col_text(st, 0), "wal") != 0) {
+			snprintf(reason, reason_size, "cannot enable WAL on %s: %s", s->path,
+				 sqlite3_errmsg(s->db));
+			return 1;
+		}
+	}
+	if (sqlite3_exec(s->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL) != SQLITE_OK) {
+		snprintf(reason, reason_size, "cannot set synchronous: %s", sqlite3_errmsg(s->db));
+		return 1;
+	}
+	if (fresh && sqlite3_exec(s->db, SCHEMA_SQL, NULL, NULL, NULL) != SQLITE_OK) {
+		snprintf(reason, reason_size, "cannot create the schema in %s: %s", s->path,
+			 sqlite3_errmsg(s->db));
+		if (!sqlite3_get_autocommit(s->db))
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		return 1;
+	}
+	if (mirror_reload(s) < 0) {
+		snprintf(reason, reason_size, "%s", s->batch_error);
+		return 1;
+	}
+	return 0;
+}
+
+/* write_lock held.  0 available, 1 unavailable (latched with the reason),
+ * or -EBUSY / -ENOMEM. */
+static int open_locked(struct store *s)
+{
+	char reason[STORE_REASON_MAX] = "";
+	int r = db_open(s, reason, sizeof(reason));
+
+	if (r == 0) {
+		atomic_fetch_add(&s->db_generation, 1); /* the listing connection reopens */
+		log_info("store: opened %s", s->path);
+		return 0;
+	}
+	sqlite3_close_v2(s->db);
+	s->db = NULL;
+	latch_unavailable(s, reason);
+	return r;
+}
+
+static void apply_config(struct store *s)
+{
+	struct op threshold_op = { .kind = OP_THRESHOLD, .value = s->cfg_threshold };
+	struct op cap_op = { .kind = OP_MAX_QUARANTINED, .value = s->cfg_max_quarantined };
+	struct op *ops[2];
+	size_t n = 0;
+
+	pthread_rwlock_rdlock(&s->mirror_lock);
+	if (s->cfg_threshold != 0 && s->cfg_threshold != s->threshold)
+		ops[n++] = &threshold_op;
+	if (s->cfg_max_quarantined >= 0 && s->cfg_max_quarantined != s->max_quarantined)
+		ops[n++] = &cap_op;
+	pthread_rwlock_unlock(&s->mirror_lock);
+	if (n == 0)
+		return;
+	commit_submit(s, ops, n); /* one transaction: the new settings and the re-evaluation */
+	for (size_t i = 0; i < n; i++)
+		if (ops[i]->rc < 0)
+			log_err("store: applying the configured %s failed: %s",
+				ops[i] == &threshold_op ? "threshold" : "max_quarantined",
+				strerror(-ops[i]->rc));
+}
+
+/* Tell the filesystem that everything may have changed (after a reload). */
+static void notify_all(struct store *s)
+{
+	_cleanup_free_ char(*addrs)[STORE_VF_BUFSZ] = NULL;
+	size_t n = 0;
+
+	if (!s->change_fn)
+		return;
+	pthread_rwlock_rdlock(&s->index_lock);
+	addrs = calloc(MAX(s->n_vfs, (size_t)1), sizeof(*addrs));
+	for (size_t i = 0; addrs && i < s->n_vfs; i++)
+		memcpy(addrs[n++], s->by_addr[i]->addr, STORE_VF_BUFSZ);
+	pthread_rwlock_unlock(&s->index_lock);
+	commit_notify(s,
+		      STORE_CHANGE_STATUS | STORE_CHANGE_VFS | STORE_CHANGE_THRESHOLD |
+			      STORE_CHANGE_MAX_QUARANTINED | STORE_CHANGE_BREAKER,
+		      "", NULL);
+	for (size_t i = 0; i < n; i++)
+		commit_notify(s,
+			      STORE_CHANGE_FAILURES | STORE_CHANGE_QUARANTINE |
+				      STORE_CHANGE_CLAIMS,
+			      addrs[i], NULL);
+}
+
+int store_repair(struct store *s)
+{
+	bool recovered = false;
+
+	pthread_mutex_lock(&s->write_lock);
+	if (!atomic_load(&s->available)) {
+		if (!atomic_load(&s->loaded) || !s->db) {
+			open_locked(s);
+		} else {
+			/* prove that a write commits, then trust only what is on disk */
+			s->batch_failed = false;
+			if (db_exec(s, "BEGIN IMMEDIATE", "") == 0 &&
+			    db_exec(s,
+				    "INSERT INTO meta (key, value) VALUES ('repairs', 1) "
+				    "ON CONFLICT (key) DO UPDATE SET value = value + 1",
+				    "") == 0 &&
+			    sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+				db_fail(s, "repair failed");
+			if (!s->batch_failed)
+				mirror_reload(s);
+			if (s->batch_failed) {
+				if (!sqlite3_get_autocommit(s->db))
+					sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+				latch_unavailable(s, s->batch_error);
+			} else {
+				atomic_fetch_add(&s->commits, 1);
+			}
+		}
+		recovered = atomic_load(&s->available);
+	}
+	pthread_mutex_unlock(&s->write_lock);
+	if (recovered) {
+		log_info("store: available again");
+		apply_config(s);
+		notify_all(s);
+	}
+	return atomic_load(&s->available) ? 0 : -EIO;
+}
+
+int store_open(const struct store_options *opt, struct store **ret)
+{
+	if (!opt || !ret || !opt->path || !*opt->path || strlen(opt->path) >= PATH_MAX - 8)
+		return -EINVAL;
+	if (opt->threshold != 0 &&
+	    (opt->threshold < STORE_THRESHOLD_MIN || opt->threshold > STORE_THRESHOLD_MAX))
+		return -EINVAL;
+	if (opt->max_quarantined < -1 || opt->max_quarantined > STORE_MAX_VFS)
+		return -EINVAL;
+	if (opt->vfs_name && !sqlite3_vfs_find(opt->vfs_name))
+		return -EINVAL;
+
+	struct store *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->lock_fd = -1;
+	s->queue_tail = &s->queue_head;
+	s->cfg_threshold = opt->threshold;
+	s->cfg_max_quarantined = opt->max_quarantined;
+	pthread_mutex_init(&s->write_lock, NULL);
+	pthread_rwlock_init(&s->index_lock, NULL);
+	pthread_rwlock_init(&s->mirror_lock, NULL);
+	pthread_mutex_init(&s->queue_lock, NULL);
+	pthread_cond_init(&s->queue_cond, NULL);
+	pthread_mutex_init(&s->read_lock, NULL);
+	s->path = strdup(opt->path);
+	if (asprintf(&s->lock_path, "%s-lock", opt->path) < 0)
+		s->lock_path = NULL;
+	s->vfs_name = opt->vfs_name ? strdup(opt->vfs_name) : NULL;
+	if (!s->path || !s->lock_path || (opt->vfs_name && !s->vfs_name)) {
+		store_close(s);
+		return -ENOMEM;
+	}
+
+	pthread_mutex_lock(&s->write_lock);
+	int r = open_locked(s);
+	pthread_mutex_unlock(&s->write_lock);
+	if (r < 0) {
+		store_close(s);
+		return r;
+	}
+	if (r == 0)
+		apply_config(s);
+	*ret = s;
+	return 0;
+}
+
+void store_close(struct store *s)
+{
+	if (!s)
+		return;
+	/* the reader first: the writer, closing last, checkpoints the WAL */
+	sqlite3_close_v2(s->read_db);
+	if (s->db)
+		sqlite3_close_v2(s->db);
+	if (s->lock_fd >= 0)
+		close(s->lock_fd); /* drops the flock */
+	mirror_clear(s);
+	pthread_mutex_destroy(&s->read_lock);
+	pthread_cond_destroy(&s->queue_cond);
+	pthread_mutex_destroy(&s->queue_lock);
+	pthread_rwlock_destroy(&s->mirror_lock);
+	pthread_rwlock_destroy(&s->index_lock);
+	pthread_mutex_destroy(&s->write_lock);
+	free(s->path);
+	free(s->lock_path);
+	free(s->vfs_name);
+	free(s);
+}

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store-internal.h - what the store's files share, and nothing outside
+ * store/ includes: struct store (settings, locks, the mirror's index, the op
+ * queue, the listing connection, counters), the mirror's entries, an op
+ * (one queued mutation with its change list), and what each file offers the
+ * others.  The contract is store.h; the decisions are rules.h.
+ *
+ *   api.c      the public entry points: validate, decide from the mirror,
+ *              submit (one shape for all of them), and the reads
+ *   rules.c    the decisions as pure functions
+ *   mirror.c   the in-memory mirror: index, failure keys, counts, applying
+ *   db.c       SQLite helpers and row readers (callers hold write_lock)
+ *   ops.c      the SQL operations, run inside the batch transaction, and
+ *              their change lists
+ *   commit.c   group commit: the queue, the leader, savepoints, one fsync,
+ *              the change callback
+ *   schema.c   open, schema, load, repair, close; the unavailable latch
+ *   listing.c  the read-only listing connection (store_failure_list)
+ *
+ * Design notes
+ * ============
+ *
+ * Threads.  The store has no thread of its own.  Callers are FUSE workers and
+ * sentinel workers.  A mutation is queued as an `op` and the first caller to
+ * find no commit leader becomes the leader and runs the batch (commit.c).
+ *
+ * Locks, outermost first (a thread never takes an earlier one while holding
+ * a later one):
+ *   1. write_lock (mutex): whoever talks to SQLite holds it: the leader for
+ *      its whole batch, store_repair(), open.  Also guards batch_failed /
+ *      batch_error.
+ *   2. index_lock (rwlock): the VF index (by_addr, by_id arrays and the
+ *      vf_entry objects' lifetime).  Its write side is taken only when VFs
+ *      are registered or unregistered (and when the whole mirror is loaded).
+ *   3. mirror_lock (rwlock): everything inside the entries (quarantine bits,
+ *      failures, claims), the settings, the counts and the reason.  Readers
+ *      take the read side; the leader takes the write side only to apply a
+ *      committed batch (memory only, never across an fsync).
+ *   4. queue_lock (mutex): the op queue and the leader flag; a leaf.
+ *   read_lock (mutex): the listing connection read_db (listing.c).  Outside
+ *      the order above: a leaf, never held while taking another store lock,
+ *      and taken with no other store lock held.
+ * The success fast path takes only index_lock's read side and reads the
+ * entry's atomic failure_count, so a healthy poll never waits for a commit,
+ * a claim or a failure report, and works while the store is unavailable.
+ *
+ * Reads are served from the mirror, which is written only after a
+ * successful COMMIT (or loaded whole at open/repair), except the failure
+ * listing (listing.c).  No-op calls (duplicate report, report on a
+ * quarantined VF, success with nothing to clear, manual quarantine of a
+ * quarantined VF, clearing a clean VF, setting a setting to its value) are
+ * decided from the mirror and take no transaction; this is linearizable
+ * because the mirror is a committed state and queued ops are not yet
+ * acknowledged.
+ *
+ * Shutdown.  store_close() expects no concurrent callers (the daemon stops
+ * its workers first); every acknowledged change is already durable.
+ */
+#ifndef VFHEALTH_STORE_INTERNAL_H
+#define VFHEALTH_STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include <sqlite3.h>
+
+#include "proto/cleanup.h"
+#include "proto/parse.h"
+#include "store/store.h"
+
+#define STORE_BUSY_TIMEOUT_MS 5000
+
+DEFINE_CLEANUP_FUNC(sqlite3_stmt, sqlite3_finalize)
+#define _cleanup_stmt_ _cleanup_(sqlite3_finalizep)
+
+static inline void copy_string(char *dst, size_t size, const char *src)
+{
+	snprintf(dst, size, "%s", src ? src : "");
+}
+
+/* -- the mirror (mirror.c) --------------------------------------------------- */
+
+/* A failure as the mirror keeps it: only what the decisions need (dedupe
+ * and the success rule).  reported_at, the message and the text of
+ * assigned_at stay in SQLite; store_failure_list() reads them there.  A
+ * VF's keys, oldest first, and their NUL-terminated instance ids share one
+ * malloc'd block (failure_block_finish()), so a record costs 24 bytes plus
+ * its id instead of a struct store_failure's ~1.2 KiB. */
+struct failure_key {
+	int64_t row_id;         /* failures.id: insertion order */
+	int64_t assigned_sec;   /* assigned_at: seconds since the epoch ... */
+	uint32_t assigned_nsec; /* ... and nanoseconds, or ASSIGNED_UNKNOWN/FOREIGN */
+	uint32_t instance_off;  /* the instance id: byte offset into the ids */
+};
+
+#define ASSIGNED_UNKNOWN UINT32_MAX       /* "" (never a nanosecond count) */
+#define ASSIGNED_FOREIGN (UINT32_MAX - 1) /* not canonical text: matches nothing */
+
+struct vf_entry {
+	char addr[STORE_VF_BUFSZ];
+	uint64_t id;
+	atomic_uint failure_count; /* == n_failures; read without mirror_lock */
+	bool quarantined;
+	bool manual;
+	struct failure_key *failures; /* oldest first; one block with failure_ids */
+	const char *failure_ids;      /* inside the failures block; not freed alone */
+	size_t n_failures;
+	struct store_claim *claim; /* the live claim, NULL when none */
+};
+
+/* A VF's committed state, read inside the transaction before COMMIT and
+ * applied to the mirror after it. */
+struct vf_snapshot {
+	char addr[STORE_VF_BUFSZ];
+	bool exists;
+	uint64_t id;
+	bool quarantined;
+	bool manual;
+	struct failure_key *failures;
+	const char *failure_ids;
+	size_t n_failures;
+	struct store_claim *claim;
+};
+
+/* Collects one VF's keys (in any order) and ids in growable scratch buffers;
+ * failure_block_finish() packs them, oldest first, into one exact block. */
+struct failure_builder {
+	struct failure_key *keys;
+	size_t n, cap;
+	char *ids;
+	size_t used, ids_cap;
+};
+
+/* -- ops (ops.c) and the queue (commit.c) -------------------------------------- */
+
+enum op_kind {
+	OP_REGISTER,
+	OP_UNREGISTER,
+	OP_FAILURE,
+	OP_SUCCESS,
+	OP_MANUAL,
+	OP_CLEAR,
+	OP_THRESHOLD,
+	OP_MAX_QUARANTINED,
+	OP_CLAIM,
+	OP_CLAIM_UPDATE,
+	OP_RELEASE,
+};
+
+struct op {
+	enum op_kind kind;
+	char vf[STORE_VF_BUFSZ];
+	char instance_id[INSTANCE_ID_MAX + 1];
+	char when[RFC3339_BUFSZ]; /* assigned_at, or claimed_at ("" = none) */
+	const char *message;      /* sanitized, owned by the caller */
+	const struct store_claim *claim_in;
+	int value; /* threshold or max_quarantined */
+
+	int rc;
+	struct store_failure_result failure;
+	struct store_success_result success;
+	struct store_claim claim_out;
+
+	struct store_change *changes; /* malloc'd, for the callback */
+	size_t n_changes;
+	size_t cap_changes;
+
+	bool done; /* under queue_lock */
+	struct op *next;
+};
+
+struct store {
+	/* set at open, then constant */
+	char *path;
+	char *lock_path;
+	char *vfs_name;
+	int cfg_threshold;
+	int cfg_max_quarantined;
+
+	pthread_mutex_t write_lock;
+	int lock_fd; /* flock'd; -1 while not held */
+	sqlite3 *db;
+	bool batch_failed;
+	char batch_error[STORE_REASON_MAX];
+
+	pthread_rwlock_t index_lock;
+	struct vf_entry **by_addr; /* sorted by address */
+	struct vf_entry **by_id;   /* sorted by id */
+	size_t n_vfs;
+	size_t cap_vfs;
+	atomic_bool loaded; /* the mirror holds the database's state */
+
+	pthread_rwlock_t mirror_lock;
+	atomic_bool available;
+	char reason[STORE_REASON_MAX];
+	int threshold;
+	int max_quarantined;
+	size_t n_quarantined;
+	size_t n_claimed;
+	size_t n_held_back;
+
+	pthread_mutex_t queue_lock;
+	pthread_cond_t queue_cond;
+	struct op *queue_head;
+	struct op **queue_tail;
+	bool leader_active;
+
+	/* the listing connection (store_failure_list): read-only, a leaf lock */
+	pthread_mutex_t read_lock;
+	sqlite3 *read_db;            /* NULL until first used */
+	unsigned read_db_generation; /* the db_generation read_db was opened at */
+	atomic_uint db_generation;   /* bumped by every successful open of db */
+
+	store_change_fn change_fn;
+	void *change_userdata;
+
+	atomic_uint_fast64_t failed_reports[3];
+	atomic_uint_fast64_t ok_reports_cleared;
+	atomic_uint_fast64_t ok_reports_noop;
+	atomic_uint_fast64_t commits;
+	atomic_uint_fast64_t commit_failures;
+};
+
+/* -- mirror.c ------------------------------------------------------------------ */
+
+int failure_builder_push(struct failure_builder *b, int64_t row_id, const char *instance_id,
+			 size_t instance_len, const char *assigned_at);
+int failure_block_finish(struct failure_builder *b, struct failure_key **ret,
+			 const char **ret_ids, size_t *ret_n);
+void failure_builder_free(struct failure_builder *b);
+
+void mirror_rdlock(struct store *s); /* index_lock, then mirror_lock: read sides */
+void mirror_unlock(struct store *s);
+/* callers hold index_lock */
+struct vf_entry *mirror_find(struct store *s, const char *addr);
+struct vf_entry *mirror_find_by_id(struct store *s, uint64_t id);
+/* callers hold mirror_lock too: assigned_at canonical or "" */
+bool mirror_failure_recorded(const struct vf_entry *e, const char *instance_id,
+			     const char *assigned_at);
+void mirror_fill_info(const struct vf_entry *e, struct store_vf_info *info);
+bool mirror_breaker_engaged(const struct store *s);
+
+void vf_entry_free(struct vf_entry *e);
+void snapshot_release(struct vf_snapshot *snap);
+/* index_lock's write side held */
+int mirror_reserve(struct store *s, size_t want);
+void mirror_clear(struct store *s);
+/* Apply committed snapshots (takes the locks; cannot fail: spares are
+ * preallocated).  Returns whether the breaker state changed. */
+bool mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **spares, size_t n,
+		  int threshold, int max_quarantined, bool structural);
+/* Replace the whole mirror with a loaded one (takes the locks) and mark the
+ * store loaded and available. */
+void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry **by_id, size_t n,
+		    int threshold, int max_quarantined);
+
+/* -- db.c (callers hold write_lock) ---------------------------------------------- */
+
+/* What the mirror needs: the unique index (vf_id, instance_id, assigned_at)
+ * holds all of it (id is its rowid), so no table page, no message, is read. */
+#define FAILURE_KEY_COLUMNS "id, instance_id, assigned_at"
+#define CLAIM_COLUMNS "id, instance_id, claimed_at, agent, control, pid, pid_starttime"
+
+int db_fail(struct store *s, const char *what);
+sqlite3_stmt *db_prepare(struct store *s, const char *sql, const char *types, ...);
+int db_step(struct store *s, sqlite3_stmt *st);
+int db_exec(struct store *s, const char *sql, const char *types, ...);
+int db_int(struct store *s, int64_t *ret, const char *sql, const char *types, ...);
+const char *db_col_text(sqlite3_stmt *st, int col);
+int db_read_failure_key(sqlite3_stmt *st, int col, struct failure_builder *b);
+void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim *c);
+
+struct vf_row {
+	int64_t id;
+	bool quarantined;
+	bool manual;
+};
+
+int db_vf_row(struct store *s, const char *addr, struct vf_row *row);
+int db_setting(struct store *s, const char *key, int64_t *ret);
+int db_failure_count(struct store *s, int64_t vf_id, int64_t *ret);
+int db_quarantined_count(struct store *s, int64_t *ret);
+int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap);
+/* The live claim on a VF into *ret: 1, or 0 when none, or -EIO. */
+int db_live_claim(struct store *s, int64_t vf_id, const char *vf, struct store_claim *ret);
+
+/* -- ops.c (inside the batch transaction) ------------------------------------------ */
+
+int ops_exec(struct store *s, struct op *op);
+void op_discard_changes(struct op *op);
+
+/* -- commit.c ------------------------------------------------------------------ */
+
+/* Queue ops and wait until all are durable (or failed); op->rc says. */
+void commit_submit(struct store *s, struct op **ops, size_t n);
+/* Call the change callback (no store lock held). */
+void commit_notify(struct store *s, unsigned bits, const char *vf, const char *instance_id);
+
+/* -- schema.c ------------------------------------------------------------------ */
+
+/* Caller holds write_lock. */
+void latch_unavailable(struct store *s, const char *reason);
+
+#endif
