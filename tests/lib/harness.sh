@@ -342,8 +342,10 @@ kill_daemon() {
 # ---- small tools ---------------------------------------------------------------
 
 # background COMMAND...: start COMMAND in the background; ended at exit.
+# Its stdin is the caller's (`background cmd <fifo`): without job control,
+# bash would give an asynchronous command /dev/null instead.
 background() {
-	"$@" &
+	"$@" <&0 &
 	BG_PIDS+=("$!")
 }
 
