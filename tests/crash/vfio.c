@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "proto/cleanup.h"
-#include "proto/parse.h"
 
 static int fail(void)
 {
