@@ -29,7 +29,7 @@ once=false
 mount=
 workdir=
 poll_interval=0.5
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "demo: $*" >&2; exit 2; }
 while (($#)); do
 	case $1 in
@@ -43,7 +43,10 @@ while (($#)); do
 	*) usage >&2; die "unknown argument: $1" ;;
 	esac
 done
-[[ -n $build ]] || { usage >&2; die "--build BUILD_DIR is required"; }
+if [[ -z $build && -z ${VFHEALTHD:-} && -z ${VFHEALTH_AGENT:-} && -z ${TEST_VMM:-} ]]; then
+	usage >&2
+	die "--build BUILD_DIR is required"
+fi
 vfhealthd=${VFHEALTHD:-$build/daemon/vfhealthd}
 agent=${VFHEALTH_AGENT:-$build/guest-agent/vfhealth-agent}
 test_vmm=${TEST_VMM:-$build/tests/sentinel/test-vmm}
@@ -62,7 +65,7 @@ if ! $force_demo && have_nvidia_gpu; then
 fi
 
 for b in "$vfhealthd" "$agent" "$test_vmm"; do
-	[[ -x $b ]] || die "$b is not built (meson compile -C $build)"
+	[[ -x $b ]] || die "$b is not built (meson compile -C ${build:-BUILD_DIR})"
 done
 [[ -c /dev/fuse && -r /dev/fuse && -w /dev/fuse ]] || die "this machine cannot mount FUSE (/dev/fuse)"
 command -v fusermount3 >/dev/null || die "fusermount3 is missing (Debian: fuse3)"

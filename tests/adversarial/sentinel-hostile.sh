@@ -10,12 +10,11 @@
 # takes much longer than one deadline; vfhealthd's open files and resident
 # memory stay flat.
 set -euo pipefail
-# shellcheck source=tests/crash/lib.sh
+# shellcheck source=../crash/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../crash/lib.sh"
-adversary_bin=$build_root/tests/adversarial/adversary
+adversary_bin=${ADVERSARY:?ADVERSARY must name the adversary (set by meson)}
 
-need_fuse
-[[ -x $adversary_bin ]] || fail "$adversary_bin was not built"
+require_fuse
 
 polls=${HOSTILE_POLLS:-100}
 timeout_s=0.2
@@ -23,22 +22,19 @@ timeout_s=0.2
 hostile=(garbage:2 huge:2 trickle:2 half:2 wrongtype:2 silent:10)
 n_hostile=20 n_ok=3 n_failed=1
 
-adir=$t_tmp/a
+adir=$T/a
 mkdir -p "$adir"
-mkfifo "$t_tmp/adversary.in"
-exec {adv_in}<>"$t_tmp/adversary.in" # held open: the adversary stops when we exit
-"$adversary_bin" "$adir" "${hostile[@]}" ok:$n_ok failed:$n_failed \
-	<"$t_tmp/adversary.in" >"$t_tmp/adversary.out" 2>&1 &
-adv_pid=$!
-wait_until "the agents to listen" 30 grep -qx ready "$t_tmp/adversary.out"
-t_cleanup_adv() { kill "$adv_pid" 2>/dev/null || true; }
-trap 't_cleanup_adv; t_cleanup' EXIT
+mkfifo "$T/adversary.in"
+exec {adv_in}<>"$T/adversary.in" # held open: the adversary stops when we exit
+background "$adversary_bin" "$adir" "${hostile[@]}" ok:$n_ok failed:$n_failed \
+	<"$T/adversary.in" >"$T/adversary.out" 2>&1
+wait_for 30 "the agents to listen" grep -qx ready "$T/adversary.out"
 
-mnt=$t_tmp/mnt
+mnt=$MNT
 # Under ASan, freed memory waits in a quarantine (256 MiB by default) before
 # reuse, which would read as growth: keep it small so RSS shows real leaks.
-daemon_env=(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1:thread_local_quarantine_size_kb=64")
-start_daemon "$mnt" "$t_tmp/db/vfhealth.db" --poll-interval 0.05 --poll-timeout "$timeout_s" \
+DAEMON_ENV=(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1:thread_local_quarantine_size_kb=64")
+start_daemon --poll-interval 0.05 --poll-timeout "$timeout_s" \
 	--concurrency 64 --no-reconcile
 
 # One VF and one claim per target; the claim names the target's socket.
@@ -68,26 +64,26 @@ snapshot() { # snapshot PREFIX: counters, open files and RSS of vfhealthd
 	for r in ok failed unknown rpc_error unsupported_agent; do
 		eval "${1}_$r=$(checks $r)"
 	done
-	eval "${1}_fds=$(find "/proc/$daemon_pid/fd" -mindepth 1 -maxdepth 1 | wc -l)"
-	eval "${1}_rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$daemon_pid/status")"
+	eval "${1}_fds=$(find "/proc/$DAEMON_PID/fd" -mindepth 1 -maxdepth 1 | wc -l)"
+	eval "${1}_rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$DAEMON_PID/status")"
 }
 polls_at_least() {
 	metrics=$(vf_read "$mnt/metrics")
 	local p duration
 	p=$(metric vfhealth_sentinel_polls_total <<<"$metrics")
 	duration=$(metric vfhealth_sentinel_last_poll_duration_seconds <<<"$metrics")
-	[[ -n $duration ]] && echo "$duration" >>"$t_tmp/durations"
+	[[ -n $duration ]] && echo "$duration" >>"$T/durations"
 	# Descriptors in use right now (a poll in flight holds one per target).
-	find "/proc/$daemon_pid/fd" -mindepth 1 -maxdepth 1 | wc -l >>"$t_tmp/fds"
+	find "/proc/$DAEMON_PID/fd" -mindepth 1 -maxdepth 1 | wc -l >>"$T/fds"
 	((${p:-0} >= $1))
 }
 
 # Warm up: every claim is in the target list and the allocators settled.
-wait_until "10 polls with all targets" 60 polls_at_least 10
+wait_for 60 "10 polls with all targets" polls_at_least 10
 snapshot a
-: >"$t_tmp/durations"
-: >"$t_tmp/fds"
-wait_until "$polls more polls" $((polls * 2)) polls_at_least $((a_polls + polls))
+: >"$T/durations"
+: >"$T/fds"
+wait_for $((polls * 2)) "$polls more polls" polls_at_least $((a_polls + polls))
 snapshot b
 
 d_polls=$((b_polls - a_polls))
@@ -114,7 +110,7 @@ done
 # One deadline per poll (all targets run at once): the typical poll takes
 # about one deadline, and none is held much longer by a peer (the trickle
 # alone would take half a minute); the slack is for a loaded CI machine.
-read -r median_duration max_duration < <(sort -g "$t_tmp/durations" |
+read -r median_duration max_duration < <(sort -g "$T/durations" |
 	awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)], v[NR] }')
 awk -v d="$median_duration" -v t="$timeout_s" 'BEGIN { exit !(d <= t + 0.3) }' ||
 	fail "the median poll took ${median_duration}s with a ${timeout_s}s deadline"
@@ -125,12 +121,12 @@ awk -v d="$max_duration" -v t="$timeout_s" 'BEGIN { exit !(d <= t * 10) }' ||
 # allocator caches grow a little on their own).
 # Descriptors: the fewest open at any sample (between polls) among the first
 # and among the last 20 samples; a leak per poll would add ~100.
-fds_first=$(head -n 20 "$t_tmp/fds" | sort -n | head -n 1)
-fds_last=$(tail -n 20 "$t_tmp/fds" | sort -n | head -n 1)
+fds_first=$(head -n 20 "$T/fds" | sort -n | head -n 1)
+fds_last=$(tail -n 20 "$T/fds" | sort -n | head -n 1)
 ((fds_last - fds_first <= 2)) ||
 	fail "vfhealthd open files grew from $fds_first to $fds_last over $d_polls polls"
 ((b_rss - a_rss <= ${HOSTILE_RSS_SLACK_KB:-8192})) ||
 	fail "vfhealthd RSS grew from ${a_rss} KiB to ${b_rss} KiB over $d_polls polls"
-kill -0 "$daemon_pid" || fail "vfhealthd died"
-finish
+kill -0 "$DAEMON_PID" || fail "vfhealthd died"
+stop_daemon
 echo "sentinel-hostile: $d_polls polls, $n_hostile hostile targets: rpc_error +$((b_rpc_error - a_rpc_error)), ok +$((b_ok - a_ok)), failed +$((b_failed - a_failed)); poll median ${median_duration}s, max ${max_duration}s; fds $fds_first -> $fds_last; RSS $a_rss -> $b_rss KiB"

@@ -6,24 +6,17 @@
 # do not hurt it, hybrid vsock through a fake VMM, clean shutdown, and an
 # agent on a machine without an NVIDIA device.
 #
-# usage: integration.sh AGENT AGENT_PEER
-set -eu
-AGENT=$1
-PEER=$2
+# Programs: VFHEALTH_AGENT, AGENT_PEER (set by meson).
 . "$(dirname "$0")/lib.sh"
 
-T=$(mktemp -d /tmp/vfh-agent-it.XXXXXX)
-LOG=$T/agent.log
 AGENT_PID=
 VMM_PID=
-cleanup() {
-	set +e
+stop_agents() {
 	exec 3>&-
 	if [ -n "$VMM_PID" ]; then kill "$VMM_PID"; wait "$VMM_PID"; fi 2>/dev/null
 	if [ -n "$AGENT_PID" ]; then kill "$AGENT_PID"; wait "$AGENT_PID"; fi 2>/dev/null
-	rm -rf "$T"
 }
-trap cleanup EXIT
+on_exit stop_agents
 
 NVRM='NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)'
 
@@ -67,13 +60,13 @@ AGENT_PID=$!
 EP=unix:$T/agent.sock
 
 # Answers come from the loop, which starts after the FIFO is open.
-until_deadline 10 query_is "$EP" 2 || fail "agent never answered unknown (rc $Q_RC: $Q_OUT)"
+wait_until 10 query_is "$EP" 2 || fail "agent never answered unknown (rc $Q_RC: $Q_OUT)"
 [ "$Q_OUT" = unknown ] || fail "unknown expected, got '$Q_OUT'"
 exec 3>"$T/kmsg"
 
 echo "== userspace records never count"
 printf '11,1,1000,-;%s\n12,2,1001,c;%s marker-user\n' "$NVRM" "$NVRM" >&3
-until_deadline 10 logged "marker-user" || fail "record never consumed"
+wait_until 10 logged "marker-user" || fail "record never consumed"
 logged "pri=11 not-kernel" || fail "userspace record not judged not-kernel"
 query "$EP"; [ "$Q_RC" -eq 2 ] || fail "userspace record changed the state: $Q_OUT"
 
@@ -82,28 +75,28 @@ echo "== many clients at once (more than the 64 slots), as the sentinel's pool"
 
 echo "== kernel record (KERN_CONT flag, dictionary line) -> failed"
 printf '4,1227,87669726564,c;%s\n SUBSYSTEM=pci\n DEVICE=+pci:0000:00:03.0\n' "$NVRM" >&3
-until_deadline 10 query_is "$EP" 1 || fail "never failed (rc $Q_RC: $Q_OUT)"
+wait_until 10 query_is "$EP" 1 || fail "never failed (rc $Q_RC: $Q_OUT)"
 [ "$Q_OUT" = "failed
 $NVRM" ] || fail "unexpected answer '$Q_OUT'"
 
 echo "== probe success -> ok"
 touch "$T/smi-ok"
-until_deadline 10 query_is "$EP" 0 || fail "never ok (rc $Q_RC: $Q_OUT)"
+wait_until 10 query_is "$EP" 0 || fail "never ok (rc $Q_RC: $Q_OUT)"
 [ "$Q_OUT" = ok ] || fail "unexpected answer '$Q_OUT'"
 
 echo "== a later failure record does not replace ok"
 printf '3,1300,87700000000,-;NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x24:0x65:1437) marker-late\n' >&3
-until_deadline 10 logged "marker-late" || fail "late record never consumed"
+wait_until 10 logged "marker-late" || fail "late record never consumed"
 query "$EP"; [ "$Q_RC" -eq 0 ] || fail "ok was replaced: $Q_OUT"
 
 echo "== the FIFO's writer goes away and comes back"
 exec 3>&-
 exec 3>"$T/kmsg"
 printf '6,1400,87800000000,-;marker-reopen\n' >&3
-until_deadline 10 logged "marker-reopen" || fail "agent stopped reading after the writer left"
+wait_until 10 logged "marker-reopen" || fail "agent stopped reading after the writer left"
 
 echo "== idle: no wakeups"
-until_deadline 10 logged "succeeded" || fail "no probe success logged"
+wait_until 10 logged "succeeded" || fail "no probe success logged"
 before=$(ctxt_switches "$AGENT_PID")
 sleep 1 # the measurement window: any wakeup in it is a busy loop
 after=$(ctxt_switches "$AGENT_PID")
@@ -123,7 +116,7 @@ kill -0 "$AGENT_PID" || fail "agent died"
 echo "== hybrid vsock through a fake VMM"
 "$PEER" vmm "$T/vmm.sock" "$T/agent.sock" 2222 </dev/null >/dev/null 2>"$T/vmm.log" &
 VMM_PID=$!
-until_deadline 10 test -S "$T/vmm.sock" || fail "fake VMM did not start"
+wait_until 10 test -S "$T/vmm.sock" || fail "fake VMM did not start"
 query "hvsock:$T/vmm.sock"
 [ "$Q_RC" -eq 0 ] && [ "$Q_OUT" = ok ] || fail "hvsock query: rc $Q_RC: $Q_OUT"
 query "hvsock:$T/vmm.sock:2222"
@@ -142,7 +135,7 @@ AGENT_PID=
 echo "== a socket left by a killed agent is replaced"
 "$AGENT" --listen "unix:$T/agent.sock" --sysfs-root "$T" </dev/null >/dev/null 2>&1 &
 AGENT_PID=$!
-until_deadline 10 query_is "$EP" 2 || fail "agent did not start"
+wait_until 10 query_is "$EP" 2 || fail "agent did not start"
 kill -KILL "$AGENT_PID"; wait "$AGENT_PID" || true
 AGENT_PID=
 [ -S "$T/agent.sock" ] || fail "expected a stale socket"
@@ -153,7 +146,7 @@ printf '3,1,1,-;%s\n' "$NVRM" > "$T/kmsg-file"
 "$AGENT" -v --listen "unix:$T/agent.sock" --kmsg "$T/kmsg-file" --sysfs-root "$T/sys" \
 	--nvidia-smi "$T/nvidia-smi" --probe-interval 0.1 </dev/null >/dev/null 2>"$LOG" &
 AGENT_PID=$!
-until_deadline 10 query_is "$EP" 2 || fail "no-device agent answered rc $Q_RC: $Q_OUT"
+wait_until 10 query_is "$EP" 2 || fail "no-device agent answered rc $Q_RC: $Q_OUT"
 logged "no NVIDIA PCI device" || fail "no-device not logged"
 ! logged "probe: attempt" || fail "probe ran without a device"
 

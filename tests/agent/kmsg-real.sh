@@ -5,19 +5,15 @@
 # /dev/kmsg); skips (77) otherwise.  Waits for the agent to log its verdict
 # on a marker record written after the NVRM line, never a blind sleep.
 #
-# usage: kmsg-real.sh AGENT
-set -eu
-AGENT=$1
+# Programs: VFHEALTH_AGENT (set by meson).
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" -eq 0 ] || skip "not root: cannot write /dev/kmsg"
 [ -r /dev/kmsg ] && [ -w /dev/kmsg ] || skip "/dev/kmsg not readable and writable"
 : > /dev/kmsg 2>/dev/null || skip "writes to /dev/kmsg refused"
 
-T=$(mktemp -d /tmp/vfh-agent-kmsg.XXXXXX)
-LOG=$T/agent.log
 AGENT_PID=
-trap 'if [ -n "$AGENT_PID" ]; then kill "$AGENT_PID"; wait "$AGENT_PID"; fi 2>/dev/null; rm -rf "$T"' EXIT
+on_exit 'if [ -n "$AGENT_PID" ]; then kill "$AGENT_PID"; wait "$AGENT_PID"; fi 2>/dev/null'
 mkdir -p "$T/sys/bus/pci/devices/0000:00:03.0"
 echo 0x10de > "$T/sys/bus/pci/devices/0000:00:03.0/vendor"
 MARK="vfhealth-kmsg-real-$$-$RANDOM"
@@ -27,7 +23,7 @@ MARK="vfhealth-kmsg-real-$$-$RANDOM"
 AGENT_PID=$!
 EP=unix:$T/agent.sock
 answers() { query "$EP"; [ "$Q_RC" -ne 3 ]; }
-until_deadline 10 answers || fail "agent never answered (rc $Q_RC: $Q_OUT)"
+wait_until 10 answers || fail "agent never answered (rc $Q_RC: $Q_OUT)"
 # Normally unknown; on a machine whose kernel log holds a real driver
 # failure, failed with that line.  Either way our write must change nothing.
 BEFORE_RC=$Q_RC
@@ -35,9 +31,9 @@ BEFORE=$Q_OUT
 
 echo '<3>NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)' > /dev/kmsg
 echo "<3>$MARK" > /dev/kmsg
-until_deadline 10 logged "$MARK" || fail "the agent never read the marker record"
-grep -F "not-kernel: NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)" "$LOG" \
-	| grep -q "pri=11 " || fail "the NVRM line was not judged a LOG_USER record"
+wait_until 10 logged "$MARK" || fail "the agent never read the marker record"
+grep -q "pri=11 " <<<"$(grep -F "not-kernel: NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)" "$LOG")" ||
+	fail "the NVRM line was not judged a LOG_USER record"
 query "$EP"
 [ "$Q_RC" -eq "$BEFORE_RC" ] && [ "$Q_OUT" = "$BEFORE" ] ||
 	fail "a userspace NVRM line changed the answer: '$BEFORE' -> '$Q_OUT'"

@@ -1,20 +1,19 @@
-# Shared helpers for the vfhealth-agent integration scripts (sourced).
-# No sleeps as synchronization: every wait is a retry-until-deadline loop
-# on a condition, or a blocking open/wait on a real event.
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+# tests/agent/lib.sh - the agent suite's own helpers on top of the harness
+# (tests/lib/harness.sh: temp dir $T, cleanup, skip/fail, wait_until).  No
+# sleeps as synchronization: every wait is a retry-until-deadline loop on a
+# condition, or a blocking open/wait on a real event.
+#
+# Environment (set by tests/agent/meson.build): VFHEALTH_AGENT, AGENT_PEER.
+# shellcheck source=../lib/harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 
-fail() { echo "FAIL: $*" >&2; [ -n "${LOG:-}" ] && [ -f "$LOG" ] && tail -30 "$LOG" >&2; exit 1; }
-skip() { echo "SKIP: $*"; exit 77; }
-
-# until_deadline SECONDS CMD...: retry CMD until it succeeds or time is up.
-until_deadline() {
-	local limit=$1; shift
-	local end=$(( $(date +%s%N) + limit * 1000000000 ))
-	until "$@"; do
-		[ "$(date +%s%N)" -lt "$end" ] || return 1
-		# poll interval of the retry loop, not a synchronization point
-		sleep 0.02
-	done
-}
+AGENT=${VFHEALTH_AGENT:?VFHEALTH_AGENT must name vfhealth-agent (set by meson)}
+PEER=${AGENT_PEER:?AGENT_PEER must name agent-peer (set by meson)}
+# The agent's log is what a failure shows (the harness tails DAEMON_LOG).
+LOG=$T/agent.log
+DAEMON_LOG=$LOG
 
 # query EP: run vfhealth-agent --query; sets Q_RC and Q_OUT.
 query() {

@@ -3,22 +3,17 @@
 # (the local CID 1).  Skips (77) where the machine cannot connect to itself
 # over vsock (no vsock_loopback transport, as on most hosts and guests).
 #
-# usage: vsock.sh AGENT AGENT_PEER
-set -eu
-AGENT=$1
-PEER=$2
+# Programs: VFHEALTH_AGENT, AGENT_PEER (set by meson).
 . "$(dirname "$0")/lib.sh"
 
 rc=0; "$PEER" vsock-loopback || rc=$?
 [ "$rc" -eq 0 ] || skip "no AF_VSOCK loopback transport"
 
-T=$(mktemp -d /tmp/vfh-agent-vsock.XXXXXX)
-LOG=$T/agent.log
 AGENT_PID=
-trap 'if [ -n "$AGENT_PID" ]; then kill "$AGENT_PID"; wait "$AGENT_PID"; fi 2>/dev/null; rm -rf "$T"' EXIT
+on_exit 'if [ -n "$AGENT_PID" ]; then kill "$AGENT_PID"; wait "$AGENT_PID"; fi 2>/dev/null'
 PORT=$(( 40000 + $$ % 20000 ))
 
 "$AGENT" -v --listen "vsock:any:$PORT" --sysfs-root "$T" </dev/null >/dev/null 2>"$LOG" &
 AGENT_PID=$!
-until_deadline 10 query_is "vsock:1:$PORT" 2 || fail "vsock query: rc $Q_RC: $Q_OUT"
+wait_until 10 query_is "vsock:1:$PORT" 2 || fail "vsock query: rc $Q_RC: $Q_OUT"
 echo PASS

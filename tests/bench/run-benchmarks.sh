@@ -10,16 +10,16 @@
 # (200), BENCH_INGEST_1 (200 reports), BENCH_INGEST_64 (1280 reports), each run three times,
 # BENCH_DISK_DIR (a directory on the disk the database would live on;
 # default under BUILD_DIR), BENCH_IDLE_S (agent idle window, 20 s).
+# Run by `meson test -C BUILD_DIR --benchmark`, which sets the programs'
+# paths in the environment (tests/bench/meson.build), as for every suite.
 set -euo pipefail
 build=$(cd "${1:?usage: run-benchmarks.sh BUILD_DIR}" && pwd)
-export VFHEALTH_BUILD_ROOT=$build
-export VFHEALTH_SOURCE_ROOT=${VFHEALTH_SOURCE_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-# shellcheck source=tests/crash/lib.sh
-source "$VFHEALTH_SOURCE_ROOT/tests/crash/lib.sh"
-vfbench=$build/tests/bench/vfbench
-agent_bin=$build/guest-agent/vfhealth-agent
-adversary_bin=$build/tests/adversarial/adversary
-need_fuse
+# shellcheck source=../crash/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../crash/lib.sh"
+vfbench=${VFBENCH:?VFBENCH must name vfbench (set by meson)}
+agent_bin=${VFHEALTH_AGENT:?}
+adversary_bin=${ADVERSARY:?ADVERSARY must name the adversary (set by meson)}
+require_fuse
 
 read_rounds=${BENCH_READ_ROUNDS:-100000}
 ls_rounds=${BENCH_LS_ROUNDS:-200}
@@ -28,9 +28,9 @@ ingest_64=${BENCH_INGEST_64:-1280}
 idle_s=${BENCH_IDLE_S:-20}
 disk=${BENCH_DISK_DIR:-$build/bench-disk}
 rm -rf -- "$disk" && mkdir -p "$disk"
-t_remove+=("$disk")
-shm=$t_tmp/shm # fast scratch for databases whose fsyncs are not measured
-need_mount_tmpfs "$shm" 512m
+on_exit "rm -rf -- '$disk'"
+shm=$T/shm # fast scratch for databases whose fsyncs are not measured
+mount_tmpfs "$shm" 512m
 
 # figure NAME VALUE UNIT LIMIT LIMIT_UNIT OP TARGET: OP is <= or >=; the
 # ratio is VALUE / LIMIT.
@@ -54,8 +54,9 @@ echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(nproc) CPUs, $(awk -F':
 # -- 1024 VFs: reads, listings, ingest ---------------------------------------------
 "$vfbench" populate "$shm/v1024.db" 1024 0 >/dev/null 2>&1
 cp -- "$shm/v1024.db" "$disk/vfhealth.db"
-mnt=$t_tmp/mnt
-start_daemon "$mnt" "$disk/vfhealth.db" --threshold 1000 --no-sentinel
+mnt=$MNT
+DB=$disk/vfhealth.db
+start_daemon --threshold 1000 --no-sentinel
 vf=$(vf_name 5)
 
 # The same tree on tmpfs: 1024 directories of the same files, 6 top files.
@@ -93,15 +94,15 @@ stop_daemon
 # -- the sentinel: 1000 targets, then 100 of them never answering ------------------
 adir=$shm/agents
 mkdir -p "$adir"
-mkfifo "$t_tmp/adversary.in"
-exec {adv_in}<>"$t_tmp/adversary.in" # held open: the adversary stops when we exit
-"$adversary_bin" "$adir" ok:1000 silent:100 <"$t_tmp/adversary.in" >"$t_tmp/adversary.out" 2>&1 &
+mkfifo "$T/adversary.in"
+exec {adv_in}<>"$T/adversary.in" # held open: the adversary stops when we exit
+background "$adversary_bin" "$adir" ok:1000 silent:100 <"$T/adversary.in" >"$T/adversary.out" 2>&1
 adv_pid=$!
-trap 'kill "$adv_pid" 2>/dev/null || true; t_cleanup' EXIT
-wait_until "the agents to listen" 30 grep -qx ready "$t_tmp/adversary.out"
+wait_for 30 "the agents to listen" grep -qx ready "$T/adversary.out"
 "$vfbench" populate "$shm/v1000.db" 1000 0 >/dev/null 2>&1
 deadline_s=1 concurrency=64
-start_daemon "$mnt" "$shm/v1000.db" --threshold 1000 --poll-interval 1 \
+DB=$shm/v1000.db
+start_daemon --threshold 1000 --poll-interval 1 \
 	--poll-timeout "$deadline_s" --concurrency "$concurrency" --no-reconcile
 for ((i = 0; i < 1000; i++)); do
 	v=$(vf_name $i)
@@ -117,7 +118,7 @@ poll_time() {
 	local p0 d=() k
 	p0=$(metric vfhealth_sentinel_polls_total)
 	for k in 2 3 4; do
-		wait_until "poll $((p0 + k))" 120 polls_past $((p0 + k))
+		wait_for 120 "poll $((p0 + k))" polls_past $((p0 + k))
 		d+=("$(metric vfhealth_sentinel_last_poll_duration_seconds)")
 	done
 	printf '%s\n' "${d[@]}" | sort -g | sed -n 2p
@@ -130,11 +131,11 @@ for ((i = 0; i < 100; i++)); do
 	[[ $(vfio write "$mnt/$v/assignments/vm-$((i * 10))" "agent=unix:$adir/silent-$i.sock") == ok ]] ||
 		fail "repoint $v"
 done
-"$vfbench" latency "$mnt/$(vf_name 7)/quarantined" 8 >"$t_tmp/latency" &
+"$vfbench" latency "$mnt/$(vf_name 7)/quarantined" 8 >"$T/latency" &
 latency_pid=$!
 slow=$(poll_time)
 wait "$latency_pid"
-read -r lat_n lat_p50 lat_p99 lat_max <"$t_tmp/latency"
+read -r lat_n lat_p50 lat_p99 lat_max <"$T/latency"
 bound=$(awk -v h="$healthy" -v d="$deadline_s" -v c="$concurrency" 'BEGIN {
 	slow = 100; n = int((slow + c - 1) / c); printf "%.3f", n * d + h }')
 echo "#   (one poll of the 1000 answering targets: ${healthy} s)"
@@ -145,12 +146,12 @@ stop_daemon
 kill "$adv_pid" 2>/dev/null || true
 
 # -- footprint ---------------------------------------------------------------------
-mkdir -p "$t_tmp/sys"
-: >"$t_tmp/kmsg"
-"$agent_bin" --listen "unix:$t_tmp/agent.sock" --kmsg "$t_tmp/kmsg" --sysfs-root "$t_tmp/sys" \
-	--nvidia-smi /bin/false --probe-interval 0.2 --probe-window 1 >"$t_tmp/agent.log" 2>&1 &
+mkdir -p "$T/sys"
+: >"$T/kmsg"
+"$agent_bin" --listen "unix:$T/agent.sock" --kmsg "$T/kmsg" --sysfs-root "$T/sys" \
+	--nvidia-smi /bin/false --probe-interval 0.2 --probe-window 1 >"$T/agent.log" 2>&1 &
 agent_pid=$!
-wait_until "the agent to listen" 10 test -S "$t_tmp/agent.sock"
+wait_for 10 "the agent to listen" test -S "$T/agent.sock"
 sleep 2 # the measurement window starts after the probe window (1 s) has closed
 switches() { cat /proc/"$agent_pid"/task/*/status | awk '/ctxt_switches/ { s += $2 } END { print s }'; }
 s0=$(switches)
@@ -169,12 +170,13 @@ t0=$(date +%s%N)
 populate_s=$(awk -v ns=$(($(date +%s%N) - t0)) 'BEGIN { printf "%.1f", ns / 1e9 }')
 cp -- "$shm/big.db" "$disk/big.db"
 t0=$(date +%s%N)
-start_daemon "$mnt" "$disk/big.db" --no-sentinel
+DB=$disk/big.db
+start_daemon --no-sentinel
 startup_ns=$(($(date +%s%N) - t0))
 ls -l "$mnt" >/dev/null
 vf_read "$mnt/quarantined" >/dev/null
 cat "$mnt/$(vf_name 4095)/failures" >/dev/null
-d_rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$daemon_pid/status")
+d_rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$DAEMON_PID/status")
 figure vfhealthd_rss_4096_vfs_100k_failures "$(awk -v k="$d_rss" 'BEGIN { printf "%.2f", k / 1024 }')" MiB 16 MiB "<=" 1
 figure vfhealthd_startup_4096_vfs_100k_failures "$(ms "$startup_ns")" ms 200 ms "<=" 1
 echo "#   (populating 4096 VFs and 100000 failures through the store API took ${populate_s} s)"

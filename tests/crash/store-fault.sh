@@ -20,24 +20,23 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 mode=${1:?usage: store-fault.sh full|ioerror}
-need_fuse
-mnt=$t_tmp/mnt
-dbdir=$t_tmp/dbfs
-db=$dbdir/vfhealth.db
-trigger=$t_tmp/fault-on
+require_fuse
+mnt=$MNT
+dbdir=$T/dbfs
+DB=$dbdir/vfhealth.db
+trigger=$T/fault-on
 
 case $mode in
 full)
-	need_mount_tmpfs "$dbdir" 2m
+	mount_tmpfs "$dbdir" 2m
 	reason_re='full'
 	;;
 ioerror)
-	faultio=$build_root/tests/crash/libfaultio.so
-	[[ -f $faultio ]] || fail "$faultio was not built"
+	faultio=${FAULTIO:?FAULTIO must name libfaultio.so (set by meson)}
 	mkdir -p "$dbdir"
 	# The shim comes before the sanitizer runtime in the library list: tell
 	# ASan that is intended.
-	daemon_env=(LD_PRELOAD="$faultio" VFHEALTH_FAULT_DIR="$dbdir"
+	DAEMON_ENV=(LD_PRELOAD="$faultio" VFHEALTH_FAULT_DIR="$dbdir"
 		    VFHEALTH_FAULT_TRIGGER="$trigger"
 		    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0")
 	reason_re='I/O'
@@ -54,7 +53,7 @@ expect() { # expect WANT OP PATH [TEXT]
 }
 
 # A threshold no report here reaches; B is quarantined by the operator.
-start_daemon "$mnt" "$db" --threshold 1000
+start_daemon --threshold 1000
 for vf in $A $B $C $D; do expect ok mkdir "$mnt/$vf"; done
 expect "ok recorded" report "$mnt/$A/report" "failed a-1 - first"
 expect "ok recorded" report "$mnt/$B/report" "failed b-1 - one"
@@ -166,10 +165,10 @@ check_nothing_lost "after repair"
 expect "ok recorded" report "$mnt/$A/report" "failed after-1 - after the repair"
 acked+=(after-1)
 
-finish
-daemon_env=()
-start_daemon "$mnt" "$db" --threshold 1000
+stop_daemon
+DAEMON_ENV=()
+start_daemon --threshold 1000
 check_nothing_lost "after a restart"
 [[ $(vf_read "$mnt/status") == ok ]] || fail "$mode: status after restart"
-finish
+stop_daemon
 echo "$mode: store failed closed with '$status' and recovered with nothing lost"

@@ -10,27 +10,18 @@
  *   vfio report PATH TEXT       write, then read the outcome back on the same fd
  *   vfio create PATH            open(O_CREAT|O_WRONLY), close
  *   vfio unlink|mkdir|rmdir PATH
- *   vfio notify-wait SOCKET SECONDS
- *                               bind a datagram socket at SOCKET, print
- *                               "listening", then "ready" once a READY=1
- *                               notification (sd_notify) arrives, or
- *                               "timeout": start a daemon with
- *                               NOTIFY_SOCKET=SOCKET in between, and its
- *                               readiness is an event, not a polled guess
+ *
+ * (The shell tests wait for READY=1 with tests/lib/vftool notify-listen.)
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "proto/cleanup.h"
-#include "proto/parse.h"
 
 static int fail(void)
 {
@@ -90,46 +81,6 @@ static int do_write(const char *path, const char *text, bool outcome)
 	return 0;
 }
 
-static int notify_wait(const char *path, const char *seconds)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	_cleanup_close_ int fd = -1;
-	int64_t timeout_ns, deadline;
-
-	if (parse_seconds(seconds, 3600LL * 1000000000, &timeout_ns) < 0 ||
-	    strlen(path) >= sizeof(sa.sun_path))
-		return 2;
-	memcpy(sa.sun_path, path, strlen(path));
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		perror("notify-wait");
-		return 1;
-	}
-	printf("listening\n");
-	fflush(stdout);
-	deadline = monotonic_ns() + timeout_ns;
-	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - monotonic_ns();
-		char msg[4096];
-		ssize_t n;
-
-		if (left <= 0 || poll(&p, 1, (int)(left / 1000000) + 1) == 0) {
-			printf("timeout\n");
-			return 0;
-		}
-		n = recv(fd, msg, sizeof(msg) - 1, 0);
-		if (n < 0)
-			continue;
-		msg[n] = '\0';
-		/* READY=1 on a line of its own (sd_notify's format). */
-		if (strncmp(msg, "READY=1", 7) == 0 || strstr(msg, "\nREADY=1")) {
-			printf("ready\n");
-			return 0;
-		}
-	}
-}
-
 int main(int argc, char **argv)
 {
 	if (argc < 3)
@@ -159,10 +110,7 @@ int main(int argc, char **argv)
 		printf("ok\n");
 		return 0;
 	}
-	if (strcmp(op, "notify-wait") == 0 && argc == 4)
-		return notify_wait(path, argv[3]);
 usage:
-	fprintf(stderr, "usage: vfio read|write|report|create|unlink|mkdir|rmdir PATH [TEXT]\n"
-			"       vfio notify-wait SOCKET SECONDS\n");
+	fprintf(stderr, "usage: vfio read|write|report|create|unlink|mkdir|rmdir PATH [TEXT]\n");
 	return 2;
 }

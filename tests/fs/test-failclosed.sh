@@ -7,9 +7,7 @@
 # fails while the disk is full and brings the store back once it is not.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-mkdir -p "$T/db"
-mount -t tmpfs -o size=2m,mode=0700 vfhealth-test "$T/db" 2>/dev/null || skip "cannot mount a tmpfs"
-EXTRA_MOUNTS+=("$T/db")
+mount_tmpfs "$T/db" 2m 0700
 start_daemon
 
 V=$MNT/0000:41:00.4

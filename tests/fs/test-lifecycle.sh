@@ -54,7 +54,7 @@ grep -q "unmounted $MNT" "$T/daemon.log" || fail "no unmount logged"
 # --- a crash leaves a stale mount; the next start recovers it
 DAEMON_ARGS=(--no-sentinel)
 start_daemon
-crash_daemon
+kill_daemon
 expect_err "Transport endpoint is not connected" stat "$MNT/threshold"
 start_daemon # no --threshold: the stored value stays
 grep -q "stale mount" "$T/daemon.log" || fail "stale mount recovery not logged"
@@ -81,7 +81,7 @@ for round in 1 2 3 4 5 6 7 8; do
 	) 2>/dev/null &
 	writer=$!
 	wait_until 10 sh -c '[ "$(cat "$1")" != 3 ]' sh "$MNT/threshold" || fail "writer did not start"
-	crash_daemon
+	kill_daemon
 	wait "$writer" 2>/dev/null || true
 done
 start_daemon

@@ -9,7 +9,7 @@
 # must leave no mount and no process behind.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-need_fuse
+require_fuse
 command -v inotifywait >/dev/null || skip "inotifywait not installed (Debian: inotify-tools)"
 command -v python3 >/dev/null || skip "python3 not installed"
 demo=$source_root/examples/demo.sh
@@ -17,9 +17,9 @@ demo=$source_root/examples/demo.sh
 # The programs under test, from meson (the demo takes them from these too).
 : "${VFHEALTHD:?run under meson test}" "${VFHEALTH_AGENT:?}" "${TEST_VMM:?}"
 
-mnt=$ops_tmp/mnt
-work=$ops_tmp/demo
-out=$ops_tmp/demo.out
+mnt=$T/mnt
+work=$T/demo
+out=$T/demo.out
 demo_pid=
 stop_demo() {
 	[[ -n $demo_pid ]] || return 0
@@ -27,17 +27,18 @@ stop_demo() {
 	wait "$demo_pid" 2>/dev/null || true
 	demo_pid=
 }
-ops_cleanup_hooks+=("stop_demo" "detach_mounts_under '$work'")
+on_exit stop_demo
+on_exit "detach_mounts_under '$work'"
 
 # setsid: the demo and its children are one process group we can reap.
-setsid "$demo" --build "$build_root" --demo --mount "$mnt" --workdir "$work" >"$out" 2>&1 &
+setsid "$demo" --demo --mount "$mnt" --workdir "$work" >"$out" 2>&1 &
 demo_pid=$!
 demo_ready() {
 	grep -q '^Logs: .*Press Ctrl-C' "$out" && return 0
 	kill -0 "$demo_pid" 2>/dev/null || { cat "$out" >&2; fail "the demo exited before printing what to try next"; }
 	return 1
 }
-wait_for "the demo's 'What to try next'" 60 demo_ready
+wait_for 60 "the demo's 'What to try next'" demo_ready
 grep -qxF "==> Mounting vfhealthd on $mnt (database $work/vfhealth.db)" "$out" ||
 	fail "the demo did not mount where --mount said"
 
@@ -57,12 +58,12 @@ q() { cat "$mnt/quarantined"; }
 # A watcher runs until interrupted: its first line must be the current set.
 run_watcher() {
 	local cmd=$1 log want
-	log=$(mktemp "$ops_tmp/watch.XXXXXX")
+	log=$(mktemp "$T/watch.XXXXXX")
 	want="quarantined $(q | tr '\n' ' ' | sed 's/ $//')"
 	setsid bash -c "$cmd" >"$log" 2>&1 &
 	local pid=$!
-	ops_cleanup_hooks+=("kill -- -$pid 2>/dev/null")
-	wait_for "'$want' from: $cmd" 20 grep -qxF -- "$want" "$log"
+	on_exit "kill -- -$pid 2>/dev/null"
+	wait_for 20 "'$want' from: $cmd" grep -qxF -- "$want" "$log"
 	kill -0 "$pid" 2>/dev/null || fail "the watcher exited: $cmd: $(cat "$log")"
 	kill -TERM -- "-$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
@@ -77,10 +78,10 @@ for cmd in "${cmds[@]}"; do
 		continue
 	fi
 	rc=0
-	timeout 30 bash -c "$cmd" >"$ops_tmp/cmd.out" 2>"$ops_tmp/cmd.err" || rc=$?
-	res=$(<"$ops_tmp/cmd.out")
-	[[ $rc == 0 ]] || fail "exit $rc: $cmd: $(cat "$ops_tmp/cmd.err")"
-	[[ ! -s $ops_tmp/cmd.err ]] || fail "stderr from: $cmd: $(cat "$ops_tmp/cmd.err")"
+	timeout 30 bash -c "$cmd" >"$T/cmd.out" 2>"$T/cmd.err" || rc=$?
+	res=$(<"$T/cmd.out")
+	[[ $rc == 0 ]] || fail "exit $rc: $cmd: $(cat "$T/cmd.err")"
+	[[ ! -s $T/cmd.err ]] || fail "stderr from: $cmd: $(cat "$T/cmd.err")"
 	# What each suggestion promises, checked on its output or on the mount.
 	case $cmd in
 	"ls $mnt $mnt/$wedged")

@@ -6,16 +6,16 @@
 # Without --mount it mounts in its work directory, not on /run/vfhealth.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-need_fuse
+require_fuse
 demo=$source_root/examples/demo.sh
 [[ -x $demo ]] || fail "$demo is missing or not executable"
 
-out=$ops_tmp/demo.out
-work=$ops_tmp/demo
+out=$T/demo.out
+work=$T/demo
 rc=0
 # A broken daemon can leave the demo blocked in a syscall on its mount:
 # bound it, and clean up after it here if it could not.
-timeout -k 5 45 "$demo" --build "$build_root" --once --workdir "$work" >"$out" 2>&1 || rc=$?
+timeout -k 5 45 "$demo" --once --workdir "$work" >"$out" 2>&1 || rc=$?
 leftover_mounts=$(awk -v d="$work/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo)
 mapfile -t leftover_pids < <(pgrep -f -- "$work/" || true)
 for pid in "${leftover_pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done

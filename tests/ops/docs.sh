@@ -15,8 +15,7 @@
 # Skips (77) only without FUSE or man-db.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-vfhealthd_bin=${VFHEALTHD:?run under meson test}
-need_fuse
+require_fuse
 command -v man >/dev/null || skip "man not installed (Debian: man-db)"
 command -v col >/dev/null || skip "col not installed (Debian: bsdextrautils)"
 command -v perl >/dev/null || skip "perl not installed"
@@ -49,13 +48,13 @@ done
 
 # ---- a live mount ------------------------------------------------------------------
 
-mnt=$ops_tmp/mnt
+mnt=$MNT
 vf=0000:41:00.4
-start_vfhealthd "$mnt" --poll-interval 0.2 --poll-timeout 0.5
+start_daemon --poll-interval 0.2 --poll-timeout 0.5
 mkdir "$mnt/$vf" "$mnt/0000:41:00.5"
 : > "$mnt/$vf/assignments/vm-1"
 
-man5=$ops_tmp/vfhealth.5.txt
+man5=$T/vfhealth.5.txt
 render docs/man/vfhealth.5 > "$man5"
 
 # doc_name DIR-KIND NAME: the name a document gives an entry of the mount.
@@ -135,7 +134,7 @@ done
 sentinel_polled() {
 	awk '$1 == "vfhealth_sentinel_polls_total" && $2 >= 1 { found = 1 } END { exit !found }' "$mnt/metrics"
 }
-wait_for "the sentinel's first poll" 20 sentinel_polled
+wait_for 20 "the sentinel's first poll" sentinel_polled
 mapfile -t families < <(awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$mnt/metrics")
 ((${#families[@]} >= 15)) || fail "only ${#families[@]} families in metrics (is the sentinel's part missing?)"
 metric_list=$(sed -n '/^       metrics (r, 0444)$/,/^       VF\/ (directory/p' "$man5")
@@ -156,9 +155,9 @@ done
 
 # run_example TEXT: the example's lines, on our mount instead of /run/vfhealth.
 run_example() {
-	local script=$ops_tmp/example.sh
+	local script=$T/example.sh
 	sed -e 's/^ *//' -e "s|/run/vfhealth/|$mnt/|g" <<<"$1" > "$script"
-	(cd "$ops_tmp" && bash -- "$script") 2>&1
+	(cd "$T" && bash -- "$script") 2>&1
 }
 [[ -z $(cat "$mnt/$vf/report") ]] || bad "a fresh open of report does not read empty"
 example=$(awk '/^ +exec 3<>\/run\/vfhealth\// { on = 1 } on { print } on && /^ +exec 3>&-$/ { exit }' "$man5")

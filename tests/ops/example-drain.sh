@@ -6,10 +6,10 @@
 # dropped.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-need_fuse
+require_fuse
 
 drain=$source_root/examples/operator/drain-gpu.sh
-sys=$ops_tmp/sys
+sys=$T/sys
 devices=$sys/bus/pci/devices
 # Parent 0000:41:00.0 with VFs .4 .5 .6 (as sysfs links them: virtfnN ->
 # ../VF), parent 0000:42:00.0 with VF 0000:42:00.4.
@@ -21,8 +21,8 @@ done
 mkdir -p "$devices/0000:42:00.4"
 ln -s ../0000:42:00.4 "$devices/0000:42:00.0/virtfn0"
 
-mnt=$ops_tmp/mnt
-start_vfhealthd "$mnt" --no-sentinel
+mnt=$MNT
+start_daemon --no-sentinel
 # .6 is not registered with vfhealthd.
 mkdir "$mnt/0000:41:00.4" "$mnt/0000:41:00.5" "$mnt/0000:42:00.4"
 report_failed "$mnt" 0000:41:00.5 vm-a
@@ -34,11 +34,11 @@ before=$(state)
 # Bad input: a clear error, exit 2, nothing changed.
 for bad in "0000:41:00" "0000:4G:00.0" "0000:43:00.0" "0000:41:00.4"; do
 	rc=0
-	"$drain" --mount "$mnt" --sysfs-root "$sys" "$bad" >"$ops_tmp/out" 2>&1 || rc=$?
-	[[ $rc == 2 ]] || fail "drain $bad: exit $rc, want 2: $(cat "$ops_tmp/out")"
-	grep -q "drain-gpu: " "$ops_tmp/out" || fail "drain $bad: no message"
+	"$drain" --mount "$mnt" --sysfs-root "$sys" "$bad" >"$T/out" 2>&1 || rc=$?
+	[[ $rc == 2 ]] || fail "drain $bad: exit $rc, want 2: $(cat "$T/out")"
+	grep -q "drain-gpu: " "$T/out" || fail "drain $bad: no message"
 done
-rc=0; "$drain" --mount "$ops_tmp" --sysfs-root "$sys" 0000:41:00.0 >/dev/null 2>&1 || rc=$?
+rc=0; "$drain" --mount "$T" --sysfs-root "$sys" 0000:41:00.0 >/dev/null 2>&1 || rc=$?
 [[ $rc == 2 ]] || fail "a directory that is not a vfhealth mount was accepted"
 [[ $(state) == "$before" ]] || fail "bad input changed the state"
 

@@ -9,52 +9,52 @@
 #    changed, and keeps its state when the store cannot be read.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-need_fuse
+require_fuse
 
 examples=$source_root/examples/systemd
 script=$examples/on-quarantine-change.sh
 
 if command -v systemd-analyze >/dev/null; then
-	mkdir "$ops_tmp/units"
-	cp "$examples/vfhealth-quarantine.path" "$ops_tmp/units/"
+	mkdir "$T/units"
+	cp "$examples/vfhealth-quarantine.path" "$T/units/"
 	# The configured service names the installed script; point it at ours.
 	sed -e "s|^ExecStart=[^ ]*|ExecStart=$script|" "$build_root/examples/vfhealth-quarantine.service" \
-		> "$ops_tmp/units/vfhealth-quarantine.service"
-	grep -q '^PathChanged=/run/vfhealth/quarantined$' "$ops_tmp/units/vfhealth-quarantine.path" ||
+		> "$T/units/vfhealth-quarantine.service"
+	grep -q '^PathChanged=/run/vfhealth/quarantined$' "$T/units/vfhealth-quarantine.path" ||
 		fail "the path unit does not watch /run/vfhealth/quarantined"
 	# verify exits 0 on unknown keys and bad values: any line it prints
 	# fails, except units this machine lacks.
-	out=$(cd "$ops_tmp/units" && SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no \
+	out=$(cd "$T/units" && SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no \
 		./vfhealth-quarantine.path ./vfhealth-quarantine.service 2>&1) || true
 	bad=$(grep -vE 'Unit (sysinit|basic|shutdown|local-fs|multi-user|vfhealthd)\.(target|service) not found|container of PID 1|PR_SET_MM' <<<"$out" || true)
 	[[ -z $bad ]] || fail "systemd-analyze verify: $bad"
 	echo "ok   systemd-analyze verify"
 fi
 
-mnt=$ops_tmp/mnt
-start_vfhealthd "$mnt" --no-sentinel
+mnt=$MNT
+start_daemon --no-sentinel
 mkdir "$mnt/0000:41:00.4" "$mnt/0000:41:00.5"
 
 # The event PathChanged= waits for.
 if command -v inotifywait >/dev/null; then
-	inotifywait -e close_write -t 10 "$mnt/quarantined" >"$ops_tmp/inotify.out" 2>"$ops_tmp/inotify.err" &
+	inotifywait -e close_write -t 10 "$mnt/quarantined" >"$T/inotify.out" 2>"$T/inotify.err" &
 	iw=$!
-	wait_for "inotifywait to watch" 10 grep -q "Watches established" "$ops_tmp/inotify.err"
+	wait_for 10 "inotifywait to watch" grep -q "Watches established" "$T/inotify.err"
 	echo 1 > "$mnt/0000:41:00.4/quarantined"
-	wait "$iw" || fail "no IN_CLOSE_WRITE on quarantined: $(cat "$ops_tmp/inotify.err")"
-	grep -q CLOSE_WRITE "$ops_tmp/inotify.out" || fail "inotifywait saw: $(cat "$ops_tmp/inotify.out")"
+	wait "$iw" || fail "no IN_CLOSE_WRITE on quarantined: $(cat "$T/inotify.err")"
+	grep -q CLOSE_WRITE "$T/inotify.out" || fail "inotifywait saw: $(cat "$T/inotify.out")"
 	echo 0 > "$mnt/0000:41:00.4/quarantined"
 fi
 
-hooks=$ops_tmp/hooks
-calls=$ops_tmp/calls
+hooks=$T/hooks
+calls=$T/calls
 mkdir "$hooks"
 # shellcheck disable=SC2016 # $1 $2 belong to the hook
 printf '#!/bin/sh\necho "$1 $2" >> %q\n' "$calls" > "$hooks/10-record"
 printf '#!/bin/sh\nexit 0\n' > "$hooks/20-not-executable"
 chmod +x "$hooks/10-record"
 : > "$calls"
-run() { "$script" --mount "$mnt" --state "$ops_tmp/state" --hooks "$hooks" >/dev/null; }
+run() { "$script" --mount "$mnt" --state "$T/state" --hooks "$hooks" >/dev/null; }
 
 run || fail "first run failed"
 [[ ! -s $calls ]] || fail "hooks ran with nothing quarantined: $(cat "$calls")"
@@ -84,11 +84,11 @@ rm "$hooks/05-fails"
 # The mount gone (reads fail): exit 1, state kept, no VF reported cleared.
 echo 1 > "$mnt/0000:41:00.4/quarantined"
 run || fail "run failed"
-state_before=$(cat "$ops_tmp/state")
+state_before=$(cat "$T/state")
 calls_before=$(cat "$calls")
-stop_vfhealthd
+stop_daemon
 rc=0; run 2>/dev/null || rc=$?
 [[ $rc == 1 ]] || fail "unreadable quarantined: exit $rc"
-[[ $(cat "$ops_tmp/state") == "$state_before" && $(cat "$calls") == "$calls_before" ]] ||
+[[ $(cat "$T/state") == "$state_before" && $(cat "$calls") == "$calls_before" ]] ||
 	fail "an unreadable set changed the state or called hooks"
 echo "path unit OK"

@@ -7,13 +7,13 @@
 # serves the vfhealth series on a loopback port.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-need_fuse
+require_fuse
 
 publish=$source_root/examples/prometheus/vfhealth-textfile.sh
-mnt=$ops_tmp/mnt
-dir=$ops_tmp/textfile
+mnt=$MNT
+dir=$T/textfile
 mkdir "$dir"
-start_vfhealthd "$mnt" --no-sentinel
+start_daemon --no-sentinel
 mkdir "$mnt/0000:41:00.4"
 
 "$publish" --mount "$mnt" --dir "$dir" || fail "publish failed"
@@ -31,7 +31,7 @@ grep -qx 'vfhealth_vfs 2' "$prom" || fail "the copy was not refreshed"
 
 if command -v prometheus-node-exporter >/dev/null || command -v node_exporter >/dev/null; then
 	ne=$(command -v prometheus-node-exporter || command -v node_exporter)
-	scraped() { curl -sf "http://127.0.0.1:$port/metrics" > "$ops_tmp/scrape" && grep -q '^vfhealth_vfs 2$' "$ops_tmp/scrape"; }
+	scraped() { curl -sf "http://127.0.0.1:$port/metrics" > "$T/scrape" && grep -q '^vfhealth_vfs 2$' "$T/scrape"; }
 	ne_serving() {
 		scraped && return 0
 		kill -0 "$ne_pid" 2>/dev/null && return 1
@@ -41,9 +41,9 @@ if command -v prometheus-node-exporter >/dev/null || command -v node_exporter >/
 	for _ in 1 2 3; do
 		port=$((20000 + RANDOM % 20000))
 		"$ne" --web.listen-address="127.0.0.1:$port" --collector.disable-defaults \
-			--collector.textfile --collector.textfile.directory="$dir" >"$ops_tmp/ne.log" 2>&1 &
+			--collector.textfile --collector.textfile.directory="$dir" >"$T/ne.log" 2>&1 &
 		ne_pid=$!
-		ops_cleanup_hooks+=("kill $ne_pid 2>/dev/null")
+		BG_PIDS+=("$ne_pid")
 		deadline=$((SECONDS + 20))
 		while ((SECONDS < deadline)); do
 			rc=0; ne_serving || rc=$?
@@ -53,13 +53,13 @@ if command -v prometheus-node-exporter >/dev/null || command -v node_exporter >/
 		if ((rc == 0)); then served=true; break; fi
 		kill "$ne_pid" 2>/dev/null || true
 	done
-	$served || fail "node_exporter did not serve vfhealth_vfs: $(tail -n 5 "$ops_tmp/ne.log")"
+	$served || fail "node_exporter did not serve vfhealth_vfs: $(tail -n 5 "$T/ne.log")"
 	echo "ok   node_exporter's textfile collector serves the vfhealth series"
 else
 	echo "note: node_exporter not installed; the collector itself was not run"
 fi
 
-stop_vfhealthd
+stop_daemon
 rc=0; "$publish" --mount "$mnt" --dir "$dir" 2>/dev/null || rc=$?
 [[ $rc == 1 ]] || fail "publish with vfhealthd gone: exit $rc, want 1"
 [[ ! -e $prom ]] || fail "a stale copy was left for node_exporter"

@@ -6,11 +6,11 @@
 # removes it; the functions work when the file is sourced.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-need_fuse
+require_fuse
 
 claim=$source_root/examples/vmm/vfhealth-claim.sh
-mnt=$ops_tmp/mnt
-start_vfhealthd "$mnt" --no-sentinel
+mnt=$MNT
+start_daemon --no-sentinel
 mkdir "$mnt/0000:41:00.4" "$mnt/0000:41:00.5"
 export MOUNT=$mnt
 used() { sed -n 's/^used_slots //p' "$mnt/resources"; }
@@ -28,9 +28,9 @@ grep -qx "pid=$$" <<<"$out" || fail "pid not stored: $out"
 refused() { # WANT-REASON ARGS...
 	local want=$1 rc=0
 	shift
-	"$claim" claim "$@" >"$ops_tmp/out" 2>&1 || rc=$?
-	[[ $rc == 1 ]] || fail "claim $*: exit $rc, want 1: $(cat "$ops_tmp/out")"
-	grep -q "$want" "$ops_tmp/out" || fail "claim $*: want '$want' in: $(cat "$ops_tmp/out")"
+	"$claim" claim "$@" >"$T/out" 2>&1 || rc=$?
+	[[ $rc == 1 ]] || fail "claim $*: exit $rc, want 1: $(cat "$T/out")"
+	grep -q "$want" "$T/out" || fail "claim $*: want '$want' in: $(cat "$T/out")"
 }
 refused "busy" 0000:41:00.4 vm-2 --agent vsock:8
 [[ ! -e $mnt/0000:41:00.4/assignments/vm-2 ]] || fail "a second claim appeared"
@@ -46,7 +46,7 @@ refused "attributes refused" 0000:41:00.5 vm-5 --agent tcp:1.2.3.4
 # Release, and the VF can be claimed again (by the sourced function).
 "$claim" release 0000:41:00.4 vm-1 || fail "release failed"
 [[ ! -e $mnt/0000:41:00.4/assignments/vm-1 && $(used) == 0 ]] || fail "release left the claim"
-rc=0; "$claim" release 0000:41:00.4 vm-1 2>"$ops_tmp/out" || rc=$?
+rc=0; "$claim" release 0000:41:00.4 vm-1 2>"$T/out" || rc=$?
 [[ $rc == 1 ]] || fail "releasing twice: exit $rc"
 (
 	# shellcheck source=../../examples/vmm/vfhealth-claim.sh

@@ -6,17 +6,17 @@
 # goes away.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-need_fuse
+require_fuse
 command -v inotifywait >/dev/null || skip "inotifywait not installed (inotify-tools)"
 
-mnt=$ops_tmp/mnt
-start_vfhealthd "$mnt" --no-sentinel
+mnt=$MNT
+start_daemon --no-sentinel
 mkdir "$mnt/0000:41:00.4" "$mnt/0000:41:00.5" "$mnt/0000:41:00.6"
 
-out=$ops_tmp/watch.out
-"$source_root/examples/placement/watch-quarantined.sh" --mount "$mnt" >"$out" 2>"$ops_tmp/watch.err" &
+out=$T/watch.out
+"$source_root/examples/placement/watch-quarantined.sh" --mount "$mnt" >"$out" 2>"$T/watch.err" &
 watcher=$!
-ops_cleanup_hooks+=("kill $watcher 2>/dev/null")
+BG_PIDS+=("$watcher")
 wait_for_line "$out" "quarantined" 10
 
 echo 1 > "$mnt/0000:41:00.5/quarantined"
@@ -38,9 +38,9 @@ expected=$'quarantined\nquarantined 0000:41:00.5\nquarantined 0000:41:00.4 0000:
 [[ $(cat "$out") == "$expected" ]] || fail "watcher printed:"$'\n'"$(cat "$out")"
 
 # The mount goes away: the watcher must end with a failure, not hang.
-stop_vfhealthd
+stop_daemon
 rc=0
-wait_for "the watcher to exit" 10 bash -c "! kill -0 $watcher 2>/dev/null"
+wait_for 10 "the watcher to exit" bash -c "! kill -0 $watcher 2>/dev/null"
 wait "$watcher" || rc=$?
 ((rc != 0)) || fail "the watcher exited 0 after the mount went away"
 echo "inotify watcher OK"

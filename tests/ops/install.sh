@@ -7,9 +7,9 @@
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 
-dest=$ops_tmp/dest
-meson install -C "$build_root" --destdir "$dest" --no-rebuild --quiet >"$ops_tmp/install.log" 2>&1 ||
-	{ cat "$ops_tmp/install.log" >&2; fail "meson install failed"; }
+dest=$T/dest
+meson install -C "$build_root" --destdir "$dest" --no-rebuild --quiet >"$T/install.log" 2>&1 ||
+	{ cat "$T/install.log" >&2; fail "meson install failed"; }
 
 # Where meson put things, from the build's own configuration.
 intro=$(meson introspect "$build_root" --buildoptions)
@@ -93,7 +93,7 @@ check "tmpfiles.d creates /var/lib/vfhealth" grep -Eq '^d +/var/lib/vfhealth +07
 if command -v systemd-tmpfiles >/dev/null; then
 	# Apply it to a scratch root: the entries must parse and create the dirs.
 	check "systemd-tmpfiles --root creates both directories" \
-		tmpfiles_apply "$ops_tmp/tmpfiles-root" "$tmpfiles"
+		tmpfiles_apply "$T/tmpfiles-root" "$tmpfiles"
 fi
 
 # Daemon options file.
@@ -120,19 +120,19 @@ check "the path unit's service runs the installed hook script" \
 # paths that exist only under DESTDIR: verify copies whose absolute paths
 # point into DESTDIR (the unit files themselves are what is checked).
 if command -v systemd-analyze >/dev/null; then
-	mkdir -p "$ops_tmp/verify"
+	mkdir -p "$T/verify"
 	for u in "$unit" "$agent_unit" "$docdir/examples/systemd/vfhealth-quarantine.path" \
 		 "$docdir/examples/systemd/vfhealth-quarantine.service" \
 		 "$docdir/examples/prometheus/vfhealth-textfile.service" \
 		 "$docdir/examples/prometheus/vfhealth-textfile.timer"; do
 		[[ -f $u ]] || continue
-		sed -e "s|=\(-\?\)$prefix/|=\1$dest$prefix/|g" "$u" > "$ops_tmp/verify/$(basename -- "$u")"
+		sed -e "s|=\(-\?\)$prefix/|=\1$dest$prefix/|g" "$u" > "$T/verify/$(basename -- "$u")"
 	done
 	# The path unit and timer refer to their services by name: verify them
 	# together.  verify exits 0 on unknown keys and bad values and only
 	# prints them: any line it prints is a failure, except what this
 	# machine lacks (a container without PID 1 systemd has no sysinit.target).
-	out=$(cd "$ops_tmp/verify" && SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no -- ./*.service ./*.path ./*.timer 2>&1) || true
+	out=$(cd "$T/verify" && SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no -- ./*.service ./*.path ./*.timer 2>&1) || true
 	bad=$(grep -v -E -e 'Unit (sysinit|basic|shutdown|local-fs|multi-user|timers)\.target not found' \
 		-e 'Failed to read .container of PID 1' -e 'PR_SET_MM' <<<"$out" || true)
 	if [[ -n $bad ]]; then

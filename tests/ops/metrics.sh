@@ -6,11 +6,11 @@
 # values match the state.  Skips (77) only without FUSE or promtool.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-need_fuse
+require_fuse
 command -v promtool >/dev/null || skip "promtool not installed (Debian: prometheus)"
 
-mnt=$ops_tmp/mnt
-start_vfhealthd "$mnt" --poll-interval 0.2 --poll-timeout 0.5
+mnt=$MNT
+start_daemon --poll-interval 0.2 --poll-timeout 0.5
 for vf in 0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:41:00.7; do mkdir "$mnt/$vf"; done
 echo 1 > "$mnt/max_quarantined"
 report_failed "$mnt" 0000:41:00.4 vm-a                   # recorded
@@ -20,21 +20,21 @@ report_failed "$mnt" 0000:41:00.5 vm-c
 report_failed "$mnt" 0000:41:00.5 vm-d                   # held back: breaker engaged
 echo "ok vm-e -" > "$mnt/0000:41:00.6/report"            # ok, nothing to clear
 # A claim whose agent does not answer: the sentinel counts an rpc_error.
-mkdir -p "$ops_tmp/vmm"
-: > "$ops_tmp/vmm/control.sock"
+mkdir -p "$T/vmm"
+: > "$T/vmm/control.sock"
 : > "$mnt/0000:41:00.7/assignments/vm-f"
 write_once "$mnt/0000:41:00.7/assignments/vm-f" \
-	"agent=unix:$ops_tmp/vmm/nobody.sock"$'\n'"control=$ops_tmp/vmm/control.sock"$'\n'
+	"agent=unix:$T/vmm/nobody.sock"$'\n'"control=$T/vmm/control.sock"$'\n'
 
-metric() { awk -v want="$1" '$1 == want { print $2 }' "$ops_tmp/metrics"; }
+metric() { awk -v want="$1" '$1 == want { print $2 }' "$T/metrics"; }
 sentinel_checked() {
-	cat "$mnt/metrics" > "$ops_tmp/metrics"
+	cat "$mnt/metrics" > "$T/metrics"
 	[[ -n $(metric 'vfhealth_sentinel_checks_total{result="rpc_error"}') &&
 	   $(metric 'vfhealth_sentinel_checks_total{result="rpc_error"}') != 0 ]]
 }
-wait_for "the sentinel to poll the claim" 20 sentinel_checked
+wait_for 20 "the sentinel to poll the claim" sentinel_checked
 
-promtool check metrics < "$ops_tmp/metrics" || { cat "$ops_tmp/metrics" >&2; fail "promtool check metrics"; }
+promtool check metrics < "$T/metrics" || { cat "$T/metrics" >&2; fail "promtool check metrics"; }
 
 # Every series the rules and dashboards use, with the value the state implies.
 want() { # SERIES VALUE
@@ -54,6 +54,6 @@ for series in vfhealth_sentinel_init_failures_total vfhealth_sentinel_quarantine
 	      vfhealth_liveness_uncertain_total; do
 	[[ -n $(metric "$series") ]] || fail "no $series"
 done
-grep -q '^# TYPE vfhealth_sentinel_checks_total counter$' "$ops_tmp/metrics" || fail "checks_total is not a counter"
+grep -q '^# TYPE vfhealth_sentinel_checks_total counter$' "$T/metrics" || fail "checks_total is not a counter"
 
 echo "metrics OK"

@@ -20,10 +20,10 @@ printf 'claimed_at=2026-11-29T07:44:51.000000001Z\nagent=hvsock:%s:2222\ncontrol
 METRICS_FILE=$T/sentinel.prom
 "$VFHEALTH_SENTINEL" --poll-interval 0.2 --poll-timeout 0.2 --no-reconcile \
 	--metrics-file "$METRICS_FILE" "$FAKE" >>"$T/sentinel.log" 2>&1 &
-PIDS+=("$!")
+BG_PIDS+=("$!")
 wait_for 20 "three polls" metric_ge vfhealth_sentinel_polls_total 3
-kill "${PIDS[-1]}"
-wait "${PIDS[-1]}" || fail "vfhealth-sentinel exited $? on SIGTERM"
+kill "${BG_PIDS[-1]}"
+wait "${BG_PIDS[-1]}" || fail "vfhealth-sentinel exited $? on SIGTERM"
 polls=$(metric vfhealth_sentinel_polls_total)
 errors=$(metric 'vfhealth_sentinel_checks_total{result="list_error"}')
 hung=$(metric 'vfhealth_sentinel_checks_total{result="rpc_error"}')

@@ -14,7 +14,7 @@ done
 start_vmm live --never-answer
 sleep 3600 &
 RUNNING=$!
-PIDS+=("$RUNNING")
+BG_PIDS+=("$RUNNING")
 true &
 EXITED=$!
 wait "$EXITED"

@@ -8,10 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 require_fuse
 
-mkdir -p "$T/db"
-mount -t tmpfs -o size=2m,mode=0700 vfhealth-sentinel-test "$T/db" 2>/dev/null ||
-	skip "cannot mount a tmpfs"
-EXTRA_MOUNTS+=("$T/db")
+mount_tmpfs "$T/db" 2m 0700
 VF=0000:41:00.4
 start_daemon --poll-interval 0.2 --poll-timeout 20 --no-reconcile
 register_vf "$VF"

@@ -18,7 +18,7 @@ claim "$VF" vm-1 "agent=hvsock:$T/g1.hv:2222" "control=$T/g1.ctl"
 
 "$VFHEALTH_SENTINEL" --poll-interval 0.2 --poll-timeout 2 --no-reconcile \
 	--metrics-file "$T/sentinel.prom" "$MNT" >>"$T/sentinel.log" 2>&1 &
-PIDS+=("$!")
+BG_PIDS+=("$!")
 wait_for 20 "tally 1 from the standalone sentinel" file_is "$MNT/$VF/tally" 1
 METRICS_FILE=$T/sentinel.prom
 wait_for 20 "metrics file" metric_ge vfhealth_sentinel_init_failures_total 1

@@ -11,7 +11,7 @@ mkfifo "$T/g.kmsg"
 "$VFHEALTH_AGENT" --listen "vsock:any:$PORT" --kmsg "$T/g.kmsg" --sysfs-root "$T/sysfs" \
 	>>"$T/agent.log" 2>&1 &
 AGENT=$!
-PIDS+=("$AGENT")
+BG_PIDS+=("$AGENT")
 reachable() {
 	local rc=0
 	"$VFHEALTH_AGENT" --query "vsock:1:$PORT" --timeout 1 >/dev/null 2>&1 || rc=$?

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vftool - small helpers the fs integration tests need and the shell lacks:
+ * vftool - small helpers the shell tests need and the shell lacks (the
+ * harness, tests/lib/harness.sh, waits for READY=1 with notify-listen):
  *
  *   vftool poll FILE TIMEOUT_MS [EXPECTED]
  *       open FILE, read it from offset 0, print "armed", then poll() for

@@ -1,0 +1,410 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # the variables are for the scripts that source this
+# tests/lib/harness.sh - the one harness every shell suite sources (directly
+# or through its suite's lib.sh): a private temporary directory and a cleanup
+# that always runs (EXIT, and SIGTERM/SIGINT from meson's timeout), skip and
+# fail, waiting on conditions with a deadline, and a real vfhealthd on a
+# private mountpoint and database: started (ready when it says READY=1 on
+# $NOTIFY_SOCKET, as systemd sees it), stopped (SIGTERM: exit status 0, its
+# mount gone, no sanitizer report in its log), killed (SIGKILL: it must die
+# promptly and leave a stale mount, as after a crash).
+#
+# Programs come only from the environment, which meson sets (tests/lib/
+# meson.build): VFHEALTHD, VFHEALTH_SENTINEL, VFHEALTH_AGENT, VFTOOL, and
+# per suite TEST_VMM, VFIO, ...  No script knows where the build puts them.
+#
+# Variables a test reads or sets before start_daemon:
+#   T            the private temporary directory (mode 755: setpriv users reach it)
+#   MNT DB       the mountpoint and database (the daemon creates their directories)
+#   DAEMON_ARGS  vfhealthd options put before the ones start_daemon is given
+#   DAEMON_ENV   VAR=value pairs for the daemon's environment (LD_PRELOAD=...)
+#   DAEMON_LOG   the daemon's stdout and stderr, every instance appended
+#   DAEMON_PID   the running daemon (empty when none)
+#   DAEMON_WATCHDOG=1  abort the mount of a daemon that dies without unmounting
+#   BG_PIDS      background processes: SIGTERM, then SIGKILL after 5 s, at exit
+#   EXTRA_MOUNTS mounts to undo at exit, innermost last
+#   KILL_DEADLINE  seconds a SIGKILLed daemon may take to die (10)
+#   VFHEALTH_KEEP=1  keep T (and say where) instead of removing it
+#
+# Functions: skip, fail, on_exit, require_fuse, mount_tmpfs, wait_until,
+# wait_for, process_gone, process_running, is_mounted, abort_mount,
+# detach_mounts_under, start_daemon, stop_daemon, kill_daemon,
+# check_sanitizers, background, write_once; and the errno messages EINVAL,
+# EBUSY, ... as strerror(3) spells them.
+set -euo pipefail
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/vfhealth-test.XXXXXX")
+chmod 755 "$T"
+MNT=$T/mnt
+DB=$T/db/vfhealth.db
+DAEMON_ARGS=()
+DAEMON_ENV=()
+DAEMON_LOG=$T/daemon.log
+DAEMON_PID=
+DAEMON_MNT=
+DAEMON_WATCHDOG=${DAEMON_WATCHDOG:-}
+WATCHDOG_PID=
+BG_PIDS=()
+EXTRA_MOUNTS=()
+EXIT_HOOKS=()
+KILL_DEADLINE=${KILL_DEADLINE:-10}
+STOP_DEADLINE=30
+killed_stuck=0
+
+# LeakSanitizer reports leaks at exit; a leaking daemon fails its stop.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+
+# Messages strerror(3) gives for the errnos the interface promises.
+EINVAL="Invalid argument"
+EBUSY="Device or resource busy"
+EIO="Input/output error"
+EACCES="Permission denied"
+EPERM="Operation not permitted"
+EEXIST="File exists"
+ENOENT="No such file or directory"
+
+# What a sanitizer writes first when it reports (UBSan, ASan, LSan, TSan).
+SANITIZER_RE='runtime error:|ERROR: (Address|Leak|Thread)Sanitizer'
+
+skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+
+# The evidence a failure shows: sanitizer reports in any log under T, then
+# the tail of the daemon's log (FAIL_LOG_LINES lines, 40 by default).
+_show_logs() {
+	local log
+	for log in "$T"/*.log; do
+		[[ -f $log ]] || continue
+		if grep -qE "$SANITIZER_RE" "$log"; then
+			echo "--- sanitizer report in $(basename "$log") ---" >&2
+			grep -E -A 24 "$SANITIZER_RE" "$log" | grep -v '^  0x\|^=>' >&2 || true
+		fi
+	done
+	if [[ -n $DAEMON_PID ]] && process_gone "$DAEMON_PID"; then
+		echo "(vfhealthd $DAEMON_PID is no longer running)" >&2
+	fi
+	if [[ -s $DAEMON_LOG ]]; then
+		echo "--- $(basename "$DAEMON_LOG") (last ${FAIL_LOG_LINES:-40} lines) ---" >&2
+		tail -n "${FAIL_LOG_LINES:-40}" "$DAEMON_LOG" >&2 || true
+	fi
+}
+
+fail() {
+	echo "FAIL: $*" >&2
+	_show_logs
+	exit 1
+}
+
+# on_exit COMMAND: run COMMAND (eval'd) first thing at exit.
+on_exit() {
+	EXIT_HOOKS+=("$1")
+}
+
+# ---- processes and mounts ---------------------------------------------------
+
+# process_gone PID: exited, or a zombie waiting for whoever adopted it.  A
+# zombie leader whose other threads still live (stuck in the kernel) is not
+# gone: waiting for it would hang.
+process_gone() {
+	[[ -e /proc/$1 ]] || return 0
+	local tasks=("/proc/$1/task/"*)
+	((${#tasks[@]} <= 1)) && grep -q '^[0-9]* (.*) Z' "/proc/$1/stat" 2>/dev/null
+}
+
+# process_running PID: exists and its leader is not a zombie (kill -0 says
+# yes to a child that died and was not reaped yet).
+process_running() {
+	local state
+	state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
+	[[ -n $state && $state != Z ]]
+}
+
+# is_mounted DIR: from the mount table (mountpoint(1) would stat a dead mount).
+is_mounted() {
+	awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo
+}
+
+# abort_mount MOUNT [MOUNT_ID]: abort the FUSE connection behind MOUNT, so
+# that no client and no thread of a dying daemon stays blocked on it.  With
+# MOUNT_ID (field 1 of mountinfo) only that mount: unlike the device number
+# it is not handed to the next mount at once, so a later daemon's mount on
+# the same path is left alone.  The mount itself stays (stale) for the
+# caller to detach or a next daemon to recover.
+abort_mount() {
+	local dev conn
+	dev=$(awk -v m="$1" -v id="${2:-}" '$5 == m && (id == "" || $1 == id) { print $3 }' \
+		/proc/self/mountinfo | tail -n 1)
+	[[ -n $dev ]] || return 0
+	conn=/sys/fs/fuse/connections/${dev#*:}
+	[[ -d $conn ]] || mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null || true
+	if [[ -w $conn/abort ]]; then
+		echo 1 >"$conn/abort" 2>/dev/null || true
+	else
+		# umount -f runs fuse's umount_begin, which aborts the connection
+		# even when the unmount itself fails.
+		timeout 10 umount -f "$1" 2>/dev/null || true
+	fi
+}
+
+# detach MOUNT: abort and lazily unmount whatever is mounted there.
+_detach() {
+	is_mounted "$1" || return 0
+	abort_mount "$1"
+	fusermount3 -uz "$1" 2>/dev/null || umount -l "$1" 2>/dev/null || true
+}
+
+# detach_mounts_under DIR: abort and detach every mount below DIR, deepest first.
+detach_mounts_under() {
+	local m
+	while IFS= read -r m; do
+		_detach "$m"
+	done < <(awk -v d="$1/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r)
+}
+
+# ---- waiting -----------------------------------------------------------------
+
+# wait_until SECONDS COMMAND...: run COMMAND until it succeeds (0) or SECONDS
+# pass (1).  For conditions that no event announces; never a fixed sleep.
+wait_until() {
+	local deadline=$((${EPOCHREALTIME//[.,]/} + $1 * 1000000))
+	shift
+	until "$@"; do
+		((${EPOCHREALTIME//[.,]/} < deadline)) || return 1
+		sleep 0.02
+	done
+}
+
+# wait_for SECONDS DESCRIPTION COMMAND...: wait_until, failing the test with
+# DESCRIPTION on timeout, or at once if the daemon dies meanwhile.
+wait_for() {
+	local deadline=$((${EPOCHREALTIME//[.,]/} + $1 * 1000000)) what=$2
+	shift 2
+	until "$@"; do
+		if [[ -n $DAEMON_PID ]] && ! process_running "$DAEMON_PID"; then
+			fail "vfhealthd died while waiting for: $what"
+		fi
+		((${EPOCHREALTIME//[.,]/} < deadline)) || fail "timed out waiting for: $what"
+		sleep 0.02
+	done
+}
+
+# ---- what the machine must allow ------------------------------------------------
+
+# require_fuse: skip (77) where this machine cannot mount FUSE file systems
+# the way vfhealthd does (allow_other: root, or user_allow_other).
+require_fuse() {
+	[[ -c /dev/fuse ]] || skip "no /dev/fuse"
+	(exec 9<>/dev/fuse) 2>/dev/null || skip "/dev/fuse cannot be opened"
+	grep -qw fuse /proc/filesystems || skip "kernel without FUSE"
+	command -v fusermount3 >/dev/null || skip "no fusermount3"
+	if [[ $(id -u) -ne 0 ]] && ! grep -qs '^[[:space:]]*user_allow_other' /etc/fuse.conf; then
+		skip "mounting with allow_other needs root or user_allow_other"
+	fi
+}
+
+# mount_tmpfs DIR SIZE [MODE]: a private tmpfs at DIR, undone at exit; skip
+# where this machine does not let us mount (no CAP_SYS_ADMIN).
+mount_tmpfs() {
+	mkdir -p -- "$1"
+	mount -t tmpfs -o "size=$2,mode=${3:-0755}" vfhealth-test "$1" 2>/dev/null ||
+		skip "cannot mount a tmpfs here (needs CAP_SYS_ADMIN)"
+	EXTRA_MOUNTS+=("$1")
+}
+
+# ---- the daemon -------------------------------------------------------------
+
+# start_daemon [OPTIONS...]: vfhealthd -f as a child on $MNT and $DB
+# ($DAEMON_ARGS, then OPTIONS), returning once it has said READY=1 on
+# $NOTIFY_SOCKET (an event, not a polled guess) and $MNT is mounted.  A stale
+# mount left at $MNT by a killed instance is the daemon's to recover.
+start_daemon() {
+	: "${VFHEALTHD:?VFHEALTHD must name the vfhealthd binary (set by meson)}"
+	: "${VFTOOL:?VFTOOL must name the vftool helper (set by meson)}"
+	require_fuse
+	if [[ -n $WATCHDOG_PID ]]; then
+		kill "$WATCHDOG_PID" 2>/dev/null || true
+		wait "$WATCHDOG_PID" 2>/dev/null || true
+		WATCHDOG_PID=
+	fi
+	local sock=$T/notify.sock fifo=$T/notify.fifo line listener
+	rm -f "$sock" "$fifo"
+	mkfifo "$fifo"
+	"$VFTOOL" notify-listen "$sock" 30000 >"$fifo" &
+	listener=$!
+	exec 8<"$fifo"
+	read -r -t 10 -u 8 line || line=nothing
+	[[ $line == bound ]] || fail "notify listener did not start ($line)"
+	env "${DAEMON_ENV[@]}" NOTIFY_SOCKET="$sock" \
+		"$VFHEALTHD" -f --db "$DB" "${DAEMON_ARGS[@]}" "$@" "$MNT" >>"$DAEMON_LOG" 2>&1 &
+	DAEMON_PID=$!
+	DAEMON_MNT=$MNT
+	read -r -t 35 -u 8 line || line=nothing
+	exec 8<&-
+	wait "$listener" || true
+	if [[ $line != "ready $DAEMON_PID" ]]; then
+		process_running "$DAEMON_PID" || fail "vfhealthd exited before serving $MNT"
+		fail "vfhealthd did not report READY=1 (got: $line)"
+	fi
+	is_mounted "$MNT" || fail "READY=1 before $MNT was mounted"
+	[[ -z $DAEMON_WATCHDOG ]] || _start_watchdog
+}
+
+# The watchdog: if this daemon dies without unmounting, abort its connection
+# so the test fails instead of hanging.  Device numbers and mount IDs are
+# handed to the next mount at once, so it must never outlive its daemon into
+# the next one's life: the next start_daemon ends it.
+_start_watchdog() {
+	local pid=$DAEMON_PID mnt=$MNT mount_id
+	mount_id=$(awk -v m="$MNT" '$5 == m { print $1 }' /proc/self/mountinfo | tail -n 1)
+	(
+		while process_running "$pid"; do sleep 0.2; done
+		abort_mount "$mnt" "$mount_id"
+		umount -l "$mnt" 2>/dev/null || true
+	) >/dev/null 2>&1 &
+	WATCHDOG_PID=$!
+}
+
+# check_sanitizers [LOG]: fail on any sanitizer report in LOG (the daemon's
+# log by default: every instance this test ran).  UBSan does not always
+# stop the process it reports on, and a report is a failure either way.
+check_sanitizers() {
+	local log=${1:-$DAEMON_LOG}
+	if grep -qE "$SANITIZER_RE" "$log" 2>/dev/null; then
+		FAIL_LOG_LINES=60 fail "sanitizer report in $(basename "$log"): $(grep -m1 -E "$SANITIZER_RE" "$log")"
+	fi
+}
+
+# _stop_daemon: SIGTERM, wait (STOP_DEADLINE s; then SIGKILL and abort), and
+# reap.  Sets STOP_PROBLEM to what went wrong, empty when nothing did.
+_stop_daemon() {
+	STOP_PROBLEM=
+	local pid=$DAEMON_PID rc=0
+	[[ -n $pid ]] || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	if ! wait_until "$STOP_DEADLINE" process_gone "$pid"; then
+		STOP_PROBLEM="vfhealthd did not exit within ${STOP_DEADLINE}s of SIGTERM"
+		kill -KILL "$pid" 2>/dev/null || true
+		wait_until 5 process_gone "$pid" || abort_mount "$DAEMON_MNT"
+	fi
+	wait "$pid" 2>/dev/null || rc=$?
+	DAEMON_PID=
+	if [[ -z $STOP_PROBLEM ]] && ((rc != 0)); then
+		STOP_PROBLEM="vfhealthd exited $rc on SIGTERM"
+	fi
+	if is_mounted "$DAEMON_MNT"; then
+		[[ -n $STOP_PROBLEM ]] || STOP_PROBLEM="$DAEMON_MNT still mounted after SIGTERM"
+		_detach "$DAEMON_MNT"
+	fi
+	if [[ -z $STOP_PROBLEM ]] && grep -qE "$SANITIZER_RE" "$DAEMON_LOG" 2>/dev/null; then
+		STOP_PROBLEM="sanitizer report in $(basename "$DAEMON_LOG"): $(grep -m1 -E "$SANITIZER_RE" "$DAEMON_LOG")"
+	fi
+	[[ -z $STOP_PROBLEM ]]
+}
+
+# stop_daemon: SIGTERM; the daemon must exit 0 (LeakSanitizer makes a leak
+# a non-zero exit), unmount, and leave no sanitizer report in its log.
+stop_daemon() {
+	_stop_daemon || FAIL_LOG_LINES=60 fail "$STOP_PROBLEM"
+}
+
+# kill_daemon: SIGKILL and reap; the mount is left stale, as after a crash.
+# A daemon that does not die within KILL_DEADLINE seconds (a thread stuck on
+# its own mount keeps the FUSE device open, so the kernel never aborts the
+# connection and every client hangs) fails the test, after its threads are
+# shown and the connection is aborted by hand -- unless KILL_STUCK_OK=1,
+# which only counts it in killed_stuck (to look past a known bug).
+kill_daemon() {
+	[[ -n $DAEMON_PID ]] || return 0
+	local pid=$DAEMON_PID t
+	kill -KILL "$pid" 2>/dev/null || true
+	if ! wait_until "$KILL_DEADLINE" process_gone "$pid"; then
+		{
+			echo "vfhealthd $pid still not dead ${KILL_DEADLINE} s after SIGKILL; its threads:"
+			for t in /proc/"$pid"/task/*; do
+				echo "  task ${t##*/} $(awk '/^State:/ { print $2, $3 }' "$t/status" 2>/dev/null)"
+				sed 's/^/    /' "$t/stack" 2>/dev/null | head -n 8
+			done
+		} >"$T/stuck.txt"
+		abort_mount "$DAEMON_MNT"
+		wait "$pid" 2>/dev/null || true
+		DAEMON_PID=
+		killed_stuck=$((killed_stuck + 1))
+		[[ ${KILL_STUCK_OK:-0} == 1 ]] && return 0
+		fail "$(cat "$T/stuck.txt")"
+	fi
+	wait "$pid" 2>/dev/null || true
+	DAEMON_PID=
+}
+
+# ---- small tools ---------------------------------------------------------------
+
+# background COMMAND...: start COMMAND in the background; ended at exit.
+# Its stdin is the caller's (`background cmd <fifo`): without job control,
+# bash would give an asynchronous command /dev/null instead.
+background() {
+	"$@" <&0 &
+	BG_PIDS+=("$!")
+}
+
+# write_once FILE CONTENT: CONTENT in a single write(2) at offset 0, as the
+# file interface takes a command (bash's printf writes line by line).
+write_once() {
+	local tmp
+	tmp=$(mktemp "$T/write.XXXXXX")
+	printf '%s' "$2" >"$tmp"
+	cat -- "$tmp" >"$1"
+	rm -f -- "$tmp"
+}
+
+# ---- exit ---------------------------------------------------------------------
+
+# At exit, whatever the reason: hooks, background processes, the daemon (a
+# test that passed with its daemon still running stops it as stop_daemon
+# does, checks included), the watchdog, every mount under T, then T itself.
+_harness_exit() {
+	local status=$? pid hook i
+	set +e
+	for hook in "${EXIT_HOOKS[@]}"; do eval "$hook"; done
+	for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+	# A process that ignores SIGTERM must not hang the test: SIGKILL after 5 s.
+	for pid in "${BG_PIDS[@]}"; do
+		if ! wait_until 5 process_gone "$pid"; then
+			echo "pid $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-80)) ignored SIGTERM" >&2
+			kill -KILL "$pid" 2>/dev/null
+		fi
+		wait "$pid" 2>/dev/null
+	done
+	if [[ -n $DAEMON_PID ]]; then
+		if ((status == 0)); then
+			if ! _stop_daemon; then
+				echo "FAIL: $STOP_PROBLEM" >&2
+				FAIL_LOG_LINES=60 _show_logs
+				status=1
+			fi
+		else
+			STOP_DEADLINE=10 _stop_daemon
+		fi
+	fi
+	if [[ -n $WATCHDOG_PID ]]; then
+		kill "$WATCHDOG_PID" 2>/dev/null
+		wait "$WATCHDOG_PID" 2>/dev/null
+	fi
+	[[ -z $DAEMON_MNT ]] || _detach "$DAEMON_MNT"
+	for ((i = ${#EXTRA_MOUNTS[@]} - 1; i >= 0; i--)); do
+		umount -l "${EXTRA_MOUNTS[i]}" 2>/dev/null
+	done
+	# Never descend into a mount left behind: a hung one would hang rm.
+	detach_mounts_under "$T"
+	if [[ -n ${VFHEALTH_KEEP:-} ]]; then
+		echo "kept $T" >&2
+	else
+		rm -rf -- "$T"
+	fi
+	exit "$status"
+}
+trap _harness_exit EXIT
+trap 'exit 143' TERM # through the EXIT trap: meson's timeout sends SIGTERM
+trap 'exit 130' INT
