@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "grammar/message.h"
+#include "proto/cleanup.h"
 #include "proto/parse.h"
 
 /* ---- the command ------------------------------------------------------------ */
@@ -150,19 +151,18 @@ int report_command_parse(const char *command, struct report_command *ret)
 
 /* ---- the outcome line --------------------------------------------------------- */
 
+static const char *const report_kind_names[] = {
+	[REPORT_RECORDED] = "recorded",
+	[REPORT_QUARANTINED] = "quarantined",
+	[REPORT_UNCHANGED] = "unchanged",
+	[REPORT_CLEARED] = "cleared",
+};
+
 const char *report_kind_name(enum report_kind kind)
 {
-	switch (kind) {
-	case REPORT_RECORDED:
-		return "recorded";
-	case REPORT_QUARANTINED:
-		return "quarantined";
-	case REPORT_UNCHANGED:
-		return "unchanged";
-	case REPORT_CLEARED:
-		return "cleared";
-	}
-	return NULL;
+	if ((unsigned)kind >= ARRAY_SIZE(report_kind_names))
+		return NULL;
+	return report_kind_names[kind];
 }
 
 int report_outcome_format(char *buf, size_t size, const struct report_outcome *o)

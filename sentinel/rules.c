@@ -67,19 +67,18 @@ enum revalidate_verdict sentinel_revalidate(const struct assignment *captured, i
 
 /* ---- liveness ----------------------------------------------------------------------- */
 
+static const char *const liveness_names[] = {
+	[LIVENESS_ALIVE] = "alive",
+	[LIVENESS_DEAD] = "dead",
+	[LIVENESS_UNCERTAIN] = "uncertain",
+	[LIVENESS_UNMANAGED] = "unmanaged",
+};
+
 const char *liveness_name(enum liveness l)
 {
-	switch (l) {
-	case LIVENESS_ALIVE:
-		return "alive";
-	case LIVENESS_DEAD:
-		return "dead";
-	case LIVENESS_UNCERTAIN:
-		return "uncertain";
-	case LIVENESS_UNMANAGED:
-		return "unmanaged";
-	}
-	return "invalid";
+	if ((unsigned)l >= ARRAY_SIZE(liveness_names))
+		return "invalid";
+	return liveness_names[l];
 }
 
 enum liveness liveness_verdict(const struct liveness_evidence *ev, const char **reason)

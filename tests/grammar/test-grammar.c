@@ -689,49 +689,58 @@ START_TEST(test_limits_documented)
 }
 END_TEST
 
+static void add_case(Suite *s, const char *name, const TTest *const *tests, size_t n)
+{
+	TCase *tc = tcase_create(name);
+
+	for (size_t i = 0; i < n; i++)
+		tcase_add_test(tc, tests[i]);
+	suite_add_tcase(s, tc);
+}
+
 static Suite *grammar_suite(void)
 {
 	Suite *s = suite_create("grammar");
-	TCase *tc;
+	const TTest *const vf_tests[] = {
+		test_vf_address,
+	};
+	const TTest *const assignment_tests[] = {
+		test_assignment_full,
+		test_assignment_empty_values_and_extras,
+		test_assignment_rejects,
+		test_assignment_limits,
+		test_assignment_render,
+		test_assignment_round_trip,
+		test_assignment_write_back,
+		test_assignment_update,
+		test_assignment_update_rejects,
+	};
+	const TTest *const report_tests[] = {
+		test_report_failed_format,
+		test_report_failed_caps_message,
+		test_report_format_rejects,
+		test_report_ok_format,
+		test_report_command_parse,
+		test_report_command_rejects,
+		test_report_command_round_trip,
+		test_report_command_longest,
+		test_report_outcomes,
+		test_report_outcome_rejects,
+		test_outcome_round_trip,
+		test_outcome_format_rejects,
+	};
+	const TTest *const message_tests[] = {
+		test_message_sanitize,
+	};
+	const TTest *const limits_tests[] = {
+		test_limits_documented,
+	};
 
-	tc = tcase_create("vf");
-	tcase_add_test(tc, test_vf_address);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("assignment");
-	tcase_add_test(tc, test_assignment_full);
-	tcase_add_test(tc, test_assignment_empty_values_and_extras);
-	tcase_add_test(tc, test_assignment_rejects);
-	tcase_add_test(tc, test_assignment_limits);
-	tcase_add_test(tc, test_assignment_render);
-	tcase_add_test(tc, test_assignment_round_trip);
-	tcase_add_test(tc, test_assignment_write_back);
-	tcase_add_test(tc, test_assignment_update);
-	tcase_add_test(tc, test_assignment_update_rejects);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("report");
-	tcase_add_test(tc, test_report_failed_format);
-	tcase_add_test(tc, test_report_failed_caps_message);
-	tcase_add_test(tc, test_report_format_rejects);
-	tcase_add_test(tc, test_report_ok_format);
-	tcase_add_test(tc, test_report_command_parse);
-	tcase_add_test(tc, test_report_command_rejects);
-	tcase_add_test(tc, test_report_command_round_trip);
-	tcase_add_test(tc, test_report_command_longest);
-	tcase_add_test(tc, test_report_outcomes);
-	tcase_add_test(tc, test_report_outcome_rejects);
-	tcase_add_test(tc, test_outcome_round_trip);
-	tcase_add_test(tc, test_outcome_format_rejects);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("message");
-	tcase_add_test(tc, test_message_sanitize);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("limits");
-	tcase_add_test(tc, test_limits_documented);
-	suite_add_tcase(s, tc);
+	add_case(s, "vf", vf_tests, ARRAY_SIZE(vf_tests));
+	add_case(s, "assignment", assignment_tests, ARRAY_SIZE(assignment_tests));
+	add_case(s, "report", report_tests, ARRAY_SIZE(report_tests));
+	add_case(s, "message", message_tests, ARRAY_SIZE(message_tests));
+	add_case(s, "limits", limits_tests, ARRAY_SIZE(limits_tests));
 	return s;
 }
 
