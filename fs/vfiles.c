@@ -6,12 +6,9 @@
 #include "fs/vfiles.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/un.h>
 
 #include "grammar/assignment.h"
 #include "grammar/report.h"

@@ -3,13 +3,8 @@
 #include "sentinel/rules.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "proto/cleanup.h"
 
