@@ -6,23 +6,17 @@
 #include "fs/vfiles.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/un.h>
 
 #include "fs/metrics.h"
+#include "grammar/assignment.h"
+#include "grammar/report.h"
 #include "proto/cleanup.h"
-#include "proto/endpoint.h"
 #include "proto/log.h"
 #include "proto/parse.h"
-
-/* A VMM's control socket is a Unix socket path: it must fit sun_path. */
-#define CONTROL_PATH_MAX (sizeof(((struct sockaddr_un *)0)->sun_path) - 1)
-/* Linux's PID_MAX_LIMIT. */
-#define PID_VALUE_MAX 4194304
+#include "proto/procfs.h"
 
 int vfile_find(const struct vfile *table, int count, const char *name)
 {
@@ -256,205 +250,124 @@ static int failures_render(const struct vfile_call *call, FILE *out)
 	return 0;
 }
 
-/* Next space-separated token of *p; NULL when none.  Leaves *p after the one
- * space that ended the token (so the rest can be a free-text message). */
-static char *next_token(char **p)
+/* The store's outcome in the grammar's words. */
+static enum report_kind report_kind_of(enum store_outcome o)
 {
-	char *start = *p, *end;
-
-	if (!*start || *start == ' ')
-		return NULL;
-	end = strchr(start, ' ');
-	if (end) {
-		*end = '\0';
-		*p = end + 1;
-	} else {
-		*p = start + strlen(start);
+	switch (o) {
+	case STORE_OUTCOME_UNCHANGED:
+		return REPORT_UNCHANGED;
+	case STORE_OUTCOME_RECORDED:
+		return REPORT_RECORDED;
+	case STORE_OUTCOME_QUARANTINED:
+		return REPORT_QUARANTINED;
 	}
-	return start;
+	return REPORT_UNCHANGED;
 }
 
 static int report_write(const struct vfile_call *call, char *command)
 {
-	char assigned_at[RFC3339_BUFSZ] = "";
-	char *p = command, *kind, *instance_id, *assigned;
+	struct report_command cmd;
+	struct report_outcome o = { 0 };
 	int r;
 
-	if (strchr(command, '\n'))
-		return -EINVAL; /* one command, one line */
-	kind = next_token(&p);
-	instance_id = next_token(&p);
-	assigned = next_token(&p);
-	if (!kind || !instance_id || !assigned || !instance_id_valid(instance_id))
-		return -EINVAL;
-	if (strcmp(assigned, "-") != 0 && rfc3339_normalize(assigned, assigned_at) < 0)
-		return -EINVAL;
+	r = report_command_parse(command, &cmd);
+	if (r < 0)
+		return r;
 
-	if (strcmp(kind, "failed") == 0) {
+	if (cmd.kind == REPORT_COMMAND_FAILED) {
 		struct store_failure_result res;
 
-		/* The rest of the line, possibly empty, is the message. */
-		r = store_report_failure(call->store, call->vf, instance_id, assigned_at, p, &res);
+		/* The store keeps the message sanitized (grammar/message.h). */
+		r = store_report_failure(call->store, call->vf, cmd.instance_id, cmd.claimed_at,
+					 cmd.message, &res);
 		if (r < 0)
 			return r;
-		snprintf(call->outcome, VFILE_OUTCOME_MAX, "%s failures=%u threshold=%d%s",
-			 store_outcome_name(res.outcome), res.tally, res.threshold,
-			 res.breaker_engaged ? " breaker=engaged" : "");
+		o.kind = report_kind_of(res.outcome);
+		o.failures = res.tally;
+		o.threshold = (unsigned)res.threshold;
+		o.breaker_engaged = res.breaker_engaged;
+		report_outcome_format(call->outcome, VFILE_OUTCOME_MAX, &o);
 		if (res.outcome == STORE_OUTCOME_QUARANTINED)
 			log_info("%s: quarantined: instance %s failed %u times (threshold %d)",
-				 call->vf, instance_id, res.tally, res.threshold);
+				 call->vf, cmd.instance_id, res.tally, res.threshold);
 		else if (res.outcome == STORE_OUTCOME_RECORDED)
 			log_warn("%s: failed assignment recorded: instance %s, %u of %d%s", call->vf,
-				 instance_id, res.tally, res.threshold,
+				 cmd.instance_id, res.tally, res.threshold,
 				 res.breaker_engaged ? ", quarantine held back by the breaker" : "");
 		return 0;
 	}
-	if (strcmp(kind, "ok") == 0) {
-		struct store_success_result res;
 
-		if (*p)
-			return -EINVAL;
-		r = store_report_success(call->store, call->vf, instance_id, assigned_at, &res);
-		if (r < 0)
-			return r;
-		snprintf(call->outcome, VFILE_OUTCOME_MAX, "cleared=%u rescinded=%d", res.cleared,
-			 res.rescinded ? 1 : 0);
-		if (res.cleared)
-			log_info("%s: instance %s succeeded: %u failures cleared%s", call->vf,
-				 instance_id, res.cleared, res.rescinded ? ", quarantine lifted" : "");
-		return 0;
-	}
-	return -EINVAL;
+	struct store_success_result res;
+
+	r = store_report_success(call->store, call->vf, cmd.instance_id, cmd.claimed_at, &res);
+	if (r < 0)
+		return r;
+	o.kind = REPORT_CLEARED;
+	o.cleared = res.cleared;
+	o.rescinded = res.rescinded;
+	report_outcome_format(call->outcome, VFILE_OUTCOME_MAX, &o);
+	if (res.cleared)
+		log_info("%s: instance %s succeeded: %u failures cleared%s", call->vf,
+			 cmd.instance_id, res.cleared, res.rescinded ? ", quarantine lifted" : "");
+	return 0;
 }
 
 /* -- assignment files ----------------------------------------------------------- */
 
+/* The grammar's view of a stored claim.  Values reach the store only through
+ * claim_parse_update(), so they fit the grammar's limits. */
+static void copy_field(char *dst, size_t size, const char *src)
+{
+	size_t n = strnlen(src, size - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+static void claim_to_assignment(const struct store_claim *c, struct assignment *a)
+{
+	copy_field(a->vf, sizeof(a->vf), c->vf);
+	copy_field(a->instance_id, sizeof(a->instance_id), c->instance_id);
+	copy_field(a->claimed_at, sizeof(a->claimed_at), c->claimed_at);
+	copy_field(a->agent, sizeof(a->agent), c->agent);
+	copy_field(a->control, sizeof(a->control), c->control);
+	a->pid = c->pid;
+	a->pid_starttime = c->pid_starttime;
+}
+
 void claim_render(const struct store_claim *claim, FILE *out)
 {
-	fprintf(out, "claimed_at=%s\nagent=%s\ncontrol=%s\npid=", claim->claimed_at, claim->agent,
-		claim->control);
-	if (claim->pid > 0)
-		fprintf(out, "%" PRId64, claim->pid);
-	fputc('\n', out);
-}
+	struct assignment a;
 
-/* Field 22 of /proc/PID/stat (start time in clock ticks since boot): with
- * the pid it names one process even after the pid is reused.  0 when the
- * process cannot be read. */
-static uint64_t pid_starttime(int64_t pid)
-{
-	char path[64], buf[1024];
-	_cleanup_close_ int fd = -1;
-	ssize_t n;
-	char *p, *save = NULL;
-	uint64_t starttime = 0;
-
-	snprintf(path, sizeof(path), "/proc/%" PRId64 "/stat", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* comm (field 2) may hold spaces and parentheses: fields 3.. follow the last ')'. */
-	p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	p++;
-	for (int field = 3; field <= 22; field++) {
-		char *tok = strtok_r(field == 3 ? p : NULL, " ", &save);
-		if (!tok)
-			return 0;
-		if (field == 22 && parse_uint64(tok, 0, UINT64_MAX, &starttime) < 0)
-			return 0;
-	}
-	return starttime;
-}
-
-enum claim_key { KEY_CLAIMED_AT, KEY_AGENT, KEY_CONTROL, KEY_PID, KEY_COUNT };
-static const char *const claim_keys[KEY_COUNT] = {
-	[KEY_CLAIMED_AT] = "claimed_at",
-	[KEY_AGENT] = "agent",
-	[KEY_CONTROL] = "control",
-	[KEY_PID] = "pid",
-};
-
-static int claim_apply(struct store_claim *c, enum claim_key key, const char *value,
-		       bool may_set_claimed_at)
-{
-	switch (key) {
-	case KEY_CLAIMED_AT: {
-		char canonical[RFC3339_BUFSZ];
-		if (rfc3339_normalize(value, canonical) < 0)
-			return -EINVAL;
-		if (strcmp(canonical, c->claimed_at) != 0 && !may_set_claimed_at)
-			return -EINVAL; /* the assignment identity is fixed after the first write */
-		memcpy(c->claimed_at, canonical, sizeof(c->claimed_at));
-		return 0;
-	}
-	case KEY_AGENT: {
-		struct endpoint ep;
-		if (!*value) {
-			c->agent[0] = '\0';
-			return 0;
-		}
-		if (strlen(value) >= ENDPOINT_STRING_MAX || endpoint_parse(value, &ep) < 0)
-			return -EINVAL;
-		/* Stored canonical (port spelled out), so readers need no defaults. */
-		if (endpoint_format(&ep, c->agent, sizeof(c->agent)) < 0)
-			return -EINVAL;
-		return 0;
-	}
-	case KEY_CONTROL:
-		if (*value && (value[0] != '/' || strlen(value) > CONTROL_PATH_MAX))
-			return -EINVAL;
-		for (const char *q = value; *q; q++)
-			if ((unsigned char)*q < 0x20 || *q == 0x7f)
-				return -EINVAL;
-		snprintf(c->control, sizeof(c->control), "%s", value);
-		return 0;
-	case KEY_PID: {
-		uint64_t pid = 0;
-		if (*value && parse_uint64(value, 1, PID_VALUE_MAX, &pid) < 0)
-			return -EINVAL;
-		c->pid = (int64_t)pid;
-		c->pid_starttime = pid ? pid_starttime(c->pid) : 0;
-		return 0;
-	}
-	case KEY_COUNT:
-		break;
-	}
-	return -EINVAL;
+	claim_to_assignment(claim, &a);
+	assignment_render(&a, out);
 }
 
 int claim_parse_update(const struct store_claim *current, char *command, bool may_set_claimed_at,
 		       struct store_claim *ret)
 {
 	_cleanup_free_ struct store_claim *next = malloc(sizeof(*next));
-	unsigned seen = 0;
-	char *line, *save = NULL;
+	struct assignment cur, upd;
+	unsigned written;
+	int r;
 
 	if (!next)
 		return -ENOMEM;
+	claim_to_assignment(current, &cur);
+	r = assignment_parse_update(&cur, command, may_set_claimed_at, &upd, &written);
+	if (r < 0)
+		return r;
 	*next = *current;
-	for (line = strtok_r(command, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *eq = strchr(line, '=');
-		int key = -1, r;
-
-		if (!eq)
-			return -EINVAL;
-		*eq = '\0';
-		for (int k = 0; k < KEY_COUNT; k++)
-			if (strcmp(line, claim_keys[k]) == 0)
-				key = k;
-		if (key < 0 || (seen & (1u << key)))
-			return -EINVAL;
-		seen |= 1u << key;
-		r = claim_apply(next, (enum claim_key)key, eq + 1, may_set_claimed_at);
-		if (r < 0)
-			return r;
-	}
+	memcpy(next->claimed_at, upd.claimed_at, sizeof(upd.claimed_at));
+	memcpy(next->agent, upd.agent, sizeof(upd.agent)); /* fits: the store's are larger */
+	memcpy(next->control, upd.control, sizeof(upd.control));
+	next->pid = upd.pid;
+	next->pid_starttime = upd.pid_starttime;
+	/* With the pid, its start time names one process even after the pid is
+	 * reused; 0 (unknown) when /proc cannot tell. */
+	if ((written & (1u << ASSIGNMENT_PID)) && next->pid > 0 &&
+	    proc_pid_starttime(NULL, next->pid, &next->pid_starttime) < 0)
+		next->pid_starttime = 0;
 	*ret = *next;
 	return 0;
 }

@@ -28,12 +28,13 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "grammar/limits.h"
 #include "store/store.h"
 
 /* Longest command one write(2) may carry; longer ones get EINVAL. */
-#define VFILE_COMMAND_MAX 4096
-/* Room for an outcome line such as "quarantined failures=2 threshold=2 breaker=engaged". */
-#define VFILE_OUTCOME_MAX 128
+#define VFILE_COMMAND_MAX WRITE_COMMAND_MAX
+/* Room for an outcome line (without its newline) and its NUL. */
+#define VFILE_OUTCOME_MAX OUTCOME_LINE_BUFSZ
 
 enum top_file_index {
 	TOP_THRESHOLD,
@@ -97,13 +98,15 @@ int vfile_find(const struct vfile *table, int count, const char *name);
 
 /* -- assignment files --------------------------------------------------------- */
 
-/* `claimed_at=...\nagent=...\ncontrol=...\npid=...\n` of a live claim. */
+/* The assignment file of a live claim (grammar/assignment.h). */
 void claim_render(const struct store_claim *claim, FILE *out);
 
-/* Parse and validate `key=value` lines into a copy of `current`; touches
- * nothing.  may_set_claimed_at: this is the first write through the handle
- * that created the claim, so claimed_at may change; else it must equal the
- * stored one.  -EINVAL for unknown or repeated keys and bad values. */
+/* Parse and validate `key=value` lines (grammar/assignment.h) into a copy of
+ * `current`; touches nothing else.  may_set_claimed_at: this is the first
+ * write through the handle that created the claim, so claimed_at may change;
+ * else it must equal the stored one.  A write of pid= records the process's
+ * start time (pid_starttime, 0 when /proc cannot tell).  -EINVAL for unknown
+ * or repeated keys and bad values. */
 int claim_parse_update(const struct store_claim *current, char *command, bool may_set_claimed_at,
 		       struct store_claim *ret);
 

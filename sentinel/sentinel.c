@@ -27,8 +27,8 @@
  * across I/O: a worker reads its target (immutable while the scan runs: the
  * scheduler frees the array only after active_workers drops to 0 with
  * nothing left to hand out).  Counters are atomics, so metrics rendering
- * takes no lock.  The start-time memory (claim -> /proc start time, see
- * reconcile) belongs to the scheduler thread alone.
+ * takes no lock.  The claim memory (which claims the last reconcile found
+ * dead) belongs to the scheduler thread alone.
  *
  * Shutdown.  sentinel_stop() writes the eventfd once and never reads it, so
  * it stays readable: the scheduler's ppoll returns, and every agent_query()
@@ -65,6 +65,7 @@
 #include "proto/endpoint.h"
 #include "proto/log.h"
 #include "proto/parse.h"
+#include "proto/procfs.h"
 #include "proto/safefile.h"
 #include "sentinel/rules.h"
 
@@ -78,12 +79,11 @@ struct target {
 
 /* What reconcile knows about a claim across scans (scheduler thread only). */
 struct claim_memory {
-	char vf[SENTINEL_VF_BUFSZ];
+	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
 	char claimed_at[RFC3339_BUFSZ];
 	int64_t pid;
-	uint64_t starttime; /* 0: not known */
-	bool seen_dead;     /* the previous reconcile found it dead */
+	bool seen_dead; /* the previous reconcile found it dead */
 };
 
 struct sentinel {
@@ -199,10 +199,10 @@ static int read_assignment(const struct sentinel *s, const char *vf, const char 
 	r = mount_path(s, path, sizeof(path), vf, "assignments", instance_id);
 	if (r < 0)
 		return r;
-	text = malloc(SENTINEL_ASSIGNMENT_MAX + 2);
+	text = malloc(ASSIGNMENT_FILE_MAX + 2);
 	if (!text)
 		return -ENOMEM;
-	r = read_file(path, text, SENTINEL_ASSIGNMENT_MAX + 2, &len);
+	r = read_file(path, text, ASSIGNMENT_FILE_MAX + 2, &len);
 	if (r < 0)
 		return r;
 	return assignment_parse(vf, instance_id, text, len, ret);
@@ -340,7 +340,7 @@ static int list_claims(const struct sentinel *s, struct claim_list *l)
 		return r;
 	}
 	while ((errno = 0, de = readdir(dir))) {
-		if (!sentinel_vf_address_valid(de->d_name))
+		if (!vf_address_valid(de->d_name))
 			continue; /* threshold, status, ... */
 		list_vf_claims(s, de->d_name, l);
 		if (atomic_load(&s->stopping_fast))
@@ -399,7 +399,8 @@ static void log_report_outcome(struct sentinel *s, const struct assignment *c,
 static void report(struct sentinel *s, const struct assignment *c, enum check_result result,
 		   const char *message)
 {
-	char path[PATH_MAX], command[SENTINEL_REPORT_MAX], answer[SENTINEL_OUTCOME_MAX];
+	char path[PATH_MAX], command[REPORT_COMMAND_BUFSZ],
+	     answer[OUTCOME_LINE_BUFSZ + 1] /* one more: an overlong answer is refused */;
 	struct report_outcome outcome;
 	size_t answer_len;
 	int len, r;
@@ -520,7 +521,7 @@ static void *worker_main(void *userdata)
 	return NULL;
 }
 
-/* ---- start-time memory (scheduler thread) -------------------------------------------- */
+/* ---- claim memory (scheduler thread) -------------------------------------------------- */
 
 static int claim_memory_cmp(const void *a_, const void *b_)
 {
@@ -555,10 +556,10 @@ static struct claim_memory *claim_memory_find(struct sentinel *s, const struct a
 	return bsearch(&key, s->memory, s->memory_count, sizeof(key), claim_memory_cmp);
 }
 
-/* Remember each listed claim's VMM start time the first time we see the
- * claim with that pid (the file interface does not show the start time the
- * store recorded, unless a newer daemon adds pid_starttime=).  Claims no
- * longer listed are forgotten, unless the listing was incomplete. */
+/* Carry each listed claim's memory (seen_dead) over to the next scan; the
+ * VMM's start time is the claim's own pid_starttime=, recorded by the daemon
+ * when the pid was written.  Claims no longer listed are forgotten, unless
+ * the listing was incomplete. */
 static void claim_memory_update(struct sentinel *s, const struct claim_list *l)
 {
 	_cleanup_free_ struct claim_memory *next = NULL;
@@ -578,16 +579,10 @@ static void claim_memory_update(struct sentinel *s, const struct claim_list *l)
 		struct claim_memory *old = claim_memory_find(s, c);
 		struct claim_memory *m = &next[count++];
 
-		if (old) {
+		if (old)
 			*m = *old;
-		} else {
+		else
 			claim_memory_key(c, m);
-		}
-		if (c->pid_starttime)
-			m->starttime = c->pid_starttime;
-		else if (!m->starttime && c->pid > 0 &&
-			 sentinel_proc_starttime(s->proc_root, c->pid, &m->starttime) < 0)
-			m->starttime = 0;
 	}
 	if (l->error)
 		for (size_t i = 0; i < s->memory_count; i++)
@@ -833,7 +828,7 @@ static void run_reconcile(struct sentinel *s)
 		struct liveness_evidence ev = {
 			.control_given = c->control[0] != '\0',
 			.pid = c->pid,
-			.starttime_claimed = m ? m->starttime : c->pid_starttime,
+			.starttime_claimed = c->pid_starttime,
 		};
 		const char *reason;
 		enum liveness verdict;
@@ -841,7 +836,7 @@ static void run_reconcile(struct sentinel *s)
 		if (ev.control_given)
 			ev.control_rc = sentinel_control_state(c->control);
 		if (ev.control_given && ev.control_rc == -ENOENT && c->pid > 0)
-			ev.proc_rc = sentinel_proc_starttime(s->proc_root, c->pid, &ev.starttime_now);
+			ev.proc_rc = proc_pid_starttime(s->proc_root, c->pid, &ev.starttime_now);
 		verdict = liveness_verdict(&ev, &reason);
 
 		switch (verdict) {

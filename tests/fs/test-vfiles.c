@@ -122,6 +122,31 @@ START_TEST(test_claim_parse)
 	ck_assert_int_eq(out->pid, 0);
 	ck_assert_uint_eq(out->pid_starttime, 0);
 
+	/* What a reader sees may be written back: pid_starttime is recorded anew
+	 * from the pid (the same process: the same value), never taken from the
+	 * writer. */
+	{
+		char *text = NULL;
+		size_t len = 0;
+		FILE *f;
+		uint64_t recorded;
+
+		snprintf(cmd, sizeof(cmd), "pid=%d", (int)getpid());
+		ck_assert_int_eq(parse(cur, cmd, false, out), 0);
+		recorded = out->pid_starttime;
+		*cur = *out;
+		f = open_memstream(&text, &len);
+		claim_render(cur, f);
+		fclose(f);
+		ck_assert_int_eq(parse(cur, text, false, out), 0);
+		ck_assert_uint_eq(out->pid_starttime, recorded);
+		free(text);
+		ck_assert_int_eq(parse(cur, "pid_starttime=1", false, out), -EINVAL);
+		*cur = *out;
+		cur->pid = 0;
+		cur->pid_starttime = 0;
+	}
+
 	/* claimed_at: equal spellings always, a new value only on the first write */
 	ck_assert_int_eq(parse(cur, "claimed_at=2026-11-29T07:00:00Z", false, out), 0);
 	ck_assert_int_eq(parse(cur, "claimed_at=2026-11-29T07:00:01Z", false, out), -EINVAL);
@@ -155,16 +180,18 @@ START_TEST(test_claim_render)
 	out = open_memstream(&text, &len);
 	claim_render(c, out);
 	fclose(out);
-	ck_assert_str_eq(text, "claimed_at=2026-11-29T07:00:00.000000000Z\nagent=\ncontrol=\npid=\n");
+	ck_assert_str_eq(text, "claimed_at=2026-11-29T07:00:00.000000000Z\nagent=\ncontrol=\npid=\n"
+			       "pid_starttime=\n");
 	free(text);
 
 	strcpy(c->agent, "vsock:3:2222");
 	c->pid = 42;
+	c->pid_starttime = 8765;
 	out = open_memstream(&text, &len);
 	claim_render(c, out);
 	fclose(out);
-	ck_assert_str_eq(text,
-			 "claimed_at=2026-11-29T07:00:00.000000000Z\nagent=vsock:3:2222\ncontrol=\npid=42\n");
+	ck_assert_str_eq(text, "claimed_at=2026-11-29T07:00:00.000000000Z\nagent=vsock:3:2222\ncontrol=\n"
+			       "pid=42\npid_starttime=8765\n");
 	free(text);
 }
 END_TEST

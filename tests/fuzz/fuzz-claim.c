@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz-claim.c - the assignment file parser (claim_parse_update in
- * fs/vfiles.c): the key=value lines a VMM manager writes to
+ * fuzz-claim.c - the assignment file parser as the filesystem applies it
+ * (claim_parse_update in fs/vfiles.c over grammar/assignment.c, with the
+ * pid's start time from /proc): the key=value lines a VMM manager writes to
  * VF/assignments/ID.  The first input byte says whether claimed_at may still
  * change (the first write through the creating handle); the rest is the
  * command.  Invariants: failure leaves the result untouched; an accepted
  * claim has a canonical claimed_at (unchanged unless allowed), an agent that
  * is empty or a canonical endpoint, a control path that is empty or
  * absolute, short and free of control characters, a pid in range; and what
- * claim_render writes parses back to the same claim.
+ * claim_render writes (pid_starttime= included) parses back to the same
+ * claim.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -83,5 +85,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fuzz_check(strcmp(again.agent, out.agent) == 0);
 	fuzz_check(strcmp(again.control, out.control) == 0);
 	fuzz_check(again.pid == out.pid);
+	fuzz_check(!out.pid || again.pid_starttime == out.pid_starttime || !again.pid_starttime);
 	return 0;
 }

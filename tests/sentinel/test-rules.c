@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for sentinel/rules.c and sentinel/options.c: the classifier,
- * the assignment parser, the revalidation rule, the report commands and
- * outcomes, the liveness verdict and the evidence gatherers (against a fake
- * /proc tree and real paths), and the option parser. */
+ * the revalidation rule, the liveness verdict and the evidence gatherers
+ * (proto/procfs.c against a fake /proc tree and the real one; control paths),
+ * and the option parser.  The file grammar the sentinel speaks (assignment
+ * files, report commands, outcomes) is tested in tests/grammar/. */
 #include <check.h>
 #include <stdbool.h>
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "proto/cleanup.h"
+#include "proto/procfs.h"
 #include "sentinel/rules.h"
 #include "sentinel/sentinel.h"
 #include "tests/common/check-main.h"
@@ -73,113 +75,6 @@ START_TEST(test_check_result_names)
 }
 END_TEST
 
-/* ---- assignments ---------------------------------------------------------------- */
-
-START_TEST(test_vf_address)
-{
-	ck_assert(sentinel_vf_address_valid("0000:41:00.4"));
-	ck_assert(sentinel_vf_address_valid("ffff:ff:1f.7"));
-	ck_assert(!sentinel_vf_address_valid("0000:41:00.8"));
-	ck_assert(!sentinel_vf_address_valid("0000:41:00.40"));
-	ck_assert(!sentinel_vf_address_valid("0000:4G:00.4"));
-	ck_assert(!sentinel_vf_address_valid("0000:4A:00.4"));
-	ck_assert(!sentinel_vf_address_valid("status"));
-	ck_assert(!sentinel_vf_address_valid(""));
-	ck_assert(!sentinel_vf_address_valid(NULL));
-}
-END_TEST
-
-static const char full_assignment[] = "claimed_at=2026-11-29T07:44:51.123456789Z\n"
-				      "agent=hvsock:/run/vm/a.vsock:2222\n"
-				      "control=/run/vm/a.ctl\n"
-				      "pid=4242\n";
-
-START_TEST(test_assignment_full)
-{
-	struct assignment a;
-
-	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", full_assignment,
-					  strlen(full_assignment), &a),
-			 0);
-	ck_assert_str_eq(a.vf, "0000:41:00.4");
-	ck_assert_str_eq(a.instance_id, "vm-1");
-	ck_assert_str_eq(a.claimed_at, "2026-11-29T07:44:51.123456789Z");
-	ck_assert_str_eq(a.agent, "hvsock:/run/vm/a.vsock:2222");
-	ck_assert_str_eq(a.control, "/run/vm/a.ctl");
-	ck_assert_int_eq(a.pid, 4242);
-	ck_assert_uint_eq(a.pid_starttime, 0);
-}
-END_TEST
-
-START_TEST(test_assignment_empty_values_and_extras)
-{
-	static const char text[] = "claimed_at=2026-11-29t07:44:51.5z\nagent=\ncontrol=\npid=\n"
-				   "future_key=whatever\n\npid_starttime=987654";
-	struct assignment a;
-
-	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", text, strlen(text), &a), 0);
-	/* Normalized, so two spellings of one instant compare equal. */
-	ck_assert_str_eq(a.claimed_at, "2026-11-29T07:44:51.500000000Z");
-	ck_assert_str_eq(a.agent, "");
-	ck_assert_str_eq(a.control, "");
-	ck_assert_int_eq(a.pid, 0);
-	ck_assert_uint_eq(a.pid_starttime, 987654);
-}
-END_TEST
-
-START_TEST(test_assignment_rejects)
-{
-	static const char *const bad[] = {
-		"claimed_at=yesterday\n",
-		"claimed_at=2026-11-29T07:44:51Z\nclaimed_at=2026-11-29T07:44:52Z\n",
-		"agent=unix:/a\nagent=unix:/b\n",
-		"just a line\n",
-		"=value\n",
-		"pid=0\n",
-		"pid=-3\n",
-		"pid=12ab\n",
-		"pid=99999999999\n",
-		"control=relative/path\n",
-		"pid_starttime=x\n",
-	};
-	struct assignment a;
-
-	memset(&a, 0x5a, sizeof(a));
-	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		ck_assert_msg(assignment_parse("0000:41:00.4", "vm-1", bad[i], strlen(bad[i]), &a) ==
-				      -EINVAL,
-			      "accepted %s", bad[i]);
-	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", "pid=1\0x", 7, &a), -EINVAL);
-	ck_assert_int_eq(assignment_parse("bogus", "vm-1", "", 0, &a), -EINVAL);
-	ck_assert_int_eq(assignment_parse("0000:41:00.4", ".hidden", "", 0, &a), -EINVAL);
-	/* Nothing written on failure. */
-	ck_assert_uint_eq((unsigned char)a.vf[0], 0x5a);
-	ck_assert_uint_eq((unsigned char)a.claimed_at[0], 0x5a);
-}
-END_TEST
-
-START_TEST(test_assignment_limits)
-{
-	_cleanup_free_ char *big = malloc(SENTINEL_ASSIGNMENT_MAX + 1);
-	char line[SENTINEL_AGENT_MAX + 16];
-	struct assignment a;
-	int n;
-
-	memset(big, '\n', SENTINEL_ASSIGNMENT_MAX + 1);
-	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", big, SENTINEL_ASSIGNMENT_MAX, &a),
-			 0);
-	ck_assert_int_eq(
-		assignment_parse("0000:41:00.4", "vm-1", big, SENTINEL_ASSIGNMENT_MAX + 1, &a),
-		-E2BIG);
-
-	n = snprintf(line, sizeof(line), "agent=unix:/%0*d", SENTINEL_AGENT_MAX - 6, 0);
-	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", line, (size_t)n, &a), 0);
-	ck_assert_uint_eq(strlen(a.agent), SENTINEL_AGENT_MAX);
-	n = snprintf(line, sizeof(line), "agent=unix:/%0*d", SENTINEL_AGENT_MAX - 5, 0);
-	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", line, (size_t)n, &a), -E2BIG);
-}
-END_TEST
-
 /* ---- revalidate ------------------------------------------------------------------ */
 
 static struct assignment claim(const char *vf, const char *id, const char *claimed_at)
@@ -223,143 +118,6 @@ START_TEST(test_revalidate_empty_claimed_at)
 
 	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &captured), REVALIDATE_REPORT);
 	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &stamped), REVALIDATE_DROP);
-}
-END_TEST
-
-/* ---- report commands ---------------------------------------------------------------- */
-
-START_TEST(test_report_failed_format)
-{
-	char buf[SENTINEL_REPORT_MAX];
-	int n;
-
-	n = report_format_failed(buf, sizeof(buf), "vm-1", T1,
-				 "NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)");
-	ck_assert_int_eq(n, (int)strlen(buf));
-	ck_assert_str_eq(buf, "failed vm-1 " T1
-			      " NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)");
-
-	/* A newline would end the command; tabs and other controls go too. */
-	report_format_failed(buf, sizeof(buf), "vm-1", T1, "NVRM: a\nb\tc\r\x1b[0m\x7f end \n");
-	ck_assert_str_eq(buf, "failed vm-1 " T1 " NVRM: a b c  [0m  end");
-
-	/* No claimed_at: "-"; no message: nothing after it. */
-	report_format_failed(buf, sizeof(buf), "vm-1", "", "");
-	ck_assert_str_eq(buf, "failed vm-1 -");
-	report_format_failed(buf, sizeof(buf), "vm-1", NULL, NULL);
-	ck_assert_str_eq(buf, "failed vm-1 -");
-	report_format_failed(buf, sizeof(buf), "vm-1", T1, " \n ");
-	ck_assert_str_eq(buf, "failed vm-1 " T1);
-}
-END_TEST
-
-START_TEST(test_report_failed_caps_message)
-{
-	char buf[SENTINEL_REPORT_MAX], message[3000];
-	const char *tail;
-
-	memset(message, 'x', sizeof(message) - 1);
-	message[sizeof(message) - 1] = '\0';
-	report_format_failed(buf, sizeof(buf), "vm-1", T1, message);
-	tail = buf + strlen("failed vm-1 " T1 " ");
-	ck_assert_uint_eq(strlen(tail), SENTINEL_MESSAGE_MAX);
-
-	/* "é" (2 bytes) straddling the cut is dropped whole. */
-	memset(message, 'x', sizeof(message) - 1);
-	message[SENTINEL_MESSAGE_MAX - 1] = '\xc3';
-	message[SENTINEL_MESSAGE_MAX] = '\xa9';
-	report_format_failed(buf, sizeof(buf), "vm-1", T1, message);
-	tail = buf + strlen("failed vm-1 " T1 " ");
-	ck_assert_uint_eq(strlen(tail), SENTINEL_MESSAGE_MAX - 1);
-	ck_assert_int_eq(tail[strlen(tail) - 1], 'x');
-}
-END_TEST
-
-START_TEST(test_report_format_rejects)
-{
-	char buf[SENTINEL_REPORT_MAX], small[16];
-
-	strcpy(buf, "untouched");
-	ck_assert_int_eq(report_format_failed(buf, sizeof(buf), "bad id", T1, "m"), -EINVAL);
-	ck_assert_int_eq(report_format_failed(buf, sizeof(buf), "vm-1", "yesterday", "m"), -EINVAL);
-	ck_assert_int_eq(report_format_ok(buf, sizeof(buf), "", T1), -EINVAL);
-	ck_assert_str_eq(buf, "untouched");
-	ck_assert_int_eq(report_format_ok(small, sizeof(small), "vm-1", T1), -ENOBUFS);
-}
-END_TEST
-
-START_TEST(test_report_ok_format)
-{
-	char buf[SENTINEL_REPORT_MAX];
-
-	ck_assert_int_eq(report_format_ok(buf, sizeof(buf), "vm-1", T1),
-			 (int)strlen("ok vm-1 " T1));
-	ck_assert_str_eq(buf, "ok vm-1 " T1);
-	report_format_ok(buf, sizeof(buf), "vm-1", "");
-	ck_assert_str_eq(buf, "ok vm-1 -");
-}
-END_TEST
-
-static struct report_outcome outcome_of(const char *text)
-{
-	struct report_outcome o;
-
-	ck_assert_msg(report_outcome_parse(text, strlen(text), &o) == 0, "rejected %s", text);
-	return o;
-}
-
-START_TEST(test_report_outcomes)
-{
-	struct report_outcome o;
-
-	o = outcome_of("recorded failures=1 threshold=2\n");
-	ck_assert_int_eq(o.kind, REPORT_RECORDED);
-	ck_assert_uint_eq(o.failures, 1);
-	ck_assert_uint_eq(o.threshold, 2);
-	ck_assert(!o.breaker_engaged);
-
-	o = outcome_of("quarantined failures=3 threshold=3");
-	ck_assert_int_eq(o.kind, REPORT_QUARANTINED);
-	ck_assert_uint_eq(o.failures, 3);
-
-	o = outcome_of("unchanged failures=2 threshold=2\n");
-	ck_assert_int_eq(o.kind, REPORT_UNCHANGED);
-
-	o = outcome_of("recorded failures=5 threshold=2 breaker=engaged\n");
-	ck_assert_int_eq(o.kind, REPORT_RECORDED);
-	ck_assert(o.breaker_engaged);
-
-	o = outcome_of("cleared=2 rescinded=1\n");
-	ck_assert_int_eq(o.kind, REPORT_CLEARED);
-	ck_assert_uint_eq(o.cleared, 2);
-	ck_assert(o.rescinded);
-	o = outcome_of("cleared=0 rescinded=0\n");
-	ck_assert_uint_eq(o.cleared, 0);
-	ck_assert(!o.rescinded);
-}
-END_TEST
-
-START_TEST(test_report_outcome_rejects)
-{
-	static const char *const bad[] = {
-		"",
-		"\n",
-		"recorded\n",
-		"recorded failures=1\n",
-		"recorded failures=x threshold=2\n",
-		"recorded threshold=2 failures=1\n",
-		"recorded failures=1 threshold=2 extra\n",
-		"recorded failures=1 threshold=2\n\n",
-		"cleared=1 rescinded=2\n",
-		"cleared=1\n",
-		"bogus failures=1 threshold=2\n",
-		"recorded failures=99999999999 threshold=2\n",
-	};
-	struct report_outcome o;
-
-	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		ck_assert_msg(report_outcome_parse(bad[i], strlen(bad[i]), &o) == -EINVAL,
-			      "accepted \"%s\"", bad[i]);
 }
 END_TEST
 
@@ -464,13 +222,13 @@ START_TEST(test_proc_starttime_fake_tree)
 {
 	uint64_t t = 42;
 
-	ck_assert_int_eq(sentinel_proc_starttime(fake_root, 100, &t), 0);
+	ck_assert_int_eq(proc_pid_starttime(fake_root, 100, &t), 0);
 	ck_assert_uint_eq(t, 123456);
 	t = 42;
-	ck_assert_int_eq(sentinel_proc_starttime(fake_root, 200, &t), -EBADMSG);
-	ck_assert_int_eq(sentinel_proc_starttime(fake_root, 300, &t), -EISDIR);
-	ck_assert_int_eq(sentinel_proc_starttime(fake_root, 400, &t), -ENOENT);
-	ck_assert_int_eq(sentinel_proc_starttime(fake_root, 0, &t), -EINVAL);
+	ck_assert_int_eq(proc_pid_starttime(fake_root, 200, &t), -EBADMSG);
+	ck_assert_int_eq(proc_pid_starttime(fake_root, 300, &t), -EISDIR);
+	ck_assert_int_eq(proc_pid_starttime(fake_root, 400, &t), -ENOENT);
+	ck_assert_int_eq(proc_pid_starttime(fake_root, 0, &t), -EINVAL);
 	ck_assert_uint_eq(t, 42);
 }
 END_TEST
@@ -480,10 +238,10 @@ START_TEST(test_proc_starttime_real)
 	uint64_t self = 0, again = 0, init = 0;
 
 	/* Our own start time is stable, and we started after pid 1. */
-	ck_assert_int_eq(sentinel_proc_starttime("/proc", getpid(), &self), 0);
-	ck_assert_int_eq(sentinel_proc_starttime(NULL, getpid(), &again), 0);
+	ck_assert_int_eq(proc_pid_starttime("/proc", getpid(), &self), 0);
+	ck_assert_int_eq(proc_pid_starttime(NULL, getpid(), &again), 0);
 	ck_assert_uint_eq(self, again);
-	ck_assert_int_eq(sentinel_proc_starttime("/proc", 1, &init), 0);
+	ck_assert_int_eq(proc_pid_starttime("/proc", 1, &init), 0);
 	ck_assert_uint_ge(self, init);
 }
 END_TEST
@@ -658,26 +416,9 @@ static Suite *rules_suite(void)
 	tcase_add_test(tc, test_check_result_names);
 	suite_add_tcase(s, tc);
 
-	tc = tcase_create("assignment");
-	tcase_add_test(tc, test_vf_address);
-	tcase_add_test(tc, test_assignment_full);
-	tcase_add_test(tc, test_assignment_empty_values_and_extras);
-	tcase_add_test(tc, test_assignment_rejects);
-	tcase_add_test(tc, test_assignment_limits);
-	suite_add_tcase(s, tc);
-
 	tc = tcase_create("revalidate");
 	tcase_add_test(tc, test_revalidate);
 	tcase_add_test(tc, test_revalidate_empty_claimed_at);
-	suite_add_tcase(s, tc);
-
-	tc = tcase_create("report");
-	tcase_add_test(tc, test_report_failed_format);
-	tcase_add_test(tc, test_report_failed_caps_message);
-	tcase_add_test(tc, test_report_format_rejects);
-	tcase_add_test(tc, test_report_ok_format);
-	tcase_add_test(tc, test_report_outcomes);
-	tcase_add_test(tc, test_report_outcome_rejects);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("liveness");

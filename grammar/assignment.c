@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/* assignment.c - the assignment file: one key table, render and parse
+ * (assignment.h). */
+#include "grammar/assignment.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "grammar/vf.h"
+#include "proto/endpoint.h"
+#include "proto/parse.h"
+
+/* The key table: the order is the rendered order. */
+static const struct {
+	const char *name;
+	bool writable; /* writers may set it (pid_starttime: the daemon records it) */
+} keys[ASSIGNMENT_KEY_COUNT] = {
+	[ASSIGNMENT_CLAIMED_AT] = { "claimed_at", true },
+	[ASSIGNMENT_AGENT] = { "agent", true },
+	[ASSIGNMENT_CONTROL] = { "control", true },
+	[ASSIGNMENT_PID] = { "pid", true },
+	[ASSIGNMENT_PID_STARTTIME] = { "pid_starttime", false },
+};
+
+const char *assignment_key_name(enum assignment_key key)
+{
+	if ((unsigned)key >= ASSIGNMENT_KEY_COUNT)
+		return NULL;
+	return keys[key].name;
+}
+
+int assignment_render(const struct assignment *a, FILE *out)
+{
+	for (int k = 0; k < ASSIGNMENT_KEY_COUNT; k++) {
+		fprintf(out, "%s=", keys[k].name);
+		switch ((enum assignment_key)k) {
+		case ASSIGNMENT_CLAIMED_AT:
+			fputs(a->claimed_at, out);
+			break;
+		case ASSIGNMENT_AGENT:
+			fputs(a->agent, out);
+			break;
+		case ASSIGNMENT_CONTROL:
+			fputs(a->control, out);
+			break;
+		case ASSIGNMENT_PID:
+			if (a->pid > 0)
+				fprintf(out, "%" PRId64, a->pid);
+			break;
+		case ASSIGNMENT_PID_STARTTIME:
+			if (a->pid_starttime > 0)
+				fprintf(out, "%" PRIu64, a->pid_starttime);
+			break;
+		case ASSIGNMENT_KEY_COUNT:
+			break;
+		}
+		fputc('\n', out);
+	}
+	return ferror(out) ? -EIO : 0;
+}
+
+/* ---- parsing ---------------------------------------------------------------- */
+
+struct parse_ctx {
+	bool writer;                      /* a writer's command, not a rendered file */
+	const struct assignment *current; /* writer: the claim as it is */
+	bool may_set_claimed_at;          /* writer */
+};
+
+/* value[0..len) as a NUL-terminated string in buf[size], or -EINVAL. */
+static int terminate(char *buf, size_t size, const char *value, size_t len)
+{
+	if (len >= size)
+		return -EINVAL;
+	memcpy(buf, value, len);
+	buf[len] = '\0';
+	return 0;
+}
+
+static int parse_number(const char *value, size_t len, uint64_t max, uint64_t *ret)
+{
+	char digits[24];
+
+	if (terminate(digits, sizeof(digits), value, len) < 0 ||
+	    parse_uint64(digits, 1, max, ret) < 0)
+		return -EINVAL;
+	return 0;
+}
+
+static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignment_key key,
+		 const char *value, size_t len)
+{
+	char raw[AGENT_ENDPOINT_MAX + 1];
+	uint64_t v = 0;
+
+	switch (key) {
+	case ASSIGNMENT_CLAIMED_AT:
+		if (len == 0 && !ctx->writer) {
+			a->claimed_at[0] = '\0';
+			return 0;
+		}
+		if (terminate(raw, sizeof(raw), value, len) < 0 ||
+		    rfc3339_normalize(raw, a->claimed_at) < 0)
+			return -EINVAL;
+		/* The assignment identity is fixed after the first write. */
+		if (ctx->writer && !ctx->may_set_claimed_at &&
+		    strcmp(a->claimed_at, ctx->current->claimed_at) != 0)
+			return -EINVAL;
+		return 0;
+	case ASSIGNMENT_AGENT: {
+		struct endpoint ep;
+
+		if (len > AGENT_ENDPOINT_MAX)
+			return -E2BIG;
+		memcpy(raw, value, len);
+		raw[len] = '\0';
+		if (!ctx->writer || len == 0) {
+			memcpy(a->agent, raw, len + 1);
+			return 0;
+		}
+		/* Stored canonical (port spelled out), so readers need no defaults. */
+		if (endpoint_parse(raw, &ep) < 0 || endpoint_format(&ep, a->agent, sizeof(a->agent)) < 0)
+			return -EINVAL;
+		return 0;
+	}
+	case ASSIGNMENT_CONTROL:
+		if (len > 0 && value[0] != '/')
+			return -EINVAL;
+		if (len > CONTROL_PATH_MAX)
+			return -E2BIG;
+		for (size_t i = 0; i < len; i++)
+			if ((unsigned char)value[i] < 0x20 || value[i] == 0x7f)
+				return -EINVAL;
+		memcpy(a->control, value, len);
+		a->control[len] = '\0';
+		return 0;
+	case ASSIGNMENT_PID:
+		if (len > 0 && parse_number(value, len, PID_VALUE_MAX, &v) < 0)
+			return -EINVAL;
+		a->pid = (int64_t)v;
+		return 0;
+	case ASSIGNMENT_PID_STARTTIME:
+		if (len > 0 && parse_number(value, len, UINT64_MAX, &v) < 0)
+			return -EINVAL;
+		if (ctx->writer && !keys[key].writable) /* the recorded value, written back */
+			return v == ctx->current->pid_starttime ? 0 : -EINVAL;
+		a->pid_starttime = v;
+		return 0;
+	case ASSIGNMENT_KEY_COUNT:
+		break;
+	}
+	return -EINVAL;
+}
+
+static int find_key(const char *key, size_t len)
+{
+	for (int k = 0; k < ASSIGNMENT_KEY_COUNT; k++)
+		if (strlen(keys[k].name) == len && memcmp(keys[k].name, key, len) == 0)
+			return k;
+	return -1;
+}
+
+static int parse_lines(const struct parse_ctx *ctx, struct assignment *a, const char *text,
+		       size_t len, unsigned *seen)
+{
+	size_t pos = 0;
+
+	*seen = 0;
+	while (pos < len) {
+		const char *line = text + pos;
+		const char *nl = memchr(line, '\n', len - pos);
+		size_t line_len = nl ? (size_t)(nl - line) : len - pos;
+		const char *eq;
+		int key, r;
+
+		pos += line_len + (nl ? 1 : 0);
+		if (line_len == 0)
+			continue;
+		eq = memchr(line, '=', line_len);
+		if (!eq || eq == line)
+			return -EINVAL;
+		key = find_key(line, (size_t)(eq - line));
+		if (key < 0) {
+			if (ctx->writer)
+				return -EINVAL;
+			continue; /* a key from a newer daemon */
+		}
+		if (*seen & (1u << key))
+			return -EINVAL;
+		*seen |= 1u << key;
+		r = apply(ctx, a, (enum assignment_key)key, eq + 1,
+			  line_len - (size_t)(eq - line) - 1);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int assignment_parse(const char *vf, const char *instance_id, const char *text, size_t len,
+		     struct assignment *ret)
+{
+	const struct parse_ctx ctx = { .writer = false };
+	struct assignment a = { 0 };
+	unsigned seen;
+	int r;
+
+	if (!vf_address_valid(vf) || !instance_id_valid(instance_id))
+		return -EINVAL;
+	if (len > ASSIGNMENT_FILE_MAX)
+		return -E2BIG;
+	if (memchr(text, '\0', len))
+		return -EINVAL;
+	memcpy(a.vf, vf, VF_ADDR_BUFSZ);
+	memcpy(a.instance_id, instance_id, strlen(instance_id) + 1);
+	r = parse_lines(&ctx, &a, text, len, &seen);
+	if (r < 0)
+		return r;
+	*ret = a;
+	return 0;
+}
+
+int assignment_parse_update(const struct assignment *current, const char *command,
+			    bool may_set_claimed_at, struct assignment *ret,
+			    unsigned *keys_written)
+{
+	const struct parse_ctx ctx = {
+		.writer = true,
+		.current = current,
+		.may_set_claimed_at = may_set_claimed_at,
+	};
+	struct assignment a = *current;
+	unsigned seen;
+	int r;
+
+	r = parse_lines(&ctx, &a, command, strlen(command), &seen);
+	if (r < 0)
+		return -EINVAL; /* the file interface's answer to any bad write */
+	if (seen & (1u << ASSIGNMENT_PID))
+		a.pid_starttime = 0; /* the caller records the new process's */
+	*ret = a;
+	if (keys_written)
+		*keys_written = seen;
+	return 0;
+}

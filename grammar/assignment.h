@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * assignment.h - THE grammar of an assignment file, <vf>/assignments/<id>:
+ * one claim of a VF by an instance.  One key table drives the renderer
+ * (vfhealthd), the reader (the sentinel) and the writers' parser (a VMM
+ * manager writing to the file).  Tests (render -> parse -> render is the
+ * identity, and every rejection): tests/grammar/test-grammar.c.
+ *
+ * The file is "key=value" lines, rendered in this order, each key once:
+ *
+ *   claimed_at=     RFC 3339 UTC, canonical (nine fraction digits): the
+ *                   assignment identity.  Writers: only the first write
+ *                   through the handle that created the claim may change it.
+ *   agent=          the guest agent's endpoint (proto/endpoint.h), at most
+ *                   AGENT_ENDPOINT_MAX bytes; writers' values are stored
+ *                   canonical (port spelled out).  Empty: none.
+ *   control=        the VMM's control socket: an absolute path of at most
+ *                   CONTROL_PATH_MAX bytes without control characters.
+ *   pid=            the VMM's pid, 1..PID_VALUE_MAX.  Empty: none.
+ *   pid_starttime=  field 22 of /proc/PID/stat, recorded by the daemon when
+ *                   pid= is written (proto/procfs.h): with the pid it names
+ *                   one process even after the pid is reused.  Empty:
+ *                   unknown.  Writers may not set it: a write may repeat
+ *                   the recorded value (so what was read can be written
+ *                   back), any other value is -EINVAL.
+ *
+ * An empty value unsets a key.  Empty lines are ignored.  A line without
+ * '=', an empty key or a repeated key is -EINVAL.  Readers ignore keys they
+ * do not know (a newer daemon may add some); writers may not use them.
+ */
+#ifndef VFHEALTH_GRAMMAR_ASSIGNMENT_H
+#define VFHEALTH_GRAMMAR_ASSIGNMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "grammar/limits.h"
+
+enum assignment_key {
+	ASSIGNMENT_CLAIMED_AT,
+	ASSIGNMENT_AGENT,
+	ASSIGNMENT_CONTROL,
+	ASSIGNMENT_PID,
+	ASSIGNMENT_PID_STARTTIME,
+	ASSIGNMENT_KEY_COUNT
+};
+
+/* "claimed_at", ..., "pid_starttime"; NULL for others. */
+const char *assignment_key_name(enum assignment_key key);
+
+struct assignment {
+	char vf[VF_ADDR_BUFSZ];                  /* from the path */
+	char instance_id[INSTANCE_ID_MAX + 1];   /* from the path */
+	char claimed_at[RFC3339_BUFSZ];          /* canonical, "" when unset */
+	char agent[AGENT_ENDPOINT_MAX + 1];      /* "" when unset */
+	char control[CONTROL_PATH_MAX + 1];      /* "" when unset */
+	int64_t pid;                             /* 0 when unset */
+	uint64_t pid_starttime;                  /* 0 when unknown */
+};
+
+/* Every key in table order, "key=value\n" each (the whole file).  Returns 0
+ * or -EIO when out reports an error. */
+int assignment_render(const struct assignment *a, FILE *out);
+
+/* Reader: parse the text of <vf>/assignments/<instance_id> (vf and
+ * instance_id come from the path and are validated).  claimed_at may be
+ * empty; agent= is not checked beyond its length (the sentinel parses the
+ * endpoint when it uses it).  -EINVAL for a bad vf/instance, a NUL byte, a
+ * bad line or value; -E2BIG when len exceeds ASSIGNMENT_FILE_MAX or a value
+ * its limit. */
+int assignment_parse(const char *vf, const char *instance_id, const char *text, size_t len,
+		     struct assignment *ret);
+
+/* Writer: apply the key=value lines of command (NUL-terminated) to a copy of
+ * current and store it in *ret; touches nothing else.  may_set_claimed_at:
+ * this is the first write through the handle that created the claim.  On
+ * success *keys_written (when non-NULL) has bit (1u << key) set for every
+ * key the command named: the caller records pid_starttime when pid was
+ * written (ret->pid_starttime is then 0).  -EINVAL for anything a writer may
+ * not write (bad values and lengths included). */
+int assignment_parse_update(const struct assignment *current, const char *command,
+			    bool may_set_claimed_at, struct assignment *ret,
+			    unsigned *keys_written);
+
+#endif

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * procfs.c - field 22 of /proc/PID/stat, parsed once for the daemon and the
+ * sentinel (procfs.h).
+ */
+#include "proto/procfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proto/cleanup.h"
+#include "proto/parse.h"
+
+/* comm is at most 64 bytes (TASK_COMM_LEN on newer kernels): a stat line
+ * longer than this is not one we understand. */
+#define PROC_STAT_MAX 1024
+
+int proc_stat_parse_starttime(const char *text, size_t len, uint64_t *ret)
+{
+	char buf[PROC_STAT_MAX], digits[24];
+	const char *close_paren, *p;
+	uint64_t v;
+	size_t n;
+
+	if (len == 0 || len >= sizeof(buf) || memchr(text, '\0', len))
+		return -EBADMSG;
+	memcpy(buf, text, len);
+	buf[len] = '\0';
+	close_paren = strrchr(buf, ')');
+	if (!close_paren || close_paren[1] != ' ')
+		return -EBADMSG;
+	/* After ") " comes field 3 (state); walk to field 22. */
+	p = close_paren + 2;
+	for (int field = 3; field < 22; field++) {
+		p = strchr(p, ' ');
+		if (!p)
+			return -EBADMSG;
+		p++;
+	}
+	n = strspn(p, "0123456789");
+	if (n == 0 || n >= sizeof(digits) || (p[n] != ' ' && p[n] != '\n' && p[n] != '\0'))
+		return -EBADMSG;
+	memcpy(digits, p, n);
+	digits[n] = '\0';
+	if (parse_uint64(digits, 0, UINT64_MAX, &v) < 0)
+		return -EBADMSG;
+	*ret = v;
+	return 0;
+}
+
+int proc_pid_starttime(const char *proc_root, int64_t pid, uint64_t *ret)
+{
+	char path[PATH_MAX], text[PROC_STAT_MAX];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+	int len;
+
+	if (pid <= 0)
+		return -EINVAL;
+	len = snprintf(path, sizeof(path), "%s/%" PRId64 "/stat", proc_root ? proc_root : "/proc", pid);
+	if (len < 0 || (size_t)len >= sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return errno == ESRCH ? -ENOENT : negative_errno();
+	n = read(fd, text, sizeof(text));
+	if (n < 0)
+		/* The process exited between open and read. */
+		return errno == ESRCH ? -ENOENT : negative_errno();
+	return proc_stat_parse_starttime(text, (size_t)n, ret);
+}
