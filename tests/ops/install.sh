@@ -152,7 +152,8 @@ for x in placement/watch-quarantined.sh placement/watch_quarantined.py operator/
 	check "example $x, mode 755" mode_is "$docdir/examples/$x" 755
 done
 for x in systemd/vfhealth-quarantine.path systemd/vfhealth-quarantine.service \
-	 prometheus/vfhealth.rules.yml prometheus/vfhealth-textfile.service prometheus/vfhealth-textfile.timer; do
+	 prometheus/vfhealth.rules.yml prometheus/vfhealth-textfile.service prometheus/vfhealth-textfile.timer \
+	 grafana/vfhealth-fleet.json; do
 	check "example $x, mode 644" mode_is "$docdir/examples/$x" 644
 done
 check "the path unit's service runs the hook script from libexec" \
