@@ -162,6 +162,11 @@ check "the path unit's service runs the hook script from libexec" \
 check "the textfile service runs the publisher from libexec" \
 	grep -q "^ExecStart=$libexecdir/vfhealth-textfile.sh " \
 	"$docdir/examples/prometheus/vfhealth-textfile.service"
+# It must run with vfhealthd down, to publish the failed read, and never
+# wait on a mount namespace's set-up over a dead FUSE mount.
+check "the textfile service runs without vfhealthd (no Requisite=/BindsTo=/Requires=)" \
+	eval "! grep -Eq '^(Requisite|BindsTo|Requires)=' '$docdir/examples/prometheus/vfhealth-textfile.service'"
+check "the textfile service: no mount namespace" no_private_mounts "$docdir/examples/prometheus/vfhealth-textfile.service"
 while IFS= read -r u; do
 	check "$(basename -- "$u") runs nothing from $datadir/doc" no_exec_from_doc "$u"
 done < <(find "$dest" -type f \( -name '*.service' -o -name '*.service.in' \))

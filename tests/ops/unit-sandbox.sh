@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# unit-sandbox.sh - vfhealthd and the guest agent work inside the sandboxes
-# their units give them.  systemd is not PID 1 here, so each unit's limits
+# unit-sandbox.sh - vfhealthd, the guest agent and the textfile publisher
+# work inside the sandboxes their units give them.  systemd is not PID 1 here, so each unit's limits
 # are applied by hand to the real program: the capability bounding set from
 # CapabilityBoundingSet= (setpriv), no_new_privs, UMask=; meanwhile strace
-# records every system call the daemon, its sentinel, the agent and the
-# agent's probe make.  The test then checks that
+# records every system call the daemon, its sentinel, the agent, the
+# agent's probe and the publisher (reading the mount, and keeping its last
+# copy once the mount is gone) make.  The test then checks that
 #   - the FUSE mount is in the host's mount table and serves reads and writes
 #     (the unit makes no mount namespace: install.sh checks the options),
 #   - the sentinel reaches an agent whose socket another user owns in a
@@ -26,7 +27,9 @@ id nobody >/dev/null 2>&1 || skip "no user nobody"
 
 daemon_unit=$build_root/examples/vfhealthd.service
 agent_unit=$build_root/examples/vfhealth-agent.service
-for u in "$daemon_unit" "$agent_unit"; do [[ -f $u ]] || fail "$u was not configured"; done
+textfile_unit=$build_root/examples/vfhealth-textfile.service
+publish=$source_root/examples/prometheus/vfhealth-textfile.sh
+for u in "$daemon_unit" "$agent_unit" "$textfile_unit"; do [[ -f $u ]] || fail "$u was not configured"; done
 unit_values() { sed -n "s/^$2=//p" "$1"; } # UNIT KEY
 
 # unit_bounding UNIT: CapabilityBoundingSet=CAP_A CAP_B as setpriv's -all,+a,+b
@@ -141,10 +144,27 @@ echo "ok   the sentinel reached an agent socket that only nobody may reach"
 [[ $(stat -c %a "$ops_tmp/state/vfhealth.db") == 600 ]] ||
 	fail "the database is $(stat -c %a "$ops_tmp/state/vfhealth.db"), want 600 (UMask=$umask_value)"
 
+# The publisher, confined as its unit confines it, with the mount up.
+mkdir "$ops_tmp/textfile"
+run_publisher() { # TRACE: exit status of the publisher
+	local rc=0
+	strace -f -qq -o "$1" -- \
+		setpriv --bounding-set "$(unit_bounding "$textfile_unit")" --inh-caps -all --no-new-privs -- \
+		"$publish" --mount "$mnt" --dir "$ops_tmp/textfile" 2>>"$ops_tmp/publisher.log" || rc=$?
+	return "$rc"
+}
+run_publisher "$ops_tmp/publisher.trace" || fail "the publisher failed with the mount up"
+grep -q '^vfhealth_textfile_scrape_ok 1$' "$ops_tmp/textfile/vfhealth.prom" || fail "the publisher did not read the mount"
+
 # Stop: the daemon ends on SIGTERM and unmounts; strace ends with it.
 kill -TERM "$daemon_pid"
 wait_for "vfhealthd to stop" 20 bash -c "! kill -0 $strace_pid 2>/dev/null"
 ! is_mounted "$mnt" || fail "the mount outlived the daemon"
+
+# The publisher once more, the mount gone: it keeps its copy.
+rc=0; run_publisher "$ops_tmp/publisher-gone.trace" || rc=$?
+[[ $rc == 1 ]] || fail "the publisher with the mount gone: exit $rc, want 1"
+grep -q '^vfhealth_textfile_scrape_ok 0$' "$ops_tmp/textfile/vfhealth.prom" || fail "the publisher did not record the failed read"
 
 agent_pid=$(pgrep -P "$agent_strace_pid" -o) || fail "no agent under strace"
 kill -TERM "$agent_pid"
@@ -161,4 +181,11 @@ outside=$(calls_outside "$ops_tmp/agent.trace" "$agent_bin" "$ops_tmp/agent.allo
 grep -qx execve "$ops_tmp/agent.trace.used" || fail "the agent never ran its probe"
 [[ -z $outside ]] || fail "system calls vfhealth-agent.service's filter would kill the agent for: $outside"
 echo "ok   vfhealth-agent: $(wc -l < "$ops_tmp/agent.trace.used") distinct system calls, all inside its unit's SystemCallFilter="
+unit_allowed "$textfile_unit" "$ops_tmp/textfile.allowed"
+# The publisher is a script: its calls are those of bash and of every tool it runs.
+for t in publisher publisher-gone; do
+	outside=$(calls_outside "$ops_tmp/$t.trace" "$publish" "$ops_tmp/textfile.allowed")
+	[[ -z $outside ]] || fail "system calls vfhealth-textfile.service's filter would kill the publisher for ($t): $outside"
+done
+echo "ok   vfhealth-textfile.sh: $(sort -u "$ops_tmp"/publisher*.trace.used | wc -l) distinct system calls, all inside its unit's SystemCallFilter="
 echo "sandbox OK"
