@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # example-textfile.sh - examples/prometheus/vfhealth-textfile.sh against a
 # real vfhealthd: it publishes the metrics as DIR/vfhealth.prom (valid for
-# promtool, mode 0644, no temporary file left), refreshes it on the next run,
-# and removes it (exit 1) once vfhealthd is gone, so that a stale copy never
-# looks current.  When node_exporter is installed, its textfile collector
-# serves the vfhealth series on a loopback port.
+# promtool, mode 0644, no temporary file left) with its own freshness series,
+# refreshes it on the next run, and once vfhealthd is gone keeps the last
+# vfhealth series (exit 1) while marking the run failed and leaving the last
+# success time where it was, so the staleness alert can fire and nothing goes
+# blind.  A symlink planted in the directory is never written or read
+# through.  When node_exporter is installed, its textfile collector serves
+# the vfhealth series on a loopback port.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
@@ -20,14 +23,28 @@ mkdir "$mnt/0000:41:00.4"
 prom=$dir/vfhealth.prom
 [[ -f $prom && $(stat -c %a "$prom") == 644 ]] || fail "no $prom with mode 644"
 grep -qx 'vfhealth_vfs 1' "$prom" || fail "vfhealth_vfs 1 not in $prom"
+value() { awk -v m="$1" '$1 == m { print $2 }' "$prom"; }
+[[ $(value vfhealth_textfile_scrape_ok) == 1 ]] || fail "scrape_ok is not 1 after a good run"
+first_success=$(value vfhealth_textfile_last_success_timestamp_seconds)
+[[ -n $first_success && $first_success -gt 0 && $first_success -le $(date +%s) ]] ||
+	fail "bad last_success_timestamp_seconds: '$first_success'"
+[[ $(value vfhealth_textfile_last_run_timestamp_seconds) == "$first_success" ]] ||
+	fail "a good run's last_run differs from its last_success"
 [[ $(find "$dir" -mindepth 1 | wc -l) == 1 ]] || fail "left files behind: $(ls -a "$dir")"
 if command -v promtool >/dev/null; then
 	promtool check metrics < "$prom" || fail "promtool check metrics on the published file"
 fi
 
 mkdir "$mnt/0000:41:00.5"
+# A symlink planted where the copy goes is replaced, not written through.
+echo precious > "$T/victim"
+ln -sf -- "$T/victim" "$prom"
 "$publish" --mount "$mnt" --dir "$dir" || fail "second publish failed"
+[[ $(cat "$T/victim") == precious ]] || fail "the publisher wrote through a symlink"
+[[ -f $prom && ! -L $prom ]] || fail "$prom is not a regular file after the run"
 grep -qx 'vfhealth_vfs 2' "$prom" || fail "the copy was not refreshed"
+[[ $(stat -c %a "$prom") == 644 ]] || fail "the refreshed copy is not 0644"
+second_success=$(value vfhealth_textfile_last_success_timestamp_seconds)
 
 if command -v prometheus-node-exporter >/dev/null || command -v node_exporter >/dev/null; then
 	ne=$(command -v prometheus-node-exporter || command -v node_exporter)
@@ -60,8 +77,31 @@ else
 fi
 
 stop_daemon
+before=$(grep -v '^vfhealth_textfile_\|^# [A-Z]* vfhealth_textfile_' "$prom")
 rc=0; "$publish" --mount "$mnt" --dir "$dir" 2>/dev/null || rc=$?
 [[ $rc == 1 ]] || fail "publish with vfhealthd gone: exit $rc, want 1"
-[[ ! -e $prom ]] || fail "a stale copy was left for node_exporter"
-[[ -z $(ls -A "$dir") ]] || fail "left files behind: $(ls -a "$dir")"
+[[ -f $prom ]] || fail "the copy was removed: the alerts would go blind"
+after=$(grep -v '^vfhealth_textfile_\|^# [A-Z]* vfhealth_textfile_' "$prom")
+[[ $before == "$after" ]] || fail "the last vfhealth series were not kept as they were"
+grep -qx 'vfhealth_vfs 2' "$prom" || fail "vfhealth_vfs 2 lost"
+[[ $(value vfhealth_textfile_scrape_ok) == 0 ]] || fail "scrape_ok is not 0 with vfhealthd gone"
+[[ $(value vfhealth_textfile_last_success_timestamp_seconds) == "$second_success" ]] ||
+	fail "last_success moved although nothing was read"
+(($(value vfhealth_textfile_last_run_timestamp_seconds) >= second_success)) || fail "last_run did not advance"
+[[ $(grep -c '^vfhealth_textfile_scrape_ok ' "$prom") == 1 ]] || fail "the publisher's own series were duplicated"
+if command -v promtool >/dev/null; then
+	promtool check metrics < "$prom" || fail "promtool check metrics on the kept copy"
+fi
+# Again, with a symlink to a secret planted at the copy: the secret is
+# neither read into the world-readable copy nor overwritten.
+echo 'vfhealth_secret 42' > "$T/secret"
+chmod 0600 "$T/secret"
+ln -sf -- "$T/secret" "$prom"
+rc=0; "$publish" --mount "$mnt" --dir "$dir" 2>/dev/null || rc=$?
+[[ $rc == 1 ]] || fail "publish with vfhealthd gone: exit $rc, want 1"
+[[ -f $prom && ! -L $prom ]] || fail "$prom is not a regular file"
+! grep -q vfhealth_secret "$prom" || fail "the publisher copied a file through a symlink"
+[[ $(cat "$T/secret") == 'vfhealth_secret 42' ]] || fail "the publisher wrote through a symlink"
+[[ $(value vfhealth_textfile_last_success_timestamp_seconds) == 0 ]] || fail "a success was invented"
+[[ -z $(find "$dir" -mindepth 1 -name '.*') ]] || fail "left temporary files behind: $(ls -a "$dir")"
 echo "textfile OK"

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # install.sh - `meson install --destdir` of the build under test into a
 # temporary tree, then check the tree: every binary in sbindir and
-# executable, the three man pages, the units naming the installed binaries,
-# the tmpfiles.d entry, the examples with their modes; and
-# `systemd-analyze verify` on the units when it is available.
+# executable, the three man pages, the units naming the installed binaries
+# and hardened (`systemd-analyze security` exposure at most 5.0 for
+# vfhealthd.service and 3.0 for vfhealth-agent.service, no mount namespace
+# for the daemon), the tmpfiles.d entry, both /etc/default files, the
+# scripts units run in libexecdir (never under /usr/share/doc), the examples
+# with their modes; and `systemd-analyze verify` on the units when it is
+# available.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 
@@ -20,6 +24,7 @@ sbindir=$(abs "$(opt sbindir)")
 mandir=$(abs "$(opt mandir)")
 datadir=$(abs "$(opt datadir)")
 sysconfdir=$(abs "$(opt sysconfdir)")
+libexecdir=$(abs "$(opt libexecdir)")/vfhealth
 unitdir=$(opt systemdunitdir)
 if [[ -z $unitdir ]]; then
 	unitdir=$(pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null || true)
@@ -34,11 +39,28 @@ check() { # DESCRIPTION COMMAND...
 mode_is() { [[ $(stat -c %a -- "$1") == "$2" ]]; }
 is_elf() { [[ $(head -c4 -- "$1") == $'\x7fELF' ]]; }
 renders_clean() { ! groff -man -ww -z -- "$1" 2>&1 | grep .; }
-# Options that give a service its own mount namespace: the FUSE mount would
-# then be invisible to the host.
+# Options that give a service its own mount namespace (systemd's
+# exec_needs_mount_namespace(): PrivateNetwork= and PrivateIPC= remount /sys
+# and /dev/mqueue in one), so that the FUSE mount would be invisible to the
+# host; and PrivateUsers=, whose user namespace cannot mount for the host.
+# ProtectClock= and ProtectHostname= need none and are allowed.
 no_private_mounts() {
-	! grep -Eq '^(PrivateTmp|PrivateDevices|PrivateMounts|PrivateUsers|PrivateNetwork|ProtectSystem|ProtectHome|ProtectKernelTunables|ProtectKernelModules|ProtectControlGroups|ProtectKernelLogs|ProtectClock|ProtectHostname|ProtectProc|ProcSubset|ReadOnlyPaths|ReadWritePaths|InaccessiblePaths|ExecPaths|NoExecPaths|TemporaryFileSystem|BindPaths|BindReadOnlyPaths|MountFlags|RootDirectory|RootImage|DynamicUser|NetworkNamespacePath)=' "$1"
+	! grep -Eq '^(PrivateTmp|PrivateDevices|PrivateMounts|PrivateUsers|PrivateNetwork|PrivateIPC|NetworkNamespacePath|IPCNamespacePath|ProtectSystem|ProtectHome|ProtectKernelTunables|ProtectKernelModules|ProtectControlGroups|ProtectKernelLogs|ProtectProc|ProcSubset|MountAPIVFS|ReadOnlyPaths|ReadWritePaths|InaccessiblePaths|ExecPaths|NoExecPaths|TemporaryFileSystem|BindPaths|BindReadOnlyPaths|MountImages|ExtensionImages|ExtensionDirectories|LogNamespace|MountFlags|RootDirectory|RootImage|DynamicUser)=' "$1"
 }
+# exposure_at_most UNIT LIMIT: `systemd-analyze security --offline` rates
+# the unit file at or below LIMIT (0.0 best, 10.0 worst).
+exposure_at_most() {
+	local out level
+	out=$(cd "$(dirname -- "$1")" && systemd-analyze security --offline=true --no-pager -- "./$(basename -- "$1")" 2>&1) || true
+	level=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9][0-9]*\.[0-9]\).*/\1/p' <<<"$out")
+	[[ -n $level ]] || { echo "$out" >&2; return 1; }
+	echo "     exposure of $(basename -- "$1"): $level (limit $2)"
+	python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' "$level" "$2" ||
+		{ grep '✗' <<<"$out" >&2; return 1; }
+}
+# no_exec_from_doc UNIT: no Exec*= of UNIT runs anything under /usr/share/doc
+# (Debian Policy 12.3: documentation may be left out or removed).
+no_exec_from_doc() { ! grep -E '^Exec[A-Za-z]*=' "$1" | grep -q "$datadir/doc/"; }
 tmpfiles_apply() { # ROOT CONF
 	systemd-tmpfiles --root="$1" --create "$2" &&
 		[[ -d $1/run/vfhealth && -d $1/var/lib/vfhealth ]] &&
@@ -78,12 +100,27 @@ check "vfhealthd.service: ExecStart names $sbindir/vfhealthd" grep -q "^ExecStar
 check "vfhealthd.service: ExecStartPre clears a stale mount" grep -Eq '^ExecStartPre=-?/[^ ]*fusermount3 -uz /run/vfhealth$' "$unit"
 check "vfhealthd.service: ExecStopPost clears a stale mount" grep -Eq '^ExecStopPost=-?/[^ ]*fusermount3 -uz /run/vfhealth$' "$unit"
 check "vfhealthd.service: no private mount namespace" no_private_mounts "$unit"
+check "vfhealthd.service: StateDirectory=vfhealth, mode 0700" \
+	eval "grep -qx StateDirectory=vfhealth '$unit' && grep -qx StateDirectoryMode=0700 '$unit'"
+check "vfhealthd.service: UMask=0077" grep -qx 'UMask=0077' "$unit"
+check "vfhealthd.service: NoNewPrivileges=yes" grep -qx 'NoNewPrivileges=yes' "$unit"
+check "vfhealthd.service: a capability bounding set" grep -q '^CapabilityBoundingSet=CAP_' "$unit"
+check "vfhealthd.service: EnvironmentFile names default/vfhealthd" \
+	grep -qx "EnvironmentFile=-$sysconfdir/default/vfhealthd" "$unit"
 check "vfhealthd.service: WantedBy=multi-user.target" grep -qx 'WantedBy=multi-user.target' "$unit"
 
 # The guest agent's unit.
 agent_unit=$dest$unitdir/vfhealth-agent.service
 check "vfhealth-agent.service installed" test -f "$agent_unit"
 check "vfhealth-agent.service: ExecStart names $sbindir/vfhealth-agent" grep -q "^ExecStart=$sbindir/vfhealth-agent\b" "$agent_unit"
+check "vfhealth-agent.service: EnvironmentFile names default/vfhealth-agent" \
+	grep -qx "EnvironmentFile=-$sysconfdir/default/vfhealth-agent" "$agent_unit"
+if command -v systemd-analyze >/dev/null && systemd-analyze security --help 2>&1 | grep -q -- --offline; then
+	check "vfhealthd.service: exposure at most 5.0" exposure_at_most "$unit" 5.0
+	check "vfhealth-agent.service: exposure at most 3.0" exposure_at_most "$agent_unit" 3.0
+else
+	echo "note: systemd-analyze security --offline not available; exposure not rated"
+fi
 
 # tmpfiles.d: the mountpoint and the state directory.
 tmpfiles=$dest$prefix/lib/tmpfiles.d/vfhealth.conf
@@ -96,8 +133,14 @@ if command -v systemd-tmpfiles >/dev/null; then
 		tmpfiles_apply "$T/tmpfiles-root" "$tmpfiles"
 fi
 
-# Daemon options file.
-check "default/vfhealthd installed" test -f "$dest$sysconfdir/default/vfhealthd"
+# Options files, one per unit, each setting the variable its unit expands.
+check "default/vfhealthd installed" grep -q '^VFHEALTHD_OPTIONS=' "$dest$sysconfdir/default/vfhealthd"
+check "default/vfhealth-agent installed" grep -q '^VFHEALTH_AGENT_OPTIONS=' "$dest$sysconfdir/default/vfhealth-agent"
+
+# Scripts that units run: in libexecdir, executable.
+for x in on-quarantine-change.sh vfhealth-textfile.sh; do
+	check "libexec $x, mode 755" mode_is "$dest$libexecdir/$x" 755
+done
 
 # Documentation and examples.
 docdir=$dest$datadir/doc/vfhealth
@@ -105,16 +148,28 @@ for d in overview.md interface.md runbook.md security.md limits.md; do
 	check "doc $d" test -s "$docdir/$d"
 done
 for x in placement/watch-quarantined.sh placement/watch_quarantined.py operator/drain-gpu.sh \
-	 vmm/vfhealth-claim.sh systemd/on-quarantine-change.sh prometheus/vfhealth-textfile.sh; do
+	 vmm/vfhealth-claim.sh; do
 	check "example $x, mode 755" mode_is "$docdir/examples/$x" 755
 done
 for x in systemd/vfhealth-quarantine.path systemd/vfhealth-quarantine.service \
-	 prometheus/vfhealth.rules.yml prometheus/vfhealth-textfile.service prometheus/vfhealth-textfile.timer; do
+	 prometheus/vfhealth.rules.yml prometheus/vfhealth-textfile.service prometheus/vfhealth-textfile.timer \
+	 grafana/vfhealth-fleet.json; do
 	check "example $x, mode 644" mode_is "$docdir/examples/$x" 644
 done
-check "the path unit's service runs the installed hook script" \
-	grep -q "^ExecStart=$datadir/doc/vfhealth/examples/systemd/on-quarantine-change.sh " \
+check "the path unit's service runs the hook script from libexec" \
+	grep -q "^ExecStart=$libexecdir/on-quarantine-change.sh " \
 	"$docdir/examples/systemd/vfhealth-quarantine.service"
+check "the textfile service runs the publisher from libexec" \
+	grep -q "^ExecStart=$libexecdir/vfhealth-textfile.sh " \
+	"$docdir/examples/prometheus/vfhealth-textfile.service"
+# It must run with vfhealthd down, to publish the failed read, and never
+# wait on a mount namespace's set-up over a dead FUSE mount.
+check "the textfile service runs without vfhealthd (no Requisite=/BindsTo=/Requires=)" \
+	eval "! grep -Eq '^(Requisite|BindsTo|Requires)=' '$docdir/examples/prometheus/vfhealth-textfile.service'"
+check "the textfile service: no mount namespace" no_private_mounts "$docdir/examples/prometheus/vfhealth-textfile.service"
+while IFS= read -r u; do
+	check "$(basename -- "$u") runs nothing from $datadir/doc" no_exec_from_doc "$u"
+done < <(find "$dest" -type f \( -name '*.service' -o -name '*.service.in' \))
 
 # systemd-analyze verify, when this machine has it.  Units name installed
 # paths that exist only under DESTDIR: verify copies whose absolute paths
