@@ -65,8 +65,8 @@ static void usage(FILE *out)
 		"  -d, --debug       log debug messages and trace FUSE requests\n"
 		"  -h, --help        show this help\n"
 		"  -V, --version     show the version\n",
-		VFFS_DEFAULT_MOUNTPOINT, DEFAULT_DB, STORE_THRESHOLD_MIN, STORE_THRESHOLD_MAX,
-		STORE_THRESHOLD_DEFAULT);
+		VFFS_DEFAULT_MOUNTPOINT, DEFAULT_DB, THRESHOLD_MIN, THRESHOLD_MAX,
+		THRESHOLD_DEFAULT);
 	fprintf(out, "\n%s", SENTINEL_OPTIONS_HELP);
 	fprintf(out, "      --sentinel-program PATH  the vfhealth-sentinel to run (default: the one\n"
 		     "                               beside vfhealthd, else in %s)\n",
@@ -219,9 +219,9 @@ int main(int argc, char **argv)
 			db_arg = optarg;
 			break;
 		case OPT_THRESHOLD:
-			if (parse_uint64(optarg, STORE_THRESHOLD_MIN, STORE_THRESHOLD_MAX, &threshold) < 0) {
+			if (parse_uint64(optarg, THRESHOLD_MIN, THRESHOLD_MAX, &threshold) < 0) {
 				log_err("--threshold must be an integer %d..%d, not '%s'",
-					STORE_THRESHOLD_MIN, STORE_THRESHOLD_MAX, optarg);
+					THRESHOLD_MIN, THRESHOLD_MAX, optarg);
 				return 2;
 			}
 			store_threshold = (int)threshold;

@@ -85,7 +85,7 @@ struct watched_file {
 };
 
 struct dirty_vf {
-	char vf[STORE_VF_BUFSZ];
+	char vf[VF_ADDR_BUFSZ];
 	unsigned files; /* bitmask over enum vf_file_index */
 };
 
@@ -230,7 +230,7 @@ static void queue_vf(struct notifier *n, const char *vf, unsigned files)
 		n->dirty_vf_count = 0;
 		return;
 	}
-	snprintf(n->dirty_vfs[n->dirty_vf_count].vf, STORE_VF_BUFSZ, "%s", vf);
+	snprintf(n->dirty_vfs[n->dirty_vf_count].vf, VF_ADDR_BUFSZ, "%s", vf);
 	n->dirty_vfs[n->dirty_vf_count].files = files;
 	n->dirty_vf_count++;
 }

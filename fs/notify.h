@@ -50,7 +50,7 @@
 struct notifier;
 
 struct notify_key {
-	char vf[STORE_VF_BUFSZ]; /* "" for a top-level file */
+	char vf[VF_ADDR_BUFSZ]; /* "" for a top-level file */
 	int index;               /* index in top_files[] or vf_files[] */
 };
 

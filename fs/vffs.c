@@ -110,7 +110,7 @@ struct vhandle {
 	pthread_mutex_t lock;
 	enum vnode_kind kind;
 	int index;
-	char vf[STORE_VF_BUFSZ];
+	char vf[VF_ADDR_BUFSZ];
 	uint64_t vf_id;
 	char instance_id[INSTANCE_ID_MAX + 1];
 	uint64_t claim_id;
@@ -280,7 +280,7 @@ static void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct vnode *n)
  * store_vf_lookup); a name that is no VF address is simply absent. */
 static int lookup_vf(struct vffs *fs, const char *vf, struct store_vf_info *ret)
 {
-	return store_vf_address_valid(vf) ? store_vf_lookup(fs->store, vf, ret) : -ENOENT;
+	return vf_address_valid(vf) ? store_vf_lookup(fs->store, vf, ret) : -ENOENT;
 }
 
 /* An assignment file's name under a VF's assignments/. */
@@ -293,23 +293,17 @@ static int lookup_claim(struct vffs *fs, const char *vf, const char *instance_id
 
 /* -- lookup and attributes -------------------------------------------------------------- */
 
-/* The node behind ino, malloc'd (a vnode is large), or NULL after replying
- * with the error: the one place handlers that start from an inode resolve it. */
-static struct vnode *vnode_get_or_reply(fuse_req_t req, fuse_ino_t ino)
+/* Resolve ino into *n, or reply with the error and return false: the one
+ * place handlers that start from an inode resolve it. */
+static bool vnode_get_or_reply(fuse_req_t req, fuse_ino_t ino, struct vnode *n)
 {
-	_cleanup_free_ struct vnode *n = malloc(sizeof(*n));
-	int r;
+	int r = vnode_resolve(req_fs(req), ino, n);
 
-	if (!n) {
-		fuse_reply_err(req, ENOMEM);
-		return NULL;
-	}
-	r = vnode_resolve(req_fs(req), ino, n);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
-		return NULL;
+		return false;
 	}
-	return move_ptr(n);
+	return true;
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -321,36 +315,32 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct vffs *fs = req_fs(req);
-	_cleanup_free_ struct vnode *p = malloc(sizeof(*p));
-	_cleanup_free_ struct vnode *child = calloc(1, sizeof(*child));
+	struct vnode p = { 0 };
+	struct vnode child = { 0 };
 	fuse_ino_t ino;
 	int r, i;
 
-	if (!p || !child) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	r = vnode_resolve(fs, parent, p);
+	r = vnode_resolve(fs, parent, &p);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
-	switch (p->kind) {
+	switch (p.kind) {
 	case VN_ROOT:
 		i = vfile_find(top_files, TOP_FILE_COUNT, name);
 		if (i >= 0) {
-			child->kind = VN_TOP;
-			child->index = i;
+			child.kind = VN_TOP;
+			child.index = i;
 			ino = INO_TOP_BASE + (fuse_ino_t)i;
 			break;
 		}
-		r = lookup_vf(fs, name, &child->vf);
+		r = lookup_vf(fs, name, &child.vf);
 		if (r < 0) {
 			fuse_reply_err(req, -r);
 			return;
 		}
-		child->kind = VN_VF_DIR;
-		ino = ino_vf(child->vf.id, VF_SLOT_DIR);
+		child.kind = VN_VF_DIR;
+		ino = ino_vf(child.vf.id, VF_SLOT_DIR);
 		break;
 	case VN_VF_DIR:
 		i = vfile_find(vf_files, VF_FILE_COUNT, name);
@@ -358,29 +348,29 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			fuse_reply_err(req, ENOENT);
 			return;
 		}
-		child->kind = VN_VF_ENTRY;
-		child->index = i;
-		child->vf = p->vf;
-		ino = ino_vf(p->vf.id, 1 + i);
+		child.kind = VN_VF_ENTRY;
+		child.index = i;
+		child.vf = p.vf;
+		ino = ino_vf(p.vf.id, 1 + i);
 		break;
 	case VN_VF_ENTRY:
-		if (!vnode_is_claim_dir(p)) {
+		if (!vnode_is_claim_dir(&p)) {
 			fuse_reply_err(req, ENOTDIR);
 			return;
 		}
-		r = lookup_claim(fs, p->vf.vf, name, &child->claim);
+		r = lookup_claim(fs, p.vf.vf, name, &child.claim);
 		if (r < 0) {
 			fuse_reply_err(req, -r);
 			return;
 		}
-		child->kind = VN_CLAIM;
-		ino = ino_claim(child->claim.id);
+		child.kind = VN_CLAIM;
+		ino = ino_claim(child.claim.id);
 		break;
 	default:
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	reply_entry(req, ino, child);
+	reply_entry(req, ino, &child);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -396,12 +386,12 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct vffs *fs = req_fs(req);
-	_cleanup_free_ struct vnode *n = vnode_get_or_reply(req, ino);
+	struct vnode n;
 	struct stat st;
 
-	if (!n)
+	if (!vnode_get_or_reply(req, ino, &n))
 		return;
-	vnode_stat(fs, ino, n, &st);
+	vnode_stat(fs, ino, &n, &st);
 	fuse_reply_attr(req, &st, 0);
 }
 
@@ -412,16 +402,16 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		       struct fuse_file_info *fi)
 {
 	struct vffs *fs = req_fs(req);
-	_cleanup_free_ struct vnode *n = vnode_get_or_reply(req, ino);
+	struct vnode n;
 	struct stat st;
 
-	if (!n)
+	if (!vnode_get_or_reply(req, ino, &n))
 		return;
 	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	vnode_stat(fs, ino, n, &st);
+	vnode_stat(fs, ino, &n, &st);
 	if ((to_set & FUSE_SET_ATTR_SIZE) && S_ISDIR(st.st_mode)) {
 		fuse_reply_err(req, EISDIR);
 		return;
@@ -508,21 +498,17 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	_cleanup_free_ struct vnode *n = vnode_get_or_reply(req, ino);
+	struct vnode n;
 	struct dirhandle *d;
 
-	if (!n)
+	if (!vnode_get_or_reply(req, ino, &n))
 		return;
-	if (n->kind == VN_TOP || n->kind == VN_CLAIM ||
-	    (n->kind == VN_VF_ENTRY && !vnode_is_claim_dir(n))) {
+	if (n.kind == VN_TOP || n.kind == VN_CLAIM ||
+	    (n.kind == VN_VF_ENTRY && !vnode_is_claim_dir(&n))) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
 	d = calloc(1, sizeof(*d));
-	if (!d) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
 	pthread_mutex_init(&d->lock, NULL);
 	fi->fh = (uintptr_t)d;
 	if (fuse_reply_open(req, fi) < 0) {
@@ -560,12 +546,12 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_mutex_lock(&d->lock);
 	if (off == 0 || !d->buf) {
 		/* A listing from the start: take it afresh. */
-		_cleanup_free_ struct vnode *n = malloc(sizeof(*n));
+		struct vnode n = { 0 };
 		struct dirbuf b = { .req = req };
-		int r = n ? vnode_resolve(fs, ino, n) : -ENOMEM;
+		int r = vnode_resolve(fs, ino, &n);
 
 		if (r == 0)
-			r = list_directory(fs, ino, n, &b);
+			r = list_directory(fs, ino, &n, &b);
 		if (r < 0) {
 			free(b.buf);
 			pthread_mutex_unlock(&d->lock);
@@ -638,18 +624,18 @@ static struct vhandle *handle_new(struct vffs *fs, const struct vnode *n)
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct vffs *fs = req_fs(req);
-	_cleanup_free_ struct vnode *n = vnode_get_or_reply(req, ino);
+	struct vnode n;
 	const struct vfile *f = NULL;
 	struct vhandle *h;
 	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
 
-	if (!n)
+	if (!vnode_get_or_reply(req, ino, &n))
 		return;
-	if (n->kind == VN_TOP)
-		f = &top_files[n->index];
-	else if (n->kind == VN_VF_ENTRY)
-		f = &vf_files[n->index];
-	if (n->kind == VN_ROOT || n->kind == VN_VF_DIR || (f && (f->flags & VFILE_DIR))) {
+	if (n.kind == VN_TOP)
+		f = &top_files[n.index];
+	else if (n.kind == VN_VF_ENTRY)
+		f = &vf_files[n.index];
+	if (n.kind == VN_ROOT || n.kind == VN_VF_DIR || (f && (f->flags & VFILE_DIR))) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
@@ -659,11 +645,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES);
 		return;
 	}
-	h = handle_new(fs, n);
-	if (!h) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
+	h = handle_new(fs, &n);
 	h->append = (fi->flags & O_APPEND) != 0;
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = 1;
@@ -676,7 +658,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static int handle_render(struct vffs *fs, struct vhandle *h)
 {
 	_cleanup_free_ char *buf = NULL;
-	_cleanup_free_ struct store_claim *claim = NULL;
+	struct store_claim claim;
 	size_t len = 0;
 	FILE *out;
 	int r = 0;
@@ -702,10 +684,9 @@ static int handle_render(struct vffs *fs, struct vhandle *h)
 		}
 		break;
 	case VN_CLAIM:
-		claim = malloc(sizeof(*claim));
-		r = claim ? store_claim_get(fs->store, h->vf, h->instance_id, claim) : -ENOMEM;
+		r = store_claim_get(fs->store, h->vf, h->instance_id, &claim);
 		if (r == 0)
-			claim_render(claim, out);
+			claim_render(&claim, out);
 		break;
 	default:
 		r = -EISDIR;
@@ -744,24 +725,22 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static int claim_write(struct vffs *fs, struct vhandle *h, char *command)
 {
-	_cleanup_free_ struct store_claim *current = malloc(sizeof(*current));
-	_cleanup_free_ struct store_claim *next = malloc(sizeof(*next));
+	struct store_claim current = { 0 };
+	struct store_claim next = { 0 };
 	int r;
 
-	if (!current || !next)
-		return -ENOMEM;
-	r = store_claim_get_by_id(fs->store, h->claim_id, current);
+	r = store_claim_get_by_id(fs->store, h->claim_id, &current);
 	if (r < 0)
 		return r;
-	r = claim_parse_update(current, command, h->created_claim && !h->wrote_claim, next);
+	r = claim_parse_update(&current, command, h->created_claim && !h->wrote_claim, &next);
 	if (r < 0)
 		return r;
-	r = store_claim_update(fs->store, next);
+	r = store_claim_update(fs->store, &next);
 	if (r < 0)
 		return r;
 	h->wrote_claim = true;
 	log_info("%s: claim of instance %s updated: agent=%s control=%s pid=%lld", h->vf,
-		 h->instance_id, next->agent, next->control, (long long)next->pid);
+		 h->instance_id, next.agent, next.control, (long long)next.pid);
 	return 0;
 }
 
@@ -787,10 +766,6 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		return;
 	}
 	command = malloc(size + 1);
-	if (!command) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
 	memcpy(command, buf, size);
 	command[size] = '\0';
 	strip_trailing_newline(command, &len);
@@ -854,26 +829,24 @@ static void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 /* Claim <vf>/assignments/<name>.  Only assignments/ takes new files. */
 static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, struct vnode *child)
 {
-	_cleanup_free_ struct vnode *p = malloc(sizeof(*p));
-	_cleanup_free_ struct store_claim *want = calloc(1, sizeof(*want));
+	struct vnode p = { 0 };
+	struct store_claim want = { 0 };
 	int r;
 
-	if (!p || !want)
-		return -ENOMEM;
-	r = vnode_resolve(fs, parent, p);
+	r = vnode_resolve(fs, parent, &p);
 	if (r < 0)
 		return r;
-	if (!vnode_is_claim_dir(p))
+	if (!vnode_is_claim_dir(&p))
 		return -EACCES;
 	if (!instance_id_valid(name))
 		return -EINVAL;
-	snprintf(want->vf, sizeof(want->vf), "%s", p->vf.vf);
-	snprintf(want->instance_id, sizeof(want->instance_id), "%s", name);
+	snprintf(want.vf, sizeof(want.vf), "%s", p.vf.vf);
+	snprintf(want.instance_id, sizeof(want.instance_id), "%s", name);
 	/* claimed_at "": the store stamps the current time. */
-	r = store_claim(fs->store, want, &child->claim);
+	r = store_claim(fs->store, &want, &child->claim);
 	if (r < 0) {
 		if (r == -EBUSY || r == -EIO)
-			log_warn("%s: claim by instance %s refused: %s", want->vf, name,
+			log_warn("%s: claim by instance %s refused: %s", want.vf, name,
 				 strerror(-r));
 		return r;
 	}
@@ -888,33 +861,29 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		      struct fuse_file_info *fi)
 {
 	struct vffs *fs = req_fs(req);
-	_cleanup_free_ struct vnode *child = calloc(1, sizeof(*child));
+	struct vnode child = { 0 };
 	struct fuse_entry_param e;
 	struct vhandle *h;
 	int r;
 
-	if (!child) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	r = make_claim(fs, parent, name, child);
+	r = make_claim(fs, parent, name, &child);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
-	h = handle_new(fs, child);
+	h = handle_new(fs, &child);
 	if (!h) {
 		/* The caller sees a failure: do not leave the claim behind. */
-		store_release(fs->store, child->claim.vf, child->claim.instance_id);
+		store_release(fs->store, child.claim.vf, child.claim.instance_id);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	h->created_claim = true;
 	memset(&e, 0, sizeof(e));
-	e.ino = ino_claim(child->claim.id);
+	e.ino = ino_claim(child.claim.id);
 	e.generation = GENERATION;
 	e.entry_timeout = ENTRY_TIMEOUT_S;
-	vnode_stat(fs, e.ino, child, &e.attr);
+	vnode_stat(fs, e.ino, &child, &e.attr);
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = 1;
 	if (fuse_reply_create(req, &e, fi) < 0)
@@ -924,42 +893,34 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	struct vffs *fs = req_fs(req);
-	_cleanup_free_ struct vnode *child = calloc(1, sizeof(*child));
+	struct vnode child = { 0 };
 	int r;
 
-	if (!child) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
 	if (!S_ISREG(mode)) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	r = make_claim(fs, parent, name, child);
+	r = make_claim(fs, parent, name, &child);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
-	reply_entry(req, ino_claim(child->claim.id), child);
+	reply_entry(req, ino_claim(child.claim.id), &child);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct vffs *fs = req_fs(req);
-	_cleanup_free_ struct vnode *p = malloc(sizeof(*p));
+	struct vnode p = { 0 };
 	int r;
 
-	if (!p) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	r = vnode_resolve(fs, parent, p);
-	if (r == 0 && !vnode_is_claim_dir(p))
+	r = vnode_resolve(fs, parent, &p);
+	if (r == 0 && !vnode_is_claim_dir(&p))
 		r = -EPERM; /* only claims can be removed */
 	if (r == 0) {
-		r = store_release(fs->store, p->vf.vf, name);
+		r = store_release(fs->store, p.vf.vf, name);
 		if (r == 0)
-			log_info("%s: released by instance %s", p->vf.vf, name);
+			log_info("%s: released by instance %s", p.vf.vf, name);
 	}
 	fuse_reply_err(req, -r);
 }
@@ -967,13 +928,9 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	struct vffs *fs = req_fs(req);
-	_cleanup_free_ struct vnode *child = calloc(1, sizeof(*child));
+	struct vnode child = { 0 };
 	int r;
 
-	if (!child) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
 	if (parent != INO_ROOT) {
 		fuse_reply_err(req, EPERM);
 		return;
@@ -984,14 +941,14 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	}
 	r = store_vf_register(fs->store, name);
 	if (r == 0)
-		r = store_vf_lookup(fs->store, name, &child->vf);
+		r = store_vf_lookup(fs->store, name, &child.vf);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
 	log_info("%s: registered", name);
-	child->kind = VN_VF_DIR;
-	reply_entry(req, ino_vf(child->vf.id, VF_SLOT_DIR), child);
+	child.kind = VN_VF_DIR;
+	reply_entry(req, ino_vf(child.vf.id, VF_SLOT_DIR), &child);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)

@@ -53,7 +53,7 @@ static int threshold_write(const struct vfile_call *call, char *command)
 {
 	int threshold, r;
 
-	r = parse_setting(command, STORE_THRESHOLD_MIN, STORE_THRESHOLD_MAX, &threshold);
+	r = parse_setting(command, THRESHOLD_MIN, THRESHOLD_MAX, &threshold);
 	if (r < 0)
 		return r;
 	r = store_threshold_set(call->store, threshold);
@@ -64,7 +64,7 @@ static int threshold_write(const struct vfile_call *call, char *command)
 
 static int top_quarantined_render(const struct vfile_call *call, FILE *out)
 {
-	_cleanup_free_ char(*vfs)[STORE_VF_BUFSZ] = NULL;
+	_cleanup_free_ char(*vfs)[VF_ADDR_BUFSZ] = NULL;
 	size_t count = 0;
 	int r;
 
@@ -133,7 +133,7 @@ static int max_quarantined_write(const struct vfile_call *call, char *command)
 {
 	int max, r;
 
-	r = parse_setting(command, 0, STORE_MAX_VFS, &max);
+	r = parse_setting(command, 0, VFS_MAX, &max);
 	if (r < 0)
 		return r;
 	r = store_max_quarantined_set(call->store, max);
@@ -324,6 +324,12 @@ static void copy_field(char *dst, size_t size, const char *src)
 	dst[n] = '\0';
 }
 
+/* A claim and an assignment file carry the same fields, sized by one limit. */
+_Static_assert(sizeof(((struct store_claim *)0)->agent) == sizeof(((struct assignment *)0)->agent) &&
+		       sizeof(((struct store_claim *)0)->control) ==
+			       sizeof(((struct assignment *)0)->control),
+	       "claim fields are the grammar's");
+
 static void claim_to_assignment(const struct store_claim *c, struct assignment *a)
 {
 	copy_field(a->vf, sizeof(a->vf), c->vf);
@@ -346,29 +352,27 @@ void claim_render(const struct store_claim *claim, FILE *out)
 int claim_parse_update(const struct store_claim *current, char *command, bool may_set_claimed_at,
 		       struct store_claim *ret)
 {
-	_cleanup_free_ struct store_claim *next = malloc(sizeof(*next));
+	struct store_claim next;
 	struct assignment cur, upd;
 	unsigned written;
 	int r;
 
-	if (!next)
-		return -ENOMEM;
 	claim_to_assignment(current, &cur);
 	r = assignment_parse_update(&cur, command, may_set_claimed_at, &upd, &written);
 	if (r < 0)
 		return r;
-	*next = *current;
-	memcpy(next->claimed_at, upd.claimed_at, sizeof(upd.claimed_at));
-	memcpy(next->agent, upd.agent, sizeof(upd.agent)); /* fits: the store's are larger */
-	memcpy(next->control, upd.control, sizeof(upd.control));
-	next->pid = upd.pid;
-	next->pid_starttime = upd.pid_starttime;
+	next = *current;
+	memcpy(next.claimed_at, upd.claimed_at, sizeof(upd.claimed_at));
+	memcpy(next.agent, upd.agent, sizeof(upd.agent));
+	memcpy(next.control, upd.control, sizeof(upd.control));
+	next.pid = upd.pid;
+	next.pid_starttime = upd.pid_starttime;
 	/* With the pid, its start time names one process even after the pid is
 	 * reused; 0 (unknown) when /proc cannot tell. */
-	if ((written & (1u << ASSIGNMENT_PID)) && next->pid > 0 &&
-	    proc_pid_starttime(NULL, next->pid, &next->pid_starttime) < 0)
-		next->pid_starttime = 0;
-	*ret = *next;
+	if ((written & (1u << ASSIGNMENT_PID)) && next.pid > 0 &&
+	    proc_pid_starttime(NULL, next.pid, &next.pid_starttime) < 0)
+		next.pid_starttime = 0;
+	*ret = next;
 	return 0;
 }
 

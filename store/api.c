@@ -18,35 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/message.h"
+#include "grammar/vf.h"
 #include "store/rules.h"
 #include "store/store-internal.h"
 
 /* -- argument checks ---------------------------------------------------------- */
-
-bool store_vf_address_valid(const char *vf)
-{
-	static const char pattern[] = "xxxx:xx:xx.o";
-
-	if (!vf || strnlen(vf, STORE_VF_BUFSZ) != STORE_VF_ADDR_LEN)
-		return false;
-	for (size_t i = 0; i < STORE_VF_ADDR_LEN; i++) {
-		char c = vf[i];
-		switch (pattern[i]) {
-		case 'x':
-			if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-				return false;
-			break;
-		case 'o':
-			if (c < '0' || c > '7')
-				return false;
-			break;
-		default:
-			if (c != pattern[i])
-				return false;
-		}
-	}
-	return true;
-}
 
 const char *store_outcome_name(enum store_outcome o)
 {
@@ -69,25 +46,6 @@ static int normalize_optional_time(const char *in, char out[static RFC3339_BUFSZ
 		return 0;
 	}
 	return rfc3339_normalize(in, out);
-}
-
-/* Truncate to STORE_MESSAGE_MAX bytes (not inside a UTF-8 sequence) and
- * replace control characters by spaces, so a message is one safe line. */
-static void sanitize_message(const char *in, char out[static STORE_MESSAGE_MAX + 1])
-{
-	size_t n = in ? strnlen(in, STORE_MESSAGE_MAX + 1) : 0;
-
-	if (n > STORE_MESSAGE_MAX) {
-		n = STORE_MESSAGE_MAX;
-		/* back off over continuation bytes to the start of the cut sequence */
-		while (n > 0 && ((unsigned char)in[n] & 0xC0) == 0x80)
-			n--;
-	}
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)in[i];
-		out[i] = (c < 0x20 || c == 0x7f) ? ' ' : (char)c;
-	}
-	out[n] = '\0';
 }
 
 /* Placement-facing reads: a latched store retries once, then -EIO. */
@@ -145,7 +103,7 @@ static int vf_action(struct store *s, enum op_kind kind, const char *vf, decide_
 {
 	struct op op = { .kind = kind };
 
-	if (!store_vf_address_valid(vf))
+	if (!vf_address_valid(vf))
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	int r = mutate(s, &op, decide);
@@ -175,7 +133,7 @@ static int vf_read(struct store *s, const char *vf, uint64_t id, struct store_vf
 
 int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret)
 {
-	if (!store_vf_address_valid(vf) || !ret)
+	if (!vf_address_valid(vf) || !ret)
 		return -EINVAL;
 	if (ensure_available(s) < 0)
 		return -EIO;
@@ -184,7 +142,7 @@ int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret)
 
 int store_vf_lookup(struct store *s, const char *vf, struct store_vf_info *ret)
 {
-	if (!store_vf_address_valid(vf) || !ret)
+	if (!vf_address_valid(vf) || !ret)
 		return -EINVAL;
 	if (!atomic_load(&s->loaded))
 		return -EIO;
@@ -219,18 +177,18 @@ int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count)
 	return 0;
 }
 
-int store_quarantined_list(struct store *s, char (**ret)[STORE_VF_BUFSZ], size_t *count)
+int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
 {
 	if (!ret || !count)
 		return -EINVAL;
 	if (ensure_available(s) < 0)
 		return -EIO;
 	mirror_rdlock(s);
-	char(*list)[STORE_VF_BUFSZ] = calloc(MAX(s->n_quarantined, (size_t)1), sizeof(*list));
+	char(*list)[VF_ADDR_BUFSZ] = calloc(MAX(s->n_quarantined, (size_t)1), sizeof(*list));
 	size_t n = 0;
 	for (size_t i = 0; list && i < s->n_vfs; i++)
 		if (s->by_addr[i]->quarantined)
-			memcpy(list[n++], s->by_addr[i]->addr, STORE_VF_BUFSZ);
+			memcpy(list[n++], s->by_addr[i]->addr, VF_ADDR_BUFSZ);
 	mirror_unlock(s);
 	if (!list)
 		return -ENOMEM;
@@ -273,7 +231,7 @@ int store_threshold_get(struct store *s)
 
 int store_threshold_set(struct store *s, int threshold)
 {
-	if (threshold < STORE_THRESHOLD_MIN || threshold > STORE_THRESHOLD_MAX)
+	if (threshold < THRESHOLD_MIN || threshold > THRESHOLD_MAX)
 		return -EINVAL;
 	return setting_set(s, OP_THRESHOLD, threshold);
 }
@@ -285,7 +243,7 @@ int store_max_quarantined_get(struct store *s)
 
 int store_max_quarantined_set(struct store *s, int max_quarantined)
 {
-	if (max_quarantined < 0 || max_quarantined > STORE_MAX_VFS)
+	if (max_quarantined < 0 || max_quarantined > VFS_MAX)
 		return -EINVAL;
 	return setting_set(s, OP_MAX_QUARANTINED, max_quarantined);
 }
@@ -308,15 +266,15 @@ int store_report_failure(struct store *s, const char *vf, const char *instance_i
 			 struct store_failure_result *ret)
 {
 	struct op op = { .kind = OP_FAILURE };
-	char clean_message[STORE_MESSAGE_MAX + 1];
+	char clean_message[FAILURE_MESSAGE_MAX + 1];
 	int r;
 
-	if (!store_vf_address_valid(vf) || !instance_id_valid(instance_id) ||
+	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) ||
 	    normalize_optional_time(assigned_at, op.when) < 0)
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
-	sanitize_message(message, clean_message);
+	message_sanitize(message, clean_message);
 	op.message = clean_message;
 	if ((r = mutate(s, &op, decide_failure)) < 0)
 		return r;
@@ -339,7 +297,7 @@ int store_report_success(struct store *s, const char *vf, const char *instance_i
 	struct op op = { .kind = OP_SUCCESS };
 	int r;
 
-	if (!store_vf_address_valid(vf) || !instance_id_valid(instance_id) ||
+	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) ||
 	    normalize_optional_time(assigned_at, op.when) < 0)
 		return -EINVAL;
 	if (!atomic_load(&s->loaded))
@@ -397,13 +355,13 @@ int store_clear(struct store *s, const char *vf)
 
 static int claim_check(const struct store_claim *c, char when[static RFC3339_BUFSZ])
 {
-	if (!c || !store_vf_address_valid(c->vf) || !instance_id_valid(c->instance_id))
+	if (!c || !vf_address_valid(c->vf) || !instance_id_valid(c->instance_id))
 		return -EINVAL;
 	if (strnlen(c->claimed_at, sizeof(c->claimed_at)) >= sizeof(c->claimed_at) ||
 	    normalize_optional_time(c->claimed_at, when) < 0)
 		return -EINVAL;
-	if (strnlen(c->agent, sizeof(c->agent)) > STORE_ENDPOINT_MAX ||
-	    strnlen(c->control, sizeof(c->control)) > STORE_ENDPOINT_MAX)
+	if (strnlen(c->agent, sizeof(c->agent)) >= sizeof(c->agent) ||
+	    strnlen(c->control, sizeof(c->control)) >= sizeof(c->control))
 		return -ENAMETOOLONG;
 	if (c->pid < 0 || c->pid > INT32_MAX)
 		return -EINVAL;
@@ -481,7 +439,7 @@ int store_release(struct store *s, const char *vf, const char *instance_id)
 {
 	struct op op = { .kind = OP_RELEASE };
 
-	if (!store_vf_address_valid(vf) || !instance_id_valid(instance_id))
+	if (!vf_address_valid(vf) || !instance_id_valid(instance_id))
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
@@ -504,7 +462,7 @@ static int claim_read(struct store *s, const char *vf, const char *instance_id,
 int store_claim_get(struct store *s, const char *vf, const char *instance_id,
 		    struct store_claim *ret)
 {
-	if (!store_vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
+	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
 		return -EINVAL;
 	if (ensure_available(s) < 0)
 		return -EIO;
@@ -514,7 +472,7 @@ int store_claim_get(struct store *s, const char *vf, const char *instance_id,
 int store_claim_lookup(struct store *s, const char *vf, const char *instance_id,
 		       struct store_claim *ret)
 {
-	if (!store_vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
+	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
 		return -EINVAL;
 	if (!atomic_load(&s->loaded))
 		return -EIO;
@@ -544,7 +502,7 @@ int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret)
 
 int store_claim_list(struct store *s, const char *vf, struct store_claim **ret, size_t *count)
 {
-	if ((vf && !store_vf_address_valid(vf)) || !ret || !count)
+	if ((vf && !vf_address_valid(vf)) || !ret || !count)
 		return -EINVAL;
 	if (!atomic_load(&s->loaded))
 		return -EIO;

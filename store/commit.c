@@ -63,26 +63,26 @@ static int compare_addr(const void *a, const void *b)
 }
 
 /* The distinct VFs a batch changed, sorted. */
-static int batch_dirty_vfs(struct op *batch, char (**ret)[STORE_VF_BUFSZ], size_t *count)
+static int batch_dirty_vfs(struct op *batch, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
 {
 	size_t n = 0;
 
 	for (struct op *op = batch; op; op = op->next)
 		for (size_t i = 0; i < op->n_changes; i++)
 			n += op->changes[i].vf[0] != '\0';
-	_cleanup_free_ char(*addrs)[STORE_VF_BUFSZ] = calloc(MAX(n, (size_t)1), sizeof(*addrs));
+	_cleanup_free_ char(*addrs)[VF_ADDR_BUFSZ] = calloc(MAX(n, (size_t)1), sizeof(*addrs));
 	if (!addrs)
 		return -ENOMEM;
 	n = 0;
 	for (struct op *op = batch; op; op = op->next)
 		for (size_t i = 0; i < op->n_changes; i++)
 			if (op->changes[i].vf[0])
-				memcpy(addrs[n++], op->changes[i].vf, STORE_VF_BUFSZ);
+				memcpy(addrs[n++], op->changes[i].vf, VF_ADDR_BUFSZ);
 	qsort(addrs, n, sizeof(*addrs), compare_addr);
 	size_t unique = 0;
 	for (size_t i = 0; i < n; i++)
 		if (unique == 0 || strcmp(addrs[unique - 1], addrs[i]) != 0)
-			memmove(addrs[unique++], addrs[i], STORE_VF_BUFSZ);
+			memmove(addrs[unique++], addrs[i], VF_ADDR_BUFSZ);
 	*ret = addrs;
 	addrs = NULL; /* ownership to the caller (move_ptr is not -Wpedantic clean) */
 	*count = unique;
@@ -113,7 +113,7 @@ static void batch_state_release(struct batch_state *b)
 static int batch_prepare(struct store *s, struct op *batch, size_t registered,
 			 struct batch_state *b)
 {
-	_cleanup_free_ char(*addrs)[STORE_VF_BUFSZ] = NULL;
+	_cleanup_free_ char(*addrs)[VF_ADDR_BUFSZ] = NULL;
 	size_t n;
 	int64_t threshold, max_quarantined;
 	int r = batch_dirty_vfs(batch, &addrs, &n);

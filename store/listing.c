@@ -107,7 +107,7 @@ static int read_failures(struct store *s, const char *vf, struct store_failure *
  * serves the committed rows while a failed commit has latched the store. */
 int store_failure_list(struct store *s, const char *vf, struct store_failure **ret, size_t *count)
 {
-	if (!store_vf_address_valid(vf) || !ret || !count)
+	if (!vf_address_valid(vf) || !ret || !count)
 		return -EINVAL;
 	if (!atomic_load(&s->loaded))
 		return -EIO; /* the database could not be opened */

@@ -91,7 +91,7 @@ static int db_reevaluate(struct store *s, struct op *op)
 
 	struct candidate {
 		int64_t id;
-		char addr[STORE_VF_BUFSZ];
+		char addr[VF_ADDR_BUFSZ];
 	};
 	_cleanup_free_ struct candidate *candidates = NULL;
 	size_t n = 0, allocated = 0;
@@ -143,7 +143,7 @@ static int op_register(struct store *s, struct op *op)
 
 	if (r < 0)
 		return r;
-	if (n >= STORE_MAX_VFS)
+	if (n >= VFS_MAX)
 		return -ENOSPC;
 	r = db_vf_row(s, op->vf, &row);
 	if (r == 0)

@@ -38,7 +38,7 @@ bool rule_failure_unchanged(bool quarantined, bool duplicate)
 
 bool rule_failure_drops_oldest(uint64_t tally)
 {
-	return tally >= STORE_MAX_FAILURES_PER_VF;
+	return tally >= FAILURES_PER_VF_MAX;
 }
 
 enum rule_verdict rule_after_failure(uint64_t tally, int64_t threshold, int64_t cap,

@@ -33,7 +33,7 @@ bool rule_breaker_engaged(int64_t cap, uint64_t quarantined, uint64_t held_back)
  * assignment already recorded (duplicate). */
 bool rule_failure_unchanged(bool quarantined, bool duplicate);
 
-/* A newly recorded failure would exceed STORE_MAX_FAILURES_PER_VF: the
+/* A newly recorded failure would exceed FAILURES_PER_VF_MAX: the
  * oldest record goes first (only a VF the breaker holds back gets here). */
 bool rule_failure_drops_oldest(uint64_t tally);
 

@@ -150,8 +150,8 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 	    (r = db_setting(s, "max_quarantined", max_quarantined)) < 0 ||
 	    (r = db_int(s, &n, "SELECT COUNT(*) FROM vfs", "")) < 0)
 		return r;
-	if (*threshold < STORE_THRESHOLD_MIN || *threshold > STORE_THRESHOLD_MAX ||
-	    *max_quarantined < 0 || *max_quarantined > STORE_MAX_VFS || n > STORE_MAX_VFS) {
+	if (*threshold < THRESHOLD_MIN || *threshold > THRESHOLD_MAX ||
+	    *max_quarantined < 0 || *max_quarantined > VFS_MAX || n > VFS_MAX) {
 		s->batch_failed = true;
 		snprintf(s->batch_error, sizeof(s->batch_error),
 			 "database content invalid: threshold %lld, max_quarantined %lld, %lld VFs",
@@ -176,7 +176,7 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 			copy_string(e->addr, sizeof(e->addr), db_col_text(st, 1));
 			e->quarantined = sqlite3_column_int(st, 2) != 0;
 			e->manual = sqlite3_column_int(st, 3) != 0;
-			if (!store_vf_address_valid(e->addr)) {
+			if (!vf_address_valid(e->addr)) {
 				s->batch_failed = true;
 				snprintf(s->batch_error, sizeof(s->batch_error),
 					 "database content invalid: VF address '%s'", e->addr);
@@ -254,7 +254,7 @@ static int mirror_reload(struct store *s)
 	"COMMIT;"
 
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
-_Static_assert(STORE_THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
+_Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
 
 /* Open the database, check that it is ours, and load it.  Nothing is
  * written before the checks pass, so a foreign or damaged file is never
@@ -407,7 +407,7 @@ static void apply_config(struct store *s)
 /* Tell the filesystem that everything may have changed (after a reload). */
 static void notify_all(struct store *s)
 {
-	_cleanup_free_ char(*addrs)[STORE_VF_BUFSZ] = NULL;
+	_cleanup_free_ char(*addrs)[VF_ADDR_BUFSZ] = NULL;
 	size_t n = 0;
 
 	if (!s->change_fn)
@@ -415,7 +415,7 @@ static void notify_all(struct store *s)
 	pthread_rwlock_rdlock(&s->index_lock);
 	addrs = calloc(MAX(s->n_vfs, (size_t)1), sizeof(*addrs));
 	for (size_t i = 0; addrs && i < s->n_vfs; i++)
-		memcpy(addrs[n++], s->by_addr[i]->addr, STORE_VF_BUFSZ);
+		memcpy(addrs[n++], s->by_addr[i]->addr, VF_ADDR_BUFSZ);
 	pthread_rwlock_unlock(&s->index_lock);
 	commit_notify(s,
 		      STORE_CHANGE_STATUS | STORE_CHANGE_VFS | STORE_CHANGE_THRESHOLD |
@@ -472,9 +472,9 @@ int store_open(const struct store_options *opt, struct store **ret)
 	if (!opt || !ret || !opt->path || !*opt->path || strlen(opt->path) >= PATH_MAX - 8)
 		return -EINVAL;
 	if (opt->threshold != 0 &&
-	    (opt->threshold < STORE_THRESHOLD_MIN || opt->threshold > STORE_THRESHOLD_MAX))
+	    (opt->threshold < THRESHOLD_MIN || opt->threshold > THRESHOLD_MAX))
 		return -EINVAL;
-	if (opt->max_quarantined < -1 || opt->max_quarantined > STORE_MAX_VFS)
+	if (opt->max_quarantined < -1 || opt->max_quarantined > VFS_MAX)
 		return -EINVAL;
 	if (opt->vfs_name && !sqlite3_vfs_find(opt->vfs_name))
 		return -EINVAL;

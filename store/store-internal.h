@@ -100,7 +100,7 @@ struct failure_key {
 #define ASSIGNED_FOREIGN (UINT32_MAX - 1) /* not canonical text: matches nothing */
 
 struct vf_entry {
-	char addr[STORE_VF_BUFSZ];
+	char addr[VF_ADDR_BUFSZ];
 	uint64_t id;
 	atomic_uint failure_count; /* == n_failures; read without mirror_lock */
 	bool quarantined;
@@ -114,7 +114,7 @@ struct vf_entry {
 /* A VF's committed state, read inside the transaction before COMMIT and
  * applied to the mirror after it. */
 struct vf_snapshot {
-	char addr[STORE_VF_BUFSZ];
+	char addr[VF_ADDR_BUFSZ];
 	bool exists;
 	uint64_t id;
 	bool quarantined;
@@ -152,7 +152,7 @@ enum op_kind {
 
 struct op {
 	enum op_kind kind;
-	char vf[STORE_VF_BUFSZ];
+	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
 	char when[RFC3339_BUFSZ]; /* assigned_at, or claimed_at ("" = none) */
 	const char *message;      /* sanitized, owned by the caller */

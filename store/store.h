@@ -105,19 +105,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grammar/limits.h"
+#include "grammar/vf.h" /* the VF address rule the store enforces */
 #include "proto/parse.h"
 
-#define STORE_VF_ADDR_LEN 12 /* "0000:41:00.4" */
-#define STORE_VF_BUFSZ (STORE_VF_ADDR_LEN + 1)
-#define STORE_THRESHOLD_MIN 1
-#define STORE_THRESHOLD_MAX 1000
-#define STORE_THRESHOLD_DEFAULT 2
-#define STORE_MESSAGE_MAX 1024    /* longer failure messages are truncated */
-#define STORE_ENDPOINT_MAX 4096   /* agent endpoint and control path, bytes */
+/* Every limit of the interface is grammar/limits.h's; the store adds only: */
 #define STORE_REASON_MAX 512
-#define STORE_MAX_VFS 65536       /* registered VFs */
-#define STORE_MAX_FAILURES_PER_VF 1000 /* == STORE_THRESHOLD_MAX: a VF is
-					* quarantined before it could hold more */
 
 struct store;
 
@@ -136,7 +129,6 @@ struct store_options {
 int store_open(const struct store_options *opt, struct store **ret);
 void store_close(struct store *s);
 
-bool store_vf_address_valid(const char *vf);
 
 /* -- availability -------------------------------------------------------- */
 
@@ -164,7 +156,7 @@ enum store_change_bits {
 
 struct store_change {
 	unsigned bits;
-	char vf[STORE_VF_BUFSZ];                /* "" when not about one VF */
+	char vf[VF_ADDR_BUFSZ];                /* "" when not about one VF */
 	char instance_id[INSTANCE_ID_MAX + 1];  /* for STORE_CHANGE_CLAIMS */
 };
 
@@ -182,7 +174,7 @@ int store_vf_register(struct store *s, const char *vf);
 int store_vf_unregister(struct store *s, const char *vf);
 
 struct store_vf_info {
-	char vf[STORE_VF_BUFSZ];
+	char vf[VF_ADDR_BUFSZ];
 	uint64_t id;         /* stable, never reused: names the VF's inodes */
 	unsigned tally;      /* recorded failures */
 	bool quarantined;
@@ -209,13 +201,13 @@ int store_vf_get_by_id(struct store *s, uint64_t id, struct store_vf_info *ret);
 int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count);
 
 /* The quarantined VFs, sorted.  Placement-facing: retries, then -EIO. */
-int store_quarantined_list(struct store *s, char (**ret)[STORE_VF_BUFSZ], size_t *count);
+int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
 
 struct store_failure {
 	char reported_at[RFC3339_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
 	char assigned_at[RFC3339_BUFSZ]; /* "" when unknown */
-	char message[STORE_MESSAGE_MAX + 1];
+	char message[FAILURE_MESSAGE_MAX + 1];
 };
 
 /* The failures of one VF, oldest first; *ret malloc'd. */
@@ -227,7 +219,7 @@ int store_failure_list(struct store *s, const char *vf, struct store_failure **r
 int store_threshold_get(struct store *s);
 int store_threshold_set(struct store *s, int threshold);
 int store_max_quarantined_get(struct store *s);
-int store_max_quarantined_set(struct store *s, int max_quarantined); /* >= 0, <= STORE_MAX_VFS */
+int store_max_quarantined_set(struct store *s, int max_quarantined); /* >= 0, <= VFS_MAX */
 
 /* -- reports -------------------------------------------------------------- */
 
@@ -246,7 +238,7 @@ struct store_failure_result {
 };
 
 /* assigned_at: canonical RFC 3339 (see rfc3339_normalize) or "" / NULL when
- * unknown.  message: truncated to STORE_MESSAGE_MAX bytes; control
+ * unknown.  message: truncated to FAILURE_MESSAGE_MAX bytes; control
  * characters are replaced by spaces.  -EINVAL for a bad vf, instance_id or
  * assigned_at; -ENOENT for an unknown VF; -EIO when it would change state
  * while unavailable. */
@@ -270,11 +262,11 @@ int store_clear(struct store *s, const char *vf);             /* no-op if clean 
 /* -- claims --------------------------------------------------------------- */
 
 struct store_claim {
-	char vf[STORE_VF_BUFSZ];
+	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
 	char claimed_at[RFC3339_BUFSZ];       /* canonical; stamped when "" */
-	char agent[STORE_ENDPOINT_MAX + 1];   /* agent endpoint, "" when none */
-	char control[STORE_ENDPOINT_MAX + 1]; /* VMM control socket path, "" when none */
+	char agent[AGENT_ENDPOINT_MAX + 1];   /* agent endpoint, "" when none */
+	char control[CONTROL_PATH_MAX + 1];   /* VMM control socket path, "" when none */
 	int64_t pid;                          /* VMM pid, 0 when none */
 	uint64_t pid_starttime;               /* /proc/PID/stat field 22 at claim, 0 when unknown */
 	uint64_t id;                          /* stable, never reused: names the inode */

@@ -44,7 +44,7 @@
 #include "proto/cleanup.h"
 #include "proto/parse.h"
 
-#define VFS_MAX 4096
+#define BENCH_VFS_MAX 4096
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -153,7 +153,7 @@ static void *writer_main(void *arg)
 
 static int cmd_ingest(const char *mount, unsigned writers, unsigned count)
 {
-	static char names[VFS_MAX][STORE_VF_BUFSZ];
+	static char names[BENCH_VFS_MAX][VF_ADDR_BUFSZ];
 	size_t n_vfs = 0;
 	_cleanup_closedir_ DIR *d = opendir(mount);
 	struct dirent *de;
@@ -161,9 +161,9 @@ static int cmd_ingest(const char *mount, unsigned writers, unsigned count)
 
 	if (!d || !w)
 		return 1;
-	while ((de = readdir(d)) && n_vfs < VFS_MAX)
-		if (store_vf_address_valid(de->d_name)) /* exactly STORE_VF_ADDR_LEN long */
-			memcpy(names[n_vfs++], de->d_name, STORE_VF_BUFSZ);
+	while ((de = readdir(d)) && n_vfs < BENCH_VFS_MAX)
+		if (vf_address_valid(de->d_name)) /* exactly VF_ADDR_LEN long */
+			memcpy(names[n_vfs++], de->d_name, VF_ADDR_BUFSZ);
 	if (n_vfs < writers) {
 		fprintf(stderr, "vfbench: %zu VFs for %u writers\n", n_vfs, writers);
 		return 1;
@@ -260,19 +260,19 @@ static int cmd_latency(const char *path, double seconds)
 }
 
 /* The test's VF naming (run-benchmarks.sh vf_name): i < 4096. */
-static void vf_name(unsigned i, char out[static STORE_VF_BUFSZ])
+static void vf_name(unsigned i, char out[static VF_ADDR_BUFSZ])
 {
 	char tmp[64];
 	snprintf(tmp, sizeof(tmp), "0000:%02x:%02x.%u", (0x80 + i / 256) & 0xff, (i / 8) % 32, i % 8);
-	memcpy(out, tmp, STORE_VF_BUFSZ - 1);
-	out[STORE_VF_BUFSZ - 1] = '\0';
+	memcpy(out, tmp, VF_ADDR_BUFSZ - 1);
+	out[VF_ADDR_BUFSZ - 1] = '\0';
 }
 
 static int cmd_populate(const char *path, unsigned vfs, unsigned failures)
 {
 	struct store *s = NULL;
 	struct store_options opt = { .path = path, .threshold = 1000, .max_quarantined = -1 };
-	char vf[STORE_VF_BUFSZ], id[64], at[RFC3339_BUFSZ];
+	char vf[VF_ADDR_BUFSZ], id[64], at[RFC3339_BUFSZ];
 	int r;
 
 	if (store_open(&opt, &s) < 0 || !store_status(s, NULL, 0))
@@ -319,7 +319,7 @@ int main(int argc, char **argv)
 	if (argc == 4 && strcmp(argv[1], "latency") == 0)
 		return cmd_latency(argv[2], atof(argv[3]));
 	if (argc == 5 && strcmp(argv[1], "populate") == 0 &&
-	    parse_uint64(argv[3], 1, VFS_MAX, &a) == 0 && parse_uint64(argv[4], 0, 10000000, &b) == 0)
+	    parse_uint64(argv[3], 1, BENCH_VFS_MAX, &a) == 0 && parse_uint64(argv[4], 0, 10000000, &b) == 0)
 		return cmd_populate(argv[2], (unsigned)a, (unsigned)b);
 	fprintf(stderr, "usage: see the header of tests/bench/vfbench.c\n");
 	return 2;

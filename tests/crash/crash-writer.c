@@ -45,7 +45,7 @@
 
 #define MAX_VFS 64
 #define ID_MAX 64
-/* Stop adding failures to a VF well before STORE_MAX_FAILURES_PER_VF. */
+/* Stop adding failures to a VF well before FAILURES_PER_VF_MAX. */
 #define TALLY_CAP 900
 /* A writer the test forgot to kill stops by itself. */
 #define MAX_OPS 200000

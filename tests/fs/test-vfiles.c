@@ -204,11 +204,11 @@ END_TEST
 static char tmpdir[PATH_MAX];
 static struct store *store;
 
-static void vf_name(int i, char out[STORE_VF_BUFSZ])
+static void vf_name(int i, char out[VF_ADDR_BUFSZ])
 {
 	unsigned u = (unsigned)i;
 
-	snprintf(out, STORE_VF_BUFSZ, "0000:%02x:%02x.%u", (u / 64) & 0xff, (u / 8) % 8, u % 8);
+	snprintf(out, VF_ADDR_BUFSZ, "0000:%02x:%02x.%u", (u / 64) & 0xff, (u / 8) % 8, u % 8);
 }
 
 static int vf_count;
@@ -223,7 +223,7 @@ static void *register_vfs(void *arg)
 	struct register_job *job = arg;
 
 	for (int i = job->first; i < vf_count && job->result == 0; i += job->step) {
-		char vf[STORE_VF_BUFSZ];
+		char vf[VF_ADDR_BUFSZ];
 		vf_name(i, vf);
 		job->result = store_vf_register(store, vf);
 	}
@@ -310,7 +310,7 @@ START_TEST(test_notify_mapping)
 	struct notifier *n = new_notifier();
 	struct store_change failures = { .bits = STORE_CHANGE_FAILURES };
 	struct store_change quarantine = { .bits = STORE_CHANGE_QUARANTINE };
-	char vf0[STORE_VF_BUFSZ], vf1[STORE_VF_BUFSZ], vf2[STORE_VF_BUFSZ];
+	char vf0[VF_ADDR_BUFSZ], vf1[VF_ADDR_BUFSZ], vf2[VF_ADDR_BUFSZ];
 
 	vf_name(0, vf0);
 	vf_name(1, vf1);
@@ -340,7 +340,7 @@ START_TEST(test_notify_status_reaches_every_vf)
 {
 	struct notifier *n = new_notifier();
 	struct store_change status = { .bits = STORE_CHANGE_STATUS };
-	char vf[STORE_VF_BUFSZ];
+	char vf[VF_ADDR_BUFSZ];
 
 	notifier_store_change(n, &status);
 	ck_assert_int_eq(notifier_start(n), 0);
@@ -358,7 +358,7 @@ END_TEST
 START_TEST(test_notify_overflow_loses_nothing)
 {
 	struct notifier *n = new_notifier();
-	char vf[STORE_VF_BUFSZ];
+	char vf[VF_ADDR_BUFSZ];
 
 	/* Queued before the thread runs: the set overflows and collapses. */
 	for (int i = 0; i < MANY_VFS; i++) {

@@ -20,11 +20,11 @@ START_TEST(threshold_cap_and_breaker)
 	ck_assert(!rule_meets_threshold(1, 2));
 	ck_assert(rule_meets_threshold(2, 2));
 	ck_assert(rule_meets_threshold(3, 2));
-	ck_assert(rule_meets_threshold(STORE_THRESHOLD_MAX, STORE_THRESHOLD_MAX));
+	ck_assert(rule_meets_threshold(THRESHOLD_MAX, THRESHOLD_MAX));
 
 	/* cap zero means no cap */
 	ck_assert(rule_cap_allows(0, 0));
-	ck_assert(rule_cap_allows(0, STORE_MAX_VFS));
+	ck_assert(rule_cap_allows(0, VFS_MAX));
 	ck_assert(rule_cap_allows(2, 1));
 	ck_assert(!rule_cap_allows(2, 2));
 	ck_assert(!rule_cap_allows(2, 3)); /* manual quarantines ignore the cap */
@@ -53,8 +53,8 @@ START_TEST(failure_reports)
 
 	/* failure bound drops the oldest */
 	ck_assert(!rule_failure_drops_oldest(0));
-	ck_assert(!rule_failure_drops_oldest(STORE_MAX_FAILURES_PER_VF - 1));
-	ck_assert(rule_failure_drops_oldest(STORE_MAX_FAILURES_PER_VF));
+	ck_assert(!rule_failure_drops_oldest(FAILURES_PER_VF_MAX - 1));
+	ck_assert(rule_failure_drops_oldest(FAILURES_PER_VF_MAX));
 
 	/* after failure record quarantine or hold back */
 	/* below the threshold: recorded whatever the cap */

@@ -184,12 +184,12 @@ START_TEST(vf_address_validation)
 	struct store *s = open_store();
 
 	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
-		ck_assert_msg(store_vf_address_valid(good[i]), "%s", good[i]);
+		ck_assert_msg(vf_address_valid(good[i]), "%s", good[i]);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-		ck_assert_msg(!store_vf_address_valid(bad[i]), "%s", bad[i] ? bad[i] : "NULL");
+		ck_assert_msg(!vf_address_valid(bad[i]), "%s", bad[i] ? bad[i] : "NULL");
 		ck_assert_int_eq(store_vf_register(s, bad[i]), -EINVAL);
 	}
-	ck_assert(!store_vf_address_valid(upper));
+	ck_assert(!vf_address_valid(upper));
 	ck_assert_int_eq(store_vf_register(s, upper), -EINVAL);
 	struct store_stats st;
 	store_get_stats(s, &st);
@@ -258,7 +258,7 @@ START_TEST(vf_limit)
 	s = open_store();
 	struct store_stats st;
 	store_get_stats(s, &st);
-	ck_assert_uint_eq(st.vfs, STORE_MAX_VFS);
+	ck_assert_uint_eq(st.vfs, VFS_MAX);
 	ck_assert_int_eq(store_vf_register(s, VF_A), -ENOSPC);
 	ck_assert_int_eq(store_vf_unregister(s, "0000:00:00.0"), 0);
 	reg(s, VF_A);
@@ -275,7 +275,7 @@ START_TEST(threshold_default_bounds_persist)
 	struct store_options bad = { .path = db_path, .threshold = 1001, .max_quarantined = -1 };
 	struct store *other = NULL;
 
-	ck_assert_int_eq(store_threshold_get(s), STORE_THRESHOLD_DEFAULT);
+	ck_assert_int_eq(store_threshold_get(s), THRESHOLD_DEFAULT);
 	ck_assert_int_eq(store_threshold_set(s, 0), -EINVAL);
 	ck_assert_int_eq(store_threshold_set(s, 1001), -EINVAL);
 	ck_assert_int_eq(store_threshold_set(s, -3), -EINVAL);
@@ -453,7 +453,7 @@ START_TEST(failure_message_and_stamp)
 	ck_assert_str_eq(f[0].message, "a b c [31m ");
 	ck_assert_str_eq(f[0].instance_id, "i-1");
 	ck_assert_str_eq(f[0].assigned_at, T1);
-	ck_assert_uint_eq(strlen(f[1].message), STORE_MESSAGE_MAX);
+	ck_assert_uint_eq(strlen(f[1].message), FAILURE_MESSAGE_MAX);
 	ck_assert_uint_eq(strlen(f[0].reported_at), RFC3339_NANO_LEN);
 	ck_assert_str_ge(f[0].reported_at, before);
 	ck_assert_str_le(f[1].reported_at, after);
@@ -810,7 +810,7 @@ START_TEST(claims_stamp_normalize_history)
 	struct store_claim bad = c;
 	strcpy(bad.claimed_at, "2026-11-29 07:44:51Z");
 	ck_assert_int_eq(store_claim_update(s, &bad), -EINVAL);
-	memset(bad.agent, 'a', STORE_ENDPOINT_MAX + 1); /* no terminator within the limit */
+	memset(bad.agent, 'a', sizeof(bad.agent)); /* no terminator within the limit */
 	bad.claimed_at[0] = '\0';
 	ck_assert_int_eq(store_claim(s, &bad, NULL), -ENAMETOOLONG);
 	struct store_claim stranger = { .vf = VF_A, .instance_id = "i-9" };
@@ -850,7 +850,7 @@ START_TEST(breaker)
 
 	ck_assert_int_eq(store_max_quarantined_get(s), 1);
 	ck_assert_int_eq(store_max_quarantined_set(s, -1), -EINVAL);
-	ck_assert_int_eq(store_max_quarantined_set(s, STORE_MAX_VFS + 1), -EINVAL);
+	ck_assert_int_eq(store_max_quarantined_set(s, VFS_MAX + 1), -EINVAL);
 	reg(s, VF_A);
 	reg(s, VF_B);
 	reg(s, VF_C);
@@ -942,7 +942,7 @@ START_TEST(persistence_all_state)
 	ck_assert_int_eq(store_claim_list(s, NULL, &live, &nl), 0);
 	ck_assert_uint_eq(nl, 1);
 	free(live);
-	char(*q)[STORE_VF_BUFSZ];
+	char(*q)[VF_ADDR_BUFSZ];
 	size_t nq;
 	ck_assert_int_eq(store_quarantined_list(s, &q, &nq), 0);
 	ck_assert_uint_eq(nq, 2);
@@ -1056,7 +1056,7 @@ START_TEST(corrupt_file_never_overwritten)
 	ck_assert(!store_status(s, reason, sizeof(reason)));
 	ck_assert_msg(strstr(reason, "not a database"), "%s", reason);
 	ck_assert_int_eq(store_vf_register(s, VF_A), -EIO);
-	char(*q)[STORE_VF_BUFSZ];
+	char(*q)[VF_ADDR_BUFSZ];
 	size_t n;
 	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
 	struct store_vf_info i; /* nothing in memory to look up */
@@ -1206,7 +1206,7 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	/* ... placement-facing reads retry once, then fail ... */
 	struct store_vf_info i;
 	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
-	char(*q)[STORE_VF_BUFSZ];
+	char(*q)[VF_ADDR_BUFSZ];
 	size_t n;
 	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
 	struct store_claim c;
@@ -1330,7 +1330,7 @@ END_TEST
 
 START_TEST(failures_per_vf_bounded)
 {
-	struct store *s = open_with(STORE_THRESHOLD_MAX, 1, NULL);
+	struct store *s = open_with(THRESHOLD_MAX, 1, NULL);
 	struct store_failure_result r;
 
 	reg(s, VF_A);
@@ -1342,20 +1342,20 @@ START_TEST(failures_per_vf_bounded)
 		 " SELECT (SELECT id FROM vfs WHERE address = '" VF_B "'), 'old-' || i, '',"
 		 " '2026-01-01T00:00:00.000000000Z', '' FROM n");
 	s = open_store();
-	ck_assert_uint_eq(info(s, VF_B).tally, STORE_MAX_FAILURES_PER_VF);
+	ck_assert_uint_eq(info(s, VF_B).tally, FAILURES_PER_VF_MAX);
 	ck_assert_int_eq(store_report_failure(s, VF_B, "new", T1, "m", &r), 0);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
 	ck_assert(r.breaker_engaged);
-	ck_assert_uint_eq(r.tally, STORE_MAX_FAILURES_PER_VF);
+	ck_assert_uint_eq(r.tally, FAILURES_PER_VF_MAX);
 	struct store_failure *f;
 	size_t n;
 	ck_assert_int_eq(store_failure_list(s, VF_B, &f, &n), 0);
-	ck_assert_uint_eq(n, STORE_MAX_FAILURES_PER_VF);
+	ck_assert_uint_eq(n, FAILURES_PER_VF_MAX);
 	ck_assert_str_eq(f[0].instance_id, "old-2"); /* the oldest went */
 	ck_assert_str_eq(f[n - 1].instance_id, "new");
 	free(f);
 	store_close(s);
-	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), STORE_MAX_FAILURES_PER_VF);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), FAILURES_PER_VF_MAX);
 }
 END_TEST
 
@@ -1364,7 +1364,7 @@ END_TEST
 struct report_job {
 	struct store *s;
 	bool claim; /* claim vf instead of reporting a failure */
-	char vf[STORE_VF_BUFSZ];
+	char vf[VF_ADDR_BUFSZ];
 	char instance[32];
 	int rc;
 	struct store_failure_result result;
@@ -1564,7 +1564,7 @@ END_TEST
 struct seen {
 	struct store *s;
 	unsigned bits[8];
-	char vf[8][STORE_VF_BUFSZ];
+	char vf[8][VF_ADDR_BUFSZ];
 	char instance[8][INSTANCE_ID_MAX + 1];
 	bool quarantined_when_notified[8];
 	int n;
