@@ -16,11 +16,10 @@
  *    change nothing.
  *  - the caller's main thread waits for signals (vffs.h).
  *
- * Locks.
- *  - each open file (struct vhandle) has a mutex serializing reads and
- *    writes on that one open file (the snapshot, the write outcome).  It is
- *    taken before any store call and never while taking another handle's.
- *  - notify.c's locks (file table, then queue) are leaves for this file.
+ * Locks: row 1 of the lock table in docs/architecture.md (the one
+ * statement of the order).  Local detail: the handle mutex serializes reads
+ * and writes on one open file, so one `cat` sees one snapshot and a write's
+ * outcome is read back by the same handle.
  *
  * Inodes are computed from store ids, stable and never reused, so forget is
  * a no-op and nothing maps inodes in memory:

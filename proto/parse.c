@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* parse.c - the strict parsers every user- or peer-given value goes through (parse.h). */
 #include "proto/parse.h"
 
 #include <errno.h>

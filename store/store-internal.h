@@ -25,22 +25,12 @@
  * sentinel workers.  A mutation is queued as an `op` and the first caller to
  * find no commit leader becomes the leader and runs the batch (commit.c).
  *
- * Locks, outermost first (a thread never takes an earlier one while holding
- * a later one):
- *   1. write_lock (mutex): whoever talks to SQLite holds it: the leader for
- *      its whole batch, store_repair(), open.  Also guards batch_failed /
- *      batch_error.
- *   2. index_lock (rwlock): the VF index (by_addr, by_id arrays and the
- *      vf_entry objects' lifetime).  Its write side is taken only when VFs
- *      are registered or unregistered (and when the whole mirror is loaded).
- *   3. mirror_lock (rwlock): everything inside the entries (quarantine bits,
- *      failures, claims), the settings, the counts and the reason.  Readers
- *      take the read side; the leader takes the write side only to apply a
- *      committed batch (memory only, never across an fsync).
- *   4. queue_lock (mutex): the op queue and the leader flag; a leaf.
- *   read_lock (mutex): the listing connection read_db (listing.c).  Outside
- *      the order above: a leaf, never held while taking another store lock,
- *      and taken with no other store lock held.
+ * Locks: rows 2-6 of the lock table in docs/architecture.md (the one
+ * statement of the order).  Local detail: write_lock also guards
+ * batch_failed / batch_error; index_lock's write side is also taken when the
+ * whole mirror is loaded; mirror_lock covers everything inside the entries
+ * (quarantine bits, failures, claims), the settings, the counts and the
+ * reason, and the leader takes its write side only to apply a committed batch.
  * The success fast path takes only index_lock's read side and reads the
  * entry's atomic failure_count, so a healthy poll never waits for a commit,
  * a claim or a failure report, and works while the store is unavailable.
