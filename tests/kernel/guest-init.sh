@@ -9,11 +9,14 @@
 #   1. a userspace "<3>NVRM: ... RmInitAdapter failed!" written to /dev/kmsg
 #      (filed under LOG_USER by the kernel) is never counted: still unknown;
 #   2. the same line printed by a kernel module (facility 0) turns the agent
-#      FAILED, with that line as the message;
+#      FAILED, with that line as the message and the built-in rule; a line
+#      only a loaded rule knows (GSP) turns it FAILED by that rule;
 #   3. vfhealthd's sentinel, in this guest, reaches the agent over AF_VSOCK
 #      by CID (vsock_loopback: CID 1 is the local machine);
 #   4. two failed assignments quarantine the VF, a claim is then refused
 #      (EBUSY), and the agent's OK for the triggering assignment lifts it.
+#      There is no nvidia-smi in this guest: OK comes from the device probe
+#      (stand-in nodes appear under /run/nvdev when the "GPU comes up").
 # Every wait is on a condition with a deadline.
 
 /bin/busybox mount -t devtmpfs dev /dev
@@ -63,23 +66,20 @@ while read -r m; do
 done </lib/modules/order
 [ -c /dev/fuse ] || fail "no /dev/fuse after loading fuse"
 
-# An NVIDIA device as the agent sees it, and a stand-in nvidia-smi that
-# succeeds once /run/smi-ok exists.
-mkdir -p /fakesys/bus/pci/devices/0000:00:03.0
+# An NVIDIA device as the agent sees it; its device nodes appear later.
+mkdir -p /fakesys/bus/pci/devices/0000:00:03.0 /run/nvdev
 echo 0x10de >/fakesys/bus/pci/devices/0000:00:03.0/vendor
-cat >/bin/nvidia-smi <<'EOF'
-#!/bin/sh
-[ -e /run/smi-ok ] && exit 0
-exit 6
+cat >/run/rules <<'EOF'
+# a shape the built-in rule does not know
+failure GSP firmware init failed
 EOF
-chmod +x /bin/nvidia-smi
 
 export ASAN_OPTIONS=detect_leaks=0
 PORT=2222
 EP=vsock:1:$PORT
 ALOG=/tmp/agent.log
 vfhealth-agent -v --listen "vsock:any:$PORT" --kmsg /dev/kmsg --sysfs-root /fakesys \
-	--nvidia-smi /bin/nvidia-smi --probe-interval 0.5 2>"$ALOG" &
+	--dev-dir /run/nvdev --rules /run/rules --probe-interval 0.5 2>"$ALOG" &
 
 # query: the agent's answer over AF_VSOCK by CID; sets Q_RC and Q_OUT.
 query() {
@@ -89,7 +89,9 @@ query() {
 query_is() { query; [ "$Q_RC" -eq "$1" ]; }
 
 wait_for 30 "the agent answering over vsock:1" query_is 2
-say "PASS vsock-query: unknown over AF_VSOCK CID 1"
+[ "$Q_OUT" = "unknown
+reason: probing" ] || fail "want unknown, probing: $Q_OUT"
+say "PASS vsock-query: unknown (probing) over AF_VSOCK CID 1"
 
 # 1. A userspace write of the driver's line: LOG_USER, never counted.
 LINE='NVRM: GPU 0000:41:00.4: RmInitAdapter failed! (0x22:0x38:891)'
@@ -105,9 +107,23 @@ say "PASS userspace-ignored: <3>NVRM from userspace is pri=11, agent unknown"
 # 2. The kernel prints it (the module): FAILED with that line.
 insmod /lib/modules/vfh_nvrm.ko || fail "insmod vfh_nvrm"
 wait_for 20 "the agent FAILED" query_is 1
-echo "$Q_OUT" | grep -qxF "$LINE" || fail "failed without the kernel's line: $Q_OUT"
+[ "$Q_OUT" = "failed
+$LINE
+rule: RmInitAdapter failed!" ] || fail "failed without the kernel's line and rule: $Q_OUT"
 grep -F "match: $LINE" "$ALOG" | grep -q "pri=3 " || fail "the module's record was not pri=3"
 say "PASS kernel-record: the module's pr_err turned the agent failed"
+
+rmmod vfh_nvrm || fail "rmmod vfh_nvrm"
+GSP='NVRM: GPU 0000:41:00.4: GSP firmware init failed (0x62)'
+insmod /lib/modules/vfh_nvrm.ko "line=\"${GSP#NVRM: }\"" || fail "insmod vfh_nvrm line=GSP"
+answer_is_gsp() {
+	query
+	[ "$Q_OUT" = "failed
+$GSP
+rule: GSP firmware init failed" ]
+}
+wait_for 20 "failed by the loaded GSP rule" answer_is_gsp
+say "PASS loaded-rule: a GSP line from the kernel matched the rules file"
 
 # 3 and 4. vfhealthd and its sentinel in this guest, polling over vsock.
 DLOG=/tmp/daemon.log
@@ -131,7 +147,8 @@ metric() { awk -v n="$1" '$1 == n { print $2 }' "$MNT/metrics"; }
 
 claim vm-1 || fail "claim vm-1"
 wait_for 30 "tally 1 (the sentinel's failed check over vsock)" file_is "$MNT/$VF/tally" 1
-grep -q "vm-1.*RmInitAdapter failed!" "$MNT/$VF/failures" || fail "vm-1's failure not recorded"
+grep -qF "vm-1 " "$MNT/$VF/failures" && grep -qF "${GSP#NVRM: }" "$MNT/$VF/failures" ||
+	fail "vm-1's failure (the GSP line) not recorded: $(cat "$MNT/$VF/failures")"
 say "PASS sentinel-vsock: vfhealthd's sentinel read the agent's failure over AF_VSOCK"
 
 rm "$MNT/$VF/assignments/vm-1" || fail "release vm-1"
@@ -146,9 +163,11 @@ fi
 grep -q "busy" /tmp/claim.err || fail "claim refused, but not with EBUSY: $(cat /tmp/claim.err)"
 say "PASS claim-refused: EBUSY"
 
-# The success path: the guest's GPU comes up (nvidia-smi succeeds), the agent
-# answers ok, the sentinel reports ok for vm-2, the quarantine is lifted.
-: >/run/smi-ok
+# The success path: the guest's GPU comes up (its device nodes open; no
+# nvidia-smi here), the agent answers ok, the sentinel reports ok for vm-2,
+# the quarantine is lifted.
+: >/run/nvdev/nvidiactl
+: >/run/nvdev/nvidia0
 wait_for 30 "the agent OK" query_is 0
 wait_for 30 "the quarantine lifted" file_is "$MNT/$VF/quarantined" 0
 file_is "$MNT/$VF/tally" 0 || fail "tally $(cat "$MNT/$VF/tally") after the success, want 0"
