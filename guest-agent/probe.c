@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +94,13 @@ static bool is_gpu_node(const char *name)
 	return true;
 }
 
+static void free_nodes(char **nodes, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(nodes[i]);
+	free(nodes);
+}
+
 /* The nodes one attempt opens: DIR/nvidiactl, then every DIR/nvidiaN.  Built
  * in the parent (the child only opens).  *ret_n is 0 when no nvidiaN exists. */
 static int list_device_nodes(const char *dev_dir, char ***ret, size_t *ret_n)
@@ -127,21 +133,12 @@ static int list_device_nodes(const char *dev_dir, char ***ret, size_t *ret_n)
 		gpus++;
 	}
 	if (k < 0 || gpus == 0) {
-		for (size_t i = 0; i < n; i++)
-			free(nodes[i]);
-		free(nodes);
+		free_nodes(nodes, n);
 		return k;
 	}
 	*ret = nodes;
 	*ret_n = n;
 	return 0;
-}
-
-static void free_nodes(char **nodes, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(nodes[i]);
-	free(nodes);
 }
 
 /* In the child: open every node; 0 when all opened.  Character devices
