@@ -154,7 +154,8 @@ static int parse_rule_line(const char *line, size_t len, struct kmsg_rule *ret)
 
 int kmsg_rules_parse(struct kmsg_rules *r, const char *text, size_t len, unsigned *ret_line)
 {
-	_cleanup_free_ struct kmsg_rules *next = malloc(sizeof(*next));
+	/* zeroed: the unused bytes of every rule are defined when copied out */
+	_cleanup_free_ struct kmsg_rules *next = calloc(1, sizeof(*next));
 	unsigned line_no = 0;
 	size_t pos = 0;
 
