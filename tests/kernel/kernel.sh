@@ -23,8 +23,10 @@
 set -euo pipefail
 
 SRC=$1 CACHE=$2 AGENT=$3 VFHEALTHD=$4 TEST_VMM=$5
-# The guest's own deadline is GUEST_TIMEOUT; QEMU is killed a little later.
-GUEST_TIMEOUT=${VFHK_GUEST_TIMEOUT:-120}
+# The guest's own deadline is GUEST_TIMEOUT (about 15 s on an idle machine,
+# a minute when its two cores are busy); QEMU is killed a little later, well
+# inside the meson timeout (240 s).
+GUEST_TIMEOUT=${VFHK_GUEST_TIMEOUT:-150}
 
 skip() { echo "SKIP: $*"; exit 77; }
 fail() {
