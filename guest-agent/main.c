@@ -25,6 +25,10 @@ enum {
 	OPT_PROBE_INTERVAL,
 	OPT_PROBE_WINDOW,
 	OPT_PROBE_TIMEOUT,
+	OPT_PROBE_BACKOFF_MAX,
+	OPT_DEV_DIR,
+	OPT_NO_DEVICE_PROBE,
+	OPT_RULES,
 	OPT_CLIENT_TIMEOUT,
 	OPT_QUERY,
 	OPT_TIMEOUT,
@@ -36,8 +40,10 @@ static void usage(FILE *f)
 		"Usage: vfhealth-agent [OPTIONS]\n"
 		"       vfhealth-agent --query ENDPOINT [--timeout S]\n"
 		"\n"
-		"Answer the host's GetGPUInitStatus: unknown, failed (the kernel logged\n"
-		"\"NVRM: ... RmInitAdapter failed!\") or ok (nvidia-smi -L succeeded).\n"
+		"Answer the host's GetGPUInitStatus: unknown (with a reason), failed (the\n"
+		"kernel logged a line a failure rule matches, built in: \"NVRM: ...\n"
+		"RmInitAdapter failed!\") or ok (a probe opened the GPU's device nodes, or\n"
+		"nvidia-smi -L succeeded).\n"
 		"Runs in the foreground; logs to stderr.\n"
 		"\n"
 		"  -l, --listen EP          vsock:any[:PORT], vsock:CID[:PORT] or unix:PATH\n"
@@ -45,16 +51,24 @@ static void usage(FILE *f)
 		"      --kmsg PATH          kernel log (default " AGENT_DEFAULT_KMSG "; a FIFO or file\n"
 		"                           is read as lines)\n"
 		"      --sysfs-root DIR     where to look for NVIDIA PCI devices (default /sys)\n"
-		"      --nvidia-smi PATH    the probe (default: nvidia-smi on $PATH)\n"
+		"      --nvidia-smi PATH    probe with it (default: nvidia-smi on $PATH)\n"
+		"      --dev-dir DIR        probe by opening DIR/nvidiactl and DIR/nvidiaN\n"
+		"                           (default " AGENT_DEFAULT_DEV_DIR ")\n"
+		"      --no-device-probe    do not open device nodes (nvidia-smi only)\n"
 		"      --probe-interval S   between probe attempts (default 15)\n"
-		"      --probe-window S     stop probing after this long (default 600)\n"
+		"      --probe-window S     attempts every interval for this long (default 600)\n"
+		"      --probe-backoff-max S  then back off (doubling) up to S between\n"
+		"                           attempts (default 300; 0: stop at the window)\n"
 		"      --probe-timeout S    kill an attempt after this long (default 30)\n"
+		"      --rules FILE         more kernel-log rules: 'failure TEXT' or\n"
+		"                           'ignore TEXT' per line (vfhealth-agent(8))\n"
 		"      --client-timeout S   per-connection deadline (default 5)\n"
 		"  -f, --foreground         accepted for compatibility; always foreground\n"
 		"  -v, --verbose            debug logging (every kernel record judged)\n"
 		"      --query EP           ask the agent at EP (vsock:CID[:PORT],\n"
-		"                           hvsock:PATH[:PORT], unix:PATH); print the state\n"
-		"                           and message; exit 0 ok, 1 failed, 2 unknown,\n"
+		"                           hvsock:PATH[:PORT], unix:PATH); print the state,\n"
+		"                           then the message and 'rule: TEXT' (failed) or\n"
+		"                           'reason: WHY' (unknown); exit 0 ok, 1 failed, 2 unknown,\n"
 		"                           3 error or unsupported\n"
 		"      --timeout S          deadline of --query (default 5)\n"
 		"  -h, --help               this text\n"
@@ -95,6 +109,11 @@ static int run_query(const char *target, int64_t timeout_ns)
 	printf("%s\n", gpu_init_state_name(st.state));
 	if (st.message[0])
 		printf("%s\n", st.message);
+	if (st.state == GPU_INIT_FAILED && st.rule[0])
+		printf("rule: %s\n", st.rule);
+	/* An older agent sends no reason: print none rather than guess. */
+	if (st.state == GPU_INIT_UNKNOWN && st.reason != AGENT_REASON_UNSPECIFIED)
+		printf("reason: %s\n", agent_unknown_reason_name(st.reason));
 	fflush(stdout);
 	switch (st.state) {
 	case GPU_INIT_OK:
@@ -116,6 +135,10 @@ int main(int argc, char **argv)
 		{ "probe-interval", required_argument, NULL, OPT_PROBE_INTERVAL },
 		{ "probe-window", required_argument, NULL, OPT_PROBE_WINDOW },
 		{ "probe-timeout", required_argument, NULL, OPT_PROBE_TIMEOUT },
+		{ "probe-backoff-max", required_argument, NULL, OPT_PROBE_BACKOFF_MAX },
+		{ "dev-dir", required_argument, NULL, OPT_DEV_DIR },
+		{ "no-device-probe", no_argument, NULL, OPT_NO_DEVICE_PROBE },
+		{ "rules", required_argument, NULL, OPT_RULES },
 		{ "client-timeout", required_argument, NULL, OPT_CLIENT_TIMEOUT },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -166,6 +189,27 @@ int main(int argc, char **argv)
 		case OPT_PROBE_TIMEOUT:
 			if (seconds_option("probe-timeout", optarg, &o.probe_timeout_ns) < 0)
 				return EXIT_FAILURE;
+			break;
+		case OPT_PROBE_BACKOFF_MAX:
+			/* 0 is allowed here: the old behaviour, stop at the window */
+			if (strcmp(optarg, "0") == 0)
+				o.probe_backoff_max_ns = 0;
+			else if (seconds_option("probe-backoff-max", optarg,
+						&o.probe_backoff_max_ns) < 0)
+				return EXIT_FAILURE;
+			break;
+		case OPT_DEV_DIR:
+			if (!*optarg) {
+				fprintf(stderr, "vfhealth-agent: --dev-dir: empty\n");
+				return EXIT_FAILURE;
+			}
+			o.dev_dir = optarg;
+			break;
+		case OPT_NO_DEVICE_PROBE:
+			o.dev_dir = NULL;
+			break;
+		case OPT_RULES:
+			o.rules_path = optarg;
 			break;
 		case OPT_CLIENT_TIMEOUT:
 			if (seconds_option("client-timeout", optarg, &o.client_timeout_ns) < 0)

@@ -452,6 +452,11 @@ static void check_target(struct sentinel *s, const struct target *t)
 		return; /* shutting down: neither counted nor reported */
 	result = sentinel_classify(rc, &status);
 	atomic_fetch_add(&s->counters->checks[result], 1);
+	if (result == CHECK_UNKNOWN) {
+		unsigned why = (unsigned)status.reason; /* the client keeps it in the table */
+
+		atomic_fetch_add(&s->counters->unknown[why < AGENT_REASON_COUNT ? why : 0], 1);
+	}
 	switch (result) {
 	case CHECK_OK:
 	case CHECK_FAILED:
@@ -623,6 +628,13 @@ void sentinel_counters_render(void *counters, FILE *out)
 	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
 		fprintf(out, "vfhealth_sentinel_checks_total{result=\"%s\"} %" PRIu64 "\n",
 			check_result_name((enum check_result)r), st.checks[r]);
+	fprintf(out,
+		"# HELP vfhealth_sentinel_unknown_total Unknown answers by the agent's reason "
+		"(unspecified: an agent older than reasons).\n"
+		"# TYPE vfhealth_sentinel_unknown_total counter\n");
+	for (int r = 0; r < AGENT_REASON_COUNT; r++)
+		fprintf(out, "vfhealth_sentinel_unknown_total{reason=\"%s\"} %" PRIu64 "\n",
+			agent_unknown_reason_name((enum agent_unknown_reason)r), st.unknown[r]);
 #define RENDER_COUNTER(field, name, help)                                            \
 	fprintf(out, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %" PRIu64 "\n", \
 		st.field);
@@ -647,6 +659,8 @@ void sentinel_counters_get(const struct sentinel_counters *c, struct sentinel_st
 	_Static_assert(ARRAY_SIZE(ret->checks) == CHECK_RESULT_COUNT, "one counter per result");
 	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
 		ret->checks[r] = atomic_load(&c->checks[r]);
+	for (int r = 0; r < AGENT_REASON_COUNT; r++)
+		ret->unknown[r] = atomic_load(&c->unknown[r]);
 #define LOAD_COUNTER(field, name, help) ret->field = atomic_load(&c->field);
 	SENTINEL_SCALAR_COUNTERS(LOAD_COUNTER)
 #undef LOAD_COUNTER

@@ -41,6 +41,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "proto/client.h"
+
 #define SENTINEL_NS_PER_S INT64_C(1000000000)
 #define SENTINEL_DEFAULT_POLL_INTERVAL_NS (5 * SENTINEL_NS_PER_S)
 #define SENTINEL_DEFAULT_POLL_TIMEOUT_NS (5 * SENTINEL_NS_PER_S)
@@ -160,6 +162,7 @@ void sentinel_render_metrics(void *sentinel, FILE *out);
  * of any other size.  Lock-free atomics: safe across processes. */
 struct sentinel_counters {
 	atomic_uint_fast64_t checks[6]; /* indexed by enum check_result (rules.h) */
+	atomic_uint_fast64_t unknown[AGENT_REASON_COUNT]; /* UNKNOWN answers by reason */
 #define SENTINEL_ATOMIC_FIELD(field, name, help) atomic_uint_fast64_t field;
 	SENTINEL_SCALAR_COUNTERS(SENTINEL_ATOMIC_FIELD)
 #undef SENTINEL_ATOMIC_FIELD
@@ -177,6 +180,7 @@ void sentinel_counters_render(void *counters, FILE *out);
 /* A snapshot of the counters, for tests and the standalone binary. */
 struct sentinel_stats {
 	uint64_t checks[6]; /* indexed by enum check_result (rules.h) */
+	uint64_t unknown[AGENT_REASON_COUNT]; /* indexed by enum agent_unknown_reason */
 #define SENTINEL_PLAIN_FIELD(field, name, help) uint64_t field;
 	SENTINEL_SCALAR_COUNTERS(SENTINEL_PLAIN_FIELD)
 #undef SENTINEL_PLAIN_FIELD
