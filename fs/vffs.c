@@ -423,7 +423,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 struct dirbuf {
 	fuse_req_t req;
 	char *buf;
-	size_t size;
+	size_t size;     /* bytes of entries */
+	size_t capacity; /* bytes allocated: grows geometrically, so a listing of
+			  * 65,536 VFs is not 65,536 reallocs and copies */
 	int error;
 };
 
@@ -436,12 +438,17 @@ static void dirbuf_add(struct dirbuf *b, const char *name, fuse_ino_t ino, mode_
 	if (b->error)
 		return;
 	len = fuse_add_direntry(b->req, NULL, 0, name, NULL, 0);
-	grown = realloc(b->buf, old + len);
-	if (!grown) {
-		b->error = -ENOMEM;
-		return;
+	if (old + len > b->capacity) {
+		size_t capacity = MAX(2 * b->capacity, MAX(old + len, (size_t)4096));
+
+		grown = realloc(b->buf, capacity);
+		if (!grown) {
+			b->error = -ENOMEM;
+			return;
+		}
+		b->buf = grown;
+		b->capacity = capacity;
 	}
-	b->buf = grown;
 	b->size = old + len;
 	fuse_add_direntry(b->req, b->buf + old, len, name, &st, (off_t)b->size);
 }
