@@ -729,12 +729,30 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, reply, len);
 }
 
+/* `release=CLAIMED_AT` (one line, any RFC 3339 spelling): the conditional
+ * release, decided by the store (-ESTALE when the claim is a newer one). */
+static int claim_release_if(struct vffs *fs, struct vhandle *h, const char *value)
+{
+	char when[RFC3339_BUFSZ];
+	int r;
+
+	if (strchr(value, '\n') || rfc3339_normalize(value, when) < 0)
+		return -EINVAL;
+	r = store_release_if(fs->store, h->vf, h->instance_id, when);
+	if (r < 0)
+		return r;
+	log_info("%s: released by instance %s (claimed %s)", h->vf, h->instance_id, when);
+	return 0;
+}
+
 static int claim_write(struct vffs *fs, struct vhandle *h, char *command)
 {
 	struct store_claim current = { 0 };
 	struct store_claim next = { 0 };
 	int r;
 
+	if (strncmp(command, "release=", 8) == 0)
+		return claim_release_if(fs, h, command + 8);
 	r = store_claim_get_by_id(fs->store, h->claim_id, &current);
 	if (r < 0)
 		return r;

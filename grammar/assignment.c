@@ -21,6 +21,7 @@ static const struct {
 	[ASSIGNMENT_CONTROL] = { "control", true },
 	[ASSIGNMENT_PID] = { "pid", true },
 	[ASSIGNMENT_PID_STARTTIME] = { "pid_starttime", false },
+	[ASSIGNMENT_BOOT_ID] = { "boot_id", false },
 };
 
 const char *assignment_key_name(enum assignment_key key)
@@ -51,6 +52,9 @@ int assignment_render(const struct assignment *a, FILE *out)
 		case ASSIGNMENT_PID_STARTTIME:
 			if (a->pid_starttime > 0)
 				fprintf(out, "%" PRIu64, a->pid_starttime);
+			break;
+		case ASSIGNMENT_BOOT_ID:
+			fputs(a->boot_id, out);
 			break;
 		case ASSIGNMENT_KEY_COUNT:
 			break;
@@ -146,6 +150,20 @@ static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignm
 		if (ctx->writer && !keys[key].writable) /* the recorded value, written back */
 			return v == ctx->current->pid_starttime ? 0 : -EINVAL;
 		a->pid_starttime = v;
+		return 0;
+	case ASSIGNMENT_BOOT_ID:
+		if (len > ASSIGNMENT_BOOT_ID_LEN)
+			return -E2BIG;
+		for (size_t i = 0; i < len; i++)
+			if (!strchr("0123456789abcdef-", value[i]) || value[i] == '\0')
+				return -EINVAL;
+		if (ctx->writer && !keys[key].writable) /* the recorded value, written back */
+			return strlen(ctx->current->boot_id) == len &&
+					       memcmp(ctx->current->boot_id, value, len) == 0
+				       ? 0
+				       : -EINVAL;
+		memcpy(a->boot_id, value, len);
+		a->boot_id[len] = '\0';
 		return 0;
 	case ASSIGNMENT_KEY_COUNT:
 		break;

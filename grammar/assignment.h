@@ -23,6 +23,11 @@
  *                   unknown.  Writers may not set it: a write may repeat
  *                   the recorded value (so what was read can be written
  *                   back), any other value is -EINVAL.
+ *   boot_id=        the host's /proc/sys/kernel/random/boot_id when the
+ *                   claim was made (recorded by the daemon): a claim from
+ *                   an earlier boot names no live VMM.  Lower-case hex and
+ *                   '-', at most ASSIGNMENT_BOOT_ID_LEN bytes.  Empty:
+ *                   unknown.  Writers: like pid_starttime.
  *
  * An empty value unsets a key.  Empty lines are ignored.  A line without
  * '=', an empty key or a repeated key is -EINVAL.  Readers ignore keys they
@@ -38,16 +43,20 @@
 
 #include "grammar/limits.h"
 
+/* A boot id is a UUID: 36 characters. */
+#define ASSIGNMENT_BOOT_ID_LEN 36
+
 enum assignment_key {
 	ASSIGNMENT_CLAIMED_AT,
 	ASSIGNMENT_AGENT,
 	ASSIGNMENT_CONTROL,
 	ASSIGNMENT_PID,
 	ASSIGNMENT_PID_STARTTIME,
+	ASSIGNMENT_BOOT_ID,
 	ASSIGNMENT_KEY_COUNT
 };
 
-/* "claimed_at", ..., "pid_starttime"; NULL for others. */
+/* "claimed_at", ..., "boot_id"; NULL for others. */
 const char *assignment_key_name(enum assignment_key key);
 
 struct assignment {
@@ -58,6 +67,7 @@ struct assignment {
 	char control[CONTROL_PATH_MAX + 1];      /* "" when unset */
 	int64_t pid;                             /* 0 when unset */
 	uint64_t pid_starttime;                  /* 0 when unknown */
+	char boot_id[ASSIGNMENT_BOOT_ID_LEN + 1]; /* "" when unknown */
 };
 
 /* Every key in table order, "key=value\n" each (the whole file).  Returns 0

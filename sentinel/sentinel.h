@@ -6,28 +6,32 @@
  * mountpoint, and of nothing else: every read and every change it makes is a
  * documented file operation through that mount (list <vf>/assignments/,
  * read an assignment, write "failed ..."/"ok ..." to <vf>/report and read
- * the outcome back on the same open file, write "repair" to status, unlink
- * an assignment to release a dead claim).  So the sentinel vfhealthd runs
+ * the outcome back on the same open file, write "repair" to status, write
+ * "release=CLAIMED_AT" to an assignment to release a dead claim).  So the sentinel vfhealthd runs
  * produces the same inotify and poll notifications as an external writer;
  * it is always the vfhealth-sentinel program (main.c), whether vfhealthd
  * runs it as its child or an operator runs it against a mount.
  *
  * Every poll_interval (the first one interval after start):
- *   1. if `status` says unavailable, write `repair` once;
- *   2. list targets: live claims with an agent endpoint whose control socket
- *      path exists (a stopped VM's leftover claim is never polled: its stale
- *      vsock CID may belong to another guest by now); a listing failure
- *      counts result="list_error" once;
+ *   1. if `status` says unavailable (or cannot be read: EIO), write `repair`
+ *      once: the poll's one repair attempt; the poll goes on either way;
+ *   2. list targets: claims with an agent endpoint whose VMM is alive or
+ *      uncertain (liveness_verdict() in rules.h, evidence from
+ *      sentinel/liveness.h) and was never judged dead (a dead VM's claim is
+ *      never polled: its stale vsock CID may belong to another guest by
+ *      now); a listing failure counts result="list_error" once per poll;
  *   3. query every target's agent (GetGPUInitStatus) with at most
  *      `concurrency` in flight, each bounded by poll_timeout;
  *   4. classify and count (vfhealth_sentinel_checks_total{result=...});
- *   5. re-read the VF's claim; report FAILED/OK against the captured
- *      (instance, claimed_at) unless the VF changed hands (rules.h);
+ *   5. report FAILED/OK against the captured (instance, claimed_at), even if
+ *      the VF was released or re-claimed meanwhile (rules.h: the store
+ *      records by assignment and applies its rescind rule);
  *   6. log: recorded failure -> warning, quarantine -> error, rescind -> info,
  *      unchanged -> nothing.
- * Every reconcile_interval (and once at start, when enabled) claims whose VMM
- * is certainly dead are released; ambiguous ones are kept with a warning
- * (liveness_verdict() in rules.h).
+ * Every reconcile_interval (and once at start, when enabled) every claim is
+ * judged; one judged dead is no longer polled, and released (conditional
+ * release, `release=CLAIMED_AT`) when the next pass judges it dead again;
+ * uncertain ones are kept with a warning and counted.
  *
  * Thread-safety: sentinel_start/sentinel_stop/sentinel_free from one thread;
  * sentinel_render_metrics from any thread at any time between start and free.
@@ -152,8 +156,10 @@ void sentinel_render_metrics(void *sentinel, FILE *out);
 	X(claims_released, "vfhealth_sentinel_claims_released_total",                        \
 	  "Claims released because their VMM was dead.")                                     \
 	X(reports_dropped, "vfhealth_sentinel_reports_dropped_total",                        \
-	  "Answers not reported because the claim changed during the poll.")                 \
-	X(polls, "vfhealth_sentinel_polls_total", "Completed polls.")
+	  "Answers not reported because the claim they are about could not be told.")                 \
+	X(polls, "vfhealth_sentinel_polls_total", "Completed polls.")                         \
+	X(reconciles, "vfhealth_sentinel_reconciles_total",                                  \
+	  "Completed stale-claim reconcile passes.")
 
 /* The counters, kept apart from the poller so that they can live in memory
  * shared with vfhealthd, which runs the sentinel program as its child and

@@ -432,7 +432,14 @@ int store_claim_update(struct store *s, const struct store_claim *c)
 
 static int decide_release(const struct store *s, const struct vf_entry *e, struct op *op)
 {
-	return held_claim(e, op) ? DECIDE_SUBMIT : -ENOENT;
+	const struct store_claim *live = held_claim(e, op);
+
+	if (!live)
+		return -ENOENT;
+	/* op->when: the conditional release's claimed_at ("" = unconditional). */
+	if (op->when[0] && strcmp(live->claimed_at, op->when) != 0)
+		return -ESTALE;
+	return DECIDE_SUBMIT;
 }
 
 int store_release(struct store *s, const char *vf, const char *instance_id)
@@ -443,6 +450,20 @@ int store_release(struct store *s, const char *vf, const char *instance_id)
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
+	return mutate(s, &op, decide_release);
+}
+
+int store_release_if(struct store *s, const char *vf, const char *instance_id,
+		     const char *claimed_at)
+{
+	struct op op = { .kind = OP_RELEASE };
+
+	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !claimed_at ||
+	    !claimed_at[0] || strlen(claimed_at) >= sizeof(op.when))
+		return -EINVAL;
+	copy_string(op.vf, sizeof(op.vf), vf);
+	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
+	copy_string(op.when, sizeof(op.when), claimed_at);
 	return mutate(s, &op, decide_release);
 }
 

@@ -287,6 +287,13 @@ int store_claim_update(struct store *s, const struct store_claim *c);
 /* Release a live claim (it moves to history). -ENOENT when not held. */
 int store_release(struct store *s, const char *vf, const char *instance_id);
 
+/* The conditional release: release the live claim of vf by instance_id only
+ * if its claimed_at (canonical) is claimed_at; -ESTALE when it is another
+ * (released and re-claimed meanwhile: the newer claim stays), -ENOENT when
+ * not held. */
+int store_release_if(struct store *s, const char *vf, const char *instance_id,
+		     const char *claimed_at);
+
 /* The live claim of vf by instance_id (placement-facing: retries, then -EIO).
  * -ENOENT when none. */
 int store_claim_get(struct store *s, const char *vf, const char *instance_id,

@@ -94,6 +94,8 @@ START_TEST(test_assignment_rejects)
 		"pid=99999999999\n",
 		"control=relative/path\n",
 		"pid_starttime=x\n",
+		"boot_id=0F2C4E6A\n",
+		"boot_id=0f2c 4e6a\n",
 	};
 	struct assignment a;
 
@@ -463,14 +465,16 @@ START_TEST(test_assignment_render)
 	_cleanup_free_ char *empty = render(&a);
 	_cleanup_free_ char *full = NULL;
 
-	ck_assert_str_eq(empty, "claimed_at=" T1 "\nagent=\ncontrol=\npid=\npid_starttime=\n");
+	ck_assert_str_eq(empty, "claimed_at=" T1 "\nagent=\ncontrol=\npid=\npid_starttime=\nboot_id=\n");
 	strcpy(a.agent, "vsock:3:2222");
 	strcpy(a.control, "/run/vm.sock");
 	a.pid = 42;
 	a.pid_starttime = 123456;
+	strcpy(a.boot_id, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b");
 	full = render(&a);
 	ck_assert_str_eq(full, "claimed_at=" T1 "\nagent=vsock:3:2222\ncontrol=/run/vm.sock\n"
-			       "pid=42\npid_starttime=123456\n");
+			       "pid=42\npid_starttime=123456\n"
+			       "boot_id=0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b\n");
 	for (int k = 0; k < ASSIGNMENT_KEY_COUNT; k++)
 		ck_assert_ptr_nonnull(strstr(full, assignment_key_name((enum assignment_key)k)));
 	ck_assert_ptr_null(assignment_key_name(ASSIGNMENT_KEY_COUNT));
@@ -487,6 +491,7 @@ START_TEST(test_assignment_round_trip)
 	strcpy(cases[1].control, "/run/vm/a.ctl");
 	cases[1].pid = 4242;
 	cases[1].pid_starttime = 987654;
+	strcpy(cases[1].boot_id, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b");
 	cases[2].pid = PID_VALUE_MAX;
 	cases[2].pid_starttime = UINT64_MAX;
 	memset(cases[3].agent, 'a', AGENT_ENDPOINT_MAX); /* the reader checks only the length */
@@ -519,6 +524,7 @@ START_TEST(test_assignment_write_back)
 	strcpy(a.control, "/run/vm.sock");
 	a.pid = 42;
 	a.pid_starttime = 123456;
+	strcpy(a.boot_id, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b");
 	text = render(&a);
 	ck_assert_int_eq(assignment_parse_update(&a, text, false, &out, &written), 0);
 	ck_assert_uint_eq(written, (1u << ASSIGNMENT_KEY_COUNT) - 1);
@@ -561,6 +567,17 @@ START_TEST(test_assignment_update)
 	ck_assert_int_eq(assignment_parse_update(&cur, "pid_starttime=", false, &out, NULL), -EINVAL);
 	cur.pid_starttime = 0;
 	ck_assert_int_eq(assignment_parse_update(&cur, "pid_starttime=", false, &out, NULL), 0);
+
+	/* boot_id: the daemon's too; only the recorded value. */
+	strcpy(cur.boot_id, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b");
+	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b",
+						 false, &out, NULL),
+			 0);
+	ck_assert_str_eq(out.boot_id, cur.boot_id);
+	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=0f2c4e6a", false, &out, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=", false, &out, NULL), -EINVAL);
+	cur.boot_id[0] = '\0';
 
 	/* claimed_at: equal spellings always, a new value only on the first write. */
 	cur = sample();
