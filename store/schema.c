@@ -525,6 +525,8 @@ static int open_locked(struct store *s)
 	sqlite3_close_v2(s->db);
 	s->db = NULL;
 	latch_unavailable(s, reason);
+	if (r < 0)
+		log_err("store: %s", reason); /* store_open() fails: the reason goes nowhere else */
 	return r;
 }
 
