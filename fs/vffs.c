@@ -53,6 +53,8 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -88,9 +90,13 @@ struct vffs {
 	struct notifier *notifier;
 	struct timespec start_time;
 
+	void (*status_changed)(void *userdata); /* the caller's status hook (vffs.h) */
+	void *status_userdata;
+
 	pthread_t loop_thread;
 	bool loop_running;
 	atomic_bool stopping;
+	atomic_bool unmounted_outside; /* the session ended without vffs_stop() */
 
 };
 
@@ -660,8 +666,31 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		handle_free(fs, h); /* interrupted: no release will come */
 }
 
-/* Render the handle's file into its snapshot. */
-static int handle_render(struct vffs *fs, struct vhandle *h)
+/* Whether the requester may write the writable files (what
+ * default_permissions grants on 0664 root:group files): uid 0, or the
+ * writers' group as its group or a supplementary one.  Only that requester
+ * may make a read retry (repair) an unavailable store, so the supplementary
+ * groups (read from /proc) are looked up only then. */
+static bool requester_may_write(struct vffs *fs, fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[64];
+	int n;
+
+	if (ctx->uid == 0 || ctx->gid == fs->group)
+		return true;
+	if (!fs->store || store_status(fs->store, NULL, 0))
+		return false; /* available: no read retries, the answer does not matter */
+	n = fuse_req_getgroups(req, (int)ARRAY_SIZE(groups), groups);
+	for (int i = 0; i < n && i < (int)ARRAY_SIZE(groups); i++)
+		if (groups[i] == fs->group)
+			return true;
+	return false; /* also when there are more groups than we look at: fail closed */
+}
+
+/* Render the handle's file into its snapshot.  may_write: the requester's
+ * (requester_may_write). */
+static int handle_render(struct vffs *fs, struct vhandle *h, bool may_write)
 {
 	_cleanup_free_ char *buf = NULL;
 	struct store_claim claim;
@@ -670,6 +699,7 @@ static int handle_render(struct vffs *fs, struct vhandle *h)
 	int r = 0;
 	struct vfile_call call = {
 		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
+		.may_write = may_write,
 	};
 
 	if (h->watched)
@@ -690,7 +720,8 @@ static int handle_render(struct vffs *fs, struct vhandle *h)
 		}
 		break;
 	case VN_CLAIM:
-		r = store_claim_get(fs->store, h->vf, h->instance_id, &claim);
+		r = may_write ? store_claim_get(fs->store, h->vf, h->instance_id, &claim)
+			      : store_claim_get_noretry(fs->store, h->vf, h->instance_id, &claim);
 		if (r == 0)
 			claim_render(&claim, out);
 		break;
@@ -719,7 +750,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	pthread_mutex_lock(&h->lock);
 	if (off == 0 || !h->rendered)
-		r = handle_render(fs, h);
+		r = handle_render(fs, h, requester_may_write(fs, req));
 	if (r == 0)
 		r = copy_window(h->snapshot, h->snapshot_len, off, size, &reply, &len);
 	pthread_mutex_unlock(&h->lock);
@@ -1085,6 +1116,8 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	clock_gettime(CLOCK_REALTIME, &fs->start_time);
 	fs->group = opt->group;
 	fs->metrics = opt->metrics;
+	fs->status_changed = opt->status_changed;
+	fs->status_userdata = opt->status_userdata;
 	fs->mountpoint = absolute_path(opt->mountpoint ? opt->mountpoint : VFFS_DEFAULT_MOUNTPOINT);
 	if (!fs->mountpoint)
 		goto fail;
@@ -1111,21 +1144,143 @@ fail:
 	return r;
 }
 
-int vffs_mount(struct vffs *fs)
+/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
+static void mountinfo_unescape(char *s)
 {
-	struct stat st;
-	int r;
+	char *out = s;
 
-	/* A crashed instance leaves its mount behind: every access fails with
-	 * ENOTCONN until it is detached. */
-	if (stat(fs->mountpoint, &st) < 0 && errno == ENOTCONN) {
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
+/* The file system type of the topmost mount at path (/proc/self/mountinfo),
+ * "" when nothing is mounted there. */
+static int mounted_type(const char *path, char *type, size_t size)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+
+	type[0] = '\0';
+	if (!f)
+		return negative_errno();
+	while (getline(&line, &cap, f) > 0) {
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE ... */
+		char *save = NULL, *mountpoint = NULL, *fstype = NULL;
+		int i = 0;
+
+		for (char *w = strtok_r(line, " \n", &save); w; w = strtok_r(NULL, " \n", &save), i++) {
+			if (i == 4)
+				mountpoint = w;
+			if (i >= 6 && strcmp(w, "-") == 0) {
+				fstype = strtok_r(NULL, " \n", &save);
+				break;
+			}
+		}
+		if (!mountpoint || !fstype)
+			continue;
+		mountinfo_unescape(mountpoint);
+		if (strcmp(mountpoint, path) == 0)
+			snprintf(type, size, "%s", fstype); /* later lines are mounted on top */
+	}
+	return 0;
+}
+
+/* Does the mount at path answer?  0 yes, -ENOTCONN dead (its daemon is
+ * gone), -ETIMEDOUT no answer within the deadline (a daemon alive but
+ * stuck), else the errno statfs gave.  Asked from a child process, which a
+ * stuck daemon cannot hang: it is killed at the deadline. */
+#define PROBE_TIMEOUT_MS 5000
+static int probe_mount(const char *path)
+{
+	int pipefd[2], err = ETIMEDOUT;
+	pid_t pid;
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return negative_errno();
+	pid = fork();
+	if (pid < 0) {
+		err = errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return -err;
+	}
+	if (pid == 0) {
+		struct statfs sf;
+		int e = statfs(path, &sf) < 0 ? errno : 0;
+
+		_exit(write(pipefd[1], &e, sizeof(e)) == sizeof(e) ? 0 : 1);
+	}
+	close(pipefd[1]);
+	struct pollfd pfd = { .fd = pipefd[0], .events = POLLIN };
+	int n;
+	do
+		n = poll(&pfd, 1, PROBE_TIMEOUT_MS);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0 || read(pipefd[0], &err, sizeof(err)) != sizeof(err))
+		err = ETIMEDOUT;
+	close(pipefd[0]);
+	if (err == ETIMEDOUT)
+		kill(pid, SIGKILL); /* FUSE requests are killable */
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	return -err;
+}
+
+/* Never mount over a live vfhealth mount (placement would see this new,
+ * empty one and the old one's state would be hidden: fail open); detach a
+ * dead FUSE mount (a crashed instance leaves its mount behind: every access
+ * fails with ENOTCONN until it is detached).  Anything else mounted there is
+ * mounted over, as mount(8) would. */
+static int clear_mountpoint(struct vffs *fs)
+{
+	for (int round = 0; round < 8; round++) {
+		char type[64];
+		int r = mounted_type(fs->mountpoint, type, sizeof(type));
+
+		if (r < 0) {
+			log_err("cannot read /proc/self/mountinfo: %s", strerror(-r));
+			return r;
+		}
+		if (strncmp(type, "fuse", 4) != 0)
+			return 0; /* nothing, or no FUSE mount: nothing can be dead */
+		r = probe_mount(fs->mountpoint);
+		if (r != -ENOTCONN) {
+			if (strcmp(type, "fuse.vfhealth") != 0)
+				return 0; /* another file system's live mount */
+			log_err("refusing to mount on %s: a live vfhealth mount is there (%s); "
+				"another vfhealthd serves it",
+				fs->mountpoint,
+				r == 0 ? "it answers" : r == -ETIMEDOUT ? "it does not answer" : strerror(-r));
+			return -EBUSY;
+		}
 		if (umount2(fs->mountpoint, MNT_DETACH) < 0) {
 			r = negative_errno();
 			log_err("cannot detach the stale mount on %s: %s", fs->mountpoint, strerror(-r));
 			return r;
 		}
-		log_warn("detached a stale mount on %s left by a previous instance", fs->mountpoint);
+		log_warn("detached a stale mount on %s (%s, not connected) left by a previous "
+			 "instance", fs->mountpoint, type);
 	}
+	log_err("refusing to mount on %s: too many stale mounts stacked there", fs->mountpoint);
+	return -EBUSY;
+}
+
+int vffs_mount(struct vffs *fs)
+{
+	int r;
+
+	r = clear_mountpoint(fs);
+	if (r < 0)
+		return r;
 	r = mkdir_p(fs->mountpoint, 0755);
 	if (r < 0) {
 		log_err("cannot create mountpoint %s: %s", fs->mountpoint, strerror(-r));
@@ -1165,11 +1320,28 @@ static void *loop_main(void *arg)
 	r = fuse_session_loop_mt(fs->se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	if (!atomic_load(&fs->stopping)) {
-		/* Unmounted from outside (fusermount -u): end the daemon too. */
-		log_warn("the FUSE session ended (%d); shutting down", r);
+		/* Unmounted from outside (fusermount -u): end the daemon too; the
+		 * caller asks vffs_unmounted_outside() and logs it. */
+		log_debug("the FUSE session ended on its own (%d)", r);
+		atomic_store(&fs->unmounted_outside, true);
 		kill(getpid(), SIGTERM);
 	}
 	return NULL;
+}
+
+bool vffs_unmounted_outside(const struct vffs *fs)
+{
+	return fs && atomic_load(&fs->unmounted_outside);
+}
+
+/* The store's change callback: the notifier, and the caller's status hook. */
+static void store_changed(void *userdata, const struct store_change *change)
+{
+	struct vffs *fs = userdata;
+
+	notifier_store_change(fs->notifier, change);
+	if ((change->bits & STORE_CHANGE_STATUS) && fs->status_changed)
+		fs->status_changed(fs->status_userdata);
 }
 
 int vffs_start(struct vffs *fs, struct store *store)
@@ -1183,7 +1355,7 @@ int vffs_start(struct vffs *fs, struct store *store)
 	r = notifier_new(fs->se, fs->mountpoint, fs->store, &fs->notifier);
 	if (r < 0)
 		return r;
-	store_set_change_callback(fs->store, notifier_store_change, fs->notifier);
+	store_set_change_callback(fs->store, store_changed, fs);
 	r = notifier_start(fs->notifier);
 	if (r < 0) {
 		log_err("cannot start the notifier: %s", strerror(-r));

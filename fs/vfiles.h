@@ -72,6 +72,9 @@ struct vfile_call {
 	const char *vf;      /* per-VF files: the VF address */
 	uint64_t vf_id;      /* per-VF files: the VF's id */
 	char *outcome;       /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
+	/* The requester may write (uid 0 or the writers' group): only then may a
+	 * placement-facing read retry (repair) an unavailable store. */
+	bool may_write;
 };
 
 typedef int (*vfile_render_fn)(const struct vfile_call *call, FILE *out);

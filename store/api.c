@@ -10,8 +10,9 @@
  * group commit (commit.c) and wait until durable.
  *
  * Reads: placement-facing ones (store_quarantined_list, store_vf_get,
- * store_claim_get) retry a latched store once (store_repair) and then fail
- * with -EIO; the others, lookups included, are answered from the mirror
+ * store_claim_get) retry a latched store once (store_retry_for_read: at most
+ * one retry a second) and then fail with -EIO; their _noretry variants, for
+ * readers who may not write, never retry; the others, lookups included, are answered from the mirror
  * while the store is unavailable, as long as it was ever loaded.
  */
 #include <errno.h>
@@ -48,12 +49,27 @@ static int normalize_optional_time(const char *in, char out[static RFC3339_BUFSZ
 	return rfc3339_normalize(in, out);
 }
 
-/* Placement-facing reads: a latched store retries once, then -EIO. */
-static int ensure_available(struct store *s)
+/* Placement-facing reads: a latched store retries once (at most one such
+ * retry a second for the whole store, and only for a reader who may write),
+ * then -EIO. */
+static int ensure_available(struct store *s, bool may_repair)
 {
 	if (atomic_load(&s->available))
 		return 0;
-	return store_repair(s) == 0 ? 0 : -EIO;
+	return may_repair && store_retry_for_read(s) == 0 ? 0 : -EIO;
+}
+
+int store_retry_for_read(struct store *s)
+{
+	int64_t now = monotonic_ns(), last = atomic_load(&s->read_repair_ns);
+
+	if (atomic_load(&s->available))
+		return 0;
+	/* one caller a second wins the slot; the others fail closed at once */
+	if ((last != 0 && now - last < STORE_READ_REPAIR_INTERVAL_NS) ||
+	    !atomic_compare_exchange_strong(&s->read_repair_ns, &last, now))
+		return -EIO;
+	return store_repair(s);
 }
 
 bool store_status(struct store *s, char *reason, size_t reason_size)
@@ -131,13 +147,23 @@ static int vf_read(struct store *s, const char *vf, uint64_t id, struct store_vf
 	return e ? 0 : -ENOENT;
 }
 
-int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret)
+static int vf_get(struct store *s, const char *vf, struct store_vf_info *ret, bool may_repair)
 {
 	if (!vf_address_valid(vf) || !ret)
 		return -EINVAL;
-	if (ensure_available(s) < 0)
+	if (ensure_available(s, may_repair) < 0)
 		return -EIO;
 	return vf_read(s, vf, 0, ret);
+}
+
+int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret)
+{
+	return vf_get(s, vf, ret, true);
+}
+
+int store_vf_get_noretry(struct store *s, const char *vf, struct store_vf_info *ret)
+{
+	return vf_get(s, vf, ret, false);
 }
 
 int store_vf_lookup(struct store *s, const char *vf, struct store_vf_info *ret)
@@ -177,11 +203,12 @@ int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count)
 	return 0;
 }
 
-int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
+static int quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count,
+			    bool may_repair)
 {
 	if (!ret || !count)
 		return -EINVAL;
-	if (ensure_available(s) < 0)
+	if (ensure_available(s, may_repair) < 0)
 		return -EIO;
 	mirror_rdlock(s);
 	char(*list)[VF_ADDR_BUFSZ] = calloc(MAX(s->n_quarantined, (size_t)1), sizeof(*list));
@@ -195,6 +222,16 @@ int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t 
 	*ret = list;
 	*count = n;
 	return 0;
+}
+
+int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
+{
+	return quarantined_list(s, ret, count, true);
+}
+
+int store_quarantined_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
+{
+	return quarantined_list(s, ret, count, false);
 }
 
 /* -- settings ------------------------------------------------------------------- */
@@ -480,14 +517,26 @@ static int claim_read(struct store *s, const char *vf, const char *instance_id,
 	return held ? 0 : -ENOENT;
 }
 
-int store_claim_get(struct store *s, const char *vf, const char *instance_id,
-		    struct store_claim *ret)
+static int claim_get(struct store *s, const char *vf, const char *instance_id,
+		     struct store_claim *ret, bool may_repair)
 {
 	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
 		return -EINVAL;
-	if (ensure_available(s) < 0)
+	if (ensure_available(s, may_repair) < 0)
 		return -EIO;
 	return claim_read(s, vf, instance_id, ret);
+}
+
+int store_claim_get(struct store *s, const char *vf, const char *instance_id,
+		    struct store_claim *ret)
+{
+	return claim_get(s, vf, instance_id, ret, true);
+}
+
+int store_claim_get_noretry(struct store *s, const char *vf, const char *instance_id,
+			    struct store_claim *ret)
+{
+	return claim_get(s, vf, instance_id, ret, false);
 }
 
 int store_claim_lookup(struct store *s, const char *vf, const char *instance_id,
@@ -571,4 +620,5 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 	ret->ok_reports_noop = atomic_load(&s->ok_reports_noop);
 	ret->commits = atomic_load(&s->commits);
 	ret->commit_failures = atomic_load(&s->commit_failures);
+	ret->repairs = atomic_load(&s->repairs);
 }

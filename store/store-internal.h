@@ -166,12 +166,14 @@ struct store {
 	/* set at open, then constant */
 	char *path;
 	char *lock_path;
+	char *mark_path; /* PATH ".created": a database was created here */
 	char *vfs_name;
 	int cfg_threshold;
 	int cfg_max_quarantined;
 
 	pthread_mutex_t write_lock;
 	int lock_fd; /* flock'd; -1 while not held */
+	int db_fd;   /* the database file itself, flock'd; -1 while not held */
 	sqlite3 *db;
 	bool batch_failed;
 	char batch_error[STORE_REASON_MAX];
@@ -212,7 +214,12 @@ struct store {
 	atomic_uint_fast64_t ok_reports_noop;
 	atomic_uint_fast64_t commits;
 	atomic_uint_fast64_t commit_failures;
+	atomic_uint_fast64_t repairs;   /* store_repair() attempts on an unavailable store */
+	atomic_int_fast64_t read_repair_ns; /* monotonic time of the last read-triggered retry */
 };
+
+/* Reads retry a latched store at most this often (store_retry_for_read). */
+#define STORE_READ_REPAIR_INTERVAL_NS 1000000000LL
 
 /* -- mirror.c ------------------------------------------------------------------ */
 

@@ -89,14 +89,32 @@
  *                 change state fail with -EIO; calls that would change
  *                 nothing still succeed; placement-facing reads
  *                 (store_quarantined_list, store_vf_get's quarantine bit,
- *                 store_claim_get) first retry (store_repair) and then fail
- *                 with -EIO.  Name lookups (store_vf_lookup,
+ *                 store_claim_get) first retry (store_retry_for_read: a
+ *                 store_repair at most once a second for the whole store)
+ *                 and then fail with -EIO; their _noretry variants, for
+ *                 readers who may not write, fail at once and never
+ *                 repair.  Name lookups (store_vf_lookup,
  *                 store_claim_lookup) are not placement-facing: they are
  *                 answered from memory, never retry, and work while latched.  store_repair() retries and clears the latch
  *                 when a write works again.  A database that fails
  *                 PRAGMA quick_check or cannot be parsed at open is never
  *                 overwritten: the store opens unavailable with the reason,
- *                 and store_repair() retries the open.
+ *                 and store_repair() retries the open.  The availability
+ *                 transition is logged once, not once per failed retry.
+ *
+ *  Lost database  never taken for a new one: a database is created only
+ *                 when PATH does not exist and no mark PATH ".created"
+ *                 (written, fsync'd, when the database is created; holds
+ *                 the creation time) says one existed.  A missing database
+ *                 with its mark, an empty (0-byte) file or a file that is
+ *                 not a vfhealth database: unavailable with the reason, the
+ *                 file untouched.  To start afresh the operator removes
+ *                 the mark (docs/runbook.md).
+ *
+ *  One writer     per database file: besides PATH "-lock", the store
+ *                 flocks the database file itself, so a second store
+ *                 opening the same file by any name or hard link gets
+ *                 -EBUSY.
  */
 #ifndef VFHEALTH_STORE_H
 #define VFHEALTH_STORE_H
@@ -121,11 +139,12 @@ struct store_options {
 	const char *vfs_name; /* SQLite VFS to use (tests inject faults); NULL = default */
 };
 
-/* Open (creating if needed) the database.  Returns 0 with *ret set even when
- * the database is unusable: the store is then unavailable (store_status()
- * says why) and serves nothing until store_repair() succeeds.  Fails only on
- * bad options (-EINVAL), -ENOMEM, or -EBUSY when another process holds the
- * database. */
+/* Open (creating if needed: "Lost database" above) the database.  Returns 0
+ * with *ret set even when the database is unusable: the store is then
+ * unavailable (store_status() says why) and serves nothing until
+ * store_repair() succeeds.  Fails only on bad options (-EINVAL), -ENOMEM,
+ * or -EBUSY when another process holds the database (its lock file, or the
+ * database file under any name). */
 int store_open(const struct store_options *opt, struct store **ret);
 void store_close(struct store *s);
 
@@ -140,6 +159,11 @@ bool store_status(struct store *s, char *reason, size_t reason_size);
  * the store is available afterwards (also when it already was), else -EIO
  * and the reason is updated. */
 int store_repair(struct store *s);
+
+/* The retry of a placement-facing read: store_repair(), but at most once a
+ * second for the whole store (-EIO at once within that second).  0 when
+ * available.  Call it only for a reader who may write. */
+int store_retry_for_read(struct store *s);
 
 /* -- change notification -------------------------------------------------- */
 
@@ -185,6 +209,8 @@ struct store_vf_info {
 /* One VF.  -ENOENT when not registered; -EIO when unavailable after a retry
  * (its quarantine bit is a placement-facing read). */
 int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret);
+/* The same for a reader who may not write: never retries (-EIO at once). */
+int store_vf_get_noretry(struct store *s, const char *vf, struct store_vf_info *ret);
 
 /* The same from memory, for resolving names (a path lookup, an inode):
  * never retries or repairs, served while unavailable.  NOT placement-facing:
@@ -202,6 +228,7 @@ int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count);
 
 /* The quarantined VFs, sorted.  Placement-facing: retries, then -EIO. */
 int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
+int store_quarantined_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
 
 struct store_failure {
 	char reported_at[RFC3339_BUFSZ];
@@ -298,6 +325,8 @@ int store_release_if(struct store *s, const char *vf, const char *instance_id,
  * -ENOENT when none. */
 int store_claim_get(struct store *s, const char *vf, const char *instance_id,
 		    struct store_claim *ret);
+int store_claim_get_noretry(struct store *s, const char *vf, const char *instance_id,
+			    struct store_claim *ret);
 
 /* The same from memory, for resolving names: never retries or repairs,
  * served while unavailable; NOT placement-facing (use store_claim_get()).
@@ -328,6 +357,7 @@ struct store_stats {
 	uint64_t ok_reports_noop;      /* success reports that changed nothing */
 	uint64_t commits;              /* durable transactions since open */
 	uint64_t commit_failures;
+	uint64_t repairs;              /* store_repair() attempts on an unavailable store */
 };
 
 void store_get_stats(struct store *s, struct store_stats *ret);

@@ -21,6 +21,9 @@
 #   DAEMON_ENV   VAR=value pairs for the daemon's environment (LD_PRELOAD=...)
 #   DAEMON_LOG   the daemon's stdout and stderr, every instance appended
 #   DAEMON_PID   the running daemon (empty when none)
+#   DAEMON_STATUS  the STATUS= text its READY=1 carried ("" when none)
+#   DAEMON_NOTIFY_LOG  a file: when set, every STATUS= the daemon sends, at
+#                READY=1 and after, is appended to it as "status TEXT"
 #   DAEMON_WATCHDOG=1  abort the mount of a daemon that dies without unmounting
 #   BG_PIDS      background processes: SIGTERM, then SIGKILL after 5 s, at exit
 #   EXTRA_MOUNTS mounts to undo at exit, innermost last
@@ -42,6 +45,7 @@ DAEMON_ARGS=()
 DAEMON_ENV=()
 DAEMON_LOG=$T/daemon.log
 DAEMON_PID=
+DAEMON_STATUS=
 DAEMON_MNT=
 DAEMON_WATCHDOG=${DAEMON_WATCHDOG:-}
 WATCHDOG_PID=
@@ -229,11 +233,12 @@ start_daemon() {
 		wait "$WATCHDOG_PID" 2>/dev/null || true
 		WATCHDOG_PID=
 	fi
-	local sock=$T/notify.sock fifo=$T/notify.fifo line listener
+	local sock=$T/notify.sock fifo=$T/notify.fifo line status listener
 	rm -f "$sock" "$fifo"
 	mkfifo "$fifo"
-	"$VFTOOL" notify-listen "$sock" 30000 >"$fifo" &
+	"$VFTOOL" notify-listen "$sock" 30000 ${DAEMON_NOTIFY_LOG:+"$DAEMON_NOTIFY_LOG"} >"$fifo" &
 	listener=$!
+	[[ -z ${DAEMON_NOTIFY_LOG:-} ]] || BG_PIDS+=("$listener")
 	exec 8<"$fifo"
 	read -r -t 10 -u 8 line || line=nothing
 	[[ $line == bound ]] || fail "notify listener did not start ($line)"
@@ -242,8 +247,12 @@ start_daemon() {
 	DAEMON_PID=$!
 	DAEMON_MNT=$MNT
 	read -r -t 35 -u 8 line || line=nothing
+	DAEMON_STATUS=
+	if [[ $line == ready* ]] && read -r -t 5 -u 8 status; then
+		DAEMON_STATUS=${status#status }
+	fi
 	exec 8<&-
-	wait "$listener" || true
+	[[ -n ${DAEMON_NOTIFY_LOG:-} ]] || wait "$listener" || true
 	if [[ $line != "ready $DAEMON_PID" ]]; then
 		process_running "$DAEMON_PID" || fail "vfhealthd exited before serving $MNT"
 		fail "vfhealthd did not report READY=1 (got: $line)"
