@@ -35,6 +35,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "proto/sockdir.h"
+
 #define VFFS_DEFAULT_MOUNTPOINT "/run/vfhealth"
 
 struct vffs;
@@ -48,6 +50,9 @@ struct vffs_options {
 				  * caller and kept until vffs_free; NULL for none */
 	const char *fuse_options; /* extra -o options, comma separated; NULL for none */
 	bool debug;             /* FUSE request tracing on stderr */
+	/* Where the socket paths of claims may point (proto/sockdir.h): a claim
+	 * write naming one elsewhere gets EACCES.  NULL: the defaults. */
+	const struct sockdirs *socket_dirs;
 };
 
 int vffs_new(const struct vffs_options *opt, struct vffs **ret);

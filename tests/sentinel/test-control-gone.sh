@@ -23,7 +23,9 @@ file_is "$MNT/$VF/tally" 0 || fail "reported without a control socket"
 
 # The same claim with its control socket back is polled (the check above
 # could otherwise pass for any reason).
-ln -s "$T/g1.ctl" "$T/gone.ctl"
+# A hard link: the same socket under the claim's name (a symlink would not
+# be followed, issue 12).
+ln "$T/g1.ctl" "$T/gone.ctl"
 wait_for 20 "tally 1 once the control socket exists" file_is "$MNT/$VF/tally" 1
 [[ $(lines_in "$T/connects") -ge 1 ]] || fail "no query reached the VMM"
 echo PASS
