@@ -284,6 +284,7 @@ int main(int argc, char **argv)
 	opt.mountpoint = optind < argc ? argv[optind] : NULL;
 	opt.fuse_options = fuse_options[0] ? fuse_options : NULL;
 	opt.metrics = metrics;
+	opt.socket_dirs = &sentinel_opt.socket_dirs; /* the sentinel gets its --socket-dir too */
 
 	/* Before any thread exists, so that every thread inherits the mask. */
 	sigemptyset(&shutdown_signals);

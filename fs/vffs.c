@@ -66,6 +66,8 @@
 #include "proto/cleanup.h"
 #include "proto/log.h"
 #include "proto/parse.h"
+#include "proto/endpoint.h"
+#include "proto/sockdir.h"
 
 #define INO_ROOT 1
 #define INO_TOP_BASE 16
@@ -98,6 +100,7 @@ struct vffs {
 	atomic_bool stopping;
 	atomic_bool unmounted_outside; /* the session ended without vffs_stop() */
 
+	struct sockdirs socket_dirs; /* where claims' socket paths may point */
 };
 
 enum vnode_kind { VN_ROOT, VN_TOP, VN_VF_DIR, VN_VF_ENTRY, VN_CLAIM };
@@ -776,7 +779,37 @@ static int claim_release_if(struct vffs *fs, struct vhandle *h, const char *valu
 	return 0;
 }
 
-static int claim_write(struct vffs *fs, struct vhandle *h, char *command)
+
+/* The confused deputy (docs/security.md): root's sentinel connects to and
+ * stats what claims name, so a socket path a write sets must lie in the
+ * socket directories, reached without a symlink (proto/sockdir.h).  Values
+ * the write leaves as they were are not judged again. */
+static int claim_confined(struct vffs *fs, fuse_req_t req, const struct vhandle *h,
+			  const struct store_claim *current, const struct store_claim *next)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	const char *key = "control", *path = next->control;
+	struct endpoint ep;
+	int r = 0;
+
+	if (next->control[0] && strcmp(next->control, current->control) != 0)
+		r = sockdirs_check(&fs->socket_dirs, next->control);
+	if (r == 0 && next->agent[0] && strcmp(next->agent, current->agent) != 0 &&
+	    endpoint_parse(next->agent, &ep) == 0 && ep.kind != ENDPOINT_VSOCK) {
+		key = "agent";
+		path = next->agent;
+		r = sockdirs_check(&fs->socket_dirs, ep.path);
+	}
+	if (r < 0)
+		log_warn("%s: claim of instance %s: %s=%s refused (%s) for uid %u pid %d: %s", h->vf,
+			 h->instance_id, key, path,
+			 r == -EACCES ? "outside the socket directories or through a symlink"
+				      : "cannot check it",
+			 (unsigned)ctx->uid, (int)ctx->pid, strerror(-r));
+	return r;
+}
+
+static int claim_write(struct vffs *fs, fuse_req_t req, struct vhandle *h, char *command)
 {
 	struct store_claim current = { 0 };
 	struct store_claim next = { 0 };
@@ -788,6 +821,9 @@ static int claim_write(struct vffs *fs, struct vhandle *h, char *command)
 	if (r < 0)
 		return r;
 	r = claim_parse_update(&current, command, h->created_claim && !h->wrote_claim, &next);
+	if (r < 0)
+		return r;
+	r = claim_confined(fs, req, h, &current, &next);
 	if (r < 0)
 		return r;
 	r = store_claim_update(fs->store, &next);
@@ -845,7 +881,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 			r = -EACCES;
 		break;
 	case VN_CLAIM:
-		r = claim_write(fs, h, command);
+		r = claim_write(fs, req, h, command);
 		break;
 	default:
 		r = -EISDIR;
@@ -1118,6 +1154,10 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	fs->metrics = opt->metrics;
 	fs->status_changed = opt->status_changed;
 	fs->status_userdata = opt->status_userdata;
+	if (opt->socket_dirs)
+		fs->socket_dirs = *opt->socket_dirs;
+	else
+		sockdirs_init_default(&fs->socket_dirs);
 	fs->mountpoint = absolute_path(opt->mountpoint ? opt->mountpoint : VFFS_DEFAULT_MOUNTPOINT);
 	if (!fs->mountpoint)
 		goto fail;

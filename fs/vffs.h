@@ -41,6 +41,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "proto/sockdir.h"
+
 #define VFFS_DEFAULT_MOUNTPOINT "/run/vfhealth"
 
 struct vffs;
@@ -59,6 +61,9 @@ struct vffs_options {
 	 * the store (store_status) but must not block.  NULL for none. */
 	void (*status_changed)(void *userdata);
 	void *status_userdata;
+	/* Where the socket paths of claims may point (proto/sockdir.h): a claim
+	 * write naming one elsewhere gets EACCES.  NULL: the defaults. */
+	const struct sockdirs *socket_dirs;
 };
 
 int vffs_new(const struct vffs_options *opt, struct vffs **ret);

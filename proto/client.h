@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "proto/endpoint.h"
+#include "proto/sockdir.h"
 
 #define AGENT_MESSAGE_MAX 1024 /* failure_message bytes kept; longer is cut */
 /* A failure rule's text (the agent's rules file, failure_rule on the wire):
@@ -66,5 +67,14 @@ const char *agent_unknown_reason_name(enum agent_unknown_reason r);
  *   other -errno from connect (-ECONNREFUSED, -ENOENT, -ECONNRESET, ...) */
 int agent_query(const struct endpoint *ep, int64_t timeout_ns, int cancel_fd,
 		struct agent_status *ret);
+
+/* agent_query(), reaching a unix: or hvsock: socket only through the
+ * descriptor sockdirs_open(dirs, path) gives (proto/sockdir.h), checked at
+ * each call: nothing outside dirs is connected to, no symlink below them is
+ * followed, and hvsock's CONNECT goes only to a socket inside them.
+ * -EACCES (or -ENOENT, -ENOTDIR) from that check; -ENOTSOCK when the path is
+ * not a socket.  vsock endpoints are unaffected.  dirs NULL: agent_query(). */
+int agent_query_confined(const struct endpoint *ep, const struct sockdirs *dirs,
+			 int64_t timeout_ns, int cancel_fd, struct agent_status *ret);
 
 #endif

@@ -450,7 +450,10 @@ static void check_target(struct sentinel *s, const struct target *t)
 	enum check_result result;
 	int rc;
 
-	rc = agent_query(&t->agent, s->opt.poll_timeout_ns, s->cancel_fd, &status);
+	/* Checked again at the connect itself (proto/sockdir.h): a socket
+	 * swapped for a symlink since the listing is not followed. */
+	rc = agent_query_confined(&t->agent, &s->opt.socket_dirs, s->opt.poll_timeout_ns,
+				  s->cancel_fd, &status);
 	if (rc == -ECANCELED || atomic_load(&s->stopping_fast))
 		return; /* shutting down: neither counted nor reported */
 	result = sentinel_classify(rc, &status);
@@ -719,6 +722,36 @@ static void repair_if_unavailable(struct sentinel *s)
 		log_info("sentinel: store repaired (was %s)", status);
 }
 
+/* Whether every socket path of c lies in the socket directories, reached
+ * without a symlink (proto/sockdir.h), checked before anything else looks
+ * at them: a claim that does not is neither stat'ed nor polled, only
+ * counted (and kept by reconcile as uncertain).  The daemon refuses such
+ * writes; this catches claims stored before the directories changed and
+ * paths swapped for symlinks since. */
+static bool claim_confined(struct sentinel *s, const struct assignment *c)
+{
+	struct endpoint ep;
+	const char *what = NULL;
+	int r = 0;
+
+	if (c->control[0]) {
+		r = sockdirs_check(&s->opt.socket_dirs, c->control);
+		what = "control";
+	}
+	if (r == 0 && c->agent[0] && endpoint_parse(c->agent, &ep) == 0 &&
+	    ep.kind != ENDPOINT_VSOCK) {
+		r = sockdirs_check(&s->opt.socket_dirs, ep.path);
+		what = "agent";
+	}
+	if (r == 0)
+		return true;
+	atomic_fetch_add(&s->counters->claims_unconfined, 1);
+	log_debug("vf %s: claim of %s skipped: its %s socket path %s", c->vf, c->instance_id,
+		  what, r == -EACCES ? "is outside the socket directories or crosses a symlink"
+				     : strerror(-r));
+	return false;
+}
+
 /* The first dead verdict on a claim: from now on it is not polled (its
  * vsock CID may belong to another guest by now). */
 static void mark_dead(struct claim_memory *m, const struct assignment *c, const char *reason)
@@ -802,7 +835,8 @@ static void run_poll(struct sentinel *s)
 		struct target *t = &targets[count];
 		int r;
 
-		if (!is_target(s, &claims.items[i], boot_rc, boot_id))
+		if (!claim_confined(s, &claims.items[i]) ||
+		    !is_target(s, &claims.items[i], boot_rc, boot_id))
 			continue;
 		r = endpoint_parse(claims.items[i].agent, &t->agent);
 		if (r < 0) {

@@ -46,6 +46,7 @@
 #include <stdio.h>
 
 #include "proto/client.h"
+#include "proto/sockdir.h"
 
 #define SENTINEL_NS_PER_S INT64_C(1000000000)
 #define SENTINEL_DEFAULT_POLL_INTERVAL_NS (5 * SENTINEL_NS_PER_S)
@@ -67,9 +68,15 @@ struct sentinel_options {
 	const char *proc_root;         /* where /proc is; tests point it at a fake tree */
 	const char *metrics_path;      /* standalone: after every poll and reconcile, replace
 					* this file (write + rename) with the metrics; NULL: none */
+	/* --socket-dir DIR (repeatable): where the socket paths of claims may
+	 * point (proto/sockdir.h).  The defaults until the first --socket-dir,
+	 * which replaces them.  vfhealthd confines claim writes by the same. */
+	struct sockdirs socket_dirs;
+	bool socket_dirs_given;
 };
 
-/* The defaults above; enabled and reconcile on, proc_root "/proc". */
+/* The defaults above; enabled and reconcile on, proc_root "/proc", the
+ * default socket directories. */
 void sentinel_options_init(struct sentinel_options *o);
 
 /* getopt_long(3) entries shared by vfhealthd and vfhealth-sentinel: put
@@ -85,6 +92,7 @@ enum {
 	SENTINEL_OPT_NO_RECONCILE,
 	SENTINEL_OPT_RECONCILE_INTERVAL,
 	SENTINEL_OPT_PROC_ROOT,
+	SENTINEL_OPT_SOCKET_DIR,
 	SENTINEL_OPT_END,
 };
 
@@ -95,7 +103,8 @@ enum {
 	{ "concurrency", required_argument, NULL, SENTINEL_OPT_CONCURRENCY },            \
 	{ "no-reconcile", no_argument, NULL, SENTINEL_OPT_NO_RECONCILE },                \
 	{ "reconcile-interval", required_argument, NULL, SENTINEL_OPT_RECONCILE_INTERVAL }, \
-	{ "proc-root", required_argument, NULL, SENTINEL_OPT_PROC_ROOT }
+	{ "proc-root", required_argument, NULL, SENTINEL_OPT_PROC_ROOT },                \
+	{ "socket-dir", required_argument, NULL, SENTINEL_OPT_SOCKET_DIR }
 
 #define SENTINEL_OPTIONS_HELP                                                                   \
 	"Sentinel (polls guest agents and reports to the store):\n"                             \
@@ -105,7 +114,12 @@ enum {
 	"      --concurrency N          agent queries in flight, 1..1024 (default 64)\n"         \
 	"      --no-reconcile           never release claims whose VMM is dead\n"                \
 	"      --reconcile-interval S   seconds between stale-claim scans (default 60)\n"        \
-	"      --proc-root DIR          where to read PID/stat from (default /proc; tests)\n"
+	"      --proc-root DIR          where to read PID/stat from (default /proc; tests)\n"  \
+	"      --socket-dir DIR         claims' socket paths must lie under DIR, reached\n"     \
+	"                               without symlinks (repeatable, up to 16; default:\n"    \
+	"                               /run/vfhealth-vmm /run/libvirt/qemu\n"                 \
+	"                               /var/lib/libvirt/qemu /run/cloud-hypervisor\n"         \
+	"                               /run/firecracker /srv/jailer /run/vc)\n"
 
 /* Apply one option (opt = getopt_long's return value, arg = optarg).  Logs a
  * clear message and returns -EINVAL (bad syntax) or -ERANGE (out of range)
@@ -159,7 +173,10 @@ void sentinel_render_metrics(void *sentinel, FILE *out);
 	  "Answers not reported because the claim they are about could not be told.")                 \
 	X(polls, "vfhealth_sentinel_polls_total", "Completed polls.")                         \
 	X(reconciles, "vfhealth_sentinel_reconciles_total",                                  \
-	  "Completed stale-claim reconcile passes.")
+	  "Completed stale-claim reconcile passes.")                                \
+	X(claims_unconfined, "vfhealth_sentinel_claims_unconfined_total",                    \
+	  "Claims skipped (per poll or reconcile) because a socket path lies outside the "   \
+	  "socket directories or resolves through a symlink.")
 
 /* The counters, kept apart from the poller so that they can live in memory
  * shared with vfhealthd, which runs the sentinel program as its child and

@@ -13,7 +13,11 @@
  *   VF/assignments/ID  key=value lines: claimed_at (fixed after the first
  *                    write), agent (an endpoint), control (an absolute
  *                    path without control characters, < 108 bytes),
- *                    pid (1..4194304), each at most once    else EINVAL
+ *                    pid (1..4194304), each at most once    else EINVAL;
+ *                    then a socket path the write changes (control=,
+ *                    agent=unix:/hvsock:) lies in SOCKET_DIR: normalized,
+ *                    below it, not through SOCKET_DIR/link (a symlink
+ *                    this program plants, to a directory outside)  else EACCES
  *   mkdir NAME       a VF address                          else EINVAL
  *   create assignments/NAME   an instance id               else EINVAL
  *
@@ -22,7 +26,9 @@
  * readable file exactly as it was; every accepted one must show its effect;
  * any other errno (EIO, ENOTCONN: the daemon died) fails the test.
  *
- *   hostile-writes MOUNT ITERATIONS SEED
+ *   hostile-writes MOUNT ITERATIONS SEED SOCKET_DIR
+ *
+ * SOCKET_DIR is the daemon's only --socket-dir.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +53,8 @@ static const char *const vfs[] = { "0000:61:00.1", "0000:61:00.2", "0000:61:00.3
 #define N_VFS 3
 #define CLAIMED_VF 2 /* vfs[2] holds the claim "vm-3" */
 static char claimed_at[RFC3339_BUFSZ];
-static unsigned long n_ok, n_rejected, n_checked;
+static const char *sockroot; /* the daemon's --socket-dir */
+static unsigned long n_ok, n_rejected, n_checked, n_denied;
 
 enum target { T_THRESHOLD, T_MAXQ, T_STATUS, T_VFQ, T_REPORT, T_CLAIM, T_MKDIR, T_CREATE, T_COUNT };
 static const char *const target_names[T_COUNT] = {
@@ -200,6 +207,7 @@ static bool report_valid(const char *cmd)
 struct claim_update {
 	bool agent_set, control_set, pid_set;
 	char agent[ENDPOINT_STRING_MAX + 64];
+	char agent_path[ENDPOINT_STRING_MAX + 64]; /* unix: and hvsock:, else "" */
 	char control[4200];
 	uint64_t pid;
 };
@@ -249,6 +257,8 @@ static bool claim_valid(const char *cmd, struct claim_update *u)
 			u->agent_set = true;
 			if (*v)
 				endpoint_format(&ep, u->agent, sizeof(u->agent));
+			if (*v && ep.kind != ENDPOINT_VSOCK)
+				snprintf(u->agent_path, sizeof(u->agent_path), "%s", ep.path);
 			break;
 		}
 		case 2:
@@ -268,6 +278,64 @@ static bool claim_valid(const char *cmd, struct claim_update *u)
 		}
 	}
 	return true;
+}
+
+/* The confinement rule, as vfhealth(5) says it: below sockroot, every
+ * component non-empty and neither "." nor "..", and not through
+ * sockroot/link (the one symlink there). */
+static bool path_confined(const char *p)
+{
+	size_t n = strlen(sockroot);
+	const char *c;
+
+	if (strncmp(p, sockroot, n) != 0 || p[n] != '/')
+		return false;
+	c = p + n + 1;
+	if (strncmp(c, "link", 4) == 0 && (c[4] == '/' || c[4] == '\0'))
+		return false;
+	for (;;) {
+		size_t len = strcspn(c, "/");
+		if (len == 0 || (len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (!c[len])
+			return true;
+		c += len + 1;
+	}
+}
+
+/* The stored value of KEY in the claim vm-3 ("" when unset). */
+static void claim_value(const char *key, char *buf, size_t size)
+{
+	char path[512], content[8192], want[32];
+	const char *line;
+
+	snprintf(path, sizeof(path), "%s/%s/assignments/vm-3", mnt, vfs[CLAIMED_VF]);
+	read_into(path, content, sizeof(content));
+	snprintf(want, sizeof(want), "\n%s=", key);
+	line = strstr(content, want);
+	if (!line)
+		die("claim without %s=:\n%s", key, content);
+	line += strlen(want);
+	snprintf(buf, size, "%.*s", (int)strcspn(line, "\n"), line);
+}
+
+/* Whether a valid claim update u must get EACCES: it changes a socket path
+ * to one outside the socket directory. */
+static bool claim_denied(const struct claim_update *u)
+{
+	char current[4300];
+
+	if (u->control_set && u->control[0]) {
+		claim_value("control", current, sizeof(current));
+		if (strcmp(current, u->control) != 0 && !path_confined(u->control))
+			return true;
+	}
+	if (u->agent_set && u->agent_path[0]) {
+		claim_value("agent", current, sizeof(current));
+		if (strcmp(current, u->agent) != 0 && !path_confined(u->agent_path))
+			return true;
+	}
+	return false;
 }
 
 static bool vf_address_valid(const char *s)
@@ -308,6 +376,37 @@ static const char *const boundaries[] = {
 	"0000:61:00.1 ", "0000:6A:00.1", "ffff:ff:ff.7", "vm-1", ".vm", "a", "-", "_",
 };
 
+/* Claim values at the socket directory's edges ('@' is SOCKET_DIR). */
+static const char *const root_boundary_forms[] = {
+	"agent=unix:@/a.sock", "agent=hvsock:@/vm.sock:77", "control=@/c.sock",
+	"control=@/vm-1/c.sock", "control=@/../etc/shadow", "control=@/./c", "control=@//c",
+	"control=@/", "control=@", "control=@x/c.sock", "agent=unix:@/link/x.sock",
+	"control=@/link", "control=@/link/c", "agent=hvsock:@/link/vm.sock:2222",
+	"agent=unix:@/a/../../x.sock", "agent=unix:@/a.sock\ncontrol=@/link/c",
+	"agent=vsock:3\ncontrol=@/ok.sock", "control=@/vm-1/../../root-only/x.sock",
+};
+static char *root_boundaries[ARRAY_SIZE(root_boundary_forms)];
+static char claim_template[512];
+
+/* form with every '@' replaced by sockroot (malloc'd). */
+static char *expand(const char *form)
+{
+	char *out = malloc(strlen(form) * (strlen(sockroot) + 1) + 1), *o = out;
+
+	if (!out)
+		die("out of memory");
+	for (const char *f = form; *f; f++) {
+		if (*f == '@') {
+			memcpy(o, sockroot, strlen(sockroot));
+			o += strlen(sockroot);
+		} else {
+			*o++ = *f;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
 static const char *valid_template(enum target t)
 {
 	switch (t) {
@@ -322,7 +421,7 @@ static const char *valid_template(enum target t)
 	case T_REPORT:
 		return "failed vm-9 2026-11-29T07:44:51.123456789Z NVRM: RmInitAdapter failed!";
 	case T_CLAIM:
-		return "agent=vsock:3:2222\ncontrol=/run/vmm.sock\npid=1\n";
+		return claim_template;
 	case T_MKDIR:
 		return "0000:62:00.1";
 	case T_CREATE:
@@ -345,7 +444,8 @@ static size_t make_input(enum target t, char *buf, size_t size)
 		for (size_t i = 0; i < len && i < size; i++)
 			buf[i] = random() % 4 ? alphabet[random() % strlen(alphabet)] : (char)(random() % 256);
 	} else if (how < 6) { /* a boundary value */
-		const char *b = boundaries[random() % ARRAY_SIZE(boundaries)];
+		const char *b = random() % 4 ? boundaries[random() % ARRAY_SIZE(boundaries)]
+					     : root_boundaries[random() % ARRAY_SIZE(root_boundaries)];
 		len = strlen(b);
 		memcpy(buf, b, len);
 	} else { /* a valid command, mutated */
@@ -404,7 +504,7 @@ static void attempt(enum target t, const char *buf, size_t len)
 	char path[512], shown[512], value[256];
 	int v = (int)(random() % N_VFS);
 	struct claim_update u;
-	bool valid = false, may_busy = false;
+	bool valid = false, may_busy = false, denied = false;
 	uint64_t num = 0;
 	int r;
 
@@ -434,6 +534,7 @@ static void attempt(enum target t, const char *buf, size_t len)
 		break;
 	case T_CLAIM:
 		valid = cmd && claim_valid(cmd, &u);
+		denied = valid && claim_denied(&u);
 		snprintf(path, sizeof(path), "%s/%s/assignments/vm-3", mnt, vfs[CLAIMED_VF]);
 		break;
 	case T_MKDIR:
@@ -491,6 +592,13 @@ static void attempt(enum target t, const char *buf, size_t len)
 		/* write(fd, "", 0) never reaches the daemon: success, no effect. */
 		if (r != 0)
 			die("%s: an empty write failed: %s", target_names[t], strerror(-r));
+		goto rejected;
+	}
+	if (denied) {
+		if (r != -EACCES)
+			die("%s '%s': %s, want EACCES (a socket path outside %s)", target_names[t],
+			    shown, r ? strerror(-r) : "accepted", sockroot);
+		n_denied++;
 		goto rejected;
 	}
 	if (valid && r != 0 && !(t == T_VFQ && r == -EBUSY))
@@ -560,12 +668,21 @@ int main(int argc, char **argv)
 	char path[512];
 	static char buf[140000];
 
-	if (argc != 4 || parse_uint64(argv[2], 1, 10000000, &iterations) < 0 ||
-	    parse_uint64(argv[3], 0, UINT32_MAX, &seed) < 0) {
-		fprintf(stderr, "usage: hostile-writes MOUNT ITERATIONS SEED\n");
+	if (argc != 5 || parse_uint64(argv[2], 1, 10000000, &iterations) < 0 ||
+	    parse_uint64(argv[3], 0, UINT32_MAX, &seed) < 0 || argv[4][0] != '/') {
+		fprintf(stderr, "usage: hostile-writes MOUNT ITERATIONS SEED SOCKET_DIR\n");
 		return 2;
 	}
 	mnt = argv[1];
+	sockroot = argv[4];
+	for (size_t i = 0; i < ARRAY_SIZE(root_boundary_forms); i++)
+		root_boundaries[i] = expand(root_boundary_forms[i]);
+	snprintf(claim_template, sizeof(claim_template),
+		 "agent=vsock:3:2222\ncontrol=%s/vmm.sock\npid=1\n", sockroot);
+	/* A symlink in the socket directory to one outside it. */
+	snprintf(path, sizeof(path), "%s/link", sockroot);
+	if (symlink("/etc", path) < 0 && errno != EEXIST)
+		die("symlink %s: %s", path, strerror(errno));
 	srandom((unsigned)seed);
 
 	for (int v = 0; v < N_VFS; v++) {
@@ -585,9 +702,12 @@ int main(int argc, char **argv)
 		die("claim reads back '%s'", content);
 
 	/* Every boundary value once against every file, then random rounds. */
-	for (int t = 0; t < T_COUNT; t++)
+	for (int t = 0; t < T_COUNT; t++) {
 		for (size_t b = 0; b < ARRAY_SIZE(boundaries); b++)
 			attempt((enum target)t, boundaries[b], strlen(boundaries[b]));
+		for (size_t b = 0; b < ARRAY_SIZE(root_boundaries); b++)
+			attempt((enum target)t, root_boundaries[b], strlen(root_boundaries[b]));
+	}
 	/* The command-length limit from both sides, and a write larger than
 	 * one FUSE request (the kernel splits it; the first part is refused). */
 	for (int t = 0; t < T_CREATE; t++) {
@@ -602,8 +722,11 @@ int main(int argc, char **argv)
 		size_t len = make_input(t, buf, sizeof(buf));
 		attempt(t, buf, len);
 	}
-	printf("hostile-writes: %lu accepted, %lu rejected (state compared after each):\n", n_ok,
-	       n_rejected);
+	printf("hostile-writes: %lu accepted, %lu rejected (state compared after each), %lu of "
+	       "them socket paths outside %s (EACCES):\n",
+	       n_ok, n_rejected, n_denied, sockroot);
+	for (size_t i = 0; i < ARRAY_SIZE(root_boundaries); i++)
+		free(root_boundaries[i]);
 	for (int t = 0; t < T_COUNT; t++)
 		printf("  %-22s %5lu accepted %5lu rejected\n", target_names[t], per_target[t][0],
 		       per_target[t][1]);

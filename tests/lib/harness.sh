@@ -18,6 +18,10 @@
 #   T            the private temporary directory (mode 755: setpriv users reach it)
 #   MNT DB       the mountpoint and database (the daemon creates their directories)
 #   DAEMON_ARGS  vfhealthd options put before the ones start_daemon is given
+#   SOCKET_DIRS  the --socket-dir directories the daemon (and its sentinel)
+#                confine claims' socket paths to: ($T) by default, so claims
+#                name sockets under T; () for the built-in defaults.
+#                socket_dir_args prints them as options, one per line.
 #   DAEMON_ENV   VAR=value pairs for the daemon's environment (LD_PRELOAD=...)
 #   DAEMON_LOG   the daemon's stdout and stderr, every instance appended
 #   DAEMON_PID   the running daemon (empty when none)
@@ -33,7 +37,8 @@
 # Functions: skip, fail, on_exit, require_fuse, mount_tmpfs, wait_until,
 # wait_for, process_gone, process_running, is_mounted, abort_mount,
 # detach_mounts_under, start_daemon, stop_daemon, kill_daemon,
-# check_sanitizers, background, write_once; and the errno messages EINVAL,
+# check_sanitizers, background, write_once, socket_dir_args; and the errno
+# messages EINVAL,
 # EBUSY, ... as strerror(3) spells them.
 set -euo pipefail
 
@@ -42,6 +47,7 @@ chmod 755 "$T"
 MNT=$T/mnt
 DB=$T/db/vfhealth.db
 DAEMON_ARGS=()
+SOCKET_DIRS=("$T")
 DAEMON_ENV=()
 DAEMON_LOG=$T/daemon.log
 DAEMON_PID=
@@ -233,7 +239,8 @@ start_daemon() {
 		wait "$WATCHDOG_PID" 2>/dev/null || true
 		WATCHDOG_PID=
 	fi
-	local sock=$T/notify.sock fifo=$T/notify.fifo line status listener
+	local sock=$T/notify.sock fifo=$T/notify.fifo line status listener dirs=()
+	mapfile -t dirs < <(socket_dir_args)
 	rm -f "$sock" "$fifo"
 	mkfifo "$fifo"
 	"$VFTOOL" notify-listen "$sock" 30000 ${DAEMON_NOTIFY_LOG:+"$DAEMON_NOTIFY_LOG"} >"$fifo" &
@@ -243,7 +250,7 @@ start_daemon() {
 	read -r -t 10 -u 8 line || line=nothing
 	[[ $line == bound ]] || fail "notify listener did not start ($line)"
 	env "${DAEMON_ENV[@]}" NOTIFY_SOCKET="$sock" \
-		"$VFHEALTHD" -f --db "$DB" "${DAEMON_ARGS[@]}" "$@" "$MNT" >>"$DAEMON_LOG" 2>&1 &
+		"$VFHEALTHD" -f --db "$DB" "${dirs[@]}" "${DAEMON_ARGS[@]}" "$@" "$MNT" >>"$DAEMON_LOG" 2>&1 &
 	DAEMON_PID=$!
 	DAEMON_MNT=$MNT
 	read -r -t 35 -u 8 line || line=nothing
@@ -349,6 +356,15 @@ kill_daemon() {
 }
 
 # ---- small tools ---------------------------------------------------------------
+
+# socket_dir_args: --socket-dir=DIR for each of SOCKET_DIRS, one per line
+# (`mapfile -t a < <(socket_dir_args)`), for vfhealthd and vfhealth-sentinel.
+socket_dir_args() {
+	local d
+	for d in "${SOCKET_DIRS[@]}"; do
+		printf -- '--socket-dir=%s\n' "$d"
+	done
+}
 
 # background COMMAND...: start COMMAND in the background; ended at exit.
 # Its stdin is the caller's (`background cmd <fifo`): without job control,

@@ -18,7 +18,7 @@ printf 'claimed_at=2026-11-29T07:44:51.000000001Z\nagent=hvsock:%s:2222\ncontrol
 	"$T/hung.hv" "$T/hung.ctl" >"$FAKE/0000:41:00.3/assignments/vm-3"
 
 METRICS_FILE=$T/sentinel.prom
-"$VFHEALTH_SENTINEL" --poll-interval 0.2 --poll-timeout 0.2 --no-reconcile \
+"$VFHEALTH_SENTINEL" --socket-dir "$T" --poll-interval 0.2 --poll-timeout 0.2 --no-reconcile \
 	--metrics-file "$METRICS_FILE" "$FAKE" >>"$T/sentinel.log" 2>&1 &
 BG_PIDS+=("$!")
 wait_for 20 "three polls" metric_ge vfhealth_sentinel_polls_total 3

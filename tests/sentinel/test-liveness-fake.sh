@@ -24,7 +24,7 @@ BG_PIDS+=("$UNREADABLE")
 # REUSED: start time 1 (the daemon records the real one); listening on its path.
 mkdir -p "$P/$REUSED/net"
 printf '%s (sleep) S %s1 0\n' "$REUSED" "$(printf '0 %.0s' {4..21})" >"$P/$REUSED/stat"
-printf '%s\n%s\n' "$HEADER" "$(listening /run/reused.ctl)" >"$P/$REUSED/net/unix"
+printf '%s\n%s\n' "$HEADER" "$(listening "$T/reused.ctl")" >"$P/$REUSED/net/unix"
 # UNREADABLE: its stat is a directory (read fails with EISDIR).
 mkdir -p "$P/$UNREADABLE/stat"
 mkfifo "$P/self/net/unix"
@@ -37,9 +37,9 @@ register_vf "$A"
 register_vf "$B"
 register_vf "$R"
 
-claim "$A" reused "control=/run/reused.ctl" "pid=$REUSED"
+claim "$A" reused "control=$T/reused.ctl" "pid=$REUSED"
 grep -q "^pid_starttime=[1-9]" "$MNT/$A/assignments/reused" || fail "no start time recorded"
-claim "$B" uncertain "control=/run/uncertain.ctl" "pid=$UNREADABLE"
+claim "$B" uncertain "control=$T/uncertain.ctl" "pid=$UNREADABLE"
 wait_for 20 "the reused pid's claim released" test ! -e "$MNT/$A/assignments/reused"
 grep -q "vf $A: released the claim of reused .*pid reused by another process" "$T/daemon.log" ||
 	fail "release reason not logged"
@@ -51,14 +51,14 @@ grep -q "^<4>.*vf $B: keeping the claim of uncertain .*process cannot be checked
 # The release race.  Each reconcile pass reads the (FIFO) socket table once
 # for this claim; feed it an empty table each time we let a pass go.
 feed() { timeout 20 sh -c 'printf "%s\n" "$1" >"$2"' sh "$HEADER" "$P/self/net/unix" || fail "reconcile does not read the socket table"; }
-claim "$R" vm-r "control=/run/race.ctl"
+claim "$R" vm-r "control=$T/race.ctl"
 OLD=$(claimed_at "$R" vm-r)
 feed # pass 1: dead (once)
 wait_for 20 "the first dead verdict" grep -q "vf $R: the VMM of vm-r .* looks dead" "$T/daemon.log"
 # Pass 2 re-reads the claim, then waits for the table: make the claim anew.
 wait_for 20 "the re-read before release" grep -q "vf $R: the claim of vm-r looked dead at the last reconcile; judging it again" "$T/daemon.log"
 release "$R" vm-r
-claim "$R" vm-r "control=/run/race.ctl"
+claim "$R" vm-r "control=$T/race.ctl"
 NEW=$(claimed_at "$R" vm-r)
 [[ $OLD != "$NEW" ]] || fail "re-claim kept claimed_at"
 RELEASED=$(metric vfhealth_sentinel_claims_released_total)
