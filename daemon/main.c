@@ -67,7 +67,7 @@ static void usage(FILE *out)
 		"  -V, --version     show the version\n",
 		VFFS_DEFAULT_MOUNTPOINT, DEFAULT_DB, THRESHOLD_MIN, THRESHOLD_MAX,
 		THRESHOLD_DEFAULT);
-	fprintf(out, "\n%s", SENTINEL_OPTIONS_HELP);
+	fprintf(out, "\n%s%s", SENTINEL_OPTIONS_HELP, SENTINEL_NO_SENTINEL_HELP);
 	fprintf(out, "      --sentinel-program PATH  the vfhealth-sentinel to run (default: the one\n"
 		     "                               beside vfhealthd, else in %s)\n",
 		VFHEALTH_SBINDIR);
@@ -186,6 +186,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		SENTINEL_GETOPT_OPTIONS,
+		SENTINEL_NO_SENTINEL_OPTION,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct vffs_options opt = { .group = 0 };
@@ -277,7 +278,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (argc - optind > 1) {
-		usage(stderr);
+		log_err("unexpected argument '%s': one MOUNTPOINT at most", argv[optind + 1]);
 		return 2;
 	}
 	if (sentinel_opt.enabled) {
@@ -307,6 +308,11 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	r = vffs_new(&opt, &fs);
+	if (r == -EINVAL) {
+		/* A mount option libfuse refuses is a bad command line (it said which). */
+		metrics_free(metrics);
+		return 2;
+	}
 	if (r < 0)
 		goto out;
 	r = vffs_mount(fs);

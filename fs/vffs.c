@@ -46,6 +46,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -54,6 +55,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1087,6 +1089,17 @@ fail:
 	return r;
 }
 
+/* Whether this process may mount: CAP_SYS_ADMIN in its effective set. */
+static bool can_mount(void)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = { 0 };
+
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return geteuid() == 0;
+	return data[CAP_SYS_ADMIN / 32].effective & (1U << (CAP_SYS_ADMIN % 32));
+}
+
 int vffs_mount(struct vffs *fs)
 {
 	struct stat st;
@@ -1108,7 +1121,14 @@ int vffs_mount(struct vffs *fs)
 		return r;
 	}
 	if (fuse_session_mount(fs->se, fs->mountpoint) != 0) {
-		log_err("cannot mount on %s", fs->mountpoint);
+		/* libfuse said what failed (often "failed to open /dev/fuse:
+		 * Permission denied"); say what to do about the usual cause. */
+		if (!can_mount())
+			log_err("cannot mount on %s: run vfhealthd as root (mounting needs "
+				"CAP_SYS_ADMIN and access to /dev/fuse)",
+				fs->mountpoint);
+		else
+			log_err("cannot mount on %s", fs->mountpoint);
 		return -EIO;
 	}
 	fs->mounted = true;

@@ -69,7 +69,9 @@ void sentinel_options_init(struct sentinel_options *o);
 /* getopt_long(3) entries shared by vfhealthd and vfhealth-sentinel: put
  * SENTINEL_GETOPT_OPTIONS inside a struct option array and hand every
  * returned value v with SENTINEL_OPT_FIRST <= v < SENTINEL_OPT_END to
- * sentinel_options_apply().  The help text lists them. */
+ * sentinel_options_apply().  SENTINEL_OPTIONS_HELP lists exactly them;
+ * --no-sentinel is vfhealthd's alone (SENTINEL_NO_SENTINEL_OPTION and its
+ * help line), as the sentinel program cannot do without itself. */
 enum {
 	SENTINEL_OPT_FIRST = 0x5e00,
 	SENTINEL_OPT_NO_SENTINEL = SENTINEL_OPT_FIRST,
@@ -82,8 +84,10 @@ enum {
 	SENTINEL_OPT_END,
 };
 
+#define SENTINEL_NO_SENTINEL_OPTION { "no-sentinel", no_argument, NULL, SENTINEL_OPT_NO_SENTINEL }
+#define SENTINEL_NO_SENTINEL_HELP "      --no-sentinel            do not poll guest agents\n"
+
 #define SENTINEL_GETOPT_OPTIONS                                                          \
-	{ "no-sentinel", no_argument, NULL, SENTINEL_OPT_NO_SENTINEL },                  \
 	{ "poll-interval", required_argument, NULL, SENTINEL_OPT_POLL_INTERVAL },        \
 	{ "poll-timeout", required_argument, NULL, SENTINEL_OPT_POLL_TIMEOUT },          \
 	{ "concurrency", required_argument, NULL, SENTINEL_OPT_CONCURRENCY },            \
@@ -93,7 +97,6 @@ enum {
 
 #define SENTINEL_OPTIONS_HELP                                                                   \
 	"Sentinel (polls guest agents and reports to the store):\n"                             \
-	"      --no-sentinel            do not poll guest agents\n"                              \
 	"      --poll-interval S        seconds between polls (default 5; fractions allowed)\n"  \
 	"      --poll-timeout S         deadline of each agent query (default 5)\n"              \
 	"      --concurrency N          agent queries in flight, 1..1024 (default 64)\n"         \
