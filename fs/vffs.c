@@ -725,7 +725,33 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, reply, len);
 }
 
-static int claim_write(struct vffs *fs, struct vhandle *h, char *command)
+/* A refused write or claim, once, at info: what, who, and which rule it broke. */
+static void log_refused(fuse_req_t req, const char *what, const char *file, const char *why)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	log_info("%s %s refused (uid %u, pid %d): %s", what, file, (unsigned)ctx->uid,
+		 (int)ctx->pid, why);
+}
+
+/* The path of h's file under the mountpoint, for the log. */
+static const char *handle_path(const struct vhandle *h, char *buf, size_t size)
+{
+	switch (h->kind) {
+	case VN_TOP:
+		return top_files[h->index].name;
+	case VN_VF_ENTRY:
+		snprintf(buf, size, "%s/%s", h->vf, vf_files[h->index].name);
+		return buf;
+	case VN_CLAIM:
+		snprintf(buf, size, "%s/assignments/%s", h->vf, h->instance_id);
+		return buf;
+	default:
+		return "?";
+	}
+}
+
+static int claim_write(struct vffs *fs, struct vhandle *h, char *command, const char **why)
 {
 	struct store_claim current = { 0 };
 	struct store_claim next = { 0 };
@@ -735,8 +761,10 @@ static int claim_write(struct vffs *fs, struct vhandle *h, char *command)
 	if (r < 0)
 		return r;
 	r = claim_parse_update(&current, command, h->created_claim && !h->wrote_claim, &next);
-	if (r < 0)
+	if (r < 0) {
+		*why = claim_update_refusal(&current, command, h->created_claim && !h->wrote_claim);
 		return r;
+	}
 	r = store_claim_update(fs->store, &next);
 	if (r < 0)
 		return r;
@@ -752,6 +780,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	struct vffs *fs = req_fs(req);
 	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
 	_cleanup_free_ char *command = NULL;
+	const char *why = NULL;
+	char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32];
 	size_t len = size;
 	int r = -EINVAL;
 
@@ -764,8 +794,11 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	 * (O_APPEND) cannot choose its offset: there every write is one. */
 	if ((off != 0 && !h->append) || size == 0 || size > VFILE_COMMAND_MAX ||
 	    memchr(buf, '\0', size)) {
-		fuse_reply_err(req, EINVAL);
-		return;
+		why = size > VFILE_COMMAND_MAX ? "a command is at most " PARSE_STR(VFILE_COMMAND_MAX) " bytes"
+		      : size == 0 || memchr(buf, '\0', size) ? "a command is text without NUL bytes"
+							     : "a command is one write(2) at offset 0";
+		r = -EINVAL;
+		goto out;
 	}
 	command = malloc(size + 1);
 	memcpy(command, buf, size);
@@ -775,7 +808,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	pthread_mutex_lock(&h->lock);
 	struct vfile_call call = {
 		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
-		.outcome = h->outcome,
+		.outcome = h->outcome, .why = &why,
 	};
 	switch (h->kind) {
 	case VN_TOP:
@@ -792,12 +825,15 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 			r = -EACCES;
 		break;
 	case VN_CLAIM:
-		r = claim_write(fs, h, command);
+		r = claim_write(fs, h, command, &why);
 		break;
 	default:
 		r = -EISDIR;
 	}
 	pthread_mutex_unlock(&h->lock);
+out:
+	if (r < 0 && why)
+		log_refused(req, "write to", handle_path(h, path, sizeof(path)), why);
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
@@ -869,6 +905,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	int r;
 
 	r = make_claim(fs, parent, name, &child);
+	if (r == -EINVAL && !instance_id_valid(name))
+		log_refused(req, "claim", name, INSTANCE_ID_RULE);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -903,6 +941,8 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		return;
 	}
 	r = make_claim(fs, parent, name, &child);
+	if (r == -EINVAL && !instance_id_valid(name))
+		log_refused(req, "claim", name, INSTANCE_ID_RULE);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
