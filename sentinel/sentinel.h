@@ -17,7 +17,7 @@
  *   2. list targets: live claims with an agent endpoint whose control socket
  *      path exists (a stopped VM's leftover claim is never polled: its stale
  *      vsock CID may belong to another guest by now); a listing failure
- *      counts result="list_error" once;
+ *      counts vfhealth_sentinel_list_errors_total once;
  *   3. query every target's agent (GetGPUInitStatus) with at most
  *      `concurrency` in flight, each bounded by poll_timeout;
  *   4. classify and count (vfhealth_sentinel_checks_total{result=...});
@@ -147,14 +147,17 @@ void sentinel_render_metrics(void *sentinel, FILE *out);
 	  "quarantined on.")                                                                 \
 	X(quarantines, "vfhealth_sentinel_quarantines_total",                                \
 	  "VFs quarantined by a sentinel report.")                                           \
-	X(liveness_uncertain, "vfhealth_liveness_uncertain_total",                           \
+	X(liveness_uncertain, "vfhealth_sentinel_liveness_uncertain_total",                  \
 	  "Stale-claim checks that kept a claim because its VMM's liveness could not be "    \
 	  "determined.")                                                                     \
 	X(claims_released, "vfhealth_sentinel_claims_released_total",                        \
 	  "Claims released because their VMM was dead.")                                     \
 	X(reports_dropped, "vfhealth_sentinel_reports_dropped_total",                        \
 	  "Answers not reported because the claim changed during the poll.")                 \
-	X(polls, "vfhealth_sentinel_polls_total", "Completed polls.")
+	X(polls, "vfhealth_sentinel_polls_total", "Completed polls.")                         \
+	X(list_errors, "vfhealth_sentinel_list_errors_total",                                \
+	  "Polls whose listing of the claims failed, in whole or in part (its claims "       \
+	  "may have gone unchecked).")
 
 /* The counters, kept apart from the poller so that they can live in memory
  * shared with vfhealthd, which runs the sentinel program as its child and
@@ -162,7 +165,7 @@ void sentinel_render_metrics(void *sentinel, FILE *out);
  * size of this struct is the table's version: the program refuses a memfd
  * of any other size.  Lock-free atomics: safe across processes. */
 struct sentinel_counters {
-	atomic_uint_fast64_t checks[6]; /* indexed by enum check_result (rules.h) */
+	atomic_uint_fast64_t checks[5]; /* indexed by enum check_result (rules.h) */
 #define SENTINEL_ATOMIC_FIELD(field, name, help) atomic_uint_fast64_t field;
 	SENTINEL_SCALAR_COUNTERS(SENTINEL_ATOMIC_FIELD)
 #undef SENTINEL_ATOMIC_FIELD
@@ -179,7 +182,7 @@ void sentinel_counters_render(void *counters, FILE *out);
 
 /* A snapshot of the counters, for tests and the standalone binary. */
 struct sentinel_stats {
-	uint64_t checks[6]; /* indexed by enum check_result (rules.h) */
+	uint64_t checks[5]; /* indexed by enum check_result (rules.h) */
 #define SENTINEL_PLAIN_FIELD(field, name, help) uint64_t field;
 	SENTINEL_SCALAR_COUNTERS(SENTINEL_PLAIN_FIELD)
 #undef SENTINEL_PLAIN_FIELD

@@ -4,7 +4,7 @@
 # gone and no pid, or its pid gone) is released and its VF can be claimed
 # again; a claim whose VMM may be alive (control socket present, or pid
 # running) is kept; an uncertain one (the control path cannot be checked) is
-# kept with a warning and vfhealth_liveness_uncertain_total.
+# kept with a warning and vfhealth_sentinel_liveness_uncertain_total.
 source "$(dirname "$0")/lib.sh"
 
 start_daemon --poll-interval 3600 --reconcile-interval 0.2
@@ -32,7 +32,7 @@ wait_for 20 "dead claims released" metric_ge vfhealth_sentinel_claims_released_t
 grep -q "^<6>.*vf 0000:41:00.1: released the claim of dead-nopid" "$T/daemon.log" ||
 	fail "release not logged"
 # Several more reconcile passes, then the live and uncertain claims still stand.
-wait_for 20 "uncertain checks" metric_ge vfhealth_liveness_uncertain_total 3
+wait_for 20 "uncertain checks" metric_ge vfhealth_sentinel_liveness_uncertain_total 3
 for c in 0000:41:00.3/assignments/uncertain 0000:41:00.4/assignments/alive-ctl \
 	0000:41:00.5/assignments/alive-pid; do
 	[[ -f $MNT/$c ]] || fail "$c released"
