@@ -42,6 +42,7 @@
 #include "fs/vffs.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"
+#include "proto/path.h"
 #include "proto/parse.h"
 #include "sentinel/sentinel.h"
 
@@ -157,20 +158,6 @@ static int open_store(const char *path, int threshold, struct store **ret)
 		log_warn("store %s unavailable: %s; placement fails closed until repaired", path,
 			 reason);
 	return 0;
-}
-
-/* An absolute copy of path (daemonizing changes the working directory). */
-static char *absolute_path(const char *path)
-{
-	_cleanup_free_ char *cwd = NULL;
-	char *abs = NULL;
-
-	if (path[0] == '/')
-		return strdup(path);
-	cwd = getcwd(NULL, 0);
-	if (!cwd || asprintf(&abs, "%s/%s", cwd, path) < 0)
-		return NULL;
-	return abs;
 }
 
 int main(int argc, char **argv)
@@ -289,7 +276,7 @@ int main(int argc, char **argv)
 		if (sentinel_program_find(sentinel_program_arg, &sentinel_program) < 0)
 			return sentinel_program_arg ? 2 : 1;
 	}
-	db_path = absolute_path(db_arg);
+	db_path = path_absolute(db_arg); /* daemonizing changes the working directory */
 	if (!db_path || metrics_new(&metrics) < 0) {
 		log_err("out of memory");
 		return 1;

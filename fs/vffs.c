@@ -66,6 +66,7 @@
 #include "fs/vfiles.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"
+#include "proto/path.h"
 #include "proto/parse.h"
 
 #define INO_ROOT 1
@@ -1058,20 +1059,6 @@ const char *vffs_mountpoint(const struct vffs *fs)
 	return fs->mountpoint;
 }
 
-/* An absolute copy of path (daemonizing changes the working directory). */
-static char *absolute_path(const char *path)
-{
-	_cleanup_free_ char *cwd = NULL;
-	char *abs = NULL;
-
-	if (path[0] == '/')
-		return strdup(path);
-	cwd = getcwd(NULL, 0);
-	if (!cwd || asprintf(&abs, "%s/%s", cwd, path) < 0)
-		return NULL;
-	return abs;
-}
-
 static int mkdir_p(const char *path, mode_t mode)
 {
 	_cleanup_free_ char *copy = strdup(path);
@@ -1103,7 +1090,7 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	clock_gettime(CLOCK_REALTIME, &fs->start_time);
 	fs->group = opt->group;
 	fs->metrics = opt->metrics;
-	fs->mountpoint = absolute_path(opt->mountpoint ? opt->mountpoint : VFFS_DEFAULT_MOUNTPOINT);
+	fs->mountpoint = path_absolute(opt->mountpoint ? opt->mountpoint : VFFS_DEFAULT_MOUNTPOINT);
 	if (!fs->mountpoint)
 		goto fail;
 	if (asprintf(&mount_opts, "allow_other,default_permissions,fsname=vfhealth,subtype=vfhealth%s%s",
