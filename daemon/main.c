@@ -48,6 +48,7 @@
 #include "fs/vffs.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"
+#include "proto/path.h"
 #include "proto/parse.h"
 #include "sentinel/sentinel.h"
 
@@ -73,7 +74,7 @@ static void usage(FILE *out)
 		"  -V, --version     show the version\n",
 		VFFS_DEFAULT_MOUNTPOINT, DEFAULT_DB, THRESHOLD_MIN, THRESHOLD_MAX,
 		THRESHOLD_DEFAULT);
-	fprintf(out, "\n%s", SENTINEL_OPTIONS_HELP);
+	fprintf(out, "\n%s%s", SENTINEL_OPTIONS_HELP, SENTINEL_NO_SENTINEL_HELP);
 	fprintf(out, "      --sentinel-program PATH  the vfhealth-sentinel to run (default: the one\n"
 		     "                               beside vfhealthd, else in %s)\n",
 		VFHEALTH_SBINDIR);
@@ -137,20 +138,6 @@ static int open_store(const char *path, int threshold, struct store **ret)
 	return 0;
 }
 
-/* An absolute copy of path (daemonizing changes the working directory). */
-static char *absolute_path(const char *path)
-{
-	_cleanup_free_ char *cwd = NULL;
-	char *abs = NULL;
-
-	if (path[0] == '/')
-		return strdup(path);
-	cwd = getcwd(NULL, 0);
-	if (!cwd || asprintf(&abs, "%s/%s", cwd, path) < 0)
-		return NULL;
-	return abs;
-}
-
 int main(int argc, char **argv)
 {
 	enum { OPT_DB = 256, OPT_THRESHOLD, OPT_GROUP, OPT_SENTINEL_PROGRAM };
@@ -164,6 +151,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		SENTINEL_GETOPT_OPTIONS,
+		SENTINEL_NO_SENTINEL_OPTION,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct vffs_options opt = { .group = 0 };
@@ -256,7 +244,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (argc - optind > 1) {
-		usage(stderr);
+		log_err("unexpected argument '%s': one MOUNTPOINT at most", argv[optind + 1]);
 		return 2;
 	}
 	if (sentinel_opt.enabled) {
@@ -267,7 +255,7 @@ int main(int argc, char **argv)
 		if (sentinel_program_find(sentinel_program_arg, &sentinel_program) < 0)
 			return sentinel_program_arg ? 2 : 1;
 	}
-	db_path = absolute_path(db_arg);
+	db_path = path_absolute(db_arg); /* daemonizing changes the working directory */
 	if (!db_path || metrics_new(&metrics) < 0) {
 		log_err("out of memory");
 		return 1;
@@ -296,6 +284,12 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	r = vffs_new(&opt, &fs);
+	if (r == -EINVAL) {
+		/* A mount option libfuse refuses is a bad command line (it said which). */
+		sd_notifier_free(notifier);
+		metrics_free(metrics);
+		return 2;
+	}
 	if (r < 0)
 		goto out;
 	r = vffs_mount(fs);

@@ -45,6 +45,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -55,6 +56,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,6 +67,7 @@
 #include "fs/vfiles.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"
+#include "proto/path.h"
 #include "proto/parse.h"
 #include "proto/endpoint.h"
 #include "proto/sockdir.h"
@@ -809,7 +812,34 @@ static int claim_confined(struct vffs *fs, fuse_req_t req, const struct vhandle 
 	return r;
 }
 
-static int claim_write(struct vffs *fs, fuse_req_t req, struct vhandle *h, char *command)
+/* A refused write or claim, once, at info: what, who, and which rule it broke. */
+static void log_refused(fuse_req_t req, const char *what, const char *file, const char *why)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	log_info("%s %s refused (uid %u, pid %d): %s", what, file, (unsigned)ctx->uid,
+		 (int)ctx->pid, why);
+}
+
+/* The path of h's file under the mountpoint, for the log. */
+static const char *handle_path(const struct vhandle *h, char *buf, size_t size)
+{
+	switch (h->kind) {
+	case VN_TOP:
+		return top_files[h->index].name;
+	case VN_VF_ENTRY:
+		snprintf(buf, size, "%s/%s", h->vf, vf_files[h->index].name);
+		return buf;
+	case VN_CLAIM:
+		snprintf(buf, size, "%s/assignments/%s", h->vf, h->instance_id);
+		return buf;
+	default:
+		return "?";
+	}
+}
+
+static int claim_write(struct vffs *fs, fuse_req_t req, struct vhandle *h, char *command,
+		       const char **why)
 {
 	struct store_claim current = { 0 };
 	struct store_claim next = { 0 };
@@ -821,8 +851,10 @@ static int claim_write(struct vffs *fs, fuse_req_t req, struct vhandle *h, char 
 	if (r < 0)
 		return r;
 	r = claim_parse_update(&current, command, h->created_claim && !h->wrote_claim, &next);
-	if (r < 0)
+	if (r < 0) {
+		*why = claim_update_refusal(&current, command, h->created_claim && !h->wrote_claim);
 		return r;
+	}
 	r = claim_confined(fs, req, h, &current, &next);
 	if (r < 0)
 		return r;
@@ -841,6 +873,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	struct vffs *fs = req_fs(req);
 	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
 	_cleanup_free_ char *command = NULL;
+	const char *why = NULL;
+	char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32];
 	size_t len = size;
 	int r = -EINVAL;
 
@@ -853,8 +887,11 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	 * (O_APPEND) cannot choose its offset: there every write is one. */
 	if ((off != 0 && !h->append) || size == 0 || size > VFILE_COMMAND_MAX ||
 	    memchr(buf, '\0', size)) {
-		fuse_reply_err(req, EINVAL);
-		return;
+		why = size > VFILE_COMMAND_MAX ? "a command is at most " PARSE_STR(VFILE_COMMAND_MAX) " bytes"
+		      : size == 0 || memchr(buf, '\0', size) ? "a command is text without NUL bytes"
+							     : "a command is one write(2) at offset 0";
+		r = -EINVAL;
+		goto out;
 	}
 	command = malloc(size + 1);
 	memcpy(command, buf, size);
@@ -864,7 +901,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	pthread_mutex_lock(&h->lock);
 	struct vfile_call call = {
 		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
-		.outcome = h->outcome,
+		.outcome = h->outcome, .why = &why,
 	};
 	switch (h->kind) {
 	case VN_TOP:
@@ -881,12 +918,15 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 			r = -EACCES;
 		break;
 	case VN_CLAIM:
-		r = claim_write(fs, req, h, command);
+		r = claim_write(fs, req, h, command, &why);
 		break;
 	default:
 		r = -EISDIR;
 	}
 	pthread_mutex_unlock(&h->lock);
+out:
+	if (r < 0 && why)
+		log_refused(req, "write to", handle_path(h, path, sizeof(path)), why);
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
@@ -958,6 +998,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	int r;
 
 	r = make_claim(fs, parent, name, &child);
+	if (r == -EINVAL && !instance_id_valid(name))
+		log_refused(req, "claim", name, INSTANCE_ID_RULE);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -992,6 +1034,8 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		return;
 	}
 	r = make_claim(fs, parent, name, &child);
+	if (r == -EINVAL && !instance_id_valid(name))
+		log_refused(req, "claim", name, INSTANCE_ID_RULE);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -1107,20 +1151,6 @@ const char *vffs_mountpoint(const struct vffs *fs)
 	return fs->mountpoint;
 }
 
-/* An absolute copy of path (daemonizing changes the working directory). */
-static char *absolute_path(const char *path)
-{
-	_cleanup_free_ char *cwd = NULL;
-	char *abs = NULL;
-
-	if (path[0] == '/')
-		return strdup(path);
-	cwd = getcwd(NULL, 0);
-	if (!cwd || asprintf(&abs, "%s/%s", cwd, path) < 0)
-		return NULL;
-	return abs;
-}
-
 static int mkdir_p(const char *path, mode_t mode)
 {
 	_cleanup_free_ char *copy = strdup(path);
@@ -1158,7 +1188,7 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 		fs->socket_dirs = *opt->socket_dirs;
 	else
 		sockdirs_init_default(&fs->socket_dirs);
-	fs->mountpoint = absolute_path(opt->mountpoint ? opt->mountpoint : VFFS_DEFAULT_MOUNTPOINT);
+	fs->mountpoint = path_absolute(opt->mountpoint ? opt->mountpoint : VFFS_DEFAULT_MOUNTPOINT);
 	if (!fs->mountpoint)
 		goto fail;
 	if (asprintf(&mount_opts, "allow_other,default_permissions,fsname=vfhealth,subtype=vfhealth%s%s",
@@ -1182,6 +1212,17 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 fail:
 	vffs_free(fs);
 	return r;
+}
+
+/* Whether this process may mount: CAP_SYS_ADMIN in its effective set. */
+static bool can_mount(void)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = { 0 };
+
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return geteuid() == 0;
+	return data[CAP_SYS_ADMIN / 32].effective & (1U << (CAP_SYS_ADMIN % 32));
 }
 
 /* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
@@ -1327,7 +1368,14 @@ int vffs_mount(struct vffs *fs)
 		return r;
 	}
 	if (fuse_session_mount(fs->se, fs->mountpoint) != 0) {
-		log_err("cannot mount on %s", fs->mountpoint);
+		/* libfuse said what failed (often "failed to open /dev/fuse:
+		 * Permission denied"); say what to do about the usual cause. */
+		if (!can_mount())
+			log_err("cannot mount on %s: run vfhealthd as root (mounting needs "
+				"CAP_SYS_ADMIN and access to /dev/fuse)",
+				fs->mountpoint);
+		else
+			log_err("cannot mount on %s", fs->mountpoint);
 		return -EIO;
 	}
 	fs->mounted = true;

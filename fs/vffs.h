@@ -5,7 +5,8 @@
  *
  * Life cycle, in this order:
  *
- *   vffs_new()      parse FUSE options, resolve the group; nothing mounted
+ *   vffs_new()      parse FUSE options (-EINVAL: libfuse refuses one, a bad
+ *                   command line), resolve the group; nothing mounted
  *   vffs_mount()    create the mountpoint, refuse to mount over a live
  *                   vfhealth mount (-EBUSY), detach a stale mount left by a
  *                   crashed instance (ENOTCONN), mount (allow_other,

@@ -277,8 +277,11 @@ static int report_write(const struct vfile_call *call, char *command)
 	int r;
 
 	r = report_command_parse(command, &cmd);
-	if (r < 0)
+	if (r < 0) {
+		if (call->why)
+			*call->why = report_command_refusal(command);
 		return r;
+	}
 
 	if (cmd.kind == REPORT_COMMAND_FAILED) {
 		struct store_failure_result res;
@@ -381,6 +384,15 @@ int claim_parse_update(const struct store_claim *current, char *command, bool ma
 		next.pid_starttime = 0;
 	*ret = next;
 	return 0;
+}
+
+const char *claim_update_refusal(const struct store_claim *current, const char *command,
+				 bool may_set_claimed_at)
+{
+	struct assignment cur;
+
+	claim_to_assignment(current, &cur);
+	return assignment_update_refusal(&cur, command, may_set_claimed_at);
 }
 
 /* -- the tables ------------------------------------------------------------------ */

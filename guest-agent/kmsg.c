@@ -379,25 +379,36 @@ static void on_device_record(struct kmsg_reader *r, const char *buf, size_t len,
 	fn(userdata, buf, len);
 }
 
+/* read(2) of the non-blocking descriptor, EINTR retried: bytes, or -errno
+ * (-EAGAIN: nothing more for now). */
+static ssize_t read_some(int fd, void *buf, size_t size)
+{
+	ssize_t n;
+
+	do
+		n = read(fd, buf, size);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
 static int drain_device(struct kmsg_reader *r, kmsg_record_fn fn, void *userdata)
 {
 	for (int i = 0; i < KMSG_DRAIN_BATCH; i++) {
-		ssize_t n = read(r->fd, r->buf, sizeof(r->buf));
+		ssize_t n = read_some(r->fd, r->buf, sizeof(r->buf));
 
+		if (n == -EAGAIN)
+			return 0;
+		if (n == -EPIPE) {
+			/* Overwritten under us; the next read returns the oldest
+			 * record still there and the gap counts the loss. */
+			r->overruns++;
+			continue;
+		}
 		if (n < 0) {
-			int err = errno;
-			if (err == EINTR)
-				continue;
-			if (err == EAGAIN || err == EWOULDBLOCK)
-				return 0;
-			if (err == EPIPE) {
-				/* Overwritten under us; the next read returns the oldest
-				 * record still there and the gap counts the loss. */
-				r->overruns++;
-				continue;
-			}
 			reader_close(r);
-			return -err;
+			return (int)n;
 		}
 		if (n == 0) {
 			reader_close(r);
@@ -440,16 +451,13 @@ static void split_lines(struct kmsg_reader *r, kmsg_record_fn fn, void *userdata
 static int drain_lines(struct kmsg_reader *r, kmsg_record_fn fn, void *userdata)
 {
 	for (int i = 0; i < KMSG_DRAIN_BATCH; i++) {
-		ssize_t n = read(r->fd, r->buf + r->buf_len, KMSG_LINE_MAX - r->buf_len);
+		ssize_t n = read_some(r->fd, r->buf + r->buf_len, KMSG_LINE_MAX - r->buf_len);
 
+		if (n == -EAGAIN)
+			return 0;
 		if (n < 0) {
-			int err = errno;
-			if (err == EINTR)
-				continue;
-			if (err == EAGAIN || err == EWOULDBLOCK)
-				return 0;
 			reader_close(r);
-			return -err;
+			return (int)n;
 		}
 		if (n == 0) {
 			int k;

@@ -15,8 +15,11 @@
 #define SECONDS_MAX_NS (86400 * 1000000000LL)
 #define QUERY_DEFAULT_TIMEOUT_NS (5 * 1000000000LL)
 
-/* --query exit statuses */
+/* --query exit statuses (a bad command line with --query is QUERY_ERROR:
+ * 2 already means "unknown" there) */
 enum { QUERY_OK = 0, QUERY_FAILED = 1, QUERY_UNKNOWN = 2, QUERY_ERROR = 3 };
+/* as an agent: 1 when it cannot run, 2 for a bad command line */
+enum { EXIT_USAGE = 2 };
 
 enum {
 	OPT_KMSG = 256,
@@ -151,7 +154,7 @@ int main(int argc, char **argv)
 	struct agent_options o;
 	const char *query = NULL;
 	int64_t query_timeout_ns = QUERY_DEFAULT_TIMEOUT_NS;
-	bool timeout_given = false, agent_option_given = false;
+	bool timeout_given = false, agent_option_given = false, bad_command_line = false;
 	int c, k;
 
 	agent_options_init(&o);
@@ -166,7 +169,7 @@ int main(int argc, char **argv)
 					"vfhealth-agent: --listen '%s': expected vsock:any[:PORT], "
 					"vsock:CID[:PORT] or unix:/PATH\n",
 					optarg);
-				return EXIT_FAILURE;
+				bad_command_line = true;
 			}
 			break;
 		case OPT_KMSG:
@@ -180,15 +183,15 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PROBE_INTERVAL:
 			if (seconds_option("probe-interval", optarg, &o.probe_interval_ns) < 0)
-				return EXIT_FAILURE;
+				bad_command_line = true;
 			break;
 		case OPT_PROBE_WINDOW:
 			if (seconds_option("probe-window", optarg, &o.probe_window_ns) < 0)
-				return EXIT_FAILURE;
+				bad_command_line = true;
 			break;
 		case OPT_PROBE_TIMEOUT:
 			if (seconds_option("probe-timeout", optarg, &o.probe_timeout_ns) < 0)
-				return EXIT_FAILURE;
+				bad_command_line = true;
 			break;
 		case OPT_PROBE_BACKOFF_MAX:
 			/* 0 is allowed here: the old behaviour, stop at the window */
@@ -213,7 +216,7 @@ int main(int argc, char **argv)
 			break;
 		case OPT_CLIENT_TIMEOUT:
 			if (seconds_option("client-timeout", optarg, &o.client_timeout_ns) < 0)
-				return EXIT_FAILURE;
+				bad_command_line = true;
 			break;
 		case 'f':
 			break; /* always in the foreground */
@@ -225,24 +228,30 @@ int main(int argc, char **argv)
 			break;
 		case OPT_TIMEOUT:
 			if (seconds_option("timeout", optarg, &query_timeout_ns) < 0)
-				return QUERY_ERROR;
+				bad_command_line = true;
 			timeout_given = true;
 			break;
 		case 'h':
+			if (bad_command_line)
+				break; /* the error's status, not help's */
 			usage(stdout);
 			return EXIT_SUCCESS;
 		case 'V':
+			if (bad_command_line)
+				break;
 			printf("vfhealth-agent %s\n", VFHEALTH_VERSION);
 			return EXIT_SUCCESS;
 		default:
-			usage(stderr);
-			return EXIT_FAILURE;
+			bad_command_line = true; /* getopt_long said why */
+			break;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "vfhealth-agent: unexpected argument '%s'\n", argv[optind]);
-		return query ? QUERY_ERROR : EXIT_FAILURE;
+		bad_command_line = true;
 	}
+	if (bad_command_line) /* the whole line read: with --query, its status */
+		return query ? QUERY_ERROR : EXIT_USAGE;
 	if (query) {
 		if (agent_option_given) {
 			fprintf(stderr, "vfhealth-agent: --query takes only --timeout\n");
@@ -252,7 +261,7 @@ int main(int argc, char **argv)
 	}
 	if (timeout_given) {
 		fprintf(stderr, "vfhealth-agent: --timeout belongs to --query\n");
-		return EXIT_FAILURE;
+		return EXIT_USAGE;
 	}
 
 	k = agent_run(&o);

@@ -13,7 +13,6 @@ static const char *const check_result_names[CHECK_RESULT_COUNT] = {
 	[CHECK_UNKNOWN] = "unknown",
 	[CHECK_RPC_ERROR] = "rpc_error",
 	[CHECK_UNSUPPORTED_AGENT] = "unsupported_agent",
-	[CHECK_LIST_ERROR] = "list_error",
 };
 
 const char *check_result_name(enum check_result r)

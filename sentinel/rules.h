@@ -33,11 +33,10 @@ enum check_result {
 	CHECK_UNKNOWN,
 	CHECK_RPC_ERROR,         /* connect, handshake, timeout, framing, garbage */
 	CHECK_UNSUPPORTED_AGENT, /* the agent answered "unimplemented" */
-	CHECK_LIST_ERROR,        /* listing the assignments failed (counted per poll) */
-	CHECK_RESULT_COUNT,
+	CHECK_RESULT_COUNT,      /* (a failed listing is no check: list_errors counts it) */
 };
 
-/* "ok", "failed", "unknown", "rpc_error", "unsupported_agent", "list_error" */
+/* "ok", "failed", "unknown", "rpc_error", "unsupported_agent" */
 const char *check_result_name(enum check_result r);
 
 /* query_rc and status as agent_query() returned them.  -EOPNOTSUPP is an old
@@ -74,7 +73,7 @@ enum revalidate_verdict sentinel_revalidate(const struct assignment *captured, i
 enum liveness {
 	LIVENESS_ALIVE,     /* keep, poll */
 	LIVENESS_DEAD,      /* stop polling now; release when the next reconcile agrees */
-	LIVENESS_UNCERTAIN, /* keep, poll, warn, count vfhealth_liveness_uncertain_total */
+	LIVENESS_UNCERTAIN, /* keep, poll, warn, count vfhealth_sentinel_liveness_uncertain_total */
 	LIVENESS_UNMANAGED, /* no pid and no control path: nothing to judge by, keep silently */
 };
 

@@ -245,7 +245,7 @@ struct claim_list {
 	struct assignment *items;
 	size_t count;
 	size_t capacity;
-	bool error; /* part of the listing failed (counted once as list_error) */
+	bool error; /* part of the listing failed (counted once in list_errors) */
 };
 
 static void claim_list_free(struct claim_list *l)
@@ -627,8 +627,7 @@ void sentinel_counters_render(void *counters, FILE *out)
 		return;
 	sentinel_counters_get(counters, &st);
 	fprintf(out,
-		"# HELP vfhealth_sentinel_checks_total Guest agent checks by result "
-		"(list_error: polls whose claim listing failed).\n"
+		"# HELP vfhealth_sentinel_checks_total Guest agent checks by result.\n"
 		"# TYPE vfhealth_sentinel_checks_total counter\n");
 	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
 		fprintf(out, "vfhealth_sentinel_checks_total{result=\"%s\"} %" PRIu64 "\n",
@@ -821,7 +820,7 @@ static void run_poll(struct sentinel *s)
 		return;
 	}
 	if (claims.error)
-		atomic_fetch_add(&s->counters->checks[CHECK_LIST_ERROR], 1);
+		atomic_fetch_add(&s->counters->list_errors, 1);
 	claim_memory_update(s, &claims);
 	boot_rc = liveness_read_boot_id(s->proc_root, boot_id);
 

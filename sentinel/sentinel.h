@@ -19,7 +19,7 @@
  *      uncertain (liveness_verdict() in rules.h, evidence from
  *      sentinel/liveness.h) and was never judged dead (a dead VM's claim is
  *      never polled: its stale vsock CID may belong to another guest by
- *      now); a listing failure counts result="list_error" once per poll;
+ *      now); a listing failure counts vfhealth_sentinel_list_errors_total once per poll;
  *   3. query every target's agent (GetGPUInitStatus) with at most
  *      `concurrency` in flight, each bounded by poll_timeout;
  *   4. classify and count (vfhealth_sentinel_checks_total{result=...});
@@ -82,7 +82,9 @@ void sentinel_options_init(struct sentinel_options *o);
 /* getopt_long(3) entries shared by vfhealthd and vfhealth-sentinel: put
  * SENTINEL_GETOPT_OPTIONS inside a struct option array and hand every
  * returned value v with SENTINEL_OPT_FIRST <= v < SENTINEL_OPT_END to
- * sentinel_options_apply().  The help text lists them. */
+ * sentinel_options_apply().  SENTINEL_OPTIONS_HELP lists exactly them;
+ * --no-sentinel is vfhealthd's alone (SENTINEL_NO_SENTINEL_OPTION and its
+ * help line), as the sentinel program cannot do without itself. */
 enum {
 	SENTINEL_OPT_FIRST = 0x5e00,
 	SENTINEL_OPT_NO_SENTINEL = SENTINEL_OPT_FIRST,
@@ -96,8 +98,10 @@ enum {
 	SENTINEL_OPT_END,
 };
 
+#define SENTINEL_NO_SENTINEL_OPTION { "no-sentinel", no_argument, NULL, SENTINEL_OPT_NO_SENTINEL }
+#define SENTINEL_NO_SENTINEL_HELP "      --no-sentinel            do not poll guest agents\n"
+
 #define SENTINEL_GETOPT_OPTIONS                                                          \
-	{ "no-sentinel", no_argument, NULL, SENTINEL_OPT_NO_SENTINEL },                  \
 	{ "poll-interval", required_argument, NULL, SENTINEL_OPT_POLL_INTERVAL },        \
 	{ "poll-timeout", required_argument, NULL, SENTINEL_OPT_POLL_TIMEOUT },          \
 	{ "concurrency", required_argument, NULL, SENTINEL_OPT_CONCURRENCY },            \
@@ -108,7 +112,6 @@ enum {
 
 #define SENTINEL_OPTIONS_HELP                                                                   \
 	"Sentinel (polls guest agents and reports to the store):\n"                             \
-	"      --no-sentinel            do not poll guest agents\n"                              \
 	"      --poll-interval S        seconds between polls (default 5; fractions allowed)\n"  \
 	"      --poll-timeout S         deadline of each agent query (default 5)\n"              \
 	"      --concurrency N          agent queries in flight, 1..1024 (default 64)\n"         \
@@ -164,7 +167,7 @@ void sentinel_render_metrics(void *sentinel, FILE *out);
 	  "quarantined on.")                                                                 \
 	X(quarantines, "vfhealth_sentinel_quarantines_total",                                \
 	  "VFs quarantined by a sentinel report.")                                           \
-	X(liveness_uncertain, "vfhealth_liveness_uncertain_total",                           \
+	X(liveness_uncertain, "vfhealth_sentinel_liveness_uncertain_total",                  \
 	  "Stale-claim checks that kept a claim because its VMM's liveness could not be "    \
 	  "determined.")                                                                     \
 	X(claims_released, "vfhealth_sentinel_claims_released_total",                        \
@@ -176,7 +179,10 @@ void sentinel_render_metrics(void *sentinel, FILE *out);
 	  "Completed stale-claim reconcile passes.")                                \
 	X(claims_unconfined, "vfhealth_sentinel_claims_unconfined_total",                    \
 	  "Claims skipped (per poll or reconcile) because a socket path lies outside the "   \
-	  "socket directories or resolves through a symlink.")
+	  "socket directories or resolves through a symlink.")                              \
+	X(list_errors, "vfhealth_sentinel_list_errors_total",                                \
+	  "Polls whose listing of the claims failed, in whole or in part (its claims "       \
+	  "may have gone unchecked).")
 
 /* The counters, kept apart from the poller so that they can live in memory
  * shared with vfhealthd, which runs the sentinel program as its child and
@@ -184,7 +190,7 @@ void sentinel_render_metrics(void *sentinel, FILE *out);
  * size of this struct is the table's version: the program refuses a memfd
  * of any other size.  Lock-free atomics: safe across processes. */
 struct sentinel_counters {
-	atomic_uint_fast64_t checks[6]; /* indexed by enum check_result (rules.h) */
+	atomic_uint_fast64_t checks[5]; /* indexed by enum check_result (rules.h) */
 	atomic_uint_fast64_t unknown[AGENT_REASON_COUNT]; /* UNKNOWN answers by reason */
 #define SENTINEL_ATOMIC_FIELD(field, name, help) atomic_uint_fast64_t field;
 	SENTINEL_SCALAR_COUNTERS(SENTINEL_ATOMIC_FIELD)
@@ -202,7 +208,7 @@ void sentinel_counters_render(void *counters, FILE *out);
 
 /* A snapshot of the counters, for tests and the standalone binary. */
 struct sentinel_stats {
-	uint64_t checks[6]; /* indexed by enum check_result (rules.h) */
+	uint64_t checks[5]; /* indexed by enum check_result (rules.h) */
 	uint64_t unknown[AGENT_REASON_COUNT]; /* indexed by enum agent_unknown_reason */
 #define SENTINEL_PLAIN_FIELD(field, name, help) uint64_t field;
 	SENTINEL_SCALAR_COUNTERS(SENTINEL_PLAIN_FIELD)

@@ -29,18 +29,18 @@ expect_rc() { # RC PATTERN ARGS...: exit status and a word of the message
 }
 expect_rc 0 "Usage" --help
 expect_rc 0 "vfhealth-agent [0-9]" --version
-expect_rc 1 "probe-interval" --probe-interval 0
-expect_rc 1 "probe-window" --probe-window 1x
-expect_rc 1 "probe-timeout" --probe-timeout -1
-expect_rc 1 "--listen" --listen hvsock:/run/vm.sock
-expect_rc 1 "--listen" --listen unix:relative
+expect_rc 2 "probe-interval" --probe-interval 0
+expect_rc 2 "probe-window" --probe-window 1x
+expect_rc 2 "probe-timeout" --probe-timeout -1
+expect_rc 2 "--listen" --listen hvsock:/run/vm.sock
+expect_rc 2 "--listen" --listen unix:relative
 expect_rc 1 "nvidia-smi" --listen "unix:$T/x.sock" --nvidia-smi "$T/none"
 expect_rc 3 "not an endpoint" --query vsock:any
 expect_rc 3 "only --timeout" --query unix:/x --kmsg /dev/null
 expect_rc 3 "timeout" --query unix:/x --timeout 0
 expect_rc 3 "No such file" --query "unix:$T/none.sock"
-expect_rc 1 "belongs to --query" --timeout 1
-expect_rc 1 "unexpected argument" stray
+expect_rc 2 "belongs to --query" --timeout 1
+expect_rc 2 "unexpected argument" stray
 [ ! -e "$T/x.sock" ] || fail "a refused start left a socket"
 
 mkdir -p "$T/dev" "$T/sys/bus/pci/devices/0000:00:03.0" "$T/sys/bus/pci/devices/0000:00:01.0"

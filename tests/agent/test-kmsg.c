@@ -389,24 +389,9 @@ START_TEST(test_reader_real_dev_kmsg)
 }
 END_TEST
 
-static Suite *kmsg_suite(void)
-{
-	Suite *s = suite_create("kmsg");
-	TCase *tc = tcase_create("core");
-
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_parse_fields);
-	tcase_add_test(tc, test_facility_rules);
-	tcase_add_test(tc, test_text_rule);
-	tcase_add_test(tc, test_rules_file);
-	tcase_add_test(tc, test_rules_refused_with_line);
-	tcase_add_test(tc, test_continuation_and_malformed);
-	tcase_add_test(tc, test_long_record);
-	tcase_add_test(tc, test_reader_regular_file);
-	tcase_add_test(tc, test_reader_fifo_reopens_without_spinning);
-	tcase_add_test(tc, test_reader_real_dev_kmsg);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-CHECK_MAIN(kmsg_suite)
+static const struct check_case kmsg_case = { .suite = "kmsg", .tcase = "core", .timeout = 30 };
+CHECK_CASE_MAIN(kmsg_case,
+	test_parse_fields, test_facility_rules, test_text_rule, test_rules_file,
+	test_rules_refused_with_line,
+	test_continuation_and_malformed, test_long_record, test_reader_regular_file,
+	test_reader_fifo_reopens_without_spinning, test_reader_real_dev_kmsg)

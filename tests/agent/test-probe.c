@@ -450,28 +450,17 @@ START_TEST(test_success_while_backing_off)
 }
 END_TEST
 
-static Suite *probe_suite(void)
-{
-	Suite *s = suite_create("probe");
-	TCase *tc = tcase_create("core");
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_success_first_time);
-	tcase_add_test(tc, test_success_on_third_attempt);
-	tcase_add_test(tc, test_failing_until_window_ends);
-	tcase_add_test(tc, test_hang_is_killed_and_reaped);
-	tcase_add_test(tc, test_stop_kills_running_attempt);
-	tcase_add_test(tc, test_missing_binary_retries);
-	tcase_add_test(tc, test_find_nvidia_smi);
-	tcase_add_test(tc, test_device_nodes_open_is_ok);
-	tcase_add_test(tc, test_device_nodes_missing_then_nvidia_smi);
-	tcase_add_test(tc, test_device_node_failing_open_is_not_ok);
-	tcase_add_test(tc, test_device_node_blocking_open_is_killed);
-	tcase_add_test(tc, test_backoff_after_window);
-	tcase_add_test(tc, test_success_while_backing_off);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-CHECK_MAIN(probe_suite)
+static const struct check_case probe_case = {
+	.suite = "probe",
+	.tcase = "core",
+	.timeout = 30,
+	.setup = setup,
+	.teardown = teardown,
+};
+CHECK_CASE_MAIN(probe_case,
+	test_success_first_time, test_success_on_third_attempt, test_failing_until_window_ends,
+	test_hang_is_killed_and_reaped, test_stop_kills_running_attempt,
+	test_missing_binary_retries, test_find_nvidia_smi, test_device_nodes_open_is_ok,
+	test_device_nodes_missing_then_nvidia_smi, test_device_node_failing_open_is_not_ok,
+	test_device_node_blocking_open_is_killed, test_backoff_after_window,
+	test_success_while_backing_off)

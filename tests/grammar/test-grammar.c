@@ -317,7 +317,15 @@ START_TEST(test_report_command_rejects)
 		memcpy(&c, &untouched, sizeof(c));
 		ck_assert_msg(report_command_parse(bad[i], &c) == -EINVAL, "accepted \"%s\"", bad[i]);
 		ck_assert_msg(memcmp(&c, &untouched, sizeof(c)) == 0, "changed by \"%s\"", bad[i]);
+		ck_assert_msg(report_command_refusal(bad[i]), "no reason for \"%s\"", bad[i]);
 	}
+	/* The reason names the rule broken (the daemon logs it, issue 16.3). */
+	ck_assert_str_eq(report_command_refusal("failed vm:1 -"), INSTANCE_ID_RULE);
+	ck_assert_ptr_nonnull(strstr(report_command_refusal("ok vm-1 yesterday"), "RFC 3339"));
+	ck_assert_ptr_nonnull(strstr(report_command_refusal("ok vm-1 - x"), "nothing after"));
+	ck_assert_ptr_nonnull(strstr(report_command_refusal("bogus vm-1 -"), "\"failed\" or \"ok\""));
+	ck_assert_ptr_null(report_command_refusal("ok vm-1 -"));
+	ck_assert_ptr_null(report_command_refusal("failed vm-1 - NVRM: x"));
 	/* 129 characters: one over INSTANCE_ID_MAX. */
 	snprintf(long_id, sizeof(long_id), "failed %0*d -", INSTANCE_ID_MAX + 1, 0);
 	ck_assert_int_eq(report_command_parse(long_id, &c), -EINVAL);
@@ -612,7 +620,16 @@ START_TEST(test_assignment_update_rejects)
 		ck_assert_msg(assignment_parse_update(&cur, bad[i], true, &out, NULL) == -EINVAL,
 			      "accepted: %s", bad[i]);
 		ck_assert_msg(memcmp(&out, &untouched, sizeof(out)) == 0, "changed by: %s", bad[i]);
+		ck_assert_msg(assignment_update_refusal(&cur, bad[i], true), "no reason: %s", bad[i]);
 	}
+	/* The reason names the rule broken (the daemon logs it, issue 16.3). */
+	ck_assert_ptr_nonnull(strstr(assignment_update_refusal(&cur, "pid=0", true), "pid="));
+	ck_assert_ptr_nonnull(strstr(assignment_update_refusal(&cur, "control=rel", true), "control="));
+	ck_assert_ptr_nonnull(strstr(assignment_update_refusal(&cur, "bogus=1", true), "the keys"));
+	ck_assert_ptr_nonnull(
+		strstr(assignment_update_refusal(&cur, "claimed_at=2026-01-01T00:00:00Z", false),
+		       "first write"));
+	ck_assert_ptr_null(assignment_update_refusal(&cur, "pid=7\nagent=vsock:3", true));
 	/* Lengths: the limit is accepted, one more is not. */
 	snprintf(long_control, sizeof(long_control), "control=/%0*d", CONTROL_PATH_MAX - 1, 0);
 	ck_assert_int_eq(assignment_parse_update(&cur, long_control, false, &out, NULL), 0);

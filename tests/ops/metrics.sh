@@ -51,7 +51,7 @@ want 'vfhealth_reports_total{kind="failed",outcome="unchanged"}' 1
 want 'vfhealth_reports_total{kind="failed",outcome="quarantined"}' 1
 want 'vfhealth_reports_total{kind="ok",outcome="unchanged"}' 1
 for series in vfhealth_sentinel_init_failures_total vfhealth_sentinel_quarantines_total \
-	      vfhealth_liveness_uncertain_total; do
+	      vfhealth_sentinel_liveness_uncertain_total vfhealth_sentinel_list_errors_total; do
 	[[ -n $(metric "$series") ]] || fail "no $series"
 done
 grep -q '^# TYPE vfhealth_sentinel_checks_total counter$' "$T/metrics" || fail "checks_total is not a counter"

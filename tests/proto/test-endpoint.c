@@ -121,17 +121,6 @@ START_TEST(test_rejects)
 }
 END_TEST
 
-static Suite *endpoint_suite(void)
-{
-	Suite *s = suite_create("endpoint");
-	TCase *tc = tcase_create("core");
-
-	tcase_add_test(tc, test_vsock);
-	tcase_add_test(tc, test_hvsock);
-	tcase_add_test(tc, test_unix);
-	tcase_add_test(tc, test_rejects);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-CHECK_MAIN(endpoint_suite)
+static const struct check_case endpoint_case = { .suite = "endpoint", .tcase = "core" };
+CHECK_CASE_MAIN(endpoint_case,
+	test_vsock, test_hvsock, test_unix, test_rejects)

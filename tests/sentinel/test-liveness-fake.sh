@@ -43,7 +43,7 @@ claim "$B" uncertain "control=$T/uncertain.ctl" "pid=$UNREADABLE"
 wait_for 20 "the reused pid's claim released" test ! -e "$MNT/$A/assignments/reused"
 grep -q "vf $A: released the claim of reused .*pid reused by another process" "$T/daemon.log" ||
 	fail "release reason not logged"
-wait_for 20 "uncertain checks" metric_ge vfhealth_liveness_uncertain_total 3
+wait_for 20 "uncertain checks" metric_ge vfhealth_sentinel_liveness_uncertain_total 3
 [[ -f $MNT/$B/assignments/uncertain ]] || fail "the uncertain claim was released"
 grep -q "^<4>.*vf $B: keeping the claim of uncertain .*process cannot be checked" "$T/daemon.log" ||
 	fail "no warning for the uncertain claim"

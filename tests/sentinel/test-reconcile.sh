@@ -43,7 +43,7 @@ for c in 0000:41:00.4/assignments/alive-ctl 0000:41:00.5/assignments/alive-pid; 
 	[[ -f $MNT/$c ]] || fail "$c released"
 done
 [[ $(metric vfhealth_sentinel_claims_released_total) == 3 ]] || fail "released more than the dead"
-[[ $(metric vfhealth_liveness_uncertain_total) == 0 ]] || fail "an uncertain verdict with a readable /proc"
+[[ $(metric vfhealth_sentinel_liveness_uncertain_total) == 0 ]] || fail "an uncertain verdict with a readable /proc"
 # The VF of a released claim is back in the pool.
 claim 0000:41:00.1 next-vm
 [[ -f $MNT/0000:41:00.1/assignments/next-vm ]] || fail "cannot claim the freed VF"

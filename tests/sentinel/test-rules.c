@@ -69,8 +69,7 @@ END_TEST
 
 START_TEST(test_check_result_names)
 {
-	const char *expected[] = { "ok", "failed", "unknown", "rpc_error", "unsupported_agent",
-				   "list_error" };
+	const char *expected[] = { "ok", "failed", "unknown", "rpc_error", "unsupported_agent" };
 
 	ck_assert_int_eq(ARRAY_SIZE(expected), CHECK_RESULT_COUNT);
 	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
@@ -533,12 +532,12 @@ START_TEST(test_metrics_render)
 		"vfhealth_sentinel_checks_total{result=\"unknown\"} 0\n",
 		"vfhealth_sentinel_checks_total{result=\"rpc_error\"} 0\n",
 		"vfhealth_sentinel_checks_total{result=\"unsupported_agent\"} 0\n",
-		"vfhealth_sentinel_checks_total{result=\"list_error\"} 0\n",
 		"vfhealth_sentinel_init_failures_total 0\n",
 		"vfhealth_sentinel_quarantines_total 0\n",
-		"vfhealth_liveness_uncertain_total 0\n",
+		"vfhealth_sentinel_liveness_uncertain_total 0\n",
 		"vfhealth_sentinel_polls_total 0\n",
 		"vfhealth_sentinel_reconciles_total 0\n",
+		"vfhealth_sentinel_list_errors_total 0\n",
 		"vfhealth_sentinel_last_poll_duration_seconds 0.000000000\n",
 	};
 	struct sentinel_options o;
@@ -564,6 +563,8 @@ START_TEST(test_metrics_render)
 
 	for (size_t i = 0; i < ARRAY_SIZE(series); i++)
 		ck_assert_msg(strstr(text, series[i]), "missing %s", series[i]);
+	/* A failed listing is no check result (it has its own counter). */
+	ck_assert_ptr_null(strstr(text, "list_error\""));
 	/* Each sample's metric has # HELP and # TYPE lines before it. */
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
 		char name[128], help[160], type[160];
@@ -571,6 +572,8 @@ START_TEST(test_metrics_render)
 
 		if (line[0] == '#')
 			continue;
+		/* Every series under one prefix (issue 16.5). */
+		ck_assert_msg(strncmp(line, "vfhealth_sentinel_", 18) == 0, "outside: %s", line);
 		end = line + strcspn(line, "{ ");
 		ck_assert_uint_lt((size_t)(end - line), sizeof(name));
 		snprintf(name, sizeof(name), "%.*s", (int)(end - line), line);
