@@ -76,7 +76,11 @@
 #define VF_SLOT_DIR 0
 #define GENERATION 1
 #define ENTRY_TIMEOUT_S 1.0
-#define FILE_SIZE 4096 /* like sysfs: a nonzero size; reads are not bound by it */
+/* Regular files report size 0, as procfs does: their size is not known before
+ * they are rendered, and a nonzero guess makes tail, wc -c and editors trust
+ * it (direct_io reads are not bound by it). */
+#define FILE_SIZE 0
+#define FILE_BLOCK_SIZE 4096
 #define MAX_WORKER_THREADS 16
 
 struct vffs {
@@ -254,7 +258,7 @@ static void vnode_stat(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, s
 	st->st_ino = ino;
 	st->st_uid = 0;
 	st->st_gid = fs->group;
-	st->st_blksize = FILE_SIZE;
+	st->st_blksize = FILE_BLOCK_SIZE;
 	switch (n->kind) {
 	case VN_ROOT:
 		st->st_mode = S_IFDIR | 0775;
@@ -423,9 +427,20 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_attr(req, &st, 0);
 }
 
-/* Truncation is accepted and ignored so that `echo X > file` (O_TRUNC) works;
- * times are not settable but `touch` must not fail; ownership and modes are
- * fixed. */
+/* Whether n is a read-only file (a table entry without a write function). */
+static bool vnode_read_only(const struct vnode *n)
+{
+	const struct vfile *f = n->kind == VN_TOP	   ? &top_files[n->index]
+				: n->kind == VN_VF_ENTRY ? &vf_files[n->index]
+							 : NULL;
+
+	return f && !(f->flags & VFILE_DIR) && !f->write;
+}
+
+/* Ownership and modes are fixed (EPERM).  On a writable file truncation is
+ * accepted and ignored so that `echo X > file` (O_TRUNC) works, and times
+ * are not settable but `touch` must not fail; a read-only file refuses both
+ * with EACCES, even for root, as it refuses opening for writing. */
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -437,6 +452,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		return;
 	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (to_set && vnode_read_only(&n)) {
+		fuse_reply_err(req, EACCES);
 		return;
 	}
 	vnode_stat(fs, ino, &n, &st);
