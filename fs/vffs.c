@@ -20,7 +20,8 @@
  *  - each open file (struct vhandle) has a mutex serializing reads and
  *    writes on that one open file (the snapshot, the write outcome).  It is
  *    taken before any store call and never while taking another handle's.
- *  - notify.c's locks (file table, then queue) are leaves for this file.
+ *  - notify.c's locks (file table, then queue) and the reader budget's
+ *    (budget.h) are leaves for this file.
  *
  * Inodes are computed from store ids, stable and never reused, so forget is
  * a no-op and nothing maps inodes in memory:
@@ -32,6 +33,11 @@
  * Every file is opened with direct_io, so every read reaches us: a read at
  * offset 0 renders the file afresh (sysfs style) into the handle's snapshot,
  * later offsets are served from that snapshot so one `cat` is consistent.
+ * What a handle keeps (itself, its snapshot; a directory handle's listing)
+ * is charged to the reader's uid (budget.h): past the budget, that open or
+ * read gets ENOBUFS.  Each open keeps its own snapshot: the budget bounds
+ * them, and a rendered text is at most a VF's failures (about 1 MB).
+ * Regular files report size 0 (procfs): the size is known only by rendering.
  * Attributes are not cached (timeout 0), entries for 1 s, negative entries
  * never.
  *
