@@ -4,7 +4,9 @@
  *
  * Every open file and directory is charged, to the uid that opened it, the
  * bytes it keeps between requests: its handle, and the text (snapshot or
- * listing) its last read at offset 0 rendered.  A charge that would take the
+ * listing) its last read at offset 0 rendered, to the uid that read it.
+ * (The handle a claim's create returns is not charged: creating needs the
+ * writers' group and makes at most one claim per VF; its reads are.)  A charge that would take the
  * uid past READER_BUDGET_PER_UID, or the sum over every uid but root past
  * READER_BUDGET_TOTAL, is refused with -ENOBUFS and changes nothing; the
  * filesystem answers that open or read with ENOBUFS (vfhealth(5),
