@@ -19,7 +19,8 @@
  * Locks: row 1 of the lock table in docs/architecture.md (the one
  * statement of the order).  Local detail: the handle mutex serializes reads
  * and writes on one open file, so one `cat` sees one snapshot and a write's
- * outcome is read back by the same handle.
+ * outcome is read back by the same handle.  The reader budget (budget.h,
+ * row 10) is a leaf.
  *
  * Inodes are computed from store ids, stable and never reused, so forget is
  * a no-op and nothing maps inodes in memory:
@@ -31,6 +32,11 @@
  * Every file is opened with direct_io, so every read reaches us: a read at
  * offset 0 renders the file afresh (sysfs style) into the handle's snapshot,
  * later offsets are served from that snapshot so one `cat` is consistent.
+ * What a handle keeps (itself, its snapshot; a directory handle's listing)
+ * is charged to the reader's uid (budget.h): past the budget, that open or
+ * read gets ENOBUFS.  Each open keeps its own snapshot: the budget bounds
+ * them, and a rendered text is at most a VF's failures (about 1 MB).
+ * Regular files report size 0 (procfs): the size is known only by rendering.
  * Attributes are not cached (timeout 0), entries for 1 s, negative entries
  * never.
  *
@@ -62,6 +68,7 @@
 
 #include <fuse_lowlevel.h>
 
+#include "fs/budget.h"
 #include "fs/notify.h"
 #include "store/store.h"
 #include "fs/vfiles.h"
@@ -81,7 +88,11 @@
 #define VF_SLOT_DIR 0
 #define GENERATION 1
 #define ENTRY_TIMEOUT_S 1.0
-#define FILE_SIZE 4096 /* like sysfs: a nonzero size; reads are not bound by it */
+/* Regular files report size 0, as procfs does: their size is not known before
+ * they are rendered, and a nonzero guess makes tail, wc -c and editors trust
+ * it (direct_io reads are not bound by it). */
+#define FILE_SIZE 0
+#define FILE_BLOCK_SIZE 4096
 #define MAX_WORKER_THREADS 16
 
 struct vffs {
@@ -93,6 +104,7 @@ struct vffs {
 	bool mounted;
 	struct store *store; /* the caller's, from vffs_start to vffs_stop */
 	struct notifier *notifier;
+	struct budget *budget; /* what open files hold (budget.h) */
 	struct timespec start_time;
 
 	void (*status_changed)(void *userdata); /* the caller's status hook (vffs.h) */
@@ -129,6 +141,9 @@ struct vhandle {
 	bool wrote_claim;   /* ... and has written to it since */
 	char *snapshot;
 	size_t snapshot_len;
+	uid_t snapshot_uid; /* charged snapshot_len (budget.h) */
+	uid_t open_uid;     /* charged open_charge for the handle itself */
+	size_t open_charge;
 	bool rendered;
 	bool append;        /* opened O_APPEND: the kernel picks the offset */
 	char outcome[VFILE_OUTCOME_MAX];
@@ -141,6 +156,8 @@ struct dirhandle {
 	pthread_mutex_t lock;
 	char *buf;
 	size_t size;
+	uid_t buf_uid;   /* charged size (budget.h) */
+	uid_t open_uid;  /* charged sizeof(struct dirhandle) */
 };
 
 static struct vffs *req_fs(fuse_req_t req)
@@ -153,6 +170,27 @@ static bool from_notifier(struct vffs *fs, fuse_req_t req)
 	pid_t writer = notifier_writer_pid(fs->notifier);
 
 	return writer > 0 && fuse_req_ctx(req)->pid == writer;
+}
+
+/* Charge uid for what an open file keeps (budget.h); a spent budget is
+ * logged at most once per BUDGET_LOG_INTERVAL_S. */
+static int charge(struct vffs *fs, uid_t uid, size_t bytes)
+{
+	bool uid_spent;
+	int r = budget_charge(fs->budget, uid, bytes, &uid_spent);
+
+	if (r == -ENOBUFS && budget_log_due(fs->budget, uid_spent, monotonic_ns())) {
+		if (uid_spent)
+			log_warn("reader budget of uid %u spent: its open files hold %zu of %d "
+				 "bytes; its opens and reads get ENOBUFS until it closes some",
+				 (unsigned)uid, budget_held(fs->budget, uid), READER_BUDGET_PER_UID);
+		else
+			log_warn("reader budget of all users spent: open files of users other "
+				 "than root hold %zu of %d bytes; opens and reads by uid %u and "
+				 "other non-root users get ENOBUFS until some are closed",
+				 budget_total(fs->budget), READER_BUDGET_TOTAL, (unsigned)uid);
+	}
+	return r;
 }
 
 /* -- inodes ------------------------------------------------------------------------- */
@@ -237,7 +275,7 @@ static void vnode_stat(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, s
 	st->st_ino = ino;
 	st->st_uid = 0;
 	st->st_gid = fs->group;
-	st->st_blksize = FILE_SIZE;
+	st->st_blksize = FILE_BLOCK_SIZE;
 	switch (n->kind) {
 	case VN_ROOT:
 		st->st_mode = S_IFDIR | 0775;
@@ -406,9 +444,20 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_attr(req, &st, 0);
 }
 
-/* Truncation is accepted and ignored so that `echo X > file` (O_TRUNC) works;
- * times are not settable but `touch` must not fail; ownership and modes are
- * fixed. */
+/* Whether n is a read-only file (a table entry without a write function). */
+static bool vnode_read_only(const struct vnode *n)
+{
+	const struct vfile *f = n->kind == VN_TOP	   ? &top_files[n->index]
+				: n->kind == VN_VF_ENTRY ? &vf_files[n->index]
+							 : NULL;
+
+	return f && !(f->flags & VFILE_DIR) && !f->write;
+}
+
+/* Ownership and modes are fixed (EPERM).  On a writable file truncation is
+ * accepted and ignored so that `echo X > file` (O_TRUNC) works, and times
+ * are not settable but `touch` must not fail; a read-only file refuses both
+ * with EACCES, even for root, as it refuses opening for writing. */
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -420,6 +469,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		return;
 	if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
 		fuse_reply_err(req, EPERM);
+		return;
+	}
+	if (to_set && vnode_read_only(&n)) {
+		fuse_reply_err(req, EACCES);
 		return;
 	}
 	vnode_stat(fs, ino, &n, &st);
@@ -514,10 +567,23 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 	}
 }
 
+static void dirhandle_free(struct vffs *fs, struct dirhandle *d)
+{
+	if (!d)
+		return;
+	budget_release(fs->budget, d->buf_uid, d->size);
+	budget_release(fs->budget, d->open_uid, sizeof(*d));
+	pthread_mutex_destroy(&d->lock);
+	free(d->buf);
+	free(d);
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct vnode n;
 	struct dirhandle *d;
+	uid_t uid;
+	int r;
 
 	if (!vnode_get_or_reply(req, ino, &n))
 		return;
@@ -526,13 +592,23 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	d = calloc(1, sizeof(*d));
-	pthread_mutex_init(&d->lock, NULL);
-	fi->fh = (uintptr_t)d;
-	if (fuse_reply_open(req, fi) < 0) {
-		pthread_mutex_destroy(&d->lock);
-		free(d);
+	uid = fuse_req_ctx(req)->uid;
+	r = charge(req_fs(req), uid, sizeof(*d));
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
 	}
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		budget_release(req_fs(req)->budget, uid, sizeof(*d));
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_init(&d->lock, NULL);
+	d->open_uid = uid;
+	fi->fh = (uintptr_t)d;
+	if (fuse_reply_open(req, fi) < 0)
+		dirhandle_free(req_fs(req), d);
 }
 
 /* Copy buf[off, off + size) clipped to len into a fresh allocation, so the
@@ -570,15 +646,19 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 		if (r == 0)
 			r = list_directory(fs, ino, &n, &b);
+		if (r == 0)
+			r = charge(fs, fuse_req_ctx(req)->uid, b.size);
 		if (r < 0) {
 			free(b.buf);
 			pthread_mutex_unlock(&d->lock);
 			fuse_reply_err(req, -r);
 			return;
 		}
+		budget_release(fs->budget, d->buf_uid, d->size);
 		free(d->buf);
 		d->buf = b.buf;
 		d->size = b.size;
+		d->buf_uid = fuse_req_ctx(req)->uid;
 	}
 	int r = copy_window(d->buf, d->size, off, size, &reply, &len);
 	pthread_mutex_unlock(&d->lock);
@@ -590,13 +670,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct dirhandle *d = (struct dirhandle *)(uintptr_t)fi->fh;
-
-	if (d) {
-		pthread_mutex_destroy(&d->lock);
-		free(d->buf);
-		free(d);
-	}
+	dirhandle_free(req_fs(req), (struct dirhandle *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -608,6 +682,8 @@ static void handle_free(struct vffs *fs, struct vhandle *h)
 		return;
 	if (h->watched)
 		notifier_watch_remove(fs->notifier, &h->watch);
+	budget_release(fs->budget, h->snapshot_uid, h->snapshot_len);
+	budget_release(fs->budget, h->open_uid, h->open_charge);
 	pthread_mutex_destroy(&h->lock);
 	free(h->snapshot);
 	free(h);
@@ -646,6 +722,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	const struct vfile *f = NULL;
 	struct vhandle *h;
 	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
+	uid_t uid = fuse_req_ctx(req)->uid;
+	size_t open_charge;
+	int r;
 
 	if (!vnode_get_or_reply(req, ino, &n))
 		return;
@@ -663,7 +742,22 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES);
 		return;
 	}
+	/* What the handle itself keeps is charged too, so that opens that never
+	 * read are bounded as well; the notifier's opens are not (budget.h). */
+	open_charge = from_notifier(fs, req) ? 0 : sizeof(*h);
+	r = charge(fs, uid, open_charge);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	h = handle_new(fs, &n);
+	if (!h) {
+		budget_release(fs->budget, uid, open_charge);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h->open_uid = uid;
+	h->open_charge = open_charge;
 	h->append = (fi->flags & O_APPEND) != 0;
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = 1;
@@ -694,9 +788,9 @@ static bool requester_may_write(struct vffs *fs, fuse_req_t req)
 	return false; /* also when there are more groups than we look at: fail closed */
 }
 
-/* Render the handle's file into its snapshot.  may_write: the requester's
- * (requester_may_write). */
-static int handle_render(struct vffs *fs, struct vhandle *h, bool may_write)
+/* Render the handle's file into its snapshot, charged to uid (budget.h).
+ * may_write: the requester's (requester_may_write). */
+static int handle_render(struct vffs *fs, struct vhandle *h, uid_t uid, bool may_write)
 {
 	_cleanup_free_ char *buf = NULL;
 	struct store_claim claim;
@@ -736,11 +830,15 @@ static int handle_render(struct vffs *fs, struct vhandle *h, bool may_write)
 	}
 	if (fclose(out) != 0 && r == 0)
 		r = -ENOMEM;
+	if (r == 0)
+		r = charge(fs, uid, len);
 	if (r < 0)
 		return r;
+	budget_release(fs->budget, h->snapshot_uid, h->snapshot_len);
 	free(h->snapshot);
 	h->snapshot = move_ptr(buf);
 	h->snapshot_len = len;
+	h->snapshot_uid = uid;
 	h->rendered = true;
 	return 0;
 }
@@ -756,7 +854,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	pthread_mutex_lock(&h->lock);
 	if (off == 0 || !h->rendered)
-		r = handle_render(fs, h, requester_may_write(fs, req));
+		r = handle_render(fs, h, fuse_req_ctx(req)->uid, requester_may_write(fs, req));
 	if (r == 0)
 		r = copy_window(h->snapshot, h->snapshot_len, off, size, &reply, &len);
 	pthread_mutex_unlock(&h->lock);
@@ -1179,6 +1277,8 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return -ENOMEM;
+	if (budget_new(READER_BUDGET_TOTAL, READER_BUDGET_PER_UID, &fs->budget) < 0)
+		goto fail;
 	clock_gettime(CLOCK_REALTIME, &fs->start_time);
 	fs->group = opt->group;
 	fs->metrics = opt->metrics;
@@ -1516,6 +1616,7 @@ void vffs_free(struct vffs *fs)
 	if (fs->se)
 		fuse_session_destroy(fs->se);
 	fuse_opt_free_args(&fs->args);
+	budget_free(fs->budget);
 	free(fs->mountpoint);
 	free(fs);
 }

@@ -144,7 +144,7 @@ static int op_register(struct store *s, struct op *op)
 	if (r < 0)
 		return r;
 	if (n >= VFS_MAX)
-		return -ENOSPC;
+		return -EMLINK; /* mkdir's errno for a directory that holds all it may */
 	r = db_vf_row(s, op->vf, &row);
 	if (r == 0)
 		return -EEXIST;

@@ -194,6 +194,7 @@ void store_set_change_callback(struct store *s, store_change_fn fn, void *userda
 
 /* -- VFs ------------------------------------------------------------------ */
 
+/* -EEXIST when registered, -EMLINK once VFS_MAX are (grammar/limits.h). */
 int store_vf_register(struct store *s, const char *vf);
 int store_vf_unregister(struct store *s, const char *vf);
 

@@ -6,12 +6,14 @@
  *
  *   threshold        digits, 1..1000                       else EINVAL
  *   max_quarantined  digits, 0..65536                      else EINVAL
+ *                    (every number: canonical, no sign, no leading zero)
  *   status           "repair"                              else EINVAL
  *   VF/quarantined   "1" or "0"                            else EINVAL
  *   VF/report        "failed ID AT [MSG]" | "ok ID AT"     else EINVAL
  *                    (ID an instance id, AT RFC 3339 or "-", one line)
  *   VF/assignments/ID  key=value lines: claimed_at (fixed after the first
- *                    write), agent (an endpoint), control (an absolute
+ *                    write), agent (an endpoint without control
+ *                    characters), control (an absolute
  *                    path without control characters, < 108 bytes),
  *                    pid (1..4194304), each at most once    else EINVAL;
  *                    then a socket path the write changes (control=,
@@ -159,9 +161,20 @@ static char *command_of(const char *buf, size_t len)
 	return c;
 }
 
+/* The oracle's own rule, not the parser's: one spelling per number. */
 static bool number_in(const char *s, uint64_t lo, uint64_t hi, uint64_t *v)
 {
+	if (s[0] == '0' && s[1])
+		return false; /* a leading zero */
 	return parse_uint64(s, lo, hi, v) == 0;
+}
+
+static bool has_control(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
 }
 
 /* "failed ID AT [MSG]" or "ok ID AT". */
@@ -252,7 +265,8 @@ static bool claim_valid(const char *cmd, struct claim_update *u)
 		}
 		case 1: {
 			struct endpoint ep;
-			if (*v && (strlen(v) >= ENDPOINT_STRING_MAX || endpoint_parse(v, &ep) < 0))
+			if (*v && (strlen(v) >= ENDPOINT_STRING_MAX || has_control(v) ||
+				   endpoint_parse(v, &ep) < 0))
 				return false;
 			u->agent_set = true;
 			if (*v)
@@ -374,6 +388,10 @@ static const char *const boundaries[] = {
 	"claimed_at=2020-01-01T00:00:00Z", "unknown=1", "agent=unix:/x\n\ncontrol=/c\n",
 	"0000:61:00.1", "0000:61:00.8", "0000:61:0g.1", "0000:61:00.10", "0000:61:00",
 	"0000:61:00.1 ", "0000:6A:00.1", "ffff:ff:ff.7", "vm-1", ".vm", "a", "-", "_",
+	/* strict values (issue 12.4): leading zeros, control characters in agent= */
+	"03", "00", "0001000", "pid=01", "pid=007", "agent=vsock:03", "agent=vsock:3:02222",
+	"agent=unix:/run/a\x1b[31mb", "agent=unix:/run/a\rb", "agent=unix:/run/a\ab",
+	"agent=hvsock:/run/a\x7f:2222", "control=/run/a\x1b" "b", "failed vm-1 - \x1b[31mred\a\r",
 };
 
 /* Claim values at the socket directory's edges ('@' is SOCKET_DIR). */
@@ -647,6 +665,15 @@ static void attempt(enum target t, const char *buf, size_t len)
 				if (!strstr(content, want))
 					die("claim '%s': accepted but reads back:\n%s", shown, content);
 			}
+		}
+		/* Whatever was accepted, no reader is shown a control character:
+		 * values that could carry one are refused, messages sanitized. */
+		{
+			_cleanup_free_ char *now = snapshot();
+			for (const char *q = now; *q; q++)
+				if (*q != '\n' && ((unsigned char)*q < 0x20 || *q == 0x7f))
+					die("%s '%s': accepted, and a reader sees control character 0x%02x",
+					    target_names[t], shown, (unsigned char)*q);
 		}
 		return;
 	}

@@ -28,6 +28,14 @@ START_TEST(test_uint64)
 	ck_assert_int_eq(parse_uint64(" 1", 0, 10, &v), -EINVAL);
 	ck_assert_int_eq(parse_uint64("1 ", 0, 10, &v), -EINVAL);
 	ck_assert_int_eq(parse_uint64("0x10", 0, 100, &v), -EINVAL);
+	/* Canonical only: one spelling per value. */
+	ck_assert_int_eq(parse_uint64("01", 0, 10, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("00", 0, 10, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("03", 1, 1000, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("0001000", 1, 1000, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("10", 0, 10, &v), 0);
+	ck_assert_uint_eq(v, 10);
+	v = 77;
 	ck_assert_int_eq(parse_uint64("99999999999999999999999", 0, UINT64_MAX, &v), -ERANGE);
 	ck_assert_uint_eq(v, 77); /* untouched on failure */
 }

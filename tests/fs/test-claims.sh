@@ -27,7 +27,7 @@ starttime() {
 assert_eq "$(ls "$V/assignments")" "" "no claims yet"
 touch "$V/assignments/vm-1"
 assert_eq "$(ls "$V/assignments")" vm-1 "ls assignments"
-assert_eq "$(stat -c '%a %F' "$V/assignments/vm-1")" "664 regular file" "stat claim"
+assert_eq "$(stat -c '%a %F' "$V/assignments/vm-1")" "664 regular empty file" "stat claim"
 claim=$(cat "$V/assignments/vm-1")
 assert_match "$claim" "^claimed_at=$ts"$'\nagent=\ncontrol=\npid=\npid_starttime=\nboot_id=$' "a fresh claim"
 stamped=$(sed -n 's/^claimed_at=//p' <<<"$claim")

@@ -25,14 +25,22 @@
  *       exit 1.  With LOG, every STATUS= line also goes to LOG as
  *       "status TEXT", and after READY=1 it closes stdout and keeps
  *       listening (until killed), so LOG shows every STATUS= sent later.
+ *   vftool hold FILE COUNT
+ *       open FILE COUNT times read-only and read one byte from each, keeping
+ *       every descriptor open (a reader that holds the daemon's memory);
+ *       stop at the first open or read that fails.  Print "held N", then
+ *       "error STRERROR" if one failed, then "holding", and keep them until
+ *       stdin ends.  Raises its descriptor limit to the hard limit.
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -238,6 +246,40 @@ static int cmd_notify_listen(const char *path, const char *timeout, const char *
 	}
 }
 
+static int cmd_hold(const char *path, const char *count_arg)
+{
+	struct rlimit rl;
+	uint64_t count, held = 0;
+	int err = 0;
+	char byte, line[64];
+
+	if (parse_uint64(count_arg, 1, 1000000, &count) < 0) {
+		fprintf(stderr, "bad count '%s'\n", count_arg);
+		return 2;
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	/* The descriptors stay open until exit: that is the point. */
+	for (; held < count; held++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0 || pread(fd, &byte, 1, 0) < 0) {
+			err = errno;
+			break;
+		}
+	}
+	printf("held %" PRIu64 "\n", held);
+	if (err)
+		printf("error %s\n", strerror(err));
+	printf("holding\n");
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin))
+		;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "poll") == 0)
@@ -248,7 +290,10 @@ int main(int argc, char **argv)
 		return cmd_write_at(argv[2], argv[3], argv[4]);
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "notify-listen") == 0)
 		return cmd_notify_listen(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
+	if (argc == 4 && strcmp(argv[1], "hold") == 0)
+		return cmd_hold(argv[2], argv[3]);
 	fprintf(stderr, "usage: vftool poll FILE TIMEOUT_MS [EXPECTED] | write-read FILE TEXT |\n"
-			"       write-at FILE OFFSET TEXT | notify-listen SOCKET TIMEOUT_MS [LOG]\n");
+			"       write-at FILE OFFSET TEXT | notify-listen SOCKET TIMEOUT_MS [LOG] |\n"
+			"       hold FILE COUNT\n");
 	return 2;
 }

@@ -98,6 +98,9 @@ START_TEST(test_rejects)
 		"VSOCK:3", "tcp:1.2.3.4:5", "unix:", "unix:relative/path", "unix:~/x", "hvsock:",
 		"hvsock:rel:2222", "hvsock:/x:", "hvsock:/x:0", "hvsock::2222", "/run/agent.sock",
 		"unix:/a\nb", "hvsock:/x:99999999999",
+		/* no control characters (ESC, CR, BEL, DEL, tab), no leading zeros */
+		"unix:/a\x1b[31mb", "unix:/a\rb", "unix:/a\ab", "unix:/a\tb", "hvsock:/a\x7f:2222",
+		"vsock:03", "vsock:3:02222", "hvsock:/x:02222",
 	};
 	struct endpoint e = { .kind = ENDPOINT_UNIX, .path = "/untouched" };
 

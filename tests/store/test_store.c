@@ -259,10 +259,10 @@ START_TEST(vf_limit)
 	struct store_stats st;
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.vfs, VFS_MAX);
-	ck_assert_int_eq(store_vf_register(s, VF_A), -ENOSPC);
+	ck_assert_int_eq(store_vf_register(s, VF_A), -EMLINK);
 	ck_assert_int_eq(store_vf_unregister(s, "0000:00:00.0"), 0);
 	reg(s, VF_A);
-	ck_assert_int_eq(store_vf_register(s, VF_B), -ENOSPC);
+	ck_assert_int_eq(store_vf_register(s, VF_B), -EMLINK);
 	store_close(s);
 }
 END_TEST
