@@ -253,6 +253,28 @@ static int vf_since_render(const struct vfile_call *call, FILE *out)
 	return 0;
 }
 
+/* "VF: back in service: cleared by the operator (hold lifted, quarantine
+ * lifted, 2 failures dropped)", naming only what there was. */
+static void log_cleared(const char *vf, const struct store_vf_info *before)
+{
+	char what[96] = "", failures[32] = "";
+
+	if (before->tally)
+		snprintf(failures, sizeof(failures), "%u failures dropped", before->tally);
+	const char *parts[] = { before->held ? "hold lifted" : "",
+				before->auto_quarantined ? "quarantine lifted" : "", failures };
+	for (size_t i = 0, used = 0; i < ARRAY_SIZE(parts); i++) {
+		if (!parts[i][0])
+			continue;
+		int n = snprintf(what + used, sizeof(what) - used, "%s%s", used ? ", " : "",
+				 parts[i]);
+		if (n < 0 || (size_t)n >= sizeof(what) - used)
+			break;
+		used += (size_t)n;
+	}
+	log_notice("%s: back in service: cleared by the operator (%s)", vf, what);
+}
+
 /* `echo 1` sets the operator hold; `echo 0` lifts the hold and the
  * quarantine and drops the failures.  What it changed is logged once (a
  * repeated command, which changes nothing, at debug level); the state
@@ -278,9 +300,7 @@ static int vf_quarantined_write(const struct vfile_call *call, char *command)
 	else if (!before.quarantined && before.tally == 0)
 		log_debug("%s: nothing to clear", call->vf);
 	else
-		log_notice("%s: back in service: cleared by the operator (%s%s%u failures dropped)",
-			   call->vf, before.held ? "hold lifted, " : "",
-			   before.auto_quarantined ? "quarantine lifted, " : "", before.tally);
+		log_cleared(call->vf, &before);
 	return 0;
 }
 
