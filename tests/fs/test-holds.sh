@@ -119,17 +119,29 @@ assert_cat "$D/state" quarantined
 expect_log 4 "0000:41:00.7: quarantined after 2 distinct failed assignments: vm-w1, vm-w2"
 assert_cat "$MNT/held_back" ""
 
+# watch_held_back: an inotifywait that exits at the next IN_CLOSE_WRITE on
+# held_back, armed on return; held_back_woken WHAT: it did (exit status 0).
+watch_held_back() {
+	background inotifywait -e close_write "$MNT/held_back" >"$T/iw.out" 2>"$T/iw.err"
+	IW_PID=${BG_PIDS[-1]}
+	wait_until 10 grep -q "Watches established" "$T/iw.err" ||
+		fail "inotifywait did not start: $(cat "$T/iw.err")"
+}
+held_back_woken() {
+	local rc=0
+	wait_for 30 "an inotify event on held_back ($1)" process_gone "$IW_PID"
+	wait "$IW_PID" || rc=$?
+	((rc == 0)) || fail "inotifywait on held_back ($1) exited $rc: $(cat "$T/iw.out" "$T/iw.err")"
+	assert_match "$(cat "$T/iw.out")" "held_back CLOSE_WRITE" "the inotify event ($1)"
+}
+
 # The cap is reached by D: A's wedge is held back, in service, listed, and
 # held_back's watchers are told.
-background inotifywait -m -e close_write --format '%w%f %e' "$MNT/held_back" \
-	>"$T/iw.out" 2>"$T/iw.err"
-wait_until 10 grep -q "Watches established" "$T/iw.err" ||
-	fail "inotifywait did not start: $(cat "$T/iw.err")"
-held_back_events() { grep -c "^$MNT/held_back CLOSE_WRITE" "$T/iw.out" || true; }
 put "$A/report" "failed vm-a1 $TC x"
+watch_held_back
 out=$("$VFTOOL" write-read "$A/report" "failed vm-a1 $TD x") # same instance, another assignment
 assert_eq "$out" "recorded failures=2 threshold=2 breaker=engaged" "held back by the breaker"
-wait_until 10 test "$(held_back_events)" -ge 1 || fail "no inotify event on held_back: $(cat "$T/iw.out")"
+held_back_woken "A held back"
 assert_cat "$A/state" held-back
 expect_in_service "$A"
 assert_cat "$A/quarantined" 0
@@ -140,10 +152,9 @@ assert_match "$(cat "$MNT/metrics")" $'\nvfhealth_breaker_engaged 1\n' "metrics 
 touch "$A/assignments/vm-z" # held back is still in service
 rm "$A/assignments/vm-z"
 # A hold takes it out of the held-back set: watchers are told again.
-before=$(held_back_events)
+watch_held_back
 put "$A/quarantined" 1
-wait_until 10 test "$(held_back_events)" -gt "$before" ||
-	fail "no inotify event on held_back after the hold: $(cat "$T/iw.out")"
+held_back_woken "A held"
 assert_cat "$MNT/held_back" ""
 assert_cat "$A/state" held
 assert_match "$(cat "$MNT/metrics")" $'\nvfhealth_breaker_engaged 0\n' "metrics after the hold"
