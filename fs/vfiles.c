@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * vfiles.c - what each virtual file says and what writing to it does.
+ * vfiles.c - what each virtual file says and what writing to it does, and
+ * the one log line of each event a write causes (the store decides and
+ * reports; this caller logs, once, at the event's level: see the runbook).
  * The tables at the bottom are the only list of file names (vfiles.h).
  */
 #include "fs/vfiles.h"
@@ -70,6 +72,21 @@ static int top_quarantined_render(const struct vfile_call *call, FILE *out)
 
 	r = call->may_write ? store_quarantined_list(call->store, &vfs, &count)
 			    : store_quarantined_list_noretry(call->store, &vfs, &count);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < count; i++)
+		fprintf(out, "%s\n", vfs[i]);
+	return 0;
+}
+
+static int held_back_render(const struct vfile_call *call, FILE *out)
+{
+	_cleanup_free_ char(*vfs)[VF_ADDR_BUFSZ] = NULL;
+	size_t count = 0;
+	int r;
+
+	r = call->may_write ? store_held_back_list(call->store, &vfs, &count)
+			    : store_held_back_list_noretry(call->store, &vfs, &count);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < count; i++)
@@ -220,22 +237,78 @@ static int vf_quarantined_render(const struct vfile_call *call, FILE *out)
 	return 0;
 }
 
+/* state and since are placement-facing like quarantined: they fail closed. */
+static int vf_state_render(const struct vfile_call *call, FILE *out)
+{
+	struct store_vf_info info;
+	int r = store_vf_get(call->store, call->vf, &info);
+
+	if (r < 0)
+		return r;
+	fprintf(out, "%s\n", store_vf_state_name(info.state));
+	return 0;
+}
+
+static int vf_since_render(const struct vfile_call *call, FILE *out)
+{
+	struct store_vf_info info;
+	int r = store_vf_get(call->store, call->vf, &info);
+
+	if (r < 0)
+		return r;
+	fprintf(out, "%s\n", info.since); /* an empty line while in service */
+	return 0;
+}
+
+/* "VF: back in service: cleared by the operator (hold lifted, quarantine
+ * lifted, 2 failures dropped)", naming only what there was. */
+static void log_cleared(const char *vf, const struct store_vf_info *before)
+{
+	char what[96] = "", failures[32] = "";
+
+	if (before->tally)
+		snprintf(failures, sizeof(failures), "%u failures dropped", before->tally);
+	const char *parts[] = { before->held ? "hold lifted" : "",
+				before->auto_quarantined ? "quarantine lifted" : "", failures };
+	for (size_t i = 0, used = 0; i < ARRAY_SIZE(parts); i++) {
+		if (!parts[i][0])
+			continue;
+		int n = snprintf(what + used, sizeof(what) - used, "%s%s", used ? ", " : "",
+				 parts[i]);
+		if (n < 0 || (size_t)n >= sizeof(what) - used)
+			break;
+		used += (size_t)n;
+	}
+	log_notice("%s: back in service: cleared by the operator (%s)", vf, what);
+}
+
+/* `echo 1` sets the operator hold; `echo 0` lifts the hold and the
+ * quarantine and drops the failures.  What it changed is logged once (a
+ * repeated command, which changes nothing, at debug level); the state
+ * before comes from memory, for the log line only. */
 static int vf_quarantined_write(const struct vfile_call *call, char *command)
 {
+	struct store_vf_info before;
+	bool hold = strcmp(command, "1") == 0;
 	int r;
 
-	if (strcmp(command, "1") == 0) {
-		r = store_quarantine_manual(call->store, call->vf);
-		if (r == 0)
-			log_info("%s: quarantined by the operator", call->vf);
-	} else if (strcmp(command, "0") == 0) {
-		r = store_clear(call->store, call->vf);
-		if (r == 0)
-			log_info("%s: cleared by the operator", call->vf);
-	} else {
+	if (!hold && strcmp(command, "0") != 0)
 		return -EINVAL;
-	}
-	return r;
+	if ((r = store_vf_lookup(call->store, call->vf, &before)) < 0)
+		return r;
+	r = hold ? store_quarantine_manual(call->store, call->vf) : store_clear(call->store, call->vf);
+	if (r < 0)
+		return r;
+	if (hold && before.held)
+		log_debug("%s: already held by the operator", call->vf);
+	else if (hold)
+		log_notice("%s: held by the operator%s", call->vf,
+			   before.auto_quarantined ? " (also quarantined)" : "");
+	else if (!before.quarantined && before.tally == 0)
+		log_debug("%s: nothing to clear", call->vf);
+	else
+		log_cleared(call->vf, &before);
+	return 0;
 }
 
 static int failures_render(const struct vfile_call *call, FILE *out)
@@ -270,6 +343,79 @@ static enum report_kind report_kind_of(enum store_outcome o)
 	return REPORT_UNCHANGED;
 }
 
+/* The failed assignments on record, oldest first, as "vm-c, vm-d" (an
+ * instance that failed more than one assignment once, with the count), at
+ * most ASSIGNMENTS_LOGGED of them: one log line stays short. */
+#define ASSIGNMENTS_LOGGED 8
+
+static void failed_assignments_text(const struct vfile_call *call, char *buf, size_t size)
+{
+	_cleanup_free_ struct store_failure *failures = NULL;
+	size_t count = 0, shown = 0, used = 0;
+	int r = store_failure_list(call->store, call->vf, &failures, &count);
+
+	buf[0] = '\0';
+	if (r < 0) {
+		snprintf(buf, size, "(not listed: %s)", strerror(-r));
+		return;
+	}
+	for (size_t i = 0; i < count; i++) {
+		const char *id = failures[i].instance_id;
+		unsigned same = 0;
+		bool earlier = false;
+		for (size_t j = 0; j < count; j++) {
+			same += strcmp(failures[j].instance_id, id) == 0;
+			earlier |= j < i && strcmp(failures[j].instance_id, id) == 0;
+		}
+		if (earlier)
+			continue;
+		if (shown == ASSIGNMENTS_LOGGED) {
+			snprintf(buf + used, size - used, ", ...");
+			return;
+		}
+		int n = same > 1 ? snprintf(buf + used, size - used, "%s%s (%u assignments)",
+					    shown ? ", " : "", id, same)
+				 : snprintf(buf + used, size - used, "%s%s", shown ? ", " : "", id);
+		if (n < 0 || (size_t)n >= size - used)
+			return; /* truncated: still one line */
+		used += (size_t)n;
+		shown++;
+	}
+}
+
+/* The store's decision on a report, logged once at its level: a failure
+ * below the threshold is notice, a quarantine warning, a VF the breaker
+ * keeps in service although it meets the threshold err (an operator must
+ * look); a success that cleared failures info, one that put the VF back in
+ * service notice. */
+static void log_failure_outcome(const struct vfile_call *call, const char *instance_id,
+				const struct store_failure_result *res)
+{
+	char list[ASSIGNMENTS_LOGGED * (INSTANCE_ID_MAX + 24) + 8];
+
+	switch (res->outcome) {
+	case STORE_OUTCOME_QUARANTINED:
+		failed_assignments_text(call, list, sizeof(list));
+		log_warn("%s: quarantined after %u distinct failed assignments: %s", call->vf,
+			 res->tally, list);
+		return;
+	case STORE_OUTCOME_RECORDED:
+		if (res->breaker_engaged) {
+			failed_assignments_text(call, list, sizeof(list));
+			log_err("%s: held back by the breaker (max_quarantined %d reached) after %u "
+				"distinct failed assignments: %s",
+				call->vf, store_max_quarantined_get(call->store), res->tally, list);
+		} else {
+			log_notice("%s: failed assignment of instance %s recorded (%u of %d to "
+				   "quarantine)",
+				   call->vf, instance_id, res->tally, res->threshold);
+		}
+		return;
+	case STORE_OUTCOME_UNCHANGED:
+		return; /* a repeat, or a VF already out of service: no new event */
+	}
+}
+
 static int report_write(const struct vfile_call *call, char *command)
 {
 	struct report_command cmd;
@@ -296,13 +442,7 @@ static int report_write(const struct vfile_call *call, char *command)
 		o.threshold = (unsigned)res.threshold;
 		o.breaker_engaged = res.breaker_engaged;
 		report_outcome_format(call->outcome, VFILE_OUTCOME_MAX, &o);
-		if (res.outcome == STORE_OUTCOME_QUARANTINED)
-			log_info("%s: quarantined: instance %s failed %u times (threshold %d)",
-				 call->vf, cmd.instance_id, res.tally, res.threshold);
-		else if (res.outcome == STORE_OUTCOME_RECORDED)
-			log_warn("%s: failed assignment recorded: instance %s, %u of %d%s", call->vf,
-				 cmd.instance_id, res.tally, res.threshold,
-				 res.breaker_engaged ? ", quarantine held back by the breaker" : "");
+		log_failure_outcome(call, cmd.instance_id, &res);
 		return 0;
 	}
 
@@ -315,9 +455,13 @@ static int report_write(const struct vfile_call *call, char *command)
 	o.cleared = res.cleared;
 	o.rescinded = res.rescinded;
 	report_outcome_format(call->outcome, VFILE_OUTCOME_MAX, &o);
-	if (res.cleared)
-		log_info("%s: instance %s succeeded: %u failures cleared%s", call->vf,
-			 cmd.instance_id, res.cleared, res.rescinded ? ", quarantine lifted" : "");
+	if (res.rescinded)
+		log_notice("%s: back in service: quarantine rescinded, instance %s succeeded (%u "
+			   "failures cleared)",
+			   call->vf, cmd.instance_id, res.cleared);
+	else if (res.cleared)
+		log_info("%s: instance %s succeeded: %u failures cleared", call->vf, cmd.instance_id,
+			 res.cleared);
 	return 0;
 }
 
@@ -413,6 +557,9 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 	/* Not notified: it changes with every report and every scrape (and
 	 * STORE_CHANGE_BREAKER shows only here). */
 	[TOP_METRICS] = { "metrics", 0444, metrics_render, NULL, 0, 0 },
+	/* Placement-facing (placement ranks these last): fails closed. */
+	[TOP_HELD_BACK] = { "held_back", 0444, held_back_render, NULL, VFILE_NOTIFY,
+			    STORE_CHANGE_HELD_BACK | STORE_CHANGE_STATUS },
 };
 
 const struct vfile vf_files[VF_FILE_COUNT] = {
@@ -424,4 +571,11 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 			  STORE_CHANGE_FAILURES },
 	[VF_REPORT] = { "report", 0664, NULL, report_write, VFILE_OUTCOME, 0 },
 	[VF_ASSIGNMENTS] = { "assignments", 0775, NULL, NULL, VFILE_DIR | VFILE_CLAIM_DIR, 0 },
+	/* A new threshold moves a VF only between failing and held-back (the
+	 * held-back set changes) or into quarantine: not every VF's state. */
+	[VF_STATE] = { "state", 0444, vf_state_render, NULL, VFILE_NOTIFY,
+		       STORE_CHANGE_FAILURES | STORE_CHANGE_QUARANTINE | STORE_CHANGE_HELD_BACK |
+			       STORE_CHANGE_STATUS },
+	[VF_SINCE] = { "since", 0444, vf_since_render, NULL, VFILE_NOTIFY,
+		       STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
 };

@@ -43,6 +43,7 @@ enum top_file_index {
 	TOP_STATUS,
 	TOP_MAX_QUARANTINED,
 	TOP_METRICS,
+	TOP_HELD_BACK, /* new entries go last: the index names the inode */
 	TOP_FILE_COUNT
 };
 
@@ -52,6 +53,8 @@ enum vf_file_index {
 	VF_FAILURES,
 	VF_REPORT,
 	VF_ASSIGNMENTS, /* the assignments/ directory */
+	VF_STATE,       /* new entries go last: the index names the inode */
+	VF_SINCE,
 	VF_FILE_COUNT
 };
 

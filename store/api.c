@@ -9,10 +9,11 @@
  * answered even while latched) -> the store must be writable -> submit to
  * group commit (commit.c) and wait until durable.
  *
- * Reads: placement-facing ones (store_quarantined_list, store_vf_get,
- * store_claim_get) retry a latched store once (store_retry_for_read: at most
- * one retry a second) and then fail with -EIO; their _noretry variants, for
- * readers who may not write, never retry; the others, lookups included, are answered from the mirror
+ * Reads: placement-facing ones (store_quarantined_list, store_held_back_list,
+ * store_vf_get, store_claim_get) retry a latched store once
+ * (store_retry_for_read: at most one retry a second) and then fail with
+ * -EIO; their _noretry variants, for readers who may not write, never
+ * retry; the others, lookups included, are answered from the mirror
  * while the store is unavailable, as long as it was ever loaded.
  */
 #include <errno.h>
@@ -37,6 +38,19 @@ const char *store_outcome_name(enum store_outcome o)
 		return "quarantined";
 	}
 	return "unknown";
+}
+
+const char *store_vf_state_name(enum store_vf_state state)
+{
+	static const char *const names[] = {
+		[STORE_VF_OK] = "ok",
+		[STORE_VF_FAILING] = "failing",
+		[STORE_VF_QUARANTINED] = "quarantined",
+		[STORE_VF_HELD] = "held",
+		[STORE_VF_HELD_BACK] = "held-back",
+	};
+
+	return (size_t)state < ARRAY_SIZE(names) && names[state] ? names[state] : "unknown";
 }
 
 /* "" or NULL -> ""; else the canonical form, -EINVAL when unparseable. */
@@ -142,7 +156,7 @@ static int vf_read(struct store *s, const char *vf, uint64_t id, struct store_vf
 	mirror_rdlock(s);
 	struct vf_entry *e = vf ? mirror_find(s, vf) : mirror_find_by_id(s, id);
 	if (e)
-		mirror_fill_info(e, ret);
+		mirror_fill_info(s, e, ret);
 	mirror_unlock(s);
 	return e ? 0 : -ENOENT;
 }
@@ -194,7 +208,42 @@ int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count)
 	struct store_vf_info *list = calloc(MAX(s->n_vfs, (size_t)1), sizeof(*list));
 	size_t n = list ? s->n_vfs : 0;
 	for (size_t i = 0; i < n; i++)
-		mirror_fill_info(s->by_addr[i], &list[i]);
+		mirror_fill_info(s, s->by_addr[i], &list[i]);
+	mirror_unlock(s);
+	if (!list)
+		return -ENOMEM;
+	*ret = list;
+	*count = n;
+	return 0;
+}
+
+static bool listed_out_of_service(const struct store *s, const struct vf_entry *e)
+{
+	return rule_out_of_service(e->quarantined, e->held);
+}
+
+static bool listed_held_back(const struct store *s, const struct vf_entry *e)
+{
+	return rule_held_back(e->quarantined, e->held, e->n_failures, s->threshold);
+}
+
+/* The VFs `pick` selects, sorted; `expected` (a count the mirror keeps)
+ * sizes the list.  Placement-facing: retries, then -EIO. */
+static int vf_select(struct store *s, const size_t *expected,
+		     bool (*pick)(const struct store *, const struct vf_entry *),
+		     char (**ret)[VF_ADDR_BUFSZ], size_t *count, bool may_repair)
+{
+	if (!ret || !count)
+		return -EINVAL;
+	if (ensure_available(s, may_repair) < 0)
+		return -EIO;
+	mirror_rdlock(s);
+	size_t cap = *expected;
+	char(*list)[VF_ADDR_BUFSZ] = calloc(MAX(cap, (size_t)1), sizeof(*list));
+	size_t n = 0;
+	for (size_t i = 0; list && i < s->n_vfs && n < cap; i++)
+		if (pick(s, s->by_addr[i]))
+			memcpy(list[n++], s->by_addr[i]->addr, VF_ADDR_BUFSZ);
 	mirror_unlock(s);
 	if (!list)
 		return -ENOMEM;
@@ -206,22 +255,7 @@ int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count)
 static int quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count,
 			    bool may_repair)
 {
-	if (!ret || !count)
-		return -EINVAL;
-	if (ensure_available(s, may_repair) < 0)
-		return -EIO;
-	mirror_rdlock(s);
-	char(*list)[VF_ADDR_BUFSZ] = calloc(MAX(s->n_quarantined, (size_t)1), sizeof(*list));
-	size_t n = 0;
-	for (size_t i = 0; list && i < s->n_vfs; i++)
-		if (s->by_addr[i]->quarantined)
-			memcpy(list[n++], s->by_addr[i]->addr, VF_ADDR_BUFSZ);
-	mirror_unlock(s);
-	if (!list)
-		return -ENOMEM;
-	*ret = list;
-	*count = n;
-	return 0;
+	return vf_select(s, &s->n_out_of_service, listed_out_of_service, ret, count, may_repair);
 }
 
 int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
@@ -232,6 +266,16 @@ int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t 
 int store_quarantined_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
 {
 	return quarantined_list(s, ret, count, false);
+}
+
+int store_held_back_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
+{
+	return vf_select(s, &s->n_held_back, listed_held_back, ret, count, true);
+}
+
+int store_held_back_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
+{
+	return vf_select(s, &s->n_held_back, listed_held_back, ret, count, false);
 }
 
 /* -- settings ------------------------------------------------------------------- */
@@ -294,8 +338,9 @@ static int decide_failure(const struct store *s, const struct vf_entry *e, struc
 	op->failure = (struct store_failure_result){ .outcome = STORE_OUTCOME_UNCHANGED,
 						     .tally = (unsigned)e->n_failures,
 						     .threshold = s->threshold };
-	bool duplicate = !e->quarantined && mirror_failure_recorded(e, op->instance_id, op->when);
-	return rule_failure_unchanged(e->quarantined, duplicate) ? DECIDE_NOOP : DECIDE_SUBMIT;
+	bool out = rule_out_of_service(e->quarantined, e->held);
+	bool duplicate = !out && mirror_failure_recorded(e, op->instance_id, op->when);
+	return rule_failure_unchanged(out, duplicate) ? DECIDE_NOOP : DECIDE_SUBMIT;
 }
 
 int store_report_failure(struct store *s, const char *vf, const char *instance_id,
@@ -373,8 +418,9 @@ static int decide_operator(const struct store *s, const struct vf_entry *e, stru
 {
 	if (!e)
 		return -ENOENT;
-	bool unchanged = op->kind == OP_MANUAL ? rule_manual_unchanged(e->quarantined)
-					       : rule_clear_unchanged(e->quarantined, e->n_failures);
+	bool unchanged = op->kind == OP_MANUAL
+				 ? rule_hold_unchanged(e->held)
+				 : rule_clear_unchanged(e->quarantined, e->held, e->n_failures);
 	return unchanged ? DECIDE_NOOP : DECIDE_SUBMIT;
 }
 
@@ -424,7 +470,8 @@ static int decide_claim(const struct store *s, const struct vf_entry *e, struct 
 {
 	if (!e)
 		return -ENOENT;
-	return rule_claim_refusal(e->quarantined, e->claim ? e->claim->instance_id : NULL,
+	return rule_claim_refusal(rule_out_of_service(e->quarantined, e->held),
+				  e->claim ? e->claim->instance_id : NULL,
 				  op->instance_id);
 }
 
@@ -606,12 +653,15 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 	mirror_rdlock(s);
 	size_t both = 0;
 	for (size_t i = 0; i < s->n_vfs; i++)
-		both += s->by_addr[i]->quarantined && s->by_addr[i]->claim;
+		both += listed_out_of_service(s, s->by_addr[i]) && s->by_addr[i]->claim;
 	ret->vfs = s->n_vfs;
-	ret->quarantined = s->n_quarantined;
+	ret->quarantined = s->n_out_of_service;
+	ret->held = s->n_held;
+	ret->held_back = s->n_held_back;
 	ret->claimed = s->n_claimed;
 	ret->available = atomic_load(&s->available);
-	ret->allocatable = ret->available ? s->n_vfs - s->n_quarantined - s->n_claimed + both : 0;
+	ret->allocatable =
+		ret->available ? s->n_vfs - s->n_out_of_service - s->n_claimed + both : 0;
 	ret->breaker_engaged = mirror_breaker_engaged(s);
 	mirror_unlock(s);
 	for (size_t i = 0; i < ARRAY_SIZE(ret->failed_reports); i++)

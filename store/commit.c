@@ -151,7 +151,8 @@ static int batch_prepare(struct store *s, struct op *batch, size_t registered,
 static void run_batch(struct store *s, struct op *batch)
 {
 	struct batch_state b = { 0 };
-	bool structural = false, breaker_changed = false, latched = false;
+	bool structural = false, latched = false;
+	unsigned store_wide = 0; /* STORE_CHANGE_BREAKER, STORE_CHANGE_HELD_BACK */
 	size_t registered = 0;
 	int r = 0;
 
@@ -203,8 +204,8 @@ static void run_batch(struct store *s, struct op *batch)
 		}
 	} else {
 		atomic_fetch_add(&s->commits, 1);
-		breaker_changed = mirror_apply(s, b.snaps, b.spares, b.n, b.threshold,
-					       b.max_quarantined, structural);
+		store_wide = mirror_apply(s, b.snaps, b.spares, b.n, b.threshold, b.max_quarantined,
+					  structural);
 	}
 	batch_state_release(&b);
 	pthread_mutex_unlock(&s->write_lock);
@@ -216,8 +217,8 @@ static void run_batch(struct store *s, struct op *batch)
 				      op->changes[i].instance_id);
 		op_discard_changes(op);
 	}
-	if (breaker_changed)
-		commit_notify(s, STORE_CHANGE_BREAKER, "", NULL);
+	if (store_wide)
+		commit_notify(s, store_wide, "", NULL);
 	if (latched)
 		commit_notify(s, STORE_CHANGE_STATUS, "", NULL);
 }

@@ -148,7 +148,8 @@ void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 {
 	_cleanup_stmt_ sqlite3_stmt *st =
-		db_prepare(s, "SELECT id, quarantined, manual FROM vfs WHERE address = ?", "t", addr);
+		db_prepare(s, "SELECT id, quarantined, held, quarantined_at FROM vfs WHERE address = ?",
+			   "t", addr);
 	if (!st)
 		return -EIO;
 	int r = db_step(s, st);
@@ -158,7 +159,8 @@ int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 		return -ENOENT;
 	row->id = sqlite3_column_int64(st, 0);
 	row->quarantined = sqlite3_column_int(st, 1) != 0;
-	row->manual = sqlite3_column_int(st, 2) != 0;
+	row->held = sqlite3_column_int(st, 2) != 0;
+	copy_string(row->since, sizeof(row->since), db_col_text(st, 3));
 	return 0;
 }
 
@@ -182,6 +184,7 @@ int db_failure_count(struct store *s, int64_t vf_id, int64_t *ret)
 	return r < 0 ? r : 0;
 }
 
+/* Automatic quarantines: what the breaker's cap counts (holds are not). */
 int db_quarantined_count(struct store *s, int64_t *ret)
 {
 	int r = db_int(s, ret, "SELECT COUNT(*) FROM vfs WHERE quarantined = 1", "");
@@ -204,7 +207,8 @@ int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap)
 	snap->exists = true;
 	snap->id = (uint64_t)row.id;
 	snap->quarantined = row.quarantined;
-	snap->manual = row.manual;
+	snap->held = row.held;
+	memcpy(snap->since, row.since, sizeof(snap->since));
 
 	{
 		struct failure_builder b = { 0 };

@@ -11,7 +11,8 @@
  *
  * Breaker.  stats.breaker_engaged is derived from the mirror's counts
  * (rule_breaker_engaged), so it needs no persisted state and survives a
- * restart.  Lifting a quarantine does not by itself quarantine a held-back
+ * restart.  It counts automatic quarantines only (n_quarantined), never
+ * operator holds.  Lifting a quarantine does not by itself quarantine a held-back
  * VF (its next failure report, or a re-evaluation, does).
  */
 #include <errno.h>
@@ -236,13 +237,20 @@ void vf_entry_free(struct vf_entry *e)
 
 static bool entry_held_back(const struct store *s, const struct vf_entry *e)
 {
-	return rule_held_back(e->quarantined, e->n_failures, s->threshold);
+	return rule_held_back(e->quarantined, e->held, e->n_failures, s->threshold);
+}
+
+static bool entry_out_of_service(const struct vf_entry *e)
+{
+	return rule_out_of_service(e->quarantined, e->held);
 }
 
 /* Counts follow the entries: subtract before changing one, add after. */
 static void counts_sub(struct store *s, const struct vf_entry *e)
 {
 	s->n_quarantined -= e->quarantined;
+	s->n_held -= e->held;
+	s->n_out_of_service -= entry_out_of_service(e);
 	s->n_claimed -= e->claim != NULL;
 	s->n_held_back -= entry_held_back(s, e);
 }
@@ -250,13 +258,15 @@ static void counts_sub(struct store *s, const struct vf_entry *e)
 static void counts_add(struct store *s, const struct vf_entry *e)
 {
 	s->n_quarantined += e->quarantined;
+	s->n_held += e->held;
+	s->n_out_of_service += entry_out_of_service(e);
 	s->n_claimed += e->claim != NULL;
 	s->n_held_back += entry_held_back(s, e);
 }
 
 static void counts_recompute(struct store *s)
 {
-	s->n_quarantined = s->n_claimed = s->n_held_back = 0;
+	s->n_quarantined = s->n_held = s->n_out_of_service = s->n_claimed = s->n_held_back = 0;
 	for (size_t i = 0; i < s->n_vfs; i++)
 		counts_add(s, s->by_addr[i]);
 }
@@ -323,14 +333,19 @@ void snapshot_release(struct vf_snapshot *snap)
 	snap->claim = NULL;
 }
 
-void mirror_fill_info(const struct vf_entry *e, struct store_vf_info *info)
+void mirror_fill_info(const struct store *s, const struct vf_entry *e,
+		      struct store_vf_info *info)
 {
 	memset(info, 0, sizeof(*info));
 	copy_string(info->vf, sizeof(info->vf), e->addr);
 	info->id = e->id;
 	info->tally = (unsigned)e->n_failures;
-	info->quarantined = e->quarantined;
-	info->manual = e->quarantined && e->manual;
+	info->quarantined = entry_out_of_service(e);
+	info->auto_quarantined = e->quarantined;
+	info->held = e->held;
+	info->state = rule_vf_state(e->quarantined, e->held, e->n_failures, s->threshold);
+	if (info->quarantined)
+		memcpy(info->since, e->since, sizeof(info->since));
 	info->claimed = e->claim != NULL;
 }
 
@@ -346,11 +361,13 @@ void mirror_unlock(struct store *s)
 	pthread_rwlock_unlock(&s->index_lock);
 }
 
-/* Apply a committed batch to the mirror.  Returns whether the breaker state
- * changed. */
-bool mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **spares, size_t n,
-		  int threshold, int max_quarantined, bool structural)
+/* Apply a committed batch to the mirror.  Returns STORE_CHANGE_BREAKER
+ * and/or STORE_CHANGE_HELD_BACK when those changed. */
+unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **spares,
+		      size_t n, int threshold, int max_quarantined, bool structural)
 {
+	bool held_back_changed = false;
+
 	if (structural)
 		pthread_rwlock_wrlock(&s->index_lock);
 	else
@@ -361,6 +378,7 @@ bool mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **
 	for (size_t i = 0; i < n; i++) {
 		struct vf_snapshot *snap = &snaps[i];
 		struct vf_entry *e = mirror_find(s, snap->addr);
+		bool was_held_back = e && entry_held_back(s, e);
 		if (!snap->exists) {
 			if (e) {
 				counts_sub(s, e);
@@ -381,7 +399,8 @@ bool mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **
 			free(e->claim);
 		}
 		e->quarantined = snap->quarantined;
-		e->manual = snap->manual;
+		e->held = snap->held;
+		memcpy(e->since, snap->since, sizeof(e->since));
 		e->failures = snap->failures;
 		e->failure_ids = snap->failure_ids;
 		e->n_failures = snap->n_failures;
@@ -390,17 +409,25 @@ bool mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **
 		snap->claim = NULL;
 		atomic_store(&e->failure_count, (unsigned)e->n_failures);
 		counts_add(s, e);
+		held_back_changed |= was_held_back != entry_held_back(s, e);
 	}
 	bool threshold_changed = s->threshold != threshold;
+	size_t held_back_before = s->n_held_back;
 	s->threshold = threshold;
 	s->max_quarantined = max_quarantined;
-	if (threshold_changed)
+	if (threshold_changed) {
 		counts_recompute(s);
-	bool breaker_changed = breaker_before != mirror_breaker_engaged(s);
+		/* a new threshold may move VFs in and out of the set; only the
+		 * count is known cheaply, so say it changed unless both are 0 */
+		held_back_changed |= held_back_before != 0 || s->n_held_back != 0;
+	}
+	unsigned changes = breaker_before != mirror_breaker_engaged(s) ? STORE_CHANGE_BREAKER : 0;
+	if (held_back_changed)
+		changes |= STORE_CHANGE_HELD_BACK;
 
 	pthread_rwlock_unlock(&s->mirror_lock);
 	pthread_rwlock_unlock(&s->index_lock);
-	return breaker_changed;
+	return changes;
 }
 
 void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry **by_id, size_t n,

@@ -61,19 +61,39 @@ void op_discard_changes(struct op *op)
 
 /* -- the operations ------------------------------------------------------------ */
 
-static int quarantine_row(struct store *s, int64_t vf_id, bool manual)
+/* quarantined_at is the time the VF went out of service (its `since`):
+ * stamped when it leaves service, kept while it stays out (a hold on a
+ * quarantined VF, a quarantine lifted under a hold), cleared when it is
+ * back in service. */
+
+/* The automatic quarantine (held: set the operator hold instead). */
+static int quarantine_row(struct store *s, int64_t vf_id, bool held)
 {
 	char now[RFC3339_BUFSZ];
 
 	rfc3339_now(now);
-	return db_exec(s, "UPDATE vfs SET quarantined = 1, manual = ?, quarantined_at = ? WHERE id = ?",
-		       "iti", (int64_t)manual, now, vf_id);
+	return db_exec(s,
+		       held ? "UPDATE vfs SET held = 1, quarantined_at = COALESCE(quarantined_at, ?)"
+			      " WHERE id = ?"
+			    : "UPDATE vfs SET quarantined = 1,"
+			      " quarantined_at = COALESCE(quarantined_at, ?) WHERE id = ?",
+		       "ti", now, vf_id);
 }
 
+/* Lift the automatic quarantine; a hold keeps the VF out (and its time). */
 static int lift_row(struct store *s, int64_t vf_id)
 {
 	return db_exec(s,
-		       "UPDATE vfs SET quarantined = 0, manual = 0, quarantined_at = NULL WHERE id = ?",
+		       "UPDATE vfs SET quarantined = 0,"
+		       " quarantined_at = CASE WHEN held THEN quarantined_at END WHERE id = ?",
+		       "i", vf_id);
+}
+
+/* Back in service: no hold, no quarantine. */
+static int release_row(struct store *s, int64_t vf_id)
+{
+	return db_exec(s,
+		       "UPDATE vfs SET quarantined = 0, held = 0, quarantined_at = NULL WHERE id = ?",
 		       "i", vf_id);
 }
 
@@ -98,15 +118,16 @@ static int db_reevaluate(struct store *s, struct op *op)
 	{
 		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
 			s,
-			"SELECT v.id, v.address, v.quarantined,"
+			"SELECT v.id, v.address, v.quarantined, v.held,"
 			" (SELECT COUNT(*) FROM failures f WHERE f.vf_id = v.id)"
-			" FROM vfs v WHERE v.quarantined = 0 ORDER BY v.id",
+			" FROM vfs v WHERE v.quarantined = 0 AND v.held = 0 ORDER BY v.id",
 			"");
 		if (!st)
 			return -EIO;
 		while ((r = db_step(s, st)) == 1) {
 			if (!rule_held_back(sqlite3_column_int(st, 2) != 0,
-					    (uint64_t)sqlite3_column_int64(st, 3), threshold))
+					    sqlite3_column_int(st, 3) != 0,
+					    (uint64_t)sqlite3_column_int64(st, 4), threshold))
 				continue;
 			if (n == allocated) {
 				size_t want = MAX(allocated * 2, (size_t)16);
@@ -150,7 +171,7 @@ static int op_register(struct store *s, struct op *op)
 		return -EEXIST;
 	if (r != -ENOENT)
 		return r;
-	r = db_exec(s, "INSERT INTO vfs (address, quarantined, manual) VALUES (?, 0, 0)", "t", op->vf);
+	r = db_exec(s, "INSERT INTO vfs (address, quarantined, held) VALUES (?, 0, 0)", "t", op->vf);
 	if (r < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_VFS, op->vf, NULL);
@@ -167,7 +188,8 @@ static int op_unregister(struct store *s, struct op *op, const struct vf_row *ro
 		   "i", row->id);
 	if (r < 0)
 		return r;
-	if ((r = rule_unregister_refusal(row->quarantined, (uint64_t)tally, claims > 0)) < 0)
+	if ((r = rule_unregister_refusal(rule_out_of_service(row->quarantined, row->held),
+					 (uint64_t)tally, claims > 0)) < 0)
 		return r;
 	/* released claims stay as history under the old vf_id, never reused */
 	if ((r = db_exec(s, "DELETE FROM vfs WHERE id = ?", "i", row->id)) < 0)
@@ -191,7 +213,7 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 		   "itt", row->id, op->instance_id, op->when);
 	if (r < 0)
 		return r;
-	if (rule_failure_unchanged(row->quarantined, r == 1))
+	if (rule_failure_unchanged(rule_out_of_service(row->quarantined, row->held), r == 1))
 		return 0;
 
 	if (rule_failure_drops_oldest((uint64_t)tally)) {
@@ -260,10 +282,11 @@ static int op_success(struct store *s, struct op *op, const struct vf_row *row)
 	if ((r = db_failure_count(s, row->id, &remaining)) < 0)
 		return r;
 	unsigned bits = STORE_CHANGE_FAILURES;
-	if (rule_success_rescinds((uint64_t)remaining, row->quarantined, row->manual)) {
+	if (rule_success_lifts((uint64_t)remaining, row->quarantined)) {
 		if ((r = lift_row(s, row->id)) < 0)
 			return r;
-		op->success.rescinded = true;
+		op->success.rescinded =
+			rule_success_rescinds((uint64_t)remaining, row->quarantined, row->held);
 		bits |= STORE_CHANGE_QUARANTINE;
 	}
 	return op_change(op, bits, op->vf, NULL);
@@ -273,7 +296,7 @@ static int op_manual(struct store *s, struct op *op, const struct vf_row *row)
 {
 	int r;
 
-	if (rule_manual_unchanged(row->quarantined))
+	if (rule_hold_unchanged(row->held))
 		return 0;
 	if ((r = quarantine_row(s, row->id, true)) < 0)
 		return r;
@@ -287,13 +310,15 @@ static int op_clear(struct store *s, struct op *op, const struct vf_row *row)
 
 	if ((r = db_failure_count(s, row->id, &n)) < 0)
 		return r;
-	if (rule_clear_unchanged(row->quarantined, (uint64_t)n))
+	if (rule_clear_unchanged(row->quarantined, row->held, (uint64_t)n))
 		return 0;
 	if ((r = db_exec(s, "DELETE FROM failures WHERE vf_id = ?", "i", row->id)) < 0 ||
-	    (r = lift_row(s, row->id)) < 0)
+	    (r = release_row(s, row->id)) < 0)
 		return r;
 	return op_change(op, (n ? STORE_CHANGE_FAILURES : 0u) |
-				     (row->quarantined ? STORE_CHANGE_QUARANTINE : 0u),
+				     (rule_out_of_service(row->quarantined, row->held)
+					      ? STORE_CHANGE_QUARANTINE
+					      : 0u),
 			 op->vf, NULL);
 }
 
@@ -322,7 +347,8 @@ static int op_claim(struct store *s, struct op *op, const struct vf_row *row)
 
 	if (r < 0)
 		return r;
-	r = rule_claim_refusal(row->quarantined, r == 1 ? out->instance_id : NULL, op->instance_id);
+	r = rule_claim_refusal(rule_out_of_service(row->quarantined, row->held),
+			       r == 1 ? out->instance_id : NULL, op->instance_id);
 	if (r < 0)
 		return r;
 	*out = *op->claim_in;

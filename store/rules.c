@@ -11,6 +11,11 @@
 
 #include "store/store.h"
 
+bool rule_out_of_service(bool quarantined, bool held)
+{
+	return quarantined || held;
+}
+
 bool rule_meets_threshold(uint64_t tally, int64_t threshold)
 {
 	return threshold >= 0 && tally >= (uint64_t)threshold;
@@ -21,9 +26,9 @@ bool rule_cap_allows(int64_t cap, uint64_t quarantined)
 	return cap <= 0 || quarantined < (uint64_t)cap;
 }
 
-bool rule_held_back(bool quarantined, uint64_t tally, int64_t threshold)
+bool rule_held_back(bool quarantined, bool held, uint64_t tally, int64_t threshold)
 {
-	return !quarantined && rule_meets_threshold(tally, threshold);
+	return !rule_out_of_service(quarantined, held) && rule_meets_threshold(tally, threshold);
 }
 
 bool rule_breaker_engaged(int64_t cap, uint64_t quarantined, uint64_t held_back)
@@ -31,9 +36,9 @@ bool rule_breaker_engaged(int64_t cap, uint64_t quarantined, uint64_t held_back)
 	return !rule_cap_allows(cap, quarantined) && held_back > 0;
 }
 
-bool rule_failure_unchanged(bool quarantined, bool duplicate)
+bool rule_failure_unchanged(bool out_of_service, bool duplicate)
 {
-	return quarantined || duplicate;
+	return out_of_service || duplicate;
 }
 
 bool rule_failure_drops_oldest(uint64_t tally)
@@ -49,9 +54,14 @@ enum rule_verdict rule_after_failure(uint64_t tally, int64_t threshold, int64_t 
 	return rule_cap_allows(cap, quarantined) ? RULE_QUARANTINE : RULE_HOLD_BACK;
 }
 
-bool rule_success_rescinds(uint64_t remaining, bool quarantined, bool manual)
+bool rule_success_lifts(uint64_t remaining, bool quarantined)
 {
-	return remaining == 0 && quarantined && !manual;
+	return remaining == 0 && quarantined;
+}
+
+bool rule_success_rescinds(uint64_t remaining, bool quarantined, bool held)
+{
+	return rule_success_lifts(remaining, quarantined) && !held;
 }
 
 size_t rule_reevaluate_take(int64_t cap, uint64_t quarantined, size_t candidates)
@@ -64,26 +74,37 @@ size_t rule_reevaluate_take(int64_t cap, uint64_t quarantined, size_t candidates
 	return room < candidates ? (size_t)room : candidates;
 }
 
-int rule_claim_refusal(bool quarantined, const char *holder, const char *instance_id)
+int rule_claim_refusal(bool out_of_service, const char *holder, const char *instance_id)
 {
-	if (quarantined)
+	if (out_of_service)
 		return -EBUSY;
 	if (!holder)
 		return 0;
 	return strcmp(holder, instance_id) == 0 ? -EEXIST : -EBUSY;
 }
 
-int rule_unregister_refusal(bool quarantined, uint64_t tally, bool claimed)
+int rule_unregister_refusal(bool out_of_service, uint64_t tally, bool claimed)
 {
-	return quarantined || tally > 0 || claimed ? -EBUSY : 0;
+	return out_of_service || tally > 0 || claimed ? -EBUSY : 0;
 }
 
-bool rule_manual_unchanged(bool quarantined)
+bool rule_hold_unchanged(bool held)
 {
-	return quarantined;
+	return held;
 }
 
-bool rule_clear_unchanged(bool quarantined, uint64_t tally)
+bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally)
 {
-	return !quarantined && tally == 0;
+	return !quarantined && !held && tally == 0;
+}
+
+enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold)
+{
+	if (held)
+		return STORE_VF_HELD;
+	if (quarantined)
+		return STORE_VF_QUARANTINED;
+	if (rule_held_back(quarantined, held, tally, threshold))
+		return STORE_VF_HELD_BACK;
+	return tally > 0 ? STORE_VF_FAILING : STORE_VF_OK;
 }

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * rules.h - the store's decisions as pure functions: the threshold, the
- * breaker (the cap on quarantined VFs), failure-report and claim refusals,
- * rescind on success, re-evaluation after a setting changes, and when an
- * operator action or unregistration is refused.  Each rule is written here
+ * breaker (the cap on automatic quarantines), failure-report and claim
+ * refusals, rescind on success, re-evaluation after a setting changes, when
+ * an operator action or unregistration is refused, and a VF's state.  Each rule is written here
  * once and used both by the mirror pre-checks (api.c: answer no-ops and
  * refusals without a transaction) and by the SQL operations (ops.c: decide
  * inside the transaction), so the two cannot drift.  No locks, no I/O; the
@@ -16,22 +16,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store/store.h" /* enum store_vf_state */
+
+/* A VF is out of service (claims refused, listed as quarantined, placement
+ * skips it) when it is automatically quarantined or held by the operator:
+ * two separate bits, so that neither lifts the other. */
+bool rule_out_of_service(bool quarantined, bool held);
+
 /* A tally meets the threshold: the VF should be quarantined. */
 bool rule_meets_threshold(uint64_t tally, int64_t threshold);
 
-/* The cap (0 = none) leaves room for one more quarantine. */
+/* The cap (0 = none) leaves room for one more quarantine.  `quarantined`
+ * counts automatic quarantines only: operator holds never use the cap. */
 bool rule_cap_allows(int64_t cap, uint64_t quarantined);
 
-/* Not quarantined although the tally meets the threshold (only the cap
- * causes that). */
-bool rule_held_back(bool quarantined, uint64_t tally, int64_t threshold);
+/* In service (neither quarantined nor held) although the tally meets the
+ * threshold: only the cap causes that. */
+bool rule_held_back(bool quarantined, bool held, uint64_t tally, int64_t threshold);
 
 /* The breaker is engaged while the cap is reached and a VF is held back. */
 bool rule_breaker_engaged(int64_t cap, uint64_t quarantined, uint64_t held_back);
 
-/* A failure report changes nothing on a quarantined VF or for an
- * assignment already recorded (duplicate). */
-bool rule_failure_unchanged(bool quarantined, bool duplicate);
+/* A failure report changes nothing on a VF out of service (quarantined or
+ * held: rule_out_of_service) or for an assignment already recorded
+ * (duplicate). */
+bool rule_failure_unchanged(bool out_of_service, bool duplicate);
 
 /* A newly recorded failure would exceed FAILURES_PER_VF_MAX: the
  * oldest record goes first (only a VF the breaker holds back gets here). */
@@ -48,25 +57,35 @@ enum rule_verdict {
 enum rule_verdict rule_after_failure(uint64_t tally, int64_t threshold, int64_t cap,
 				     uint64_t quarantined);
 
-/* A success that cleared failures lifts the quarantine when none remain,
- * unless the quarantine is manual (no failure behind it). */
-bool rule_success_rescinds(uint64_t remaining, bool quarantined, bool manual);
+/* A success that cleared failures lifts the automatic quarantine when none
+ * remain (also under a hold: the quarantine no longer has a failure behind
+ * it, and the hold alone keeps the VF out). */
+bool rule_success_lifts(uint64_t remaining, bool quarantined);
+
+/* ... and rescinds it (the VF is back in service) only when no hold
+ * remains: no success ever lifts an operator hold. */
+bool rule_success_rescinds(uint64_t remaining, bool quarantined, bool held);
 
 /* Re-evaluation: of `candidates` held-back VFs (oldest registration first),
  * how many get quarantined with `quarantined` already quarantined. */
 size_t rule_reevaluate_take(int64_t cap, uint64_t quarantined, size_t candidates);
 
-/* Claiming: 0, -EBUSY (quarantined, or another instance holds it) or
+/* Claiming: 0, -EBUSY (out of service, or another instance holds it) or
  * -EEXIST (this instance holds it).  holder: the live claim's instance id,
  * NULL when the VF is not claimed. */
-int rule_claim_refusal(bool quarantined, const char *holder, const char *instance_id);
+int rule_claim_refusal(bool out_of_service, const char *holder, const char *instance_id);
 
-/* Unregistering: 0 or -EBUSY (quarantined, has failures or a live claim). */
-int rule_unregister_refusal(bool quarantined, uint64_t tally, bool claimed);
+/* Unregistering: 0 or -EBUSY (out of service, has failures or a live claim). */
+int rule_unregister_refusal(bool out_of_service, uint64_t tally, bool claimed);
 
-/* Operator actions that change nothing: a manual quarantine of a
- * quarantined VF, clearing a clean VF. */
-bool rule_manual_unchanged(bool quarantined);
-bool rule_clear_unchanged(bool quarantined, uint64_t tally);
+/* Operator actions that change nothing: a hold on a held VF (`echo 1` on an
+ * automatically quarantined VF does set the hold), clearing a VF with no
+ * hold, no quarantine and no failure. */
+bool rule_hold_unchanged(bool held);
+bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally);
+
+/* What the VF's `state` file says: held wins over quarantined; held-back
+ * (rule_held_back) over failing (failures on record below the threshold). */
+enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold);
 
 #endif

@@ -42,7 +42,7 @@
 #include "store/store-internal.h"
 
 #define STORE_APPLICATION_ID 0x56464831 /* 'VFH1' */
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 /* -- availability ----------------------------------------------------------- */
 
@@ -179,7 +179,10 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 		return -ENOMEM;
 	{
 		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-			s, "SELECT id, address, quarantined, manual FROM vfs ORDER BY address", "");
+			s,
+			"SELECT id, address, quarantined, held, quarantined_at FROM vfs"
+			" ORDER BY address",
+			"");
 		if (!st)
 			return -EIO;
 		while ((r = db_step(s, st)) == 1 && li->n < (size_t)n) {
@@ -190,7 +193,8 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 			e->id = (uint64_t)sqlite3_column_int64(st, 0);
 			copy_string(e->addr, sizeof(e->addr), db_col_text(st, 1));
 			e->quarantined = sqlite3_column_int(st, 2) != 0;
-			e->manual = sqlite3_column_int(st, 3) != 0;
+			e->held = sqlite3_column_int(st, 3) != 0;
+			copy_string(e->since, sizeof(e->since), db_col_text(st, 4));
 			if (!vf_address_valid(e->addr)) {
 				s->batch_failed = true;
 				snprintf(s->batch_error, sizeof(s->batch_error),
@@ -253,7 +257,7 @@ static int mirror_reload(struct store *s)
 	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"                \
 	"CREATE TABLE vfs (id INTEGER PRIMARY KEY AUTOINCREMENT,"                          \
 	" address TEXT NOT NULL UNIQUE, quarantined INTEGER NOT NULL DEFAULT 0,"           \
-	" manual INTEGER NOT NULL DEFAULT 0, quarantined_at TEXT);"                        \
+	" quarantined_at TEXT, held INTEGER NOT NULL DEFAULT 0);"                          \
 	"CREATE TABLE failures (id INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
 	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"   \
 	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                               \
@@ -265,11 +269,47 @@ static int mirror_reload(struct store *s)
 	"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"     \
 	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0);"   \
 	"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                   \
-	"PRAGMA user_version = 1;"            /* STORE_SCHEMA_VERSION */                   \
+	"PRAGMA user_version = 2;"            /* STORE_SCHEMA_VERSION */                   \
 	"COMMIT;"
 
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
 _Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
+_Static_assert(STORE_SCHEMA_VERSION == 2, "SCHEMA_SQL and the migrations name the version");
+
+/* Schema migrations, one transaction each, run at open once the checks
+ * passed; each keeps every row.  quarantined_at is the time a VF went out of
+ * service (the `since` of a quarantine or a hold).
+ *
+ * v1 -> v2: the operator hold is its own column, `held`, so that no success
+ * lifts it and the breaker's cap counts automatic quarantines only.  A v1
+ * manual quarantine (the `manual` flag, or a quarantine with no failure
+ * behind it) becomes a hold, and `manual` goes. */
+#define MIGRATE_V1_V2_SQL                                                                  \
+	"BEGIN IMMEDIATE;"                                                                 \
+	"ALTER TABLE vfs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;"                      \
+	"UPDATE vfs SET held = 1, quarantined = 0 WHERE quarantined = 1 AND (manual = 1"   \
+	" OR NOT EXISTS (SELECT 1 FROM failures f WHERE f.vf_id = vfs.id));"               \
+	"ALTER TABLE vfs DROP COLUMN manual;"                                              \
+	"PRAGMA user_version = 2;"                                                         \
+	"COMMIT;"
+
+/* Bring a database of an older version up to STORE_SCHEMA_VERSION.  0, or 1
+ * with the reason set (the transaction rolled back: the file is as it was). */
+static int db_migrate(struct store *s, int64_t version, char *reason, size_t reason_size)
+{
+	if (version >= STORE_SCHEMA_VERSION)
+		return 0;
+	if (sqlite3_exec(s->db, MIGRATE_V1_V2_SQL, NULL, NULL, NULL) != SQLITE_OK) {
+		snprintf(reason, reason_size, "cannot migrate %s from schema version %lld: %s",
+			 s->path, (long long)version, sqlite3_errmsg(s->db));
+		if (!sqlite3_get_autocommit(s->db))
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		return 1;
+	}
+	log_info("store: migrated %s from schema version %lld to %d", s->path, (long long)version,
+		 STORE_SCHEMA_VERSION);
+	return 0;
+}
 
 static int render_mark(void *userdata, FILE *out)
 {
@@ -451,10 +491,10 @@ static int db_open_file(struct store *s, bool created, char *reason, size_t reas
 			 s->path, (unsigned long long)(uint32_t)app_id, STORE_APPLICATION_ID);
 		return 1;
 	}
-	if (!fresh && version != STORE_SCHEMA_VERSION) {
+	if (!fresh && (version < 1 || version > STORE_SCHEMA_VERSION)) {
 		snprintf(reason, reason_size,
-			 "%s has schema version %lld; this vfhealthd supports version %d%s", s->path,
-			 (long long)version, STORE_SCHEMA_VERSION,
+			 "%s has schema version %lld; this vfhealthd supports versions 1 to %d%s",
+			 s->path, (long long)version, STORE_SCHEMA_VERSION,
 			 version > STORE_SCHEMA_VERSION ? " (written by a newer vfhealthd)" : "");
 		return 1;
 	}
@@ -491,6 +531,8 @@ static int db_open_file(struct store *s, bool created, char *reason, size_t reas
 			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 		return 1;
 	}
+	if (!fresh && db_migrate(s, version, reason, reason_size) != 0)
+		return 1;
 	/* The mark that this path holds a database: written once the schema is
 	 * durable, and adopted by a database created before marks existed. */
 	if (created || access(s->mark_path, F_OK) < 0) {
@@ -568,7 +610,8 @@ static void notify_all(struct store *s)
 	pthread_rwlock_unlock(&s->index_lock);
 	commit_notify(s,
 		      STORE_CHANGE_STATUS | STORE_CHANGE_VFS | STORE_CHANGE_THRESHOLD |
-			      STORE_CHANGE_MAX_QUARANTINED | STORE_CHANGE_BREAKER,
+			      STORE_CHANGE_MAX_QUARANTINED | STORE_CHANGE_BREAKER |
+			      STORE_CHANGE_HELD_BACK,
 		      "", NULL);
 	for (size_t i = 0; i < n; i++)
 		commit_notify(s,

@@ -93,8 +93,9 @@ struct vf_entry {
 	char addr[VF_ADDR_BUFSZ];
 	uint64_t id;
 	atomic_uint failure_count; /* == n_failures; read without mirror_lock */
-	bool quarantined;
-	bool manual;
+	bool quarantined; /* automatically, by failures */
+	bool held;        /* by the operator */
+	char since[RFC3339_BUFSZ]; /* out of service since; "" while in service */
 	struct failure_key *failures; /* oldest first; one block with failure_ids */
 	const char *failure_ids;      /* inside the failures block; not freed alone */
 	size_t n_failures;
@@ -108,7 +109,8 @@ struct vf_snapshot {
 	bool exists;
 	uint64_t id;
 	bool quarantined;
-	bool manual;
+	bool held;
+	char since[RFC3339_BUFSZ];
 	struct failure_key *failures;
 	const char *failure_ids;
 	size_t n_failures;
@@ -190,7 +192,9 @@ struct store {
 	char reason[STORE_REASON_MAX];
 	int threshold;
 	int max_quarantined;
-	size_t n_quarantined;
+	size_t n_quarantined; /* automatically: what the breaker's cap counts */
+	size_t n_held;
+	size_t n_out_of_service; /* quarantined or held */
 	size_t n_claimed;
 	size_t n_held_back;
 
@@ -237,7 +241,8 @@ struct vf_entry *mirror_find_by_id(struct store *s, uint64_t id);
 /* callers hold mirror_lock too: assigned_at canonical or "" */
 bool mirror_failure_recorded(const struct vf_entry *e, const char *instance_id,
 			     const char *assigned_at);
-void mirror_fill_info(const struct vf_entry *e, struct store_vf_info *info);
+void mirror_fill_info(const struct store *s, const struct vf_entry *e,
+		      struct store_vf_info *info);
 bool mirror_breaker_engaged(const struct store *s);
 
 void vf_entry_free(struct vf_entry *e);
@@ -246,8 +251,10 @@ void snapshot_release(struct vf_snapshot *snap);
 int mirror_reserve(struct store *s, size_t want);
 void mirror_clear(struct store *s);
 /* Apply committed snapshots (takes the locks; cannot fail: spares are
- * preallocated).  Returns whether the breaker state changed. */
-bool mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **spares, size_t n,
+ * preallocated).  Returns the store-wide changes it caused:
+ * STORE_CHANGE_BREAKER when the breaker state changed, STORE_CHANGE_HELD_BACK
+ * when the set of held-back VFs did. */
+unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **spares, size_t n,
 		  int threshold, int max_quarantined, bool structural);
 /* Replace the whole mirror with a loaded one (takes the locks) and mark the
  * store loaded and available. */
@@ -272,8 +279,9 @@ void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim
 
 struct vf_row {
 	int64_t id;
-	bool quarantined;
-	bool manual;
+	bool quarantined; /* automatically */
+	bool held;
+	char since[RFC3339_BUFSZ]; /* "" while in service */
 };
 
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row);

@@ -6,7 +6,8 @@
  *
  * The store keeps, for every registered VF (an SR-IOV virtual function named
  * by its PCI address), the failed assignments reported against it, whether it
- * is quarantined, and the claims that hand it to instances.  It decides
+ * is quarantined or held by the operator, and the claims that hand it to
+ * instances.  It decides
  * quarantine; everything else in vfhealth (the filesystem, the sentinel)
  * only asks and reports.
  *
@@ -20,8 +21,18 @@
  *                 (lowercase, as sysfs names them); anything else -EINVAL.
  *                 VFs are registered and unregistered explicitly.  Unknown
  *                 VF: -ENOENT.  Registering a known VF: -EEXIST.
- *                 Unregistering one that is quarantined, has failures or
- *                 holds a live claim: -EBUSY.
+ *                 Unregistering one that is out of service, has failures
+ *                 or holds a live claim: -EBUSY.
+ *
+ *  Out of service a VF is out of service when it is automatically
+ *                 quarantined (by failures) or held by the operator: two
+ *                 separate bits, so neither lifts the other.  Placement
+ *                 sees one bit, out of service (store_vf_info.quarantined,
+ *                 store_quarantined_list); claims are refused.  The store
+ *                 keeps the time it went out of service (`since`, RFC 3339
+ *                 UTC with nanoseconds) until it is back in service: a hold
+ *                 on a quarantined VF, or a quarantine lifted under a hold,
+ *                 keeps the first time.
  *
  *  Threshold      an integer 1..1000 (else -EINVAL), default 2, stored in the
  *                 database.  Setting it, or opening with a configured value
@@ -31,7 +42,7 @@
  *                 threshold never lifts a quarantine.
  *
  *  Failure report (vf, instance_id, assigned_at, message) -> outcome, tally:
- *                 - VF already quarantined: UNCHANGED;
+ *                 - VF out of service (quarantined or held): UNCHANGED;
  *                 - (instance_id, assigned_at) already recorded for this VF:
  *                   UNCHANGED (polling is idempotent across restarts);
  *                 - else the failure is appended with the time it was
@@ -47,41 +58,53 @@
  *                 - no failure recorded with exactly this (instance_id,
  *                   assigned_at): (0, false);
  *                 - else the matching failure and every older one are removed
- *                   (cleared = how many); if none remain the quarantine is
- *                   lifted (rescinded = it was quarantined); if some remain
- *                   the quarantine stays.
- *                 - a quarantine with no failures behind it (manual) is never
- *                   lifted by a success.
+ *                   (cleared = how many); if none remain the automatic
+ *                   quarantine is lifted; if some remain it stays.
+ *                   rescinded = the VF is back in service: its quarantine
+ *                   was lifted and it is not held.
+ *                 - no success ever lifts an operator hold.
  *
- *  Operator       store_quarantine_manual(): quarantine with no failure
- *                 record.  store_clear(): lift the quarantine and drop every
- *                 failure (the last step of the recovery runbook).
+ *  Operator       store_quarantine_manual(): set the operator hold, also on
+ *                 an automatically quarantined VF (a no-op only when held);
+ *                 no failure is recorded.  store_clear(): lift the hold and
+ *                 the automatic quarantine and drop every failure (the last
+ *                 step of the recovery runbook); a no-op on a VF with none
+ *                 of them.
  *
- *  Claims         at most one live claim per VF.  Claiming a quarantined VF,
- *                 or one another instance holds: -EBUSY.  Claiming a VF the
+ *  Claims         at most one live claim per VF.  Claiming a VF out of
+ *                 service, or one another instance holds: -EBUSY.  Claiming a VF the
  *                 same instance already holds: -EEXIST.  claimed_at is the
  *                 assignment identity, RFC 3339 UTC with nanoseconds; the
  *                 store stamps it when the caller gives none.  Released
  *                 claims stay in the database as history.
  *
- *  Breaker        an optional cap on the number of quarantined VFs (0 = no
- *                 cap, the default).  A failure report that would quarantine
- *                 beyond the cap is recorded (RECORDED) but does not
- *                 quarantine, and the result says the breaker is engaged.
- *                 A systemic guest/host driver mismatch must not drain a
- *                 whole host.  A VF is "held back" when it is not
- *                 quarantined and its tally meets the threshold (only the
- *                 cap causes that); the breaker is engaged while the cap is
- *                 reached and a held-back VF exists.  Changing the cap
- *                 re-evaluates like the threshold (oldest registration
- *                 first); manual quarantines ignore the cap.
+ *  Breaker        an optional cap on the number of automatically
+ *                 quarantined VFs (0 = no cap, the default); operator holds
+ *                 neither count against it nor are refused by it, so
+ *                 draining VFs never lets a real wedge through.  A failure
+ *                 report that would quarantine beyond the cap is recorded
+ *                 (RECORDED) but does not quarantine, and the result says
+ *                 the breaker is engaged.  A systemic guest/host driver
+ *                 mismatch must not drain a whole host.  A VF is "held
+ *                 back" when it is in service (neither quarantined nor
+ *                 held) and its tally meets the threshold (only the cap
+ *                 causes that); store_held_back_list() lists them.  The
+ *                 breaker is engaged while the cap is reached and a
+ *                 held-back VF exists.  Changing the cap re-evaluates like
+ *                 the threshold (oldest registration first).
+ *
+ *  State          each VF's state, derived: held (an operator hold, whatever
+ *                 else), quarantined (automatically), held-back, failing
+ *                 (failures on record below the threshold), ok.
  *
  *  Durability     every acknowledged mutation is committed durably before the
  *                 call returns (WAL, synchronous=FULL, BEGIN IMMEDIATE).
  *                 Concurrent writers are grouped into one transaction and one
  *                 fsync (group commit); each is acknowledged only after that
  *                 commit.  application_id and user_version version the
- *                 schema; a newer schema is refused with a clear reason.
+ *                 schema; a newer schema is refused with a clear reason; an
+ *                 older one is migrated at open, keeping its data (version
+ *                 1: a manual quarantine becomes an operator hold).
  *
  *  Fail closed    a failed commit (disk full, I/O error, read-only file,
  *                 corruption) latches the store unavailable with a
@@ -93,7 +116,8 @@
  *                 store_repair at most once a second for the whole store)
  *                 and then fail with -EIO; their _noretry variants, for
  *                 readers who may not write, fail at once and never
- *                 repair.  Name lookups (store_vf_lookup,
+ *                 repair; so do store_held_back_list and the state and
+ *                 since of store_vf_get.  Name lookups (store_vf_lookup,
  *                 store_claim_lookup) are not placement-facing: they are
  *                 answered from memory, never retry, and work while latched.  store_repair() retries and clears the latch
  *                 when a write works again.  A database that fails
@@ -176,6 +200,7 @@ enum store_change_bits {
 	STORE_CHANGE_MAX_QUARANTINED = 1 << 5,
 	STORE_CHANGE_STATUS = 1 << 6,     /* availability changed */
 	STORE_CHANGE_BREAKER = 1 << 7,    /* breaker engaged/disengaged */
+	STORE_CHANGE_HELD_BACK = 1 << 8,  /* the set of held-back VFs changed */
 };
 
 struct store_change {
@@ -198,17 +223,30 @@ void store_set_change_callback(struct store *s, store_change_fn fn, void *userda
 int store_vf_register(struct store *s, const char *vf);
 int store_vf_unregister(struct store *s, const char *vf);
 
+enum store_vf_state {
+	STORE_VF_OK,
+	STORE_VF_FAILING,     /* failures on record, below the threshold */
+	STORE_VF_QUARANTINED, /* automatically, by failures */
+	STORE_VF_HELD,        /* by the operator (whether quarantined or not) */
+	STORE_VF_HELD_BACK,   /* meets the threshold; the breaker keeps it in service */
+};
+/* "ok", "failing", "quarantined", "held", "held-back" */
+const char *store_vf_state_name(enum store_vf_state state);
+
 struct store_vf_info {
 	char vf[VF_ADDR_BUFSZ];
 	uint64_t id;         /* stable, never reused: names the VF's inodes */
 	unsigned tally;      /* recorded failures */
-	bool quarantined;
-	bool manual;         /* quarantined with no failure behind it */
+	bool quarantined;    /* out of service (auto_quarantined or held): placement's bit */
+	bool auto_quarantined; /* quarantined by failures (counts against the cap) */
+	bool held;           /* held by the operator */
+	enum store_vf_state state;
+	char since[RFC3339_BUFSZ]; /* when it went out of service; "" while in service */
 	bool claimed;        /* has a live claim */
 };
 
 /* One VF.  -ENOENT when not registered; -EIO when unavailable after a retry
- * (its quarantine bit is a placement-facing read). */
+ * (its quarantine bit, state and since are placement-facing reads). */
 int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret);
 /* The same for a reader who may not write: never retries (-EIO at once). */
 int store_vf_get_noretry(struct store *s, const char *vf, struct store_vf_info *ret);
@@ -227,9 +265,15 @@ int store_vf_get_by_id(struct store *s, uint64_t id, struct store_vf_info *ret);
  * Served while unavailable (the set of VFs is not a placement decision). */
 int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count);
 
-/* The quarantined VFs, sorted.  Placement-facing: retries, then -EIO. */
+/* The VFs out of service (quarantined or held), sorted.  Placement-facing:
+ * retries, then -EIO. */
 int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
 int store_quarantined_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
+
+/* The held-back VFs (in service only because of the breaker), sorted.
+ * Placement-facing (placement ranks them last): retries, then -EIO. */
+int store_held_back_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
+int store_held_back_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
 
 struct store_failure {
 	char reported_at[RFC3339_BUFSZ];
@@ -276,7 +320,7 @@ int store_report_failure(struct store *s, const char *vf, const char *instance_i
 
 struct store_success_result {
 	unsigned cleared;
-	bool rescinded;
+	bool rescinded; /* back in service: the quarantine was lifted, no hold remains */
 };
 
 int store_report_success(struct store *s, const char *vf, const char *instance_id,
@@ -284,8 +328,8 @@ int store_report_success(struct store *s, const char *vf, const char *instance_i
 
 /* -- operator actions ----------------------------------------------------- */
 
-int store_quarantine_manual(struct store *s, const char *vf); /* no-op if quarantined */
-int store_clear(struct store *s, const char *vf);             /* no-op if clean */
+int store_quarantine_manual(struct store *s, const char *vf); /* the hold; no-op if held */
+int store_clear(struct store *s, const char *vf); /* hold, quarantine, failures; no-op if none */
 
 /* -- claims --------------------------------------------------------------- */
 
@@ -347,9 +391,11 @@ int store_claim_list(struct store *s, const char *vf, struct store_claim **ret, 
 
 struct store_stats {
 	size_t vfs;
-	size_t quarantined;
+	size_t quarantined;   /* out of service: automatically quarantined or held */
+	size_t held;          /* held by the operator */
+	size_t held_back;     /* held back by the breaker */
 	size_t claimed;       /* VFs with a live claim */
-	size_t allocatable;   /* neither quarantined nor claimed; 0 while unavailable */
+	size_t allocatable;   /* neither out of service nor claimed; 0 while unavailable */
 	bool available;
 	bool breaker_engaged; /* a report was held back by the cap and the cap is still reached */
 	/* reports since open, by kind and outcome */

@@ -7,9 +7,11 @@
 #
 # PARENT is the physical function's PCI address (0000:41:00.0).  Its VFs are
 # the targets of the virtfn* links in SYSFS_ROOT/bus/pci/devices/PARENT/.
-# Default: quarantine each registered VF (echo 1 > MOUNT/VF/quarantined).
-# --clear: lift each VF's quarantine and drop its failures (echo 0), the
-# runbook's last step once the parent's SR-IOV cycle is done.
+# Default: put an operator hold on each registered VF (echo 1 >
+# MOUNT/VF/quarantined): no success report lifts it, and holds do not count
+# against max_quarantined.
+# --clear: lift each VF's hold and quarantine and drop its failures (echo 0),
+# the runbook's last step once the parent's SR-IOV cycle is done.
 # VFs that vfhealthd does not know are listed and skipped.  Every target is
 # checked before the first write: a bad PARENT changes nothing.
 # Exit: 0 all done; 1 a write failed (the rest were still tried); 2 usage.

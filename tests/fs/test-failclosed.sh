@@ -40,6 +40,9 @@ fi
 expect_err "$EIO" cat "$MNT/quarantined"
 expect_err "$EIO" cat "$V/quarantined"
 expect_err "$EIO" cat "$W/quarantined"
+expect_err "$EIO" cat "$V/state"
+expect_err "$EIO" cat "$V/since"
+expect_err "$EIO" cat "$MNT/held_back"
 # Claims and every mutation fail with EIO ...
 expect_err "$EIO" touch "$V/assignments/vm-4"
 expect_err "$EIO" put "$W/assignments/vm-2" "agent=vsock:3"
@@ -110,8 +113,9 @@ cp "$T/garbage" "$DB"
 start_daemon
 assert_match "$(cat "$MNT/status")" "^unavailable: " "status of an unreadable database"
 assert_match "$(cat "$MNT/resources")" $'\nallocatable_slots 0\n.*\nplacement_disabled_reason ' "resources"
-assert_eq "$(ls "$MNT" | tr '\n' ' ')" "max_quarantined metrics quarantined resources status threshold " "ls"
+assert_eq "$(ls "$MNT" | tr '\n' ' ')" "held_back max_quarantined metrics quarantined resources status threshold " "ls"
 expect_err "$EIO" cat "$MNT/quarantined"
+expect_err "$EIO" cat "$MNT/held_back"
 expect_err "$EIO" mkdir "$V"
 expect_err "$EIO" put "$MNT/status" repair
 cmp -s "$T/garbage" "$DB" || fail "the unreadable database was modified"

@@ -15,10 +15,10 @@ T0=2026-11-29T07:00:00Z
 start_daemon
 mkdir "$V"
 touch "$V/assignments/vm-1"
-for f in threshold quarantined resources status max_quarantined metrics; do
+for f in threshold quarantined resources status max_quarantined metrics held_back; do
 	as_user 65534 cat "$MNT/$f" >/dev/null || fail "nobody cannot read $f"
 done
-for f in tally quarantined failures report assignments/vm-1; do
+for f in tally quarantined failures report state since assignments/vm-1; do
 	as_user 65534 cat "$V/$f" >/dev/null || fail "nobody cannot read $f"
 done
 as_user 65534 ls "$MNT" "$V" "$V/assignments" >/dev/null || fail "nobody cannot list"

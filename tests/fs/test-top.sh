@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The top-level files of vfhealth(5): threshold, quarantined, resources,
-# status, max_quarantined, metrics, and the write rules every file follows.
+# status, max_quarantined, metrics, held_back, and the write rules every file
+# follows.
 source "$(dirname "$0")/lib.sh"
 require_fuse
 start_daemon
@@ -11,12 +12,12 @@ B=$MNT/0000:41:00.5
 C=$MNT/0000:03:00.1
 
 # --- the listing and the attributes
-assert_eq "$(ls "$MNT" | tr '\n' ' ')" "max_quarantined metrics quarantined resources status threshold " "ls"
+assert_eq "$(ls "$MNT" | tr '\n' ' ')" "held_back max_quarantined metrics quarantined resources status threshold " "ls"
 assert_eq "$(stat -c '%a %u %g %F' "$MNT")" "775 0 0 directory" "stat root"
 for f in threshold status max_quarantined; do
 	assert_eq "$(stat -c '%a %u %g %F %s' "$MNT/$f")" "664 0 0 regular empty file 0" "stat $f"
 done
-for f in quarantined resources metrics; do
+for f in quarantined resources metrics held_back; do
 	assert_eq "$(stat -c '%a %u %g %F %s' "$MNT/$f")" "444 0 0 regular empty file 0" "stat $f"
 done
 
@@ -49,8 +50,12 @@ put "$MNT/threshold" 2
 assert_cat "$MNT/quarantined" ""
 assert_eq "$(stat -c %s "$MNT/quarantined")" 0 "size: 0, as in procfs (test-values.sh)"
 mkdir "$B" "$A" "$C"
-put "$B/quarantined" 1
-put "$C/quarantined" 1
+# B and C are quarantined automatically (two failed assignments each): the
+# breaker's cap below counts these, never operator holds.
+for vf in "$B" "$C"; do
+	put "$vf/report" "failed vm-x1 -"
+	put "$vf/report" "failed vm-x2 -"
+done
 assert_cat "$MNT/quarantined" $'0000:03:00.1\n0000:41:00.5'
 
 # --- resources: every slot counted once
@@ -75,16 +80,19 @@ assert_cat "$MNT/max_quarantined" 0
 put "$MNT/max_quarantined" 2
 assert_cat "$MNT/max_quarantined" 2
 # Two VFs are quarantined: a third reaching the threshold is held back.
+assert_cat "$MNT/held_back" ""
 out=$("$VFTOOL" write-read "$A/report" "failed vm-a 2026-11-29T07:00:00Z one")
 assert_eq "$out" "recorded failures=1 threshold=2" "first report"
 out=$("$VFTOOL" write-read "$A/report" "failed vm-b 2026-11-29T07:01:00Z two")
 assert_eq "$out" "recorded failures=2 threshold=2 breaker=engaged" "report held back by the breaker"
 assert_cat "$A/quarantined" 0
+assert_cat "$MNT/held_back" 0000:41:00.4
 assert_match "$(cat "$MNT/metrics")" $'\nvfhealth_breaker_engaged 1\n' "metrics while the breaker holds"
 
 # Lifting the cap re-evaluates: the held-back VF is quarantined now.
 put "$MNT/max_quarantined" 0
 assert_cat "$A/quarantined" 1
+assert_cat "$MNT/held_back" ""
 assert_match "$(cat "$MNT/metrics")" $'\nvfhealth_breaker_engaged 0\n' "metrics after the cap is lifted"
 
 # --- threshold re-evaluates every VF: a VF whose tally meets a lowered
@@ -110,8 +118,9 @@ done
 assert_match "$metrics" $'\nvfhealth_vfs 3\n' "vfhealth_vfs"
 assert_match "$metrics" $'\nvfhealth_quarantined_vfs 3\n' "vfhealth_quarantined_vfs"
 assert_match "$metrics" $'\nvfhealth_store_unavailable 0\n' "vfhealth_store_unavailable"
-assert_match "$metrics" $'\nvfhealth_reports_total\\{kind="failed",outcome="recorded"\\} 3\n' "recorded"
-for series in 'kind="failed",outcome="quarantined"' 'kind="failed",outcome="unchanged"' \
+assert_match "$metrics" $'\nvfhealth_reports_total\\{kind="failed",outcome="recorded"\\} 5\n' "recorded"
+assert_match "$metrics" $'\nvfhealth_reports_total\\{kind="failed",outcome="quarantined"\\} 2\n' "quarantined"
+for series in 'kind="failed",outcome="unchanged"' \
 	'kind="ok",outcome="cleared"' 'kind="ok",outcome="unchanged"'; do
 	assert_match "$metrics" $'\nvfhealth_reports_total\\{'"$series"$'\\} 0\n' "$series"
 done
@@ -128,6 +137,7 @@ done <<<"$metrics"
 expect_err "$EACCES" put "$MNT/metrics" 1
 expect_err "$EACCES" put "$MNT/quarantined" 0000:41:00.4
 expect_err "$EACCES" put "$MNT/resources" 1
+expect_err "$EACCES" put "$MNT/held_back" 0000:41:00.4
 
 stop_daemon
 echo "ok"

@@ -21,10 +21,10 @@ mkdir "$V"
 expect_err "$EEXIST" mkdir "$V"
 expect_err "$EEXIST" mkdir "$MNT/threshold"
 expect_err "$EPERM" mkdir "$V/extra"
-assert_eq "$(ls "$V" | tr '\n' ' ')" "assignments failures quarantined report tally " "ls VF"
+assert_eq "$(ls "$V" | tr '\n' ' ')" "assignments failures quarantined report since state tally " "ls VF"
 assert_eq "$(stat -c '%a %F' "$V")" "755 directory" "stat VF dir"
 assert_eq "$(stat -c '%a %F' "$V/assignments")" "775 directory" "stat assignments"
-for f in tally failures; do
+for f in tally failures state since; do
 	assert_eq "$(stat -c '%a %s' "$V/$f")" "444 0" "stat $f"
 done
 for f in quarantined report; do

@@ -88,8 +88,8 @@ static char *state(void)
 
 		fuzz_check(store_vf_get(store, vfs[i], &info) == 0);
 		fuzz_check(store_failure_list(store, vfs[i], &fl, &n) == 0);
-		fprintf(f, "%s tally=%u q=%d manual=%d claimed=%d\n", vfs[i], info.tally,
-			info.quarantined, info.manual, info.claimed);
+		fprintf(f, "%s tally=%u q=%d held=%d claimed=%d\n", vfs[i], info.tally,
+			info.quarantined, info.held, info.claimed);
 		for (size_t k = 0; k < n; k++)
 			fprintf(f, "  %s %s %s\n", fl[k].instance_id, fl[k].assigned_at, fl[k].message);
 	}

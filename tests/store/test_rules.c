@@ -27,12 +27,14 @@ START_TEST(threshold_cap_and_breaker)
 	ck_assert(rule_cap_allows(0, VFS_MAX));
 	ck_assert(rule_cap_allows(2, 1));
 	ck_assert(!rule_cap_allows(2, 2));
-	ck_assert(!rule_cap_allows(2, 3)); /* manual quarantines ignore the cap */
+	ck_assert(!rule_cap_allows(2, 3)); /* over it: the threshold or cap was changed */
 
-	/* held back only when not quarantined */
-	ck_assert(rule_held_back(false, 2, 2));
-	ck_assert(!rule_held_back(true, 2, 2));
-	ck_assert(!rule_held_back(false, 1, 2));
+	/* held back only when in service: neither quarantined nor held */
+	ck_assert(rule_held_back(false, false, 2, 2));
+	ck_assert(!rule_held_back(true, false, 2, 2));
+	ck_assert(!rule_held_back(false, true, 2, 2));
+	ck_assert(!rule_held_back(true, true, 2, 2));
+	ck_assert(!rule_held_back(false, false, 1, 2));
 
 	/* breaker needs cap reached and a held back vf */
 	ck_assert(!rule_breaker_engaged(0, 5, 1)); /* no cap */
@@ -45,7 +47,13 @@ END_TEST
 
 START_TEST(failure_reports)
 {
-	/* failure unchanged when quarantined or duplicate */
+	/* out of service: quarantined or held, either alone */
+	ck_assert(!rule_out_of_service(false, false));
+	ck_assert(rule_out_of_service(true, false));
+	ck_assert(rule_out_of_service(false, true));
+	ck_assert(rule_out_of_service(true, true));
+
+	/* failure unchanged when out of service or duplicate */
 	ck_assert(rule_failure_unchanged(true, false));
 	ck_assert(rule_failure_unchanged(false, true));
 	ck_assert(rule_failure_unchanged(true, true));
@@ -72,10 +80,17 @@ END_TEST
 
 START_TEST(success_and_reevaluation)
 {
-	/* success rescinds only an automatic quarantine with nothing left */
+	/* success lifts an automatic quarantine with nothing left, also under
+	 * a hold ... */
+	ck_assert(rule_success_lifts(0, true));
+	ck_assert(!rule_success_lifts(1, true)); /* older failures remain */
+	ck_assert(!rule_success_lifts(0, false)); /* nothing to lift */
+	/* ... and rescinds (back in service) only with no hold: no success
+	 * ever lifts a hold */
 	ck_assert(rule_success_rescinds(0, true, false));
 	ck_assert(!rule_success_rescinds(1, true, false)); /* older failures remain */
-	ck_assert(!rule_success_rescinds(0, true, true));  /* manual: never by a success */
+	ck_assert(!rule_success_rescinds(0, true, true));  /* held: never by a success */
+	ck_assert(!rule_success_rescinds(0, false, true));
 	ck_assert(!rule_success_rescinds(0, false, false)); /* nothing to lift */
 
 	/* reevaluate takes up to the cap */
@@ -83,7 +98,7 @@ START_TEST(success_and_reevaluation)
 	ck_assert_uint_eq(rule_reevaluate_take(10, 7, 5), 3);
 	ck_assert_uint_eq(rule_reevaluate_take(10, 2, 5), 5);
 	ck_assert_uint_eq(rule_reevaluate_take(3, 3, 5), 0);
-	ck_assert_uint_eq(rule_reevaluate_take(3, 4, 5), 0); /* over the cap (manual) */
+	ck_assert_uint_eq(rule_reevaluate_take(3, 4, 5), 0); /* over the cap */
 	ck_assert_uint_eq(rule_reevaluate_take(3, 0, 0), 0);
 }
 END_TEST
@@ -104,19 +119,54 @@ START_TEST(refusals)
 	ck_assert_int_eq(rule_unregister_refusal(false, 1, false), -EBUSY);
 	ck_assert_int_eq(rule_unregister_refusal(false, 0, true), -EBUSY);
 
-	/* operator actions that change nothing */
-	ck_assert(rule_manual_unchanged(true));
-	ck_assert(!rule_manual_unchanged(false));
-	ck_assert(rule_clear_unchanged(false, 0));
-	ck_assert(!rule_clear_unchanged(true, 0));
-	ck_assert(!rule_clear_unchanged(false, 1)); /* held back or below the threshold */
+	/* a held VF is refused like a quarantined one */
+	ck_assert_int_eq(rule_claim_refusal(rule_out_of_service(false, true), NULL, "vm-a"),
+			 -EBUSY);
+	ck_assert_int_eq(rule_unregister_refusal(rule_out_of_service(false, true), 0, false),
+			 -EBUSY);
+
+	/* operator actions that change nothing: a hold only on a held VF (an
+	 * automatically quarantined one gets the hold) */
+	ck_assert(rule_hold_unchanged(true));
+	ck_assert(!rule_hold_unchanged(false));
+	ck_assert(rule_clear_unchanged(false, false, 0));
+	ck_assert(!rule_clear_unchanged(true, false, 0));
+	ck_assert(!rule_clear_unchanged(false, true, 0));
+	ck_assert(!rule_clear_unchanged(false, false, 1)); /* held back or below the threshold */
+}
+END_TEST
+
+START_TEST(vf_state)
+{
+	/* held wins over everything */
+	ck_assert_int_eq(rule_vf_state(true, true, 5, 2), STORE_VF_HELD);
+	ck_assert_int_eq(rule_vf_state(false, true, 0, 2), STORE_VF_HELD);
+	ck_assert_int_eq(rule_vf_state(false, true, 3, 2), STORE_VF_HELD); /* not held-back */
+	/* then the automatic quarantine */
+	ck_assert_int_eq(rule_vf_state(true, false, 2, 2), STORE_VF_QUARANTINED);
+	ck_assert_int_eq(rule_vf_state(true, false, 0, 2), STORE_VF_QUARANTINED);
+	/* in service: held back when the tally meets the threshold */
+	ck_assert_int_eq(rule_vf_state(false, false, 2, 2), STORE_VF_HELD_BACK);
+	ck_assert_int_eq(rule_vf_state(false, false, 9, 2), STORE_VF_HELD_BACK);
+	/* failing below it, ok with nothing on record */
+	ck_assert_int_eq(rule_vf_state(false, false, 1, 2), STORE_VF_FAILING);
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 2), STORE_VF_OK);
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 1), STORE_VF_OK);
+
+	/* the names the state file shows */
+	ck_assert_str_eq(store_vf_state_name(STORE_VF_OK), "ok");
+	ck_assert_str_eq(store_vf_state_name(STORE_VF_FAILING), "failing");
+	ck_assert_str_eq(store_vf_state_name(STORE_VF_QUARANTINED), "quarantined");
+	ck_assert_str_eq(store_vf_state_name(STORE_VF_HELD), "held");
+	ck_assert_str_eq(store_vf_state_name(STORE_VF_HELD_BACK), "held-back");
+	ck_assert_str_eq(store_vf_state_name((enum store_vf_state)99), "unknown");
 }
 END_TEST
 
 static Suite *rules_suite(void)
 {
 	const TTest *tests[] = { threshold_cap_and_breaker, failure_reports,
-				 success_and_reevaluation, refusals };
+				 success_and_reevaluation, refusals, vf_state };
 	Suite *suite = suite_create("store-rules");
 	TCase *tc = tcase_create("rules");
 

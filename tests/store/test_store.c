@@ -307,7 +307,8 @@ START_TEST(threshold_reevaluate_on_set)
 
 	ck_assert_int_eq(store_threshold_set(s, 2), 0);
 	ck_assert(info(s, VF_A).quarantined);
-	ck_assert(!info(s, VF_A).manual);
+	ck_assert(info(s, VF_A).auto_quarantined);
+	ck_assert(!info(s, VF_A).held);
 	ck_assert(!info(s, VF_B).quarantined);
 	/* raising never lifts */
 	ck_assert_int_eq(store_threshold_set(s, 10), 0);
@@ -550,7 +551,7 @@ START_TEST(failure_listing_survives_reopen)
 
 	/* a store whose database could not be opened lists nothing */
 	store_close(s);
-	db_write("PRAGMA user_version = 2");
+	db_write("PRAGMA user_version = 3");
 	s = open_store();
 	ck_assert(!store_status(s, NULL, 0));
 	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), -EIO);
@@ -683,9 +684,12 @@ START_TEST(manual_quarantine_not_lifted_by_success)
 	reg(s, VF_B);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
 	ck_assert(info(s, VF_A).quarantined);
-	ck_assert(info(s, VF_A).manual);
+	ck_assert(info(s, VF_A).held);
+	ck_assert(!info(s, VF_A).auto_quarantined);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
+	uint64_t before = commits(s);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0); /* no-op */
+	ck_assert_uint_eq(commits(s), before);
 	struct store_success_result r = ok(s, VF_A, "i-1", T1);
 	ck_assert(!r.rescinded);
 
@@ -698,7 +702,7 @@ START_TEST(manual_quarantine_not_lifted_by_success)
 	ck_assert(info(s, VF_B).quarantined);
 	s = reopen(s);
 	ck_assert(info(s, VF_A).quarantined);
-	ck_assert(info(s, VF_A).manual);
+	ck_assert(info(s, VF_A).held);
 	ck_assert(info(s, VF_B).quarantined);
 	store_close(s);
 }
@@ -726,6 +730,347 @@ START_TEST(operator_clear)
 	/* the old identities count afresh */
 	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
 	store_close(s);
+}
+END_TEST
+
+/* Issue 11.5: `echo 1` sets a hold, also on an automatically quarantined VF;
+ * no success lifts it; `echo 0` lifts hold, quarantine and failures. */
+START_TEST(hold_sticky_over_quarantine)
+{
+	struct store *s = open_store();
+	struct store_claim c = { .vf = VF_A, .instance_id = "i-9" };
+
+	reg(s, VF_A);
+	report_fail(s, VF_A, "i-1", T1);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
+	struct store_vf_info q = info(s, VF_A);
+	ck_assert_int_eq(q.state, STORE_VF_QUARANTINED);
+	ck_assert_uint_ne(strlen(q.since), 0);
+
+	/* the hold goes on top of the quarantine: a change, not a no-op */
+	uint64_t before = commits(s);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_uint_eq(commits(s), before + 1);
+	struct store_vf_info h = info(s, VF_A);
+	ck_assert(h.held && h.auto_quarantined && h.quarantined);
+	ck_assert_int_eq(h.state, STORE_VF_HELD);
+	ck_assert_str_eq(h.since, q.since); /* out of service since the quarantine */
+
+	/* the triggering assignment succeeds: failures go, the hold stays */
+	struct store_success_result r = ok(s, VF_A, "i-2", T2);
+	ck_assert_uint_eq(r.cleared, 2);
+	ck_assert(!r.rescinded);
+	h = info(s, VF_A);
+	ck_assert(h.quarantined && h.held && !h.auto_quarantined);
+	ck_assert_uint_eq(h.tally, 0);
+	ck_assert_int_eq(h.state, STORE_VF_HELD);
+	ck_assert_str_eq(h.since, q.since);
+	ck_assert_int_eq(store_claim(s, &c, NULL), -EBUSY);
+	/* a failure on a held VF changes nothing */
+	ck_assert_int_eq(report_fail(s, VF_A, "i-3", T3), STORE_OUTCOME_UNCHANGED);
+	s = reopen(s);
+	h = info(s, VF_A);
+	ck_assert(h.quarantined && h.held);
+	ck_assert_str_eq(h.since, q.since);
+	char(*list)[VF_ADDR_BUFSZ];
+	size_t n;
+	ck_assert_int_eq(store_quarantined_list(s, &list, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(list[0], VF_A);
+	free(list);
+
+	/* echo 0 lifts everything */
+	report_fail(s, VF_A, "i-4", T3); /* unchanged: held */
+	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	h = info(s, VF_A);
+	ck_assert(!h.quarantined && !h.held && !h.auto_quarantined);
+	ck_assert_int_eq(h.state, STORE_VF_OK);
+	ck_assert_str_eq(h.since, "");
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+
+	/* a hold on a VF with failures, quarantined on top of nothing: clear
+	 * drops both the hold and the failures */
+	ck_assert_int_eq(store_release(s, VF_A, "i-9"), 0);
+	report_fail(s, VF_A, "i-5", T1);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_FAILING);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert_uint_eq(info(s, VF_A).tally, 0);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_OK);
+	s = reopen(s);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_OK);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM vfs WHERE held = 1 OR quarantined = 1"
+				  " OR quarantined_at IS NOT NULL"),
+			 0);
+	store_close(s);
+}
+END_TEST
+
+/* Issue 11.5: state and since through the lifecycle, persisted. */
+START_TEST(state_and_since)
+{
+	struct store *s = open_with(2, 1, FAULTVFS_NAME);
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	struct store_vf_info i = info(s, VF_A);
+	ck_assert_int_eq(i.state, STORE_VF_OK);
+	ck_assert_str_eq(store_vf_state_name(i.state), "ok");
+	ck_assert_str_eq(i.since, "");
+	report_fail(s, VF_A, "i-1", T1);
+	i = info(s, VF_A);
+	ck_assert_int_eq(i.state, STORE_VF_FAILING);
+	ck_assert_str_eq(i.since, ""); /* failing is in service */
+
+	/* hold: out of service from now, canonical RFC 3339 */
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	i = info(s, VF_B);
+	ck_assert_int_eq(i.state, STORE_VF_HELD);
+	char canon[RFC3339_BUFSZ];
+	ck_assert_int_eq(rfc3339_normalize(i.since, canon), 0);
+	ck_assert_str_eq(canon, i.since);
+	char since_b[RFC3339_BUFSZ];
+	strcpy(since_b, i.since);
+
+	/* the hold does not use the cap: A quarantines */
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
+	i = info(s, VF_A);
+	ck_assert_int_eq(i.state, STORE_VF_QUARANTINED);
+	ck_assert_str_eq(store_vf_state_name(i.state), "quarantined");
+	ck_assert_uint_ne(strlen(i.since), 0);
+	ck_assert_str_ge(i.since, since_b);
+
+	s = reopen(s);
+	ck_assert_str_eq(info(s, VF_B).since, since_b);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_QUARANTINED);
+
+	/* rescinded by a success: back in service, since empty */
+	struct store_success_result r = ok(s, VF_A, "i-2", T2);
+	ck_assert(r.rescinded);
+	i = info(s, VF_A);
+	ck_assert_int_eq(i.state, STORE_VF_OK);
+	ck_assert_str_eq(i.since, "");
+	ck_assert_str_eq(store_vf_state_name(STORE_VF_HELD), "held");
+	ck_assert_str_eq(store_vf_state_name(STORE_VF_HELD_BACK), "held-back");
+	ck_assert_str_eq(store_vf_state_name(STORE_VF_FAILING), "failing");
+
+	/* state and since are placement-facing: they fail closed */
+	struct store_vf_info *all;
+	size_t n;
+	ck_assert_int_eq(store_vf_list(s, &all, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(all[1].state, STORE_VF_HELD);
+	free(all);
+	faultvfs_fail_writes(SQLITE_IOERR);
+	ck_assert_int_eq(store_clear(s, VF_B), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_B, &i), -EIO);
+	faultvfs_fail_writes(SQLITE_OK);
+	/* Read-triggered retries are rate-limited (read_retries_rate_limited):
+	 * the operator's repair brings it back. */
+	ck_assert_int_eq(store_repair(s), 0);
+	ck_assert_int_eq(store_vf_get(s, VF_B, &i), 0);
+	ck_assert_int_eq(i.state, STORE_VF_HELD);
+	store_close(s);
+}
+END_TEST
+
+/* Issue 11.6: the cap counts automatic quarantines only; the held-back VFs
+ * are listed and notified. */
+static void collect_change_bits(void *userdata, const struct store_change *c)
+{
+	*(unsigned *)userdata |= c->bits;
+}
+
+START_TEST(breaker_counts_automatic_only)
+{
+	struct store *s = open_with(2, 1, FAULTVFS_NAME);
+	char(*list)[VF_ADDR_BUFSZ];
+	size_t n;
+	struct store_stats st;
+	unsigned bits = 0;
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	reg(s, VF_C);
+	/* a hold (drained for maintenance) does not use the cap of 1 */
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	report_fail(s, VF_B, "i-1", T1);
+	ck_assert_int_eq(report_fail(s, VF_B, "i-2", T2), STORE_OUTCOME_QUARANTINED);
+	/* the cap is now reached by B's automatic quarantine: C is held back */
+	report_fail(s, VF_C, "i-3", T1);
+	store_set_change_callback(s, collect_change_bits, &bits);
+	struct store_failure_result r;
+	ck_assert_int_eq(store_report_failure(s, VF_C, "i-4", T2, "m", &r), 0);
+	ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
+	ck_assert(r.breaker_engaged);
+	ck_assert(bits & STORE_CHANGE_HELD_BACK);
+	ck_assert_int_eq(info(s, VF_C).state, STORE_VF_HELD_BACK);
+	ck_assert_str_eq(info(s, VF_C).since, ""); /* in service */
+	ck_assert_int_eq(store_held_back_list(s, &list, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(list[0], VF_C);
+	free(list);
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.quarantined, 2); /* out of service: A held, B quarantined */
+	ck_assert_uint_eq(st.held, 1);
+	ck_assert_uint_eq(st.held_back, 1);
+	ck_assert(st.breaker_engaged);
+	ck_assert_uint_eq(st.allocatable, 1); /* C: held back, still in service */
+
+	s = reopen(s); /* derived: survives */
+	ck_assert_int_eq(store_held_back_list(s, &list, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	free(list);
+
+	/* a hold on the held-back VF takes it out of the set */
+	bits = 0;
+	store_set_change_callback(s, collect_change_bits, &bits);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_C), 0);
+	ck_assert(bits & STORE_CHANGE_HELD_BACK);
+	ck_assert(bits & STORE_CHANGE_BREAKER);
+	ck_assert_int_eq(store_held_back_list(s, &list, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	free(list);
+	store_get_stats(s, &st);
+	ck_assert(!st.breaker_engaged);
+	/* lifting the hold drops C's failures: nothing comes back */
+	ck_assert_int_eq(store_clear(s, VF_C), 0);
+	ck_assert_int_eq(info(s, VF_C).state, STORE_VF_OK);
+
+	/* raising the cap re-evaluates automatic candidates only: A stays held,
+	 * and is never auto-quarantined by it */
+	ck_assert_int_eq(store_max_quarantined_set(s, 0), 0);
+	ck_assert(!info(s, VF_A).auto_quarantined);
+	ck_assert(info(s, VF_A).held);
+
+	/* the held-back list fails closed */
+	faultvfs_fail_writes(SQLITE_IOERR);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_C), -EIO);
+	ck_assert_int_eq(store_held_back_list(s, &list, &n), -EIO);
+	faultvfs_fail_writes(SQLITE_OK);
+	store_close(s);
+}
+END_TEST
+
+/* A version 1 database is migrated at open, keeping its data: a manual
+ * quarantine becomes a hold. */
+#define V1_SCHEMA                                                                          \
+	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"                \
+	"CREATE TABLE vfs (id INTEGER PRIMARY KEY AUTOINCREMENT,"                          \
+	" address TEXT NOT NULL UNIQUE, quarantined INTEGER NOT NULL DEFAULT 0,"           \
+	" manual INTEGER NOT NULL DEFAULT 0, quarantined_at TEXT);"                        \
+	"CREATE TABLE failures (id INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
+	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"   \
+	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                               \
+	" UNIQUE (vf_id, instance_id, assigned_at));"                                      \
+	"CREATE TABLE claims (id INTEGER PRIMARY KEY AUTOINCREMENT,"                       \
+	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, claimed_at TEXT NOT NULL,"    \
+	" agent TEXT NOT NULL, control TEXT NOT NULL, pid INTEGER NOT NULL,"               \
+	" pid_starttime INTEGER NOT NULL, released_at TEXT);"                              \
+	"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"     \
+	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 1);"   \
+	"PRAGMA application_id = 1447446577;"                                              \
+	"PRAGMA user_version = 1;"
+
+#define Q_AT "2026-11-01T00:00:00.000000000Z"
+
+static void write_v1_database(void)
+{
+	char dir[256];
+
+	snprintf(dir, sizeof(dir), "%s/var", tmpdir);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	snprintf(dir, sizeof(dir), "%s/var/lib", tmpdir);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	snprintf(dir, sizeof(dir), "%s/var/lib/vfhealth", tmpdir);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	sqlite3 *db = NULL;
+	ck_assert_int_eq(sqlite3_open(db_path, &db), SQLITE_OK);
+	sqlite3_close(db);
+	db_write(V1_SCHEMA
+		 /* A: manual; B: manual on top of a failure; C: automatic;
+		  * D: quarantined with no failure behind it (manual in v1);
+		  * E: clean and claimed */
+		 "INSERT INTO vfs (address, quarantined, manual, quarantined_at) VALUES"
+		 " ('" VF_A "', 1, 1, '" Q_AT "'), ('" VF_B "', 1, 1, '" Q_AT "'),"
+		 " ('" VF_C "', 1, 0, '" Q_AT "'), ('0000:41:00.4', 1, 0, '" Q_AT "'),"
+		 " ('0000:41:00.5', 0, 0, NULL);"
+		 "INSERT INTO failures (vf_id, instance_id, assigned_at, reported_at, message)"
+		 " VALUES (2, 'i-b', '" T1 "', '" T1 "', 'mb'), (3, 'i-c1', '" T1 "', '" T1 "', 'm1'),"
+		 " (3, 'i-c2', '" T2 "', '" T2 "', 'm2');"
+		 "INSERT INTO claims (vf_id, instance_id, claimed_at, agent, control, pid,"
+		 " pid_starttime) VALUES (5, 'i-e', '" T3 "', 'vsock:3:5000', '', 7, 8);");
+}
+
+START_TEST(migrate_v1_to_v2)
+{
+	write_v1_database();
+	struct store *s = open_store();
+	char reason[STORE_REASON_MAX];
+
+	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	struct store_vf_info a = info(s, VF_A), b = info(s, VF_B), c = info(s, VF_C),
+			     d = info(s, "0000:41:00.4"), e = info(s, "0000:41:00.5");
+	ck_assert(a.held && !a.auto_quarantined && a.quarantined);
+	ck_assert(b.held && !b.auto_quarantined);
+	ck_assert_uint_eq(b.tally, 1);
+	ck_assert(!c.held && c.auto_quarantined);
+	ck_assert_uint_eq(c.tally, 2);
+	ck_assert(d.held && !d.auto_quarantined);
+	ck_assert(!e.quarantined && e.claimed);
+	ck_assert_str_eq(a.since, Q_AT);
+	ck_assert_str_eq(c.since, Q_AT);
+	ck_assert_str_eq(e.since, "");
+	ck_assert_int_eq(store_threshold_get(s), 2);
+	ck_assert_int_eq(store_max_quarantined_get(s), 1);
+	struct store_claim got;
+	ck_assert_int_eq(store_claim_get(s, "0000:41:00.5", "i-e", &got), 0);
+	ck_assert_str_eq(got.agent, "vsock:3:5000");
+	ck_assert_int_eq(got.pid_starttime, 8);
+	/* the cap of 1 is C's; the holds do not count */
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.held, 3);
+	ck_assert_uint_eq(st.quarantined, 4);
+	/* a success still lifts C's automatic quarantine, never B's hold */
+	ck_assert(ok(s, VF_C, "i-c2", T2).rescinded);
+	ck_assert(!ok(s, VF_B, "i-b", T1).rescinded);
+	ck_assert(info(s, VF_B).held);
+	store_close(s);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 2);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('vfs')"
+				  " WHERE name = 'manual'"),
+			 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), 0); /* both successes cleared */
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 1);
+
+	/* opened again: nothing to migrate, the same state */
+	s = open_store();
+	ck_assert(info(s, VF_A).held);
+	ck_assert_str_eq(info(s, VF_A).since, Q_AT);
+	store_close(s);
+}
+END_TEST
+
+/* A migration that fails rolls back: the file keeps version 1 and its rows,
+ * and the store is unavailable with the reason. */
+START_TEST(migrate_failure_rolls_back)
+{
+	write_v1_database();
+	/* a column the migration adds already exists: ALTER TABLE fails */
+	db_write("ALTER TABLE vfs ADD COLUMN held INTEGER");
+	struct store *s = open_store();
+	char reason[STORE_REASON_MAX];
+
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, "cannot migrate") && strstr(reason, "schema version 1"), "%s",
+		      reason);
+	struct store_vf_info i;
+	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
+	store_close(s);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 1);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM vfs WHERE manual = 1"), 2);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM vfs WHERE quarantined = 1"), 4);
 }
 END_TEST
 
@@ -862,7 +1207,8 @@ START_TEST(breaker)
 	report_fail(s, VF_B, "i-3", T1);
 	store_set_change_callback(s, collect_bits, &bits);
 	ck_assert_int_eq(store_report_failure(s, VF_B, "i-4", T2, "m", &r), 0);
-	ck_assert_uint_eq(bits, STORE_CHANGE_FAILURES | STORE_CHANGE_BREAKER);
+	ck_assert_uint_eq(bits, STORE_CHANGE_FAILURES | STORE_CHANGE_BREAKER |
+					STORE_CHANGE_HELD_BACK);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
 	ck_assert(r.breaker_engaged);
 	ck_assert_uint_eq(r.tally, 2);
@@ -931,8 +1277,8 @@ START_TEST(persistence_all_state)
 	ck_assert_int_eq(store_threshold_get(s), 3);
 	ck_assert_int_eq(store_max_quarantined_get(s), 5);
 	ck_assert(info(s, VF_A).quarantined);
-	ck_assert(!info(s, VF_A).manual);
-	ck_assert(info(s, "0000:41:00.4").manual);
+	ck_assert(!info(s, VF_A).held);
+	ck_assert(info(s, "0000:41:00.4").held);
 	ck_assert_uint_eq(info(s, VF_B).tally, 1);
 	struct store_claim now;
 	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", &now), 0);
@@ -957,7 +1303,7 @@ START_TEST(persistence_all_state)
 	free(f);
 	/* the file is what this code writes */
 	ck_assert_int_eq(db_query("PRAGMA application_id"), 0x56464831);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 1);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 2);
 	store_close(s);
 	struct stat st;
 	ck_assert_int_eq(stat(db_path, &st), 0);
@@ -1011,13 +1357,13 @@ START_TEST(newer_schema_refused)
 
 	reg(s, VF_A);
 	store_close(s);
-	db_write("PRAGMA user_version = 2");
+	db_write("PRAGMA user_version = 3");
 	size_t len_before, len_after;
 	_cleanup_free_ char *bytes_before = read_file(db_path, &len_before);
 
 	s = open_store();
 	ck_assert(!store_status(s, reason, sizeof(reason)));
-	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 2"), "%s", reason);
+	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 3"), "%s", reason);
 	struct store_vf_info i;
 	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
 	ck_assert_int_eq(store_vf_register(s, VF_B), -EIO);
@@ -1027,7 +1373,7 @@ START_TEST(newer_schema_refused)
 	ck_assert_uint_eq(len_before, len_after);
 	ck_assert_mem_eq(bytes_before, bytes_after, len_before);
 
-	db_write("PRAGMA user_version = 1; PRAGMA application_id = 1234");
+	db_write("PRAGMA user_version = 2; PRAGMA application_id = 1234");
 	s = open_store();
 	ck_assert(!store_status(s, reason, sizeof(reason)));
 	ck_assert_msg(strstr(reason, "not a vfhealth database"), "%s", reason);
@@ -1193,7 +1539,9 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	ck_assert_int_eq(store_report_success(s, VF_B, "i-9", T3, &o), 0);
 	ck_assert_uint_eq(o.cleared, 0);
 	ck_assert_int_eq(store_report_success(s, VF_C, "i-c", T3, &o), 0); /* fast path */
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_clear(s, VF_C), 0); /* nothing to clear */
+	/* a hold on a quarantined VF is a change (issue 11.5), so it fails */
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A), -EIO);
 	ck_assert_int_eq(store_threshold_set(s, 2), 0);
 	/* refusals are still refusals; a claim that would succeed is -EIO */
 	struct store_claim want = { .vf = VF_A, .instance_id = "i-new" };
@@ -1209,6 +1557,7 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	char(*q)[VF_ADDR_BUFSZ];
 	size_t n;
 	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
+	ck_assert_int_eq(store_held_back_list(s, &q, &n), -EIO);
 	struct store_claim c;
 	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", &c), -EIO);
 	/* ... the rest is still served */
@@ -1335,8 +1684,9 @@ START_TEST(failures_per_vf_bounded)
 
 	reg(s, VF_A);
 	reg(s, VF_B);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0); /* the cap is reached */
 	store_close(s);
+	/* the cap is reached (by an automatic quarantine: holds do not count) */
+	db_write("UPDATE vfs SET quarantined = 1 WHERE address = '" VF_A "'");
 	db_write("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)"
 		 " INSERT INTO failures (vf_id, instance_id, assigned_at, reported_at, message)"
 		 " SELECT (SELECT id FROM vfs WHERE address = '" VF_B "'), 'old-' || i, '',"
