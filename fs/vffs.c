@@ -95,6 +95,12 @@
 #define FILE_BLOCK_SIZE 4096
 #define MAX_WORKER_THREADS 16
 
+/* The link every open file and directory has in vffs.open_list. */
+struct open_link {
+	struct open_link *prev, *next;
+	void (*free)(struct vffs *fs, struct open_link *link); /* frees the owner */
+};
+
 struct vffs {
 	char *mountpoint;
 	gid_t group;
@@ -105,6 +111,11 @@ struct vffs {
 	struct store *store; /* the caller's, from vffs_start to vffs_stop */
 	struct notifier *notifier;
 	struct budget *budget; /* what open files hold (budget.h) */
+	/* Every open file and directory, so that those the kernel never
+	 * released (the mount went away with them open) are freed at the end.
+	 * open_lock is a leaf (row 1 of the lock table covers the handles). */
+	pthread_mutex_t open_lock;
+	struct open_link *open_list;
 	struct timespec start_time;
 
 	void (*status_changed)(void *userdata); /* the caller's status hook (vffs.h) */
@@ -130,6 +141,7 @@ struct vnode {
 
 /* One open file. */
 struct vhandle {
+	struct open_link link; /* first: the owner is the link's address */
 	pthread_mutex_t lock;
 	enum vnode_kind kind;
 	int index;
@@ -153,6 +165,7 @@ struct vhandle {
 
 /* One open directory: the listing rendered by the readdir at offset 0. */
 struct dirhandle {
+	struct open_link link; /* first: the owner is the link's address */
 	pthread_mutex_t lock;
 	char *buf;
 	size_t size;
@@ -567,15 +580,47 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 	}
 }
 
+static void open_link_add(struct vffs *fs, struct open_link *l,
+			  void (*free_fn)(struct vffs *, struct open_link *))
+{
+	l->free = free_fn;
+	pthread_mutex_lock(&fs->open_lock);
+	l->prev = NULL;
+	l->next = fs->open_list;
+	if (l->next)
+		l->next->prev = l;
+	fs->open_list = l;
+	pthread_mutex_unlock(&fs->open_lock);
+}
+
+static void open_link_remove(struct vffs *fs, struct open_link *l)
+{
+	pthread_mutex_lock(&fs->open_lock);
+	if (l->prev)
+		l->prev->next = l->next;
+	else if (fs->open_list == l)
+		fs->open_list = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	l->prev = l->next = NULL;
+	pthread_mutex_unlock(&fs->open_lock);
+}
+
 static void dirhandle_free(struct vffs *fs, struct dirhandle *d)
 {
 	if (!d)
 		return;
+	open_link_remove(fs, &d->link);
 	budget_release(fs->budget, d->buf_uid, d->size);
 	budget_release(fs->budget, d->open_uid, sizeof(*d));
 	pthread_mutex_destroy(&d->lock);
 	free(d->buf);
 	free(d);
+}
+
+static void dirhandle_free_link(struct vffs *fs, struct open_link *l)
+{
+	dirhandle_free(fs, (struct dirhandle *)l);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -606,6 +651,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	pthread_mutex_init(&d->lock, NULL);
 	d->open_uid = uid;
+	open_link_add(req_fs(req), &d->link, dirhandle_free_link);
 	fi->fh = (uintptr_t)d;
 	if (fuse_reply_open(req, fi) < 0)
 		dirhandle_free(req_fs(req), d);
@@ -680,6 +726,7 @@ static void handle_free(struct vffs *fs, struct vhandle *h)
 {
 	if (!h)
 		return;
+	open_link_remove(fs, &h->link);
 	if (h->watched)
 		notifier_watch_remove(fs->notifier, &h->watch);
 	budget_release(fs->budget, h->snapshot_uid, h->snapshot_len);
@@ -689,6 +736,11 @@ static void handle_free(struct vffs *fs, struct vhandle *h)
 	free(h);
 }
 
+static void handle_free_link(struct vffs *fs, struct open_link *l)
+{
+	handle_free(fs, (struct vhandle *)l);
+}
+
 static struct vhandle *handle_new(struct vffs *fs, const struct vnode *n)
 {
 	struct vhandle *h = calloc(1, sizeof(*h));
@@ -696,6 +748,7 @@ static struct vhandle *handle_new(struct vffs *fs, const struct vnode *n)
 	if (!h)
 		return NULL;
 	pthread_mutex_init(&h->lock, NULL);
+	open_link_add(fs, &h->link, handle_free_link);
 	h->kind = n->kind;
 	h->index = n->index;
 	if (n->kind == VN_CLAIM) {
@@ -1277,6 +1330,7 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return -ENOMEM;
+	pthread_mutex_init(&fs->open_lock, NULL);
 	if (budget_new(READER_BUDGET_TOTAL, READER_BUDGET_PER_UID, &fs->budget) < 0)
 		goto fail;
 	clock_gettime(CLOCK_REALTIME, &fs->start_time);
@@ -1612,6 +1666,10 @@ void vffs_free(struct vffs *fs)
 	if (!fs)
 		return;
 	vffs_stop(fs);
+	/* No handler runs any more: what the kernel never released is ours. */
+	while (fs->open_list)
+		fs->open_list->free(fs, fs->open_list);
+	pthread_mutex_destroy(&fs->open_lock);
 	notifier_free(fs->notifier);
 	if (fs->se)
 		fuse_session_destroy(fs->se);

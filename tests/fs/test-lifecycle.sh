@@ -123,4 +123,18 @@ kill -TERM "$daemon"
 wait_until 15 process_gone "$daemon" || fail "daemonized vfhealthd did not exit"
 DAEMON_PID=
 ! mountpoint -q "$MNT" || fail "still mounted after the daemon's SIGTERM"
+
+# --- SIGTERM while readers hold a file and a directory open: the kernel
+# never releases them once the mount is gone, so the daemon frees them
+# itself (stop_daemon fails on a LeakSanitizer report or a non-zero exit)
+start_daemon
+mkdir "$MNT/0000:41:00.4"
+exec 6<"$MNT/status"
+read -r -u 6 line
+assert_eq "$line" ok "status read through the held descriptor"
+exec 5<"$MNT/0000:41:00.4/tally"
+(cd "$MNT/0000:41:00.4" && exec sleep 60) &
+BG_PIDS+=("$!")
+stop_daemon
+exec 5<&- 6<&-
 echo "ok"
