@@ -128,12 +128,12 @@ DAEMON_PID=
 # never releases them once the mount is gone, so the daemon frees them
 # itself (stop_daemon fails on a LeakSanitizer report or a non-zero exit)
 start_daemon
-mkdir "$MNT/0000:41:00.4"
+mkdir "$MNT/0000:42:00.1"
 exec 6<"$MNT/status"
 read -r -u 6 line
 assert_eq "$line" ok "status read through the held descriptor"
-exec 5<"$MNT/0000:41:00.4/tally"
-(cd "$MNT/0000:41:00.4" && exec sleep 60) &
+exec 5<"$MNT/0000:42:00.1/tally"
+(cd "$MNT/0000:42:00.1" && exec sleep 60) &
 BG_PIDS+=("$!")
 stop_daemon
 exec 5<&- 6<&-
