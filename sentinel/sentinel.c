@@ -358,6 +358,11 @@ static int list_claims(const struct sentinel *s, struct claim_list *l)
 
 /* ---- reporting ------------------------------------------------------------------- */
 
+/* Count what the store made of a report, and log what only the sentinel
+ * knows: the guest's own words, once per assignment (a repeated answer is
+ * "unchanged" and says nothing).  The store's decisions (recorded,
+ * quarantined, held back, rescinded) are vfhealthd's to log, once: the
+ * sentinel does not restate them (docs/runbook.md lists every line). */
 static void log_report_outcome(struct sentinel *s, const struct assignment *c,
 			       enum check_result result, const char *message,
 			       const struct report_outcome *o)
@@ -366,19 +371,13 @@ static void log_report_outcome(struct sentinel *s, const struct assignment *c,
 
 	if (result == CHECK_FAILED) {
 		switch (o->kind) {
+		case REPORT_QUARANTINED:
+			atomic_fetch_add(&s->counters->quarantines, 1);
+			/* fall through */
 		case REPORT_RECORDED:
 			atomic_fetch_add(&s->counters->init_failures, 1);
-			log_warn("vf %s: instance %s (claimed %s) failed GPU initialization: \"%s\"; "
-				 "failures=%u threshold=%u%s",
-				 c->vf, c->instance_id, claimed_at, message, o->failures, o->threshold,
-				 o->breaker_engaged ? "; breaker engaged, not quarantined" : "");
-			return;
-		case REPORT_QUARANTINED:
-			atomic_fetch_add(&s->counters->init_failures, 1);
-			atomic_fetch_add(&s->counters->quarantines, 1);
-			log_err("vf %s quarantined: instance %s (claimed %s) failed GPU initialization: "
-				"\"%s\"; failures=%u threshold=%u",
-				c->vf, c->instance_id, claimed_at, message, o->failures, o->threshold);
+			log_info("vf %s: instance %s (claimed %s) failed GPU initialization: \"%s\"",
+				 c->vf, c->instance_id, claimed_at, message);
 			return;
 		case REPORT_UNCHANGED:
 			return;
@@ -386,14 +385,9 @@ static void log_report_outcome(struct sentinel *s, const struct assignment *c,
 			break;
 		}
 	} else if (o->kind == REPORT_CLEARED) {
-		if (o->rescinded)
-			log_info("vf %s: quarantine rescinded: instance %s (claimed %s) initialized "
-				 "its GPU; %u failure(s) cleared",
-				 c->vf, c->instance_id, claimed_at, o->cleared);
-		else if (o->cleared)
-			log_info("vf %s: instance %s (claimed %s) initialized its GPU; %u failure(s) "
-				 "cleared",
-				 c->vf, c->instance_id, claimed_at, o->cleared);
+		if (o->cleared)
+			log_debug("vf %s: instance %s (claimed %s) initialized its GPU", c->vf,
+				  c->instance_id, claimed_at);
 		return;
 	}
 	log_warn("vf %s: unexpected answer to a %s report", c->vf, check_result_name(result));
