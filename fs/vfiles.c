@@ -28,13 +28,24 @@ int vfile_find(const struct vfile *table, int count, const char *name)
 	return -1;
 }
 
-/* An integer setting: digits only, in [min, max]; anything else -EINVAL. */
-static int parse_setting(const char *command, uint64_t min, uint64_t max, int *ret)
+/* Refuse a write: -EINVAL, and the rule it broke for the caller to log
+ * once (a static string). */
+static int refuse(const struct vfile_call *call, const char *why)
+{
+	if (call->why)
+		*call->why = why;
+	return -EINVAL;
+}
+
+/* An integer setting: canonical digits, in [min, max]; else -EINVAL with
+ * `rule` (the file's rule, a static string) as the reason. */
+static int parse_setting(const struct vfile_call *call, const char *command, uint64_t min,
+			 uint64_t max, const char *rule, int *ret)
 {
 	uint64_t v;
 
 	if (parse_uint64(command, min, max, &v) < 0)
-		return -EINVAL;
+		return refuse(call, rule);
 	*ret = (int)v;
 	return 0;
 }
@@ -55,7 +66,10 @@ static int threshold_write(const struct vfile_call *call, char *command)
 {
 	int threshold, r;
 
-	r = parse_setting(command, THRESHOLD_MIN, THRESHOLD_MAX, &threshold);
+	r = parse_setting(call, command, THRESHOLD_MIN, THRESHOLD_MAX,
+			  "the threshold is a whole number from " PARSE_STR(THRESHOLD_MIN) " to " PARSE_STR(
+				  THRESHOLD_MAX) ", without sign or leading zeros",
+			  &threshold);
 	if (r < 0)
 		return r;
 	r = store_threshold_set(call->store, threshold);
@@ -130,7 +144,7 @@ static int status_write(const struct vfile_call *call, char *command)
 	char reason[STORE_REASON_MAX];
 
 	if (strcmp(command, "repair") != 0)
-		return -EINVAL;
+		return refuse(call, "the only command status takes is \"repair\"");
 	if (store_repair(call->store) < 0) {
 		store_status(call->store, reason, sizeof(reason));
 		log_warn("repair failed: %s", reason);
@@ -153,7 +167,10 @@ static int max_quarantined_write(const struct vfile_call *call, char *command)
 {
 	int max, r;
 
-	r = parse_setting(command, 0, VFS_MAX, &max);
+	r = parse_setting(call, command, 0, VFS_MAX,
+			  "max_quarantined is a whole number from 0 (no cap) to " PARSE_STR(
+				  VFS_MAX) ", without sign or leading zeros",
+			  &max);
 	if (r < 0)
 		return r;
 	r = store_max_quarantined_set(call->store, max);
@@ -293,7 +310,7 @@ static int vf_quarantined_write(const struct vfile_call *call, char *command)
 	int r;
 
 	if (!hold && strcmp(command, "0") != 0)
-		return -EINVAL;
+		return refuse(call, "quarantined takes \"1\" (hold) or \"0\" (back in service)");
 	if ((r = store_vf_lookup(call->store, call->vf, &before)) < 0)
 		return r;
 	r = hold ? store_quarantine_manual(call->store, call->vf) : store_clear(call->store, call->vf);

@@ -45,6 +45,13 @@ refused "agent= is an endpoint" "write to 0000:41:00.4/assignments/vm-1" \
 refused "an instance id is 1..128" "claim vm:2" touch "$V/assignments/vm:2"
 refused "a command is one write(2) at offset 0" "write to 0000:41:00.4/report" \
 	bash -c 'exec 3<>"$1" && printf "ok vm-1 -" >&3 && printf "ok vm-1 -" >&3' bash "$V/report"
+refused "the threshold is a whole number from 1 to 1000" "write to threshold" \
+	put "$MNT/threshold" "03"
+refused "max_quarantined is a whole number from 0 (no cap)" "write to max_quarantined" \
+	put "$MNT/max_quarantined" "-1"
+refused 'the only command status takes is "repair"' "write to status" put "$MNT/status" "fix"
+refused 'quarantined takes "1" (hold) or "0"' "write to 0000:41:00.4/quarantined" \
+	put "$V/quarantined" "yes"
 
 # Accepted writes log no refusal.
 before=$(refusals)
