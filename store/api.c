@@ -9,6 +9,10 @@
  * answered even while latched) -> the store must be writable -> submit to
  * group commit (commit.c) and wait until durable.
  *
+ * Reservations (the first step of a claim) are decided and kept in the
+ * mirror alone (mirror.c): a claim is committed only from one, so one VF
+ * never has two holders.
+ *
  * Reads: placement-facing ones (store_quarantined_list, store_vf_get,
  * store_claim_get) retry a latched store once (store_repair) and then fail
  * with -EIO; the others, lookups included, are answered from the mirror
@@ -115,9 +119,15 @@ int store_vf_register(struct store *s, const char *vf)
 	return vf_action(s, OP_REGISTER, vf, NULL);
 }
 
+/* A reservation blocks unregistering like a claim (the SQL sees only claims). */
+static int decide_unregister(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	return e && e->reservation ? -EBUSY : DECIDE_SUBMIT;
+}
+
 int store_vf_unregister(struct store *s, const char *vf)
 {
-	return vf_action(s, OP_UNREGISTER, vf, NULL);
+	return vf_action(s, OP_UNREGISTER, vf, decide_unregister);
 }
 
 /* Copy a VF's entry, by address (vf non-NULL) or by id, from the mirror. */
@@ -361,7 +371,8 @@ static int claim_check(const struct store_claim *c, char when[static RFC3339_BUF
 	    normalize_optional_time(c->claimed_at, when) < 0)
 		return -EINVAL;
 	if (strnlen(c->agent, sizeof(c->agent)) >= sizeof(c->agent) ||
-	    strnlen(c->control, sizeof(c->control)) >= sizeof(c->control))
+	    strnlen(c->control, sizeof(c->control)) >= sizeof(c->control) ||
+	    strnlen(c->boot_id, sizeof(c->boot_id)) >= sizeof(c->boot_id))
 		return -ENAMETOOLONG;
 	if (c->pid < 0 || c->pid > INT32_MAX)
 		return -EINVAL;
@@ -383,15 +394,49 @@ static const struct store_claim *held_claim(const struct vf_entry *e, const stru
 										       : NULL;
 }
 
-static int decide_claim(const struct store *s, const struct vf_entry *e, struct op *op)
+int store_claim_reserve(struct store *s, const struct store_claim *c, struct store_claim *ret)
 {
-	if (!e)
+	char when[RFC3339_BUFSZ];
+	int r;
+
+	if (!ret)
+		return -EINVAL;
+	if ((r = claim_check(c, when)) < 0)
+		return r;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	struct store_claim *res = malloc(sizeof(*res));
+	if (!res)
+		return -ENOMEM;
+	*res = *c;
+	if (when[0])
+		memcpy(res->claimed_at, when, sizeof(when));
+	else
+		rfc3339_now(res->claimed_at);
+	*ret = *res; /* before the mirror owns it */
+	if ((r = mirror_reservation_add(s, res)) < 0) {
+		free(res);
+		return r;
+	}
+	ret->id = res->id; /* the mirror does not change it */
+	return 0;
+}
+
+/* Commit: only the reservation named, of the same instance; the VF may have
+ * been quarantined meanwhile. */
+static int decide_commit(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	const struct store_claim *res = e ? e->reservation : NULL;
+
+	if (!res || res->id != op->claim_in->id || strcmp(res->instance_id, op->instance_id) != 0)
 		return -ENOENT;
+	if (!op->when[0])
+		memcpy(op->when, res->claimed_at, sizeof(op->when));
 	return rule_claim_refusal(e->quarantined, e->claim ? e->claim->instance_id : NULL,
 				  op->instance_id);
 }
 
-int store_claim(struct store *s, const struct store_claim *c, struct store_claim *ret)
+int store_claim_commit(struct store *s, const struct store_claim *c)
 {
 	struct op op = { .kind = OP_CLAIM };
 	int r;
@@ -399,10 +444,28 @@ int store_claim(struct store *s, const struct store_claim *c, struct store_claim
 	if ((r = claim_check(c, op.when)) < 0)
 		return r;
 	claim_op(&op, c);
-	if ((r = mutate(s, &op, decide_claim)) < 0)
+	return mutate(s, &op, decide_commit);
+}
+
+void store_claim_cancel(struct store *s, const char *vf, uint64_t id)
+{
+	if (vf_address_valid(vf))
+		mirror_reservation_drop(s, vf, id);
+}
+
+int store_claim(struct store *s, const struct store_claim *c, struct store_claim *ret)
+{
+	struct store_claim res;
+	int r;
+
+	if ((r = store_claim_reserve(s, c, &res)) < 0)
 		return r;
+	if ((r = store_claim_commit(s, &res)) < 0) {
+		store_claim_cancel(s, res.vf, res.id);
+		return r;
+	}
 	if (ret)
-		*ret = op.claim_out;
+		*ret = res;
 	return 0;
 }
 
@@ -432,7 +495,9 @@ int store_claim_update(struct store *s, const struct store_claim *c)
 
 static int decide_release(const struct store *s, const struct vf_entry *e, struct op *op)
 {
-	return held_claim(e, op) ? DECIDE_SUBMIT : -ENOENT;
+	const struct store_claim *live = held_claim(e, op);
+
+	return rule_release_refusal(live ? live->claimed_at : NULL, op->when);
 }
 
 int store_release(struct store *s, const char *vf, const char *instance_id)
@@ -440,6 +505,19 @@ int store_release(struct store *s, const char *vf, const char *instance_id)
 	struct op op = { .kind = OP_RELEASE };
 
 	if (!vf_address_valid(vf) || !instance_id_valid(instance_id))
+		return -EINVAL;
+	copy_string(op.vf, sizeof(op.vf), vf);
+	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
+	return mutate(s, &op, decide_release);
+}
+
+int store_release_if(struct store *s, const char *vf, const char *instance_id,
+		     const char *claimed_at)
+{
+	struct op op = { .kind = OP_RELEASE };
+
+	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !claimed_at ||
+	    !*claimed_at || rfc3339_normalize(claimed_at, op.when) < 0)
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
@@ -491,6 +569,8 @@ int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret)
 	/* live claims are few (one per VF); a scan keeps no second index */
 	for (size_t i = 0; i < s->n_vfs && !found; i++) {
 		const struct store_claim *c = s->by_addr[i]->claim;
+		if (!c || c->id != id)
+			c = s->by_addr[i]->reservation;
 		if (c && c->id == id) {
 			*ret = *c;
 			found = true;
@@ -536,7 +616,8 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 	mirror_rdlock(s);
 	size_t both = 0;
 	for (size_t i = 0; i < s->n_vfs; i++)
-		both += s->by_addr[i]->quarantined && s->by_addr[i]->claim;
+		both += s->by_addr[i]->quarantined &&
+			(s->by_addr[i]->claim || s->by_addr[i]->reservation);
 	ret->vfs = s->n_vfs;
 	ret->quarantined = s->n_quarantined;
 	ret->claimed = s->n_claimed;

@@ -231,6 +231,7 @@ void vf_entry_free(struct vf_entry *e)
 		return;
 	free(e->failures);
 	free(e->claim);
+	free(e->reservation);
 	free(e);
 }
 
@@ -243,14 +244,14 @@ static bool entry_held_back(const struct store *s, const struct vf_entry *e)
 static void counts_sub(struct store *s, const struct vf_entry *e)
 {
 	s->n_quarantined -= e->quarantined;
-	s->n_claimed -= e->claim != NULL;
+	s->n_claimed -= e->claim || e->reservation;
 	s->n_held_back -= entry_held_back(s, e);
 }
 
 static void counts_add(struct store *s, const struct vf_entry *e)
 {
 	s->n_quarantined += e->quarantined;
-	s->n_claimed += e->claim != NULL;
+	s->n_claimed += e->claim || e->reservation;
 	s->n_held_back += entry_held_back(s, e);
 }
 
@@ -331,7 +332,51 @@ void mirror_fill_info(const struct vf_entry *e, struct store_vf_info *info)
 	info->tally = (unsigned)e->n_failures;
 	info->quarantined = e->quarantined;
 	info->manual = e->quarantined && e->manual;
-	info->claimed = e->claim != NULL;
+	info->claimed = e->claim || e->reservation; /* placement: a reservation is taken */
+}
+
+/* The instance holding e: its claim's, or its reservation's; NULL when free. */
+const char *mirror_holder(const struct vf_entry *e)
+{
+	return e->claim ? e->claim->instance_id : e->reservation ? e->reservation->instance_id : NULL;
+}
+
+int mirror_reservation_add(struct store *s, struct store_claim *res)
+{
+	pthread_rwlock_rdlock(&s->index_lock);
+	pthread_rwlock_wrlock(&s->mirror_lock);
+	struct vf_entry *e = mirror_find(s, res->vf);
+	int r = e ? rule_claim_refusal(e->quarantined, mirror_holder(e), res->instance_id) : -ENOENT;
+
+	if (r == 0 && !atomic_load(&s->available))
+		r = -EIO; /* it could not be committed */
+	if (r == 0) {
+		res->id = s->next_claim_id++;
+		counts_sub(s, e);
+		e->reservation = res;
+		counts_add(s, e);
+	}
+	pthread_rwlock_unlock(&s->mirror_lock);
+	pthread_rwlock_unlock(&s->index_lock);
+	return r;
+}
+
+void mirror_reservation_drop(struct store *s, const char *vf, uint64_t id)
+{
+	struct store_claim *dropped = NULL;
+
+	pthread_rwlock_rdlock(&s->index_lock);
+	pthread_rwlock_wrlock(&s->mirror_lock);
+	struct vf_entry *e = mirror_find(s, vf);
+	if (e && e->reservation && e->reservation->id == id) {
+		counts_sub(s, e);
+		dropped = e->reservation;
+		e->reservation = NULL;
+		counts_add(s, e);
+	}
+	pthread_rwlock_unlock(&s->mirror_lock);
+	pthread_rwlock_unlock(&s->index_lock);
+	free(dropped);
 }
 
 void mirror_rdlock(struct store *s)
@@ -386,6 +431,11 @@ bool mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **
 		e->failure_ids = snap->failure_ids;
 		e->n_failures = snap->n_failures;
 		e->claim = snap->claim;
+		/* a committed reservation is the claim now */
+		if (e->reservation && e->claim && e->claim->id == e->reservation->id) {
+			free(e->reservation);
+			e->reservation = NULL;
+		}
 		snap->failures = NULL;
 		snap->claim = NULL;
 		atomic_store(&e->failure_count, (unsigned)e->n_failures);
@@ -404,10 +454,24 @@ bool mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **
 }
 
 void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry **by_id, size_t n,
-		    int threshold, int max_quarantined)
+		    int threshold, int max_quarantined, uint64_t next_claim_id)
 {
 	pthread_rwlock_wrlock(&s->index_lock);
 	pthread_rwlock_wrlock(&s->mirror_lock);
+	/* a reservation lives in memory only: its creator may still commit it */
+	for (size_t i = 0, j = 0; i < s->n_vfs; i++) {
+		struct vf_entry *old = s->by_addr[i];
+		if (!old->reservation)
+			continue;
+		while (j < n && strcmp(by_addr[j]->addr, old->addr) < 0)
+			j++;
+		if (j < n && strcmp(by_addr[j]->addr, old->addr) == 0 && !by_addr[j]->claim) {
+			by_addr[j]->reservation = old->reservation;
+			old->reservation = NULL;
+		}
+	}
+	if (next_claim_id > s->next_claim_id)
+		s->next_claim_id = next_claim_id;
 	mirror_clear(s);
 	s->by_addr = by_addr;
 	s->by_id = by_id;

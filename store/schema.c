@@ -13,7 +13,11 @@
  * SQLite's POSIX locks), so a second daemon gets -EBUSY.
  *
  * A file that is not ours, has a newer schema or fails PRAGMA quick_check is
- * never written: nothing is written before the checks pass.  The load reads
+ * never written: nothing is written before the checks pass.
+ *
+ * Schema versions.  A new database is created at version 1 (SCHEMA_SQL) and
+ * brought up by the same migrations an older database takes, so each column
+ * is declared once: in the migration that adds it.  The load reads
  * only the compact failure columns from the covering index (most of the
  * startup time with many failures).
  */
@@ -30,7 +34,7 @@
 #include "store/store-internal.h"
 
 #define STORE_APPLICATION_ID 0x56464831 /* 'VFH1' */
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 /* -- availability ----------------------------------------------------------- */
 
@@ -141,7 +145,7 @@ static int db_load_failures(struct store *s, struct loaded_index *li)
 /* Read the whole database.  Returns 0, -EIO (batch_error says why: the
  * content is not what this code writes), or -ENOMEM. */
 static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
-		   int64_t *max_quarantined)
+		   int64_t *max_quarantined, int64_t *next_claim_id)
 {
 	int64_t n;
 	int r;
@@ -149,6 +153,13 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 	if ((r = db_setting(s, "threshold", threshold)) < 0 ||
 	    (r = db_setting(s, "max_quarantined", max_quarantined)) < 0 ||
 	    (r = db_int(s, &n, "SELECT COUNT(*) FROM vfs", "")) < 0)
+		return r;
+	/* reservations take their ids ahead of the INSERT: above every id used */
+	r = db_int(s, next_claim_id,
+		   "SELECT MAX(COALESCE((SELECT MAX(seq) FROM sqlite_sequence WHERE name = 'claims'), 0),"
+		   " COALESCE((SELECT MAX(id) FROM claims), 0)) + 1",
+		   "");
+	if (r < 0)
 		return r;
 	if (*threshold < THRESHOLD_MIN || *threshold > THRESHOLD_MAX ||
 	    *max_quarantined < 0 || *max_quarantined > VFS_MAX || n > VFS_MAX) {
@@ -217,8 +228,8 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 static int mirror_reload(struct store *s)
 {
 	struct loaded_index li = { 0 };
-	int64_t threshold, max_quarantined;
-	int r = db_load(s, &li, &threshold, &max_quarantined);
+	int64_t threshold, max_quarantined, next_claim_id = 1;
+	int r = db_load(s, &li, &threshold, &max_quarantined, &next_claim_id);
 
 	if (r < 0) {
 		loaded_index_free(&li);
@@ -229,7 +240,8 @@ static int mirror_reload(struct store *s)
 		}
 		return r;
 	}
-	mirror_replace(s, li.by_addr, li.by_id, li.n, (int)threshold, (int)max_quarantined);
+	mirror_replace(s, li.by_addr, li.by_id, li.n, (int)threshold, (int)max_quarantined,
+		       (uint64_t)next_claim_id);
 	return 0;
 }
 
@@ -253,6 +265,15 @@ static int mirror_reload(struct store *s)
 	"PRAGMA user_version = 1;"            /* STORE_SCHEMA_VERSION */                   \
 	"COMMIT;"
 
+/* Version 1 -> 2 (issue 11): the host's boot id recorded with each claim.
+ * Other columns of version 2 go here too. */
+#define MIGRATE_V2_SQL                                                                     \
+	"BEGIN IMMEDIATE;"                                                                 \
+	"ALTER TABLE claims ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';"                  \
+	"PRAGMA user_version = 2;"                                                         \
+	"COMMIT;"
+
+_Static_assert(STORE_SCHEMA_VERSION == 2, "the last migration names the schema version");
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
 _Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
 
@@ -316,7 +337,7 @@ static int db_open(struct store *s, char *reason, size_t reason_size)
 			 s->path, (unsigned long long)(uint32_t)app_id, STORE_APPLICATION_ID);
 		return 1;
 	}
-	if (!fresh && version != STORE_SCHEMA_VERSION) {
+	if (!fresh && (version < 1 || version > STORE_SCHEMA_VERSION)) {
 		snprintf(reason, reason_size,
 			 "%s has schema version %lld; this vfhealthd supports version %d%s", s->path,
 			 (long long)version, STORE_SCHEMA_VERSION,
@@ -351,6 +372,13 @@ static int db_open(struct store *s, char *reason, size_t reason_size)
 	}
 	if (fresh && sqlite3_exec(s->db, SCHEMA_SQL, NULL, NULL, NULL) != SQLITE_OK) {
 		snprintf(reason, reason_size, "cannot create the schema in %s: %s", s->path,
+			 sqlite3_errmsg(s->db));
+		if (!sqlite3_get_autocommit(s->db))
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		return 1;
+	}
+	if ((fresh || version < 2) && sqlite3_exec(s->db, MIGRATE_V2_SQL, NULL, NULL, NULL) != SQLITE_OK) {
+		snprintf(reason, reason_size, "cannot migrate %s to schema version 2: %s", s->path,
 			 sqlite3_errmsg(s->db));
 		if (!sqlite3_get_autocommit(s->db))
 			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);

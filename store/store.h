@@ -62,7 +62,24 @@
  *                 same instance already holds: -EEXIST.  claimed_at is the
  *                 assignment identity, RFC 3339 UTC with nanoseconds; the
  *                 store stamps it when the caller gives none.  Released
- *                 claims stay in the database as history.
+ *                 claims stay in the database as history.  A conditional
+ *                 release names the claimed_at it releases: another one
+ *                 (released and claimed again meanwhile) is -ESTALE.
+ *
+ *  Reservations   a claim in two steps, so that a claim exists only once
+ *                 it is valid: store_claim_reserve() answers like a claim
+ *                 (-EBUSY, -EEXIST, -EIO while unavailable) at once and
+ *                 holds the VF in memory only: nothing durable, no history
+ *                 row, no change callback.  store_claim_commit() makes it
+ *                 the claim (one transaction, one change);
+ *                 store_claim_cancel() drops it and nothing is left.  A
+ *                 reservation refuses other claims and reservations of its
+ *                 VF like a claim, blocks unregistering (-EBUSY), and counts
+ *                 as claimed wherever placement reads (store_vf_info.claimed,
+ *                 store_stats: fail closed); it is not a claim for names
+ *                 (store_claim_get/lookup/list) and is seen only by its id
+ *                 (store_claim_get_by_id: its creator's inode).  A restart
+ *                 forgets it.
  *
  *  Breaker        an optional cap on the number of quarantined VFs (0 = no
  *                 cap, the default).  A failure report that would quarantine
@@ -179,7 +196,7 @@ struct store_vf_info {
 	unsigned tally;      /* recorded failures */
 	bool quarantined;
 	bool manual;         /* quarantined with no failure behind it */
-	bool claimed;        /* has a live claim */
+	bool claimed;        /* has a live claim or a reservation */
 };
 
 /* One VF.  -ENOENT when not registered; -EIO when unavailable after a retry
@@ -269,13 +286,31 @@ struct store_claim {
 	char control[CONTROL_PATH_MAX + 1];   /* VMM control socket path, "" when none */
 	int64_t pid;                          /* VMM pid, 0 when none */
 	uint64_t pid_starttime;               /* /proc/PID/stat field 22 at claim, 0 when unknown */
+	char boot_id[BOOT_ID_BUFSZ];          /* the host's boot id at claim, "" when unknown */
 	uint64_t id;                          /* stable, never reused: names the inode */
 };
 
 /* Claim c->vf for c->instance_id.  On success, when ret is non-NULL, it
  * receives the stored claim (with claimed_at stamped and id set).  The
- * caller validates agent/control syntax; the store checks lengths. */
+ * caller validates agent/control syntax; the store checks lengths.  Made as
+ * a reservation committed at once. */
 int store_claim(struct store *s, const struct store_claim *c, struct store_claim *ret);
+
+/* Reserve c->vf for c->instance_id (see Reservations): the refusals of
+ * store_claim(), answered from memory.  ret (required) receives the claim as
+ * it will be stored: claimed_at stamped when c gives none, and the id the
+ * claim will have. */
+int store_claim_reserve(struct store *s, const struct store_claim *c, struct store_claim *ret);
+
+/* Commit the reservation c->id of c->vf by c->instance_id as a claim with
+ * c's attributes (claimed_at as given, or the reservation's when "").
+ * -ENOENT when no such reservation; the refusals of store_claim() when the
+ * VF was quarantined meanwhile; -EIO while unavailable.  On failure the
+ * reservation stays: the caller cancels it. */
+int store_claim_commit(struct store *s, const struct store_claim *c);
+
+/* Drop the reservation `id` of vf, if it is still one (a no-op otherwise). */
+void store_claim_cancel(struct store *s, const char *vf, uint64_t id);
 
 /* Update the attributes (agent, control, pid, pid_starttime) of a live claim.
  * When c->claimed_at is non-empty and differs, it replaces the assignment
@@ -286,6 +321,13 @@ int store_claim_update(struct store *s, const struct store_claim *c);
 
 /* Release a live claim (it moves to history). -ENOENT when not held. */
 int store_release(struct store *s, const char *vf, const char *instance_id);
+
+/* Release it only if its claimed_at is claimed_at (any RFC 3339 spelling,
+ * compared canonical): -ESTALE when the live claim has another one (it was
+ * released and claimed again), and nothing changes; -ENOENT when none;
+ * -EINVAL for a bad or empty time. */
+int store_release_if(struct store *s, const char *vf, const char *instance_id,
+		     const char *claimed_at);
 
 /* The live claim of vf by instance_id (placement-facing: retries, then -EIO).
  * -ENOENT when none. */
@@ -299,7 +341,8 @@ int store_claim_get(struct store *s, const char *vf, const char *instance_id,
 int store_claim_lookup(struct store *s, const char *vf, const char *instance_id,
 		       struct store_claim *ret);
 
-/* Look a live claim up by id (for inode numbers); served while unavailable. */
+/* Look a live claim, or a reservation, up by id (for inode numbers: the
+ * creator of a reservation holds its inode); served while unavailable. */
 int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret);
 
 /* Live claims: of one VF (vf non-NULL) or all (vf NULL), sorted by vf then
@@ -311,7 +354,7 @@ int store_claim_list(struct store *s, const char *vf, struct store_claim **ret, 
 struct store_stats {
 	size_t vfs;
 	size_t quarantined;
-	size_t claimed;       /* VFs with a live claim */
+	size_t claimed;       /* VFs with a live claim or a reservation */
 	size_t allocatable;   /* neither quarantined nor claimed; 0 while unavailable */
 	bool available;
 	bool breaker_engaged; /* a report was held back by the cap and the cap is still reached */

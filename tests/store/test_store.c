@@ -42,6 +42,7 @@
 #define T1 "2026-11-29T07:00:01.000000000Z"
 #define T2 "2026-11-29T07:00:02.000000000Z"
 #define T3 "2026-11-29T07:00:03.000000000Z"
+#define BOOT_ID "0123abcd-4567-89ef-0123-456789abcdef"
 
 static char tmpdir[64];
 static char db_path[256];
@@ -550,7 +551,7 @@ START_TEST(failure_listing_survives_reopen)
 
 	/* a store whose database could not be opened lists nothing */
 	store_close(s);
-	db_write("PRAGMA user_version = 2");
+	db_write("PRAGMA user_version = 3");
 	s = open_store();
 	ck_assert(!store_status(s, NULL, 0));
 	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), -EIO);
@@ -916,6 +917,7 @@ START_TEST(persistence_all_state)
 	ck_assert_int_eq(store_quarantine_manual(s, "0000:41:00.4"), 0);
 	strcpy(c.agent, "vsock:3:5000");
 	strcpy(c.control, "/run/c.sock");
+	strcpy(c.boot_id, BOOT_ID);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0);
 	struct store_claim old = { .vf = VF_B, .instance_id = "i-old" };
 	ck_assert_int_eq(store_claim(s, &old, NULL), 0);
@@ -957,7 +959,7 @@ START_TEST(persistence_all_state)
 	free(f);
 	/* the file is what this code writes */
 	ck_assert_int_eq(db_query("PRAGMA application_id"), 0x56464831);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 1);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 2);
 	store_close(s);
 	struct stat st;
 	ck_assert_int_eq(stat(db_path, &st), 0);
@@ -1011,13 +1013,13 @@ START_TEST(newer_schema_refused)
 
 	reg(s, VF_A);
 	store_close(s);
-	db_write("PRAGMA user_version = 2");
+	db_write("PRAGMA user_version = 3");
 	size_t len_before, len_after;
 	_cleanup_free_ char *bytes_before = read_file(db_path, &len_before);
 
 	s = open_store();
 	ck_assert(!store_status(s, reason, sizeof(reason)));
-	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 2"), "%s", reason);
+	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 3"), "%s", reason);
 	struct store_vf_info i;
 	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
 	ck_assert_int_eq(store_vf_register(s, VF_B), -EIO);
@@ -1619,6 +1621,183 @@ START_TEST(change_callback)
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert_int_eq(seen.n, 6);
 	ck_assert_uint_eq(seen.bits[5], STORE_CHANGE_STATUS);
+	store_close(s);
+}
+END_TEST
+
+/* A reservation (store.h, Reservations): refuses like a claim at once, counts
+ * as claimed for placement, leaves nothing durable and announces nothing
+ * until committed, and is forgotten by a cancel or a restart. */
+START_TEST(claims_reservation)
+{
+	struct store *s = open_store();
+	struct seen seen = { .s = s };
+	struct store_claim want = { .vf = VF_A, .instance_id = "i-1", .pid = 5 }, res, got;
+	struct store_claim other = { .vf = VF_A, .instance_id = "i-2" }, tmp;
+	struct store_stats st;
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	store_set_change_callback(s, on_change, &seen);
+	strcpy(want.boot_id, BOOT_ID);
+	uint64_t commits_before = commits(s);
+	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
+	ck_assert_uint_gt(res.id, 0);
+	ck_assert_uint_eq(strlen(res.claimed_at), RFC3339_NANO_LEN);
+	/* refused at once, like a claim */
+	ck_assert_int_eq(store_claim_reserve(s, &want, &tmp), -EEXIST);
+	ck_assert_int_eq(store_claim_reserve(s, &other, &tmp), -EBUSY);
+	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY);
+	ck_assert_int_eq(store_claim(s, &want, NULL), -EEXIST);
+	ck_assert_int_eq(store_vf_unregister(s, VF_A), -EBUSY);
+	/* placement sees it taken (fail closed) ... */
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.claimed, 1);
+	ck_assert_uint_eq(st.allocatable, 1);
+	ck_assert(info(s, VF_A).claimed);
+	/* ... names do not: it is no claim yet; its creator's inode is */
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), -ENOENT);
+	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &got), -ENOENT);
+	struct store_claim *live;
+	size_t n;
+	ck_assert_int_eq(store_claim_list(s, VF_A, &live, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	free(live);
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	ck_assert_str_eq(got.instance_id, "i-1");
+	/* nothing durable, nothing announced */
+	ck_assert_uint_eq(commits(s), commits_before);
+	ck_assert_int_eq(seen.n, 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 0);
+
+	/* cancelled: nothing is left, and the id is never used again */
+	store_claim_cancel(s, VF_A, res.id);
+	store_claim_cancel(s, VF_A, res.id); /* a no-op now */
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), -ENOENT);
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.claimed, 0);
+	ck_assert(!info(s, VF_A).claimed);
+	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
+	ck_assert_int_eq(seen.n, 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 0);
+	uint64_t dropped = res.id;
+
+	/* committed with the first write's attributes and time: one change, one row */
+	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
+	ck_assert_uint_gt(res.id, dropped);
+	strcpy(res.agent, "vsock:3:2222");
+	strcpy(res.claimed_at, "2026-11-29t07:00:01z");
+	struct store_claim wrong = res;
+	strcpy(wrong.instance_id, "i-2");
+	ck_assert_int_eq(store_claim_commit(s, &wrong), -ENOENT);
+	ck_assert_int_eq(store_claim_commit(s, &res), 0);
+	uint64_t committed = res.id;
+	ck_assert_int_eq(seen.n, 1);
+	ck_assert_uint_eq(seen.bits[0], STORE_CHANGE_CLAIMS);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_uint_eq(got.id, res.id); /* the inode its creator holds */
+	ck_assert_str_eq(got.claimed_at, T1);
+	ck_assert_str_eq(got.agent, "vsock:3:2222");
+	ck_assert_str_eq(got.boot_id, BOOT_ID);
+	ck_assert_int_eq(got.pid, 5);
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.claimed, 1);
+	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT); /* it is a claim now */
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 1);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE boot_id = '" BOOT_ID "'"), 1);
+
+	/* quarantined meanwhile: the commit is refused, the reservation stays
+	 * for its creator to cancel */
+	struct store_claim on_b = { .vf = VF_B, .instance_id = "i-3" };
+	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	ck_assert_int_eq(store_claim_commit(s, &res), -EBUSY);
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	store_claim_cancel(s, VF_B, res.id);
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), -ENOENT);
+	ck_assert_int_eq(store_clear(s, VF_B), 0);
+	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0); /* in service again */
+
+	/* a restart forgets a reservation (its inode died with the mount); ids
+	 * keep growing past every committed one */
+	s = reopen(s);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE instance_id = 'i-3'"), 0);
+	ck_assert(!info(s, VF_B).claimed);
+	struct store_claim after = { .vf = VF_B, .instance_id = "i-4" };
+	ck_assert_int_eq(store_claim(s, &after, &got), 0);
+	ck_assert_uint_gt(got.id, committed);
+	/* while unavailable: refused with EIO at once */
+	ck_assert_int_eq(store_release(s, VF_B, "i-4"), 0);
+	faultvfs_fail_writes(SQLITE_FULL);
+	ck_assert_int_eq(store_clear(s, VF_A), 0); /* clean: a no-op, no commit */
+	ck_assert_int_eq(store_threshold_set(s, 7), -EIO);
+	faultvfs_fail_writes(SQLITE_OK);
+	ck_assert_int_eq(store_claim_reserve(s, &after, &res), -EIO);
+	store_close(s);
+}
+END_TEST
+
+/* release=CLAIMED_AT: only the claim it names; a newer one is -ESTALE. */
+START_TEST(claims_conditional_release)
+{
+	struct store *s = open_store();
+	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .claimed_at = T1 }, got;
+
+	reg(s, VF_A);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T1), -ENOENT);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T2), -ESTALE);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", ""), -EINVAL);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", "yesterday"), -EINVAL);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-2", T1), -ENOENT);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	/* another spelling of the same instant */
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", "2026-11-29t07:00:01.000z"), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), -ENOENT);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T1), -ENOENT);
+
+	/* released and claimed again meanwhile: the old identity releases nothing */
+	strcpy(c.claimed_at, T2);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	uint64_t before = commits(s);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T1), -ESTALE);
+	ck_assert_uint_eq(commits(s), before); /* decided without a transaction */
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_str_eq(got.claimed_at, T2);
+	s = reopen(s);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T2), 0);
+	store_close(s);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL"), 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 2);
+}
+END_TEST
+
+/* A version 1 database is migrated in place: its claims stay, boot_id "". */
+START_TEST(schema_v1_migrated)
+{
+	struct store *s = open_store();
+	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .claimed_at = T1 }, got;
+
+	reg(s, VF_A);
+	report_fail(s, VF_A, "i-0", T1);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	store_close(s);
+	/* what a version 1 vfhealthd left */
+	db_write("ALTER TABLE claims DROP COLUMN boot_id; PRAGMA user_version = 1");
+	s = open_store();
+	ck_assert(store_status(s, NULL, 0));
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 2);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_str_eq(got.claimed_at, T1);
+	ck_assert_str_eq(got.boot_id, "");
+	ck_assert_uint_eq(info(s, VF_A).tally, 1);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	strcpy(c.boot_id, BOOT_ID);
+	ck_assert_int_eq(store_claim(s, &c, &got), 0);
+	s = reopen(s);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_str_eq(got.boot_id, BOOT_ID);
 	store_close(s);
 }
 END_TEST
