@@ -35,6 +35,21 @@
  * Attributes are not cached (timeout 0), entries for 1 s, negative entries
  * never.
  *
+ * Claims (vfhealth(5)).  create on assignments/ makes a reservation in the
+ * store (nothing durable, nothing notified) and answers EBUSY/EEXIST at
+ * once; the first write through the creating handle commits it with what it
+ * says, a refused one cancels it, so nothing is left.  A creating handle
+ * released without a write commits a bare claim (touch, `exec 3>f`).  The
+ * release comes after close(2) has returned, so a setattr of the reserved
+ * inode (only its creator resolves it: touch's futimens) commits it too: a
+ * claim made by touch(1) exists when touch exits.  Not flush: it comes with
+ * every close(), also the one a shell makes after dup2() of a redirection,
+ * before the write.  A handle's `reserved` is rechecked against the store
+ * (a setattr may have committed it).  Entries of claims are not cached
+ * (timeout 0): a claim's name can vanish without an unlink the kernel sees
+ * (release=, a cancelled reservation), and a stale dentry would turn the
+ * next create of that name into an open of a dead inode.
+ *
  * Shutdown (vffs_stop): stop the notifier while the mount still serves,
  * then fuse_session_exit() and wake the loop thread out of its wait with
  * SIGUSR1 (repeated until it joins, since a signal may land just before the
@@ -62,9 +77,11 @@
 #include "fs/notify.h"
 #include "store/store.h"
 #include "fs/vfiles.h"
+#include "grammar/assignment.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"
 #include "proto/parse.h"
+#include "proto/procfs.h"
 
 #define INO_ROOT 1
 #define INO_TOP_BASE 16
@@ -116,6 +133,7 @@ struct vhandle {
 	uint64_t claim_id;
 	bool created_claim; /* this open created the claim ... */
 	bool wrote_claim;   /* ... and has written to it since */
+	bool reserved;      /* ... which is still a reservation (not committed) */
 	char *snapshot;
 	size_t snapshot_len;
 	bool rendered;
@@ -269,7 +287,7 @@ static void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct vnode *n)
 	e.ino = ino;
 	e.generation = GENERATION;
 	e.attr_timeout = 0;
-	e.entry_timeout = ENTRY_TIMEOUT_S;
+	e.entry_timeout = n->kind == VN_CLAIM ? 0 : ENTRY_TIMEOUT_S; /* see Claims */
 	vnode_stat(req_fs(req), ino, n, &e.attr);
 	fuse_reply_entry(req, &e);
 }
@@ -395,9 +413,30 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_attr(req, &st, 0);
 }
 
+/* Whether c (by id) is still a reservation: not a claim by its name. */
+static bool claim_is_reservation(struct vffs *fs, const struct store_claim *c)
+{
+	struct store_claim named;
+
+	return store_claim_lookup(fs->store, c->vf, c->instance_id, &named) < 0 || named.id != c->id;
+}
+
+/* Whether the handle still holds an uncommitted reservation: a setattr may
+ * have committed it, or a failed one cancelled it. */
+static bool handle_reserved(struct vffs *fs, struct vhandle *h)
+{
+	struct store_claim c;
+
+	if (h->reserved && (store_claim_get_by_id(fs->store, h->claim_id, &c) < 0 ||
+			    !claim_is_reservation(fs, &c)))
+		h->reserved = false;
+	return h->reserved;
+}
+
 /* Truncation is accepted and ignored so that `echo X > file` (O_TRUNC) works;
  * times are not settable but `touch` must not fail; ownership and modes are
- * fixed. */
+ * fixed.  Through a creating handle not written yet (touch's futimens), it
+ * commits the bare claim: touch(1) leaves a claim when it exits. */
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -415,6 +454,18 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if ((to_set & FUSE_SET_ATTR_SIZE) && S_ISDIR(st.st_mode)) {
 		fuse_reply_err(req, EISDIR);
 		return;
+	}
+	/* n.claim came by id: a reservation resolves for its creator only */
+	if (n.kind == VN_CLAIM && claim_is_reservation(fs, &n.claim)) {
+		int r = store_claim_commit(fs->store, &n.claim);
+
+		if (r < 0) {
+			store_claim_cancel(fs->store, n.claim.vf, n.claim.id);
+			fuse_reply_err(req, -r);
+			return;
+		}
+		log_info("%s: claimed by instance %s at %s", n.claim.vf, n.claim.instance_id,
+			 n.claim.claimed_at);
 	}
 	fuse_reply_attr(req, &st, 0);
 }
@@ -684,7 +735,11 @@ static int handle_render(struct vffs *fs, struct vhandle *h)
 		}
 		break;
 	case VN_CLAIM:
-		r = store_claim_get(fs->store, h->vf, h->instance_id, &claim);
+		/* From memory, also while the store is unavailable: not a
+		 * placement decision, and the sentinel lists claims from here.
+		 * A reservation is seen only by its creator, by id. */
+		r = handle_reserved(fs, h) ? store_claim_get_by_id(fs->store, h->claim_id, &claim)
+				: store_claim_lookup(fs->store, h->vf, h->instance_id, &claim);
 		if (r == 0)
 			claim_render(&claim, out);
 		break;
@@ -723,18 +778,90 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, reply, len);
 }
 
+/* Drop the handle's reservation: a refused first write leaves nothing. */
+static void claim_cancel(struct vffs *fs, struct vhandle *h)
+{
+	store_claim_cancel(fs->store, h->vf, h->claim_id);
+	h->reserved = false;
+}
+
+/* Commit the handle's reservation as c (a failure cancels it). */
+static int claim_commit(struct vffs *fs, struct vhandle *h, const struct store_claim *c)
+{
+	int r = store_claim_commit(fs->store, c);
+
+	if (r < 0) {
+		if (r == -EBUSY || r == -EIO)
+			log_warn("%s: claim by instance %s refused: %s", h->vf, h->instance_id,
+				 strerror(-r));
+		claim_cancel(fs, h);
+		return r;
+	}
+	h->reserved = false;
+	log_info("%s: claimed by instance %s at %s", h->vf, h->instance_id, c->claimed_at);
+	return 0;
+}
+
+/* The creating handle closes without having written: a bare claim. */
+static int claim_commit_bare(struct vffs *fs, struct vhandle *h)
+{
+	struct store_claim res;
+	int r = store_claim_get_by_id(fs->store, h->claim_id, &res);
+
+	if (r < 0) {
+		h->reserved = false;
+		return r;
+	}
+	return claim_commit(fs, h, &res);
+}
+
+/* release=CLAIMED_AT: by name and identity, whatever claim the handle was
+ * opened on (it may have been released and made again since). */
+static int claim_release(struct vffs *fs, struct vhandle *h, const char *claimed_at)
+{
+	int r;
+
+	if (h->reserved) {
+		claim_cancel(fs, h); /* no claim to release: nothing is left */
+		return -ENOENT;
+	}
+	r = store_release_if(fs->store, h->vf, h->instance_id, claimed_at);
+	if (r == 0)
+		log_info("%s: released by instance %s (claimed at %s)", h->vf, h->instance_id,
+			 claimed_at);
+	return r;
+}
+
 static int claim_write(struct vffs *fs, struct vhandle *h, char *command)
 {
 	struct store_claim current = { 0 };
 	struct store_claim next = { 0 };
+	char release_at[RFC3339_BUFSZ];
 	int r;
 
+	handle_reserved(fs, h);
+	r = assignment_parse_release(command, release_at);
+	if (r != 0) {
+		if (r < 0 && h->reserved)
+			claim_cancel(fs, h);
+		return r < 0 ? r : claim_release(fs, h, release_at);
+	}
 	r = store_claim_get_by_id(fs->store, h->claim_id, &current);
-	if (r < 0)
+	if (r == 0)
+		r = claim_parse_update(&current, command, h->created_claim && !h->wrote_claim,
+				       &next);
+	if (r < 0) {
+		if (h->reserved)
+			claim_cancel(fs, h);
 		return r;
-	r = claim_parse_update(&current, command, h->created_claim && !h->wrote_claim, &next);
-	if (r < 0)
+	}
+	if (h->reserved) {
+		/* the first write: the claim exists from now on, as it says */
+		r = claim_commit(fs, h, &next);
+		if (r == 0)
+			h->wrote_claim = true;
 		return r;
+	}
 	r = store_claim_update(fs->store, &next);
 	if (r < 0)
 		return r;
@@ -804,7 +931,12 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	handle_free(req_fs(req), (struct vhandle *)(uintptr_t)fi->fh);
+	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
+
+	/* the creating handle closed without a write: a bare claim */
+	if (handle_reserved(req_fs(req), h))
+		claim_commit_bare(req_fs(req), h);
+	handle_free(req_fs(req), h);
 	fuse_reply_err(req, 0);
 }
 
@@ -826,8 +958,10 @@ static void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 
 /* -- creating and removing ---------------------------------------------------------------- */
 
-/* Claim <vf>/assignments/<name>.  Only assignments/ takes new files. */
-static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, struct vnode *child)
+/* Claim <vf>/assignments/<name>, or only reserve it (create: the first
+ * write commits).  Only assignments/ takes new files. */
+static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, bool reserve,
+		      struct vnode *child)
 {
 	struct vnode p = { 0 };
 	struct store_claim want = { 0 };
@@ -842,8 +976,13 @@ static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, stru
 		return -EINVAL;
 	snprintf(want.vf, sizeof(want.vf), "%s", p.vf.vf);
 	snprintf(want.instance_id, sizeof(want.instance_id), "%s", name);
+	/* liveness evidence recorded by the daemon, not the writer; unknown ("")
+	 * when it cannot be read */
+	if (proc_boot_id(NULL, want.boot_id) < 0)
+		want.boot_id[0] = '\0';
 	/* claimed_at "": the store stamps the current time. */
-	r = store_claim(fs->store, &want, &child->claim);
+	r = reserve ? store_claim_reserve(fs->store, &want, &child->claim)
+		    : store_claim(fs->store, &want, &child->claim);
 	if (r < 0) {
 		if (r == -EBUSY || r == -EIO)
 			log_warn("%s: claim by instance %s refused: %s", want.vf, name,
@@ -852,8 +991,9 @@ static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, stru
 	}
 	memset(child, 0, offsetof(struct vnode, claim));
 	child->kind = VN_CLAIM;
-	log_info("%s: claimed by instance %s at %s", child->claim.vf, name,
-		 child->claim.claimed_at);
+	if (!reserve)
+		log_info("%s: claimed by instance %s at %s", child->claim.vf, name,
+			 child->claim.claimed_at);
 	return 0;
 }
 
@@ -866,28 +1006,31 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct vhandle *h;
 	int r;
 
-	r = make_claim(fs, parent, name, &child);
+	r = make_claim(fs, parent, name, true, &child);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
 	h = handle_new(fs, &child);
 	if (!h) {
-		/* The caller sees a failure: do not leave the claim behind. */
-		store_release(fs->store, child.claim.vf, child.claim.instance_id);
+		/* The caller sees a failure: do not leave the reservation behind. */
+		store_claim_cancel(fs->store, child.claim.vf, child.claim.id);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	h->created_claim = true;
+	h->reserved = true;
 	memset(&e, 0, sizeof(e));
 	e.ino = ino_claim(child.claim.id);
 	e.generation = GENERATION;
-	e.entry_timeout = ENTRY_TIMEOUT_S;
+	e.entry_timeout = 0; /* a cancelled reservation must leave no dentry */
 	vnode_stat(fs, e.ino, &child, &e.attr);
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = 1;
-	if (fuse_reply_create(req, &e, fi) < 0)
+	if (fuse_reply_create(req, &e, fi) < 0) {
+		store_claim_cancel(fs->store, child.claim.vf, child.claim.id);
 		handle_free(fs, h);
+	}
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
@@ -900,7 +1043,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	r = make_claim(fs, parent, name, &child);
+	r = make_claim(fs, parent, name, false, &child);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
