@@ -24,6 +24,11 @@ test_pkgs=(inotify-tools sqlite3 util-linux procps python3 valgrind e2fsprogs st
 promtool_pkg=prometheus
 # node_exporter scrapes the textfile example; shellcheck lints every script.
 extra_test_pkgs=(prometheus-node-exporter shellcheck)
+# The guest-kernel test (tests/kernel): QEMU, a static busybox and cpio for the
+# initramfs, and the headers of the kernel it boots (linux-headers-ABI, ABI
+# from tests/kernel/kernel-abi.sh) to build its test module.  The test
+# downloads the kernel image itself (apt-get download), never installs it.
+kernel_test_pkgs=(qemu-system-x86 busybox-static cpio)
 
 die() { echo "dev.sh: $*" >&2; exit 1; }
 
@@ -68,8 +73,21 @@ cmd_run() {
 	exec "$dir/daemon/vfhealthd" -f /run/vfhealth
 }
 
+# The headers package of the kernel the guest-kernel test boots; the package
+# lists are fetched first on a fresh machine that has none.
+kernel_headers_pkg() {
+	local abi
+	abi=$(tests/kernel/kernel-abi.sh) ||
+		{ [[ $(id -u) -ne 0 ]] || apt-get update -qq; abi=$(tests/kernel/kernel-abi.sh); } ||
+		{ echo "dev.sh: apt knows no linux-image-amd64: the kernel test will skip" >&2; return 0; }
+	echo "linux-headers-$abi"
+}
+
 cmd_test() {
-	install_pkgs "${build_pkgs[@]}" "${test_pkgs[@]}" "$promtool_pkg" "${extra_test_pkgs[@]}"
+	local headers
+	headers=$(kernel_headers_pkg)
+	install_pkgs "${build_pkgs[@]}" "${test_pkgs[@]}" "$promtool_pkg" "${extra_test_pkgs[@]}" \
+		"${kernel_test_pkgs[@]}" ${headers:+"$headers"}
 	local dir=${BUILD_DIR:-build} rc=0
 	setup_build "$dir" -Dwerror=true -Db_sanitize=address,undefined -Dtests=true
 	# shellcheck disable=SC2086

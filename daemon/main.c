@@ -11,6 +11,13 @@
  *
  * Design notes
  * ------------
+ * Exit status: 0 after SIGTERM/SIGINT/SIGHUP, 2 for bad usage, 1 for every
+ * failure, so that Restart=on-failure restarts it: a live vfhealth mount at
+ * the mountpoint (vffs_mount refuses to stack a mount over it), a store held
+ * by another process, the mount unmounted from outside, the sentinel's
+ * death.  $NOTIFY_SOCKET hears READY=1 with the store's STATUS= and every
+ * availability change after it (sd-notify.h).
+ *
  * Threads: this main thread does all of the above, then only waits for
  * SIGTERM/SIGINT/SIGHUP (and SIGCHLD from the sentinel) with sigwait();
  * those are blocked before any thread exists, so no other thread ever takes
@@ -30,18 +37,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
 
+#include "daemon/sd-notify.h"
 #include "daemon/sentinel-process.h"
 #include "fs/metrics.h"
 #include "store/store.h"
 #include "fs/vffs.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"
+#include "proto/path.h"
 #include "proto/parse.h"
 #include "sentinel/sentinel.h"
 
@@ -67,38 +74,10 @@ static void usage(FILE *out)
 		"  -V, --version     show the version\n",
 		VFFS_DEFAULT_MOUNTPOINT, DEFAULT_DB, THRESHOLD_MIN, THRESHOLD_MAX,
 		THRESHOLD_DEFAULT);
-	fprintf(out, "\n%s", SENTINEL_OPTIONS_HELP);
+	fprintf(out, "\n%s%s", SENTINEL_OPTIONS_HELP, SENTINEL_NO_SENTINEL_HELP);
 	fprintf(out, "      --sentinel-program PATH  the vfhealth-sentinel to run (default: the one\n"
 		     "                               beside vfhealthd, else in %s)\n",
 		VFHEALTH_SBINDIR);
-}
-
-/* Tell systemd (Type=notify) we serve, by hand: one datagram to $NOTIFY_SOCKET. */
-static int notify_ready(void)
-{
-	const char *path = getenv("NOTIFY_SOCKET");
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	_cleanup_close_ int fd = -1;
-	char msg[64];
-	size_t len;
-	int n;
-
-	if (!path || !*path)
-		return 0;
-	len = strlen(path);
-	if ((path[0] != '/' && path[0] != '@') || len >= sizeof(sa.sun_path))
-		return -EINVAL;
-	memcpy(sa.sun_path, path, len);
-	if (sa.sun_path[0] == '@')
-		sa.sun_path[0] = '\0'; /* abstract namespace */
-	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return negative_errno();
-	n = snprintf(msg, sizeof(msg), "READY=1\nMAINPID=%d\n", (int)getpid());
-	if (sendto(fd, msg, (size_t)n, MSG_NOSIGNAL, (struct sockaddr *)&sa,
-		   (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len)) < 0)
-		return negative_errno();
-	return 0;
 }
 
 static int lookup_group(const char *name, gid_t *ret)
@@ -159,20 +138,6 @@ static int open_store(const char *path, int threshold, struct store **ret)
 	return 0;
 }
 
-/* An absolute copy of path (daemonizing changes the working directory). */
-static char *absolute_path(const char *path)
-{
-	_cleanup_free_ char *cwd = NULL;
-	char *abs = NULL;
-
-	if (path[0] == '/')
-		return strdup(path);
-	cwd = getcwd(NULL, 0);
-	if (!cwd || asprintf(&abs, "%s/%s", cwd, path) < 0)
-		return NULL;
-	return abs;
-}
-
 int main(int argc, char **argv)
 {
 	enum { OPT_DB = 256, OPT_THRESHOLD, OPT_GROUP, OPT_SENTINEL_PROGRAM };
@@ -186,6 +151,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		SENTINEL_GETOPT_OPTIONS,
+		SENTINEL_NO_SENTINEL_OPTION,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct vffs_options opt = { .group = 0 };
@@ -194,6 +160,7 @@ int main(int argc, char **argv)
 	struct metrics *metrics = NULL;
 	struct sentinel_options sentinel_opt;
 	struct sentinel_process *sentinel = NULL;
+	struct sd_notifier *notifier = NULL;
 	_cleanup_free_ char *db_path = NULL, *sentinel_program = NULL;
 	const char *db_arg = DEFAULT_DB, *sentinel_program_arg = NULL;
 	/* The sentinel's options, passed on to its program; at most one per argument. */
@@ -277,7 +244,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (argc - optind > 1) {
-		usage(stderr);
+		log_err("unexpected argument '%s': one MOUNTPOINT at most", argv[optind + 1]);
 		return 2;
 	}
 	if (sentinel_opt.enabled) {
@@ -288,14 +255,24 @@ int main(int argc, char **argv)
 		if (sentinel_program_find(sentinel_program_arg, &sentinel_program) < 0)
 			return sentinel_program_arg ? 2 : 1;
 	}
-	db_path = absolute_path(db_arg);
+	db_path = path_absolute(db_arg); /* daemonizing changes the working directory */
 	if (!db_path || metrics_new(&metrics) < 0) {
 		log_err("out of memory");
 		return 1;
 	}
+	r = sd_notifier_new(&notifier);
+	if (r == -ENOMEM) {
+		log_err("out of memory");
+		return 1;
+	}
+	if (r < 0)
+		log_warn("$NOTIFY_SOCKET is not a usable address: not notifying the service manager");
+	opt.status_changed = sd_notifier_status_changed;
+	opt.status_userdata = notifier;
 	opt.mountpoint = optind < argc ? argv[optind] : NULL;
 	opt.fuse_options = fuse_options[0] ? fuse_options : NULL;
 	opt.metrics = metrics;
+	opt.socket_dirs = &sentinel_opt.socket_dirs; /* the sentinel gets its --socket-dir too */
 
 	/* Before any thread exists, so that every thread inherits the mask. */
 	sigemptyset(&shutdown_signals);
@@ -307,6 +284,12 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	r = vffs_new(&opt, &fs);
+	if (r == -EINVAL) {
+		/* A mount option libfuse refuses is a bad command line (it said which). */
+		sd_notifier_free(notifier);
+		metrics_free(metrics);
+		return 2;
+	}
 	if (r < 0)
 		goto out;
 	r = vffs_mount(fs);
@@ -341,13 +324,20 @@ int main(int argc, char **argv)
 	r = vffs_start(fs, store);
 	if (r < 0)
 		goto out;
-	r = notify_ready();
+	r = sd_notifier_ready(notifier, store);
 	if (r < 0)
 		log_warn("cannot notify readiness to $NOTIFY_SOCKET: %s", strerror(-r));
 
 	for (;;) {
 		if (sigwait(&shutdown_signals, &sig) != 0)
 			continue;
+		if (vffs_unmounted_outside(fs)) {
+			/* Not a request to stop: let Restart=on-failure restart us. */
+			log_err("%s was unmounted from outside: exiting with status 1",
+				vffs_mountpoint(fs));
+			r = -ENOTCONN;
+			break;
+		}
 		if (sig != SIGCHLD) {
 			log_info("signal %s: shutting down", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
 			r = 0;
@@ -371,5 +361,6 @@ out:
 	vffs_free(fs);
 	sentinel_process_free(sentinel); /* after the mount: `metrics` renders its counters until then */
 	metrics_free(metrics);
+	sd_notifier_free(notifier); /* after the store: its status hook is gone */
 	return r < 0 ? 1 : 0;
 }

@@ -53,6 +53,7 @@
 
 #include "proto/cleanup.h"
 #include "proto/log.h"
+#include "proto/path.h"
 #include "proto/parse.h"
 #include "sentinel/sentinel.h"
 
@@ -74,19 +75,6 @@ static bool executable_file(const char *path)
 	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
-static char *absolute(const char *path)
-{
-	_cleanup_free_ char *cwd = NULL;
-	char *abs = NULL;
-
-	if (path[0] == '/')
-		return strdup(path);
-	cwd = getcwd(NULL, 0);
-	if (!cwd || asprintf(&abs, "%s/%s", cwd, path) < 0)
-		return NULL;
-	return abs;
-}
-
 int sentinel_program_find(const char *explicit, char **ret)
 {
 	char exe[PATH_MAX];
@@ -94,7 +82,7 @@ int sentinel_program_find(const char *explicit, char **ret)
 	ssize_t n;
 
 	if (explicit) {
-		path = absolute(explicit);
+		path = path_absolute(explicit);
 		if (!path)
 			return -ENOMEM;
 		if (!executable_file(path)) {

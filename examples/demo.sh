@@ -154,7 +154,8 @@ show() {
 
 step "Mounting vfhealthd on $mount (database $workdir/vfhealth.db)"
 mkdir -p -- "$mount"
-"$vfhealthd" -f --db "$workdir/vfhealth.db" --threshold 2 \
+# The guests' sockets live in the work directory: the claims may name it.
+"$vfhealthd" -f --db "$workdir/vfhealth.db" --threshold 2 --socket-dir "$workdir" \
 	--poll-interval "$poll_interval" --poll-timeout 2 "$mount" >>"$workdir/vfhealthd.log" 2>&1 &
 daemon_pid=$!
 mounted() { [[ -e $mount/status ]]; }

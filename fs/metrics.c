@@ -2,8 +2,8 @@
 /*
  * metrics.c - the list of extra `metrics` providers (metrics.h).
  *
- * Locks: `lock` is a leaf, held only to copy or append to the list (see
- * docs/architecture.md); providers run after it is dropped.
+ * Locks: row 9 of the lock table in docs/architecture.md; providers run
+ * after it is dropped.
  */
 #include "fs/metrics.h"
 

@@ -22,8 +22,8 @@
  * the notifier thread and the FUSE loop exist, reads one path per line from
  * a socket pair, and exits at EOF or when the daemon dies.
  *
- * Locks (docs/architecture.md order 3 then 4; neither is held while taking
- * the other, nor across any call into the store or the mount):
+ * Locks: rows 7 and 8 of the lock table in docs/architecture.md; neither is
+ * held across any call into the store or the mount.
  *  - files_lock guards the file table: per file (VF address + table index)
  *    the content generation, the mtime, and the list of open-file watches
  *    with their pending fuse_pollhandle.  Held for a few pointer operations.

@@ -16,11 +16,11 @@
  *    change nothing.
  *  - the caller's main thread waits for signals (vffs.h).
  *
- * Locks.
- *  - each open file (struct vhandle) has a mutex serializing reads and
- *    writes on that one open file (the snapshot, the write outcome).  It is
- *    taken before any store call and never while taking another handle's.
- *  - notify.c's locks (file table, then queue) are leaves for this file.
+ * Locks: row 1 of the lock table in docs/architecture.md (the one
+ * statement of the order).  Local detail: the handle mutex serializes reads
+ * and writes on one open file, so one `cat` sees one snapshot and a write's
+ * outcome is read back by the same handle.  The reader budget (budget.h,
+ * row 10) is a leaf.
  *
  * Inodes are computed from store ids, stable and never reused, so forget is
  * a no-op and nothing maps inodes in memory:
@@ -32,6 +32,11 @@
  * Every file is opened with direct_io, so every read reaches us: a read at
  * offset 0 renders the file afresh (sysfs style) into the handle's snapshot,
  * later offsets are served from that snapshot so one `cat` is consistent.
+ * What a handle keeps (itself, its snapshot; a directory handle's listing)
+ * is charged to the reader's uid (budget.h): past the budget, that open or
+ * read gets ENOBUFS.  Each open keeps its own snapshot: the budget bounds
+ * them, and a rendered text is at most a VF's failures (about 1 MB).
+ * Regular files report size 0 (procfs): the size is known only by rendering.
  * Attributes are not cached (timeout 0), entries for 1 s, negative entries
  * never.
  *
@@ -61,6 +66,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -69,19 +75,26 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
 
+#include "fs/budget.h"
 #include "fs/notify.h"
 #include "store/store.h"
 #include "fs/vfiles.h"
 #include "grammar/assignment.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"
+#include "proto/path.h"
 #include "proto/parse.h"
 #include "proto/procfs.h"
+#include "proto/endpoint.h"
+#include "proto/sockdir.h"
 
 #define INO_ROOT 1
 #define INO_TOP_BASE 16
@@ -92,7 +105,11 @@
 #define VF_SLOT_DIR 0
 #define GENERATION 1
 #define ENTRY_TIMEOUT_S 1.0
-#define FILE_SIZE 4096 /* like sysfs: a nonzero size; reads are not bound by it */
+/* Regular files report size 0, as procfs does: their size is not known before
+ * they are rendered, and a nonzero guess makes tail, wc -c and editors trust
+ * it (direct_io reads are not bound by it). */
+#define FILE_SIZE 0
+#define FILE_BLOCK_SIZE 4096
 #define MAX_WORKER_THREADS 16
 
 struct vffs {
@@ -104,12 +121,18 @@ struct vffs {
 	bool mounted;
 	struct store *store; /* the caller's, from vffs_start to vffs_stop */
 	struct notifier *notifier;
+	struct budget *budget; /* what open files hold (budget.h) */
 	struct timespec start_time;
+
+	void (*status_changed)(void *userdata); /* the caller's status hook (vffs.h) */
+	void *status_userdata;
 
 	pthread_t loop_thread;
 	bool loop_running;
 	atomic_bool stopping;
+	atomic_bool unmounted_outside; /* the session ended without vffs_stop() */
 
+	struct sockdirs socket_dirs; /* where claims' socket paths may point */
 };
 
 enum vnode_kind { VN_ROOT, VN_TOP, VN_VF_DIR, VN_VF_ENTRY, VN_CLAIM };
@@ -133,9 +156,11 @@ struct vhandle {
 	uint64_t claim_id;
 	bool created_claim; /* this open created the claim ... */
 	bool wrote_claim;   /* ... and has written to it since */
-	bool reserved;      /* ... which is still a reservation (not committed) */
 	char *snapshot;
 	size_t snapshot_len;
+	uid_t snapshot_uid; /* charged snapshot_len (budget.h) */
+	uid_t open_uid;     /* charged open_charge for the handle itself */
+	size_t open_charge;
 	bool rendered;
 	bool append;        /* opened O_APPEND: the kernel picks the offset */
 	char outcome[VFILE_OUTCOME_MAX];
@@ -148,6 +173,8 @@ struct dirhandle {
 	pthread_mutex_t lock;
 	char *buf;
 	size_t size;
+	uid_t buf_uid;   /* charged size (budget.h) */
+	uid_t open_uid;  /* charged sizeof(struct dirhandle) */
 };
 
 static struct vffs *req_fs(fuse_req_t req)
@@ -160,6 +187,27 @@ static bool from_notifier(struct vffs *fs, fuse_req_t req)
 	pid_t writer = notifier_writer_pid(fs->notifier);
 
 	return writer > 0 && fuse_req_ctx(req)->pid == writer;
+}
+
+/* Charge uid for what an open file keeps (budget.h); a spent budget is
+ * logged at most once per BUDGET_LOG_INTERVAL_S. */
+static int charge(struct vffs *fs, uid_t uid, size_t bytes)
+{
+	bool uid_spent;
+	int r = budget_charge(fs->budget, uid, bytes, &uid_spent);
+
+	if (r == -ENOBUFS && budget_log_due(fs->budget, uid_spent, monotonic_ns())) {
+		if (uid_spent)
+			log_warn("reader budget of uid %u spent: its open files hold %zu of %d "
+				 "bytes; its opens and reads get ENOBUFS until it closes some",
+				 (unsigned)uid, budget_held(fs->budget, uid), READER_BUDGET_PER_UID);
+		else
+			log_warn("reader budget of all users spent: open files of users other "
+				 "than root hold %zu of %d bytes; opens and reads by uid %u and "
+				 "other non-root users get ENOBUFS until some are closed",
+				 budget_total(fs->budget), READER_BUDGET_TOTAL, (unsigned)uid);
+	}
+	return r;
 }
 
 /* -- inodes ------------------------------------------------------------------------- */
@@ -244,7 +292,7 @@ static void vnode_stat(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, s
 	st->st_ino = ino;
 	st->st_uid = 0;
 	st->st_gid = fs->group;
-	st->st_blksize = FILE_SIZE;
+	st->st_blksize = FILE_BLOCK_SIZE;
 	switch (n->kind) {
 	case VN_ROOT:
 		st->st_mode = S_IFDIR | 0775;
@@ -413,30 +461,20 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_attr(req, &st, 0);
 }
 
-/* Whether c (by id) is still a reservation: not a claim by its name. */
-static bool claim_is_reservation(struct vffs *fs, const struct store_claim *c)
+/* Whether n is a read-only file (a table entry without a write function). */
+static bool vnode_read_only(const struct vnode *n)
 {
-	struct store_claim named;
+	const struct vfile *f = n->kind == VN_TOP	   ? &top_files[n->index]
+				: n->kind == VN_VF_ENTRY ? &vf_files[n->index]
+							 : NULL;
 
-	return store_claim_lookup(fs->store, c->vf, c->instance_id, &named) < 0 || named.id != c->id;
+	return f && !(f->flags & VFILE_DIR) && !f->write;
 }
 
-/* Whether the handle still holds an uncommitted reservation: a setattr may
- * have committed it, or a failed one cancelled it. */
-static bool handle_reserved(struct vffs *fs, struct vhandle *h)
-{
-	struct store_claim c;
-
-	if (h->reserved && (store_claim_get_by_id(fs->store, h->claim_id, &c) < 0 ||
-			    !claim_is_reservation(fs, &c)))
-		h->reserved = false;
-	return h->reserved;
-}
-
-/* Truncation is accepted and ignored so that `echo X > file` (O_TRUNC) works;
- * times are not settable but `touch` must not fail; ownership and modes are
- * fixed.  Through a creating handle not written yet (touch's futimens), it
- * commits the bare claim: touch(1) leaves a claim when it exits. */
+/* Ownership and modes are fixed (EPERM).  On a writable file truncation is
+ * accepted and ignored so that `echo X > file` (O_TRUNC) works, and times
+ * are not settable but `touch` must not fail; a read-only file refuses both
+ * with EACCES, even for root, as it refuses opening for writing. */
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -450,22 +488,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, EPERM);
 		return;
 	}
+	if (to_set && vnode_read_only(&n)) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
 	vnode_stat(fs, ino, &n, &st);
 	if ((to_set & FUSE_SET_ATTR_SIZE) && S_ISDIR(st.st_mode)) {
 		fuse_reply_err(req, EISDIR);
 		return;
-	}
-	/* n.claim came by id: a reservation resolves for its creator only */
-	if (n.kind == VN_CLAIM && claim_is_reservation(fs, &n.claim)) {
-		int r = store_claim_commit(fs->store, &n.claim);
-
-		if (r < 0) {
-			store_claim_cancel(fs->store, n.claim.vf, n.claim.id);
-			fuse_reply_err(req, -r);
-			return;
-		}
-		log_info("%s: claimed by instance %s at %s", n.claim.vf, n.claim.instance_id,
-			 n.claim.claimed_at);
 	}
 	fuse_reply_attr(req, &st, 0);
 }
@@ -475,7 +505,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 struct dirbuf {
 	fuse_req_t req;
 	char *buf;
-	size_t size;
+	size_t size;     /* bytes of entries */
+	size_t capacity; /* bytes allocated: grows geometrically, so a listing of
+			  * 65,536 VFs is not 65,536 reallocs and copies */
 	int error;
 };
 
@@ -488,12 +520,17 @@ static void dirbuf_add(struct dirbuf *b, const char *name, fuse_ino_t ino, mode_
 	if (b->error)
 		return;
 	len = fuse_add_direntry(b->req, NULL, 0, name, NULL, 0);
-	grown = realloc(b->buf, old + len);
-	if (!grown) {
-		b->error = -ENOMEM;
-		return;
+	if (old + len > b->capacity) {
+		size_t capacity = MAX(2 * b->capacity, MAX(old + len, (size_t)4096));
+
+		grown = realloc(b->buf, capacity);
+		if (!grown) {
+			b->error = -ENOMEM;
+			return;
+		}
+		b->buf = grown;
+		b->capacity = capacity;
 	}
-	b->buf = grown;
 	b->size = old + len;
 	fuse_add_direntry(b->req, b->buf + old, len, name, &st, (off_t)b->size);
 }
@@ -547,10 +584,23 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 	}
 }
 
+static void dirhandle_free(struct vffs *fs, struct dirhandle *d)
+{
+	if (!d)
+		return;
+	budget_release(fs->budget, d->buf_uid, d->size);
+	budget_release(fs->budget, d->open_uid, sizeof(*d));
+	pthread_mutex_destroy(&d->lock);
+	free(d->buf);
+	free(d);
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct vnode n;
 	struct dirhandle *d;
+	uid_t uid;
+	int r;
 
 	if (!vnode_get_or_reply(req, ino, &n))
 		return;
@@ -559,13 +609,23 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}
-	d = calloc(1, sizeof(*d));
-	pthread_mutex_init(&d->lock, NULL);
-	fi->fh = (uintptr_t)d;
-	if (fuse_reply_open(req, fi) < 0) {
-		pthread_mutex_destroy(&d->lock);
-		free(d);
+	uid = fuse_req_ctx(req)->uid;
+	r = charge(req_fs(req), uid, sizeof(*d));
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
 	}
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		budget_release(req_fs(req)->budget, uid, sizeof(*d));
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_init(&d->lock, NULL);
+	d->open_uid = uid;
+	fi->fh = (uintptr_t)d;
+	if (fuse_reply_open(req, fi) < 0)
+		dirhandle_free(req_fs(req), d);
 }
 
 /* Copy buf[off, off + size) clipped to len into a fresh allocation, so the
@@ -603,15 +663,19 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 		if (r == 0)
 			r = list_directory(fs, ino, &n, &b);
+		if (r == 0)
+			r = charge(fs, fuse_req_ctx(req)->uid, b.size);
 		if (r < 0) {
 			free(b.buf);
 			pthread_mutex_unlock(&d->lock);
 			fuse_reply_err(req, -r);
 			return;
 		}
+		budget_release(fs->budget, d->buf_uid, d->size);
 		free(d->buf);
 		d->buf = b.buf;
 		d->size = b.size;
+		d->buf_uid = fuse_req_ctx(req)->uid;
 	}
 	int r = copy_window(d->buf, d->size, off, size, &reply, &len);
 	pthread_mutex_unlock(&d->lock);
@@ -623,13 +687,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct dirhandle *d = (struct dirhandle *)(uintptr_t)fi->fh;
-
-	if (d) {
-		pthread_mutex_destroy(&d->lock);
-		free(d->buf);
-		free(d);
-	}
+	dirhandle_free(req_fs(req), (struct dirhandle *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -641,6 +699,8 @@ static void handle_free(struct vffs *fs, struct vhandle *h)
 		return;
 	if (h->watched)
 		notifier_watch_remove(fs->notifier, &h->watch);
+	budget_release(fs->budget, h->snapshot_uid, h->snapshot_len);
+	budget_release(fs->budget, h->open_uid, h->open_charge);
 	pthread_mutex_destroy(&h->lock);
 	free(h->snapshot);
 	free(h);
@@ -679,6 +739,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	const struct vfile *f = NULL;
 	struct vhandle *h;
 	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
+	uid_t uid = fuse_req_ctx(req)->uid;
+	size_t open_charge;
+	int r;
 
 	if (!vnode_get_or_reply(req, ino, &n))
 		return;
@@ -696,7 +759,22 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EACCES);
 		return;
 	}
+	/* What the handle itself keeps is charged too, so that opens that never
+	 * read are bounded as well; the notifier's opens are not (budget.h). */
+	open_charge = from_notifier(fs, req) ? 0 : sizeof(*h);
+	r = charge(fs, uid, open_charge);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	h = handle_new(fs, &n);
+	if (!h) {
+		budget_release(fs->budget, uid, open_charge);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h->open_uid = uid;
+	h->open_charge = open_charge;
 	h->append = (fi->flags & O_APPEND) != 0;
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = 1;
@@ -705,8 +783,31 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		handle_free(fs, h); /* interrupted: no release will come */
 }
 
-/* Render the handle's file into its snapshot. */
-static int handle_render(struct vffs *fs, struct vhandle *h)
+/* Whether the requester may write the writable files (what
+ * default_permissions grants on 0664 root:group files): uid 0, or the
+ * writers' group as its group or a supplementary one.  Only that requester
+ * may make a read retry (repair) an unavailable store, so the supplementary
+ * groups (read from /proc) are looked up only then. */
+static bool requester_may_write(struct vffs *fs, fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[64];
+	int n;
+
+	if (ctx->uid == 0 || ctx->gid == fs->group)
+		return true;
+	if (!fs->store || store_status(fs->store, NULL, 0))
+		return false; /* available: no read retries, the answer does not matter */
+	n = fuse_req_getgroups(req, (int)ARRAY_SIZE(groups), groups);
+	for (int i = 0; i < n && i < (int)ARRAY_SIZE(groups); i++)
+		if (groups[i] == fs->group)
+			return true;
+	return false; /* also when there are more groups than we look at: fail closed */
+}
+
+/* Render the handle's file into its snapshot, charged to uid (budget.h).
+ * may_write: the requester's (requester_may_write). */
+static int handle_render(struct vffs *fs, struct vhandle *h, uid_t uid, bool may_write)
 {
 	_cleanup_free_ char *buf = NULL;
 	struct store_claim claim;
@@ -715,6 +816,7 @@ static int handle_render(struct vffs *fs, struct vhandle *h)
 	int r = 0;
 	struct vfile_call call = {
 		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
+		.may_write = may_write,
 	};
 
 	if (h->watched)
@@ -737,9 +839,8 @@ static int handle_render(struct vffs *fs, struct vhandle *h)
 	case VN_CLAIM:
 		/* From memory, also while the store is unavailable: not a
 		 * placement decision, and the sentinel lists claims from here.
-		 * A reservation is seen only by its creator, by id. */
-		r = handle_reserved(fs, h) ? store_claim_get_by_id(fs->store, h->claim_id, &claim)
-				: store_claim_lookup(fs->store, h->vf, h->instance_id, &claim);
+		 * A reservation reads like the claim it will be. */
+		r = store_claim_lookup(fs->store, h->vf, h->instance_id, &claim);
 		if (r == 0)
 			claim_render(&claim, out);
 		break;
@@ -748,11 +849,15 @@ static int handle_render(struct vffs *fs, struct vhandle *h)
 	}
 	if (fclose(out) != 0 && r == 0)
 		r = -ENOMEM;
+	if (r == 0)
+		r = charge(fs, uid, len);
 	if (r < 0)
 		return r;
+	budget_release(fs->budget, h->snapshot_uid, h->snapshot_len);
 	free(h->snapshot);
 	h->snapshot = move_ptr(buf);
 	h->snapshot_len = len;
+	h->snapshot_uid = uid;
 	h->rendered = true;
 	return 0;
 }
@@ -768,7 +873,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	pthread_mutex_lock(&h->lock);
 	if (off == 0 || !h->rendered)
-		r = handle_render(fs, h);
+		r = handle_render(fs, h, fuse_req_ctx(req)->uid, requester_may_write(fs, req));
 	if (r == 0)
 		r = copy_window(h->snapshot, h->snapshot_len, off, size, &reply, &len);
 	pthread_mutex_unlock(&h->lock);
@@ -778,89 +883,145 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, reply, len);
 }
 
-/* Drop the handle's reservation: a refused first write leaves nothing. */
-static void claim_cancel(struct vffs *fs, struct vhandle *h)
-{
-	store_claim_cancel(fs->store, h->vf, h->claim_id);
-	h->reserved = false;
-}
-
-/* Commit the handle's reservation as c (a failure cancels it). */
-static int claim_commit(struct vffs *fs, struct vhandle *h, const struct store_claim *c)
-{
-	int r = store_claim_commit(fs->store, c);
-
-	if (r < 0) {
-		if (r == -EBUSY || r == -EIO)
-			log_warn("%s: claim by instance %s refused: %s", h->vf, h->instance_id,
-				 strerror(-r));
-		claim_cancel(fs, h);
-		return r;
-	}
-	h->reserved = false;
-	log_info("%s: claimed by instance %s at %s", h->vf, h->instance_id, c->claimed_at);
-	return 0;
-}
-
-/* The creating handle closes without having written: a bare claim. */
-static int claim_commit_bare(struct vffs *fs, struct vhandle *h)
-{
-	struct store_claim res;
-	int r = store_claim_get_by_id(fs->store, h->claim_id, &res);
-
-	if (r < 0) {
-		h->reserved = false;
-		return r;
-	}
-	return claim_commit(fs, h, &res);
-}
-
-/* release=CLAIMED_AT: by name and identity, whatever claim the handle was
- * opened on (it may have been released and made again since). */
-static int claim_release(struct vffs *fs, struct vhandle *h, const char *claimed_at)
+/* `release=CLAIMED_AT` (assignment_parse_release: when is canonical): the
+ * conditional release by name, decided by the store (-ESTALE when the claim
+ * is a newer one; a reservation it names is cancelled). */
+static int claim_release_if(struct vffs *fs, struct vhandle *h, const char *when)
 {
 	int r;
 
-	if (h->reserved) {
-		claim_cancel(fs, h); /* no claim to release: nothing is left */
-		return -ENOENT;
+	r = store_release_if(fs->store, h->vf, h->instance_id, when);
+	if (r < 0)
+		return r;
+	log_info("%s: released by instance %s (claimed %s)", h->vf, h->instance_id, when);
+	return 0;
+}
+
+
+/* The confused deputy (docs/security.md): root's sentinel connects to and
+ * stats what claims name, so a socket path a write sets must lie in the
+ * socket directories, reached without a symlink (proto/sockdir.h).  Values
+ * the write leaves as they were are not judged again. */
+static int claim_confined(struct vffs *fs, fuse_req_t req, const struct vhandle *h,
+			  const struct store_claim *current, const struct store_claim *next)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	const char *key = "control", *path = next->control;
+	struct endpoint ep;
+	int r = 0;
+
+	if (next->control[0] && strcmp(next->control, current->control) != 0)
+		r = sockdirs_check(&fs->socket_dirs, next->control);
+	if (r == 0 && next->agent[0] && strcmp(next->agent, current->agent) != 0 &&
+	    endpoint_parse(next->agent, &ep) == 0 && ep.kind != ENDPOINT_VSOCK) {
+		key = "agent";
+		path = next->agent;
+		r = sockdirs_check(&fs->socket_dirs, ep.path);
 	}
-	r = store_release_if(fs->store, h->vf, h->instance_id, claimed_at);
-	if (r == 0)
-		log_info("%s: released by instance %s (claimed at %s)", h->vf, h->instance_id,
-			 claimed_at);
+	if (r < 0)
+		log_warn("%s: claim of instance %s: %s=%s refused (%s) for uid %u pid %d: %s", h->vf,
+			 h->instance_id, key, path,
+			 r == -EACCES ? "outside the socket directories or through a symlink"
+				      : "cannot check it",
+			 (unsigned)ctx->uid, (int)ctx->pid, strerror(-r));
 	return r;
 }
 
-static int claim_write(struct vffs *fs, struct vhandle *h, char *command)
+/* A refused write or claim, once, at info: what, who, and which rule it broke. */
+static void log_refused(fuse_req_t req, const char *what, const char *file, const char *why)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	log_info("%s %s refused (uid %u, pid %d): %s", what, file, (unsigned)ctx->uid,
+		 (int)ctx->pid, why);
+}
+
+/* The path of h's file under the mountpoint, for the log. */
+static const char *handle_path(const struct vhandle *h, char *buf, size_t size)
+{
+	switch (h->kind) {
+	case VN_TOP:
+		return top_files[h->index].name;
+	case VN_VF_ENTRY:
+		snprintf(buf, size, "%s/%s", h->vf, vf_files[h->index].name);
+		return buf;
+	case VN_CLAIM:
+		snprintf(buf, size, "%s/assignments/%s", h->vf, h->instance_id);
+		return buf;
+	default:
+		return "?";
+	}
+}
+
+/* A reservation's commit refused: logged like a refused claim. */
+static void log_commit_refused(const struct store_claim *c, int r)
+{
+	if (r == -EBUSY || r == -EIO)
+		log_warn("%s: claim by instance %s refused: %s", c->vf, c->instance_id,
+			 strerror(-r));
+}
+
+/* The creating handle is released without a valid write: commit the bare
+ * reservation, unless a write through another handle committed it or it was
+ * cancelled meanwhile (rm, a refused first write). */
+static void claim_commit_bare(struct vffs *fs, struct vhandle *h)
+{
+	struct store_claim res;
+	int r;
+
+	if (store_claim_get_by_id(fs->store, h->claim_id, &res) < 0 || !res.reserved)
+		return;
+	r = store_claim_commit(fs->store, &res);
+	if (r == 0)
+		log_info("%s: claimed by instance %s at %s", res.vf, res.instance_id,
+			 res.claimed_at);
+	if (r < 0 && r != -EALREADY && r != -ENOENT) {
+		log_commit_refused(&res, r);
+		store_claim_cancel(fs->store, res.vf, res.id);
+	}
+}
+
+static int claim_write(struct vffs *fs, fuse_req_t req, struct vhandle *h, char *command,
+		       const char **why)
 {
 	struct store_claim current = { 0 };
 	struct store_claim next = { 0 };
 	char release_at[RFC3339_BUFSZ];
-	int r;
+	bool first = h->created_claim && !h->wrote_claim;
+	int r, found;
 
-	handle_reserved(fs, h);
 	r = assignment_parse_release(command, release_at);
-	if (r != 0) {
-		if (r < 0 && h->reserved)
-			claim_cancel(fs, h);
-		return r < 0 ? r : claim_release(fs, h, release_at);
-	}
-	r = store_claim_get_by_id(fs->store, h->claim_id, &current);
+	found = store_claim_get_by_id(fs->store, h->claim_id, &current);
+	if (r > 0 && first && found == 0 && current.reserved)
+		return -ENOENT; /* the create made it: no claim to release (op_write cancels) */
+	if (r > 0)
+		return claim_release_if(fs, h, release_at);
+	if (found < 0)
+		return r < 0 ? r : found;
 	if (r == 0)
-		r = claim_parse_update(&current, command, h->created_claim && !h->wrote_claim,
-				       &next);
+		r = claim_parse_update(&current, command, first, &next);
 	if (r < 0) {
-		if (h->reserved)
-			claim_cancel(fs, h);
+		*why = claim_update_refusal(&current, command, first);
 		return r;
 	}
-	if (h->reserved) {
-		/* the first write: the claim exists from now on, as it says */
-		r = claim_commit(fs, h, &next);
-		if (r == 0)
-			h->wrote_claim = true;
+	r = claim_confined(fs, req, h, &current, &next);
+	if (r < 0)
 		return r;
+	if (current.reserved) {
+		/* the first valid write, through any handle: the claim exists from
+		 * now on, as it says (one transaction, one notification) */
+		r = store_claim_commit(fs->store, &next);
+		if (r == 0) {
+			h->wrote_claim = true;
+			log_info("%s: claimed by instance %s at %s", h->vf, h->instance_id,
+				 next.claimed_at[0] ? next.claimed_at : current.claimed_at);
+			return 0;
+		}
+		if (r != -EALREADY) {
+			log_commit_refused(&next, r);
+			return r;
+		}
+		/* committed by another handle meanwhile: update that claim */
 	}
 	r = store_claim_update(fs->store, &next);
 	if (r < 0)
@@ -877,6 +1038,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	struct vffs *fs = req_fs(req);
 	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
 	_cleanup_free_ char *command = NULL;
+	const char *why = NULL;
+	char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32];
 	size_t len = size;
 	int r = -EINVAL;
 
@@ -889,8 +1052,11 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	 * (O_APPEND) cannot choose its offset: there every write is one. */
 	if ((off != 0 && !h->append) || size == 0 || size > VFILE_COMMAND_MAX ||
 	    memchr(buf, '\0', size)) {
-		fuse_reply_err(req, EINVAL);
-		return;
+		why = size > VFILE_COMMAND_MAX ? "a command is at most " PARSE_STR(VFILE_COMMAND_MAX) " bytes"
+		      : size == 0 || memchr(buf, '\0', size) ? "a command is text without NUL bytes"
+							     : "a command is one write(2) at offset 0";
+		r = -EINVAL;
+		goto out;
 	}
 	command = malloc(size + 1);
 	memcpy(command, buf, size);
@@ -900,7 +1066,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	pthread_mutex_lock(&h->lock);
 	struct vfile_call call = {
 		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
-		.outcome = h->outcome,
+		.outcome = h->outcome, .why = &why,
 	};
 	switch (h->kind) {
 	case VN_TOP:
@@ -917,12 +1083,19 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 			r = -EACCES;
 		break;
 	case VN_CLAIM:
-		r = claim_write(fs, h, command);
+		r = claim_write(fs, req, h, command, &why);
 		break;
 	default:
 		r = -EISDIR;
 	}
 	pthread_mutex_unlock(&h->lock);
+out:
+	if (r < 0 && why)
+		log_refused(req, "write to", handle_path(h, path, sizeof(path)), why);
+	/* a refused first write through the creating handle leaves nothing: its
+	 * reservation is cancelled (a no-op once it is a claim) */
+	if (r < 0 && h->kind == VN_CLAIM && h->created_claim && !h->wrote_claim)
+		store_claim_cancel(fs->store, h->vf, h->claim_id);
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
@@ -934,7 +1107,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
 
 	/* the creating handle closed without a write: a bare claim */
-	if (handle_reserved(req_fs(req), h))
+	if (h->kind == VN_CLAIM && h->created_claim && !h->wrote_claim)
 		claim_commit_bare(req_fs(req), h);
 	handle_free(req_fs(req), h);
 	fuse_reply_err(req, 0);
@@ -1007,6 +1180,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	int r;
 
 	r = make_claim(fs, parent, name, true, &child);
+	if (r == -EINVAL && !instance_id_valid(name))
+		log_refused(req, "claim", name, INSTANCE_ID_RULE);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -1019,7 +1194,6 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	h->created_claim = true;
-	h->reserved = true;
 	memset(&e, 0, sizeof(e));
 	e.ino = ino_claim(child.claim.id);
 	e.generation = GENERATION;
@@ -1044,6 +1218,8 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		return;
 	}
 	r = make_claim(fs, parent, name, false, &child);
+	if (r == -EINVAL && !instance_id_valid(name))
+		log_refused(req, "claim", name, INSTANCE_ID_RULE);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -1159,20 +1335,6 @@ const char *vffs_mountpoint(const struct vffs *fs)
 	return fs->mountpoint;
 }
 
-/* An absolute copy of path (daemonizing changes the working directory). */
-static char *absolute_path(const char *path)
-{
-	_cleanup_free_ char *cwd = NULL;
-	char *abs = NULL;
-
-	if (path[0] == '/')
-		return strdup(path);
-	cwd = getcwd(NULL, 0);
-	if (!cwd || asprintf(&abs, "%s/%s", cwd, path) < 0)
-		return NULL;
-	return abs;
-}
-
 static int mkdir_p(const char *path, mode_t mode)
 {
 	_cleanup_free_ char *copy = strdup(path);
@@ -1201,10 +1363,18 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return -ENOMEM;
+	if (budget_new(READER_BUDGET_TOTAL, READER_BUDGET_PER_UID, &fs->budget) < 0)
+		goto fail;
 	clock_gettime(CLOCK_REALTIME, &fs->start_time);
 	fs->group = opt->group;
 	fs->metrics = opt->metrics;
-	fs->mountpoint = absolute_path(opt->mountpoint ? opt->mountpoint : VFFS_DEFAULT_MOUNTPOINT);
+	fs->status_changed = opt->status_changed;
+	fs->status_userdata = opt->status_userdata;
+	if (opt->socket_dirs)
+		fs->socket_dirs = *opt->socket_dirs;
+	else
+		sockdirs_init_default(&fs->socket_dirs);
+	fs->mountpoint = path_absolute(opt->mountpoint ? opt->mountpoint : VFFS_DEFAULT_MOUNTPOINT);
 	if (!fs->mountpoint)
 		goto fail;
 	if (asprintf(&mount_opts, "allow_other,default_permissions,fsname=vfhealth,subtype=vfhealth%s%s",
@@ -1230,28 +1400,168 @@ fail:
 	return r;
 }
 
-int vffs_mount(struct vffs *fs)
+/* Whether this process may mount: CAP_SYS_ADMIN in its effective set. */
+static bool can_mount(void)
 {
-	struct stat st;
-	int r;
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = { 0 };
 
-	/* A crashed instance leaves its mount behind: every access fails with
-	 * ENOTCONN until it is detached. */
-	if (stat(fs->mountpoint, &st) < 0 && errno == ENOTCONN) {
+	if (syscall(SYS_capget, &hdr, data) < 0)
+		return geteuid() == 0;
+	return data[CAP_SYS_ADMIN / 32].effective & (1U << (CAP_SYS_ADMIN % 32));
+}
+
+/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
+static void mountinfo_unescape(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*out++ = *s;
+		}
+	}
+	*out = '\0';
+}
+
+/* The file system type of the topmost mount at path (/proc/self/mountinfo),
+ * "" when nothing is mounted there. */
+static int mounted_type(const char *path, char *type, size_t size)
+{
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+
+	type[0] = '\0';
+	if (!f)
+		return negative_errno();
+	while (getline(&line, &cap, f) > 0) {
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE ... */
+		char *save = NULL, *mountpoint = NULL, *fstype = NULL;
+		int i = 0;
+
+		for (char *w = strtok_r(line, " \n", &save); w; w = strtok_r(NULL, " \n", &save), i++) {
+			if (i == 4)
+				mountpoint = w;
+			if (i >= 6 && strcmp(w, "-") == 0) {
+				fstype = strtok_r(NULL, " \n", &save);
+				break;
+			}
+		}
+		if (!mountpoint || !fstype)
+			continue;
+		mountinfo_unescape(mountpoint);
+		if (strcmp(mountpoint, path) == 0)
+			snprintf(type, size, "%s", fstype); /* later lines are mounted on top */
+	}
+	return 0;
+}
+
+/* Does the mount at path answer?  0 yes, -ENOTCONN dead (its daemon is
+ * gone), -ETIMEDOUT no answer within the deadline (a daemon alive but
+ * stuck), else the errno statfs gave.  Asked from a child process, which a
+ * stuck daemon cannot hang: it is killed at the deadline. */
+#define PROBE_TIMEOUT_MS 5000
+static int probe_mount(const char *path)
+{
+	int pipefd[2], err = ETIMEDOUT;
+	pid_t pid;
+
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return negative_errno();
+	pid = fork();
+	if (pid < 0) {
+		err = errno;
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return -err;
+	}
+	if (pid == 0) {
+		struct statfs sf;
+		int e = statfs(path, &sf) < 0 ? errno : 0;
+
+		_exit(write(pipefd[1], &e, sizeof(e)) == sizeof(e) ? 0 : 1);
+	}
+	close(pipefd[1]);
+	struct pollfd pfd = { .fd = pipefd[0], .events = POLLIN };
+	int n;
+	do
+		n = poll(&pfd, 1, PROBE_TIMEOUT_MS);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0 || read(pipefd[0], &err, sizeof(err)) != sizeof(err))
+		err = ETIMEDOUT;
+	close(pipefd[0]);
+	if (err == ETIMEDOUT)
+		kill(pid, SIGKILL); /* FUSE requests are killable */
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	return -err;
+}
+
+/* Never mount over a live vfhealth mount (placement would see this new,
+ * empty one and the old one's state would be hidden: fail open); detach a
+ * dead FUSE mount (a crashed instance leaves its mount behind: every access
+ * fails with ENOTCONN until it is detached).  Anything else mounted there is
+ * mounted over, as mount(8) would. */
+static int clear_mountpoint(struct vffs *fs)
+{
+	for (int round = 0; round < 8; round++) {
+		char type[64];
+		int r = mounted_type(fs->mountpoint, type, sizeof(type));
+
+		if (r < 0) {
+			log_err("cannot read /proc/self/mountinfo: %s", strerror(-r));
+			return r;
+		}
+		if (strncmp(type, "fuse", 4) != 0)
+			return 0; /* nothing, or no FUSE mount: nothing can be dead */
+		r = probe_mount(fs->mountpoint);
+		if (r != -ENOTCONN) {
+			if (strcmp(type, "fuse.vfhealth") != 0)
+				return 0; /* another file system's live mount */
+			log_err("refusing to mount on %s: a live vfhealth mount is there (%s); "
+				"another vfhealthd serves it",
+				fs->mountpoint,
+				r == 0 ? "it answers" : r == -ETIMEDOUT ? "it does not answer" : strerror(-r));
+			return -EBUSY;
+		}
 		if (umount2(fs->mountpoint, MNT_DETACH) < 0) {
 			r = negative_errno();
 			log_err("cannot detach the stale mount on %s: %s", fs->mountpoint, strerror(-r));
 			return r;
 		}
-		log_warn("detached a stale mount on %s left by a previous instance", fs->mountpoint);
+		log_warn("detached a stale mount on %s (%s, not connected) left by a previous "
+			 "instance", fs->mountpoint, type);
 	}
+	log_err("refusing to mount on %s: too many stale mounts stacked there", fs->mountpoint);
+	return -EBUSY;
+}
+
+int vffs_mount(struct vffs *fs)
+{
+	int r;
+
+	r = clear_mountpoint(fs);
+	if (r < 0)
+		return r;
 	r = mkdir_p(fs->mountpoint, 0755);
 	if (r < 0) {
 		log_err("cannot create mountpoint %s: %s", fs->mountpoint, strerror(-r));
 		return r;
 	}
 	if (fuse_session_mount(fs->se, fs->mountpoint) != 0) {
-		log_err("cannot mount on %s", fs->mountpoint);
+		/* libfuse said what failed (often "failed to open /dev/fuse:
+		 * Permission denied"); say what to do about the usual cause. */
+		if (!can_mount())
+			log_err("cannot mount on %s: run vfhealthd as root (mounting needs "
+				"CAP_SYS_ADMIN and access to /dev/fuse)",
+				fs->mountpoint);
+		else
+			log_err("cannot mount on %s", fs->mountpoint);
 		return -EIO;
 	}
 	fs->mounted = true;
@@ -1284,11 +1594,28 @@ static void *loop_main(void *arg)
 	r = fuse_session_loop_mt(fs->se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	if (!atomic_load(&fs->stopping)) {
-		/* Unmounted from outside (fusermount -u): end the daemon too. */
-		log_warn("the FUSE session ended (%d); shutting down", r);
+		/* Unmounted from outside (fusermount -u): end the daemon too; the
+		 * caller asks vffs_unmounted_outside() and logs it. */
+		log_debug("the FUSE session ended on its own (%d)", r);
+		atomic_store(&fs->unmounted_outside, true);
 		kill(getpid(), SIGTERM);
 	}
 	return NULL;
+}
+
+bool vffs_unmounted_outside(const struct vffs *fs)
+{
+	return fs && atomic_load(&fs->unmounted_outside);
+}
+
+/* The store's change callback: the notifier, and the caller's status hook. */
+static void store_changed(void *userdata, const struct store_change *change)
+{
+	struct vffs *fs = userdata;
+
+	notifier_store_change(fs->notifier, change);
+	if ((change->bits & STORE_CHANGE_STATUS) && fs->status_changed)
+		fs->status_changed(fs->status_userdata);
 }
 
 int vffs_start(struct vffs *fs, struct store *store)
@@ -1302,7 +1629,7 @@ int vffs_start(struct vffs *fs, struct store *store)
 	r = notifier_new(fs->se, fs->mountpoint, fs->store, &fs->notifier);
 	if (r < 0)
 		return r;
-	store_set_change_callback(fs->store, notifier_store_change, fs->notifier);
+	store_set_change_callback(fs->store, store_changed, fs);
 	r = notifier_start(fs->notifier);
 	if (r < 0) {
 		log_err("cannot start the notifier: %s", strerror(-r));
@@ -1375,6 +1702,7 @@ void vffs_free(struct vffs *fs)
 	if (fs->se)
 		fuse_session_destroy(fs->se);
 	fuse_opt_free_args(&fs->args);
+	budget_free(fs->budget);
 	free(fs->mountpoint);
 	free(fs);
 }

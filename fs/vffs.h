@@ -5,8 +5,10 @@
  *
  * Life cycle, in this order:
  *
- *   vffs_new()      parse FUSE options, resolve the group; nothing mounted
- *   vffs_mount()    create the mountpoint, detach a stale mount left by a
+ *   vffs_new()      parse FUSE options (-EINVAL: libfuse refuses one, a bad
+ *                   command line), resolve the group; nothing mounted
+ *   vffs_mount()    create the mountpoint, refuse to mount over a live
+ *                   vfhealth mount (-EBUSY), detach a stale mount left by a
  *                   crashed instance (ENOTCONN), mount (allow_other,
  *                   default_permissions)
  *   [fuse_daemonize() here when not in the foreground: before any thread]
@@ -25,7 +27,12 @@
  * The caller blocks SIGTERM, SIGINT and SIGHUP in every thread (before
  * vffs_start) and waits for them itself; if the session ends on its own
  * (someone unmounted it) the FUSE loop thread raises SIGTERM so the caller's
- * wait ends too.  vffs uses SIGUSR1 internally to end the FUSE loop.
+ * wait ends too, and vffs_unmounted_outside() says so.  vffs uses SIGUSR1
+ * internally to end the FUSE loop.
+ *
+ * vffs_mount() never stacks a mount over a live vfhealth mount: a
+ * fuse.vfhealth mount at the mountpoint that answers is live (-EBUSY, and
+ * the log names it); only a dead one (ENOTCONN) is detached.
  *
  * All functions return 0 or a negative errno and log why they failed.
  */
@@ -34,6 +41,8 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+
+#include "proto/sockdir.h"
 
 #define VFFS_DEFAULT_MOUNTPOINT "/run/vfhealth"
 
@@ -48,6 +57,14 @@ struct vffs_options {
 				  * caller and kept until vffs_free; NULL for none */
 	const char *fuse_options; /* extra -o options, comma separated; NULL for none */
 	bool debug;             /* FUSE request tracing on stderr */
+	/* Called when the store's availability changed (STORE_CHANGE_STATUS),
+	 * from the thread that changed it, with no store lock held: it may read
+	 * the store (store_status) but must not block.  NULL for none. */
+	void (*status_changed)(void *userdata);
+	void *status_userdata;
+	/* Where the socket paths of claims may point (proto/sockdir.h): a claim
+	 * write naming one elsewhere gets EACCES.  NULL: the defaults. */
+	const struct sockdirs *socket_dirs;
 };
 
 int vffs_new(const struct vffs_options *opt, struct vffs **ret);
@@ -56,6 +73,10 @@ int vffs_mount(struct vffs *fs);
 int vffs_start(struct vffs *fs, struct store *store);
 void vffs_stop(struct vffs *fs);
 void vffs_free(struct vffs *fs);
+
+/* true when the session ended without vffs_stop(): the mount was unmounted
+ * from outside (umount, fusermount3 -u). */
+bool vffs_unmounted_outside(const struct vffs *fs);
 
 /* The absolute mountpoint (valid until vffs_free). */
 const char *vffs_mountpoint(const struct vffs *fs);

@@ -68,7 +68,8 @@ static int top_quarantined_render(const struct vfile_call *call, FILE *out)
 	size_t count = 0;
 	int r;
 
-	r = store_quarantined_list(call->store, &vfs, &count);
+	r = call->may_write ? store_quarantined_list(call->store, &vfs, &count)
+			    : store_quarantined_list_noretry(call->store, &vfs, &count);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < count; i++)
@@ -82,6 +83,9 @@ static int resources_render(const struct vfile_call *call, FILE *out)
 	struct store_stats stats;
 	bool available;
 
+	/* placement-facing: retries like the other placement reads */
+	if (call->may_write)
+		store_retry_for_read(call->store);
 	store_get_stats(call->store, &stats);
 	available = store_status(call->store, reason, sizeof(reason));
 	fprintf(out, "total_slots %zu\n", stats.vfs);
@@ -115,8 +119,7 @@ static int status_write(const struct vfile_call *call, char *command)
 		log_warn("repair failed: %s", reason);
 		return -EIO;
 	}
-	log_info("store available after repair");
-	return 0;
+	return 0; /* the store logs when it becomes available again */
 }
 
 static int max_quarantined_render(const struct vfile_call *call, FILE *out)
@@ -186,6 +189,8 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 	       "Durable store transactions since start.", st.commits);
 	metric(out, "vfhealth_store_commit_failures_total", "counter",
 	       "Store commits that failed since start.", st.commit_failures);
+	metric(out, "vfhealth_store_repairs_total", "counter",
+	       "Attempts to bring the unavailable store back since start.", st.repairs);
 	metrics_render_providers(call->metrics, out);
 	return 0;
 }
@@ -206,7 +211,8 @@ static int tally_render(const struct vfile_call *call, FILE *out)
 static int vf_quarantined_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_get(call->store, call->vf, &info);
+	int r = call->may_write ? store_vf_get(call->store, call->vf, &info)
+				: store_vf_get_noretry(call->store, call->vf, &info);
 
 	if (r < 0)
 		return r;
@@ -271,8 +277,11 @@ static int report_write(const struct vfile_call *call, char *command)
 	int r;
 
 	r = report_command_parse(command, &cmd);
-	if (r < 0)
+	if (r < 0) {
+		if (call->why)
+			*call->why = report_command_refusal(command);
 		return r;
+	}
 
 	if (cmd.kind == REPORT_COMMAND_FAILED) {
 		struct store_failure_result res;
@@ -375,6 +384,15 @@ int claim_parse_update(const struct store_claim *current, char *command, bool ma
 		next.pid_starttime = 0;
 	*ret = next;
 	return 0;
+}
+
+const char *claim_update_refusal(const struct store_claim *current, const char *command,
+				 bool may_set_claimed_at)
+{
+	struct assignment cur;
+
+	claim_to_assignment(current, &cur);
+	return assignment_update_refusal(&cur, command, may_set_claimed_at);
 }
 
 /* -- the tables ------------------------------------------------------------------ */

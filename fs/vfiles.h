@@ -72,6 +72,11 @@ struct vfile_call {
 	const char *vf;      /* per-VF files: the VF address */
 	uint64_t vf_id;      /* per-VF files: the VF's id */
 	char *outcome;       /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
+	/* The requester may write (uid 0 or the writers' group): only then may a
+	 * placement-facing read retry (repair) an unavailable store. */
+	bool may_write;
+	const char **why;    /* a write refused by a grammar says here which rule (a
+			      * static string) for the caller to log; may be NULL */
 };
 
 typedef int (*vfile_render_fn)(const struct vfile_call *call, FILE *out);
@@ -109,5 +114,10 @@ void claim_render(const struct store_claim *claim, FILE *out);
  * or repeated keys and bad values. */
 int claim_parse_update(const struct store_claim *current, char *command, bool may_set_claimed_at,
 		       struct store_claim *ret);
+
+/* Which rule a command claim_parse_update() refuses breaks (a static string),
+ * for the log; NULL when it is accepted. */
+const char *claim_update_refusal(const struct store_claim *current, const char *command,
+				 bool may_set_claimed_at);
 
 #endif

@@ -68,13 +68,30 @@ int assignment_render(const struct assignment *a, FILE *out)
 
 /* ---- parsing ---------------------------------------------------------------- */
 
+#define CONTROL_RULE                                                                       \
+	"control= is an absolute path of at most " PARSE_STR(CONTROL_PATH_MAX)                 \
+	" bytes without control characters"
+#define PID_STARTTIME_RULE "pid_starttime= is recorded by vfhealthd: a writer may only repeat it"
+#define BOOT_ID_RULE "boot_id= is recorded by vfhealthd: a writer may only repeat it"
+
 struct parse_ctx {
 	bool writer;                      /* a writer's command, not a rendered file */
 	const struct assignment *current; /* writer: the claim as it is */
 	bool may_set_claimed_at;          /* writer */
 	bool scan;                        /* only note which keys are named */
 	char *release;                    /* a release command: where its time goes */
+	const char **why;                 /* writer: NULL, or where to say which rule broke */
 };
+
+/* err, saying in *ctx->why (when asked) which rule was broken. */
+static int refuse(const struct parse_ctx *ctx, int err, const char *rule)
+{
+	if (ctx->why)
+		*ctx->why = rule;
+	return err;
+}
+
+#define CLAIMED_AT_RULE "claimed_at= is an RFC 3339 UTC time (\"2026-01-01T00:00:00Z\")"
 
 /* value[0..len) as a NUL-terminated string in buf[size], or -EINVAL. */
 static int terminate(char *buf, size_t size, const char *value, size_t len)
@@ -99,7 +116,7 @@ static int parse_number(const char *value, size_t len, uint64_t max, uint64_t *r
 static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignment_key key,
 		 const char *value, size_t len)
 {
-	char raw[AGENT_ENDPOINT_MAX + 1];
+	char raw[AGENT_ENDPOINT_MAX + 1], canonical[RFC3339_BUFSZ];
 	uint64_t v = 0;
 
 	switch (key) {
@@ -110,17 +127,19 @@ static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignm
 		}
 		if (terminate(raw, sizeof(raw), value, len) < 0 ||
 		    rfc3339_normalize(raw, a->claimed_at) < 0)
-			return -EINVAL;
+			return refuse(ctx, -EINVAL, CLAIMED_AT_RULE);
 		/* The assignment identity is fixed after the first write. */
 		if (ctx->writer && !ctx->may_set_claimed_at &&
 		    strcmp(a->claimed_at, ctx->current->claimed_at) != 0)
-			return -EINVAL;
+			return refuse(ctx, -EINVAL,
+				      "claimed_at= is set only by the first write through the "
+				      "handle that created the claim");
 		return 0;
 	case ASSIGNMENT_AGENT: {
 		struct endpoint ep;
 
 		if (len > AGENT_ENDPOINT_MAX)
-			return -E2BIG;
+			return refuse(ctx, -E2BIG, "agent= is at most " PARSE_STR(AGENT_ENDPOINT_MAX) " bytes");
 		memcpy(raw, value, len);
 		raw[len] = '\0';
 		if (!ctx->writer || len == 0) {
@@ -129,41 +148,45 @@ static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignm
 		}
 		/* Stored canonical (port spelled out), so readers need no defaults. */
 		if (endpoint_parse(raw, &ep) < 0 || endpoint_format(&ep, a->agent, sizeof(a->agent)) < 0)
-			return -EINVAL;
+			return refuse(ctx, -EINVAL,
+				      "agent= is an endpoint: vsock:CID[:PORT], hvsock:PATH[:PORT] "
+				      "or unix:PATH");
 		return 0;
 	}
 	case ASSIGNMENT_CONTROL:
 		if (len > 0 && value[0] != '/')
-			return -EINVAL;
+			return refuse(ctx, -EINVAL, CONTROL_RULE);
 		if (len > CONTROL_PATH_MAX)
-			return -E2BIG;
+			return refuse(ctx, -E2BIG, CONTROL_RULE);
 		for (size_t i = 0; i < len; i++)
 			if ((unsigned char)value[i] < 0x20 || value[i] == 0x7f)
-				return -EINVAL;
+				return refuse(ctx, -EINVAL, CONTROL_RULE);
 		memcpy(a->control, value, len);
 		a->control[len] = '\0';
 		return 0;
 	case ASSIGNMENT_PID:
 		if (len > 0 && parse_number(value, len, PID_VALUE_MAX, &v) < 0)
-			return -EINVAL;
+			return refuse(ctx, -EINVAL, "pid= is an integer 1.." PARSE_STR(PID_VALUE_MAX));
 		a->pid = (int64_t)v;
 		return 0;
 	case ASSIGNMENT_PID_STARTTIME:
 		if (len > 0 && parse_number(value, len, UINT64_MAX, &v) < 0)
-			return -EINVAL;
+			return refuse(ctx, -EINVAL, PID_STARTTIME_RULE);
 		if (ctx->writer && !keys[key].writable) /* the recorded value, written back */
-			return v == ctx->current->pid_starttime ? 0 : -EINVAL;
+			return v == ctx->current->pid_starttime
+				       ? 0
+				       : refuse(ctx, -EINVAL, PID_STARTTIME_RULE);
 		a->pid_starttime = v;
 		return 0;
 	case ASSIGNMENT_BOOT_ID:
 		if (len > 0 && (terminate(raw, sizeof(raw), value, len) < 0 ||
 				!proc_boot_id_valid(raw)))
-			return -EINVAL;
+			return refuse(ctx, -EINVAL, BOOT_ID_RULE);
 		if (ctx->writer && !keys[key].writable) /* the recorded value, written back */
 			return len == strlen(ctx->current->boot_id) &&
 					       memcmp(value, ctx->current->boot_id, len) == 0
 				       ? 0
-				       : -EINVAL;
+				       : refuse(ctx, -EINVAL, BOOT_ID_RULE);
 		memcpy(a->boot_id, value, len);
 		a->boot_id[len] = '\0';
 		return 0;
@@ -171,9 +194,13 @@ static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignm
 		if (!ctx->writer)
 			return 0; /* never in a file: ignored like an unknown key */
 		/* only alone, through assignment_parse_release() */
-		if (!ctx->release || terminate(raw, sizeof(raw), value, len) < 0 ||
-		    rfc3339_normalize(raw, ctx->release) < 0)
-			return -EINVAL;
+		if (terminate(raw, sizeof(raw), value, len) < 0 ||
+		    rfc3339_normalize(raw, canonical) < 0)
+			return refuse(ctx, -EINVAL,
+				      "release= is an RFC 3339 UTC time (the claim's claimed_at)");
+		if (!ctx->release)
+			return refuse(ctx, -EINVAL, "release= is written alone");
+		memcpy(ctx->release, canonical, sizeof(canonical));
 		return 0;
 	case ASSIGNMENT_COMMAND_END:
 		break;
@@ -207,15 +234,17 @@ static int parse_lines(const struct parse_ctx *ctx, struct assignment *a, const 
 			continue;
 		eq = memchr(line, '=', line_len);
 		if (!eq || eq == line)
-			return -EINVAL;
+			return refuse(ctx, -EINVAL, "each line is key=value");
 		key = find_key(line, (size_t)(eq - line));
 		if (key < 0) {
 			if (ctx->writer)
-				return -EINVAL;
+				return refuse(ctx, -EINVAL,
+					      "the keys are claimed_at, agent, control, pid, "
+					      "pid_starttime and boot_id, or release alone");
 			continue; /* a key from a newer daemon */
 		}
 		if (*seen & (1u << key))
-			return -EINVAL;
+			return refuse(ctx, -EINVAL, "each key appears once");
 		*seen |= 1u << key;
 		if (ctx->scan)
 			continue;
@@ -272,14 +301,15 @@ int assignment_parse_release(const char *command, char claimed_at[static RFC3339
 	return 1;
 }
 
-int assignment_parse_update(const struct assignment *current, const char *command,
-			    bool may_set_claimed_at, struct assignment *ret,
-			    unsigned *keys_written)
+static int parse_update(const struct assignment *current, const char *command,
+			bool may_set_claimed_at, struct assignment *ret, unsigned *keys_written,
+			const char **why)
 {
 	const struct parse_ctx ctx = {
 		.writer = true,
 		.current = current,
 		.may_set_claimed_at = may_set_claimed_at,
+		.why = why,
 	};
 	struct assignment a = *current;
 	unsigned seen;
@@ -294,4 +324,20 @@ int assignment_parse_update(const struct assignment *current, const char *comman
 	if (keys_written)
 		*keys_written = seen;
 	return 0;
+}
+
+int assignment_parse_update(const struct assignment *current, const char *command,
+			    bool may_set_claimed_at, struct assignment *ret,
+			    unsigned *keys_written)
+{
+	return parse_update(current, command, may_set_claimed_at, ret, keys_written, NULL);
+}
+
+const char *assignment_update_refusal(const struct assignment *current, const char *command,
+				      bool may_set_claimed_at)
+{
+	struct assignment a;
+	const char *why = NULL;
+
+	return parse_update(current, command, may_set_claimed_at, &a, NULL, &why) < 0 ? why : NULL;
 }

@@ -106,4 +106,9 @@ int assignment_parse_update(const struct assignment *current, const char *comman
 			    bool may_set_claimed_at, struct assignment *ret,
 			    unsigned *keys_written);
 
+/* Which rule command breaks, as the writer it refuses is told (a static
+ * string); NULL when assignment_parse_update() accepts it. */
+const char *assignment_update_refusal(const struct assignment *current, const char *command,
+				      bool may_set_claimed_at);
+
 #endif

@@ -36,6 +36,10 @@
  *  FAILURES_PER_VF_MAX    1000 failures kept per VF (== THRESHOLD_MAX: a VF is
  *                         quarantined before it could hold more, unless the
  *                         breaker holds it back; then the oldest is dropped).
+ *  READER_BUDGET_PER_UID  32 MiB: what the open files of one uid may hold in
+ *                         the daemon (fs/budget.h); past it ENOBUFS.
+ *  READER_BUDGET_TOTAL    128 MiB: the same, summed over every uid but root
+ *                         (root has its own READER_BUDGET_PER_UID).
  */
 #ifndef VFHEALTH_GRAMMAR_LIMITS_H
 #define VFHEALTH_GRAMMAR_LIMITS_H
@@ -66,6 +70,8 @@
 #define THRESHOLD_DEFAULT 2
 #define VFS_MAX 65536
 #define FAILURES_PER_VF_MAX 1000
+#define READER_BUDGET_PER_UID 33554432
+#define READER_BUDGET_TOTAL 134217728
 
 /* Every limit above, for the test that checks docs/limits.md. */
 #define GRAMMAR_LIMITS(X)       \
@@ -84,7 +90,9 @@
 	X(THRESHOLD_MAX)        \
 	X(THRESHOLD_DEFAULT)    \
 	X(VFS_MAX)              \
-	X(FAILURES_PER_VF_MAX)
+	X(FAILURES_PER_VF_MAX)  \
+	X(READER_BUDGET_PER_UID) \
+	X(READER_BUDGET_TOTAL)
 
 /* The values are chosen, not derived; these say why they fit together. */
 _Static_assert(AGENT_ENDPOINT_MAX == ENDPOINT_STRING_MAX - 1,
@@ -93,6 +101,11 @@ _Static_assert(CONTROL_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun_path) -
 	       "control= fits sun_path with its NUL");
 _Static_assert(REPORT_COMMAND_MAX <= WRITE_COMMAND_MAX, "a report fits one write");
 _Static_assert(FAILURES_PER_VF_MAX == THRESHOLD_MAX, "quarantined before it holds more");
+/* A VF's whole failures file (its lines at their longest) fits one uid's budget. */
+_Static_assert((size_t)FAILURES_PER_VF_MAX * (2 * RFC3339_NANO_LEN + INSTANCE_ID_MAX + FAILURE_MESSAGE_MAX + 4) <
+		       READER_BUDGET_PER_UID / 2,
+	       "a reader can hold two failures files at once");
+_Static_assert(READER_BUDGET_PER_UID <= READER_BUDGET_TOTAL, "one uid fits the total");
 _Static_assert(THRESHOLD_MIN <= THRESHOLD_DEFAULT && THRESHOLD_DEFAULT <= THRESHOLD_MAX,
 	       "the default threshold is a valid one");
 /* Every key of an assignment file at its longest, with "key=" and "\n". */

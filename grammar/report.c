@@ -13,6 +13,8 @@
 
 /* ---- the command ------------------------------------------------------------ */
 
+#define CLAIMED_AT_RULE "CLAIMED_AT is an RFC 3339 UTC time (\"2026-01-01T00:00:00Z\") or \"-\""
+
 /* The canonical claimed_at ("" for NULL or ""), or -EINVAL. */
 static int canonical_claimed_at(const char *claimed_at, char out[static RFC3339_BUFSZ])
 {
@@ -105,7 +107,15 @@ static bool token_is(const char *token, size_t len, const char *word)
 	return len == strlen(word) && memcmp(token, word, len) == 0;
 }
 
-int report_command_parse(const char *command, struct report_command *ret)
+/* -EINVAL, saying in *why (when why is not NULL) which rule was broken. */
+static int refuse(const char **why, const char *rule)
+{
+	if (why)
+		*why = rule;
+	return -EINVAL;
+}
+
+static int parse_command(const char *command, struct report_command *ret, const char **why)
 {
 	struct report_command c = { .message = "" };
 	const char *p = command, *kind, *id, *when;
@@ -113,40 +123,54 @@ int report_command_parse(const char *command, struct report_command *ret)
 	char raw[64];
 
 	if (!command || strchr(command, '\n'))
-		return -EINVAL; /* one command, one line */
+		return refuse(why, "a report is one line");
 	if (next_token(&p, &kind, &kind_len) < 0 || next_token(&p, &id, &id_len) < 0 ||
 	    next_token(&p, &when, &when_len) < 0)
-		return -EINVAL;
+		return refuse(why, "a report is \"failed ID CLAIMED_AT [MESSAGE]\" or \"ok ID "
+				   "CLAIMED_AT\", words separated by single spaces");
 
 	if (token_is(kind, kind_len, "failed"))
 		c.kind = REPORT_COMMAND_FAILED;
 	else if (token_is(kind, kind_len, "ok"))
 		c.kind = REPORT_COMMAND_OK;
 	else
-		return -EINVAL;
+		return refuse(why, "a report starts with \"failed\" or \"ok\"");
 
 	if (id_len > INSTANCE_ID_MAX)
-		return -EINVAL;
+		return refuse(why, INSTANCE_ID_RULE);
 	memcpy(c.instance_id, id, id_len);
 	c.instance_id[id_len] = '\0';
 	if (!instance_id_valid(c.instance_id))
-		return -EINVAL;
+		return refuse(why, INSTANCE_ID_RULE);
 
 	if (!token_is(when, when_len, "-")) {
 		if (when_len >= sizeof(raw))
-			return -EINVAL;
+			return refuse(why, CLAIMED_AT_RULE);
 		memcpy(raw, when, when_len);
 		raw[when_len] = '\0';
 		if (rfc3339_normalize(raw, c.claimed_at) < 0)
-			return -EINVAL;
+			return refuse(why, CLAIMED_AT_RULE);
 	}
 
 	if (c.kind == REPORT_COMMAND_FAILED)
 		c.message = p; /* the rest of the line, possibly empty */
 	else if (*p)
-		return -EINVAL;
+		return refuse(why, "an ok report has nothing after CLAIMED_AT");
 	*ret = c;
 	return 0;
+}
+
+int report_command_parse(const char *command, struct report_command *ret)
+{
+	return parse_command(command, ret, NULL);
+}
+
+const char *report_command_refusal(const char *command)
+{
+	struct report_command c;
+	const char *why = NULL;
+
+	return parse_command(command, &c, &why) < 0 ? why : NULL;
 }
 
 /* ---- the outcome line --------------------------------------------------------- */

@@ -68,6 +68,10 @@ int report_command_format(char *buf, size_t size, const struct report_command *c
  * ret->message points into command.  -EINVAL. */
 int report_command_parse(const char *command, struct report_command *ret);
 
+/* Which rule command breaks, as the writer it refuses is told (a static
+ * string); NULL when report_command_parse() accepts it. */
+const char *report_command_refusal(const char *command);
+
 /* ---- the outcome line --------------------------------------------------------- */
 
 enum report_kind {

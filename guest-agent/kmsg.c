@@ -14,7 +14,6 @@
 #include "proto/parse.h"
 
 #define NVRM_PREFIX "NVRM:"
-#define INIT_FAILURE_TEXT "RmInitAdapter failed!"
 
 /* One decimal field of the prefix, [p, end) with no sign or blanks. */
 static int parse_field(const char *p, size_t len, uint64_t max, uint64_t *ret)
@@ -103,16 +102,166 @@ void kmsg_trim(const char **msg, size_t *len)
 		(*len)--;
 }
 
-bool kmsg_message_is_init_failure(const char *msg, size_t len)
+/* ---- rules ------------------------------------------------------------- */
+
+static const struct kmsg_rule builtin_rule = {
+	.action = KMSG_RULE_FAILURE,
+	.len = sizeof(KMSG_BUILTIN_RULE) - 1,
+	.text = KMSG_BUILTIN_RULE,
+};
+
+void kmsg_rules_init(struct kmsg_rules *r)
+{
+	r->n = 1;
+	r->rule[0] = builtin_rule;
+}
+
+/* One non-comment line (without '\n', trailing blanks dropped) -> a rule. */
+static int parse_rule_line(const char *line, size_t len, struct kmsg_rule *ret)
+{
+	static const struct {
+		const char *word;
+		enum kmsg_action action;
+	} actions[] = { { "failure", KMSG_RULE_FAILURE }, { "ignore", KMSG_RULE_IGNORE } };
+	const char *text = NULL;
+
+	for (size_t i = 0; i < ARRAY_SIZE(actions); i++) {
+		size_t w = strlen(actions[i].word);
+
+		if (len > w && memcmp(line, actions[i].word, w) == 0 &&
+		    (line[w] == ' ' || line[w] == '\t')) {
+			ret->action = actions[i].action;
+			text = line + w;
+			break;
+		}
+	}
+	if (!text)
+		return -EINVAL;
+	while (text < line + len && (*text == ' ' || *text == '\t'))
+		text++;
+	ret->len = (size_t)(line + len - text);
+	if (ret->len == 0)
+		return -EINVAL;
+	if (ret->len > AGENT_RULE_MAX)
+		return -ENAMETOOLONG;
+	for (size_t i = 0; i < ret->len; i++)
+		if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
+			return -EINVAL;
+	memcpy(ret->text, text, ret->len);
+	ret->text[ret->len] = '\0';
+	return 0;
+}
+
+int kmsg_rules_parse(struct kmsg_rules *r, const char *text, size_t len, unsigned *ret_line)
+{
+	/* zeroed: the unused bytes of every rule are defined when copied out */
+	_cleanup_free_ struct kmsg_rules *next = calloc(1, sizeof(*next));
+	unsigned line_no = 0;
+	size_t pos = 0;
+
+	*ret_line = 0;
+	if (!next)
+		return -ENOMEM;
+	if (len > KMSG_RULES_FILE_MAX)
+		return -EFBIG;
+	next->n = 0;
+	while (pos < len) {
+		const char *line = text + pos, *nl = memchr(line, '\n', len - pos);
+		size_t line_len = nl ? (size_t)(nl - line) : len - pos;
+		const char *p = line;
+		size_t n = line_len;
+		int k;
+
+		pos += line_len + (nl ? 1 : 0);
+		line_no++;
+		*ret_line = line_no;
+		if (line_len > KMSG_RULES_LINE_MAX)
+			return -ENAMETOOLONG;
+		kmsg_trim(&p, &n);
+		if (n == 0 || p[0] == '#')
+			continue;
+		if (next->n == KMSG_RULES_MAX)
+			return -E2BIG;
+		k = parse_rule_line(p, n, &next->rule[next->n]);
+		if (k < 0)
+			return k;
+		next->n++;
+	}
+	*ret_line = 0;
+	next->rule[next->n++] = builtin_rule;
+	memcpy(r, next, sizeof(*r));
+	return 0;
+}
+
+int kmsg_rules_load(struct kmsg_rules *r, const char *path, unsigned *ret_line)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+
+	*ret_line = 0;
+	if (fd < 0)
+		return negative_errno();
+	buf = malloc(KMSG_RULES_FILE_MAX + 1);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n = read(fd, buf + len, KMSG_RULES_FILE_MAX + 1 - len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return negative_errno();
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > KMSG_RULES_FILE_MAX)
+			return -EFBIG;
+	}
+	return kmsg_rules_parse(r, buf, len, ret_line);
+}
+
+const char *kmsg_rules_strerror(int k)
+{
+	switch (k) {
+	case -EINVAL:
+		return "expected 'failure TEXT' or 'ignore TEXT' (TEXT without control characters)";
+	case -ENAMETOOLONG:
+		return "line or rule text too long";
+	case -E2BIG:
+		return "too many rules";
+	case -EFBIG:
+		return "file too large";
+	default:
+		return strerror(-k);
+	}
+}
+
+const struct kmsg_rule *kmsg_rules_match(const struct kmsg_rules *r, const char *msg, size_t len)
 {
 	kmsg_trim(&msg, &len);
 	if (len < strlen(NVRM_PREFIX) || memcmp(msg, NVRM_PREFIX, strlen(NVRM_PREFIX)) != 0)
-		return false;
-	return memmem(msg, len, INIT_FAILURE_TEXT, strlen(INIT_FAILURE_TEXT)) != NULL;
+		return NULL;
+	msg += strlen(NVRM_PREFIX);
+	len -= strlen(NVRM_PREFIX);
+	for (unsigned i = 0; i < r->n; i++)
+		if (memmem(msg, len, r->rule[i].text, r->rule[i].len))
+			return &r->rule[i];
+	return NULL;
 }
 
-enum kmsg_verdict kmsg_classify(const char *buf, size_t len, struct kmsg_record *ret)
+bool kmsg_message_is_init_failure(const char *msg, size_t len)
 {
+	struct kmsg_rules builtin = { .n = 1, .rule = { builtin_rule } };
+
+	return kmsg_rules_match(&builtin, msg, len) != NULL;
+}
+
+enum kmsg_verdict kmsg_classify_rules(const struct kmsg_rules *rules, const char *buf, size_t len,
+				      struct kmsg_record *ret, const struct kmsg_rule **ret_rule)
+{
+	const struct kmsg_rule *rule;
 	struct kmsg_record rec;
 	int k = kmsg_parse_record(buf, len, &rec);
 
@@ -123,8 +272,19 @@ enum kmsg_verdict kmsg_classify(const char *buf, size_t len, struct kmsg_record 
 	*ret = rec;
 	if ((rec.priority >> 3) != 0)
 		return KMSG_NOT_KERNEL;
-	return kmsg_message_is_init_failure(rec.message, rec.message_len) ? KMSG_MATCH
-									  : KMSG_NO_MATCH;
+	rule = kmsg_rules_match(rules, rec.message, rec.message_len);
+	if (!rule)
+		return KMSG_NO_MATCH;
+	if (ret_rule)
+		*ret_rule = rule;
+	return rule->action == KMSG_RULE_FAILURE ? KMSG_MATCH : KMSG_IGNORED;
+}
+
+enum kmsg_verdict kmsg_classify(const char *buf, size_t len, struct kmsg_record *ret)
+{
+	struct kmsg_rules builtin = { .n = 1, .rule = { builtin_rule } };
+
+	return kmsg_classify_rules(&builtin, buf, len, ret, NULL);
 }
 
 const char *kmsg_verdict_name(enum kmsg_verdict v)
@@ -132,6 +292,8 @@ const char *kmsg_verdict_name(enum kmsg_verdict v)
 	switch (v) {
 	case KMSG_MATCH:
 		return "match";
+	case KMSG_IGNORED:
+		return "ignored";
 	case KMSG_NO_MATCH:
 		return "no-match";
 	case KMSG_NOT_KERNEL:
@@ -217,25 +379,36 @@ static void on_device_record(struct kmsg_reader *r, const char *buf, size_t len,
 	fn(userdata, buf, len);
 }
 
+/* read(2) of the non-blocking descriptor, EINTR retried: bytes, or -errno
+ * (-EAGAIN: nothing more for now). */
+static ssize_t read_some(int fd, void *buf, size_t size)
+{
+	ssize_t n;
+
+	do
+		n = read(fd, buf, size);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
 static int drain_device(struct kmsg_reader *r, kmsg_record_fn fn, void *userdata)
 {
 	for (int i = 0; i < KMSG_DRAIN_BATCH; i++) {
-		ssize_t n = read(r->fd, r->buf, sizeof(r->buf));
+		ssize_t n = read_some(r->fd, r->buf, sizeof(r->buf));
 
+		if (n == -EAGAIN)
+			return 0;
+		if (n == -EPIPE) {
+			/* Overwritten under us; the next read returns the oldest
+			 * record still there and the gap counts the loss. */
+			r->overruns++;
+			continue;
+		}
 		if (n < 0) {
-			int err = errno;
-			if (err == EINTR)
-				continue;
-			if (err == EAGAIN || err == EWOULDBLOCK)
-				return 0;
-			if (err == EPIPE) {
-				/* Overwritten under us; the next read returns the oldest
-				 * record still there and the gap counts the loss. */
-				r->overruns++;
-				continue;
-			}
 			reader_close(r);
-			return -err;
+			return (int)n;
 		}
 		if (n == 0) {
 			reader_close(r);
@@ -278,16 +451,13 @@ static void split_lines(struct kmsg_reader *r, kmsg_record_fn fn, void *userdata
 static int drain_lines(struct kmsg_reader *r, kmsg_record_fn fn, void *userdata)
 {
 	for (int i = 0; i < KMSG_DRAIN_BATCH; i++) {
-		ssize_t n = read(r->fd, r->buf + r->buf_len, KMSG_LINE_MAX - r->buf_len);
+		ssize_t n = read_some(r->fd, r->buf + r->buf_len, KMSG_LINE_MAX - r->buf_len);
 
+		if (n == -EAGAIN)
+			return 0;
 		if (n < 0) {
-			int err = errno;
-			if (err == EINTR)
-				continue;
-			if (err == EAGAIN || err == EWOULDBLOCK)
-				return 0;
 			reader_close(r);
-			return -err;
+			return (int)n;
 		}
 		if (n == 0) {
 			int k;

@@ -10,10 +10,26 @@
  * PRI is facility << 3 | level.  Only facility 0 (the kernel) counts:
  * userspace writes to /dev/kmsg are forced to LOG_USER by the kernel, so a
  * guest user cannot forge a failure.  Any level and any flags count ('c' is
- * KERN_CONT, which NVIDIA's driver uses).  A failure is a message that,
- * trimmed, starts with "NVRM:" and contains "RmInitAdapter failed!"; the
- * "(stage:status:line)" tuple and the "GPU BDF:" part are never matched
- * (they differ per driver build and are absent on old drivers).
+ * KERN_CONT, which NVIDIA's driver uses).  A message counts only when,
+ * trimmed, it starts with "NVRM:"; the rest of it is judged by the rules.
+ *
+ * Rules: literal text searched for in the message after the "NVRM:" prefix,
+ * each a failure (the agent turns FAILED) or ignore (the record is dropped).
+ * The first rule that matches decides: the rules file's rules in file order,
+ * then the built-in rule "failure RmInitAdapter failed!" (so an ignore line
+ * can override it).  The "(stage:status:line)" tuple and the "GPU BDF:" part
+ * are never in the built-in rule (they differ per driver build and are
+ * absent on old drivers).  Rules file format, one rule per line:
+ *
+ *     # comment (also blank lines)
+ *     failure GSP firmware init failed
+ *     ignore RmInitAdapter failed! (0x25:0x65:1453)
+ *
+ * ACTION, blanks, TEXT; TEXT runs to the end of the line (trailing blanks
+ * dropped), is matched byte for byte, 1..AGENT_RULE_MAX bytes, no control
+ * characters.  At most KMSG_RULES_MAX rules, lines of KMSG_RULES_LINE_MAX
+ * bytes, files of KMSG_RULES_FILE_MAX bytes; anything else refuses the whole
+ * file with its line number.
  *
  * Sources:
  *   - a character device (the real /dev/kmsg): one record per read(2) into a
@@ -36,6 +52,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/client.h"
+
 /* The kernel's largest record is CONSOLE_EXT_LOG_MAX (8192); twice that
  * leaves room for the dictionary lines. */
 #define KMSG_READ_BUFFER 16384
@@ -55,8 +73,48 @@ struct kmsg_record {
 	size_t message_len;
 };
 
+/* ---- rules ------------------------------------------------------------- */
+
+#define KMSG_RULES_MAX 64          /* from a file; the built-in rule comes on top */
+#define KMSG_RULES_LINE_MAX 256    /* bytes of one line, without its '\n' */
+#define KMSG_RULES_FILE_MAX 65536  /* bytes of a rules file */
+#define KMSG_BUILTIN_RULE "RmInitAdapter failed!"
+
+enum kmsg_action { KMSG_RULE_FAILURE, KMSG_RULE_IGNORE };
+
+struct kmsg_rule {
+	enum kmsg_action action;
+	size_t len;
+	char text[AGENT_RULE_MAX + 1];
+};
+
+struct kmsg_rules {
+	unsigned n; /* the built-in rule is always the last */
+	struct kmsg_rule rule[KMSG_RULES_MAX + 1];
+};
+
+/* Only the built-in rule. */
+void kmsg_rules_init(struct kmsg_rules *r);
+/* Replace the file rules with those in text[0..len).  0; or on bad input
+ * -EINVAL (not "failure|ignore TEXT", an empty or control character in
+ * TEXT), -ENAMETOOLONG (TEXT over AGENT_RULE_MAX, a line over
+ * KMSG_RULES_LINE_MAX), -E2BIG (more than KMSG_RULES_MAX rules), -EFBIG (over
+ * KMSG_RULES_FILE_MAX), with the 1-based line in *ret_line (0: the whole
+ * file); r is then unchanged. */
+int kmsg_rules_parse(struct kmsg_rules *r, const char *text, size_t len, unsigned *ret_line);
+/* kmsg_rules_parse on a file's contents; -errno from open/read as well. */
+int kmsg_rules_load(struct kmsg_rules *r, const char *path, unsigned *ret_line);
+/* What a parse error means, for the message naming the line. */
+const char *kmsg_rules_strerror(int k);
+/* The first rule matching the trimmed message, NULL when the message does
+ * not start with "NVRM:" or no rule matches. */
+const struct kmsg_rule *kmsg_rules_match(const struct kmsg_rules *r, const char *msg, size_t len);
+
+/* ---- records ----------------------------------------------------------- */
+
 enum kmsg_verdict {
-	KMSG_MATCH,        /* a kernel NVRM RmInitAdapter failure */
+	KMSG_MATCH,        /* a kernel NVRM record matching a failure rule */
+	KMSG_IGNORED,      /* a kernel NVRM record matching an ignore rule */
 	KMSG_NO_MATCH,     /* a kernel record about something else */
 	KMSG_NOT_KERNEL,   /* facility != 0: userspace wrote it; never counts */
 	KMSG_CONTINUATION, /* " KEY=value" line */
@@ -68,11 +126,15 @@ enum kmsg_verdict {
 int kmsg_parse_record(const char *buf, size_t len, struct kmsg_record *ret);
 
 /* Does the message text (any length, not NUL-terminated) report a failed
- * adapter init?  Only the text rule; the facility is the caller's. */
+ * adapter init by the built-in rule?  The facility is the caller's. */
 bool kmsg_message_is_init_failure(const char *msg, size_t len);
 
-/* Parse and judge a record in one step; *ret is filled unless MALFORMED or
- * CONTINUATION. */
+/* Parse and judge a record in one step by rules; *ret is filled unless
+ * MALFORMED or CONTINUATION, *ret_rule (may be NULL) with the rule on MATCH
+ * and IGNORED. */
+enum kmsg_verdict kmsg_classify_rules(const struct kmsg_rules *rules, const char *buf, size_t len,
+				      struct kmsg_record *ret, const struct kmsg_rule **ret_rule);
+/* The same with the built-in rule only. */
 enum kmsg_verdict kmsg_classify(const char *buf, size_t len, struct kmsg_record *ret);
 
 const char *kmsg_verdict_name(enum kmsg_verdict v);

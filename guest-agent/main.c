@@ -15,8 +15,11 @@
 #define SECONDS_MAX_NS (86400 * 1000000000LL)
 #define QUERY_DEFAULT_TIMEOUT_NS (5 * 1000000000LL)
 
-/* --query exit statuses */
+/* --query exit statuses (a bad command line with --query is QUERY_ERROR:
+ * 2 already means "unknown" there) */
 enum { QUERY_OK = 0, QUERY_FAILED = 1, QUERY_UNKNOWN = 2, QUERY_ERROR = 3 };
+/* as an agent: 1 when it cannot run, 2 for a bad command line */
+enum { EXIT_USAGE = 2 };
 
 enum {
 	OPT_KMSG = 256,
@@ -25,6 +28,10 @@ enum {
 	OPT_PROBE_INTERVAL,
 	OPT_PROBE_WINDOW,
 	OPT_PROBE_TIMEOUT,
+	OPT_PROBE_BACKOFF_MAX,
+	OPT_DEV_DIR,
+	OPT_NO_DEVICE_PROBE,
+	OPT_RULES,
 	OPT_CLIENT_TIMEOUT,
 	OPT_QUERY,
 	OPT_TIMEOUT,
@@ -36,8 +43,10 @@ static void usage(FILE *f)
 		"Usage: vfhealth-agent [OPTIONS]\n"
 		"       vfhealth-agent --query ENDPOINT [--timeout S]\n"
 		"\n"
-		"Answer the host's GetGPUInitStatus: unknown, failed (the kernel logged\n"
-		"\"NVRM: ... RmInitAdapter failed!\") or ok (nvidia-smi -L succeeded).\n"
+		"Answer the host's GetGPUInitStatus: unknown (with a reason), failed (the\n"
+		"kernel logged a line a failure rule matches, built in: \"NVRM: ...\n"
+		"RmInitAdapter failed!\") or ok (a probe opened the GPU's device nodes, or\n"
+		"nvidia-smi -L succeeded).\n"
 		"Runs in the foreground; logs to stderr.\n"
 		"\n"
 		"  -l, --listen EP          vsock:any[:PORT], vsock:CID[:PORT] or unix:PATH\n"
@@ -45,16 +54,24 @@ static void usage(FILE *f)
 		"      --kmsg PATH          kernel log (default " AGENT_DEFAULT_KMSG "; a FIFO or file\n"
 		"                           is read as lines)\n"
 		"      --sysfs-root DIR     where to look for NVIDIA PCI devices (default /sys)\n"
-		"      --nvidia-smi PATH    the probe (default: nvidia-smi on $PATH)\n"
+		"      --nvidia-smi PATH    probe with it (default: nvidia-smi on $PATH)\n"
+		"      --dev-dir DIR        probe by opening DIR/nvidiactl and DIR/nvidiaN\n"
+		"                           (default " AGENT_DEFAULT_DEV_DIR ")\n"
+		"      --no-device-probe    do not open device nodes (nvidia-smi only)\n"
 		"      --probe-interval S   between probe attempts (default 15)\n"
-		"      --probe-window S     stop probing after this long (default 600)\n"
+		"      --probe-window S     attempts every interval for this long (default 600)\n"
+		"      --probe-backoff-max S  then back off (doubling) up to S between\n"
+		"                           attempts (default 300; 0: stop at the window)\n"
 		"      --probe-timeout S    kill an attempt after this long (default 30)\n"
+		"      --rules FILE         more kernel-log rules: 'failure TEXT' or\n"
+		"                           'ignore TEXT' per line (vfhealth-agent(8))\n"
 		"      --client-timeout S   per-connection deadline (default 5)\n"
 		"  -f, --foreground         accepted for compatibility; always foreground\n"
 		"  -v, --verbose            debug logging (every kernel record judged)\n"
 		"      --query EP           ask the agent at EP (vsock:CID[:PORT],\n"
-		"                           hvsock:PATH[:PORT], unix:PATH); print the state\n"
-		"                           and message; exit 0 ok, 1 failed, 2 unknown,\n"
+		"                           hvsock:PATH[:PORT], unix:PATH); print the state,\n"
+		"                           then the message and 'rule: TEXT' (failed) or\n"
+		"                           'reason: WHY' (unknown); exit 0 ok, 1 failed, 2 unknown,\n"
 		"                           3 error or unsupported\n"
 		"      --timeout S          deadline of --query (default 5)\n"
 		"  -h, --help               this text\n"
@@ -95,6 +112,11 @@ static int run_query(const char *target, int64_t timeout_ns)
 	printf("%s\n", gpu_init_state_name(st.state));
 	if (st.message[0])
 		printf("%s\n", st.message);
+	if (st.state == GPU_INIT_FAILED && st.rule[0])
+		printf("rule: %s\n", st.rule);
+	/* An older agent sends no reason: print none rather than guess. */
+	if (st.state == GPU_INIT_UNKNOWN && st.reason != AGENT_REASON_UNSPECIFIED)
+		printf("reason: %s\n", agent_unknown_reason_name(st.reason));
 	fflush(stdout);
 	switch (st.state) {
 	case GPU_INIT_OK:
@@ -116,6 +138,10 @@ int main(int argc, char **argv)
 		{ "probe-interval", required_argument, NULL, OPT_PROBE_INTERVAL },
 		{ "probe-window", required_argument, NULL, OPT_PROBE_WINDOW },
 		{ "probe-timeout", required_argument, NULL, OPT_PROBE_TIMEOUT },
+		{ "probe-backoff-max", required_argument, NULL, OPT_PROBE_BACKOFF_MAX },
+		{ "dev-dir", required_argument, NULL, OPT_DEV_DIR },
+		{ "no-device-probe", no_argument, NULL, OPT_NO_DEVICE_PROBE },
+		{ "rules", required_argument, NULL, OPT_RULES },
 		{ "client-timeout", required_argument, NULL, OPT_CLIENT_TIMEOUT },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -128,7 +154,7 @@ int main(int argc, char **argv)
 	struct agent_options o;
 	const char *query = NULL;
 	int64_t query_timeout_ns = QUERY_DEFAULT_TIMEOUT_NS;
-	bool timeout_given = false, agent_option_given = false;
+	bool timeout_given = false, agent_option_given = false, bad_command_line = false;
 	int c, k;
 
 	agent_options_init(&o);
@@ -143,7 +169,7 @@ int main(int argc, char **argv)
 					"vfhealth-agent: --listen '%s': expected vsock:any[:PORT], "
 					"vsock:CID[:PORT] or unix:/PATH\n",
 					optarg);
-				return EXIT_FAILURE;
+				bad_command_line = true;
 			}
 			break;
 		case OPT_KMSG:
@@ -157,19 +183,40 @@ int main(int argc, char **argv)
 			break;
 		case OPT_PROBE_INTERVAL:
 			if (seconds_option("probe-interval", optarg, &o.probe_interval_ns) < 0)
-				return EXIT_FAILURE;
+				bad_command_line = true;
 			break;
 		case OPT_PROBE_WINDOW:
 			if (seconds_option("probe-window", optarg, &o.probe_window_ns) < 0)
-				return EXIT_FAILURE;
+				bad_command_line = true;
 			break;
 		case OPT_PROBE_TIMEOUT:
 			if (seconds_option("probe-timeout", optarg, &o.probe_timeout_ns) < 0)
+				bad_command_line = true;
+			break;
+		case OPT_PROBE_BACKOFF_MAX:
+			/* 0 is allowed here: the old behaviour, stop at the window */
+			if (strcmp(optarg, "0") == 0)
+				o.probe_backoff_max_ns = 0;
+			else if (seconds_option("probe-backoff-max", optarg,
+						&o.probe_backoff_max_ns) < 0)
 				return EXIT_FAILURE;
+			break;
+		case OPT_DEV_DIR:
+			if (!*optarg) {
+				fprintf(stderr, "vfhealth-agent: --dev-dir: empty\n");
+				return EXIT_FAILURE;
+			}
+			o.dev_dir = optarg;
+			break;
+		case OPT_NO_DEVICE_PROBE:
+			o.dev_dir = NULL;
+			break;
+		case OPT_RULES:
+			o.rules_path = optarg;
 			break;
 		case OPT_CLIENT_TIMEOUT:
 			if (seconds_option("client-timeout", optarg, &o.client_timeout_ns) < 0)
-				return EXIT_FAILURE;
+				bad_command_line = true;
 			break;
 		case 'f':
 			break; /* always in the foreground */
@@ -181,24 +228,30 @@ int main(int argc, char **argv)
 			break;
 		case OPT_TIMEOUT:
 			if (seconds_option("timeout", optarg, &query_timeout_ns) < 0)
-				return QUERY_ERROR;
+				bad_command_line = true;
 			timeout_given = true;
 			break;
 		case 'h':
+			if (bad_command_line)
+				break; /* the error's status, not help's */
 			usage(stdout);
 			return EXIT_SUCCESS;
 		case 'V':
+			if (bad_command_line)
+				break;
 			printf("vfhealth-agent %s\n", VFHEALTH_VERSION);
 			return EXIT_SUCCESS;
 		default:
-			usage(stderr);
-			return EXIT_FAILURE;
+			bad_command_line = true; /* getopt_long said why */
+			break;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "vfhealth-agent: unexpected argument '%s'\n", argv[optind]);
-		return query ? QUERY_ERROR : EXIT_FAILURE;
+		bad_command_line = true;
 	}
+	if (bad_command_line) /* the whole line read: with --query, its status */
+		return query ? QUERY_ERROR : EXIT_USAGE;
 	if (query) {
 		if (agent_option_given) {
 			fprintf(stderr, "vfhealth-agent: --query takes only --timeout\n");
@@ -208,7 +261,7 @@ int main(int argc, char **argv)
 	}
 	if (timeout_given) {
 		fprintf(stderr, "vfhealth-agent: --timeout belongs to --query\n");
-		return EXIT_FAILURE;
+		return EXIT_USAGE;
 	}
 
 	k = agent_run(&o);

@@ -1,15 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* probe.c - nvidia-smi -L attempts.  Contract in probe.h. */
+/* probe.c - probe attempts (device nodes, nvidia-smi -L).  Contract in probe.h. */
 #include "guest-agent/probe.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,13 +20,19 @@
 
 extern char **environ;
 
+/* The exit status of an attempt whose nodes did not open and that has no
+ * nvidia-smi to run, or whose exec failed (as a shell reports it). */
+#define PROBE_CHILD_FAILED 127
+
 int probe_init(struct probe *p, const char *nvidia_smi, int64_t interval_ns, int64_t window_ns,
 	       int64_t timeout_ns, int64_t now_ns)
 {
 	memset(p, 0, sizeof(*p));
-	p->path = strdup(nvidia_smi);
-	if (!p->path)
-		return -ENOMEM;
+	if (nvidia_smi) {
+		p->path = strdup(nvidia_smi);
+		if (!p->path)
+			return -ENOMEM;
+	}
 	p->interval_ns = interval_ns;
 	p->window_ns = window_ns;
 	p->timeout_ns = timeout_ns;
@@ -34,11 +41,34 @@ int probe_init(struct probe *p, const char *nvidia_smi, int64_t interval_ns, int
 	return 0;
 }
 
+int probe_set_device_dir(struct probe *p, const char *dev_dir)
+{
+	char *copy = strdup(dev_dir);
+
+	if (!copy)
+		return -ENOMEM;
+	free(p->dev_dir);
+	p->dev_dir = copy;
+	return 0;
+}
+
+void probe_set_backoff(struct probe *p, int64_t max_ns)
+{
+	p->backoff_max_ns = max_ns;
+}
+
+void probe_halt(struct probe *p)
+{
+	probe_stop(p);
+	p->finished = true;
+}
+
 void probe_free(struct probe *p)
 {
 	probe_stop(p);
 	free(p->path);
-	p->path = NULL;
+	free(p->dev_dir);
+	p->path = p->dev_dir = NULL;
 }
 
 int64_t probe_next_wakeup(const struct probe *p)
@@ -50,71 +80,150 @@ int64_t probe_next_wakeup(const struct probe *p)
 	return p->next_attempt_ns;
 }
 
-static void posix_spawnattr_destroyp(posix_spawnattr_t **a)
+/* "nvidia" followed by decimal digits only: a GPU's node (not nvidiactl,
+ * nvidia-uvm, nvidia-modeset, ...). */
+static bool is_gpu_node(const char *name)
 {
-	if (*a)
-		posix_spawnattr_destroy(*a);
+	const char *d = name + strlen("nvidia");
+
+	if (strncmp(name, "nvidia", strlen("nvidia")) != 0 || !*d || strlen(d) > 3)
+		return false;
+	for (; *d; d++)
+		if (*d < '0' || *d > '9')
+			return false;
+	return true;
 }
 
-static void posix_spawn_file_actions_destroyp(posix_spawn_file_actions_t **fa)
+static void free_nodes(char **nodes, size_t n)
 {
-	if (*fa)
-		posix_spawn_file_actions_destroy(*fa);
+	for (size_t i = 0; i < n; i++)
+		free(nodes[i]);
+	free(nodes);
+}
+
+/* The nodes one attempt opens: DIR/nvidiactl, then every DIR/nvidiaN.  Built
+ * in the parent (the child only opens).  *ret_n is 0 when no nvidiaN exists. */
+static int list_device_nodes(const char *dev_dir, char ***ret, size_t *ret_n)
+{
+	_cleanup_closedir_ DIR *d = opendir(dev_dir);
+	char **nodes = NULL;
+	size_t n = 0, gpus = 0;
+	struct dirent *de;
+	int k = 0;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (!d)
+		return errno == ENOENT ? 0 : negative_errno();
+	nodes = calloc(PROBE_DEVICE_NODES_MAX + 2, sizeof(*nodes));
+	if (!nodes)
+		return -ENOMEM;
+	if (asprintf(&nodes[n++], "%s/nvidiactl", dev_dir) < 0) {
+		free(nodes);
+		return -ENOMEM;
+	}
+	while ((de = readdir(d)) && gpus < PROBE_DEVICE_NODES_MAX) {
+		if (!is_gpu_node(de->d_name))
+			continue;
+		if (asprintf(&nodes[n], "%s/%s", dev_dir, de->d_name) < 0) {
+			k = -ENOMEM;
+			break;
+		}
+		n++;
+		gpus++;
+	}
+	if (k < 0 || gpus == 0) {
+		free_nodes(nodes, n);
+		return k;
+	}
+	*ret = nodes;
+	*ret_n = n;
+	return 0;
+}
+
+/* In the child: open every node; 0 when all opened.  Character devices
+ * read-write like the driver's clients; stand-ins (FIFO, file) read-only. */
+static int open_nodes(char *const *nodes, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct stat st;
+		int flags = O_CLOEXEC | O_NOCTTY;
+		int fd;
+
+		flags |= (stat(nodes[i], &st) == 0 && S_ISCHR(st.st_mode)) ? O_RDWR : O_RDONLY;
+		fd = open(nodes[i], flags);
+		if (fd < 0)
+			return -1;
+		close(fd); /* the driver keeps the adapter up while any client holds it: not us */
+	}
+	return 0;
+}
+
+/* The child of one attempt: a fresh process group, an empty signal mask,
+ * default dispositions, stdio on /dev/null; then the nodes, then nvidia-smi.
+ * Never returns. */
+_Noreturn static void attempt_child(const struct probe *p, char *const *nodes, size_t n)
+{
+	static const int defaults[] = { SIGCHLD, SIGPIPE, SIGTERM, SIGINT, SIGHUP };
+	char *const argv[] = { p->path, (char *)"-L", NULL };
+	sigset_t empty;
+	int null_fd;
+
+	setpgid(0, 0); /* own group: kill helpers too */
+	for (size_t i = 0; i < ARRAY_SIZE(defaults); i++)
+		signal(defaults[i], SIG_DFL);
+	sigemptyset(&empty);
+	sigprocmask(SIG_SETMASK, &empty, NULL);
+	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null_fd >= 0) {
+		dup2(null_fd, STDIN_FILENO);
+		dup2(null_fd, STDOUT_FILENO);
+		dup2(null_fd, STDERR_FILENO);
+	}
+	if (n > 0 && open_nodes(nodes, n) == 0)
+		_exit(0);
+	if (p->path)
+		execve(p->path, argv, environ);
+	_exit(PROBE_CHILD_FAILED);
 }
 
 static int spawn_attempt(struct probe *p, int64_t now_ns)
 {
-	posix_spawnattr_t attr_storage;
-	posix_spawn_file_actions_t fa_storage;
-	_cleanup_(posix_spawnattr_destroyp) posix_spawnattr_t *attr = NULL;
-	_cleanup_(posix_spawn_file_actions_destroyp) posix_spawn_file_actions_t *fa = NULL;
-	char *const argv[] = { p->path, (char *)"-L", NULL };
-	sigset_t empty, defaults;
+	char **nodes = NULL;
+	size_t n = 0;
 	pid_t pid;
 	int k;
 
-	if (posix_spawnattr_init(&attr_storage) != 0)
-		return -ENOMEM;
-	attr = &attr_storage;
-	if (posix_spawn_file_actions_init(&fa_storage) != 0)
-		return -ENOMEM;
-	fa = &fa_storage;
-
-	/* The agent blocks the signals it reads from a signalfd; the child must
-	 * not inherit that, or SIGKILL aside it could not be stopped. */
-	sigemptyset(&empty);
-	sigemptyset(&defaults);
-	sigaddset(&defaults, SIGCHLD);
-	sigaddset(&defaults, SIGPIPE);
-	sigaddset(&defaults, SIGTERM);
-	sigaddset(&defaults, SIGINT);
-	sigaddset(&defaults, SIGHUP);
-	k = posix_spawnattr_setsigmask(attr, &empty);
-	if (!k)
-		k = posix_spawnattr_setsigdefault(attr, &defaults);
-	if (!k)
-		k = posix_spawnattr_setpgroup(attr, 0); /* own group: kill helpers too */
-	if (!k)
-		k = posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-						   POSIX_SPAWN_SETPGROUP);
-	if (!k)
-		k = posix_spawn_file_actions_addopen(fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	if (!k)
-		k = posix_spawn_file_actions_addopen(fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-	if (!k)
-		k = posix_spawn_file_actions_adddup2(fa, STDOUT_FILENO, STDERR_FILENO);
-	if (k)
-		return -k;
-
-	k = posix_spawn(&pid, p->path, fa, attr, argv, environ);
-	if (k)
-		return -k;
+	if (p->dev_dir) {
+		k = list_device_nodes(p->dev_dir, &nodes, &n);
+		if (k == -ENOMEM)
+			return k;
+		if (k < 0)
+			log_debug("probe: %s: %s", p->dev_dir, strerror(-k));
+	}
+	if (n == 0 && !p->path) {
+		/* nothing to run: a failed attempt without a child */
+		p->attempts++;
+		p->failures++;
+		log_debug("probe: attempt %u: no device nodes under %s", p->attempts, p->dev_dir);
+		return 0;
+	}
+	pid = fork();
+	if (pid < 0) {
+		k = negative_errno();
+		free_nodes(nodes, n);
+		return k;
+	}
+	if (pid == 0)
+		attempt_child(p, nodes, n);
+	free_nodes(nodes, n);
+	setpgid(pid, pid); /* also here: a kill right after fork must reach the group */
 	p->pid = pid;
 	p->killed = false;
 	p->attempts++;
 	p->attempt_deadline_ns = now_ns + p->timeout_ns;
-	p->next_attempt_ns = now_ns + p->interval_ns;
-	log_debug("probe: attempt %u: %s -L (pid %d)", p->attempts, p->path, (int)pid);
+	log_debug("probe: attempt %u (pid %d): %s%s%s", p->attempts, (int)pid,
+		  n ? "device nodes" : "", n && p->path ? ", then " : "", p->path ? p->path : "");
 	return 0;
 }
 
@@ -138,19 +247,19 @@ static int reap(struct probe *p, int64_t now_ns)
 	p->pid = 0;
 	if (p->killed) {
 		p->timeouts++;
-		log_warn("probe: %s -L did not finish in %.1fs; killed", p->path,
+		log_warn("probe: attempt %u did not finish in %.1fs; killed", p->attempts,
 			 (double)p->timeout_ns / 1e9);
 		return 0;
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		log_info("probe: %s -L succeeded (attempt %u)", p->path, p->attempts);
+		log_info("probe: attempt %u succeeded", p->attempts);
 		return 1;
 	}
 	p->failures++;
 	if (WIFEXITED(status))
-		log_debug("probe: %s -L exited %d", p->path, WEXITSTATUS(status));
+		log_debug("probe: attempt %u exited %d", p->attempts, WEXITSTATUS(status));
 	else
-		log_debug("probe: %s -L killed by signal %d", p->path, WTERMSIG(status));
+		log_debug("probe: attempt %u killed by signal %d", p->attempts, WTERMSIG(status));
 	return 0;
 }
 
@@ -175,19 +284,30 @@ int probe_step(struct probe *p, int64_t now_ns)
 			return 0; /* wait for SIGCHLD to reap */
 		}
 	}
-	if (now_ns >= p->window_end_ns) {
-		p->finished = true;
-		log_warn("probe: no successful %s -L within %.1fs; stopped probing", p->path,
-			 (double)p->window_ns / 1e9);
-		return 0;
+	if (now_ns >= p->window_end_ns && !p->backing_off) {
+		if (p->backoff_max_ns <= 0) {
+			p->finished = true;
+			log_warn("probe: no successful attempt within %.1fs; stopped probing",
+				 (double)p->window_ns / 1e9);
+			return 0;
+		}
+		p->backing_off = true;
+		p->backoff_ns = MIN(2 * p->interval_ns, p->backoff_max_ns);
+		log_warn("probe: no successful attempt within %.1fs; backing off up to %.1fs",
+			 (double)p->window_ns / 1e9, (double)p->backoff_max_ns / 1e9);
 	}
 	if (now_ns < p->next_attempt_ns)
 		return 0;
-	k = spawn_attempt(p, now_ns);
-	if (k < 0) {
-		log_warn("probe: cannot run %s: %s", p->path, strerror(-k));
+	/* The next start: one interval on inside the window, the current delay
+	 * (doubled for the one after) once backing off. */
+	if (p->backing_off) {
+		p->next_attempt_ns = now_ns + p->backoff_ns;
+		p->backoff_ns = MIN(p->backoff_ns * 2, p->backoff_max_ns);
+	} else
 		p->next_attempt_ns = now_ns + p->interval_ns;
-	}
+	k = spawn_attempt(p, now_ns);
+	if (k < 0)
+		log_warn("probe: cannot start an attempt: %s", strerror(-k));
 	return 0;
 }
 

@@ -25,6 +25,14 @@
  * flood the journal.  The kernel log is read in batches (KMSG_DRAIN_BATCH),
  * so a kernel message storm cannot starve clients either.
  *
+ * Detection: the kernel log (kmsg.h: the rules) is the only source of FAILED;
+ * a probe attempt (probe.h: the device nodes, nvidia-smi) the only source of
+ * OK.  The UNKNOWN answer carries why (agent_reason): no NVIDIA device, no
+ * probe at all, probing inside the window, backing off after it, stopped.
+ * Once the kernel reported a failure and the window has passed, probing
+ * stops: OK can still come from an attempt in the window (the success path
+ * that lifts a quarantine), but a failed adapter is not re-opened forever.
+ *
  * Shutdown: SIGTERM/SIGINT end the loop; a running probe child is killed
  * and reaped (never left behind), connections are closed, and a Unix listen
  * socket we created is unlinked.
@@ -74,6 +82,8 @@ struct agent {
 	int listen_fd;
 	char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* to unlink */
 
+	bool nvidia; /* an NVIDIA PCI device was found */
+	struct kmsg_rules rules;
 	bool kmsg_on;
 	struct kmsg_reader kmsg;
 	int64_t kmsg_reopen_ns; /* INT64_MAX: not waiting to reopen */
@@ -99,6 +109,8 @@ void agent_options_init(struct agent_options *o)
 	o->probe_interval_ns = PROBE_DEFAULT_INTERVAL_NS;
 	o->probe_window_ns = PROBE_DEFAULT_WINDOW_NS;
 	o->probe_timeout_ns = PROBE_DEFAULT_TIMEOUT_NS;
+	o->probe_backoff_max_ns = PROBE_DEFAULT_BACKOFF_MAX_NS;
+	o->dev_dir = AGENT_DEFAULT_DEV_DIR;
 	o->client_timeout_ns = AGENT_DEFAULT_CLIENT_TIMEOUT_NS;
 	o->max_clients = AGENT_DEFAULT_MAX_CLIENTS;
 }
@@ -207,6 +219,18 @@ static void accept_clients(struct agent *a, int64_t now)
 	}
 }
 
+/* Why the answer is UNKNOWN right now. */
+static enum agent_unknown_reason agent_reason(const struct agent *a)
+{
+	if (!a->nvidia)
+		return AGENT_REASON_NO_DEVICE;
+	if (!a->probe_on)
+		return AGENT_REASON_NO_PROBE;
+	if (a->probe.finished && !a->probe.succeeded)
+		return AGENT_REASON_STOPPED;
+	return a->probe.backing_off ? AGENT_REASON_BACKING_OFF : AGENT_REASON_PROBING;
+}
+
 /* Build the answer to the request in c->in. */
 static int conn_answer(struct agent *a, struct conn *c)
 {
@@ -218,6 +242,7 @@ static int conn_answer(struct agent *a, struct conn *c)
 		k = wire_encode_error_response(WIRE_STATUS_ERROR, "malformed request", &c->out,
 					       &c->out_len);
 	} else if (strcmp(req.method, WIRE_METHOD_GET_GPU_INIT_STATUS) == 0) {
+		agent_state_set_reason(&a->state, agent_reason(a));
 		k = wire_encode_status_response(&a->state.status, &c->out, &c->out_len);
 	} else {
 		log_debug("client: unknown method '%s'", req.method_too_long ? "(too long)" : req.method);
@@ -273,20 +298,36 @@ static void conn_event(struct agent *a, struct conn *c, short revents)
 
 /* ---- the kernel log ---------------------------------------------------- */
 
+/* After the window, a reported failure ends probing (server.c's notes). */
+static void probe_maybe_halt(struct agent *a)
+{
+	if (a->probe_on && a->probe.backing_off && !a->probe.finished &&
+	    a->state.status.state == GPU_INIT_FAILED) {
+		probe_halt(&a->probe);
+		log_info("probe: stopped: the kernel reported a failure and the window has passed");
+	}
+}
+
 static void on_kmsg_record(void *userdata, const char *buf, size_t len)
 {
 	struct agent *a = userdata;
+	const struct kmsg_rule *rule = NULL;
 	struct kmsg_record rec;
-	enum kmsg_verdict v = kmsg_classify(buf, len, &rec);
+	enum kmsg_verdict v = kmsg_classify_rules(&a->rules, buf, len, &rec, &rule);
 
 	switch (v) {
 	case KMSG_MATCH:
 		log_debug("kmsg: seq=%llu pri=%u %s: %.*s", (unsigned long long)rec.seq, rec.priority,
 			  kmsg_verdict_name(v), (int)MIN(rec.message_len, 200), rec.message);
-		if (agent_state_on_failure(&a->state, rec.message, rec.message_len))
-			log_warn("state failed: %s", a->state.status.message);
+		if (agent_state_on_rule_failure(&a->state, rule->text, rec.message, rec.message_len))
+			log_warn("state failed (rule '%s'): %s", rule->text, a->state.status.message);
 		else if (a->state.status.state == GPU_INIT_OK)
 			log_info("ignored after ok: %.*s", (int)MIN(rec.message_len, 200), rec.message);
+		probe_maybe_halt(a);
+		break;
+	case KMSG_IGNORED:
+		log_info("kmsg: ignored by rule '%s': %.*s", rule->text,
+			 (int)MIN(rec.message_len, 200), rec.message);
 		break;
 	case KMSG_NO_MATCH:
 	case KMSG_NOT_KERNEL:
@@ -342,7 +383,8 @@ static void probe_event(struct agent *a, int64_t now)
 	if (!a->probe_on)
 		return;
 	if (probe_step(&a->probe, now) == 1 && agent_state_on_probe_success(&a->state))
-		log_info("state ok: nvidia-smi -L succeeded");
+		log_info("state ok: probe attempt %u succeeded", a->probe.attempts);
+	probe_maybe_halt(a);
 	/* A just-reaped attempt may allow the next one right away. */
 	if (!a->probe.finished && a->probe.pid == 0 && probe_next_wakeup(&a->probe) <= now)
 		probe_step(&a->probe, now);
@@ -390,6 +432,7 @@ static int watchers_setup(struct agent *a, int64_t now)
 	if (k < 0)
 		log_warn("cannot scan %s/bus/pci/devices: %s; assuming no NVIDIA device",
 			 o->sysfs_root, strerror(-k));
+	a->nvidia = nvidia;
 	if (!nvidia) {
 		log_info("no NVIDIA PCI device under %s: answering unknown", o->sysfs_root);
 		return 0;
@@ -404,15 +447,22 @@ static int watchers_setup(struct agent *a, int64_t now)
 	k = probe_find_nvidia_smi(o->nvidia_smi, &smi);
 	if (k == -ENOMEM)
 		return k;
-	if (k < 0) {
-		log_warn("nvidia-smi not found: this agent cannot report ok, only failed or unknown");
+	if (k < 0 && !o->dev_dir) {
+		log_warn("nvidia-smi not found and the device probe is off: this agent cannot "
+			 "report ok, only failed or unknown");
 		return 0;
 	}
+	if (k < 0)
+		log_info("nvidia-smi not found: probing by opening the device nodes under %s",
+			 o->dev_dir);
 	k = probe_init(&a->probe, smi, o->probe_interval_ns, o->probe_window_ns,
 		       o->probe_timeout_ns, now);
 	if (k < 0)
 		return k;
 	a->probe_on = true;
+	probe_set_backoff(&a->probe, o->probe_backoff_max_ns);
+	if (o->dev_dir)
+		return probe_set_device_dir(&a->probe, o->dev_dir);
 	return 0;
 }
 
@@ -514,6 +564,20 @@ int agent_run(const struct agent_options *o)
 	if (o->max_clients == 0 || o->client_timeout_ns <= 0)
 		return -EINVAL;
 	agent_state_init(&a.state);
+	kmsg_rules_init(&a.rules);
+	if (o->rules_path) {
+		unsigned line;
+
+		r = kmsg_rules_load(&a.rules, o->rules_path, &line);
+		if (r < 0) {
+			if (line)
+				log_err("--rules %s:%u: %s", o->rules_path, line, kmsg_rules_strerror(r));
+			else
+				log_err("--rules %s: %s", o->rules_path, kmsg_rules_strerror(r));
+			return r;
+		}
+		log_info("rules: %u from %s, then the built-in rule", a.rules.n - 1, o->rules_path);
+	}
 	if (o->nvidia_smi && access(o->nvidia_smi, X_OK) < 0) {
 		r = negative_errno();
 		log_err("--nvidia-smi %s: %s", o->nvidia_smi, strerror(-r));

@@ -18,6 +18,7 @@
 
 #define AGENT_DEFAULT_KMSG "/dev/kmsg"
 #define AGENT_DEFAULT_SYSFS "/sys"
+#define AGENT_DEFAULT_DEV_DIR "/dev"
 #define AGENT_DEFAULT_LISTEN "vsock:any:2222"
 #define AGENT_DEFAULT_MAX_CLIENTS 64
 #define AGENT_DEFAULT_CLIENT_TIMEOUT_NS (5 * 1000000000LL)
@@ -29,7 +30,10 @@ struct agent_options {
 	const char *kmsg_path;
 	const char *sysfs_root;
 	const char *nvidia_smi; /* NULL: look on $PATH */
+	const char *dev_dir;    /* the device probe's nodes; NULL: no device probe */
+	const char *rules_path; /* more kmsg rules (kmsg.h); NULL: the built-in one */
 	int64_t probe_interval_ns, probe_window_ns, probe_timeout_ns;
+	int64_t probe_backoff_max_ns; /* 0: stop probing at the window's end */
 	int64_t client_timeout_ns;
 	unsigned max_clients;
 };
@@ -38,7 +42,7 @@ struct agent_options {
 void agent_options_init(struct agent_options *o);
 
 /* Run until SIGTERM or SIGINT.  Returns 0 after a clean shutdown, or -errno
- * when setup failed (the listen socket, the signal fd). */
+ * when setup failed (the rules file, the listen socket, the signal fd). */
 int agent_run(const struct agent_options *o);
 
 #endif

@@ -15,6 +15,12 @@ void agent_state_init(struct agent_state *s)
 
 bool agent_state_on_failure(struct agent_state *s, const char *line, size_t len)
 {
+	return agent_state_on_rule_failure(s, KMSG_BUILTIN_RULE, line, len);
+}
+
+bool agent_state_on_rule_failure(struct agent_state *s, const char *rule, const char *line,
+				 size_t len)
+{
 	char message[AGENT_MESSAGE_MAX + 1];
 
 	s->failure_lines++;
@@ -26,6 +32,15 @@ bool agent_state_on_failure(struct agent_state *s, const char *line, size_t len)
 		return false;
 	s->status.state = GPU_INIT_FAILED;
 	memcpy(s->status.message, message, sizeof(message));
+	wire_sanitize_rule(rule, strlen(rule), s->status.rule);
+	return true;
+}
+
+bool agent_state_set_reason(struct agent_state *s, enum agent_unknown_reason reason)
+{
+	if (s->status.reason == reason)
+		return false;
+	s->status.reason = reason;
 	return true;
 }
 
@@ -35,5 +50,6 @@ bool agent_state_on_probe_success(struct agent_state *s)
 		return false;
 	s->status.state = GPU_INIT_OK;
 	s->status.message[0] = '\0';
+	s->status.rule[0] = '\0';
 	return true;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * state.h - what the agent answers: UNKNOWN until something happens, FAILED
- * with the latest matching NVRM line, OK once a probe succeeded.  OK is
+ * state.h - what the agent answers: UNKNOWN (with why) until something
+ * happens, FAILED with the latest matching NVRM line and the rule that
+ * matched it, OK once a probe succeeded.  OK is
  * terminal: a later failure line never replaces it (the adapter came up; a
  * line after that is about something the host cannot act on by quarantine).
  * Pure: no I/O, no clock, no locks (the agent is single-threaded).
@@ -23,10 +24,18 @@ struct agent_state {
 void agent_state_init(struct agent_state *s);
 
 /* A matching NVRM line (any length; trimmed and sanitized, at most
- * AGENT_MESSAGE_MAX bytes kept).  Returns true when the answer changed. */
+ * AGENT_MESSAGE_MAX bytes kept), matched by the built-in rule.  Returns true
+ * when the answer changed. */
 bool agent_state_on_failure(struct agent_state *s, const char *line, size_t len);
+/* The same, matched by the failure rule whose text is `rule`. */
+bool agent_state_on_rule_failure(struct agent_state *s, const char *rule, const char *line,
+				 size_t len);
 
-/* nvidia-smi -L exited 0.  Returns true when the answer changed. */
+/* Why the answer is UNKNOWN (kept while FAILED or OK, sent only with
+ * UNKNOWN).  Returns true when it changed. */
+bool agent_state_set_reason(struct agent_state *s, enum agent_unknown_reason reason);
+
+/* A probe attempt succeeded (device nodes opened, nvidia-smi -L exited 0).  Returns true when the answer changed. */
 bool agent_state_on_probe_success(struct agent_state *s);
 
 #endif

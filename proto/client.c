@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <linux/vm_sockets.h>
@@ -26,6 +27,17 @@
 /* How long to back off when a Unix listener's backlog is full: AF_UNIX
  * connect says EAGAIN there and offers nothing to poll for room. */
 #define UNIX_BACKLOG_RETRY_NS (10 * 1000 * 1000)
+
+const char *agent_unknown_reason_name(enum agent_unknown_reason r)
+{
+	static const char *const names[] = {
+#define AGENT_REASON_NAME(id, name) [id] = name,
+		AGENT_UNKNOWN_REASONS(AGENT_REASON_NAME)
+#undef AGENT_REASON_NAME
+	};
+
+	return (unsigned)r < ARRAY_SIZE(names) ? names[r] : names[AGENT_REASON_UNSPECIFIED];
+}
 
 const char *gpu_init_state_name(enum gpu_init_state s)
 {
@@ -134,8 +146,36 @@ static int hvsock_handshake(int fd, uint32_t port, int64_t deadline_ns, int canc
 	return 0;
 }
 
-static int connect_endpoint(const struct endpoint *ep, int64_t deadline_ns, int cancel_fd,
-			    int *ret_fd)
+/* The address of ep's Unix socket: its path, or with dirs the inode that
+ * sockdirs_open() checked, by /proc/self/fd/N (kept open in *path_fd until
+ * the connect is done). */
+static int unix_address(const struct endpoint *ep, const struct sockdirs *dirs,
+			struct sockaddr_un *sun, socklen_t *sun_len, int *path_fd)
+{
+	size_t len = strnlen(ep->path, sizeof(ep->path));
+	struct stat st;
+
+	if (len == 0 || len >= sizeof(sun->sun_path))
+		return -EINVAL;
+	if (!dirs) {
+		*sun = (struct sockaddr_un){ .sun_family = AF_UNIX };
+		memcpy(sun->sun_path, ep->path, len);
+		*sun_len = sizeof(*sun);
+		return 0;
+	}
+	*path_fd = sockdirs_open(dirs, ep->path);
+	if (*path_fd < 0)
+		return *path_fd;
+	if (fstat(*path_fd, &st) < 0)
+		return negative_errno();
+	if (!S_ISSOCK(st.st_mode))
+		return -ENOTSOCK;
+	*sun_len = sockdirs_sockaddr(*path_fd, sun);
+	return 0;
+}
+
+static int connect_endpoint(const struct endpoint *ep, const struct sockdirs *dirs,
+			    int64_t deadline_ns, int cancel_fd, int *ret_fd)
 {
 	_cleanup_close_ int fd = -1;
 	int k;
@@ -155,13 +195,14 @@ static int connect_endpoint(const struct endpoint *ep, int64_t deadline_ns, int 
 	}
 	case ENDPOINT_HVSOCK:
 	case ENDPOINT_UNIX: {
-		struct sockaddr_un sun = { .sun_family = AF_UNIX };
-		size_t len = strnlen(ep->path, sizeof(ep->path));
+		_cleanup_close_ int path_fd = -1;
+		struct sockaddr_un sun;
+		socklen_t sun_len;
 
-		if (len == 0 || len >= sizeof(sun.sun_path))
-			return -EINVAL;
-		memcpy(sun.sun_path, ep->path, len);
-		k = connect_deadline(AF_UNIX, (struct sockaddr *)&sun, sizeof(sun), deadline_ns,
+		k = unix_address(ep, dirs, &sun, &sun_len, &path_fd);
+		if (k < 0)
+			return k;
+		k = connect_deadline(AF_UNIX, (struct sockaddr *)&sun, sun_len, deadline_ns,
 				     cancel_fd, &fd);
 		if (k == 0 && ep->kind == ENDPOINT_HVSOCK)
 			k = hvsock_handshake(fd, ep->port, deadline_ns, cancel_fd);
@@ -184,6 +225,12 @@ static void frame_readerp(struct frame_reader *r)
 int agent_query(const struct endpoint *ep, int64_t timeout_ns, int cancel_fd,
 		struct agent_status *ret)
 {
+	return agent_query_confined(ep, NULL, timeout_ns, cancel_fd, ret);
+}
+
+int agent_query_confined(const struct endpoint *ep, const struct sockdirs *dirs,
+			 int64_t timeout_ns, int cancel_fd, struct agent_status *ret)
+{
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ uint8_t *request = NULL;
 	_cleanup_(frame_readerp) struct frame_reader response;
@@ -199,7 +246,7 @@ int agent_query(const struct endpoint *ep, int64_t timeout_ns, int cancel_fd,
 	k = wire_encode_request(WIRE_METHOD_GET_GPU_INIT_STATUS, &request, &request_len);
 	if (k < 0)
 		return k;
-	k = connect_endpoint(ep, deadline_ns, cancel_fd, &fd);
+	k = connect_endpoint(ep, dirs, deadline_ns, cancel_fd, &fd);
 	if (k < 0)
 		return k;
 	k = fd_write_all(fd, request, request_len, deadline_ns, cancel_fd);

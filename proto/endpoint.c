@@ -65,8 +65,9 @@ static int copy_path(const char *s, size_t len, struct endpoint *e)
 {
 	if (len == 0 || s[0] != '/' || len >= sizeof(e->path))
 		return -EINVAL;
-	if (memchr(s, '\n', len))
-		return -EINVAL; /* would corrupt line-oriented files that record it */
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return -EINVAL; /* no control characters: shown raw by cat and the log */
 	memcpy(e->path, s, len);
 	e->path[len] = '\0';
 	return 0;

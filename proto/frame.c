@@ -257,7 +257,8 @@ static size_t utf8_sequence_len(const unsigned char *s, size_t avail)
 	return n;
 }
 
-void wire_sanitize_message(const char *in, size_t len, char out[static AGENT_MESSAGE_MAX + 1])
+/* wire_sanitize_message with the cut at max bytes (out holds max + 1). */
+static void sanitize_cut(const char *in, size_t len, char *out, size_t max)
 {
 	const unsigned char *s = (const unsigned char *)in;
 	size_t i = 0, o = 0;
@@ -267,15 +268,15 @@ void wire_sanitize_message(const char *in, size_t len, char out[static AGENT_MES
 
 		if (n == 0) {
 			n = 1;
-			if (o + 1 > AGENT_MESSAGE_MAX)
+			if (o + 1 > max)
 				break;
 			out[o++] = '?';
 		} else if (n == 1) {
-			if (o + 1 > AGENT_MESSAGE_MAX)
+			if (o + 1 > max)
 				break;
 			out[o++] = (s[i] < 0x20 || s[i] == 0x7f) ? ' ' : (char)s[i];
 		} else {
-			if (o + n > AGENT_MESSAGE_MAX)
+			if (o + n > max)
 				break; /* never cut inside a character */
 			memcpy(out + o, s + i, n);
 			o += n;
@@ -283,6 +284,16 @@ void wire_sanitize_message(const char *in, size_t len, char out[static AGENT_MES
 		i += n;
 	}
 	out[o] = '\0';
+}
+
+void wire_sanitize_message(const char *in, size_t len, char out[static AGENT_MESSAGE_MAX + 1])
+{
+	sanitize_cut(in, len, out, AGENT_MESSAGE_MAX);
+}
+
+void wire_sanitize_rule(const char *in, size_t len, char out[static AGENT_RULE_MAX + 1])
+{
+	sanitize_cut(in, len, out, AGENT_RULE_MAX);
 }
 
 int wire_encode_request(const char *method, uint8_t **ret_frame, size_t *ret_len)
@@ -348,14 +359,19 @@ int wire_encode_status_response(const struct agent_status *st, uint8_t **ret_fra
 {
 	Vfhealth__GetGPUInitStatusResponse inner = VFHEALTH__GET_GPUINIT_STATUS_RESPONSE__INIT;
 	Vfhealth__Response resp = VFHEALTH__RESPONSE__INIT;
-	char message[AGENT_MESSAGE_MAX + 1];
-	/* state tag + message tag + two varints + the message: always fits */
-	uint8_t inner_buf[AGENT_MESSAGE_MAX + 32];
+	char message[AGENT_MESSAGE_MAX + 1], rule[AGENT_RULE_MAX + 1];
+	/* four tags, their varints, the message and the rule: always fits */
+	uint8_t inner_buf[AGENT_MESSAGE_MAX + AGENT_RULE_MAX + 48];
 	size_t inner_len;
 
 	wire_sanitize_message(st->message, strnlen(st->message, sizeof(st->message)), message);
+	wire_sanitize_rule(st->rule, strnlen(st->rule, sizeof(st->rule)), rule);
 	inner.state = state_to_wire(st->state);
 	inner.failure_message = message;
+	inner.failure_rule = rule;
+	/* Only UNKNOWN has a reason; the table's positions are the wire values. */
+	if (st->state == GPU_INIT_UNKNOWN && (unsigned)st->reason < AGENT_REASON_COUNT)
+		inner.unknown_reason = (Vfhealth__UnknownReason)st->reason;
 	inner_len = vfhealth__get_gpuinit_status_response__get_packed_size(&inner);
 	if (inner_len > sizeof(inner_buf))
 		return -EMSGSIZE;
@@ -435,6 +451,11 @@ int wire_decode_status_response(const uint8_t *buf, size_t len, struct agent_sta
 		return -EPROTO;
 	}
 	wire_sanitize_message(st->failure_message, strlen(st->failure_message), out.message);
+	wire_sanitize_rule(st->failure_rule, strlen(st->failure_rule), out.rule);
+	/* Open enum: a reason this host does not know (a newer agent) is
+	 * unspecified, not a protocol error. */
+	if (out.state == GPU_INIT_UNKNOWN && (unsigned)st->unknown_reason < AGENT_REASON_COUNT)
+		out.reason = (enum agent_unknown_reason)st->unknown_reason;
 	*ret = out;
 	return 0;
 }

@@ -113,6 +113,8 @@ enum wire_status {
  * '?', control characters (and NUL) by ' '.  Pure; used on both sides, so a
  * message from kmsg or from a peer is always valid proto3 string content. */
 void wire_sanitize_message(const char *in, size_t len, char out[static AGENT_MESSAGE_MAX + 1]);
+/* The same, cut at AGENT_RULE_MAX bytes (a failure rule's text). */
+void wire_sanitize_rule(const char *in, size_t len, char out[static AGENT_RULE_MAX + 1]);
 
 /* Response frames (header included).  The status message goes through
  * wire_sanitize_message. */

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* log.c - the one log line format: "<N>ident: message" for journald (log.h). */
 #include "proto/log.h"
 
 #include <stdarg.h>

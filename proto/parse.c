@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+/* parse.c - the strict parsers every user- or peer-given value goes through (parse.h). */
 #include "proto/parse.h"
 
 #include <errno.h>
@@ -10,8 +11,8 @@ int parse_uint64(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
 {
 	uint64_t v = 0;
 
-	if (!s || !*s)
-		return -EINVAL;
+	if (!s || !*s || (s[0] == '0' && s[1]))
+		return -EINVAL; /* canonical only: "0", never "00" or "01" */
 	for (const char *p = s; *p; p++) {
 		if (*p < '0' || *p > '9')
 			return -EINVAL;

@@ -19,8 +19,10 @@
 /* Instance ids: [A-Za-z0-9._-], 1..128 chars, not starting with '.'. */
 #define INSTANCE_ID_MAX 128
 
-/* Decimal unsigned integer in [min, max]: digits only, no sign, no spaces.
- * -EINVAL on syntax, -ERANGE when outside [min, max]. */
+/* Decimal unsigned integer in [min, max], canonical: digits only, no sign,
+ * no spaces, no leading zero ("0" itself is fine, "01" and "00" are not),
+ * so one value has one spelling.  -EINVAL on syntax, -ERANGE when outside
+ * [min, max]. */
 int parse_uint64(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
 
 /* Seconds as a decimal with an optional fraction ("5", "0.2", "1.25"), into
@@ -40,6 +42,11 @@ void rfc3339_now(char out[static RFC3339_BUFSZ]);
 void rfc3339_format(int64_t sec, long nsec, char out[static RFC3339_BUFSZ]);
 
 bool instance_id_valid(const char *s);
+/* The rule instance_id_valid() checks, as a refused writer is told it. */
+#define PARSE_STR_(x) #x
+#define PARSE_STR(x) PARSE_STR_(x) /* a numeric limit spelled in a message */
+#define INSTANCE_ID_RULE                                                            \
+	"an instance id is 1.." PARSE_STR(INSTANCE_ID_MAX) " of [A-Za-z0-9._-], not starting with '.'"
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
 int64_t monotonic_ns(void);

@@ -116,9 +116,6 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case SENTINEL_OPT_NO_SENTINEL:
-			fprintf(stderr, "vfhealth-sentinel: --no-sentinel makes no sense here\n");
-			return 2;
 		default:
 			if (c >= SENTINEL_OPT_FIRST && c < SENTINEL_OPT_END) {
 				if (sentinel_options_apply(&opt, c, optarg) < 0)

@@ -9,6 +9,8 @@
 #include "proto/log.h"
 #include "proto/parse.h"
 
+_Static_assert(SOCKDIRS_MAX == 16, "SENTINEL_OPTIONS_HELP says 16");
+
 void sentinel_options_init(struct sentinel_options *o)
 {
 	*o = (struct sentinel_options){
@@ -20,6 +22,7 @@ void sentinel_options_init(struct sentinel_options *o)
 		.reconcile_interval_ns = SENTINEL_DEFAULT_RECONCILE_INTERVAL_NS,
 		.proc_root = "/proc",
 	};
+	sockdirs_init_default(&o->socket_dirs);
 }
 
 static int apply_seconds(const char *name, const char *arg, int64_t *ret)
@@ -66,6 +69,24 @@ int sentinel_options_apply(struct sentinel_options *o, int opt, const char *arg)
 		}
 		o->proc_root = arg;
 		return 0;
+	case SENTINEL_OPT_SOCKET_DIR: {
+		struct sockdirs dirs = o->socket_dirs;
+
+		if (!o->socket_dirs_given)
+			dirs.count = 0; /* the first one replaces the defaults */
+		r = sockdirs_add(&dirs, arg ? arg : "");
+		if (r == -E2BIG)
+			log_err("--socket-dir: at most %d directories", SOCKDIRS_MAX);
+		else if (r < 0)
+			log_err("--socket-dir: \"%s\" is not an absolute, normalized directory "
+				"other than / (at most %zu bytes)",
+				arg ? arg : "", SOCKDIR_PATH_MAX);
+		if (r < 0)
+			return r == -EINVAL ? r : -ERANGE;
+		o->socket_dirs = dirs;
+		o->socket_dirs_given = true;
+		return 0;
+	}
 	}
 	return -ENOENT;
 }

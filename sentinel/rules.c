@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "proto/cleanup.h"
 
@@ -14,7 +13,6 @@ static const char *const check_result_names[CHECK_RESULT_COUNT] = {
 	[CHECK_UNKNOWN] = "unknown",
 	[CHECK_RPC_ERROR] = "rpc_error",
 	[CHECK_UNSUPPORTED_AGENT] = "unsupported_agent",
-	[CHECK_LIST_ERROR] = "list_error",
 };
 
 const char *check_result_name(enum check_result r)
@@ -44,9 +42,16 @@ enum check_result sentinel_classify(int query_rc, const struct agent_status *sta
 
 /* ---- revalidate --------------------------------------------------------------- */
 
+bool sentinel_revalidate_needed(const struct assignment *captured)
+{
+	return captured->claimed_at[0] == '\0';
+}
+
 enum revalidate_verdict sentinel_revalidate(const struct assignment *captured, int current_rc,
 					    const struct assignment *current)
 {
+	if (!sentinel_revalidate_needed(captured))
+		return REVALIDATE_REPORT;
 	if (current_rc == -ENOENT)
 		return REVALIDATE_REPORT;
 	if (current_rc < 0 || !current)
@@ -76,48 +81,42 @@ const char *liveness_name(enum liveness l)
 	return liveness_names[l];
 }
 
+static enum liveness judge(const struct liveness_evidence *ev, const char **why)
+{
+	const bool pid_given = ev->pid > 0;
+
+	/* Dead: one fact no live VMM of this claim could show is enough. */
+	if (ev->boot_id_given && ev->boot_rc == 0 && !ev->boot_id_same)
+		return *why = "the host booted since the claim", LIVENESS_DEAD;
+	if (pid_given && (ev->proc_rc == -ENOENT || ev->proc_rc == -ESRCH))
+		return *why = "process gone", LIVENESS_DEAD;
+	if (pid_given && ev->proc_rc == 0 && ev->starttime_claimed != 0 &&
+	    ev->starttime_now != ev->starttime_claimed)
+		return *why = "pid reused by another process (start time differs)", LIVENESS_DEAD;
+	if (ev->control_given && ev->sockets_rc == 0 && !ev->listening)
+		return *why = "no socket listening on the control path", LIVENESS_DEAD;
+
+	/* Uncertain: a fact we could not read (counts as alive). */
+	if (ev->boot_id_given && ev->boot_rc < 0)
+		return *why = "the host's boot id cannot be read", LIVENESS_UNCERTAIN;
+	if (pid_given && ev->proc_rc < 0)
+		return *why = "process cannot be checked", LIVENESS_UNCERTAIN;
+	if (ev->control_given && ev->sockets_rc < 0)
+		return *why = "socket table cannot be read", LIVENESS_UNCERTAIN;
+
+	if (!pid_given && !ev->control_given)
+		return *why = "no pid or control socket recorded", LIVENESS_UNMANAGED;
+	if (ev->control_given)
+		return *why = "control socket listening", LIVENESS_ALIVE;
+	return *why = "process runs", LIVENESS_ALIVE;
+}
+
 enum liveness liveness_verdict(const struct liveness_evidence *ev, const char **reason)
 {
 	const char *why;
-	enum liveness l;
+	enum liveness l = judge(ev, &why);
 
-	if (!ev->control_given) {
-		l = LIVENESS_UNMANAGED;
-		why = "no control socket recorded";
-	} else if (ev->control_rc == 0) {
-		l = LIVENESS_ALIVE;
-		why = "control socket exists";
-	} else if (ev->control_rc != -ENOENT) {
-		l = LIVENESS_UNCERTAIN;
-		why = "control socket path cannot be checked";
-	} else if (ev->pid <= 0) {
-		l = LIVENESS_DEAD;
-		why = "control socket gone, no pid recorded";
-	} else if (ev->proc_rc == -ENOENT || ev->proc_rc == -ESRCH) {
-		l = LIVENESS_DEAD;
-		why = "control socket gone, process gone";
-	} else if (ev->proc_rc < 0) {
-		l = LIVENESS_UNCERTAIN;
-		why = "control socket gone, process cannot be checked";
-	} else if (ev->starttime_claimed != 0 && ev->starttime_now != ev->starttime_claimed) {
-		l = LIVENESS_DEAD;
-		why = "control socket gone, pid reused by another process";
-	} else {
-		l = LIVENESS_ALIVE;
-		why = "control socket gone but the process runs";
-	}
 	if (reason)
 		*reason = why;
 	return l;
-}
-
-int sentinel_control_state(const char *path)
-{
-	struct stat st;
-
-	if (stat(path, &st) == 0)
-		return 0;
-	if (errno == ENOENT || errno == ENOTDIR)
-		return -ENOENT;
-	return negative_errno();
 }

@@ -4,14 +4,12 @@
  * a unit test that would fail if the rule were wrong (tests/sentinel/).
  *
  *  classify      agent_query()'s return code and answer -> one check result;
- *  revalidate    the claim captured when a poll started vs. the VF's claim
- *                re-read just before reporting -> report or drop;
+ *  revalidate    which assignment an answer is reported against;
  *  liveness      the evidence about a claim's VMM -> dead / alive / uncertain.
  *
  * The file interface's grammar (assignment files, report commands and their
  * outcomes, VF addresses, limits) is grammar/'s, shared with the daemon.
- * Nothing here does I/O except sentinel_control_state(), which gathers
- * liveness evidence (with proc_pid_starttime() of proto/procfs.h).
+ * Nothing here does I/O: sentinel/liveness.c gathers the liveness evidence.
  * Conventions: 0 or -errno; outputs are written only on success.
  */
 #ifndef VFHEALTH_SENTINEL_RULES_H
@@ -35,11 +33,10 @@ enum check_result {
 	CHECK_UNKNOWN,
 	CHECK_RPC_ERROR,         /* connect, handshake, timeout, framing, garbage */
 	CHECK_UNSUPPORTED_AGENT, /* the agent answered "unimplemented" */
-	CHECK_LIST_ERROR,        /* listing the assignments failed (counted per poll) */
-	CHECK_RESULT_COUNT,
+	CHECK_RESULT_COUNT,      /* (a failed listing is no check: list_errors counts it) */
 };
 
-/* "ok", "failed", "unknown", "rpc_error", "unsupported_agent", "list_error" */
+/* "ok", "failed", "unknown", "rpc_error", "unsupported_agent" */
 const char *check_result_name(enum check_result r);
 
 /* query_rc and status as agent_query() returned them.  -EOPNOTSUPP is an old
@@ -50,49 +47,59 @@ enum check_result sentinel_classify(int query_rc, const struct agent_status *sta
 /* ---- revalidate ------------------------------------------------------------ */
 
 enum revalidate_verdict {
-	REVALIDATE_REPORT, /* the answer still belongs to the captured assignment */
-	REVALIDATE_DROP,   /* the VF changed hands (or we cannot tell): say nothing */
+	REVALIDATE_REPORT, /* report against the captured assignment */
+	REVALIDATE_DROP,   /* we cannot tell which assignment it is about: say nothing */
 };
 
-/* captured: the claim the poll queried.  current_rc/current: the VF's claim
- * re-read just before reporting: -ENOENT when the VF has no live claim (it was
- * released during the poll: the answer is still about the captured
- * assignment, so report it), 0 with current filled, or another -errno (we
- * cannot tell: drop, the next poll retries).  A live claim by another
- * instance, or by the same instance with another claimed_at (released and
- * re-claimed), drops the report. */
+/* Whether the claim must be re-read before an answer is reported: only when
+ * the captured claim has no claimed_at (no assignment identity to report
+ * against).  With one, the report names (instance, claimed_at) and the store
+ * records a FAILED answer against that assignment even if the VF was
+ * released or re-claimed meanwhile, and applies its rescind rule to an OK
+ * answer (issue 11.4). */
+bool sentinel_revalidate_needed(const struct assignment *captured);
+
+/* captured: the claim the poll queried.  With a claimed_at: REPORT, whatever
+ * the VF holds now.  Without one: current_rc/current is the VF's claim
+ * re-read just before reporting: -ENOENT (released during the poll: the
+ * answer is about the captured claim) or the same instance still without a
+ * claimed_at reports; another claim, or another -errno (we cannot tell),
+ * drops. */
 enum revalidate_verdict sentinel_revalidate(const struct assignment *captured, int current_rc,
 					    const struct assignment *current);
 
 /* ---- liveness ----------------------------------------------------------------- */
 
 enum liveness {
-	LIVENESS_ALIVE,     /* keep */
-	LIVENESS_DEAD,      /* release: the VMM is certainly gone */
-	LIVENESS_UNCERTAIN, /* keep, warn, count vfhealth_liveness_uncertain_total */
-	LIVENESS_UNMANAGED, /* no control path: nothing to judge by, keep silently */
+	LIVENESS_ALIVE,     /* keep, poll */
+	LIVENESS_DEAD,      /* stop polling now; release when the next reconcile agrees */
+	LIVENESS_UNCERTAIN, /* keep, poll, warn, count vfhealth_sentinel_liveness_uncertain_total */
+	LIVENESS_UNMANAGED, /* no pid and no control path: nothing to judge by, keep silently */
 };
 
 const char *liveness_name(enum liveness l);
 
+/* What sentinel/liveness.c gathered about a claim's VMM. */
 struct liveness_evidence {
-	bool control_given;          /* the claim names a control socket */
-	int control_rc;              /* sentinel_control_state(): 0, -ENOENT or another -errno */
-	int64_t pid;                 /* 0: none given */
+	int64_t pid;                 /* the claim's pid=, 0: none given */
 	int proc_rc;                 /* proc_pid_starttime() on pid: 0, -ENOENT, other */
 	uint64_t starttime_now;      /* when proc_rc == 0 */
 	uint64_t starttime_claimed;  /* the claim's pid_starttime=, 0 unknown */
+	bool boot_id_given;          /* the claim's boot_id= is set */
+	int boot_rc;                 /* reading the host's boot id now: 0 or -errno */
+	bool boot_id_same;           /* when boot_rc == 0 */
+	bool control_given;          /* the claim names a control socket */
+	int sockets_rc;              /* reading the VMM's socket table: 0 or -errno */
+	bool listening;              /* when sockets_rc == 0: a socket bound to the control
+				      * path is listening there */
 };
 
-/* Dead: the control path is gone and (no pid, or the pid is gone, or it now
- * names a process with another start time).  Alive: the control path exists,
- * or the pid exists with the recorded start time (or none was recorded).
- * Anything we could not read is uncertain.  *reason (static) says why. */
+/* Dead when one fact shows it: the boot id differs (the host rebooted), the
+ * pid is gone, the pid names a process with another start time, or the
+ * control path is given and no socket bound to it listens in the VMM's
+ * network namespace.  Otherwise uncertain when a fact could not be read;
+ * unmanaged with neither pid nor control path; else alive.  *reason
+ * (static) says why. */
 enum liveness liveness_verdict(const struct liveness_evidence *ev, const char **reason);
-
-/* stat(2) the control path: 0 when it exists, -ENOENT when it certainly does
- * not (ENOENT, or ENOTDIR: a path component is not a directory), any other
- * -errno (EACCES, ELOOP, EIO, ...) when we cannot tell. */
-int sentinel_control_state(const char *path);
 
 #endif

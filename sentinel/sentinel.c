@@ -13,7 +13,7 @@
  *     poll or reconcile is due.  A poll: repair the store if `status` says
  *     so, list the claims through the mount, build the target array, publish
  *     it as the current scan, wait until the scan is done.  A reconcile runs
- *     on the scheduler alone (a few stat()s and reads per claim).
+ *     on the scheduler alone (a few /proc reads per claim).
  *   - A worker takes the next index of the current scan, runs one blocking
  *     agent_query() (bounded by poll_timeout and the shutdown eventfd),
  *     classifies the answer, re-reads the VF's claim and writes the report,
@@ -27,8 +27,8 @@
  * across I/O: a worker reads its target (immutable while the scan runs: the
  * scheduler frees the array only after active_workers drops to 0 with
  * nothing left to hand out).  Counters are atomics, so metrics rendering
- * takes no lock.  The claim memory (which claims the last reconcile found
- * dead) belongs to the scheduler thread alone.
+ * takes no lock.  The claim memory (which claims were judged dead) belongs to the
+ * scheduler thread alone: polls and reconciles both run there.
  *
  * Shutdown.  sentinel_stop() writes the eventfd once and never reads it, so
  * it stays readable: the scheduler's ppoll returns, and every agent_query()
@@ -41,7 +41,7 @@
  * by one poll_timeout plus one file operation.
  *
  * The sentinel talks to the store only through the mount (open/pread/pwrite
- * with O_CLOEXEC, readdir, unlink), so the daemon's notifier sees its writes
+ * with O_CLOEXEC, readdir, unlink of a claim without claimed_at), so the daemon's notifier sees its writes
  * like anyone's and a standalone sentinel behaves the same.
  */
 #include "sentinel/sentinel.h"
@@ -67,6 +67,7 @@
 #include "proto/parse.h"
 #include "proto/procfs.h"
 #include "proto/safefile.h"
+#include "sentinel/liveness.h"
 #include "sentinel/rules.h"
 
 #define WORKER_STACK_SIZE (1024 * 1024)
@@ -77,12 +78,14 @@ struct target {
 	struct endpoint agent;
 };
 
-/* What reconcile knows about a claim across scans (scheduler thread only). */
+/* What the sentinel knows about a claim (an assignment: vf, instance,
+ * claimed_at) across scans (scheduler thread only). */
 struct claim_memory {
 	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
 	char claimed_at[RFC3339_BUFSZ];
-	int64_t pid;
+	bool dead;      /* judged dead (by a poll or a reconcile): never polled again,
+			 * unless a reconcile finds it alive (its VMM was starting) */
 	bool seen_dead; /* the previous reconcile found it dead */
 };
 
@@ -242,7 +245,7 @@ struct claim_list {
 	struct assignment *items;
 	size_t count;
 	size_t capacity;
-	bool error; /* part of the listing failed (counted once as list_error) */
+	bool error; /* part of the listing failed (counted once in list_errors) */
 };
 
 static void claim_list_free(struct claim_list *l)
@@ -447,11 +450,19 @@ static void check_target(struct sentinel *s, const struct target *t)
 	enum check_result result;
 	int rc;
 
-	rc = agent_query(&t->agent, s->opt.poll_timeout_ns, s->cancel_fd, &status);
+	/* Checked again at the connect itself (proto/sockdir.h): a socket
+	 * swapped for a symlink since the listing is not followed. */
+	rc = agent_query_confined(&t->agent, &s->opt.socket_dirs, s->opt.poll_timeout_ns,
+				  s->cancel_fd, &status);
 	if (rc == -ECANCELED || atomic_load(&s->stopping_fast))
 		return; /* shutting down: neither counted nor reported */
 	result = sentinel_classify(rc, &status);
 	atomic_fetch_add(&s->counters->checks[result], 1);
+	if (result == CHECK_UNKNOWN) {
+		unsigned why = (unsigned)status.reason; /* the client keeps it in the table */
+
+		atomic_fetch_add(&s->counters->unknown[why < AGENT_REASON_COUNT ? why : 0], 1);
+	}
 	switch (result) {
 	case CHECK_OK:
 	case CHECK_FAILED:
@@ -468,10 +479,14 @@ static void check_target(struct sentinel *s, const struct target *t)
 		return;
 	}
 
-	current = malloc(sizeof(*current));
-	if (!current)
-		return;
-	rc = read_current_claim(s, t->claim.vf, t->claim.instance_id, current);
+	/* The report names the assignment asked about (issue 11.4): a re-read
+	 * is needed only for a claim without claimed_at. */
+	if (sentinel_revalidate_needed(&t->claim)) {
+		current = malloc(sizeof(*current));
+		if (!current)
+			return;
+		rc = read_current_claim(s, t->claim.vf, t->claim.instance_id, current);
+	}
 	if (sentinel_revalidate(&t->claim, rc, current) == REVALIDATE_DROP) {
 		atomic_fetch_add(&s->counters->reports_dropped, 1);
 		if (rc < 0)
@@ -532,9 +547,7 @@ static int claim_memory_cmp(const void *a_, const void *b_)
 		return r;
 	if ((r = strcmp(a->instance_id, b->instance_id)))
 		return r;
-	if ((r = strcmp(a->claimed_at, b->claimed_at)))
-		return r;
-	return (a->pid > b->pid) - (a->pid < b->pid);
+	return strcmp(a->claimed_at, b->claimed_at);
 }
 
 static void claim_memory_key(const struct assignment *c, struct claim_memory *key)
@@ -543,7 +556,6 @@ static void claim_memory_key(const struct assignment *c, struct claim_memory *ke
 	memcpy(key->vf, c->vf, sizeof(key->vf));
 	memcpy(key->instance_id, c->instance_id, sizeof(key->instance_id));
 	memcpy(key->claimed_at, c->claimed_at, sizeof(key->claimed_at));
-	key->pid = c->pid;
 }
 
 static struct claim_memory *claim_memory_find(struct sentinel *s, const struct assignment *c)
@@ -556,10 +568,8 @@ static struct claim_memory *claim_memory_find(struct sentinel *s, const struct a
 	return bsearch(&key, s->memory, s->memory_count, sizeof(key), claim_memory_cmp);
 }
 
-/* Carry each listed claim's memory (seen_dead) over to the next scan; the
- * VMM's start time is the claim's own pid_starttime=, recorded by the daemon
- * when the pid was written.  Claims no longer listed are forgotten, unless
- * the listing was incomplete. */
+/* Carry each listed claim's memory (dead, seen_dead) over to the next scan.
+ * Claims no longer listed are forgotten, unless the listing was incomplete. */
 static void claim_memory_update(struct sentinel *s, const struct claim_list *l)
 {
 	_cleanup_free_ struct claim_memory *next = NULL;
@@ -617,12 +627,18 @@ void sentinel_counters_render(void *counters, FILE *out)
 		return;
 	sentinel_counters_get(counters, &st);
 	fprintf(out,
-		"# HELP vfhealth_sentinel_checks_total Guest agent checks by result "
-		"(list_error: polls whose claim listing failed).\n"
+		"# HELP vfhealth_sentinel_checks_total Guest agent checks by result.\n"
 		"# TYPE vfhealth_sentinel_checks_total counter\n");
 	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
 		fprintf(out, "vfhealth_sentinel_checks_total{result=\"%s\"} %" PRIu64 "\n",
 			check_result_name((enum check_result)r), st.checks[r]);
+	fprintf(out,
+		"# HELP vfhealth_sentinel_unknown_total Unknown answers by the agent's reason "
+		"(unspecified: an agent older than reasons).\n"
+		"# TYPE vfhealth_sentinel_unknown_total counter\n");
+	for (int r = 0; r < AGENT_REASON_COUNT; r++)
+		fprintf(out, "vfhealth_sentinel_unknown_total{reason=\"%s\"} %" PRIu64 "\n",
+			agent_unknown_reason_name((enum agent_unknown_reason)r), st.unknown[r]);
 #define RENDER_COUNTER(field, name, help)                                            \
 	fprintf(out, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %" PRIu64 "\n", \
 		st.field);
@@ -647,6 +663,8 @@ void sentinel_counters_get(const struct sentinel_counters *c, struct sentinel_st
 	_Static_assert(ARRAY_SIZE(ret->checks) == CHECK_RESULT_COUNT, "one counter per result");
 	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
 		ret->checks[r] = atomic_load(&c->checks[r]);
+	for (int r = 0; r < AGENT_REASON_COUNT; r++)
+		ret->unknown[r] = atomic_load(&c->unknown[r]);
 #define LOAD_COUNTER(field, name, help) ret->field = atomic_load(&c->field);
 	SENTINEL_SCALAR_COUNTERS(LOAD_COUNTER)
 #undef LOAD_COUNTER
@@ -686,11 +704,14 @@ static void repair_if_unavailable(struct sentinel *s)
 	if (mount_path(s, path, sizeof(path), "status", NULL, NULL) < 0)
 		return;
 	r = read_file(path, status, sizeof(status), &len);
-	if (r < 0) {
+	if (r < 0 && r != -EIO) {
 		log_debug("sentinel: cannot read %s: %s", path, strerror(-r));
 		return;
 	}
-	if (strncmp(status, "unavailable", 11) != 0)
+	/* EIO: as good as unavailable; the poll goes on either way. */
+	if (r < 0)
+		snprintf(status, sizeof(status), "unreadable (%s)", strerror(-r));
+	else if (strncmp(status, "unavailable", 11) != 0)
 		return;
 	status[strcspn(status, "\n")] = '\0';
 	r = write_command(path, "repair", 6, NULL, 0, NULL);
@@ -700,12 +721,69 @@ static void repair_if_unavailable(struct sentinel *s)
 		log_info("sentinel: store repaired (was %s)", status);
 }
 
-static bool is_target(const struct assignment *c)
+/* Whether every socket path of c lies in the socket directories, reached
+ * without a symlink (proto/sockdir.h), checked before anything else looks
+ * at them: a claim that does not is neither stat'ed nor polled, only
+ * counted (and kept by reconcile as uncertain).  The daemon refuses such
+ * writes; this catches claims stored before the directories changed and
+ * paths swapped for symlinks since. */
+static bool claim_confined(struct sentinel *s, const struct assignment *c)
 {
-	/* Only a claim whose VMM still has its control socket is polled: a
-	 * stopped VM's leftover claim may name a vsock CID that another guest
-	 * owns by now. */
-	return c->agent[0] && c->control[0] && sentinel_control_state(c->control) == 0;
+	struct endpoint ep;
+	const char *what = NULL;
+	int r = 0;
+
+	if (c->control[0]) {
+		r = sockdirs_check(&s->opt.socket_dirs, c->control);
+		what = "control";
+	}
+	if (r == 0 && c->agent[0] && endpoint_parse(c->agent, &ep) == 0 &&
+	    ep.kind != ENDPOINT_VSOCK) {
+		r = sockdirs_check(&s->opt.socket_dirs, ep.path);
+		what = "agent";
+	}
+	if (r == 0)
+		return true;
+	atomic_fetch_add(&s->counters->claims_unconfined, 1);
+	log_debug("vf %s: claim of %s skipped: its %s socket path %s", c->vf, c->instance_id,
+		  what, r == -EACCES ? "is outside the socket directories or crosses a symlink"
+				     : strerror(-r));
+	return false;
+}
+
+/* The first dead verdict on a claim: from now on it is not polled (its
+ * vsock CID may belong to another guest by now). */
+static void mark_dead(struct claim_memory *m, const struct assignment *c, const char *reason)
+{
+	if (!m || m->dead)
+		return;
+	m->dead = true;
+	log_info("vf %s: the VMM of %s (claimed %s) looks dead (%s): no longer polled; released "
+		 "when the next reconcile finds it dead too",
+		 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason);
+}
+
+/* Whether to query c's agent this poll: it names one, and its VMM is alive
+ * or uncertain (counts as alive) and was never judged dead. */
+static bool is_target(struct sentinel *s, const struct assignment *c, int boot_rc,
+		      const char *boot_id)
+{
+	struct claim_memory *m;
+	struct liveness_evidence ev;
+	const char *reason;
+	enum liveness l;
+
+	if (!c->agent[0])
+		return false;
+	m = claim_memory_find(s, c);
+	if (m && m->dead)
+		return false;
+	liveness_gather(s->proc_root, c, boot_rc, boot_id, &ev);
+	l = liveness_verdict(&ev, &reason);
+	if (l == LIVENESS_DEAD)
+		mark_dead(m, c, reason);
+	/* Unmanaged: no VMM to judge by, so nothing says the CID is still its. */
+	return l == LIVENESS_ALIVE || l == LIVENESS_UNCERTAIN;
 }
 
 static void run_scan(struct sentinel *s, const struct target *targets, size_t count)
@@ -730,18 +808,21 @@ static void run_poll(struct sentinel *s)
 {
 	_cleanup_free_ struct target *targets = NULL;
 	struct claim_list claims;
+	char boot_id[BOOT_ID_BUFSZ] = "";
 	int64_t started = monotonic_ns();
 	size_t count = 0;
+	int boot_rc;
 
-	repair_if_unavailable(s);
+	repair_if_unavailable(s); /* the one repair attempt of this poll */
 
 	if (list_claims(s, &claims) == -ECANCELED) {
 		claim_list_free(&claims);
 		return;
 	}
 	if (claims.error)
-		atomic_fetch_add(&s->counters->checks[CHECK_LIST_ERROR], 1);
+		atomic_fetch_add(&s->counters->list_errors, 1);
 	claim_memory_update(s, &claims);
+	boot_rc = proc_boot_id(s->proc_root, boot_id);
 
 	targets = calloc(claims.count ? claims.count : 1, sizeof(*targets));
 	if (!targets) {
@@ -753,7 +834,8 @@ static void run_poll(struct sentinel *s)
 		struct target *t = &targets[count];
 		int r;
 
-		if (!is_target(&claims.items[i]))
+		if (!claim_confined(s, &claims.items[i]) ||
+		    !is_target(s, &claims.items[i], boot_rc, boot_id))
 			continue;
 		r = endpoint_parse(claims.items[i].agent, &t->agent);
 		if (r < 0) {
@@ -782,25 +864,29 @@ static void run_poll(struct sentinel *s)
 
 /* ---- reconcile (scheduler thread) ---------------------------------------------------------- */
 
-/* Release c if it is still exactly the claim we judged (same instance and
- * claimed_at): a VMM manager may have released and re-claimed meanwhile. */
+/* Release c, judged dead twice, with the conditional release: it releases
+ * that assignment (c->claimed_at) and nothing newer, so a VMM manager that
+ * released and re-claimed meanwhile keeps its new claim (ESTALE). */
 static void release_dead_claim(struct sentinel *s, const struct assignment *c, const char *reason)
 {
-	struct assignment *current = NULL;
-	_cleanup_free_ struct assignment *current_owned = NULL;
-	char path[PATH_MAX];
-	int r;
+	char path[PATH_MAX], command[sizeof("release=") + RFC3339_BUFSZ];
+	int len, r;
 
-	current = current_owned = malloc(sizeof(*current));
-	if (!current)
-		return;
-	r = read_assignment(s, c->vf, c->instance_id, current);
-	if (r < 0 || strcmp(current->claimed_at, c->claimed_at) != 0 || current->pid != c->pid ||
-	    strcmp(current->control, c->control) != 0)
-		return; /* gone or changed: not ours to release any more */
 	r = mount_path(s, path, sizeof(path), c->vf, "assignments", c->instance_id);
-	if (r == 0 && unlink(path) < 0)
-		r = negative_errno();
+	if (r == 0 && !c->claimed_at[0]) {
+		/* No identity to name (never so with this daemon): the
+		 * re-read just before is all we have. */
+		if (unlink(path) < 0)
+			r = negative_errno();
+	} else if (r == 0) {
+		len = snprintf(command, sizeof(command), "release=%s\n", c->claimed_at);
+		r = write_command(path, command, (size_t)len, NULL, 0, NULL);
+	}
+	if (r == -ESTALE) {
+		log_info("vf %s: the claim of %s was released and made again since %s: kept",
+			 c->vf, c->instance_id, c->claimed_at);
+		return;
+	}
 	if (r < 0) {
 		if (r != -ENOENT)
 			log_warn("vf %s: cannot release the stale claim of %s: %s", c->vf,
@@ -812,60 +898,88 @@ static void release_dead_claim(struct sentinel *s, const struct assignment *c, c
 		 c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason);
 }
 
+/* Judge one listed claim c.  A claim the previous pass found dead is
+ * re-read first and judged as it is now (same assignment, same pid and
+ * control), then released if still dead. */
+static void reconcile_claim(struct sentinel *s, const struct assignment *c, int boot_rc,
+			    const char *boot_id, struct assignment *fresh)
+{
+	struct claim_memory *m = claim_memory_find(s, c);
+	const struct assignment *judged = c;
+	struct liveness_evidence ev;
+	const char *reason;
+	enum liveness verdict;
+	int r;
+
+	if (m && m->seen_dead) {
+		r = read_assignment(s, c->vf, c->instance_id, fresh);
+		if (r < 0) {
+			if (r != -ENOENT)
+				log_debug("vf %s: cannot re-read the claim of %s: %s", c->vf,
+					  c->instance_id, strerror(-r));
+			return; /* gone, or we cannot tell: the next pass looks again */
+		}
+		if (strcmp(fresh->claimed_at, c->claimed_at) != 0)
+			return; /* another assignment now, with a memory of its own */
+		log_debug("vf %s: the claim of %s looked dead at the last reconcile; judging it again",
+			  c->vf, c->instance_id);
+		judged = fresh;
+	}
+	liveness_gather(s->proc_root, judged, boot_rc, boot_id, &ev);
+	verdict = liveness_verdict(&ev, &reason);
+
+	switch (verdict) {
+	case LIVENESS_DEAD:
+		/* Dead twice in a row: a VMM that claimed its VF a moment
+		 * before it bound its control socket is not dead. */
+		if (m && m->seen_dead && judged->pid == c->pid &&
+		    strcmp(judged->control, c->control) == 0)
+			release_dead_claim(s, judged, reason);
+		else
+			mark_dead(m, judged, reason);
+		break;
+	case LIVENESS_UNCERTAIN:
+		atomic_fetch_add(&s->counters->liveness_uncertain, 1);
+		log_warn("vf %s: keeping the claim of %s (claimed %s): %s (pid %" PRId64
+			 ", control %s)",
+			 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason,
+			 judged->pid, judged->control[0] ? judged->control : "-");
+		break;
+	case LIVENESS_ALIVE:
+		if (m && m->dead) {
+			m->dead = false;
+			log_info("vf %s: the VMM of %s (claimed %s) is alive (%s): polled again",
+				 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-",
+				 reason);
+		}
+		break;
+	case LIVENESS_UNMANAGED:
+		break;
+	}
+	if (m)
+		m->seen_dead = verdict == LIVENESS_DEAD;
+}
+
 static void run_reconcile(struct sentinel *s)
 {
+	_cleanup_free_ struct assignment *fresh = NULL;
 	struct claim_list claims;
+	char boot_id[BOOT_ID_BUFSZ] = "";
+	int boot_rc;
 
 	if (list_claims(s, &claims) == -ECANCELED) {
 		claim_list_free(&claims);
 		return;
 	}
 	claim_memory_update(s, &claims);
+	boot_rc = proc_boot_id(s->proc_root, boot_id);
+	fresh = malloc(sizeof(*fresh));
 
-	for (size_t i = 0; i < claims.count && !atomic_load(&s->stopping_fast); i++) {
-		const struct assignment *c = &claims.items[i];
-		struct claim_memory *m = claim_memory_find(s, c);
-		struct liveness_evidence ev = {
-			.control_given = c->control[0] != '\0',
-			.pid = c->pid,
-			.starttime_claimed = c->pid_starttime,
-		};
-		const char *reason;
-		enum liveness verdict;
-
-		if (ev.control_given)
-			ev.control_rc = sentinel_control_state(c->control);
-		if (ev.control_given && ev.control_rc == -ENOENT && c->pid > 0)
-			ev.proc_rc = proc_pid_starttime(s->proc_root, c->pid, &ev.starttime_now);
-		verdict = liveness_verdict(&ev, &reason);
-
-		switch (verdict) {
-		case LIVENESS_DEAD:
-			/* Dead twice in a row: a VMM that claimed its VF a moment
-			 * before it bound its control socket is not dead. */
-			if (m && m->seen_dead)
-				release_dead_claim(s, c, reason);
-			else
-				log_debug("vf %s: claim of %s looks stale (%s); released if still "
-					  "so at the next check",
-					  c->vf, c->instance_id, reason);
-			break;
-		case LIVENESS_UNCERTAIN:
-			atomic_fetch_add(&s->counters->liveness_uncertain, 1);
-			log_warn("vf %s: keeping the claim of %s (claimed %s): %s (control %s: %s, "
-				 "pid %" PRId64 ")",
-				 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason,
-				 c->control, ev.control_rc < 0 ? strerror(-ev.control_rc) : "exists",
-				 c->pid);
-			break;
-		case LIVENESS_ALIVE:
-		case LIVENESS_UNMANAGED:
-			break;
-		}
-		if (m)
-			m->seen_dead = verdict == LIVENESS_DEAD;
-	}
+	for (size_t i = 0; fresh && i < claims.count && !atomic_load(&s->stopping_fast); i++)
+		reconcile_claim(s, &claims.items[i], boot_rc, boot_id, fresh);
 	claim_list_free(&claims);
+	if (!atomic_load(&s->stopping_fast))
+		atomic_fetch_add(&s->counters->reconciles, 1);
 	write_metrics_file(s);
 }
 

@@ -6,28 +6,32 @@
  * mountpoint, and of nothing else: every read and every change it makes is a
  * documented file operation through that mount (list <vf>/assignments/,
  * read an assignment, write "failed ..."/"ok ..." to <vf>/report and read
- * the outcome back on the same open file, write "repair" to status, unlink
- * an assignment to release a dead claim).  So the sentinel vfhealthd runs
+ * the outcome back on the same open file, write "repair" to status, write
+ * "release=CLAIMED_AT" to an assignment to release a dead claim).  So the sentinel vfhealthd runs
  * produces the same inotify and poll notifications as an external writer;
  * it is always the vfhealth-sentinel program (main.c), whether vfhealthd
  * runs it as its child or an operator runs it against a mount.
  *
  * Every poll_interval (the first one interval after start):
- *   1. if `status` says unavailable, write `repair` once;
- *   2. list targets: live claims with an agent endpoint whose control socket
- *      path exists (a stopped VM's leftover claim is never polled: its stale
- *      vsock CID may belong to another guest by now); a listing failure
- *      counts result="list_error" once;
+ *   1. if `status` says unavailable (or cannot be read: EIO), write `repair`
+ *      once: the poll's one repair attempt; the poll goes on either way;
+ *   2. list targets: claims with an agent endpoint whose VMM is alive or
+ *      uncertain (liveness_verdict() in rules.h, evidence from
+ *      sentinel/liveness.h) and was never judged dead (a dead VM's claim is
+ *      never polled: its stale vsock CID may belong to another guest by
+ *      now); a listing failure counts vfhealth_sentinel_list_errors_total once per poll;
  *   3. query every target's agent (GetGPUInitStatus) with at most
  *      `concurrency` in flight, each bounded by poll_timeout;
  *   4. classify and count (vfhealth_sentinel_checks_total{result=...});
- *   5. re-read the VF's claim; report FAILED/OK against the captured
- *      (instance, claimed_at) unless the VF changed hands (rules.h);
+ *   5. report FAILED/OK against the captured (instance, claimed_at), even if
+ *      the VF was released or re-claimed meanwhile (rules.h: the store
+ *      records by assignment and applies its rescind rule);
  *   6. log: recorded failure -> warning, quarantine -> error, rescind -> info,
  *      unchanged -> nothing.
- * Every reconcile_interval (and once at start, when enabled) claims whose VMM
- * is certainly dead are released; ambiguous ones are kept with a warning
- * (liveness_verdict() in rules.h).
+ * Every reconcile_interval (and once at start, when enabled) every claim is
+ * judged; one judged dead is no longer polled, and released (conditional
+ * release, `release=CLAIMED_AT`) when the next pass judges it dead again;
+ * uncertain ones are kept with a warning and counted.
  *
  * Thread-safety: sentinel_start/sentinel_stop/sentinel_free from one thread;
  * sentinel_render_metrics from any thread at any time between start and free.
@@ -40,6 +44,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "proto/client.h"
+#include "proto/sockdir.h"
 
 #define SENTINEL_NS_PER_S INT64_C(1000000000)
 #define SENTINEL_DEFAULT_POLL_INTERVAL_NS (5 * SENTINEL_NS_PER_S)
@@ -61,15 +68,23 @@ struct sentinel_options {
 	const char *proc_root;         /* where /proc is; tests point it at a fake tree */
 	const char *metrics_path;      /* standalone: after every poll and reconcile, replace
 					* this file (write + rename) with the metrics; NULL: none */
+	/* --socket-dir DIR (repeatable): where the socket paths of claims may
+	 * point (proto/sockdir.h).  The defaults until the first --socket-dir,
+	 * which replaces them.  vfhealthd confines claim writes by the same. */
+	struct sockdirs socket_dirs;
+	bool socket_dirs_given;
 };
 
-/* The defaults above; enabled and reconcile on, proc_root "/proc". */
+/* The defaults above; enabled and reconcile on, proc_root "/proc", the
+ * default socket directories. */
 void sentinel_options_init(struct sentinel_options *o);
 
 /* getopt_long(3) entries shared by vfhealthd and vfhealth-sentinel: put
  * SENTINEL_GETOPT_OPTIONS inside a struct option array and hand every
  * returned value v with SENTINEL_OPT_FIRST <= v < SENTINEL_OPT_END to
- * sentinel_options_apply().  The help text lists them. */
+ * sentinel_options_apply().  SENTINEL_OPTIONS_HELP lists exactly them;
+ * --no-sentinel is vfhealthd's alone (SENTINEL_NO_SENTINEL_OPTION and its
+ * help line), as the sentinel program cannot do without itself. */
 enum {
 	SENTINEL_OPT_FIRST = 0x5e00,
 	SENTINEL_OPT_NO_SENTINEL = SENTINEL_OPT_FIRST,
@@ -79,27 +94,35 @@ enum {
 	SENTINEL_OPT_NO_RECONCILE,
 	SENTINEL_OPT_RECONCILE_INTERVAL,
 	SENTINEL_OPT_PROC_ROOT,
+	SENTINEL_OPT_SOCKET_DIR,
 	SENTINEL_OPT_END,
 };
 
+#define SENTINEL_NO_SENTINEL_OPTION { "no-sentinel", no_argument, NULL, SENTINEL_OPT_NO_SENTINEL }
+#define SENTINEL_NO_SENTINEL_HELP "      --no-sentinel            do not poll guest agents\n"
+
 #define SENTINEL_GETOPT_OPTIONS                                                          \
-	{ "no-sentinel", no_argument, NULL, SENTINEL_OPT_NO_SENTINEL },                  \
 	{ "poll-interval", required_argument, NULL, SENTINEL_OPT_POLL_INTERVAL },        \
 	{ "poll-timeout", required_argument, NULL, SENTINEL_OPT_POLL_TIMEOUT },          \
 	{ "concurrency", required_argument, NULL, SENTINEL_OPT_CONCURRENCY },            \
 	{ "no-reconcile", no_argument, NULL, SENTINEL_OPT_NO_RECONCILE },                \
 	{ "reconcile-interval", required_argument, NULL, SENTINEL_OPT_RECONCILE_INTERVAL }, \
-	{ "proc-root", required_argument, NULL, SENTINEL_OPT_PROC_ROOT }
+	{ "proc-root", required_argument, NULL, SENTINEL_OPT_PROC_ROOT },                \
+	{ "socket-dir", required_argument, NULL, SENTINEL_OPT_SOCKET_DIR }
 
 #define SENTINEL_OPTIONS_HELP                                                                   \
 	"Sentinel (polls guest agents and reports to the store):\n"                             \
-	"      --no-sentinel            do not poll guest agents\n"                              \
 	"      --poll-interval S        seconds between polls (default 5; fractions allowed)\n"  \
 	"      --poll-timeout S         deadline of each agent query (default 5)\n"              \
 	"      --concurrency N          agent queries in flight, 1..1024 (default 64)\n"         \
 	"      --no-reconcile           never release claims whose VMM is dead\n"                \
 	"      --reconcile-interval S   seconds between stale-claim scans (default 60)\n"        \
-	"      --proc-root DIR          where to read PID/stat from (default /proc; tests)\n"
+	"      --proc-root DIR          where to read PID/stat from (default /proc; tests)\n"  \
+	"      --socket-dir DIR         claims' socket paths must lie under DIR, reached\n"     \
+	"                               without symlinks (repeatable, up to 16; default:\n"    \
+	"                               /run/vfhealth-vmm /run/libvirt/qemu\n"                 \
+	"                               /var/lib/libvirt/qemu /run/cloud-hypervisor\n"         \
+	"                               /run/firecracker /srv/jailer /run/vc)\n"
 
 /* Apply one option (opt = getopt_long's return value, arg = optarg).  Logs a
  * clear message and returns -EINVAL (bad syntax) or -ERANGE (out of range)
@@ -144,14 +167,22 @@ void sentinel_render_metrics(void *sentinel, FILE *out);
 	  "quarantined on.")                                                                 \
 	X(quarantines, "vfhealth_sentinel_quarantines_total",                                \
 	  "VFs quarantined by a sentinel report.")                                           \
-	X(liveness_uncertain, "vfhealth_liveness_uncertain_total",                           \
+	X(liveness_uncertain, "vfhealth_sentinel_liveness_uncertain_total",                  \
 	  "Stale-claim checks that kept a claim because its VMM's liveness could not be "    \
 	  "determined.")                                                                     \
 	X(claims_released, "vfhealth_sentinel_claims_released_total",                        \
 	  "Claims released because their VMM was dead.")                                     \
 	X(reports_dropped, "vfhealth_sentinel_reports_dropped_total",                        \
-	  "Answers not reported because the claim changed during the poll.")                 \
-	X(polls, "vfhealth_sentinel_polls_total", "Completed polls.")
+	  "Answers not reported because the claim they are about could not be told.")                 \
+	X(polls, "vfhealth_sentinel_polls_total", "Completed polls.")                         \
+	X(reconciles, "vfhealth_sentinel_reconciles_total",                                  \
+	  "Completed stale-claim reconcile passes.")                                \
+	X(claims_unconfined, "vfhealth_sentinel_claims_unconfined_total",                    \
+	  "Claims skipped (per poll or reconcile) because a socket path lies outside the "   \
+	  "socket directories or resolves through a symlink.")                              \
+	X(list_errors, "vfhealth_sentinel_list_errors_total",                                \
+	  "Polls whose listing of the claims failed, in whole or in part (its claims "       \
+	  "may have gone unchecked).")
 
 /* The counters, kept apart from the poller so that they can live in memory
  * shared with vfhealthd, which runs the sentinel program as its child and
@@ -159,7 +190,8 @@ void sentinel_render_metrics(void *sentinel, FILE *out);
  * size of this struct is the table's version: the program refuses a memfd
  * of any other size.  Lock-free atomics: safe across processes. */
 struct sentinel_counters {
-	atomic_uint_fast64_t checks[6]; /* indexed by enum check_result (rules.h) */
+	atomic_uint_fast64_t checks[5]; /* indexed by enum check_result (rules.h) */
+	atomic_uint_fast64_t unknown[AGENT_REASON_COUNT]; /* UNKNOWN answers by reason */
 #define SENTINEL_ATOMIC_FIELD(field, name, help) atomic_uint_fast64_t field;
 	SENTINEL_SCALAR_COUNTERS(SENTINEL_ATOMIC_FIELD)
 #undef SENTINEL_ATOMIC_FIELD
@@ -176,7 +208,8 @@ void sentinel_counters_render(void *counters, FILE *out);
 
 /* A snapshot of the counters, for tests and the standalone binary. */
 struct sentinel_stats {
-	uint64_t checks[6]; /* indexed by enum check_result (rules.h) */
+	uint64_t checks[5]; /* indexed by enum check_result (rules.h) */
+	uint64_t unknown[AGENT_REASON_COUNT]; /* indexed by enum agent_unknown_reason */
 #define SENTINEL_PLAIN_FIELD(field, name, help) uint64_t field;
 	SENTINEL_SCALAR_COUNTERS(SENTINEL_PLAIN_FIELD)
 #undef SENTINEL_PLAIN_FIELD

@@ -11,11 +11,17 @@
  *
  * Reservations (the first step of a claim) are decided and kept in the
  * mirror alone (mirror.c): a claim is committed only from one, so one VF
- * never has two holders.
+ * never has two holders.  reservation_lock is held across a commit's whole
+ * mutate() and across a cancel, so a cancel (rm) either comes first (the
+ * commit finds nothing: -ENOENT) or sees the claim (and releases it), and a
+ * second commit of one reservation finds the first's claim (-EALREADY).
+ * Lock order: reservation_lock, then the mirror's locks; the committer
+ * (commit.c) never takes it.
  *
  * Reads: placement-facing ones (store_quarantined_list, store_vf_get,
- * store_claim_get) retry a latched store once (store_repair) and then fail
- * with -EIO; the others, lookups included, are answered from the mirror
+ * store_claim_get) retry a latched store once (store_retry_for_read: at most
+ * one retry a second) and then fail with -EIO; their _noretry variants, for
+ * readers who may not write, never retry; the others, lookups included, are answered from the mirror
  * while the store is unavailable, as long as it was ever loaded.
  */
 #include <errno.h>
@@ -52,12 +58,27 @@ static int normalize_optional_time(const char *in, char out[static RFC3339_BUFSZ
 	return rfc3339_normalize(in, out);
 }
 
-/* Placement-facing reads: a latched store retries once, then -EIO. */
-static int ensure_available(struct store *s)
+/* Placement-facing reads: a latched store retries once (at most one such
+ * retry a second for the whole store, and only for a reader who may write),
+ * then -EIO. */
+static int ensure_available(struct store *s, bool may_repair)
 {
 	if (atomic_load(&s->available))
 		return 0;
-	return store_repair(s) == 0 ? 0 : -EIO;
+	return may_repair && store_retry_for_read(s) == 0 ? 0 : -EIO;
+}
+
+int store_retry_for_read(struct store *s)
+{
+	int64_t now = monotonic_ns(), last = atomic_load(&s->read_repair_ns);
+
+	if (atomic_load(&s->available))
+		return 0;
+	/* one caller a second wins the slot; the others fail closed at once */
+	if ((last != 0 && now - last < STORE_READ_REPAIR_INTERVAL_NS) ||
+	    !atomic_compare_exchange_strong(&s->read_repair_ns, &last, now))
+		return -EIO;
+	return store_repair(s);
 }
 
 bool store_status(struct store *s, char *reason, size_t reason_size)
@@ -141,13 +162,23 @@ static int vf_read(struct store *s, const char *vf, uint64_t id, struct store_vf
 	return e ? 0 : -ENOENT;
 }
 
-int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret)
+static int vf_get(struct store *s, const char *vf, struct store_vf_info *ret, bool may_repair)
 {
 	if (!vf_address_valid(vf) || !ret)
 		return -EINVAL;
-	if (ensure_available(s) < 0)
+	if (ensure_available(s, may_repair) < 0)
 		return -EIO;
 	return vf_read(s, vf, 0, ret);
+}
+
+int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret)
+{
+	return vf_get(s, vf, ret, true);
+}
+
+int store_vf_get_noretry(struct store *s, const char *vf, struct store_vf_info *ret)
+{
+	return vf_get(s, vf, ret, false);
 }
 
 int store_vf_lookup(struct store *s, const char *vf, struct store_vf_info *ret)
@@ -187,11 +218,12 @@ int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count)
 	return 0;
 }
 
-int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
+static int quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count,
+			    bool may_repair)
 {
 	if (!ret || !count)
 		return -EINVAL;
-	if (ensure_available(s) < 0)
+	if (ensure_available(s, may_repair) < 0)
 		return -EIO;
 	mirror_rdlock(s);
 	char(*list)[VF_ADDR_BUFSZ] = calloc(MAX(s->n_quarantined, (size_t)1), sizeof(*list));
@@ -205,6 +237,16 @@ int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t 
 	*ret = list;
 	*count = n;
 	return 0;
+}
+
+int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
+{
+	return quarantined_list(s, ret, count, true);
+}
+
+int store_quarantined_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
+{
+	return quarantined_list(s, ret, count, false);
 }
 
 /* -- settings ------------------------------------------------------------------- */
@@ -409,6 +451,7 @@ int store_claim_reserve(struct store *s, const struct store_claim *c, struct sto
 	if (!res)
 		return -ENOMEM;
 	*res = *c;
+	res->reserved = true;
 	if (when[0])
 		memcpy(res->claimed_at, when, sizeof(when));
 	else
@@ -428,6 +471,9 @@ static int decide_commit(const struct store *s, const struct vf_entry *e, struct
 {
 	const struct store_claim *res = e ? e->reservation : NULL;
 
+	if (e && e->claim && e->claim->id == op->claim_in->id &&
+	    strcmp(e->claim->instance_id, op->instance_id) == 0)
+		return -EALREADY; /* committed by a concurrent commit */
 	if (!res || res->id != op->claim_in->id || strcmp(res->instance_id, op->instance_id) != 0)
 		return -ENOENT;
 	if (!op->when[0])
@@ -444,13 +490,42 @@ int store_claim_commit(struct store *s, const struct store_claim *c)
 	if ((r = claim_check(c, op.when)) < 0)
 		return r;
 	claim_op(&op, c);
-	return mutate(s, &op, decide_commit);
+	pthread_mutex_lock(&s->reservation_lock);
+	r = mutate(s, &op, decide_commit);
+	pthread_mutex_unlock(&s->reservation_lock);
+	return r;
 }
 
 void store_claim_cancel(struct store *s, const char *vf, uint64_t id)
 {
-	if (vf_address_valid(vf))
-		mirror_reservation_drop(s, vf, id);
+	if (!vf_address_valid(vf))
+		return;
+	pthread_mutex_lock(&s->reservation_lock);
+	mirror_reservation_drop(s, vf, id);
+	pthread_mutex_unlock(&s->reservation_lock);
+}
+
+/* Release (cancel) the reservation of op->instance_id on op->vf, if it holds
+ * one: 0 or a refusal (rule_release_refusal), 1 when it holds none (release
+ * the claim, if any). */
+static int release_reservation(struct store *s, const struct op *op)
+{
+	uint64_t id = 0;
+	int r = 1;
+
+	pthread_mutex_lock(&s->reservation_lock);
+	mirror_rdlock(s);
+	const struct vf_entry *e = mirror_find(s, op->vf);
+	const struct store_claim *res = e ? e->reservation : NULL;
+	if (res && strcmp(res->instance_id, op->instance_id) == 0) {
+		r = rule_release_refusal(res->claimed_at, op->when);
+		id = res->id;
+	}
+	mirror_unlock(s);
+	if (r == 0) /* no commit can come between: reservation_lock */
+		mirror_reservation_drop(s, op->vf, id);
+	pthread_mutex_unlock(&s->reservation_lock);
+	return r;
 }
 
 int store_claim(struct store *s, const struct store_claim *c, struct store_claim *ret)
@@ -464,8 +539,10 @@ int store_claim(struct store *s, const struct store_claim *c, struct store_claim
 		store_claim_cancel(s, res.vf, res.id);
 		return r;
 	}
-	if (ret)
+	if (ret) {
 		*ret = res;
+		ret->reserved = false; /* committed */
+	}
 	return 0;
 }
 
@@ -508,7 +585,10 @@ int store_release(struct store *s, const char *vf, const char *instance_id)
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
-	return mutate(s, &op, decide_release);
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	int r = release_reservation(s, &op);
+	return r <= 0 ? r : mutate(s, &op, decide_release);
 }
 
 int store_release_if(struct store *s, const char *vf, const char *instance_id,
@@ -521,30 +601,52 @@ int store_release_if(struct store *s, const char *vf, const char *instance_id,
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
-	return mutate(s, &op, decide_release);
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	int r = release_reservation(s, &op);
+	return r <= 0 ? r : mutate(s, &op, decide_release);
 }
 
-/* Copy the live claim of vf by instance_id from the mirror. */
+/* What holds e by name: its live claim, or its reservation (reserved set). */
+static const struct store_claim *entry_holder(const struct vf_entry *e)
+{
+	return e->claim ? e->claim : e->reservation;
+}
+
+/* Copy the live claim (or reservation) of vf by instance_id from the mirror. */
 static int claim_read(struct store *s, const char *vf, const char *instance_id,
 		      struct store_claim *ret)
 {
 	mirror_rdlock(s);
 	struct vf_entry *e = mirror_find(s, vf);
-	bool held = e && e->claim && strcmp(e->claim->instance_id, instance_id) == 0;
+	const struct store_claim *c = e ? entry_holder(e) : NULL;
+	bool held = c && strcmp(c->instance_id, instance_id) == 0;
 	if (held)
-		*ret = *e->claim;
+		*ret = *c;
 	mirror_unlock(s);
 	return held ? 0 : -ENOENT;
+}
+
+static int claim_get(struct store *s, const char *vf, const char *instance_id,
+		     struct store_claim *ret, bool may_repair)
+{
+	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
+		return -EINVAL;
+	if (ensure_available(s, may_repair) < 0)
+		return -EIO;
+	return claim_read(s, vf, instance_id, ret);
 }
 
 int store_claim_get(struct store *s, const char *vf, const char *instance_id,
 		    struct store_claim *ret)
 {
-	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
-		return -EINVAL;
-	if (ensure_available(s) < 0)
-		return -EIO;
-	return claim_read(s, vf, instance_id, ret);
+	return claim_get(s, vf, instance_id, ret, true);
+}
+
+int store_claim_get_noretry(struct store *s, const char *vf, const char *instance_id,
+			    struct store_claim *ret)
+{
+	return claim_get(s, vf, instance_id, ret, false);
 }
 
 int store_claim_lookup(struct store *s, const char *vf, const char *instance_id,
@@ -588,13 +690,13 @@ int store_claim_list(struct store *s, const char *vf, struct store_claim **ret, 
 		return -EIO;
 	mirror_rdlock(s);
 	struct vf_entry *one = vf ? mirror_find(s, vf) : NULL;
-	size_t n = vf ? (one && one->claim) : s->n_claimed;
+	size_t n = vf ? (one && entry_holder(one)) : s->n_claimed;
 	struct store_claim *list = calloc(MAX(n, (size_t)1), sizeof(*list));
 	size_t filled = 0;
 	for (size_t i = 0; list && i < s->n_vfs && filled < n; i++) {
 		const struct vf_entry *e = s->by_addr[i];
-		if (e->claim && (!vf || e == one))
-			list[filled++] = *e->claim;
+		if (entry_holder(e) && (!vf || e == one))
+			list[filled++] = *entry_holder(e);
 	}
 	mirror_unlock(s);
 	if (vf && !one) {
@@ -631,4 +733,5 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 	ret->ok_reports_noop = atomic_load(&s->ok_reports_noop);
 	ret->commits = atomic_load(&s->commits);
 	ret->commit_failures = atomic_load(&s->commit_failures);
+	ret->repairs = atomic_load(&s->repairs);
 }

@@ -144,7 +144,7 @@ static int op_register(struct store *s, struct op *op)
 	if (r < 0)
 		return r;
 	if (n >= VFS_MAX)
-		return -ENOSPC;
+		return -EMLINK; /* mkdir's errno for a directory that holds all it may */
 	r = db_vf_row(s, op->vf, &row);
 	if (r == 0)
 		return -EEXIST;
@@ -326,6 +326,7 @@ static int op_claim(struct store *s, struct op *op, const struct vf_row *row)
 	if (r < 0)
 		return r;
 	*out = *op->claim_in;
+	out->reserved = false;
 	copy_string(out->vf, sizeof(out->vf), op->vf);
 	copy_string(out->instance_id, sizeof(out->instance_id), op->instance_id);
 	if (op->when[0])

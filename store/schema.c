@@ -8,9 +8,19 @@
  * Design notes
  * ============
  *
- * Exclusivity.  store_open() takes flock(LOCK_EX|LOCK_NB) on PATH "-lock"
- * (a separate file: opening and closing the database file itself would drop
- * SQLite's POSIX locks), so a second daemon gets -EBUSY.
+ * Exclusivity.  store_open() takes flock(LOCK_EX|LOCK_NB) on PATH "-lock",
+ * so a second daemon gets -EBUSY, and also on a descriptor of the database
+ * file itself (db_fd), which names the inode: a second daemon given another
+ * name or a hard link of the same file gets -EBUSY too.  db_fd stays open
+ * until SQLite has closed the file (closing a descriptor of the file would
+ * drop SQLite's POSIX locks; flock and POSIX locks do not interact).
+ *
+ * A lost database is never a new one.  A database is created only when its
+ * path does not exist and no mark PATH ".created" says one was created
+ * before; the mark (the creation time, fsync'd, and its directory) is
+ * written once the schema is committed, and adopted by an unmarked database
+ * that opens.  A missing database with a mark, an empty file or a file that
+ * is not ours are refused: the store opens unavailable with the reason.
  *
  * A file that is not ours, has a newer schema or fails PRAGMA quick_check is
  * never written: nothing is written before the checks pass.
@@ -24,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -31,6 +42,7 @@
 #include <unistd.h>
 
 #include "proto/log.h"
+#include "proto/safefile.h"
 #include "store/store-internal.h"
 
 #define STORE_APPLICATION_ID 0x56464831 /* 'VFH1' */
@@ -45,9 +57,12 @@ void latch_unavailable(struct store *s, const char *reason)
 	for (char *p = s->reason; *p; p++)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = ' '; /* one line: it is shown in a status file and logs */
-	atomic_store(&s->available, false);
+	bool was_available = atomic_exchange(&s->available, false);
 	pthread_rwlock_unlock(&s->mirror_lock);
-	log_err("store: unavailable: %s", s->reason);
+	/* Once per transition: a failed retry keeps the store unavailable
+	 * (the open's own failure is the caller's to report). */
+	if (was_available)
+		log_err("store: unavailable: %s", s->reason);
 }
 
 
@@ -277,12 +292,120 @@ _Static_assert(STORE_SCHEMA_VERSION == 2, "the last migration names the schema v
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
 _Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
 
+static int render_mark(void *userdata, FILE *out)
+{
+	char now[RFC3339_BUFSZ];
+
+	rfc3339_now(now);
+	fprintf(out, "%s\n", now);
+	return 0;
+}
+
+/* The mark's first line (the creation time), for a reason; "" if unreadable. */
+static void read_mark(const struct store *s, char *buf, size_t size)
+{
+	_cleanup_fclose_ FILE *f = fopen(s->mark_path, "re");
+
+	buf[0] = '\0';
+	if (f && fgets(buf, (int)size, f))
+		buf[strcspn(buf, "\r\n")] = '\0';
+	for (char *p = buf; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = ' ';
+}
+
+/* Open and flock the database file, creating it only when neither it nor
+ * the mark of an earlier database exists (*created then says so).  Keeps
+ * the locked descriptor in s->db_fd; a file already held (same inode) is
+ * not opened again.  Returns 0, 1 (refused: reason set) or -EBUSY. */
+static int db_file_open(struct store *s, bool *created, char *reason, size_t reason_size)
+{
+	struct stat st, held;
+	int fd;
+
+	*created = false;
+	if (stat(s->path, &st) == 0 && s->db_fd >= 0 && fstat(s->db_fd, &held) == 0 &&
+	    st.st_dev == held.st_dev && st.st_ino == held.st_ino) {
+		fd = s->db_fd; /* still ours and locked */
+	} else {
+		fd = open(s->path, O_RDWR | O_CLOEXEC);
+		if (fd < 0 && errno == ENOENT) {
+			bool marked = access(s->mark_path, F_OK) == 0;
+			if (!marked && errno != ENOENT) {
+				snprintf(reason, reason_size, "cannot check %s: %s", s->mark_path,
+					 strerror(errno));
+				return 1;
+			}
+			if (marked) {
+				char mark[64];
+
+				read_mark(s, mark, sizeof(mark));
+				snprintf(reason, reason_size,
+					 "the database %s is missing but %s says one was created%s%s;"
+					 " refusing to start an empty one (restore the database,"
+					 " or remove %s to start afresh)",
+					 s->path, s->mark_path, mark[0] ? " at " : "", mark,
+					 s->mark_path);
+				return 1;
+			}
+			fd = open(s->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+			*created = fd >= 0;
+		}
+		if (fd < 0) {
+			snprintf(reason, reason_size, "cannot open %s: %s", s->path, strerror(errno));
+			return 1;
+		}
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			int err = errno;
+			close(fd);
+			snprintf(reason, reason_size, "cannot lock %s: %s", s->path,
+				 err == EWOULDBLOCK ? "the file (under this name or another"
+						      " name or hard link) is held by another process"
+						    : strerror(err));
+			return err == EWOULDBLOCK ? -EBUSY : 1;
+		}
+		/* SQLite is closed here (open_locked), so no lock of it is dropped */
+		if (s->db_fd >= 0)
+			close(s->db_fd);
+		s->db_fd = fd;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(reason, reason_size, "%s is not a regular file", s->path);
+		return 1;
+	}
+	if (!*created && st.st_size == 0) {
+		snprintf(reason, reason_size,
+			 "%s is empty (0 bytes): not a vfhealth database, and never taken for a new"
+			 " one", s->path);
+		return 1;
+	}
+	return 0;
+}
+
+/* Undo a creation that did not complete: the file holds nothing of value. */
+static void db_file_uncreate(struct store *s)
+{
+	static const char *const suffixes[] = { "", "-wal", "-shm", "-journal" };
+	struct stat st, held;
+
+	if (s->db_fd < 0 || fstat(s->db_fd, &held) < 0 || stat(s->path, &st) < 0 ||
+	    st.st_dev != held.st_dev || st.st_ino != held.st_ino)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
+		_cleanup_free_ char *p = NULL;
+		if (asprintf(&p, "%s%s", s->path, suffixes[i]) >= 0)
+			(void)unlink(p);
+	}
+}
+
 /* Open the database, check that it is ours, and load it.  Nothing is
  * written before the checks pass, so a foreign or damaged file is never
  * altered.  Returns 0 (opened), 1 (unusable: reason set), -EBUSY, -ENOMEM. */
+static int db_open_file(struct store *s, bool created, char *reason, size_t reason_size);
+
 static int db_open(struct store *s, char *reason, size_t reason_size)
 {
-	int64_t app_id, version, tables;
+	bool created;
 	int r;
 
 	if (s->lock_fd < 0) {
@@ -306,13 +429,24 @@ static int db_open(struct store *s, char *reason, size_t reason_size)
 		}
 		s->lock_fd = fd;
 	}
-	/* create it with our mode; SQLite gives -wal and -shm the same mode */
-	int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		snprintf(reason, reason_size, "cannot open %s: %s", s->path, strerror(errno));
-		return 1;
+	/* created with our mode; SQLite gives -wal and -shm the same mode */
+	r = db_file_open(s, &created, reason, reason_size);
+	if (r != 0)
+		return r;
+	r = db_open_file(s, created, reason, reason_size);
+	if (r != 0 && created) {
+		sqlite3_close_v2(s->db);
+		s->db = NULL;
+		db_file_uncreate(s);
 	}
-	close(fd);
+	return r;
+}
+
+/* db_open() once the file is open and locked: created says it is new. */
+static int db_open_file(struct store *s, bool created, char *reason, size_t reason_size)
+{
+	int64_t app_id, version, tables;
+	int r;
 
 	r = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX,
 			    s->vfs_name);
@@ -330,7 +464,8 @@ static int db_open(struct store *s, char *reason, size_t reason_size)
 			 sqlite3_errmsg(s->db));
 		return 1;
 	}
-	bool fresh = app_id == 0 && version == 0 && tables == 0;
+	/* only a file this call created is new: anything else must be ours */
+	bool fresh = created;
 	if (!fresh && app_id != STORE_APPLICATION_ID) {
 		snprintf(reason, reason_size,
 			 "%s is not a vfhealth database (application_id 0x%08llx, expected 0x%08x)",
@@ -384,6 +519,18 @@ static int db_open(struct store *s, char *reason, size_t reason_size)
 			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 		return 1;
 	}
+	/* The mark that this path holds a database: written once the schema is
+	 * durable, and adopted by a database created before marks existed. */
+	if (created || access(s->mark_path, F_OK) < 0) {
+		r = safefile_replace(s->mark_path, 0600, render_mark, NULL);
+		if (r < 0 && created) {
+			snprintf(reason, reason_size, "cannot write %s: %s", s->mark_path,
+				 strerror(-r));
+			return 1;
+		}
+		if (r < 0)
+			log_warn("store: cannot write %s: %s", s->mark_path, strerror(-r));
+	}
 	if (mirror_reload(s) < 0) {
 		snprintf(reason, reason_size, "%s", s->batch_error);
 		return 1;
@@ -406,6 +553,8 @@ static int open_locked(struct store *s)
 	sqlite3_close_v2(s->db);
 	s->db = NULL;
 	latch_unavailable(s, reason);
+	if (r < 0)
+		log_err("store: %s", reason); /* store_open() fails: the reason goes nowhere else */
 	return r;
 }
 
@@ -462,6 +611,7 @@ int store_repair(struct store *s)
 
 	pthread_mutex_lock(&s->write_lock);
 	if (!atomic_load(&s->available)) {
+		atomic_fetch_add(&s->repairs, 1);
 		if (!atomic_load(&s->loaded) || !s->db) {
 			open_locked(s);
 		} else {
@@ -511,10 +661,12 @@ int store_open(const struct store_options *opt, struct store **ret)
 	if (!s)
 		return -ENOMEM;
 	s->lock_fd = -1;
+	s->db_fd = -1;
 	s->queue_tail = &s->queue_head;
 	s->cfg_threshold = opt->threshold;
 	s->cfg_max_quarantined = opt->max_quarantined;
 	pthread_mutex_init(&s->write_lock, NULL);
+	pthread_mutex_init(&s->reservation_lock, NULL);
 	pthread_rwlock_init(&s->index_lock, NULL);
 	pthread_rwlock_init(&s->mirror_lock, NULL);
 	pthread_mutex_init(&s->queue_lock, NULL);
@@ -523,8 +675,10 @@ int store_open(const struct store_options *opt, struct store **ret)
 	s->path = strdup(opt->path);
 	if (asprintf(&s->lock_path, "%s-lock", opt->path) < 0)
 		s->lock_path = NULL;
+	if (asprintf(&s->mark_path, "%s.created", opt->path) < 0)
+		s->mark_path = NULL;
 	s->vfs_name = opt->vfs_name ? strdup(opt->vfs_name) : NULL;
-	if (!s->path || !s->lock_path || (opt->vfs_name && !s->vfs_name)) {
+	if (!s->path || !s->lock_path || !s->mark_path || (opt->vfs_name && !s->vfs_name)) {
 		store_close(s);
 		return -ENOMEM;
 	}
@@ -550,6 +704,8 @@ void store_close(struct store *s)
 	sqlite3_close_v2(s->read_db);
 	if (s->db)
 		sqlite3_close_v2(s->db);
+	if (s->db_fd >= 0)
+		close(s->db_fd); /* after SQLite: drops the file's flock */
 	if (s->lock_fd >= 0)
 		close(s->lock_fd); /* drops the flock */
 	mirror_clear(s);
@@ -558,9 +714,11 @@ void store_close(struct store *s)
 	pthread_mutex_destroy(&s->queue_lock);
 	pthread_rwlock_destroy(&s->mirror_lock);
 	pthread_rwlock_destroy(&s->index_lock);
+	pthread_mutex_destroy(&s->reservation_lock);
 	pthread_mutex_destroy(&s->write_lock);
 	free(s->path);
 	free(s->lock_path);
+	free(s->mark_path);
 	free(s->vfs_name);
 	free(s);
 }

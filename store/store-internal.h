@@ -25,22 +25,12 @@
  * sentinel workers.  A mutation is queued as an `op` and the first caller to
  * find no commit leader becomes the leader and runs the batch (commit.c).
  *
- * Locks, outermost first (a thread never takes an earlier one while holding
- * a later one):
- *   1. write_lock (mutex): whoever talks to SQLite holds it: the leader for
- *      its whole batch, store_repair(), open.  Also guards batch_failed /
- *      batch_error.
- *   2. index_lock (rwlock): the VF index (by_addr, by_id arrays and the
- *      vf_entry objects' lifetime).  Its write side is taken only when VFs
- *      are registered or unregistered (and when the whole mirror is loaded).
- *   3. mirror_lock (rwlock): everything inside the entries (quarantine bits,
- *      failures, claims), the settings, the counts and the reason.  Readers
- *      take the read side; the leader takes the write side only to apply a
- *      committed batch (memory only, never across an fsync).
- *   4. queue_lock (mutex): the op queue and the leader flag; a leaf.
- *   read_lock (mutex): the listing connection read_db (listing.c).  Outside
- *      the order above: a leaf, never held while taking another store lock,
- *      and taken with no other store lock held.
+ * Locks: rows 2-6 of the lock table in docs/architecture.md (the one
+ * statement of the order).  Local detail: write_lock also guards
+ * batch_failed / batch_error; index_lock's write side is also taken when the
+ * whole mirror is loaded; mirror_lock covers everything inside the entries
+ * (quarantine bits, failures, claims), the settings, the counts and the
+ * reason, and the leader takes its write side only to apply a committed batch.
  * The success fast path takes only index_lock's read side and reads the
  * entry's atomic failure_count, so a healthy poll never waits for a commit,
  * a claim or a failure report, and works while the store is unavailable.
@@ -178,15 +168,21 @@ struct store {
 	/* set at open, then constant */
 	char *path;
 	char *lock_path;
+	char *mark_path; /* PATH ".created": a database was created here */
 	char *vfs_name;
 	int cfg_threshold;
 	int cfg_max_quarantined;
 
 	pthread_mutex_t write_lock;
 	int lock_fd; /* flock'd; -1 while not held */
+	int db_fd;   /* the database file itself, flock'd; -1 while not held */
 	sqlite3 *db;
 	bool batch_failed;
 	char batch_error[STORE_REASON_MAX];
+
+	/* orders a reservation's commit with its cancel and with other commits
+	 * of it (api.c); taken before any other lock, never by the committer */
+	pthread_mutex_t reservation_lock;
 
 	pthread_rwlock_t index_lock;
 	struct vf_entry **by_addr; /* sorted by address */
@@ -225,7 +221,12 @@ struct store {
 	atomic_uint_fast64_t ok_reports_noop;
 	atomic_uint_fast64_t commits;
 	atomic_uint_fast64_t commit_failures;
+	atomic_uint_fast64_t repairs;   /* store_repair() attempts on an unavailable store */
+	atomic_int_fast64_t read_repair_ns; /* monotonic time of the last read-triggered retry */
 };
+
+/* Reads retry a latched store at most this often (store_retry_for_read). */
+#define STORE_READ_REPAIR_INTERVAL_NS 1000000000LL
 
 /* -- mirror.c ------------------------------------------------------------------ */
 

@@ -76,10 +76,14 @@
  *                 reservation refuses other claims and reservations of its
  *                 VF like a claim, blocks unregistering (-EBUSY), and counts
  *                 as claimed wherever placement reads (store_vf_info.claimed,
- *                 store_stats: fail closed); it is not a claim for names
- *                 (store_claim_get/lookup/list) and is seen only by its id
- *                 (store_claim_get_by_id: its creator's inode).  A restart
- *                 forgets it.
+ *                 store_stats: fail closed).  It is visible by name like a
+ *                 claim (store_claim_get/lookup/list/get_by_id, with
+ *                 `reserved` set and its stamped claimed_at), so whoever
+ *                 holds the name can reopen it; releasing it
+ *                 (store_release, or store_release_if naming its claimed_at)
+ *                 cancels it.  Commits and cancels of a reservation are
+ *                 ordered: a commit after a cancel is -ENOENT, a second
+ *                 commit -EALREADY.  A restart forgets it.
  *
  *  Breaker        an optional cap on the number of quarantined VFs (0 = no
  *                 cap, the default).  A failure report that would quarantine
@@ -106,14 +110,32 @@
  *                 change state fail with -EIO; calls that would change
  *                 nothing still succeed; placement-facing reads
  *                 (store_quarantined_list, store_vf_get's quarantine bit,
- *                 store_claim_get) first retry (store_repair) and then fail
- *                 with -EIO.  Name lookups (store_vf_lookup,
+ *                 store_claim_get) first retry (store_retry_for_read: a
+ *                 store_repair at most once a second for the whole store)
+ *                 and then fail with -EIO; their _noretry variants, for
+ *                 readers who may not write, fail at once and never
+ *                 repair.  Name lookups (store_vf_lookup,
  *                 store_claim_lookup) are not placement-facing: they are
  *                 answered from memory, never retry, and work while latched.  store_repair() retries and clears the latch
  *                 when a write works again.  A database that fails
  *                 PRAGMA quick_check or cannot be parsed at open is never
  *                 overwritten: the store opens unavailable with the reason,
- *                 and store_repair() retries the open.
+ *                 and store_repair() retries the open.  The availability
+ *                 transition is logged once, not once per failed retry.
+ *
+ *  Lost database  never taken for a new one: a database is created only
+ *                 when PATH does not exist and no mark PATH ".created"
+ *                 (written, fsync'd, when the database is created; holds
+ *                 the creation time) says one existed.  A missing database
+ *                 with its mark, an empty (0-byte) file or a file that is
+ *                 not a vfhealth database: unavailable with the reason, the
+ *                 file untouched.  To start afresh the operator removes
+ *                 the mark (docs/runbook.md).
+ *
+ *  One writer     per database file: besides PATH "-lock", the store
+ *                 flocks the database file itself, so a second store
+ *                 opening the same file by any name or hard link gets
+ *                 -EBUSY.
  */
 #ifndef VFHEALTH_STORE_H
 #define VFHEALTH_STORE_H
@@ -138,11 +160,12 @@ struct store_options {
 	const char *vfs_name; /* SQLite VFS to use (tests inject faults); NULL = default */
 };
 
-/* Open (creating if needed) the database.  Returns 0 with *ret set even when
- * the database is unusable: the store is then unavailable (store_status()
- * says why) and serves nothing until store_repair() succeeds.  Fails only on
- * bad options (-EINVAL), -ENOMEM, or -EBUSY when another process holds the
- * database. */
+/* Open (creating if needed: "Lost database" above) the database.  Returns 0
+ * with *ret set even when the database is unusable: the store is then
+ * unavailable (store_status() says why) and serves nothing until
+ * store_repair() succeeds.  Fails only on bad options (-EINVAL), -ENOMEM,
+ * or -EBUSY when another process holds the database (its lock file, or the
+ * database file under any name). */
 int store_open(const struct store_options *opt, struct store **ret);
 void store_close(struct store *s);
 
@@ -157,6 +180,11 @@ bool store_status(struct store *s, char *reason, size_t reason_size);
  * the store is available afterwards (also when it already was), else -EIO
  * and the reason is updated. */
 int store_repair(struct store *s);
+
+/* The retry of a placement-facing read: store_repair(), but at most once a
+ * second for the whole store (-EIO at once within that second).  0 when
+ * available.  Call it only for a reader who may write. */
+int store_retry_for_read(struct store *s);
 
 /* -- change notification -------------------------------------------------- */
 
@@ -187,6 +215,7 @@ void store_set_change_callback(struct store *s, store_change_fn fn, void *userda
 
 /* -- VFs ------------------------------------------------------------------ */
 
+/* -EEXIST when registered, -EMLINK once VFS_MAX are (grammar/limits.h). */
 int store_vf_register(struct store *s, const char *vf);
 int store_vf_unregister(struct store *s, const char *vf);
 
@@ -202,6 +231,8 @@ struct store_vf_info {
 /* One VF.  -ENOENT when not registered; -EIO when unavailable after a retry
  * (its quarantine bit is a placement-facing read). */
 int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret);
+/* The same for a reader who may not write: never retries (-EIO at once). */
+int store_vf_get_noretry(struct store *s, const char *vf, struct store_vf_info *ret);
 
 /* The same from memory, for resolving names (a path lookup, an inode):
  * never retries or repairs, served while unavailable.  NOT placement-facing:
@@ -219,6 +250,7 @@ int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count);
 
 /* The quarantined VFs, sorted.  Placement-facing: retries, then -EIO. */
 int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
+int store_quarantined_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
 
 struct store_failure {
 	char reported_at[RFC3339_BUFSZ];
@@ -288,6 +320,7 @@ struct store_claim {
 	uint64_t pid_starttime;               /* /proc/PID/stat field 22 at claim, 0 when unknown */
 	char boot_id[BOOT_ID_BUFSZ];          /* the host's boot id at claim, "" when unknown */
 	uint64_t id;                          /* stable, never reused: names the inode */
+	bool reserved;                        /* a reservation, not committed yet (reads) */
 };
 
 /* Claim c->vf for c->instance_id.  On success, when ret is non-NULL, it
@@ -304,9 +337,11 @@ int store_claim_reserve(struct store *s, const struct store_claim *c, struct sto
 
 /* Commit the reservation c->id of c->vf by c->instance_id as a claim with
  * c's attributes (claimed_at as given, or the reservation's when "").
- * -ENOENT when no such reservation; the refusals of store_claim() when the
- * VF was quarantined meanwhile; -EIO while unavailable.  On failure the
- * reservation stays: the caller cancels it. */
+ * -EALREADY when it was committed already (by a concurrent commit: c's
+ * attributes are then not applied; store_claim_update() them); -ENOENT when
+ * no such reservation or claim (cancelled); the refusals of store_claim()
+ * when the VF was quarantined meanwhile; -EIO while unavailable.  On other
+ * failures the reservation stays: the caller cancels it. */
 int store_claim_commit(struct store *s, const struct store_claim *c);
 
 /* Drop the reservation `id` of vf, if it is still one (a no-op otherwise). */
@@ -319,13 +354,14 @@ void store_claim_cancel(struct store *s, const char *vf, uint64_t id);
  * name the VMM's own time).  -ENOENT when not held. */
 int store_claim_update(struct store *s, const struct store_claim *c);
 
-/* Release a live claim (it moves to history). -ENOENT when not held. */
+/* Release a live claim (it moves to history), or cancel a reservation
+ * (nothing is left). -ENOENT when not held. */
 int store_release(struct store *s, const char *vf, const char *instance_id);
 
-/* Release it only if its claimed_at is claimed_at (any RFC 3339 spelling,
- * compared canonical): -ESTALE when the live claim has another one (it was
- * released and claimed again), and nothing changes; -ENOENT when none;
- * -EINVAL for a bad or empty time. */
+/* Release it (or cancel a reservation) only if its claimed_at is claimed_at
+ * (any RFC 3339 spelling, compared canonical): -ESTALE when the live claim
+ * has another one (it was released and claimed again), and nothing changes;
+ * -ENOENT when none; -EINVAL for a bad or empty time. */
 int store_release_if(struct store *s, const char *vf, const char *instance_id,
 		     const char *claimed_at);
 
@@ -333,6 +369,8 @@ int store_release_if(struct store *s, const char *vf, const char *instance_id,
  * -ENOENT when none. */
 int store_claim_get(struct store *s, const char *vf, const char *instance_id,
 		    struct store_claim *ret);
+int store_claim_get_noretry(struct store *s, const char *vf, const char *instance_id,
+			    struct store_claim *ret);
 
 /* The same from memory, for resolving names: never retries or repairs,
  * served while unavailable; NOT placement-facing (use store_claim_get()).
@@ -364,6 +402,7 @@ struct store_stats {
 	uint64_t ok_reports_noop;      /* success reports that changed nothing */
 	uint64_t commits;              /* durable transactions since open */
 	uint64_t commit_failures;
+	uint64_t repairs;              /* store_repair() attempts on an unavailable store */
 };
 
 void store_get_stats(struct store *s, struct store_stats *ret);

@@ -18,6 +18,8 @@
  *   silent     accepts and never reads, writes or closes (connections pile up)
  *   ok         a correct agent whose GPU initialized
  *   failed     a correct agent that saw "RmInitAdapter failed!"
+ *   witness    prints "accepted MODE-I" on stdout and hangs up (counts
+ *              who reaches a socket that must never be reached)
  *
  * Design notes: one thread, one poll() loop over the listeners and every
  * connection; a once-a-second tick drives the trickle.  No locks.  Limits:
@@ -45,10 +47,11 @@
 #define CONN_MAX 8192
 #define LISTENER_MAX 2048
 
-enum mode { M_GARBAGE, M_HUGE, M_TRICKLE, M_HALF, M_WRONGTYPE, M_SILENT, M_OK, M_FAILED, M_COUNT };
+enum mode { M_GARBAGE, M_HUGE, M_TRICKLE, M_HALF, M_WRONGTYPE, M_SILENT, M_OK, M_FAILED, M_WITNESS, M_COUNT };
 static const char *const mode_names[M_COUNT] = {
-	"garbage", "huge", "trickle", "half", "wrongtype", "silent", "ok", "failed",
+	"garbage", "huge", "trickle", "half", "wrongtype", "silent", "ok", "failed", "witness",
 };
+static unsigned listener_index[LISTENER_MAX]; /* I of MODE-I.sock */
 
 struct conn {
 	int fd;
@@ -148,6 +151,12 @@ static void on_accept(size_t l)
 		int fd = accept4(pfds[l].fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
+		if (listener_mode[l] == M_WITNESS) {
+			printf("accepted witness-%u\n", listener_index[l]);
+			fflush(stdout);
+			close(fd);
+			continue;
+		}
 		if (n_conns == CONN_MAX) {
 			close(fd);
 			continue;
@@ -257,6 +266,7 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			listener_mode[n_listeners] = m;
+			listener_index[n_listeners] = i;
 			pfds[n_listeners++] = (struct pollfd){ .fd = fd, .events = POLLIN };
 		}
 	}

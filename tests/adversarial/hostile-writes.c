@@ -6,14 +6,20 @@
  *
  *   threshold        digits, 1..1000                       else EINVAL
  *   max_quarantined  digits, 0..65536                      else EINVAL
+ *                    (every number: canonical, no sign, no leading zero)
  *   status           "repair"                              else EINVAL
  *   VF/quarantined   "1" or "0"                            else EINVAL
  *   VF/report        "failed ID AT [MSG]" | "ok ID AT"     else EINVAL
  *                    (ID an instance id, AT RFC 3339 or "-", one line)
  *   VF/assignments/ID  key=value lines: claimed_at (fixed after the first
- *                    write), agent (an endpoint), control (an absolute
+ *                    write), agent (an endpoint without control
+ *                    characters), control (an absolute
  *                    path without control characters, < 108 bytes),
- *                    pid (1..4194304), each at most once    else EINVAL
+ *                    pid (1..4194304), each at most once    else EINVAL;
+ *                    then a socket path the write changes (control=,
+ *                    agent=unix:/hvsock:) lies in SOCKET_DIR: normalized,
+ *                    below it, not through SOCKET_DIR/link (a symlink
+ *                    this program plants, to a directory outside)  else EACCES
  *   mkdir NAME       a VF address                          else EINVAL
  *   create assignments/NAME   an instance id               else EINVAL
  *
@@ -22,7 +28,9 @@
  * readable file exactly as it was; every accepted one must show its effect;
  * any other errno (EIO, ENOTCONN: the daemon died) fails the test.
  *
- *   hostile-writes MOUNT ITERATIONS SEED
+ *   hostile-writes MOUNT ITERATIONS SEED SOCKET_DIR
+ *
+ * SOCKET_DIR is the daemon's only --socket-dir.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +55,8 @@ static const char *const vfs[] = { "0000:61:00.1", "0000:61:00.2", "0000:61:00.3
 #define N_VFS 3
 #define CLAIMED_VF 2 /* vfs[2] holds the claim "vm-3" */
 static char claimed_at[RFC3339_BUFSZ];
-static unsigned long n_ok, n_rejected, n_checked;
+static const char *sockroot; /* the daemon's --socket-dir */
+static unsigned long n_ok, n_rejected, n_checked, n_denied;
 
 enum target { T_THRESHOLD, T_MAXQ, T_STATUS, T_VFQ, T_REPORT, T_CLAIM, T_MKDIR, T_CREATE, T_COUNT };
 static const char *const target_names[T_COUNT] = {
@@ -152,9 +161,20 @@ static char *command_of(const char *buf, size_t len)
 	return c;
 }
 
+/* The oracle's own rule, not the parser's: one spelling per number. */
 static bool number_in(const char *s, uint64_t lo, uint64_t hi, uint64_t *v)
 {
+	if (s[0] == '0' && s[1])
+		return false; /* a leading zero */
 	return parse_uint64(s, lo, hi, v) == 0;
+}
+
+static bool has_control(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
 }
 
 /* "failed ID AT [MSG]" or "ok ID AT". */
@@ -200,6 +220,7 @@ static bool report_valid(const char *cmd)
 struct claim_update {
 	bool agent_set, control_set, pid_set;
 	char agent[ENDPOINT_STRING_MAX + 64];
+	char agent_path[ENDPOINT_STRING_MAX + 64]; /* unix: and hvsock:, else "" */
 	char control[4200];
 	uint64_t pid;
 };
@@ -244,11 +265,14 @@ static bool claim_valid(const char *cmd, struct claim_update *u)
 		}
 		case 1: {
 			struct endpoint ep;
-			if (*v && (strlen(v) >= ENDPOINT_STRING_MAX || endpoint_parse(v, &ep) < 0))
+			if (*v && (strlen(v) >= ENDPOINT_STRING_MAX || has_control(v) ||
+				   endpoint_parse(v, &ep) < 0))
 				return false;
 			u->agent_set = true;
 			if (*v)
 				endpoint_format(&ep, u->agent, sizeof(u->agent));
+			if (*v && ep.kind != ENDPOINT_VSOCK)
+				snprintf(u->agent_path, sizeof(u->agent_path), "%s", ep.path);
 			break;
 		}
 		case 2:
@@ -268,6 +292,64 @@ static bool claim_valid(const char *cmd, struct claim_update *u)
 		}
 	}
 	return true;
+}
+
+/* The confinement rule, as vfhealth(5) says it: below sockroot, every
+ * component non-empty and neither "." nor "..", and not through
+ * sockroot/link (the one symlink there). */
+static bool path_confined(const char *p)
+{
+	size_t n = strlen(sockroot);
+	const char *c;
+
+	if (strncmp(p, sockroot, n) != 0 || p[n] != '/')
+		return false;
+	c = p + n + 1;
+	if (strncmp(c, "link", 4) == 0 && (c[4] == '/' || c[4] == '\0'))
+		return false;
+	for (;;) {
+		size_t len = strcspn(c, "/");
+		if (len == 0 || (len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (!c[len])
+			return true;
+		c += len + 1;
+	}
+}
+
+/* The stored value of KEY in the claim vm-3 ("" when unset). */
+static void claim_value(const char *key, char *buf, size_t size)
+{
+	char path[512], content[8192], want[32];
+	const char *line;
+
+	snprintf(path, sizeof(path), "%s/%s/assignments/vm-3", mnt, vfs[CLAIMED_VF]);
+	read_into(path, content, sizeof(content));
+	snprintf(want, sizeof(want), "\n%s=", key);
+	line = strstr(content, want);
+	if (!line)
+		die("claim without %s=:\n%s", key, content);
+	line += strlen(want);
+	snprintf(buf, size, "%.*s", (int)strcspn(line, "\n"), line);
+}
+
+/* Whether a valid claim update u must get EACCES: it changes a socket path
+ * to one outside the socket directory. */
+static bool claim_denied(const struct claim_update *u)
+{
+	char current[4300];
+
+	if (u->control_set && u->control[0]) {
+		claim_value("control", current, sizeof(current));
+		if (strcmp(current, u->control) != 0 && !path_confined(u->control))
+			return true;
+	}
+	if (u->agent_set && u->agent_path[0]) {
+		claim_value("agent", current, sizeof(current));
+		if (strcmp(current, u->agent) != 0 && !path_confined(u->agent_path))
+			return true;
+	}
+	return false;
 }
 
 static bool vf_address_valid(const char *s)
@@ -306,7 +388,42 @@ static const char *const boundaries[] = {
 	"claimed_at=2020-01-01T00:00:00Z", "unknown=1", "agent=unix:/x\n\ncontrol=/c\n",
 	"0000:61:00.1", "0000:61:00.8", "0000:61:0g.1", "0000:61:00.10", "0000:61:00",
 	"0000:61:00.1 ", "0000:6A:00.1", "ffff:ff:ff.7", "vm-1", ".vm", "a", "-", "_",
+	/* strict values (issue 12.4): leading zeros, control characters in agent= */
+	"03", "00", "0001000", "pid=01", "pid=007", "agent=vsock:03", "agent=vsock:3:02222",
+	"agent=unix:/run/a\x1b[31mb", "agent=unix:/run/a\rb", "agent=unix:/run/a\ab",
+	"agent=hvsock:/run/a\x7f:2222", "control=/run/a\x1b" "b", "failed vm-1 - \x1b[31mred\a\r",
 };
+
+/* Claim values at the socket directory's edges ('@' is SOCKET_DIR). */
+static const char *const root_boundary_forms[] = {
+	"agent=unix:@/a.sock", "agent=hvsock:@/vm.sock:77", "control=@/c.sock",
+	"control=@/vm-1/c.sock", "control=@/../etc/shadow", "control=@/./c", "control=@//c",
+	"control=@/", "control=@", "control=@x/c.sock", "agent=unix:@/link/x.sock",
+	"control=@/link", "control=@/link/c", "agent=hvsock:@/link/vm.sock:2222",
+	"agent=unix:@/a/../../x.sock", "agent=unix:@/a.sock\ncontrol=@/link/c",
+	"agent=vsock:3\ncontrol=@/ok.sock", "control=@/vm-1/../../root-only/x.sock",
+};
+static char *root_boundaries[ARRAY_SIZE(root_boundary_forms)];
+static char claim_template[512];
+
+/* form with every '@' replaced by sockroot (malloc'd). */
+static char *expand(const char *form)
+{
+	char *out = malloc(strlen(form) * (strlen(sockroot) + 1) + 1), *o = out;
+
+	if (!out)
+		die("out of memory");
+	for (const char *f = form; *f; f++) {
+		if (*f == '@') {
+			memcpy(o, sockroot, strlen(sockroot));
+			o += strlen(sockroot);
+		} else {
+			*o++ = *f;
+		}
+	}
+	*o = '\0';
+	return out;
+}
 
 static const char *valid_template(enum target t)
 {
@@ -322,7 +439,7 @@ static const char *valid_template(enum target t)
 	case T_REPORT:
 		return "failed vm-9 2026-11-29T07:44:51.123456789Z NVRM: RmInitAdapter failed!";
 	case T_CLAIM:
-		return "agent=vsock:3:2222\ncontrol=/run/vmm.sock\npid=1\n";
+		return claim_template;
 	case T_MKDIR:
 		return "0000:62:00.1";
 	case T_CREATE:
@@ -345,7 +462,8 @@ static size_t make_input(enum target t, char *buf, size_t size)
 		for (size_t i = 0; i < len && i < size; i++)
 			buf[i] = random() % 4 ? alphabet[random() % strlen(alphabet)] : (char)(random() % 256);
 	} else if (how < 6) { /* a boundary value */
-		const char *b = boundaries[random() % ARRAY_SIZE(boundaries)];
+		const char *b = random() % 4 ? boundaries[random() % ARRAY_SIZE(boundaries)]
+					     : root_boundaries[random() % ARRAY_SIZE(root_boundaries)];
 		len = strlen(b);
 		memcpy(buf, b, len);
 	} else { /* a valid command, mutated */
@@ -404,7 +522,7 @@ static void attempt(enum target t, const char *buf, size_t len)
 	char path[512], shown[512], value[256];
 	int v = (int)(random() % N_VFS);
 	struct claim_update u;
-	bool valid = false, may_busy = false;
+	bool valid = false, may_busy = false, denied = false;
 	uint64_t num = 0;
 	int r;
 
@@ -434,6 +552,7 @@ static void attempt(enum target t, const char *buf, size_t len)
 		break;
 	case T_CLAIM:
 		valid = cmd && claim_valid(cmd, &u);
+		denied = valid && claim_denied(&u);
 		snprintf(path, sizeof(path), "%s/%s/assignments/vm-3", mnt, vfs[CLAIMED_VF]);
 		break;
 	case T_MKDIR:
@@ -493,6 +612,13 @@ static void attempt(enum target t, const char *buf, size_t len)
 			die("%s: an empty write failed: %s", target_names[t], strerror(-r));
 		goto rejected;
 	}
+	if (denied) {
+		if (r != -EACCES)
+			die("%s '%s': %s, want EACCES (a socket path outside %s)", target_names[t],
+			    shown, r ? strerror(-r) : "accepted", sockroot);
+		n_denied++;
+		goto rejected;
+	}
 	if (valid && r != 0 && !(t == T_VFQ && r == -EBUSY))
 		die("%s '%s': %s, want success", target_names[t], shown, strerror(-r));
 	if (!valid && r == 0)
@@ -540,6 +666,15 @@ static void attempt(enum target t, const char *buf, size_t len)
 					die("claim '%s': accepted but reads back:\n%s", shown, content);
 			}
 		}
+		/* Whatever was accepted, no reader is shown a control character:
+		 * values that could carry one are refused, messages sanitized. */
+		{
+			_cleanup_free_ char *now = snapshot();
+			for (const char *q = now; *q; q++)
+				if (*q != '\n' && ((unsigned char)*q < 0x20 || *q == 0x7f))
+					die("%s '%s': accepted, and a reader sees control character 0x%02x",
+					    target_names[t], shown, (unsigned char)*q);
+		}
 		return;
 	}
 rejected:
@@ -560,12 +695,21 @@ int main(int argc, char **argv)
 	char path[512];
 	static char buf[140000];
 
-	if (argc != 4 || parse_uint64(argv[2], 1, 10000000, &iterations) < 0 ||
-	    parse_uint64(argv[3], 0, UINT32_MAX, &seed) < 0) {
-		fprintf(stderr, "usage: hostile-writes MOUNT ITERATIONS SEED\n");
+	if (argc != 5 || parse_uint64(argv[2], 1, 10000000, &iterations) < 0 ||
+	    parse_uint64(argv[3], 0, UINT32_MAX, &seed) < 0 || argv[4][0] != '/') {
+		fprintf(stderr, "usage: hostile-writes MOUNT ITERATIONS SEED SOCKET_DIR\n");
 		return 2;
 	}
 	mnt = argv[1];
+	sockroot = argv[4];
+	for (size_t i = 0; i < ARRAY_SIZE(root_boundary_forms); i++)
+		root_boundaries[i] = expand(root_boundary_forms[i]);
+	snprintf(claim_template, sizeof(claim_template),
+		 "agent=vsock:3:2222\ncontrol=%s/vmm.sock\npid=1\n", sockroot);
+	/* A symlink in the socket directory to one outside it. */
+	snprintf(path, sizeof(path), "%s/link", sockroot);
+	if (symlink("/etc", path) < 0 && errno != EEXIST)
+		die("symlink %s: %s", path, strerror(errno));
 	srandom((unsigned)seed);
 
 	for (int v = 0; v < N_VFS; v++) {
@@ -585,9 +729,12 @@ int main(int argc, char **argv)
 		die("claim reads back '%s'", content);
 
 	/* Every boundary value once against every file, then random rounds. */
-	for (int t = 0; t < T_COUNT; t++)
+	for (int t = 0; t < T_COUNT; t++) {
 		for (size_t b = 0; b < ARRAY_SIZE(boundaries); b++)
 			attempt((enum target)t, boundaries[b], strlen(boundaries[b]));
+		for (size_t b = 0; b < ARRAY_SIZE(root_boundaries); b++)
+			attempt((enum target)t, root_boundaries[b], strlen(root_boundaries[b]));
+	}
 	/* The command-length limit from both sides, and a write larger than
 	 * one FUSE request (the kernel splits it; the first part is refused). */
 	for (int t = 0; t < T_CREATE; t++) {
@@ -602,8 +749,11 @@ int main(int argc, char **argv)
 		size_t len = make_input(t, buf, sizeof(buf));
 		attempt(t, buf, len);
 	}
-	printf("hostile-writes: %lu accepted, %lu rejected (state compared after each):\n", n_ok,
-	       n_rejected);
+	printf("hostile-writes: %lu accepted, %lu rejected (state compared after each), %lu of "
+	       "them socket paths outside %s (EACCES):\n",
+	       n_ok, n_rejected, n_denied, sockroot);
+	for (size_t i = 0; i < ARRAY_SIZE(root_boundaries); i++)
+		free(root_boundaries[i]);
 	for (int t = 0; t < T_COUNT; t++)
 		printf("  %-22s %5lu accepted %5lu rejected\n", target_names[t], per_target[t][0],
 		       per_target[t][1]);

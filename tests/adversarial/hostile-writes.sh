@@ -17,8 +17,15 @@ if mkdir -p "$dbdir" && mount -t tmpfs -o size=64m tmpfs "$dbdir" 2>/dev/null; t
 	EXTRA_MOUNTS+=("$dbdir")
 fi
 DB=$dbdir/vfhealth.db
+# Claims' socket paths must lie in $T/sock (issue 12); the program plants a
+# symlink there and expects EACCES for every path outside or through it.
+mkdir "$T/sock"
+SOCKET_DIRS=("$T/sock")
 start_daemon --threshold 1000 --no-sentinel
-"$bin" "$mnt" "$iterations" "$seed" || fail "hostile-writes found a violation (seed $seed)"
+"$bin" "$mnt" "$iterations" "$seed" "$T/sock" || fail "hostile-writes found a violation (seed $seed)"
 kill -0 "$DAEMON_PID" 2>/dev/null || fail "vfhealthd died"
 [[ $(vf_read "$mnt/status") == ok ]] || fail "status: $(vf_read "$mnt/status")"
+# Each refusal named its writer.
+grep -q "refused (outside the socket directories or through a symlink) for uid 0 pid [0-9]" \
+	"$DAEMON_LOG" || fail "no refusal naming its writer in the log"
 stop_daemon

@@ -29,21 +29,21 @@ expect_rc() { # RC PATTERN ARGS...: exit status and a word of the message
 }
 expect_rc 0 "Usage" --help
 expect_rc 0 "vfhealth-agent [0-9]" --version
-expect_rc 1 "probe-interval" --probe-interval 0
-expect_rc 1 "probe-window" --probe-window 1x
-expect_rc 1 "probe-timeout" --probe-timeout -1
-expect_rc 1 "--listen" --listen hvsock:/run/vm.sock
-expect_rc 1 "--listen" --listen unix:relative
+expect_rc 2 "probe-interval" --probe-interval 0
+expect_rc 2 "probe-window" --probe-window 1x
+expect_rc 2 "probe-timeout" --probe-timeout -1
+expect_rc 2 "--listen" --listen hvsock:/run/vm.sock
+expect_rc 2 "--listen" --listen unix:relative
 expect_rc 1 "nvidia-smi" --listen "unix:$T/x.sock" --nvidia-smi "$T/none"
 expect_rc 3 "not an endpoint" --query vsock:any
 expect_rc 3 "only --timeout" --query unix:/x --kmsg /dev/null
 expect_rc 3 "timeout" --query unix:/x --timeout 0
 expect_rc 3 "No such file" --query "unix:$T/none.sock"
-expect_rc 1 "belongs to --query" --timeout 1
-expect_rc 1 "unexpected argument" stray
+expect_rc 2 "belongs to --query" --timeout 1
+expect_rc 2 "unexpected argument" stray
 [ ! -e "$T/x.sock" ] || fail "a refused start left a socket"
 
-mkdir -p "$T/sys/bus/pci/devices/0000:00:03.0" "$T/sys/bus/pci/devices/0000:00:01.0"
+mkdir -p "$T/dev" "$T/sys/bus/pci/devices/0000:00:03.0" "$T/sys/bus/pci/devices/0000:00:01.0"
 echo 0x8086 > "$T/sys/bus/pci/devices/0000:00:01.0/vendor"
 echo 0x10de > "$T/sys/bus/pci/devices/0000:00:03.0/vendor"
 mkfifo "$T/kmsg"
@@ -54,14 +54,15 @@ SMI
 chmod +x "$T/nvidia-smi"
 
 "$AGENT" -v --listen "unix:$T/agent.sock" --kmsg "$T/kmsg" --sysfs-root "$T/sys" \
-	--nvidia-smi "$T/nvidia-smi" --probe-interval 0.1 --probe-window 60 \
+	--nvidia-smi "$T/nvidia-smi" --dev-dir "$T/dev" --probe-interval 0.1 --probe-window 60 \
 	--probe-timeout 5 --client-timeout 1 </dev/null >/dev/null 2>"$LOG" &
 AGENT_PID=$!
 EP=unix:$T/agent.sock
 
 # Answers come from the loop, which starts after the FIFO is open.
 wait_until 10 query_is "$EP" 2 || fail "agent never answered unknown (rc $Q_RC: $Q_OUT)"
-[ "$Q_OUT" = unknown ] || fail "unknown expected, got '$Q_OUT'"
+[ "$Q_OUT" = "unknown
+reason: probing" ] || fail "unknown (probing) expected, got '$Q_OUT'"
 exec 3>"$T/kmsg"
 
 echo "== userspace records never count"
@@ -77,7 +78,8 @@ echo "== kernel record (KERN_CONT flag, dictionary line) -> failed"
 printf '4,1227,87669726564,c;%s\n SUBSYSTEM=pci\n DEVICE=+pci:0000:00:03.0\n' "$NVRM" >&3
 wait_until 10 query_is "$EP" 1 || fail "never failed (rc $Q_RC: $Q_OUT)"
 [ "$Q_OUT" = "failed
-$NVRM" ] || fail "unexpected answer '$Q_OUT'"
+$NVRM
+rule: RmInitAdapter failed!" ] || fail "unexpected answer '$Q_OUT'"
 
 echo "== probe success -> ok"
 touch "$T/smi-ok"
@@ -147,6 +149,8 @@ printf '3,1,1,-;%s\n' "$NVRM" > "$T/kmsg-file"
 	--nvidia-smi "$T/nvidia-smi" --probe-interval 0.1 </dev/null >/dev/null 2>"$LOG" &
 AGENT_PID=$!
 wait_until 10 query_is "$EP" 2 || fail "no-device agent answered rc $Q_RC: $Q_OUT"
+[ "$Q_OUT" = "unknown
+reason: no_device" ] || fail "unknown (no_device) expected, got '$Q_OUT'"
 logged "no NVIDIA PCI device" || fail "no-device not logged"
 ! logged "probe: attempt" || fail "probe ran without a device"
 

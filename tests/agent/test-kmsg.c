@@ -94,6 +94,109 @@ START_TEST(test_text_rule)
 }
 END_TEST
 
+/* ---- rules --------------------------------------------------------------- */
+
+static int parse_rules(struct kmsg_rules *r, const char *text, unsigned *line)
+{
+	return kmsg_rules_parse(r, text, strlen(text), line);
+}
+
+static enum kmsg_verdict classify_by(const struct kmsg_rules *r, const char *s,
+				     const struct kmsg_rule **rule)
+{
+	struct kmsg_record rec;
+
+	*rule = NULL;
+	return kmsg_classify_rules(r, s, strlen(s), &rec, rule);
+}
+
+START_TEST(test_rules_file)
+{
+	static struct kmsg_rules r;
+	const struct kmsg_rule *rule;
+	unsigned line = 99;
+
+	kmsg_rules_init(&r);
+	ck_assert_uint_eq(r.n, 1);
+	ck_assert_int_eq(parse_rules(&r,
+				     "# site rules\n"
+				     "\n"
+				     "failure GSP firmware init failed\n"
+				     "  ignore\tRmInitAdapter failed! (0x25:0x65:1453)  \n"
+				     "failure None of the NVIDIA devices were initialized.",
+				     &line),
+			 0);
+	ck_assert_uint_eq(line, 0);
+	ck_assert_uint_eq(r.n, 4);
+	ck_assert_str_eq(r.rule[1].text, "RmInitAdapter failed! (0x25:0x65:1453)");
+	ck_assert_str_eq(r.rule[3].text, KMSG_BUILTIN_RULE);
+
+	/* a file rule matches after the NVRM: prefix, kernel facility only */
+	ck_assert_int_eq(classify_by(&r, "3,1,1,-;NVRM: GPU 0000:41:00.4: GSP firmware init failed (0x1)", &rule),
+			 KMSG_MATCH);
+	ck_assert_str_eq(rule->text, "GSP firmware init failed");
+	ck_assert_int_eq(classify_by(&r, "11,1,1,-;NVRM: GSP firmware init failed", &rule),
+			 KMSG_NOT_KERNEL);
+	ck_assert_int_eq(classify_by(&r, "3,1,1,-;GSP firmware init failed", &rule), KMSG_NO_MATCH);
+	ck_assert_int_eq(classify_by(&r, "3,1,1,-;NVRM: None of the NVIDIA devices were initialized.", &rule),
+			 KMSG_MATCH);
+	/* an ignore rule before the built-in one overrides it for its line only */
+	ck_assert_int_eq(classify_by(&r, "3,1,1,-;NVRM: GPU 0000:41:00.4: RmInitAdapter failed! (0x25:0x65:1453)", &rule),
+			 KMSG_IGNORED);
+	ck_assert_int_eq(rule->action, KMSG_RULE_IGNORE);
+	ck_assert_int_eq(classify_by(&r, "3,1,1,-;NVRM: GPU 0000:41:00.4: RmInitAdapter failed! (0x22:0x38:891)", &rule),
+			 KMSG_MATCH);
+	ck_assert_str_eq(rule->text, KMSG_BUILTIN_RULE);
+	/* the prefix itself is not searched: "NVRM:" as a rule's text never matches it */
+	ck_assert_int_eq(parse_rules(&r, "failure NVRM:\n", &line), 0);
+	ck_assert_int_eq(classify_by(&r, "3,1,1,-;NVRM: something", &rule), KMSG_NO_MATCH);
+}
+END_TEST
+
+START_TEST(test_rules_refused_with_line)
+{
+	static struct kmsg_rules r, before;
+	char big[KMSG_RULES_FILE_MAX + 2], text[AGENT_RULE_MAX + 16];
+	unsigned line;
+	size_t n = 0;
+
+	kmsg_rules_init(&r);
+	ck_assert_int_eq(parse_rules(&r, "ignore Xid 79\n", &line), 0);
+	memcpy(&before, &r, sizeof(r));
+
+	ck_assert_int_eq(parse_rules(&r, "# ok\nfailure a\nfail b\n", &line), -EINVAL);
+	ck_assert_uint_eq(line, 3);
+	ck_assert_int_eq(parse_rules(&r, "failure   \n", &line), -EINVAL);
+	ck_assert_uint_eq(line, 1);
+	ck_assert_int_eq(parse_rules(&r, "failure\n", &line), -EINVAL);
+	ck_assert_int_eq(parse_rules(&r, "ignorex y\n", &line), -EINVAL);
+	ck_assert_int_eq(parse_rules(&r, "\nfailure a\x01b\n", &line), -EINVAL);
+	ck_assert_uint_eq(line, 2);
+
+	/* the text limit: AGENT_RULE_MAX bytes pass, one more does not */
+	snprintf(text, sizeof(text), "failure %0*d", AGENT_RULE_MAX, 0);
+	ck_assert_int_eq(parse_rules(&r, text, &line), 0);
+	ck_assert_uint_eq(r.rule[0].len, AGENT_RULE_MAX);
+	memcpy(&r, &before, sizeof(r));
+	snprintf(text, sizeof(text), "failure %0*d", AGENT_RULE_MAX + 1, 0);
+	ck_assert_int_eq(parse_rules(&r, text, &line), -ENAMETOOLONG);
+	ck_assert_uint_eq(line, 1);
+
+	/* the count limit: the 65th rule is refused on its own line */
+	for (int i = 0; i <= KMSG_RULES_MAX; i++)
+		n += (size_t)snprintf(big + n, sizeof(big) - n, "failure rule %d\n", i);
+	ck_assert_int_eq(parse_rules(&r, big, &line), -E2BIG);
+	ck_assert_uint_eq(line, KMSG_RULES_MAX + 1);
+
+	/* the size limit: refused as a whole */
+	memset(big, '#', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	ck_assert_int_eq(parse_rules(&r, big, &line), -EFBIG);
+	ck_assert_uint_eq(line, 0);
+	ck_assert_mem_eq(&r, &before, sizeof(r)); /* every refusal changed nothing */
+}
+END_TEST
+
 START_TEST(test_continuation_and_malformed)
 {
 	static const char *const bad[] = {
@@ -286,22 +389,9 @@ START_TEST(test_reader_real_dev_kmsg)
 }
 END_TEST
 
-static Suite *kmsg_suite(void)
-{
-	Suite *s = suite_create("kmsg");
-	TCase *tc = tcase_create("core");
-
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_parse_fields);
-	tcase_add_test(tc, test_facility_rules);
-	tcase_add_test(tc, test_text_rule);
-	tcase_add_test(tc, test_continuation_and_malformed);
-	tcase_add_test(tc, test_long_record);
-	tcase_add_test(tc, test_reader_regular_file);
-	tcase_add_test(tc, test_reader_fifo_reopens_without_spinning);
-	tcase_add_test(tc, test_reader_real_dev_kmsg);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-CHECK_MAIN(kmsg_suite)
+static const struct check_case kmsg_case = { .suite = "kmsg", .tcase = "core", .timeout = 30 };
+CHECK_CASE_MAIN(kmsg_case,
+	test_parse_fields, test_facility_rules, test_text_rule, test_rules_file,
+	test_rules_refused_with_line,
+	test_continuation_and_malformed, test_long_record, test_reader_regular_file,
+	test_reader_fifo_reopens_without_spinning, test_reader_real_dev_kmsg)

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for guest-agent/probe.c with fake nvidia-smi scripts that
- * succeed, fail, or hang.  The probe is driven the way the agent drives it:
+ * succeed, fail, or hang, and stand-in device nodes (files open, FIFOs block,
+ * dangling links fail); the back-off after the window on a fake clock.
+ * The probe is driven the way the agent drives it:
  * SIGCHLD through a signalfd, timers from probe_next_wakeup.  The test
  * process is a child subreaper, so anything a killed probe leaves behind
  * would become our child and be caught by the "no children left" checks. */
@@ -275,22 +277,190 @@ START_TEST(test_find_nvidia_smi)
 }
 END_TEST
 
-static Suite *probe_suite(void)
-{
-	Suite *s = suite_create("probe");
-	TCase *tc = tcase_create("core");
+/* ---- the device probe: stand-ins for the driver's nodes ---------------- */
 
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_success_first_time);
-	tcase_add_test(tc, test_success_on_third_attempt);
-	tcase_add_test(tc, test_failing_until_window_ends);
-	tcase_add_test(tc, test_hang_is_killed_and_reaped);
-	tcase_add_test(tc, test_stop_kills_running_attempt);
-	tcase_add_test(tc, test_missing_binary_retries);
-	tcase_add_test(tc, test_find_nvidia_smi);
-	suite_add_tcase(s, tc);
-	return s;
+static void make_node(const char *name, char kind)
+{
+	char path[160];
+
+	snprintf(path, sizeof(path), "%s/dev/%s", dir, name);
+	if (kind == 'f')
+		fclose(fopen(path, "w")); /* opens: a GPU that came up */
+	else
+		ck_assert_int_eq(mkfifo(path, 0600), 0); /* open blocks: a driver stuck in init */
 }
 
-CHECK_MAIN(probe_suite)
+static void make_dev_dir(void)
+{
+	char path[160];
+
+	snprintf(path, sizeof(path), "%s/dev", dir);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+}
+
+START_TEST(test_device_nodes_open_is_ok)
+{
+	struct probe p;
+	char dev[160];
+
+	make_dev_dir();
+	make_node("nvidiactl", 'f');
+	make_node("nvidia0", 'f');
+	make_node("nvidia-uvm", 'p'); /* not a GPU's node: never opened (it would block) */
+	snprintf(dev, sizeof(dev), "%s/dev", dir);
+	/* no nvidia-smi at all: the nodes alone prove OK */
+	ck_assert_int_eq(probe_init(&p, NULL, 100 * MS, 5000 * MS, 2000 * MS, monotonic_ns()), 0);
+	ck_assert_int_eq(probe_set_device_dir(&p, dev), 0);
+	ck_assert_int_eq(drive(&p, 5000 * MS), 1);
+	ck_assert(p.succeeded);
+	ck_assert_uint_eq(p.attempts, 1);
+	probe_free(&p);
+	assert_no_children();
+}
+END_TEST
+
+START_TEST(test_device_nodes_missing_then_nvidia_smi)
+{
+	struct probe p;
+	const char *smi = script("smi", "echo x >> \"$D/args\"\nexit 0");
+	char dev[160];
+
+	/* nvidiactl but no nvidiaN: the nodes prove nothing, nvidia-smi runs */
+	make_dev_dir();
+	make_node("nvidiactl", 'f');
+	snprintf(dev, sizeof(dev), "%s/dev", dir);
+	ck_assert_int_eq(probe_init(&p, smi, 100 * MS, 5000 * MS, 2000 * MS, monotonic_ns()), 0);
+	ck_assert_int_eq(probe_set_device_dir(&p, dev), 0);
+	ck_assert_int_eq(drive(&p, 5000 * MS), 1);
+	ck_assert_int_eq(count_lines("args"), 1);
+	probe_free(&p);
+	assert_no_children();
+}
+END_TEST
+
+START_TEST(test_device_node_failing_open_is_not_ok)
+{
+	struct probe p;
+	char dev[160];
+
+	/* nvidia0 opens, nvidia1 fails (a dangling link: ENOENT even as root,
+	 * like a failed RmInitAdapter's open): not OK, attempts go on */
+	make_dev_dir();
+	make_node("nvidiactl", 'f');
+	make_node("nvidia0", 'f');
+	snprintf(dev, sizeof(dev), "%s/dev/nvidia1", dir);
+	ck_assert_int_eq(symlink("/nonexistent/vfh-node", dev), 0);
+	snprintf(dev, sizeof(dev), "%s/dev", dir);
+	ck_assert_int_eq(probe_init(&p, NULL, 100 * MS, 600 * MS, 2000 * MS, monotonic_ns()), 0);
+	ck_assert_int_eq(probe_set_device_dir(&p, dev), 0);
+	ck_assert_int_eq(drive(&p, 5000 * MS), 0);
+	ck_assert(p.finished);
+	ck_assert(!p.succeeded);
+	ck_assert_uint_ge(p.attempts, 3);
+	ck_assert_uint_eq(p.failures, p.attempts);
+	probe_free(&p);
+	assert_no_children();
+}
+END_TEST
+
+START_TEST(test_device_node_blocking_open_is_killed)
+{
+	struct probe p;
+	char dev[160];
+	int64_t start = monotonic_ns();
+
+	make_dev_dir();
+	make_node("nvidiactl", 'f');
+	make_node("nvidia0", 'p'); /* the open blocks until a writer comes: never */
+	snprintf(dev, sizeof(dev), "%s/dev", dir);
+	ck_assert_int_eq(probe_init(&p, NULL, 100 * MS, 1000 * MS, 300 * MS, start), 0);
+	ck_assert_int_eq(probe_set_device_dir(&p, dev), 0);
+	ck_assert_int_eq(drive(&p, 10000 * MS), 0);
+	ck_assert(p.finished);
+	ck_assert_uint_ge(p.timeouts, 2);
+	ck_assert_uint_le(p.attempts, 5); /* one at a time: 1000 ms window / 300 ms */
+	probe_free(&p);
+	assert_no_children();
+}
+END_TEST
+
+/* ---- no cliff: the back-off after the window ----------------------------- */
+
+/* The attempt starts while backing off: 2 x interval, doubling, capped.
+ * Attempts that fail at once (no nodes, no nvidia-smi: no child), driven by
+ * a fake clock. */
+START_TEST(test_backoff_after_window)
+{
+	struct probe p;
+	char dev[160];
+	int64_t now = 1000 * MS, expect[] = { 200, 400, 800, 1000, 1000, 1000 };
+
+	make_dev_dir();
+	snprintf(dev, sizeof(dev), "%s/dev", dir);
+	ck_assert_int_eq(probe_init(&p, NULL, 100 * MS, 1000 * MS, 300 * MS, now), 0);
+	ck_assert_int_eq(probe_set_device_dir(&p, dev), 0);
+	probe_set_backoff(&p, 1000 * MS);
+	/* inside the window: every interval */
+	for (int i = 0; i < 10; i++) {
+		ck_assert_int_eq(probe_next_wakeup(&p), now);
+		ck_assert_int_eq(probe_step(&p, now), 0);
+		ck_assert(!p.backing_off);
+		now += 100 * MS;
+	}
+	ck_assert_uint_eq(p.attempts, 10);
+	/* past it: never finished, the delays double up to the cap */
+	for (size_t i = 0; i < ARRAY_SIZE(expect); i++) {
+		ck_assert_int_eq(probe_step(&p, now), 0);
+		ck_assert(p.backing_off);
+		ck_assert(!p.finished);
+		ck_assert_int_eq(probe_next_wakeup(&p) - now, expect[i] * MS);
+		now = probe_next_wakeup(&p);
+		/* nothing happens before it is due */
+		ck_assert_int_eq(probe_step(&p, now - 1), 0);
+		ck_assert_uint_eq(p.attempts, 10 + i + 1);
+	}
+	/* probe_halt ends it for good */
+	probe_halt(&p);
+	ck_assert(p.finished);
+	ck_assert_int_eq(probe_next_wakeup(&p), INT64_MAX);
+	ck_assert_int_eq(probe_step(&p, now + 100000 * MS), 0);
+	ck_assert_uint_eq(p.attempts, 10 + ARRAY_SIZE(expect));
+	probe_free(&p);
+}
+END_TEST
+
+/* After the window a late success still counts (the driver was slow). */
+START_TEST(test_success_while_backing_off)
+{
+	struct probe p;
+	const char *smi = script("smi", "echo x >> \"$D/args\"\n[ -e \"$D/ok\" ]");
+	char ok[160];
+
+	ck_assert_int_eq(probe_init(&p, smi, 50 * MS, 200 * MS, 2000 * MS, monotonic_ns()), 0);
+	probe_set_backoff(&p, 200 * MS);
+	ck_assert_int_eq(drive(&p, 600 * MS), 0);
+	ck_assert(p.backing_off);
+	ck_assert(!p.finished);
+	snprintf(ok, sizeof(ok), "%s/ok", dir);
+	fclose(fopen(ok, "w"));
+	ck_assert_int_eq(drive(&p, 5000 * MS), 1);
+	ck_assert(p.succeeded);
+	probe_free(&p);
+	assert_no_children();
+}
+END_TEST
+
+static const struct check_case probe_case = {
+	.suite = "probe",
+	.tcase = "core",
+	.timeout = 30,
+	.setup = setup,
+	.teardown = teardown,
+};
+CHECK_CASE_MAIN(probe_case,
+	test_success_first_time, test_success_on_third_attempt, test_failing_until_window_ends,
+	test_hang_is_killed_and_reaped, test_stop_kills_running_attempt,
+	test_missing_binary_retries, test_find_nvidia_smi, test_device_nodes_open_is_ok,
+	test_device_nodes_missing_then_nvidia_smi, test_device_node_failing_open_is_not_ok,
+	test_device_node_blocking_open_is_killed, test_backoff_after_window,
+	test_success_while_backing_off)

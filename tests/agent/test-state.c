@@ -139,17 +139,7 @@ START_TEST(test_pci_parse_vendor)
 }
 END_TEST
 
-static Suite *state_suite(void)
-{
-	Suite *s = suite_create("state");
-	TCase *tc = tcase_create("core");
-
-	tcase_add_test(tc, test_transitions);
-	tcase_add_test(tc, test_ok_without_failure_and_long_line);
-	tcase_add_test(tc, test_pci_scan);
-	tcase_add_test(tc, test_pci_parse_vendor);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-CHECK_MAIN(state_suite)
+static const struct check_case state_case = { .suite = "state", .tcase = "core" };
+CHECK_CASE_MAIN(state_case,
+	test_transitions, test_ok_without_failure_and_long_line, test_pci_scan,
+	test_pci_parse_vendor)

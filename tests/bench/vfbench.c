@@ -319,7 +319,7 @@ int main(int argc, char **argv)
 	if (argc == 4 && strcmp(argv[1], "latency") == 0)
 		return cmd_latency(argv[2], atof(argv[3]));
 	if (argc == 5 && strcmp(argv[1], "populate") == 0 &&
-	    parse_uint64(argv[3], 1, BENCH_VFS_MAX, &a) == 0 && parse_uint64(argv[4], 0, 10000000, &b) == 0)
+	    parse_uint64(argv[3], 1, VFS_MAX, &a) == 0 && parse_uint64(argv[4], 0, 10000000, &b) == 0)
 		return cmd_populate(argv[2], (unsigned)a, (unsigned)b);
 	fprintf(stderr, "usage: see the header of tests/bench/vfbench.c\n");
 	return 2;

@@ -5,6 +5,12 @@
  *   static Suite *kmsg_suite(void) { ... }
  *   CHECK_MAIN(kmsg_suite)
  *
+ * or, for a suite of one test case, from its list of tests:
+ *
+ *   static const struct check_case kmsg_case = { .suite = "kmsg", .tcase = "core",
+ *                                                .timeout = 30 };
+ *   CHECK_CASE_MAIN(kmsg_case, test_parse_fields, test_facility_rules)
+ *
  * Runs the suite (Check honours CK_RUN_CASE and CK_RUN_SUITE, which the
  * meson files use to register one case per test) and exits non-zero when
  * any test failed.
@@ -25,6 +31,38 @@ static inline int check_run_suite(Suite *suite)
 	srunner_free(sr);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+/* A suite of one test case. */
+struct check_case {
+	const char *suite;
+	const char *tcase;
+	double timeout;         /* seconds; 0: Check's default */
+	SFun setup, teardown;   /* a checked fixture (around each test); NULL: none */
+};
+
+static inline Suite *check_case_suite(const struct check_case *c, const TTest *const *tests,
+				      size_t n)
+{
+	Suite *s = suite_create(c->suite);
+	TCase *tc = tcase_create(c->tcase);
+
+	if (c->setup || c->teardown)
+		tcase_add_checked_fixture(tc, c->setup, c->teardown);
+	if (c->timeout > 0)
+		tcase_set_timeout(tc, c->timeout);
+	for (size_t i = 0; i < n; i++)
+		tcase_add_test(tc, tests[i]);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+#define CHECK_CASE_MAIN(check_case, ...)                                                   \
+	int main(void)                                                                     \
+	{                                                                                  \
+		const TTest *const tests_[] = { __VA_ARGS__ };                             \
+		return check_run_suite(check_case_suite(&(check_case), tests_,             \
+							sizeof(tests_) / sizeof(tests_[0]))); \
+	}
 
 #define CHECK_MAIN(suite_fn)                           \
 	int main(void)                                 \

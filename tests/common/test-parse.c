@@ -4,8 +4,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "proto/cleanup.h"
 #include "proto/parse.h"
+#include "proto/path.h"
 #include "tests/common/check-main.h"
 
 START_TEST(test_uint64)
@@ -25,6 +28,14 @@ START_TEST(test_uint64)
 	ck_assert_int_eq(parse_uint64(" 1", 0, 10, &v), -EINVAL);
 	ck_assert_int_eq(parse_uint64("1 ", 0, 10, &v), -EINVAL);
 	ck_assert_int_eq(parse_uint64("0x10", 0, 100, &v), -EINVAL);
+	/* Canonical only: one spelling per value. */
+	ck_assert_int_eq(parse_uint64("01", 0, 10, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("00", 0, 10, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("03", 1, 1000, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("0001000", 1, 1000, &v), -EINVAL);
+	ck_assert_int_eq(parse_uint64("10", 0, 10, &v), 0);
+	ck_assert_uint_eq(v, 10);
+	v = 77;
 	ck_assert_int_eq(parse_uint64("99999999999999999999999", 0, UINT64_MAX, &v), -ERANGE);
 	ck_assert_uint_eq(v, 77); /* untouched on failure */
 }
@@ -117,18 +128,22 @@ START_TEST(test_instance_id)
 }
 END_TEST
 
-static Suite *parse_suite(void)
+/* path_absolute (proto/path.h): absolute as given, relative from the cwd. */
+START_TEST(test_path_absolute)
 {
-	Suite *s = suite_create("parse");
-	TCase *tc = tcase_create("parse");
+	_cleanup_free_ char *cwd = getcwd(NULL, 0);
+	_cleanup_free_ char *abs = path_absolute("/a/b");
+	_cleanup_free_ char *rel = path_absolute("x/y");
+	_cleanup_free_ char *want = NULL;
 
-	tcase_add_test(tc, test_uint64);
-	tcase_add_test(tc, test_seconds);
-	tcase_add_test(tc, test_rfc3339);
-	tcase_add_test(tc, test_rfc3339_format_roundtrip);
-	tcase_add_test(tc, test_instance_id);
-	suite_add_tcase(s, tc);
-	return s;
+	ck_assert_ptr_nonnull(cwd);
+	ck_assert_str_eq(abs, "/a/b");
+	ck_assert_int_gt(asprintf(&want, "%s/x/y", cwd), 0);
+	ck_assert_str_eq(rel, want);
 }
+END_TEST
 
-CHECK_MAIN(parse_suite)
+static const struct check_case parse_case = { .suite = "parse", .tcase = "parse" };
+CHECK_CASE_MAIN(parse_case,
+	test_uint64, test_seconds, test_rfc3339, test_rfc3339_format_roundtrip,
+	test_instance_id, test_path_absolute)

@@ -148,19 +148,13 @@ START_TEST(test_bad_paths)
 }
 END_TEST
 
-static Suite *safefile_suite(void)
-{
-	Suite *s = suite_create("safefile");
-	TCase *tc = tcase_create("replace");
-
-	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_replace_creates_with_mode);
-	tcase_add_test(tc, test_symlink_at_target_not_followed);
-	tcase_add_test(tc, test_symlink_at_old_temp_name_not_followed);
-	tcase_add_test(tc, test_render_failure_changes_nothing);
-	tcase_add_test(tc, test_bad_paths);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-CHECK_MAIN(safefile_suite)
+static const struct check_case safefile_case = {
+	.suite = "safefile",
+	.tcase = "replace",
+	.setup = setup,
+	.teardown = teardown,
+};
+CHECK_CASE_MAIN(safefile_case,
+	test_replace_creates_with_mode, test_symlink_at_target_not_followed,
+	test_symlink_at_old_temp_name_not_followed, test_render_failure_changes_nothing,
+	test_bad_paths)

@@ -48,32 +48,70 @@ assert_eq "$(ls "$V/assignments")" i-300 "a claim after a valid first write"
 assert_match "$(cat "$V/assignments/i-300")" $'\nagent=vsock:3:2222\n' "its first write"
 rm "$V/assignments/i-300"
 
-# --- rule 3: create answers at once; a reservation is held, counted, unseen
+# --- rule 3: create answers at once; a reservation is held, counted, and
+# visible by name (lookup, readdir, open), but not durable until committed
+rows() { sqlite3 "$DB" "SELECT COUNT(*) FROM claims WHERE instance_id = '$1'"; }
 touch "$W/assignments/vm-1"
 expect_err "$EBUSY" touch "$W/assignments/vm-2"
 expect_err "$EBUSY" put "$W/assignments/vm-2" "agent=vsock:3"
 exec 7>"$V/assignments/vm-a" # created, not written: a reservation
 expect_err "$EBUSY" touch "$V/assignments/vm-b"
-expect_err "$EEXIST" touch "$V/assignments/vm-a"
-assert_eq "$(ls "$V/assignments")" "" "a reservation is no claim yet"
+expect_err "$EEXIST" sh -c 'set -C; : >"$1"' sh "$V/assignments/vm-a" # O_EXCL
+assert_eq "$(ls "$V/assignments")" vm-a "a reservation is listed"
+stamp=$(claimed_at "$V/assignments/vm-a")
+assert_match "$(cat "$V/assignments/vm-a")" "^claimed_at=$stamp"$'
+agent=
+control=
+pid=
+pid_starttime=
+boot_id='"$boot"'$' 	"a reservation reads as the claim it will be"
+touch "$V/assignments/vm-a" # another process opens it by name: still a reservation
+assert_eq "$(rows vm-a)" 0 "rows of a reservation"
 # Placement counts it as taken (fail closed).
 assert_cat "$MNT/resources" $'total_slots 2\nused_slots 2\nallocatable_slots 0\nquarantined_slots 0'
 expect_err "$EBUSY" rmdir "$V"
-# The first write through the creating handle commits it.
-echo "agent=vsock:9" >&7
-assert_eq "$(ls "$V/assignments")" vm-a "the reservation committed by its first write"
-assert_match "$(cat "$V/assignments/vm-a")" $'\nagent=vsock:9:2222\n' "what the first write said"
+# A refused write through another handle leaves it be.
+expect_err "$EINVAL" put "$V/assignments/vm-a" "colour=blue"
+assert_eq "$(ls "$V/assignments")" vm-a "a reservation after another handle's refused write"
+# The first valid write through any handle commits it, with the stamp.
+put "$V/assignments/vm-a" "agent=vsock:9"
+assert_eq "$(rows vm-a)" 1 "rows once committed by another handle's write"
+assert_match "$(cat "$V/assignments/vm-a")" "^claimed_at=$stamp"$'\nagent=vsock:9:2222\n' "what the first write said"
+echo "pid=$$" >&7 # the creator's first write updates the claim
+assert_match "$(cat "$V/assignments/vm-a")" $'\nagent=vsock:9:2222\n.*\npid='"$$"$'\n' "the creator's write"
 exec 7>&-
-# Released without a write: a bare claim (the release follows close(2)).
 rm "$V/assignments/vm-a"
+# A refused first write through the creating handle cancels it: nothing is
+# left, not even once the handle is released.
+exec 7>"$V/assignments/vm-x"
+if echo "colour=blue" >&7 2>/dev/null; then fail "a bad first write was accepted"; fi
+assert_eq "$(ls "$V/assignments")" "" "after a refused first write through the creator"
+exec 7>&-
+touch "$V/assignments/vm-y" # the VF is free again
+assert_eq "$(ls "$V/assignments")" vm-y "the VF after a cancelled reservation"
+rm "$V/assignments/vm-y"
+# rm cancels a reservation; its creator's handle then holds nothing.
+exec 7>"$V/assignments/vm-r"
+rm "$V/assignments/vm-r"
+assert_eq "$(ls "$V/assignments")" "" "after rm of a reservation"
+if echo "agent=vsock:3" >&7 2>/dev/null; then fail "a write to a cancelled reservation"; fi
+exec 7>&-
+# Released without a write: a bare claim (the release follows close(2)), and
+# the name resolves at once meanwhile: create, close, open again and write,
+# racing the creator's release (a commit is idempotent; the write applies).
+for i in $(seq 1 20); do
+	: >"$V/assignments/vm-l"
+	put "$V/assignments/vm-l" "agent=vsock:$((i + 2))"
+	assert_match "$(cat "$V/assignments/vm-l")" $'\nagent=vsock:'"$((i + 2))"$':2222\n' "write after create+close ($i)"
+	rm "$V/assignments/vm-l"
+done
+assert_eq "$(sqlite3 "$DB" "SELECT COUNT(*) FROM claims WHERE instance_id = 'vm-l' AND agent LIKE 'vsock:%'")" 20 \
+	"each create+close+write is one claim with what was written"
 exec 7>"$V/assignments/vm-c"
 exec 7>&-
-wait_for 10 "a bare claim after close" sh -c '[ "$(ls "$1")" = vm-c ]' sh "$V/assignments"
+assert_eq "$(ls "$V/assignments")" vm-c "the name after close"
+wait_for 10 "a bare claim after close" sh -c '[ "$(sqlite3 "$1" "SELECT COUNT(*) FROM claims WHERE instance_id = '"'vm-c'"' AND released_at IS NULL")" = 1 ]' sh "$DB"
 rm "$V/assignments/vm-c"
-# touch(1): claimed when it exits (its futimens through the creating handle).
-touch "$V/assignments/vm-t"
-assert_eq "$(ls "$V/assignments")" vm-t "a claim made by touch"
-rm "$V/assignments/vm-t"
 
 # --- rule 1: the assignment file shows the boot id of claim time
 assert_match "$(cat "$W/assignments/vm-1")" $'\nboot_id='"$boot"'$' "boot_id"
@@ -119,7 +157,7 @@ assert_cat "$MNT/status" ok
 # --- rule 3: a reservation held when the daemon dies is not persisted
 exec 7>"$V/assignments/vm-held"
 kill_daemon
-exec 7>&- 2>/dev/null || true
+{ exec 7>&-; } 2>/dev/null || true
 count() { sqlite3 "$DB" "SELECT COUNT(*) FROM claims WHERE instance_id = '$1'"; }
 assert_eq "$(count i-300)" 1 "rows of i-300 (only the valid claim)"
 assert_eq "$(count vm-held)" 0 "rows of a reservation held at stop"

@@ -4,6 +4,9 @@
 # and release by rm.
 source "$(dirname "$0")/lib.sh"
 require_fuse
+# The built-in socket directories (vfhealthd(8)): the claims below name
+# sockets of the usual layouts, which need not exist yet.
+SOCKET_DIRS=()
 start_daemon
 
 V=$MNT/0000:41:00.4
@@ -25,7 +28,7 @@ starttime() {
 assert_eq "$(ls "$V/assignments")" "" "no claims yet"
 touch "$V/assignments/vm-1"
 assert_eq "$(ls "$V/assignments")" vm-1 "ls assignments"
-assert_eq "$(stat -c '%a %F' "$V/assignments/vm-1")" "664 regular file" "stat claim"
+assert_eq "$(stat -c '%a %F' "$V/assignments/vm-1")" "664 regular empty file" "stat claim"
 claim=$(cat "$V/assignments/vm-1")
 assert_match "$claim" "^claimed_at=$ts"$'\nagent=\ncontrol=\npid=\npid_starttime=\nboot_id='"$boot\$" "a fresh claim"
 stamped=$(sed -n 's/^claimed_at=//p' <<<"$claim")
@@ -46,12 +49,12 @@ done
 assert_eq "$(ls "$W/assignments")" "" "after bad names"
 
 # --- key=value writes, validated as a whole
-putf "$V/assignments/vm-1" 'agent=vsock:3\ncontrol=/run/vmm/vm-1.sock\npid=1\n'
-assert_cat "$V/assignments/vm-1" "claimed_at=$stamped"$'\nagent=vsock:3:2222\ncontrol=/run/vmm/vm-1.sock\npid=1\npid_starttime='"$(starttime 1)"$'\nboot_id='"$boot"
-put "$V/assignments/vm-1" "agent=hvsock:/run/ch/vm-1.vsock:1024"
-assert_match "$(cat "$V/assignments/vm-1")" $'\nagent=hvsock:/run/ch/vm-1.vsock:1024\ncontrol=/run/vmm/vm-1.sock\n' "hvsock agent"
-put "$V/assignments/vm-1" "agent=unix:/run/agent.sock"
-assert_match "$(cat "$V/assignments/vm-1")" $'\nagent=unix:/run/agent.sock\n' "unix agent"
+putf "$V/assignments/vm-1" 'agent=vsock:3\ncontrol=/run/vfhealth-vmm/vm-1.sock\npid=1\n'
+assert_cat "$V/assignments/vm-1" "claimed_at=$stamped"$'\nagent=vsock:3:2222\ncontrol=/run/vfhealth-vmm/vm-1.sock\npid=1\npid_starttime='"$(starttime 1)"$'\nboot_id='"$boot"
+put "$V/assignments/vm-1" "agent=hvsock:/run/cloud-hypervisor/vm-1.vsock:1024"
+assert_match "$(cat "$V/assignments/vm-1")" $'\nagent=hvsock:/run/cloud-hypervisor/vm-1.vsock:1024\ncontrol=/run/vfhealth-vmm/vm-1.sock\n' "hvsock agent"
+put "$V/assignments/vm-1" "agent=unix:/var/lib/libvirt/qemu/agent.sock"
+assert_match "$(cat "$V/assignments/vm-1")" $'\nagent=unix:/var/lib/libvirt/qemu/agent.sock\n' "unix agent"
 before=$(cat "$V/assignments/vm-1")
 long=/$(head -c 120 /dev/zero | tr '\0' c)
 for bad in "agent=tcp:10.0.0.1:22" "agent=vsock:" "agent=vsock:x" "agent=unix:relative" \
@@ -61,15 +64,24 @@ for bad in "agent=tcp:10.0.0.1:22" "agent=vsock:" "agent=vsock:x" "agent=unix:re
 	expect_err "$EINVAL" put "$V/assignments/vm-1" "$bad"
 done
 assert_eq "$(cat "$V/assignments/vm-1")" "$before" "claim after bad writes"
+# Socket paths outside the socket directories (issue 12): EACCES, nothing changed.
+for bad in "agent=unix:/run/systemd/private" "agent=hvsock:/run/dbus/x.sock:22" \
+	"control=/etc/shadow" "control=/var/run/libvirt/qemu/x" "control=/run/vfhealth-vmm/../x" \
+	"agent=unix:/run/vfhealth-vmm/./a.sock"; do
+	expect_err "$EACCES" put "$V/assignments/vm-1" "$bad"
+done
+assert_eq "$(cat "$V/assignments/vm-1")" "$before" "claim after writes outside the socket directories"
+grep -q "control=/etc/shadow refused (outside the socket directories or through a symlink) for uid 0 pid" \
+	"$DAEMON_LOG" || fail "the refusal does not name its writer"
 # Writing back what was read (claimed_at unchanged) is accepted.
 sh -c 'cat "$1" > "$2" && cat "$2" > "$1"' sh "$V/assignments/vm-1" "$T/claim.txt"
 assert_eq "$(cat "$V/assignments/vm-1")" "$before" "claim written back"
 # The pid's start time is recorded with it (a reused pid is a different VMM).
 put "$V/assignments/vm-1" "pid=$$"
-assert_match "$(cat "$V/assignments/vm-1")" $'\npid='"$$"$'\npid_starttime='"$(starttime $$)"$'\nboot_id=' "pid"
+assert_match "$(cat "$V/assignments/vm-1")" $'\npid='"$$"$'\npid_starttime='"$(starttime $$)"$'\nboot_id='"$boot\$" "pid"
 # Writers may repeat the recorded start time (a read written back), not set one.
 expect_err "$EINVAL" put "$V/assignments/vm-1" "pid_starttime=1"
-assert_match "$(cat "$V/assignments/vm-1")" $'\npid_starttime='"$(starttime $$)"$'\nboot_id=' "pid_starttime kept"
+assert_match "$(cat "$V/assignments/vm-1")" $'\npid_starttime='"$(starttime $$)"$'\nboot_id='"$boot\$" "pid_starttime kept"
 # Likewise the boot id.
 expect_err "$EINVAL" put "$V/assignments/vm-1" "boot_id=00000000-0000-0000-0000-000000000000"
 put "$V/assignments/vm-1" "boot_id=$boot"

@@ -89,13 +89,15 @@ assert_match "$(cat "$MNT/threshold")" '^[0-9]+$' "threshold after the SIGKILL r
 put "$MNT/threshold" 3
 stop_daemon
 
-# --- an unmount from outside ends the daemon
+# --- an unmount from outside ends the daemon, with status 1 (a failure:
+# Restart=on-failure restarts it) and one line that says why
 start_daemon
 fusermount3 -u "$MNT" || umount "$MNT"
 rc=0
 wait "$DAEMON_PID" || rc=$?
 DAEMON_PID=
-assert_eq "$rc" 0 "exit status after an external unmount"
+assert_eq "$rc" 1 "exit status after an external unmount"
+assert_eq "$(grep -c "$MNT was unmounted from outside" "$DAEMON_LOG")" 1 "log lines about the unmount"
 
 # --- without -f it daemonizes: the command returns, the daemon serves and
 # still tells $NOTIFY_SOCKET (MAINPID is the daemon, not the command)

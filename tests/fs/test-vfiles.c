@@ -3,7 +3,7 @@
  * Unit tests for the parts of libvffs that need no mount: the virtual file
  * tables (vfiles.c), the assignment parser, the notifier's mapping,
  * coalescing and poll bookkeeping (notify.c) and the metrics providers
- * (metrics.c) against a real store.
+ * (metrics.c) against a real store, and the reader budget (budget.c).
  *
  * Design notes: each test runs in its own forked process (Check's default).
  * Threads: the fixture registers VFs from 8 threads so that the store's
@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fs/budget.h"
 #include "fs/metrics.h"
 #include "fs/notify.h"
 #include "store/store.h"
@@ -461,6 +462,53 @@ START_TEST(test_metrics_providers)
 }
 END_TEST
 
+/* -- the reader budget ----------------------------------------------------------- */
+
+START_TEST(test_budget)
+{
+	struct budget *b;
+	bool uid_spent;
+
+	ck_assert_int_eq(budget_new(250, 100, &b), 0);
+	/* A uid's own budget: up to it exactly, then -ENOBUFS and nothing charged. */
+	ck_assert_int_eq(budget_charge(b, 1000, 60, &uid_spent), 0);
+	ck_assert_int_eq(budget_charge(b, 1000, 40, &uid_spent), 0);
+	ck_assert_int_eq(budget_charge(b, 1000, 1, &uid_spent), -ENOBUFS);
+	ck_assert(uid_spent);
+	ck_assert_int_eq(budget_charge(b, 1000, SIZE_MAX, &uid_spent), -ENOBUFS);
+	ck_assert_uint_eq(budget_held(b, 1000), 100);
+	ck_assert_uint_eq(budget_total(b), 100);
+	/* Others are not affected by it ... */
+	ck_assert_int_eq(budget_charge(b, 1001, 100, NULL), 0);
+	/* ... until the total over every uid but root is spent. */
+	ck_assert_int_eq(budget_charge(b, 1002, 51, &uid_spent), -ENOBUFS);
+	ck_assert(!uid_spent);
+	ck_assert_int_eq(budget_charge(b, 1002, 50, &uid_spent), 0);
+	ck_assert_uint_eq(budget_total(b), 250);
+	/* Root is not counted in the total: it has its own per-uid budget. */
+	ck_assert_int_eq(budget_charge(b, 0, 100, NULL), 0);
+	ck_assert_int_eq(budget_charge(b, 0, 1, &uid_spent), -ENOBUFS);
+	ck_assert(uid_spent);
+	ck_assert_uint_eq(budget_total(b), 250);
+	/* Releases give back, never more than held; an empty uid is forgotten. */
+	budget_release(b, 1000, 60);
+	ck_assert_uint_eq(budget_held(b, 1000), 40);
+	budget_release(b, 1000, 1000);
+	ck_assert_uint_eq(budget_held(b, 1000), 0);
+	budget_release(b, 4242, 10);
+	ck_assert_uint_eq(budget_total(b), 150);
+	ck_assert_int_eq(budget_charge(b, 1002, 50, NULL), 0);
+	ck_assert_int_eq(budget_charge(b, 1003, 0, NULL), 0);
+	/* Logged at most once per interval, for each kind. */
+	ck_assert(budget_log_due(b, true, 1));
+	ck_assert(!budget_log_due(b, true, 2));
+	ck_assert(budget_log_due(b, false, 3));
+	ck_assert(budget_log_due(b, true, 1 + (int64_t)BUDGET_LOG_INTERVAL_S * 1000000000));
+	budget_free(b);
+	budget_free(NULL);
+}
+END_TEST
+
 static Suite *vffs_suite(void)
 {
 	Suite *s = suite_create("vffs");
@@ -471,6 +519,7 @@ static Suite *vffs_suite(void)
 	tcase_add_test(tables, test_tables);
 	tcase_add_test(tables, test_claim_parse);
 	tcase_add_test(tables, test_claim_render);
+	tcase_add_test(tables, test_budget);
 	suite_add_tcase(s, tables);
 
 	tcase_add_checked_fixture(notify, few_vfs_setup, store_teardown);

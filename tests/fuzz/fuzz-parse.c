@@ -30,6 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (r == 0) {
 		snprintf(again, sizeof(again), "%" PRIu64, v);
 		fuzz_check(parse_uint64(again, 0, UINT64_MAX, &v2) == 0 && v2 == v);
+		fuzz_check(strcmp(again, s) == 0); /* canonical: one spelling per value */
 		/* Bounds are inclusive and enforced. */
 		fuzz_check(parse_uint64(s, v, v, &v2) == 0 && v2 == v);
 		if (v > 0)

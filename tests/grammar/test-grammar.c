@@ -96,6 +96,8 @@ START_TEST(test_assignment_rejects)
 		"control=relative/path\n",
 		"pid_starttime=x\n",
 		"boot_id=not-a-boot-id\n",
+		"boot_id=0F2C4E6A\n",
+		"boot_id=0f2c 4e6a\n",
 	};
 	struct assignment a;
 
@@ -317,7 +319,15 @@ START_TEST(test_report_command_rejects)
 		memcpy(&c, &untouched, sizeof(c));
 		ck_assert_msg(report_command_parse(bad[i], &c) == -EINVAL, "accepted \"%s\"", bad[i]);
 		ck_assert_msg(memcmp(&c, &untouched, sizeof(c)) == 0, "changed by \"%s\"", bad[i]);
+		ck_assert_msg(report_command_refusal(bad[i]), "no reason for \"%s\"", bad[i]);
 	}
+	/* The reason names the rule broken (the daemon logs it, issue 16.3). */
+	ck_assert_str_eq(report_command_refusal("failed vm:1 -"), INSTANCE_ID_RULE);
+	ck_assert_ptr_nonnull(strstr(report_command_refusal("ok vm-1 yesterday"), "RFC 3339"));
+	ck_assert_ptr_nonnull(strstr(report_command_refusal("ok vm-1 - x"), "nothing after"));
+	ck_assert_ptr_nonnull(strstr(report_command_refusal("bogus vm-1 -"), "\"failed\" or \"ok\""));
+	ck_assert_ptr_null(report_command_refusal("ok vm-1 -"));
+	ck_assert_ptr_null(report_command_refusal("failed vm-1 - NVRM: x"));
 	/* 129 characters: one over INSTANCE_ID_MAX. */
 	snprintf(long_id, sizeof(long_id), "failed %0*d -", INSTANCE_ID_MAX + 1, 0);
 	ck_assert_int_eq(report_command_parse(long_id, &c), -EINVAL);
@@ -571,6 +581,17 @@ START_TEST(test_assignment_update)
 	cur.pid_starttime = 0;
 	ck_assert_int_eq(assignment_parse_update(&cur, "pid_starttime=", false, &out, NULL), 0);
 
+	/* boot_id: the daemon's too; only the recorded value. */
+	strcpy(cur.boot_id, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b");
+	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b",
+						 false, &out, NULL),
+			 0);
+	ck_assert_str_eq(out.boot_id, cur.boot_id);
+	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=0f2c4e6a", false, &out, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=", false, &out, NULL), -EINVAL);
+	cur.boot_id[0] = '\0';
+
 	/* claimed_at: equal spellings always, a new value only on the first write. */
 	cur = sample();
 	ck_assert_int_eq(assignment_parse_update(&cur, "claimed_at=2026-11-29t07:44:51.000000001z",
@@ -651,7 +672,16 @@ START_TEST(test_assignment_update_rejects)
 		ck_assert_msg(assignment_parse_update(&cur, bad[i], true, &out, NULL) == -EINVAL,
 			      "accepted: %s", bad[i]);
 		ck_assert_msg(memcmp(&out, &untouched, sizeof(out)) == 0, "changed by: %s", bad[i]);
+		ck_assert_msg(assignment_update_refusal(&cur, bad[i], true), "no reason: %s", bad[i]);
 	}
+	/* The reason names the rule broken (the daemon logs it, issue 16.3). */
+	ck_assert_ptr_nonnull(strstr(assignment_update_refusal(&cur, "pid=0", true), "pid="));
+	ck_assert_ptr_nonnull(strstr(assignment_update_refusal(&cur, "control=rel", true), "control="));
+	ck_assert_ptr_nonnull(strstr(assignment_update_refusal(&cur, "bogus=1", true), "the keys"));
+	ck_assert_ptr_nonnull(
+		strstr(assignment_update_refusal(&cur, "claimed_at=2026-01-01T00:00:00Z", false),
+		       "first write"));
+	ck_assert_ptr_null(assignment_update_refusal(&cur, "pid=7\nagent=vsock:3", true));
 	/* Lengths: the limit is accepted, one more is not. */
 	snprintf(long_control, sizeof(long_control), "control=/%0*d", CONTROL_PATH_MAX - 1, 0);
 	ck_assert_int_eq(assignment_parse_update(&cur, long_control, false, &out, NULL), 0);

@@ -18,9 +18,16 @@
 #   T            the private temporary directory (mode 755: setpriv users reach it)
 #   MNT DB       the mountpoint and database (the daemon creates their directories)
 #   DAEMON_ARGS  vfhealthd options put before the ones start_daemon is given
+#   SOCKET_DIRS  the --socket-dir directories the daemon (and its sentinel)
+#                confine claims' socket paths to: ($T) by default, so claims
+#                name sockets under T; () for the built-in defaults.
+#                socket_dir_args prints them as options, one per line.
 #   DAEMON_ENV   VAR=value pairs for the daemon's environment (LD_PRELOAD=...)
 #   DAEMON_LOG   the daemon's stdout and stderr, every instance appended
 #   DAEMON_PID   the running daemon (empty when none)
+#   DAEMON_STATUS  the STATUS= text its READY=1 carried ("" when none)
+#   DAEMON_NOTIFY_LOG  a file: when set, every STATUS= the daemon sends, at
+#                READY=1 and after, is appended to it as "status TEXT"
 #   DAEMON_WATCHDOG=1  abort the mount of a daemon that dies without unmounting
 #   BG_PIDS      background processes: SIGTERM, then SIGKILL after 5 s, at exit
 #   EXTRA_MOUNTS mounts to undo at exit, innermost last
@@ -30,7 +37,8 @@
 # Functions: skip, fail, on_exit, require_fuse, mount_tmpfs, wait_until,
 # wait_for, process_gone, process_running, is_mounted, abort_mount,
 # detach_mounts_under, start_daemon, stop_daemon, kill_daemon,
-# check_sanitizers, background, write_once; and the errno messages EINVAL,
+# check_sanitizers, background, write_once, socket_dir_args; and the errno
+# messages EINVAL,
 # EBUSY, ... as strerror(3) spells them.
 set -euo pipefail
 
@@ -39,9 +47,11 @@ chmod 755 "$T"
 MNT=$T/mnt
 DB=$T/db/vfhealth.db
 DAEMON_ARGS=()
+SOCKET_DIRS=("$T")
 DAEMON_ENV=()
 DAEMON_LOG=$T/daemon.log
 DAEMON_PID=
+DAEMON_STATUS=
 DAEMON_MNT=
 DAEMON_WATCHDOG=${DAEMON_WATCHDOG:-}
 WATCHDOG_PID=
@@ -229,21 +239,27 @@ start_daemon() {
 		wait "$WATCHDOG_PID" 2>/dev/null || true
 		WATCHDOG_PID=
 	fi
-	local sock=$T/notify.sock fifo=$T/notify.fifo line listener
+	local sock=$T/notify.sock fifo=$T/notify.fifo line status listener dirs=()
+	mapfile -t dirs < <(socket_dir_args)
 	rm -f "$sock" "$fifo"
 	mkfifo "$fifo"
-	"$VFTOOL" notify-listen "$sock" 30000 >"$fifo" &
+	"$VFTOOL" notify-listen "$sock" 30000 ${DAEMON_NOTIFY_LOG:+"$DAEMON_NOTIFY_LOG"} >"$fifo" &
 	listener=$!
+	[[ -z ${DAEMON_NOTIFY_LOG:-} ]] || BG_PIDS+=("$listener")
 	exec 8<"$fifo"
 	read -r -t 10 -u 8 line || line=nothing
 	[[ $line == bound ]] || fail "notify listener did not start ($line)"
 	env "${DAEMON_ENV[@]}" NOTIFY_SOCKET="$sock" \
-		"$VFHEALTHD" -f --db "$DB" "${DAEMON_ARGS[@]}" "$@" "$MNT" >>"$DAEMON_LOG" 2>&1 &
+		"$VFHEALTHD" -f --db "$DB" "${dirs[@]}" "${DAEMON_ARGS[@]}" "$@" "$MNT" >>"$DAEMON_LOG" 2>&1 &
 	DAEMON_PID=$!
 	DAEMON_MNT=$MNT
 	read -r -t 35 -u 8 line || line=nothing
+	DAEMON_STATUS=
+	if [[ $line == ready* ]] && read -r -t 5 -u 8 status; then
+		DAEMON_STATUS=${status#status }
+	fi
 	exec 8<&-
-	wait "$listener" || true
+	[[ -n ${DAEMON_NOTIFY_LOG:-} ]] || wait "$listener" || true
 	if [[ $line != "ready $DAEMON_PID" ]]; then
 		process_running "$DAEMON_PID" || fail "vfhealthd exited before serving $MNT"
 		fail "vfhealthd did not report READY=1 (got: $line)"
@@ -340,6 +356,15 @@ kill_daemon() {
 }
 
 # ---- small tools ---------------------------------------------------------------
+
+# socket_dir_args: --socket-dir=DIR for each of SOCKET_DIRS, one per line
+# (`mapfile -t a < <(socket_dir_args)`), for vfhealthd and vfhealth-sentinel.
+socket_dir_args() {
+	local d
+	for d in "${SOCKET_DIRS[@]}"; do
+		printf -- '--socket-dir=%s\n' "$d"
+	done
+}
 
 # background COMMAND...: start COMMAND in the background; ended at exit.
 # Its stdin is the caller's (`background cmd <fifo`): without job control,

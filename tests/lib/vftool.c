@@ -17,18 +17,30 @@
  *       write prints strerror and exits 1.
  *   vftool write-at FILE OFFSET TEXT
  *       one pwrite(2) at OFFSET; prints strerror and exits 1 on failure.
- *   vftool notify-listen SOCKET TIMEOUT_MS
+ *   vftool notify-listen SOCKET TIMEOUT_MS [LOG]
  *       bind a Unix datagram socket (what systemd's $NOTIFY_SOCKET is), print
  *       "bound", then wait for a datagram containing READY=1: print
- *       "ready MAINPID" (0 when the message has none), exit 0; on timeout print "timeout" and exit 1.
+ *       "ready MAINPID" (0 when the message has none), then "status TEXT"
+ *       for its STATUS=TEXT if any, exit 0; on timeout print "timeout" and
+ *       exit 1.  With LOG, every STATUS= line also goes to LOG as
+ *       "status TEXT", and after READY=1 it closes stdout and keeps
+ *       listening (until killed), so LOG shows every STATUS= sent later.
+ *   vftool hold FILE COUNT
+ *       open FILE COUNT times read-only and read one byte from each, keeping
+ *       every descriptor open (a reader that holds the daemon's memory);
+ *       stop at the first open or read that fails.  Print "held N", then
+ *       "error STRERROR" if one failed, then "holding", and keep them until
+ *       stdin ends.  Raises its descriptor limit to the hard limit.
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -157,15 +169,43 @@ static int cmd_write_at(const char *path, const char *offset, const char *text)
 	return 0;
 }
 
-static int cmd_notify_listen(const char *path, const char *timeout)
+/* The value of the line "KEY=..." in a notification message, up to its
+ * newline (cut there: msg is modified), or NULL. */
+static const char *message_field(char *msg, const char *key)
+{
+	size_t klen = strlen(key);
+
+	for (char *line = msg; line && *line;) {
+		char *next = strchr(line, '\n');
+		if (strncmp(line, key, klen) == 0 && line[klen] == '=') {
+			if (next)
+				*next = '\0';
+			return line + klen + 1;
+		}
+		line = next ? next + 1 : NULL;
+	}
+	return NULL;
+}
+
+static int cmd_notify_listen(const char *path, const char *timeout, const char *log_path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	_cleanup_fclose_ FILE *log = NULL;
+	bool ready = false;
 	char msg[4096];
 	int ms;
 
 	if (fd < 0 || strlen(path) >= sizeof(sa.sun_path) || timeout_arg(timeout, &ms) < 0)
 		return 2;
+	if (log_path) {
+		log = fopen(log_path, "ae");
+		if (!log) {
+			perror(log_path);
+			return 2;
+		}
+		setvbuf(log, NULL, _IOLBF, 0);
+	}
 	strcpy(sa.sun_path, path);
 	unlink(path);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
@@ -177,7 +217,7 @@ static int cmd_notify_listen(const char *path, const char *timeout)
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		ssize_t n;
-		int r = poll(&pfd, 1, ms);
+		int r = poll(&pfd, 1, ready ? -1 : ms);
 
 		if (r <= 0) {
 			printf("timeout\n");
@@ -187,12 +227,57 @@ static int cmd_notify_listen(const char *path, const char *timeout)
 		if (n < 0)
 			return 2;
 		msg[n] = '\0';
-		if (strstr(msg, "READY=1")) {
-			const char *pid = strstr(msg, "MAINPID=");
-			printf("ready %d\n", pid ? atoi(pid + 8) : 0);
+		bool is_ready = strstr(msg, "READY=1") != NULL;
+		const char *pid = strstr(msg, "MAINPID=");
+		int mainpid = pid ? atoi(pid + 8) : 0;
+		const char *status = message_field(msg, "STATUS");
+
+		if (status && log)
+			fprintf(log, "status %s\n", status);
+		if (!is_ready || ready)
+			continue;
+		ready = true;
+		printf("ready %d\n", mainpid);
+		if (status)
+			printf("status %s\n", status);
+		if (!log)
 			return 0;
+		fclose(stdout); /* the reader sees the end; LOG gets the rest */
+	}
+}
+
+static int cmd_hold(const char *path, const char *count_arg)
+{
+	struct rlimit rl;
+	uint64_t count, held = 0;
+	int err = 0;
+	char byte, line[64];
+
+	if (parse_uint64(count_arg, 1, 1000000, &count) < 0) {
+		fprintf(stderr, "bad count '%s'\n", count_arg);
+		return 2;
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	/* The descriptors stay open until exit: that is the point. */
+	for (; held < count; held++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0 || pread(fd, &byte, 1, 0) < 0) {
+			err = errno;
+			break;
 		}
 	}
+	printf("held %" PRIu64 "\n", held);
+	if (err)
+		printf("error %s\n", strerror(err));
+	printf("holding\n");
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin))
+		;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -203,9 +288,12 @@ int main(int argc, char **argv)
 		return cmd_write_read(argv[2], argv[3]);
 	if (argc == 5 && strcmp(argv[1], "write-at") == 0)
 		return cmd_write_at(argv[2], argv[3], argv[4]);
-	if (argc == 4 && strcmp(argv[1], "notify-listen") == 0)
-		return cmd_notify_listen(argv[2], argv[3]);
+	if ((argc == 4 || argc == 5) && strcmp(argv[1], "notify-listen") == 0)
+		return cmd_notify_listen(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
+	if (argc == 4 && strcmp(argv[1], "hold") == 0)
+		return cmd_hold(argv[2], argv[3]);
 	fprintf(stderr, "usage: vftool poll FILE TIMEOUT_MS [EXPECTED] | write-read FILE TEXT |\n"
-			"       write-at FILE OFFSET TEXT | notify-listen SOCKET TIMEOUT_MS\n");
+			"       write-at FILE OFFSET TEXT | notify-listen SOCKET TIMEOUT_MS [LOG] |\n"
+			"       hold FILE COUNT\n");
 	return 2;
 }

@@ -10,16 +10,17 @@ require_fuse
 
 claim=$source_root/examples/vmm/vfhealth-claim.sh
 mnt=$MNT
+SOCKET_DIRS=() # the built-in socket directories, where a VMM manager's sockets live
 start_daemon --no-sentinel
 mkdir "$mnt/0000:41:00.4" "$mnt/0000:41:00.5"
 export MOUNT=$mnt
 used() { sed -n 's/^used_slots //p' "$mnt/resources"; }
 
-out=$("$claim" claim 0000:41:00.4 vm-1 --agent vsock:7 --control /run/vmm/vm-1.sock --pid $$) ||
+out=$("$claim" claim 0000:41:00.4 vm-1 --agent vsock:7 --control /run/vfhealth-vmm/vm-1.sock --pid $$) ||
 	fail "claim failed: $out"
 grep -Eq '^claimed_at=[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}\.[0-9]{9}Z$' <<<"$out" || fail "no claimed_at in: $out"
 grep -qx 'agent=vsock:7:2222' <<<"$out" || fail "agent not stored (canonical form expected): $out"
-grep -qx 'control=/run/vmm/vm-1.sock' <<<"$out" || fail "control not stored: $out"
+grep -qx 'control=/run/vfhealth-vmm/vm-1.sock' <<<"$out" || fail "control not stored: $out"
 grep -qx "pid=$$" <<<"$out" || fail "pid not stored: $out"
 [[ $(cat "$mnt/0000:41:00.4/assignments/vm-1") == "$out" ]] || fail "printed claim differs from the file"
 [[ $(used) == 1 ]] || fail "used_slots $(used) after one claim"
@@ -40,6 +41,7 @@ echo 1 > "$mnt/0000:41:00.5/quarantined"
 refused "busy" 0000:41:00.5 vm-4 --agent vsock:9
 echo 0 > "$mnt/0000:41:00.5/quarantined"
 refused "attributes refused" 0000:41:00.5 vm-5 --agent tcp:1.2.3.4
+refused "attributes refused" 0000:41:00.5 vm-5 --control /run/systemd/private
 [[ -z $(ls "$mnt/0000:41:00.5/assignments") ]] || fail "a refused attribute left a claim"
 [[ $(used) == 1 ]] || fail "used_slots $(used) after refusals"
 
@@ -51,7 +53,7 @@ rc=0; "$claim" release 0000:41:00.4 vm-1 2>"$T/out" || rc=$?
 (
 	# shellcheck source=../../examples/vmm/vfhealth-claim.sh
 	. "$claim"
-	vfhealth_claim 0000:41:00.4 vm-6 --agent hvsock:/run/vmm/vm-6.vsock >/dev/null
+	vfhealth_claim 0000:41:00.4 vm-6 --agent hvsock:/run/vfhealth-vmm/vm-6.vsock >/dev/null
 	[[ -e $MOUNT/0000:41:00.4/assignments/vm-6 ]]
 	vfhealth_release 0000:41:00.4 vm-6
 ) || fail "the sourced functions failed"

@@ -19,12 +19,12 @@ report_failed "$mnt" 0000:41:00.4 vm-b                   # quarantined
 report_failed "$mnt" 0000:41:00.5 vm-c
 report_failed "$mnt" 0000:41:00.5 vm-d                   # held back: breaker engaged
 echo "ok vm-e -" > "$mnt/0000:41:00.6/report"            # ok, nothing to clear
-# A claim whose agent does not answer: the sentinel counts an rpc_error.
+# A claim whose agent does not answer: the sentinel counts an rpc_error.  Its
+# VMM is this shell (a running pid; a control socket would have to listen).
 mkdir -p "$T/vmm"
-: > "$T/vmm/control.sock"
 : > "$mnt/0000:41:00.7/assignments/vm-f"
 write_once "$mnt/0000:41:00.7/assignments/vm-f" \
-	"agent=unix:$T/vmm/nobody.sock"$'\n'"control=$T/vmm/control.sock"$'\n'
+	"agent=unix:$T/vmm/nobody.sock"$'\n'"pid=$$"$'\n'
 
 metric() { awk -v want="$1" '$1 == want { print $2 }' "$T/metrics"; }
 sentinel_checked() {
@@ -51,7 +51,7 @@ want 'vfhealth_reports_total{kind="failed",outcome="unchanged"}' 1
 want 'vfhealth_reports_total{kind="failed",outcome="quarantined"}' 1
 want 'vfhealth_reports_total{kind="ok",outcome="unchanged"}' 1
 for series in vfhealth_sentinel_init_failures_total vfhealth_sentinel_quarantines_total \
-	      vfhealth_liveness_uncertain_total; do
+	      vfhealth_sentinel_liveness_uncertain_total vfhealth_sentinel_list_errors_total; do
 	[[ -n $(metric "$series") ]] || fail "no $series"
 done
 grep -q '^# TYPE vfhealth_sentinel_checks_total counter$' "$T/metrics" || fail "checks_total is not a counter"

@@ -20,7 +20,7 @@ promtool check rules "$dir/vfhealth.rules.yml" || fail "promtool check rules"
 # stale or absent metrics, a stalled sentinel, unanswering agents, held-back
 # VFs, besides the quarantine, store and breaker alerts).
 for metric in vfhealth_quarantined_vfs vfhealth_store_unavailable vfhealth_breaker_engaged \
-	      vfhealth_liveness_uncertain_total vfhealth:sentinel_init_failures:rate1h \
+	      vfhealth_sentinel_liveness_uncertain_total vfhealth:sentinel_init_failures:rate1h \
 	      vfhealth_textfile_last_success_timestamp_seconds 'absent(vfhealth_textfile_' \
 	      vfhealth_sentinel_polls_total 'vfhealth_sentinel_checks_total{result=~"rpc_error|unknown"}' \
 	      'vfhealth_vf_out_of_service{reason="held-back"}'; do

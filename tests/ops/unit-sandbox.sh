@@ -134,9 +134,9 @@ awk -v m="$mnt" '$5 == m { for (i = 6; i < NF; i++) if ($i == "-" && $(i + 1) ==
 vf=0000:41:00.4
 mkdir "$mnt/$vf" || fail "mkdir of a VF"
 : > "$mnt/$vf/assignments/vm-a"
-: > "$T/control.sock"
+# Its VMM is this shell: a running pid (a control socket would have to listen).
 write_once "$mnt/$vf/assignments/vm-a" \
-	"agent=unix:$agent_dir/agent.sock"$'\n'"control=$T/control.sock"$'\n'
+	"agent=unix:$agent_dir/agent.sock"$'\n'"pid=$$"$'\n'
 counter() { awk -v want="vfhealth_sentinel_checks_total{result=\"$1\"}" '$1 == want { print $2 }' "$mnt/metrics"; }
 agent_answered() { local n; n=$(counter ok); [[ -n $n && $n != 0 ]]; }
 wait_for 20 "the sentinel to get ok from nobody's agent" agent_answered

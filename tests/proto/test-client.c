@@ -343,22 +343,7 @@ START_TEST(test_connect_errors)
 }
 END_TEST
 
-static Suite *client_suite(void)
-{
-	Suite *s = suite_create("client");
-	TCase *tc = tcase_create("core");
-
-	tcase_set_timeout(tc, 30);
-	tcase_add_test(tc, test_unix_answer);
-	tcase_add_test(tc, test_hvsock_handshake);
-	tcase_add_test(tc, test_hvsock_bad_vmm);
-	tcase_add_test(tc, test_unimplemented);
-	tcase_add_test(tc, test_garbage_and_oversized);
-	tcase_add_test(tc, test_slow_peer_deadline);
-	tcase_add_test(tc, test_cancel);
-	tcase_add_test(tc, test_connect_errors);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-CHECK_MAIN(client_suite)
+static const struct check_case client_case = { .suite = "client", .tcase = "core", .timeout = 30 };
+CHECK_CASE_MAIN(client_case,
+	test_unix_answer, test_hvsock_handshake, test_hvsock_bad_vmm, test_unimplemented,
+	test_garbage_and_oversized, test_slow_peer_deadline, test_cancel, test_connect_errors)

@@ -98,6 +98,9 @@ START_TEST(test_rejects)
 		"VSOCK:3", "tcp:1.2.3.4:5", "unix:", "unix:relative/path", "unix:~/x", "hvsock:",
 		"hvsock:rel:2222", "hvsock:/x:", "hvsock:/x:0", "hvsock::2222", "/run/agent.sock",
 		"unix:/a\nb", "hvsock:/x:99999999999",
+		/* no control characters (ESC, CR, BEL, DEL, tab), no leading zeros */
+		"unix:/a\x1b[31mb", "unix:/a\rb", "unix:/a\ab", "unix:/a\tb", "hvsock:/a\x7f:2222",
+		"vsock:03", "vsock:3:02222", "hvsock:/x:02222",
 	};
 	struct endpoint e = { .kind = ENDPOINT_UNIX, .path = "/untouched" };
 
@@ -121,17 +124,6 @@ START_TEST(test_rejects)
 }
 END_TEST
 
-static Suite *endpoint_suite(void)
-{
-	Suite *s = suite_create("endpoint");
-	TCase *tc = tcase_create("core");
-
-	tcase_add_test(tc, test_vsock);
-	tcase_add_test(tc, test_hvsock);
-	tcase_add_test(tc, test_unix);
-	tcase_add_test(tc, test_rejects);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-CHECK_MAIN(endpoint_suite)
+static const struct check_case endpoint_case = { .suite = "endpoint", .tcase = "core" };
+CHECK_CASE_MAIN(endpoint_case,
+	test_vsock, test_hvsock, test_unix, test_rejects)

@@ -370,26 +370,9 @@ START_TEST(test_wait_deadline_and_cancel)
 }
 END_TEST
 
-static Suite *frame_suite(void)
-{
-	Suite *s = suite_create("frame");
-	TCase *tc = tcase_create("core");
-
-	tcase_set_timeout(tc, 20);
-	tcase_add_test(tc, test_header_limit);
-	tcase_add_test(tc, test_reader_byte_by_byte);
-	tcase_add_test(tc, test_reader_oversized_before_alloc);
-	tcase_add_test(tc, test_reader_fill_socket);
-	tcase_add_test(tc, test_budget_allocator);
-	tcase_add_test(tc, test_request_codec);
-	tcase_add_test(tc, test_request_garbage);
-	tcase_add_test(tc, test_request_unknown_field_bomb);
-	tcase_add_test(tc, test_response_codec);
-	tcase_add_test(tc, test_response_wrong_type);
-	tcase_add_test(tc, test_sanitize);
-	tcase_add_test(tc, test_wait_deadline_and_cancel);
-	suite_add_tcase(s, tc);
-	return s;
-}
-
-CHECK_MAIN(frame_suite)
+static const struct check_case frame_case = { .suite = "frame", .tcase = "core", .timeout = 20 };
+CHECK_CASE_MAIN(frame_case,
+	test_header_limit, test_reader_byte_by_byte, test_reader_oversized_before_alloc,
+	test_reader_fill_socket, test_budget_allocator, test_request_codec,
+	test_request_garbage, test_request_unknown_field_bomb, test_response_codec,
+	test_response_wrong_type, test_sanitize, test_wait_deadline_and_cancel)

@@ -98,7 +98,7 @@ exit 6
 EOF
 	chmod +x "$T/$name.nvidia-smi"
 	"$VFHEALTH_AGENT" --listen "unix:$T/$name.sock" --kmsg "$T/$name.kmsg" \
-		--sysfs-root "$T/sysfs" --nvidia-smi "$T/$name.nvidia-smi" \
+		--sysfs-root "$T/sysfs" --nvidia-smi "$T/$name.nvidia-smi" --dev-dir "$T" \
 		--probe-interval "${AGENT_PROBE_INTERVAL:-0.1}" >>"$T/$name.log" 2>&1 &
 	BG_PIDS+=("$!")
 	wait_for 20 "agent $name listening" test -S "$T/$name.sock"

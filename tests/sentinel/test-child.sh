@@ -42,7 +42,7 @@ wait_for 20 "the sentinel child" has_child "$sentinel_exe"
 child=$(sentinel_child "$sentinel_exe")
 BG_PIDS+=("$child") # never outlives the test, even when the assertions below fail
 mapfile -d '' argv <"/proc/$child/cmdline"
-[[ ${argv[*]:1} == "--poll-interval=0.2 --poll-timeout=2 --no-reconcile --counters-fd 3 -- $MNT" ]] ||
+[[ ${argv[*]:1} == "--socket-dir=$T --poll-interval=0.2 --poll-timeout=2 --no-reconcile --counters-fd 3 -- $MNT" ]] ||
 	fail "the sentinel runs with: ${argv[*]}"
 [[ $(readlink "/proc/$child/fd/3") == "/memfd:vfhealth-sentinel-counters"* ]] ||
 	fail "fd 3 of the sentinel is $(readlink "/proc/$child/fd/3"), not the counter memfd"
@@ -70,7 +70,7 @@ chmod +x "$T/wrapper"
 start_daemon --sentinel-program "$T/wrapper" --poll-interval 0.3 --concurrency 2
 wait_for 20 "the wrapper to run" test -s "$T/wrapper.args"
 wait_polls 1
-[[ $(head -n 2 "$T/wrapper.args" | tr '\n' ' ') == "--poll-interval=0.3 --concurrency=2 " ]] ||
+[[ $(head -n 3 "$T/wrapper.args" | tr '\n' ' ') == "--socket-dir=$T --poll-interval=0.3 --concurrency=2 " ]] ||
 	fail "the wrapper got: $(tr '\n' ' ' <"$T/wrapper.args")"
 
 # The daemon exits 1 when the sentinel dies, and unmounts.

@@ -54,8 +54,9 @@ grep -q "^<6>.*vf $VF: quarantine rescinded: instance vm-2 (claimed $T2)" "$T/da
 	fail "no info line for the rescind"
 metric_ge 'vfhealth_sentinel_checks_total{result="ok"}' 1 || fail "ok checks not counted"
 # Every series is present, with HELP and TYPE.
-for r in ok failed unknown rpc_error unsupported_agent list_error; do
+for r in ok failed unknown rpc_error unsupported_agent; do
 	[[ -n $(metric "vfhealth_sentinel_checks_total{result=\"$r\"}") ]] || fail "no $r series"
 done
-grep -q '^# TYPE vfhealth_liveness_uncertain_total counter' "$MNT/metrics" || fail "no TYPE line"
+grep -q '^# TYPE vfhealth_sentinel_liveness_uncertain_total counter' "$MNT/metrics" || fail "no TYPE line"
+grep -q '^# TYPE vfhealth_sentinel_list_errors_total counter' "$MNT/metrics" || fail "no list errors"
 echo PASS

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The store becomes unavailable (its disk fills) while a FAILED answer is in
-# flight: the report is refused and not recorded; each poll then makes one
-# repair attempt, which fails while the disk is full; once there is room the
+# flight: the report is refused and not recorded; each poll then makes
+# exactly one repair attempt (counted against polls_total), which fails while the disk is full; once there is room the
 # sentinel's own repair brings the store back (nobody else writes `repair`)
 # and the next poll's report is recorded.
 source "$(dirname "$0")/lib.sh"
@@ -33,12 +33,20 @@ wait_for 20 "a failed repair attempt by the sentinel" \
 	grep -q "sentinel: store unavailable.*repair failed" "$T/daemon.log"
 file_is "$MNT/$VF/tally" 0 || fail "recorded while the store was unavailable"
 grep -q '^unavailable' "$MNT/status" || fail "the store came back on a full disk"
+# Issue 11.7: the sentinel keeps polling and makes ONE repair attempt per
+# poll (a poll in progress at either end may add one).
+repairs() { grep -c "sentinel: store .*repair failed" "$T/daemon.log"; }
+P_A=$(polls) L_A=$(repairs)
+wait_polls 4
+P_B=$(polls) L_B=$(repairs)
+((L_B - L_A <= P_B - P_A + 1)) || fail "$((L_B - L_A)) repair attempts in $((P_B - P_A)) polls"
+((L_B - L_A >= P_B - P_A - 1)) || fail "polls without a repair attempt while unavailable"
 
 rm "$T/db/fill"
 wait_for 20 "the sentinel's repair" grep -q "sentinel: store repaired" "$T/daemon.log"
 wait_for 20 "the report retried" file_is "$MNT/$VF/tally" 1
 file_is "$MNT/status" ok || fail "status: $(cat "$MNT/status")"
 [[ $(metric vfhealth_sentinel_init_failures_total) == 1 ]] || fail "init_failures_total != 1"
-metric_ge 'vfhealth_sentinel_checks_total{result="list_error"}' 1 ||
-	fail "listing while unavailable did not count list_error"
+metric_ge vfhealth_sentinel_list_errors_total 1 ||
+	fail "listing while unavailable did not count a list error"
 echo PASS

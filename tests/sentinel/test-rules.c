@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for sentinel/rules.c and sentinel/options.c: the classifier,
  * the revalidation rule, the liveness verdict and the evidence gatherers
- * (proto/procfs.c against a fake /proc tree and the real one; control paths),
+ * (proto/procfs.c and sentinel/liveness.c against a fake /proc tree and the
+ * real one: start times, boot ids, the Unix socket table),
  * and the option parser.  The file grammar the sentinel speaks (assignment
  * files, report commands, outcomes) is tested in tests/grammar/. */
 #include <check.h>
@@ -12,11 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "proto/cleanup.h"
 #include "proto/procfs.h"
+#include "sentinel/liveness.h"
 #include "sentinel/rules.h"
 #include "sentinel/sentinel.h"
 #include "tests/common/check-main.h"
@@ -65,8 +69,7 @@ END_TEST
 
 START_TEST(test_check_result_names)
 {
-	const char *expected[] = { "ok", "failed", "unknown", "rpc_error", "unsupported_agent",
-				   "list_error" };
+	const char *expected[] = { "ok", "failed", "unknown", "rpc_error", "unsupported_agent" };
 
 	ck_assert_int_eq(ARRAY_SIZE(expected), CHECK_RESULT_COUNT);
 	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
@@ -97,17 +100,17 @@ START_TEST(test_revalidate)
 	struct assignment reclaimed = claim("0000:41:00.4", "vm-1", T2);
 	struct assignment other = claim("0000:41:00.4", "vm-2", T1);
 
-	/* Unchanged: report. */
+	/* With an assignment identity the answer is reported against it,
+	 * whatever the VF holds now (issue 11.4): no re-read needed. */
+	ck_assert(!sentinel_revalidate_needed(&captured));
 	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &same), REVALIDATE_REPORT);
-	/* Released during the poll: still about the captured assignment. */
 	ck_assert_int_eq(sentinel_revalidate(&captured, -ENOENT, NULL), REVALIDATE_REPORT);
-	/* Released and re-claimed by the same instance: another assignment. */
-	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &reclaimed), REVALIDATE_DROP);
+	/* Released and re-claimed by the same instance: still the captured one. */
+	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &reclaimed), REVALIDATE_REPORT);
 	/* Now held by another instance. */
-	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &other), REVALIDATE_DROP);
-	/* Could not re-read: we cannot tell, so say nothing. */
-	ck_assert_int_eq(sentinel_revalidate(&captured, -EIO, &same), REVALIDATE_DROP);
-	ck_assert_int_eq(sentinel_revalidate(&captured, -EACCES, NULL), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &other), REVALIDATE_REPORT);
+	/* The re-read, were there one, failed (a store outage): still reported. */
+	ck_assert_int_eq(sentinel_revalidate(&captured, -EIO, NULL), REVALIDATE_REPORT);
 }
 END_TEST
 
@@ -115,53 +118,75 @@ START_TEST(test_revalidate_empty_claimed_at)
 {
 	struct assignment captured = claim("0000:41:00.4", "vm-1", "");
 	struct assignment stamped = claim("0000:41:00.4", "vm-1", T1);
+	struct assignment other = claim("0000:41:00.4", "vm-2", "");
 
+	/* No identity: which claim it is can only be told by re-reading. */
+	ck_assert(sentinel_revalidate_needed(&captured));
 	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &captured), REVALIDATE_REPORT);
+	ck_assert_int_eq(sentinel_revalidate(&captured, -ENOENT, NULL), REVALIDATE_REPORT);
 	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &stamped), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &other), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, -EIO, NULL), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, -EACCES, NULL), REVALIDATE_DROP);
 }
 END_TEST
 
 /* ---- liveness ------------------------------------------------------------------------ */
 
+#define BOOT_SAME .boot_id_given = true, .boot_id_same = true
 START_TEST(test_liveness_verdicts)
 {
 	static const struct {
 		struct liveness_evidence ev;
 		enum liveness expected;
 	} cases[] = {
-		/* No control path recorded: nothing to judge by. */
-		{ { .control_given = false, .pid = 0 }, LIVENESS_UNMANAGED },
-		{ { .control_given = false, .pid = 77, .proc_rc = -ENOENT }, LIVENESS_UNMANAGED },
-		/* The control socket exists: alive, whatever the pid says. */
-		{ { .control_given = true, .control_rc = 0, .pid = 77, .proc_rc = -ENOENT },
+		/* Nothing recorded: nothing to judge by. */
+		{ { .pid = 0 }, LIVENESS_UNMANAGED },
+		{ { BOOT_SAME }, LIVENESS_UNMANAGED },
+		/* Listening on the control path, pid with its start time: alive. */
+		{ { .control_given = true, .listening = true }, LIVENESS_ALIVE },
+		{ { .control_given = true, .listening = true, .pid = 77, .starttime_now = 5,
+		    .starttime_claimed = 5, BOOT_SAME },
 		  LIVENESS_ALIVE },
-		/* Cannot stat the control path: uncertain. */
-		{ { .control_given = true, .control_rc = -EACCES }, LIVENESS_UNCERTAIN },
-		{ { .control_given = true, .control_rc = -ELOOP, .pid = 77, .proc_rc = -ENOENT },
-		  LIVENESS_UNCERTAIN },
-		/* Gone, and no pid to check: dead. */
-		{ { .control_given = true, .control_rc = -ENOENT, .pid = 0 }, LIVENESS_DEAD },
-		/* Gone, and the process is gone. */
-		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .proc_rc = -ENOENT },
+		/* The pid alone: runs with the recorded start time, or none recorded. */
+		{ { .pid = 77, .starttime_now = 500, .starttime_claimed = 500 }, LIVENESS_ALIVE },
+		{ { .pid = 77, .starttime_now = 500 }, LIVENESS_ALIVE },
+		/* 1. Another boot: dead, whatever else says alive. */
+		{ { .control_given = true, .listening = true, .pid = 77, .starttime_now = 5,
+		    .starttime_claimed = 5, .boot_id_given = true, .boot_id_same = false },
 		  LIVENESS_DEAD },
-		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .proc_rc = -ESRCH },
+		{ { .boot_id_given = true, .boot_id_same = false }, LIVENESS_DEAD },
+		/* 2. The pid is gone (even with a socket listening there). */
+		{ { .control_given = true, .listening = true, .pid = 77, .proc_rc = -ENOENT },
 		  LIVENESS_DEAD },
-		/* Gone, but the process cannot be checked. */
-		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .proc_rc = -EACCES },
-		  LIVENESS_UNCERTAIN },
-		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .proc_rc = -EBADMSG },
-		  LIVENESS_UNCERTAIN },
-		/* Gone, the pid runs with the recorded start time: alive. */
-		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .starttime_now = 500,
-		    .starttime_claimed = 500 },
-		  LIVENESS_ALIVE },
-		/* ... with no recorded start time: cannot prove reuse, alive. */
-		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .starttime_now = 500 },
-		  LIVENESS_ALIVE },
-		/* ... with another start time: the pid was reused, dead. */
-		{ { .control_given = true, .control_rc = -ENOENT, .pid = 77, .starttime_now = 501,
+		{ { .pid = 77, .proc_rc = -ESRCH }, LIVENESS_DEAD },
+		/* 3. The pid names a process with another start time: reused. */
+		{ { .control_given = true, .listening = true, .pid = 77, .starttime_now = 501,
 		    .starttime_claimed = 500 },
 		  LIVENESS_DEAD },
+		/* 4. Nothing listens on the control path (its file may well exist:
+		 * a SIGKILLed VMM leaves it), also with the process running. */
+		{ { .control_given = true, .listening = false }, LIVENESS_DEAD },
+		{ { .control_given = true, .listening = false, .pid = 77, .starttime_now = 5,
+		    .starttime_claimed = 5 },
+		  LIVENESS_DEAD },
+		/* A dead fact wins over an unreadable one. */
+		{ { .control_given = true, .listening = false, .boot_id_given = true,
+		    .boot_rc = -EACCES },
+		  LIVENESS_DEAD },
+		{ { .pid = 77, .proc_rc = -ENOENT, .control_given = true, .sockets_rc = -ENOENT },
+		  LIVENESS_DEAD },
+		/* Uncertain: the boot id, the process or the socket table unreadable. */
+		{ { .control_given = true, .listening = true, .boot_id_given = true,
+		    .boot_rc = -ENOENT },
+		  LIVENESS_UNCERTAIN },
+		{ { .boot_id_given = true, .boot_rc = -EIO }, LIVENESS_UNCERTAIN },
+		{ { .pid = 77, .proc_rc = -EACCES }, LIVENESS_UNCERTAIN },
+		{ { .pid = 77, .proc_rc = -EBADMSG, .control_given = true, .sockets_rc = -EBADMSG },
+		  LIVENESS_UNCERTAIN },
+		{ { .control_given = true, .sockets_rc = -EACCES }, LIVENESS_UNCERTAIN },
+		{ { .control_given = true, .sockets_rc = -ENOENT, .pid = 77, .starttime_now = 5 },
+		  LIVENESS_UNCERTAIN },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -172,6 +197,8 @@ START_TEST(test_liveness_verdicts)
 			      liveness_name(l), liveness_name(cases[i].expected));
 		ck_assert_ptr_nonnull(reason);
 	}
+	ck_assert_str_eq(liveness_name(LIVENESS_UNCERTAIN), "uncertain");
+	ck_assert_str_eq(liveness_name((enum liveness)9), "invalid");
 }
 END_TEST
 
@@ -262,22 +289,176 @@ START_TEST(test_proc_stat_parse)
 }
 END_TEST
 
-START_TEST(test_control_state)
-{
-	char path[PATH_MAX], loop[PATH_MAX];
+#define UNIX_HEADER "Num       RefCount Protocol Flags    Type St Inode Path\n"
+#define LISTEN_LINE(path) "0000000000000000: 00000002 00000000 00010000 0001 01 4242 " path "\n"
 
-	snprintf(path, sizeof(path), "%s/100/stat", fake_root);
-	ck_assert_int_eq(sentinel_control_state(path), 0);
-	snprintf(path, sizeof(path), "%s/missing.sock", fake_root);
-	ck_assert_int_eq(sentinel_control_state(path), -ENOENT);
-	/* A component that is a file: the path cannot exist. */
-	snprintf(path, sizeof(path), "%s/100/stat/x.sock", fake_root);
-	ck_assert_int_eq(sentinel_control_state(path), -ENOENT);
-	/* A symlink loop: we cannot tell. */
-	snprintf(loop, sizeof(loop), "%s/loop", fake_root);
-	ck_assert_int_eq(symlink(loop, loop), 0);
-	snprintf(path, sizeof(path), "%s/loop/x.sock", fake_root);
-	ck_assert_int_eq(sentinel_control_state(path), -ELOOP);
+START_TEST(test_unix_line)
+{
+	static const char *const not_listening[] = {
+		UNIX_HEADER,
+		/* Connected (St 03), no ACCEPTCON. */
+		"0000000000000000: 00000003 00000000 00000000 0001 03 4243 /run/vm.ctl\n",
+		/* ACCEPTCON but St 03 (cannot happen; not listening either way). */
+		"0000000000000000: 00000002 00000000 00010000 0001 03 4244 /run/vm.ctl\n",
+		/* Unconnected, not listening (bound only). */
+		"0000000000000000: 00000002 00000000 00000000 0001 01 4245 /run/vm.ctl\n",
+		/* Listening on another path, a longer one, a prefix, abstract. */
+		LISTEN_LINE("/run/vm.ctl2"),
+		LISTEN_LINE("/run/vm.ct"),
+		LISTEN_LINE("/run/vm.ctl /x"),
+		LISTEN_LINE("@/run/vm.ctl"),
+		/* Unbound, listening. */
+		"0000000000000000: 00000002 00000000 00010000 0001 01 4246\n",
+		/* Malformed. */
+		"garbage /run/vm.ctl\n",
+		"",
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(not_listening); i++)
+		ck_assert_msg(!unix_line_listens_on(not_listening[i],
+						    strcspn(not_listening[i], "\n"), "/run/vm.ctl"),
+			      "line %zu", i);
+	static const char ok[] = LISTEN_LINE("/run/vm.ctl");
+	ck_assert(unix_line_listens_on(ok, strlen(ok) - 1, "/run/vm.ctl"));
+	/* Kernel pointers shown, a padded inode, a SEQPACKET socket. */
+	static const char ok2[] = "ffff8881a3c4e000: 00000002 00000000 00010000 0005 01    17 /run/vm.ctl";
+	ck_assert(unix_line_listens_on(ok2, strlen(ok2), "/run/vm.ctl"));
+}
+END_TEST
+
+static void fake_path(char *buf, size_t size, const char *rel)
+{
+	snprintf(buf, size, "%s/%s", fake_root, rel);
+}
+
+START_TEST(test_unix_socket_listening_fake_tree)
+{
+	char path[PATH_MAX];
+
+	fake_path(path, sizeof(path), "self");
+	mkdir(path, 0755);
+	fake_path(path, sizeof(path), "self/net");
+	mkdir(path, 0755);
+	fake_path(path, sizeof(path), "self/net/unix");
+	write_text(path, UNIX_HEADER LISTEN_LINE("/run/a.ctl")
+			 "0000000000000000: 00000002 00000000 00000000 0001 01 9 /run/b.ctl\n");
+	fake_path(path, sizeof(path), "100/net");
+	mkdir(path, 0755);
+	fake_path(path, sizeof(path), "100/net/unix");
+	write_text(path, UNIX_HEADER LISTEN_LINE("/run/b.ctl"));
+
+	/* No pid: the sentinel's own namespace. */
+	ck_assert_int_eq(unix_socket_listening(fake_root, 0, "/run/a.ctl"), 1);
+	ck_assert_int_eq(unix_socket_listening(fake_root, 0, "/run/b.ctl"), 0);
+	/* A pid: that process's namespace. */
+	ck_assert_int_eq(unix_socket_listening(fake_root, 100, "/run/b.ctl"), 1);
+	ck_assert_int_eq(unix_socket_listening(fake_root, 100, "/run/a.ctl"), 0);
+	/* Unreadable tables. */
+	ck_assert_int_eq(unix_socket_listening(fake_root, 400, "/run/a.ctl"), -ENOENT);
+	fake_path(path, sizeof(path), "300/net");
+	mkdir(path, 0755);
+	fake_path(path, sizeof(path), "300/net/unix");
+	mkdir(path, 0755);
+	ck_assert_int_eq(unix_socket_listening(fake_root, 300, "/run/a.ctl"), -EISDIR);
+}
+END_TEST
+
+/* The real socket table: a socket we bind and listen on shows; once closed,
+ * its file stays but it does not (the SIGKILLed VMM's leftover). */
+START_TEST(test_unix_socket_listening_real)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd;
+
+	fake_path(sa.sun_path, sizeof(sa.sun_path), "vm.ctl");
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(unix_socket_listening("/proc", 0, sa.sun_path), 0); /* bound only */
+	ck_assert_int_eq(listen(fd, 1), 0);
+	ck_assert_int_eq(unix_socket_listening("/proc", 0, sa.sun_path), 1);
+	ck_assert_int_eq(unix_socket_listening("/proc", getpid(), sa.sun_path), 1);
+	close(fd);
+	ck_assert_int_eq(stat(sa.sun_path, &st), 0);
+	ck_assert_int_eq(unix_socket_listening("/proc", 0, sa.sun_path), 0);
+}
+END_TEST
+
+START_TEST(test_boot_id)
+{
+	char path[PATH_MAX], id[BOOT_ID_BUFSZ] = "untouched", real[BOOT_ID_BUFSZ];
+
+	ck_assert_int_eq(proc_boot_id(fake_root, id), -ENOENT);
+	ck_assert_str_eq(id, "untouched");
+	fake_path(path, sizeof(path), "sys");
+	mkdir(path, 0755);
+	fake_path(path, sizeof(path), "sys/kernel");
+	mkdir(path, 0755);
+	fake_path(path, sizeof(path), "sys/kernel/random");
+	mkdir(path, 0755);
+	fake_path(path, sizeof(path), "sys/kernel/random/boot_id");
+	write_text(path, "not a boot id\n");
+	ck_assert_int_eq(proc_boot_id(fake_root, id), -EBADMSG);
+	write_text(path, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b\n");
+	ck_assert_int_eq(proc_boot_id(fake_root, id), 0);
+	ck_assert_str_eq(id, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b");
+	ck_assert_int_eq(proc_boot_id("/proc", real), 0);
+	ck_assert_uint_eq(strlen(real), BOOT_ID_LEN);
+}
+END_TEST
+
+/* liveness_gather() + liveness_verdict() on a fake tree: each fact read
+ * from where the rule says. */
+START_TEST(test_gather)
+{
+	char path[PATH_MAX];
+	struct assignment c = claim("0000:41:00.4", "vm-1", T1);
+	struct liveness_evidence ev;
+	const char *boot = "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b";
+
+	fake_path(path, sizeof(path), "100/net");
+	mkdir(path, 0755);
+	fake_path(path, sizeof(path), "100/net/unix");
+	write_text(path, UNIX_HEADER LISTEN_LINE("/run/vm.ctl"));
+
+	/* pid 100 (start time 123456) listening on its control path. */
+	c.pid = 100;
+	c.pid_starttime = 123456;
+	strcpy(c.control, "/run/vm.ctl");
+	strcpy(c.boot_id, boot);
+	liveness_gather(fake_root, &c, 0, boot, &ev);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_ALIVE);
+	/* Another boot. */
+	liveness_gather(fake_root, &c, 0, "11111111-1b3d-4f5e-8a9b-0c1d2e3f4a5b", &ev);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_DEAD);
+	/* The boot id unreadable. */
+	liveness_gather(fake_root, &c, -ENOENT, "", &ev);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_UNCERTAIN);
+	/* Another start time: reused. */
+	c.pid_starttime = 123455;
+	liveness_gather(fake_root, &c, 0, boot, &ev);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_DEAD);
+	c.pid_starttime = 123456;
+	/* Another control path: nothing listens there. */
+	strcpy(c.control, "/run/other.ctl");
+	liveness_gather(fake_root, &c, 0, boot, &ev);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_DEAD);
+	/* The pid gone; its stat unreadable (EISDIR); its stat unparsable. */
+	c.pid = 400;
+	liveness_gather(fake_root, &c, 0, boot, &ev);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_DEAD);
+	c.pid = 300;
+	liveness_gather(fake_root, &c, 0, boot, &ev);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_UNCERTAIN);
+	c.pid = 200;
+	liveness_gather(fake_root, &c, 0, boot, &ev);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_UNCERTAIN);
+	/* No pid and no self/net/unix in this tree: uncertain. */
+	c.pid = 0;
+	liveness_gather(fake_root, &c, 0, boot, &ev);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_UNCERTAIN);
+	ck_assert_int_eq(ev.sockets_rc, -ENOENT);
 }
 END_TEST
 
@@ -351,11 +532,12 @@ START_TEST(test_metrics_render)
 		"vfhealth_sentinel_checks_total{result=\"unknown\"} 0\n",
 		"vfhealth_sentinel_checks_total{result=\"rpc_error\"} 0\n",
 		"vfhealth_sentinel_checks_total{result=\"unsupported_agent\"} 0\n",
-		"vfhealth_sentinel_checks_total{result=\"list_error\"} 0\n",
 		"vfhealth_sentinel_init_failures_total 0\n",
 		"vfhealth_sentinel_quarantines_total 0\n",
-		"vfhealth_liveness_uncertain_total 0\n",
+		"vfhealth_sentinel_liveness_uncertain_total 0\n",
 		"vfhealth_sentinel_polls_total 0\n",
+		"vfhealth_sentinel_reconciles_total 0\n",
+		"vfhealth_sentinel_list_errors_total 0\n",
 		"vfhealth_sentinel_last_poll_duration_seconds 0.000000000\n",
 	};
 	struct sentinel_options o;
@@ -381,6 +563,8 @@ START_TEST(test_metrics_render)
 
 	for (size_t i = 0; i < ARRAY_SIZE(series); i++)
 		ck_assert_msg(strstr(text, series[i]), "missing %s", series[i]);
+	/* A failed listing is no check result (it has its own counter). */
+	ck_assert_ptr_null(strstr(text, "list_error\""));
 	/* Each sample's metric has # HELP and # TYPE lines before it. */
 	for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
 		char name[128], help[160], type[160];
@@ -388,6 +572,8 @@ START_TEST(test_metrics_render)
 
 		if (line[0] == '#')
 			continue;
+		/* Every series under one prefix (issue 16.5). */
+		ck_assert_msg(strncmp(line, "vfhealth_sentinel_", 18) == 0, "outside: %s", line);
 		end = line + strcspn(line, "{ ");
 		ck_assert_uint_lt((size_t)(end - line), sizeof(name));
 		snprintf(name, sizeof(name), "%.*s", (int)(end - line), line);
@@ -427,7 +613,11 @@ static Suite *rules_suite(void)
 	tcase_add_test(tc, test_proc_starttime_fake_tree);
 	tcase_add_test(tc, test_proc_starttime_real);
 	tcase_add_test(tc, test_proc_stat_parse);
-	tcase_add_test(tc, test_control_state);
+	tcase_add_test(tc, test_unix_line);
+	tcase_add_test(tc, test_unix_socket_listening_fake_tree);
+	tcase_add_test(tc, test_unix_socket_listening_real);
+	tcase_add_test(tc, test_boot_id);
+	tcase_add_test(tc, test_gather);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("options");

@@ -56,7 +56,7 @@ start_daemon --no-sentinel
 for i in $(seq 1 $N); do
 	[[ -f $MNT/0000:41:00.$i/assignments/vm-$i ]] || fail "claims did not survive the restart"
 done
-"$VFHEALTH_SENTINEL" --poll-interval 0.2 --poll-timeout 30 --no-reconcile "$MNT" \
+"$VFHEALTH_SENTINEL" --socket-dir "$T" --poll-interval 0.2 --poll-timeout 30 --no-reconcile "$MNT" \
 	>>"$T/sentinel.log" 2>&1 &
 SENTINEL_PID=$!
 BG_PIDS+=("$SENTINEL_PID")

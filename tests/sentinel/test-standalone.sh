@@ -16,7 +16,7 @@ agent_fail g1
 start_vmm g1
 claim "$VF" vm-1 "agent=hvsock:$T/g1.hv:2222" "control=$T/g1.ctl"
 
-"$VFHEALTH_SENTINEL" --poll-interval 0.2 --poll-timeout 2 --no-reconcile \
+"$VFHEALTH_SENTINEL" --socket-dir "$T" --poll-interval 0.2 --poll-timeout 2 --no-reconcile \
 	--metrics-file "$T/sentinel.prom" "$MNT" >>"$T/sentinel.log" 2>&1 &
 BG_PIDS+=("$!")
 wait_for 20 "tally 1 from the standalone sentinel" file_is "$MNT/$VF/tally" 1

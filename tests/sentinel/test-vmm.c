@@ -5,8 +5,10 @@
  *   --hvsock PATH   hybrid vsock (Cloud Hypervisor / Firecracker style): a
  *                   peer sends "CONNECT <port>\n", we answer "OK <n>\n" and
  *                   then proxy bytes both ways to the guest agent (--agent);
- *   --control PATH  the VMM's control socket: accepts and closes.  Its
- *                   existence is what the sentinel takes as "VMM alive".
+ *   --control PATH  the VMM's control socket: accepts and closes.  A socket
+ *                   bound to PATH and listening (the kernel's socket table,
+ *                   never the file) is what the sentinel takes as "VMM
+ *                   alive"; SIGKILL leaves the file behind, like a real VMM.
  *
  * Misbehaviour for tests: --never-answer (accept, read the CONNECT line, say
  * nothing: a hung guest), --gate FIFO (hold each proxied connection after the
@@ -20,9 +22,11 @@
  * with poll(2).  Locks: conn_lock guards the connection count; gate_lock
  * makes one gate byte release exactly one connection.  Shutdown: SIGTERM or
  * SIGINT (taken by the signalfd; blocked in every thread) unlinks both
- * socket paths and exits 0; the kernel closes every connection.  Sockets
- * appear atomically: each is bound and listening under a temporary name and
- * then renamed into place, so a path that exists accepts connections.
+ * socket paths and exits 0; the kernel closes every connection.  The
+ * control socket is bound at its own path (the socket table names the path
+ * it was bound to) and listens before the hvsock socket appears; that one is
+ * bound and listening under a temporary name and then renamed into place,
+ * so once the hvsock path exists both accept connections.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,7 +77,9 @@ static void usage(FILE *out)
 		"SIGTERM or SIGINT removes both sockets and exits 0.\n");
 }
 
-static int listen_unix(const char *path)
+/* in_place: bind path itself (the socket table shows it); else bind a
+ * temporary name, listen, rename into place (the path appears ready). */
+static int listen_unix(const char *path, bool in_place)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char tmp[sizeof(sa.sun_path)];
@@ -84,16 +90,16 @@ static int listen_unix(const char *path)
 		fprintf(stderr, "test-vmm: %s: path too long\n", path);
 		return -ENAMETOOLONG;
 	}
-	strcpy(sa.sun_path, tmp);
-	unlink(tmp);
+	strcpy(sa.sun_path, in_place ? path : tmp);
+	unlink(sa.sun_path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return negative_errno();
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1024) < 0 ||
-	    rename(tmp, path) < 0) {
+	    (!in_place && rename(tmp, path) < 0)) {
 		int r = negative_errno();
 		fprintf(stderr, "test-vmm: %s: %s\n", path, strerror(-r));
-		unlink(tmp);
+		unlink(sa.sun_path);
 		close(fd);
 		return r;
 	}
@@ -368,12 +374,12 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	hvsock_fd = listen_unix(hvsock_path);
-	if (hvsock_fd < 0)
+	control_fd = listen_unix(control_path, true);
+	if (control_fd < 0)
 		return 1;
-	control_fd = listen_unix(control_path);
-	if (control_fd < 0) {
-		unlink(hvsock_path);
+	hvsock_fd = listen_unix(hvsock_path, false);
+	if (hvsock_fd < 0) {
+		unlink(control_path);
 		return 1;
 	}
 

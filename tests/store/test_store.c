@@ -260,10 +260,10 @@ START_TEST(vf_limit)
 	struct store_stats st;
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.vfs, VFS_MAX);
-	ck_assert_int_eq(store_vf_register(s, VF_A), -ENOSPC);
+	ck_assert_int_eq(store_vf_register(s, VF_A), -EMLINK);
 	ck_assert_int_eq(store_vf_unregister(s, "0000:00:00.0"), 0);
 	reg(s, VF_A);
-	ck_assert_int_eq(store_vf_register(s, VF_B), -ENOSPC);
+	ck_assert_int_eq(store_vf_register(s, VF_B), -EMLINK);
 	store_close(s);
 }
 END_TEST
@@ -1626,8 +1626,10 @@ START_TEST(change_callback)
 END_TEST
 
 /* A reservation (store.h, Reservations): refuses like a claim at once, counts
- * as claimed for placement, leaves nothing durable and announces nothing
- * until committed, and is forgotten by a cancel or a restart. */
+ * as claimed for placement, is visible by name (reserved set), leaves
+ * nothing durable and announces nothing until committed, is committed once
+ * (a second commit is -EALREADY), and is forgotten by a cancel, a release
+ * or a restart. */
 START_TEST(claims_reservation)
 {
 	struct store *s = open_store();
@@ -1655,16 +1657,21 @@ START_TEST(claims_reservation)
 	ck_assert_uint_eq(st.claimed, 1);
 	ck_assert_uint_eq(st.allocatable, 1);
 	ck_assert(info(s, VF_A).claimed);
-	/* ... names do not: it is no claim yet; its creator's inode is */
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), -ENOENT);
-	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &got), -ENOENT);
+	/* ... and so do names, marked reserved, with the stamped claimed_at */
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert(got.reserved);
+	ck_assert_str_eq(got.claimed_at, res.claimed_at);
+	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &got), 0);
+	ck_assert_uint_eq(got.id, res.id);
 	struct store_claim *live;
 	size_t n;
 	ck_assert_int_eq(store_claim_list(s, VF_A, &live, &n), 0);
-	ck_assert_uint_eq(n, 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert(live[0].reserved);
 	free(live);
 	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
 	ck_assert_str_eq(got.instance_id, "i-1");
+	ck_assert(got.reserved);
 	/* nothing durable, nothing announced */
 	ck_assert_uint_eq(commits(s), commits_before);
 	ck_assert_int_eq(seen.n, 0);
@@ -1692,6 +1699,8 @@ START_TEST(claims_reservation)
 	ck_assert_int_eq(store_claim_commit(s, &wrong), -ENOENT);
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
 	uint64_t committed = res.id;
+	/* a second commit (a write racing the creator's close) changes nothing */
+	ck_assert_int_eq(store_claim_commit(s, &res), -EALREADY);
 	ck_assert_int_eq(seen.n, 1);
 	ck_assert_uint_eq(seen.bits[0], STORE_CHANGE_CLAIMS);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
@@ -1700,9 +1709,9 @@ START_TEST(claims_reservation)
 	ck_assert_str_eq(got.agent, "vsock:3:2222");
 	ck_assert_str_eq(got.boot_id, BOOT_ID);
 	ck_assert_int_eq(got.pid, 5);
+	ck_assert(!got.reserved);
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.claimed, 1);
-	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT); /* it is a claim now */
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 1);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE boot_id = '" BOOT_ID "'"), 1);
 
@@ -1717,6 +1726,25 @@ START_TEST(claims_reservation)
 	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), -ENOENT);
 	ck_assert_int_eq(store_clear(s, VF_B), 0);
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0); /* in service again */
+
+	/* released by name (rm, release=) before any commit: cancelled, nothing
+	 * is left, and a later commit finds nothing */
+	int changes = seen.n;
+	uint64_t before_release = commits(s);
+	ck_assert_int_eq(store_release_if(s, VF_B, "i-3", T2), -ESTALE);
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	ck_assert_int_eq(store_release_if(s, VF_B, "i-3", res.claimed_at), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), -ENOENT);
+	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
+	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3"), 0);
+	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3"), -ENOENT);
+	ck_assert(!info(s, VF_B).claimed);
+	ck_assert_uint_eq(commits(s), before_release);
+	ck_assert_int_eq(seen.n, changes);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE instance_id = 'i-3'"), 0);
+	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
 
 	/* a restart forgets a reservation (its inode died with the mount); ids
 	 * keep growing past every committed one */
@@ -1798,6 +1826,157 @@ START_TEST(schema_v1_migrated)
 	s = reopen(s);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
 	ck_assert_str_eq(got.boot_id, BOOT_ID);
+	store_close(s);
+}
+END_TEST
+
+/* -- a lost database, one writer per file ----------------------------------------- */
+
+static uint64_t repairs(struct store *s)
+{
+	struct store_stats st;
+
+	store_get_stats(s, &st);
+	return st.repairs;
+}
+
+/* Rule 9: an emptied or missing database is never taken for a new one. */
+START_TEST(lost_database_never_new)
+{
+	char mark[300], reason[STORE_REASON_MAX];
+	struct stat st;
+	size_t len;
+	struct store *s = open_store();
+
+	snprintf(mark, sizeof(mark), "%s.created", db_path);
+	/* creation wrote the mark: the creation time */
+	_cleanup_free_ char *when = read_file(mark, &len);
+	ck_assert_uint_ge(len, 20);
+	ck_assert_int_eq(stat(mark, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	reg(s, VF_A);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	store_close(s);
+
+	/* emptied: refused, and left empty */
+	ck_assert_int_eq(truncate(db_path, 0), 0);
+	s = open_store();
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, "empty") && strstr(reason, db_path), "%s", reason);
+	char(*q)[VF_ADDR_BUFSZ];
+	size_t n;
+	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
+	ck_assert_int_eq(store_vf_register(s, VF_B), -EIO);
+	ck_assert_int_eq(store_repair(s), -EIO);
+	store_close(s);
+	ck_assert_int_eq(stat(db_path, &st), 0);
+	ck_assert_int_eq(st.st_size, 0);
+
+	/* missing, with the mark: refused, naming both files */
+	ck_assert_int_eq(unlink(db_path), 0);
+	s = open_store();
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, db_path) && strstr(reason, mark), "%s", reason);
+	ck_assert_int_eq(store_repair(s), -EIO);
+	ck_assert_int_eq(stat(db_path, &st), -1);
+	ck_assert_int_eq(errno, ENOENT);
+
+	/* the operator starts afresh on purpose: removes the mark */
+	ck_assert_int_eq(unlink(mark), 0);
+	ck_assert_int_eq(store_repair(s), 0);
+	ck_assert(store_status(s, NULL, 0));
+	ck_assert_int_eq(store_quarantined_list(s, &q, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	free(q);
+	ck_assert_int_eq(stat(mark, &st), 0);
+	reg(s, VF_B);
+	store_close(s);
+
+	/* a database that predates marks adopts one */
+	ck_assert_int_eq(unlink(mark), 0);
+	s = open_store();
+	ck_assert(store_status(s, NULL, 0));
+	ck_assert_int_eq(stat(mark, &st), 0);
+	ck_assert(!info(s, VF_B).quarantined);
+	store_close(s);
+}
+END_TEST
+
+/* Rule 10: the database file is locked itself, whatever name opens it. */
+START_TEST(one_writer_per_file)
+{
+	char dir[300], link_path[320], reason[STORE_REASON_MAX];
+	struct store *s = open_store(), *second = NULL;
+
+	reg(s, VF_A);
+	snprintf(dir, sizeof(dir), "%s/other", tmpdir);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	snprintf(link_path, sizeof(link_path), "%s/linked.db", dir);
+	ck_assert_int_eq(link(db_path, link_path), 0);
+	struct store_options opt = { .path = link_path, .max_quarantined = -1 };
+
+	ck_assert_int_eq(store_open(&opt, &second), -EBUSY);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct store *child = NULL;
+		_exit(store_open(&opt, &child) == -EBUSY ? 0 : 1);
+	}
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* the first writer is unaffected */
+	reg(s, VF_B);
+	ck_assert(store_status(s, reason, sizeof(reason)));
+	store_close(s);
+	/* once it is gone, the link opens: the same database */
+	ck_assert_int_eq(store_open(&opt, &second), 0);
+	struct store_vf_info i;
+	ck_assert_int_eq(store_vf_get(second, VF_B, &i), 0);
+	store_close(second);
+}
+END_TEST
+
+/* Rule 7: reads retry a latched store at most once a second, and never for
+ * a reader who may not write (the _noretry variants). */
+START_TEST(read_retries_rate_limited)
+{
+	struct store *s = populated();
+	struct store_vf_info i;
+	struct store_claim c;
+	char(*q)[VF_ADDR_BUFSZ];
+	size_t n;
+
+	faultvfs_fail_writes(SQLITE_FULL);
+	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert(!store_status(s, NULL, 0));
+	uint64_t before = repairs(s);
+	for (int k = 0; k < 300; k++) {
+		ck_assert_int_eq(store_vf_get_noretry(s, VF_A, &i), -EIO);
+		ck_assert_int_eq(store_quarantined_list_noretry(s, &q, &n), -EIO);
+		ck_assert_int_eq(store_claim_get_noretry(s, VF_C, "i-c", &c), -EIO);
+	}
+	ck_assert_uint_eq(repairs(s), before);
+	int64_t start = monotonic_ns();
+	for (int k = 0; k < 300; k++) {
+		ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
+		ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
+	}
+	int64_t seconds = (monotonic_ns() - start) / 1000000000 + 1;
+	ck_assert_uint_ge(repairs(s), before + 1);
+	ck_assert_uint_le(repairs(s), before + (uint64_t)seconds);
+
+	/* writes work again: a reader who may not write still gets -EIO ... */
+	faultvfs_fail_writes(SQLITE_OK);
+	ck_assert_int_eq(store_vf_get_noretry(s, VF_A, &i), -EIO);
+	ck_assert(!store_status(s, NULL, 0));
+	/* ... and one who may repairs once the second has passed */
+	int64_t deadline = monotonic_ns() + 5000000000LL;
+	while (store_vf_get(s, VF_A, &i) != 0)
+		ck_assert_int_lt(monotonic_ns(), deadline);
+	ck_assert(i.quarantined);
+	ck_assert(store_status(s, NULL, 0));
+	ck_assert_int_eq(store_vf_get_noretry(s, VF_A, &i), 0);
 	store_close(s);
 }
 END_TEST

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sd-notify.h - what vfhealthd tells its service manager (sd_notify(3), by
+ * hand: one datagram to $NOTIFY_SOCKET per message): READY=1 once it
+ * serves, with a STATUS= line that shows the store's state ("store
+ * available" or "store unavailable: REASON"), and a new STATUS= line on
+ * every availability transition after that (`systemctl status` shows it).
+ *
+ * The transitions come from the filesystem's status hook (vffs_options:
+ * status_changed), called from the store thread that changed the state:
+ * sd_notifier_status_changed() never blocks (MSG_DONTWAIT), re-reads the
+ * state under its own lock (so the last message sent always shows the
+ * latest state, whatever order hooks run in) and sends only a changed text.
+ * Without $NOTIFY_SOCKET every call does nothing.
+ */
+#ifndef VFHEALTH_DAEMON_SD_NOTIFY_H
+#define VFHEALTH_DAEMON_SD_NOTIFY_H
+
+struct store;
+struct sd_notifier;
+
+/* Reads $NOTIFY_SOCKET.  -EINVAL for an unusable address, -ENOMEM. */
+int sd_notifier_new(struct sd_notifier **ret);
+/* READY=1, MAINPID= (this process: call it after daemonizing) and the
+ * STATUS= of store, which later transitions report.  0 or -errno. */
+int sd_notifier_ready(struct sd_notifier *n, struct store *store);
+/* The status hook (userdata: the sd_notifier): a STATUS= line when the
+ * state differs from the last one sent.  Before ready: nothing. */
+void sd_notifier_status_changed(void *userdata);
+void sd_notifier_free(struct sd_notifier *n);
+
+#endif

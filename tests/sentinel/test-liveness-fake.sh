@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Issue 11.1/11.2 with the sentinel reading a fake /proc (--proc-root):
+#  - a pid that runs but now has another start time than the daemon
+#    recorded (a reused pid) is dead, though a socket listens on its path;
+#  - a pid whose stat cannot be read is uncertain: kept, warned, counted;
+#  - the conditional release: a claim released and made again between
+#    reconcile's re-read and its release survives (ESTALE).  The sentinel's
+#    socket table is a FIFO here, so the test holds reconcile between the two.
+source "$(dirname "$0")/lib.sh"
+
+P=$T/proc
+mkdir -p "$P/sys/kernel/random" "$P/self/net"
+cp /proc/sys/kernel/random/boot_id "$P/sys/kernel/random/boot_id"
+HEADER="Num       RefCount Protocol Flags    Type St Inode Path"
+listening() { echo "0000000000000000: 00000002 00000000 00010000 0001 01 4242 $1"; }
+
+sleep 3600 &
+REUSED=$!
+BG_PIDS+=("$REUSED")
+sleep 3600 &
+UNREADABLE=$!
+BG_PIDS+=("$UNREADABLE")
+# REUSED: start time 1 (the daemon records the real one); listening on its path.
+mkdir -p "$P/$REUSED/net"
+printf '%s (sleep) S %s1 0\n' "$REUSED" "$(printf '0 %.0s' {4..21})" >"$P/$REUSED/stat"
+printf '%s\n%s\n' "$HEADER" "$(listening "$T/reused.ctl")" >"$P/$REUSED/net/unix"
+# UNREADABLE: its stat is a directory (read fails with EISDIR).
+mkdir -p "$P/$UNREADABLE/stat"
+mkfifo "$P/self/net/unix"
+
+A=0000:41:00.4
+B=0000:41:00.5
+R=0000:41:00.6
+start_daemon --debug --poll-interval 3600 --reconcile-interval 0.2 --proc-root "$P"
+register_vf "$A"
+register_vf "$B"
+register_vf "$R"
+
+claim "$A" reused "control=$T/reused.ctl" "pid=$REUSED"
+grep -q "^pid_starttime=[1-9]" "$MNT/$A/assignments/reused" || fail "no start time recorded"
+claim "$B" uncertain "control=$T/uncertain.ctl" "pid=$UNREADABLE"
+wait_for 20 "the reused pid's claim released" test ! -e "$MNT/$A/assignments/reused"
+grep -q "vf $A: released the claim of reused .*pid reused by another process" "$T/daemon.log" ||
+	fail "release reason not logged"
+wait_for 20 "uncertain checks" metric_ge vfhealth_sentinel_liveness_uncertain_total 3
+[[ -f $MNT/$B/assignments/uncertain ]] || fail "the uncertain claim was released"
+grep -q "^<4>.*vf $B: keeping the claim of uncertain .*process cannot be checked" "$T/daemon.log" ||
+	fail "no warning for the uncertain claim"
+
+# The release race.  Each reconcile pass reads the (FIFO) socket table once
+# for this claim; feed it an empty table each time we let a pass go.
+feed() { timeout 20 sh -c 'printf "%s\n" "$1" >"$2"' sh "$HEADER" "$P/self/net/unix" || fail "reconcile does not read the socket table"; }
+claim "$R" vm-r "control=$T/race.ctl"
+OLD=$(claimed_at "$R" vm-r)
+feed # pass 1: dead (once)
+wait_for 20 "the first dead verdict" grep -q "vf $R: the VMM of vm-r .* looks dead" "$T/daemon.log"
+# Pass 2 re-reads the claim, then waits for the table: make the claim anew.
+wait_for 20 "the re-read before release" grep -q "vf $R: the claim of vm-r looked dead at the last reconcile; judging it again" "$T/daemon.log"
+release "$R" vm-r
+claim "$R" vm-r "control=$T/race.ctl"
+NEW=$(claimed_at "$R" vm-r)
+[[ $OLD != "$NEW" ]] || fail "re-claim kept claimed_at"
+RELEASED=$(metric vfhealth_sentinel_claims_released_total)
+feed # pass 2: dead again: release=OLD, refused
+wait_for 20 "the refused release" grep -q "vf $R: the claim of vm-r was released and made again since $OLD: kept" "$T/daemon.log"
+[[ $(claimed_at "$R" vm-r) == "$NEW" ]] || fail "the new claim was released"
+[[ $(metric vfhealth_sentinel_claims_released_total) == "$RELEASED" ]] || fail "counted a release"
+# The new claim is dead too and goes within two passes of its own (so the
+# release above was refused, not skipped).
+(while :; do printf '%s\n' "$HEADER" >"$P/self/net/unix"; done) &
+BG_PIDS+=("$!")
+wait_for 20 "the new dead claim released" test ! -e "$MNT/$R/assignments/vm-r"
+[[ -f $MNT/$B/assignments/uncertain ]] || fail "the uncertain claim was released"
+echo PASS
