@@ -837,10 +837,10 @@ static int handle_render(struct vffs *fs, struct vhandle *h, uid_t uid, bool may
 		}
 		break;
 	case VN_CLAIM:
-		/* From memory, also while the store is unavailable: not a
-		 * placement decision, and the sentinel lists claims from here.
-		 * A reservation reads like the claim it will be. */
-		r = store_claim_lookup(fs->store, h->vf, h->instance_id, &claim);
+		/* A reservation reads like the claim it will be.  (Main's rule:
+		 * EIO while unavailable; tests/sentinel/test-repair.sh.) */
+		r = may_write ? store_claim_get(fs->store, h->vf, h->instance_id, &claim)
+			      : store_claim_get_noretry(fs->store, h->vf, h->instance_id, &claim);
 		if (r == 0)
 			claim_render(&claim, out);
 		break;
