@@ -41,19 +41,17 @@
  * never.
  *
  * Claims (vfhealth(5)).  create on assignments/ makes a reservation in the
- * store (nothing durable, nothing notified) and answers EBUSY/EEXIST at
- * once; the first write through the creating handle commits it with what it
- * says, a refused one cancels it, so nothing is left.  A creating handle
- * released without a write commits a bare claim (touch, `exec 3>f`).  The
- * release comes after close(2) has returned, so a setattr of the reserved
- * inode (only its creator resolves it: touch's futimens) commits it too: a
- * claim made by touch(1) exists when touch exits.  Not flush: it comes with
- * every close(), also the one a shell makes after dup2() of a redirection,
- * before the write.  A handle's `reserved` is rechecked against the store
- * (a setattr may have committed it).  Entries of claims are not cached
- * (timeout 0): a claim's name can vanish without an unlink the kernel sees
- * (release=, a cancelled reservation), and a stale dentry would turn the
- * next create of that name into an open of a dead inode.
+ * store (nothing durable, nothing notified, no history row) and answers
+ * EBUSY/EEXIST at once.  A reservation is visible by name (lookup, readdir,
+ * open, read: the stamped claimed_at), so create; close; open again works
+ * whenever the creator's release arrives.  The first valid write through
+ * ANY handle commits it (store_claim_commit; -EALREADY when a concurrent
+ * commit won: the write then updates that claim); a refused first write
+ * through the creating handle cancels it; rm and release= cancel it; the
+ * creating handle's release (after close(2), async) commits a bare claim
+ * if it is still a reservation.  Entries of claims are not cached (timeout
+ * 0): a claim's name can vanish without an unlink the kernel sees
+ * (release=, a cancelled reservation).
  *
  * Shutdown (vffs_stop): stop the notifier while the mount still serves,
  * then fuse_session_exit() and wake the loop thread out of its wait with
