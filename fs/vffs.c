@@ -40,6 +40,19 @@
  * Attributes are not cached (timeout 0), entries for 1 s, negative entries
  * never.
  *
+ * Claims (vfhealth(5)).  create on assignments/ makes a reservation in the
+ * store (nothing durable, nothing notified, no history row) and answers
+ * EBUSY/EEXIST at once.  A reservation is visible by name (lookup, readdir,
+ * open, read: the stamped claimed_at), so create; close; open again works
+ * whenever the creator's release arrives.  The first valid write through
+ * ANY handle commits it (store_claim_commit; -EALREADY when a concurrent
+ * commit won: the write then updates that claim); a refused first write
+ * through the creating handle cancels it; rm and release= cancel it; the
+ * creating handle's release (after close(2), async) commits a bare claim
+ * if it is still a reservation.  Entries of claims are not cached (timeout
+ * 0): a claim's name can vanish without an unlink the kernel sees
+ * (release=, a cancelled reservation).
+ *
  * Shutdown (vffs_stop): stop the notifier while the mount still serves,
  * then fuse_session_exit() and wake the loop thread out of its wait with
  * SIGUSR1 (repeated until it joins, since a signal may land just before the
@@ -72,10 +85,12 @@
 #include "fs/notify.h"
 #include "store/store.h"
 #include "fs/vfiles.h"
+#include "grammar/assignment.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"
 #include "proto/path.h"
 #include "proto/parse.h"
+#include "proto/procfs.h"
 #include "proto/endpoint.h"
 #include "proto/sockdir.h"
 
@@ -331,7 +346,7 @@ static void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct vnode *n)
 	e.ino = ino;
 	e.generation = GENERATION;
 	e.attr_timeout = 0;
-	e.entry_timeout = ENTRY_TIMEOUT_S;
+	e.entry_timeout = n->kind == VN_CLAIM ? 0 : ENTRY_TIMEOUT_S; /* see Claims */
 	vnode_stat(req_fs(req), ino, n, &e.attr);
 	fuse_reply_entry(req, &e);
 }
@@ -873,6 +888,8 @@ static int handle_render(struct vffs *fs, struct vhandle *h, uid_t uid, bool may
 		}
 		break;
 	case VN_CLAIM:
+		/* A reservation reads like the claim it will be.  (Main's rule:
+		 * EIO while unavailable; tests/sentinel/test-repair.sh.) */
 		r = may_write ? store_claim_get(fs->store, h->vf, h->instance_id, &claim)
 			      : store_claim_get_noretry(fs->store, h->vf, h->instance_id, &claim);
 		if (r == 0)
@@ -917,15 +934,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, reply, len);
 }
 
-/* `release=CLAIMED_AT` (one line, any RFC 3339 spelling): the conditional
- * release, decided by the store (-ESTALE when the claim is a newer one). */
-static int claim_release_if(struct vffs *fs, struct vhandle *h, const char *value)
+/* `release=CLAIMED_AT` (assignment_parse_release: when is canonical): the
+ * conditional release by name, decided by the store (-ESTALE when the claim
+ * is a newer one; a reservation it names is cancelled). */
+static int claim_release_if(struct vffs *fs, struct vhandle *h, const char *when)
 {
-	char when[RFC3339_BUFSZ];
 	int r;
 
-	if (strchr(value, '\n') || rfc3339_normalize(value, when) < 0)
-		return -EINVAL;
 	r = store_release_if(fs->store, h->vf, h->instance_id, when);
 	if (r < 0)
 		return r;
@@ -989,26 +1004,76 @@ static const char *handle_path(const struct vhandle *h, char *buf, size_t size)
 	}
 }
 
+/* A reservation's commit refused: logged like a refused claim. */
+static void log_commit_refused(const struct store_claim *c, int r)
+{
+	if (r == -EBUSY || r == -EIO)
+		log_warn("%s: claim by instance %s refused: %s", c->vf, c->instance_id,
+			 strerror(-r));
+}
+
+/* The creating handle is released without a valid write: commit the bare
+ * reservation, unless a write through another handle committed it or it was
+ * cancelled meanwhile (rm, a refused first write). */
+static void claim_commit_bare(struct vffs *fs, struct vhandle *h)
+{
+	struct store_claim res;
+	int r;
+
+	if (store_claim_get_by_id(fs->store, h->claim_id, &res) < 0 || !res.reserved)
+		return;
+	r = store_claim_commit(fs->store, &res);
+	if (r == 0)
+		log_info("%s: claimed by instance %s at %s", res.vf, res.instance_id,
+			 res.claimed_at);
+	if (r < 0 && r != -EALREADY && r != -ENOENT) {
+		log_commit_refused(&res, r);
+		store_claim_cancel(fs->store, res.vf, res.id);
+	}
+}
+
 static int claim_write(struct vffs *fs, fuse_req_t req, struct vhandle *h, char *command,
 		       const char **why)
 {
 	struct store_claim current = { 0 };
 	struct store_claim next = { 0 };
-	int r;
+	char release_at[RFC3339_BUFSZ];
+	bool first = h->created_claim && !h->wrote_claim;
+	int r, found;
 
-	if (strncmp(command, "release=", 8) == 0)
-		return claim_release_if(fs, h, command + 8);
-	r = store_claim_get_by_id(fs->store, h->claim_id, &current);
-	if (r < 0)
-		return r;
-	r = claim_parse_update(&current, command, h->created_claim && !h->wrote_claim, &next);
+	r = assignment_parse_release(command, release_at);
+	found = store_claim_get_by_id(fs->store, h->claim_id, &current);
+	if (r > 0 && first && found == 0 && current.reserved)
+		return -ENOENT; /* the create made it: no claim to release (op_write cancels) */
+	if (r > 0)
+		return claim_release_if(fs, h, release_at);
+	if (found < 0)
+		return r < 0 ? r : found;
+	if (r == 0)
+		r = claim_parse_update(&current, command, first, &next);
 	if (r < 0) {
-		*why = claim_update_refusal(&current, command, h->created_claim && !h->wrote_claim);
+		*why = claim_update_refusal(&current, command, first);
 		return r;
 	}
 	r = claim_confined(fs, req, h, &current, &next);
 	if (r < 0)
 		return r;
+	if (current.reserved) {
+		/* the first valid write, through any handle: the claim exists from
+		 * now on, as it says (one transaction, one notification) */
+		r = store_claim_commit(fs->store, &next);
+		if (r == 0) {
+			h->wrote_claim = true;
+			log_info("%s: claimed by instance %s at %s", h->vf, h->instance_id,
+				 next.claimed_at[0] ? next.claimed_at : current.claimed_at);
+			return 0;
+		}
+		if (r != -EALREADY) {
+			log_commit_refused(&next, r);
+			return r;
+		}
+		/* committed by another handle meanwhile: update that claim */
+	}
 	r = store_claim_update(fs->store, &next);
 	if (r < 0)
 		return r;
@@ -1078,6 +1143,10 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 out:
 	if (r < 0 && why)
 		log_refused(req, "write to", handle_path(h, path, sizeof(path)), why);
+	/* a refused first write through the creating handle leaves nothing: its
+	 * reservation is cancelled (a no-op once it is a claim) */
+	if (r < 0 && h->kind == VN_CLAIM && h->created_claim && !h->wrote_claim)
+		store_claim_cancel(fs->store, h->vf, h->claim_id);
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
@@ -1086,7 +1155,12 @@ out:
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	handle_free(req_fs(req), (struct vhandle *)(uintptr_t)fi->fh);
+	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
+
+	/* the creating handle closed without a write: a bare claim */
+	if (h->kind == VN_CLAIM && h->created_claim && !h->wrote_claim)
+		claim_commit_bare(req_fs(req), h);
+	handle_free(req_fs(req), h);
 	fuse_reply_err(req, 0);
 }
 
@@ -1108,8 +1182,10 @@ static void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 
 /* -- creating and removing ---------------------------------------------------------------- */
 
-/* Claim <vf>/assignments/<name>.  Only assignments/ takes new files. */
-static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, struct vnode *child)
+/* Claim <vf>/assignments/<name>, or only reserve it (create: the first
+ * write commits).  Only assignments/ takes new files. */
+static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, bool reserve,
+		      struct vnode *child)
 {
 	struct vnode p = { 0 };
 	struct store_claim want = { 0 };
@@ -1124,8 +1200,13 @@ static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, stru
 		return -EINVAL;
 	snprintf(want.vf, sizeof(want.vf), "%s", p.vf.vf);
 	snprintf(want.instance_id, sizeof(want.instance_id), "%s", name);
+	/* liveness evidence recorded by the daemon, not the writer; unknown ("")
+	 * when it cannot be read */
+	if (proc_boot_id(NULL, want.boot_id) < 0)
+		want.boot_id[0] = '\0';
 	/* claimed_at "": the store stamps the current time. */
-	r = store_claim(fs->store, &want, &child->claim);
+	r = reserve ? store_claim_reserve(fs->store, &want, &child->claim)
+		    : store_claim(fs->store, &want, &child->claim);
 	if (r < 0) {
 		if (r == -EBUSY || r == -EIO)
 			log_warn("%s: claim by instance %s refused: %s", want.vf, name,
@@ -1134,8 +1215,9 @@ static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, stru
 	}
 	memset(child, 0, offsetof(struct vnode, claim));
 	child->kind = VN_CLAIM;
-	log_info("%s: claimed by instance %s at %s", child->claim.vf, name,
-		 child->claim.claimed_at);
+	if (!reserve)
+		log_info("%s: claimed by instance %s at %s", child->claim.vf, name,
+			 child->claim.claimed_at);
 	return 0;
 }
 
@@ -1148,7 +1230,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct vhandle *h;
 	int r;
 
-	r = make_claim(fs, parent, name, &child);
+	r = make_claim(fs, parent, name, true, &child);
 	if (r == -EINVAL && !instance_id_valid(name))
 		log_refused(req, "claim", name, INSTANCE_ID_RULE);
 	if (r < 0) {
@@ -1157,8 +1239,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	}
 	h = handle_new(fs, &child);
 	if (!h) {
-		/* The caller sees a failure: do not leave the claim behind. */
-		store_release(fs->store, child.claim.vf, child.claim.instance_id);
+		/* The caller sees a failure: do not leave the reservation behind. */
+		store_claim_cancel(fs->store, child.claim.vf, child.claim.id);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -1166,12 +1248,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	memset(&e, 0, sizeof(e));
 	e.ino = ino_claim(child.claim.id);
 	e.generation = GENERATION;
-	e.entry_timeout = ENTRY_TIMEOUT_S;
+	e.entry_timeout = 0; /* a cancelled reservation must leave no dentry */
 	vnode_stat(fs, e.ino, &child, &e.attr);
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = 1;
-	if (fuse_reply_create(req, &e, fi) < 0)
+	if (fuse_reply_create(req, &e, fi) < 0) {
+		store_claim_cancel(fs->store, child.claim.vf, child.claim.id);
 		handle_free(fs, h);
+	}
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
@@ -1184,7 +1268,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	r = make_claim(fs, parent, name, &child);
+	r = make_claim(fs, parent, name, false, &child);
 	if (r == -EINVAL && !instance_id_valid(name))
 		log_refused(req, "claim", name, INSTANCE_ID_RULE);
 	if (r < 0) {

@@ -509,7 +509,7 @@ static void claim_to_assignment(const struct store_claim *c, struct assignment *
 	copy_field(a->control, sizeof(a->control), c->control);
 	a->pid = c->pid;
 	a->pid_starttime = c->pid_starttime;
-	a->boot_id[0] = '\0'; /* not recorded yet */
+	copy_field(a->boot_id, sizeof(a->boot_id), c->boot_id);
 }
 
 void claim_render(const struct store_claim *claim, FILE *out)

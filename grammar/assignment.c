@@ -10,23 +10,25 @@
 #include "grammar/vf.h"
 #include "proto/endpoint.h"
 #include "proto/parse.h"
+#include "proto/procfs.h"
 
-/* The key table: the order is the rendered order. */
+/* The key table: the order is the rendered order; command keys follow. */
 static const struct {
 	const char *name;
-	bool writable; /* writers may set it (pid_starttime: the daemon records it) */
-} keys[ASSIGNMENT_KEY_COUNT] = {
+	bool writable; /* writers may set it (the daemon records the others) */
+} keys[ASSIGNMENT_COMMAND_END] = {
 	[ASSIGNMENT_CLAIMED_AT] = { "claimed_at", true },
 	[ASSIGNMENT_AGENT] = { "agent", true },
 	[ASSIGNMENT_CONTROL] = { "control", true },
 	[ASSIGNMENT_PID] = { "pid", true },
 	[ASSIGNMENT_PID_STARTTIME] = { "pid_starttime", false },
 	[ASSIGNMENT_BOOT_ID] = { "boot_id", false },
+	[ASSIGNMENT_RELEASE] = { "release", true },
 };
 
 const char *assignment_key_name(enum assignment_key key)
 {
-	if ((unsigned)key >= ASSIGNMENT_KEY_COUNT)
+	if ((unsigned)key >= ASSIGNMENT_COMMAND_END)
 		return NULL;
 	return keys[key].name;
 }
@@ -56,7 +58,7 @@ int assignment_render(const struct assignment *a, FILE *out)
 		case ASSIGNMENT_BOOT_ID:
 			fputs(a->boot_id, out);
 			break;
-		case ASSIGNMENT_KEY_COUNT:
+		default: /* command keys are never rendered */
 			break;
 		}
 		fputc('\n', out);
@@ -70,11 +72,14 @@ int assignment_render(const struct assignment *a, FILE *out)
 	"control= is an absolute path of at most " PARSE_STR(CONTROL_PATH_MAX)                 \
 	" bytes without control characters"
 #define PID_STARTTIME_RULE "pid_starttime= is recorded by vfhealthd: a writer may only repeat it"
+#define BOOT_ID_RULE "boot_id= is recorded by vfhealthd: a writer may only repeat it"
 
 struct parse_ctx {
 	bool writer;                      /* a writer's command, not a rendered file */
 	const struct assignment *current; /* writer: the claim as it is */
 	bool may_set_claimed_at;          /* writer */
+	bool scan;                        /* only note which keys are named */
+	char *release;                    /* a release command: where its time goes */
 	const char **why;                 /* writer: NULL, or where to say which rule broke */
 };
 
@@ -111,7 +116,7 @@ static int parse_number(const char *value, size_t len, uint64_t max, uint64_t *r
 static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignment_key key,
 		 const char *value, size_t len)
 {
-	char raw[AGENT_ENDPOINT_MAX + 1];
+	char raw[AGENT_ENDPOINT_MAX + 1], canonical[RFC3339_BUFSZ];
 	uint64_t v = 0;
 
 	switch (key) {
@@ -174,20 +179,30 @@ static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignm
 		a->pid_starttime = v;
 		return 0;
 	case ASSIGNMENT_BOOT_ID:
-		if (len > ASSIGNMENT_BOOT_ID_LEN)
-			return -E2BIG;
-		for (size_t i = 0; i < len; i++)
-			if (!strchr("0123456789abcdef-", value[i]) || value[i] == '\0')
-				return -EINVAL;
+		if (len > 0 && (terminate(raw, sizeof(raw), value, len) < 0 ||
+				!proc_boot_id_valid(raw)))
+			return refuse(ctx, -EINVAL, BOOT_ID_RULE);
 		if (ctx->writer && !keys[key].writable) /* the recorded value, written back */
-			return strlen(ctx->current->boot_id) == len &&
-					       memcmp(ctx->current->boot_id, value, len) == 0
+			return len == strlen(ctx->current->boot_id) &&
+					       memcmp(value, ctx->current->boot_id, len) == 0
 				       ? 0
-				       : -EINVAL;
+				       : refuse(ctx, -EINVAL, BOOT_ID_RULE);
 		memcpy(a->boot_id, value, len);
 		a->boot_id[len] = '\0';
 		return 0;
-	case ASSIGNMENT_KEY_COUNT:
+	case ASSIGNMENT_RELEASE:
+		if (!ctx->writer)
+			return 0; /* never in a file: ignored like an unknown key */
+		/* only alone, through assignment_parse_release() */
+		if (terminate(raw, sizeof(raw), value, len) < 0 ||
+		    rfc3339_normalize(raw, canonical) < 0)
+			return refuse(ctx, -EINVAL,
+				      "release= is an RFC 3339 UTC time (the claim's claimed_at)");
+		if (!ctx->release)
+			return refuse(ctx, -EINVAL, "release= is written alone");
+		memcpy(ctx->release, canonical, sizeof(canonical));
+		return 0;
+	case ASSIGNMENT_COMMAND_END:
 		break;
 	}
 	return -EINVAL;
@@ -195,7 +210,7 @@ static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignm
 
 static int find_key(const char *key, size_t len)
 {
-	for (int k = 0; k < ASSIGNMENT_KEY_COUNT; k++)
+	for (int k = 0; k < ASSIGNMENT_COMMAND_END; k++)
 		if (strlen(keys[k].name) == len && memcmp(keys[k].name, key, len) == 0)
 			return k;
 	return -1;
@@ -224,13 +239,15 @@ static int parse_lines(const struct parse_ctx *ctx, struct assignment *a, const 
 		if (key < 0) {
 			if (ctx->writer)
 				return refuse(ctx, -EINVAL,
-					      "the keys are claimed_at, agent, control, pid and "
-					      "pid_starttime");
+					      "the keys are claimed_at, agent, control, pid, "
+					      "pid_starttime and boot_id, or release alone");
 			continue; /* a key from a newer daemon */
 		}
 		if (*seen & (1u << key))
 			return refuse(ctx, -EINVAL, "each key appears once");
 		*seen |= 1u << key;
+		if (ctx->scan)
+			continue;
 		r = apply(ctx, a, (enum assignment_key)key, eq + 1,
 			  line_len - (size_t)(eq - line) - 1);
 		if (r < 0)
@@ -260,6 +277,28 @@ int assignment_parse(const char *vf, const char *instance_id, const char *text, 
 		return r;
 	*ret = a;
 	return 0;
+}
+
+int assignment_parse_release(const char *command, char claimed_at[static RFC3339_BUFSZ])
+{
+	struct parse_ctx ctx = { .writer = true, .scan = true };
+	struct assignment scratch = { 0 };
+	char canonical[RFC3339_BUFSZ];
+	unsigned seen;
+
+	/* first which keys it names (no value is looked at), then the time */
+	if (parse_lines(&ctx, &scratch, command, strlen(command), &seen) < 0)
+		return -EINVAL;
+	if (!(seen & (1u << ASSIGNMENT_RELEASE)))
+		return 0;
+	if (seen != 1u << ASSIGNMENT_RELEASE)
+		return -EINVAL; /* a command key is written alone */
+	ctx.scan = false;
+	ctx.release = canonical;
+	if (parse_lines(&ctx, &scratch, command, strlen(command), &seen) < 0)
+		return -EINVAL;
+	memcpy(claimed_at, canonical, RFC3339_BUFSZ);
+	return 1;
 }
 
 static int parse_update(const struct assignment *current, const char *command,

@@ -23,11 +23,16 @@
  *                   unknown.  Writers may not set it: a write may repeat
  *                   the recorded value (so what was read can be written
  *                   back), any other value is -EINVAL.
- *   boot_id=        the host's /proc/sys/kernel/random/boot_id when the
- *                   claim was made (recorded by the daemon): a claim from
- *                   an earlier boot names no live VMM.  Lower-case hex and
- *                   '-', at most ASSIGNMENT_BOOT_ID_LEN bytes.  Empty:
- *                   unknown.  Writers: like pid_starttime.
+ *   boot_id=        the host's boot id when the claim was made
+ *                   (proto/procfs.h), recorded by the daemon: with pid and
+ *                   pid_starttime it names one process across reboots.
+ *                   Empty: unknown.  Writers may only repeat it, like
+ *                   pid_starttime.
+ *
+ * Command keys are written, never rendered: a command names one alone.
+ *
+ *   release=        CLAIMED_AT (any RFC 3339 spelling): release the claim iff
+ *                   its claimed_at is that instant (assignment_parse_release).
  *
  * An empty value unsets a key.  Empty lines are ignored.  A line without
  * '=', an empty key or a repeated key is -EINVAL.  Readers ignore keys they
@@ -43,9 +48,6 @@
 
 #include "grammar/limits.h"
 
-/* A boot id is a UUID: 36 characters. */
-#define ASSIGNMENT_BOOT_ID_LEN 36
-
 enum assignment_key {
 	ASSIGNMENT_CLAIMED_AT,
 	ASSIGNMENT_AGENT,
@@ -53,10 +55,13 @@ enum assignment_key {
 	ASSIGNMENT_PID,
 	ASSIGNMENT_PID_STARTTIME,
 	ASSIGNMENT_BOOT_ID,
-	ASSIGNMENT_KEY_COUNT
+	ASSIGNMENT_KEY_COUNT, /* the keys of the file, above */
+	/* command keys, after the file's: never rendered, never in a file */
+	ASSIGNMENT_RELEASE = ASSIGNMENT_KEY_COUNT,
+	ASSIGNMENT_COMMAND_END
 };
 
-/* "claimed_at", ..., "boot_id"; NULL for others. */
+/* "claimed_at", ..., "boot_id", "release"; NULL for others. */
 const char *assignment_key_name(enum assignment_key key);
 
 struct assignment {
@@ -67,7 +72,7 @@ struct assignment {
 	char control[CONTROL_PATH_MAX + 1];      /* "" when unset */
 	int64_t pid;                             /* 0 when unset */
 	uint64_t pid_starttime;                  /* 0 when unknown */
-	char boot_id[ASSIGNMENT_BOOT_ID_LEN + 1]; /* "" when unknown */
+	char boot_id[BOOT_ID_BUFSZ];             /* "" when unknown */
 };
 
 /* Every key in table order, "key=value\n" each (the whole file).  Returns 0
@@ -83,13 +88,20 @@ int assignment_render(const struct assignment *a, FILE *out);
 int assignment_parse(const char *vf, const char *instance_id, const char *text, size_t len,
 		     struct assignment *ret);
 
+/* Writer: whether command (NUL-terminated) is a release command, the one
+ * line release=CLAIMED_AT (empty lines aside): 1 with the instant, canonical,
+ * in claimed_at; 0 when it names no release (an update: see below); -EINVAL
+ * when it names release with another key or a bad time, or is not key=value
+ * lines. */
+int assignment_parse_release(const char *command, char claimed_at[static RFC3339_BUFSZ]);
+
 /* Writer: apply the key=value lines of command (NUL-terminated) to a copy of
  * current and store it in *ret; touches nothing else.  may_set_claimed_at:
  * this is the first write through the handle that created the claim.  On
  * success *keys_written (when non-NULL) has bit (1u << key) set for every
  * key the command named: the caller records pid_starttime when pid was
  * written (ret->pid_starttime is then 0).  -EINVAL for anything a writer may
- * not write (bad values and lengths included). */
+ * not write (bad values and lengths included, and command keys). */
 int assignment_parse_update(const struct assignment *current, const char *command,
 			    bool may_set_claimed_at, struct assignment *ret,
 			    unsigned *keys_written);

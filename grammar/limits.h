@@ -19,6 +19,8 @@
  *  CONTROL_PATH_MAX       107 bytes: a VMM's control socket is a Unix socket
  *                         path, so it must fit sun_path with its NUL.
  *  PID_VALUE_MAX          4194304: Linux's PID_MAX_LIMIT.
+ *  BOOT_ID_LEN            36: a boot id, a lowercase UUID (proto/procfs.h has
+ *                         the rule); BOOT_ID_BUFSZ holds one with its NUL.
  *  ASSIGNMENT_FILE_MAX    4096 bytes: a larger assignment file is refused by
  *                         its readers (what the daemon renders is < 400).
  *  WRITE_COMMAND_MAX      4096 bytes: the longest command one write(2) to any
@@ -46,6 +48,7 @@
 
 #include "proto/endpoint.h"
 #include "proto/parse.h" /* INSTANCE_ID_MAX, RFC3339_NANO_LEN */
+#include "proto/procfs.h" /* PROC_BOOT_ID_LEN */
 
 #define VF_ADDR_LEN 12
 #define VF_ADDR_BUFSZ (VF_ADDR_LEN + 1)
@@ -53,6 +56,8 @@
 #define AGENT_ENDPOINT_MAX 139
 #define CONTROL_PATH_MAX 107
 #define PID_VALUE_MAX 4194304
+#define BOOT_ID_LEN PROC_BOOT_ID_LEN
+#define BOOT_ID_BUFSZ (BOOT_ID_LEN + 1)
 #define ASSIGNMENT_FILE_MAX 4096
 #define WRITE_COMMAND_MAX 4096
 #define REPORT_COMMAND_MAX \
@@ -76,6 +81,7 @@
 	X(AGENT_ENDPOINT_MAX)   \
 	X(CONTROL_PATH_MAX)     \
 	X(PID_VALUE_MAX)        \
+	X(BOOT_ID_LEN)          \
 	X(ASSIGNMENT_FILE_MAX)  \
 	X(WRITE_COMMAND_MAX)    \
 	X(REPORT_COMMAND_MAX)   \
@@ -104,7 +110,7 @@ _Static_assert(THRESHOLD_MIN <= THRESHOLD_DEFAULT && THRESHOLD_DEFAULT <= THRESH
 	       "the default threshold is a valid one");
 /* Every key of an assignment file at its longest, with "key=" and "\n". */
 _Static_assert(11 + RFC3339_NANO_LEN + 1 + 6 + AGENT_ENDPOINT_MAX + 1 + 8 + CONTROL_PATH_MAX +
-			       1 + 4 + 7 + 1 + 14 + 20 + 1 <=
+			       1 + 4 + 7 + 1 + 14 + 20 + 1 + 8 + BOOT_ID_LEN + 1 <=
 		       ASSIGNMENT_FILE_MAX,
 	       "what the daemon renders, its readers accept");
 

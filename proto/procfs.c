@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * procfs.c - field 22 of /proc/PID/stat, parsed once for the daemon and the
- * sentinel (procfs.h).
+ * procfs.c - field 22 of /proc/PID/stat and the boot id, read once for the
+ * daemon and the sentinel (procfs.h).
  */
 #include "proto/procfs.h"
 
@@ -73,4 +73,42 @@ int proc_pid_starttime(const char *proc_root, int64_t pid, uint64_t *ret)
 		/* The process exited between open and read. */
 		return errno == ESRCH ? -ENOENT : negative_errno();
 	return proc_stat_parse_starttime(text, (size_t)n, ret);
+}
+
+bool proc_boot_id_valid(const char *text)
+{
+	for (size_t i = 0; i < PROC_BOOT_ID_LEN; i++) {
+		bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+		char c = text[i];
+
+		if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return false;
+	}
+	return text[PROC_BOOT_ID_LEN] == '\0';
+}
+
+int proc_boot_id(const char *proc_root, char ret[static PROC_BOOT_ID_LEN + 1])
+{
+	_cleanup_close_ int fd = -1;
+	char path[PATH_MAX], text[PROC_BOOT_ID_LEN + 2];
+	ssize_t n;
+	int len;
+
+	len = snprintf(path, sizeof(path), "%s/sys/kernel/random/boot_id",
+		       proc_root ? proc_root : "/proc");
+	if (len < 0 || (size_t)len >= sizeof(path))
+		return -ENAMETOOLONG;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return negative_errno();
+	n = read(fd, text, sizeof(text));
+	if (n < 0)
+		return negative_errno();
+	if (n != PROC_BOOT_ID_LEN + 1 || text[PROC_BOOT_ID_LEN] != '\n')
+		return -EBADMSG;
+	text[PROC_BOOT_ID_LEN] = '\0';
+	if (!proc_boot_id_valid(text))
+		return -EBADMSG;
+	memcpy(ret, text, PROC_BOOT_ID_LEN + 1);
+	return 0;
 }

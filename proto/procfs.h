@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * procfs.h - the one reader of /proc/PID/stat's field 22 (starttime, clock
- * ticks since boot).  A pid and its start time name one process even after
+ * ticks since boot) and of the host's boot id.  A pid and its start time name one process even after
  * the pid is reused: vfhealthd records it when a claim names a pid
  * (fs/vfiles.c), the sentinel compares it before it releases a claim whose
  * VMM looks dead (sentinel/rules.c).  Tests: tests/sentinel/test-rules.c
@@ -10,6 +10,7 @@
 #ifndef VFHEALTH_PROCFS_H
 #define VFHEALTH_PROCFS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,5 +24,18 @@ int proc_stat_parse_starttime(const char *text, size_t len, uint64_t *ret);
  * between open and read); -EBADMSG when the file cannot be parsed; another
  * -errno when it cannot be read. */
 int proc_pid_starttime(const char *proc_root, int64_t pid, uint64_t *ret);
+
+/* A boot id: a lowercase UUID, 8-4-4-4-12 hex digits (grammar/limits.h
+ * re-exports the length as BOOT_ID_LEN). */
+#define PROC_BOOT_ID_LEN 36
+
+/* Whether text is a boot id in that form. */
+bool proc_boot_id_valid(const char *text);
+
+/* PROC_ROOT/sys/kernel/random/boot_id (proc_root NULL: "/proc") into ret,
+ * without its newline: with a pid's start time it names one process across
+ * reboots (a claim records it).  -EBADMSG when it is not a boot id; another
+ * -errno when it cannot be read. */
+int proc_boot_id(const char *proc_root, char ret[static PROC_BOOT_ID_LEN + 1]);
 
 #endif

@@ -15,32 +15,6 @@
 #include "proto/cleanup.h"
 #include "proto/procfs.h"
 
-int liveness_read_boot_id(const char *proc_root, char ret[BOOT_ID_BUFSZ])
-{
-	char path[PATH_MAX], buf[BOOT_ID_BUFSZ + 1];
-	_cleanup_close_ int fd = -1;
-	ssize_t n;
-	size_t len;
-	int r;
-
-	r = snprintf(path, sizeof(path), "%s/sys/kernel/random/boot_id", proc_root);
-	if (r < 0 || (size_t)r >= sizeof(path))
-		return -ENAMETOOLONG;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return negative_errno();
-	n = read(fd, buf, sizeof(buf) - 1);
-	if (n < 0)
-		return negative_errno();
-	buf[n] = '\0';
-	len = strcspn(buf, "\n");
-	buf[len] = '\0';
-	if (len != ASSIGNMENT_BOOT_ID_LEN || strspn(buf, "0123456789abcdef-") != len)
-		return -EBADMSG;
-	memcpy(ret, buf, len + 1);
-	return 0;
-}
-
 bool unix_line_listens_on(const char *line, size_t len, const char *path)
 {
 	char head[128];

@@ -21,16 +21,10 @@
 #include "grammar/assignment.h"
 #include "sentinel/rules.h"
 
-#define BOOT_ID_BUFSZ (ASSIGNMENT_BOOT_ID_LEN + 1)
-
 /* Flags bit of a listening socket in /proc/net/unix (__SO_ACCEPTCON), and
  * the St column of an unconnected one (SS_UNCONNECTED). */
 #define UNIX_FLAG_ACCEPTCON 0x00010000UL
 #define UNIX_STATE_UNCONNECTED 1
-
-/* PROC_ROOT/sys/kernel/random/boot_id without its newline.  -EBADMSG when it
- * does not look like one; another -errno when it cannot be read. */
-int liveness_read_boot_id(const char *proc_root, char ret[BOOT_ID_BUFSZ]);
 
 /* One line of /proc/net/unix ("Num RefCount Protocol Flags Type St Inode
  * Path", len bytes without the newline): true when it is a socket listening
@@ -45,7 +39,7 @@ bool unix_line_listens_on(const char *line, size_t len, const char *path);
 int unix_socket_listening(const char *proc_root, int64_t pid, const char *path);
 
 /* Every piece of evidence about c's VMM.  boot_rc and boot_id_now are
- * liveness_read_boot_id()'s, read once per pass. */
+ * proc_boot_id()'s (proto/procfs.h), read once per pass. */
 void liveness_gather(const char *proc_root, const struct assignment *c, int boot_rc,
 		     const char *boot_id_now, struct liveness_evidence *ev);
 

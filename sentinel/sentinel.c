@@ -816,7 +816,7 @@ static void run_poll(struct sentinel *s)
 	if (claims.error)
 		atomic_fetch_add(&s->counters->list_errors, 1);
 	claim_memory_update(s, &claims);
-	boot_rc = liveness_read_boot_id(s->proc_root, boot_id);
+	boot_rc = proc_boot_id(s->proc_root, boot_id);
 
 	targets = calloc(claims.count ? claims.count : 1, sizeof(*targets));
 	if (!targets) {
@@ -966,7 +966,7 @@ static void run_reconcile(struct sentinel *s)
 		return;
 	}
 	claim_memory_update(s, &claims);
-	boot_rc = liveness_read_boot_id(s->proc_root, boot_id);
+	boot_rc = proc_boot_id(s->proc_root, boot_id);
 	fresh = malloc(sizeof(*fresh));
 
 	for (size_t i = 0; fresh && i < claims.count && !atomic_load(&s->stopping_fast); i++)

@@ -9,6 +9,15 @@
  * answered even while latched) -> the store must be writable -> submit to
  * group commit (commit.c) and wait until durable.
  *
+ * Reservations (the first step of a claim) are decided and kept in the
+ * mirror alone (mirror.c): a claim is committed only from one, so one VF
+ * never has two holders.  reservation_lock is held across a commit's whole
+ * mutate() and across a cancel, so a cancel (rm) either comes first (the
+ * commit finds nothing: -ENOENT) or sees the claim (and releases it), and a
+ * second commit of one reservation finds the first's claim (-EALREADY).
+ * Lock order: reservation_lock, then the mirror's locks; the committer
+ * (commit.c) never takes it.
+ *
  * Reads: placement-facing ones (store_quarantined_list, store_held_back_list,
  * store_vf_get, store_claim_get) retry a latched store once
  * (store_retry_for_read: at most one retry a second) and then fail with
@@ -145,9 +154,15 @@ int store_vf_register(struct store *s, const char *vf)
 	return vf_action(s, OP_REGISTER, vf, NULL);
 }
 
+/* A reservation blocks unregistering like a claim (the SQL sees only claims). */
+static int decide_unregister(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	return e && e->reservation ? -EBUSY : DECIDE_SUBMIT;
+}
+
 int store_vf_unregister(struct store *s, const char *vf)
 {
-	return vf_action(s, OP_UNREGISTER, vf, NULL);
+	return vf_action(s, OP_UNREGISTER, vf, decide_unregister);
 }
 
 /* Copy a VF's entry, by address (vf non-NULL) or by id, from the mirror. */
@@ -444,7 +459,8 @@ static int claim_check(const struct store_claim *c, char when[static RFC3339_BUF
 	    normalize_optional_time(c->claimed_at, when) < 0)
 		return -EINVAL;
 	if (strnlen(c->agent, sizeof(c->agent)) >= sizeof(c->agent) ||
-	    strnlen(c->control, sizeof(c->control)) >= sizeof(c->control))
+	    strnlen(c->control, sizeof(c->control)) >= sizeof(c->control) ||
+	    strnlen(c->boot_id, sizeof(c->boot_id)) >= sizeof(c->boot_id))
 		return -ENAMETOOLONG;
 	if (c->pid < 0 || c->pid > INT32_MAX)
 		return -EINVAL;
@@ -466,16 +482,54 @@ static const struct store_claim *held_claim(const struct vf_entry *e, const stru
 										       : NULL;
 }
 
-static int decide_claim(const struct store *s, const struct vf_entry *e, struct op *op)
+int store_claim_reserve(struct store *s, const struct store_claim *c, struct store_claim *ret)
 {
-	if (!e)
+	char when[RFC3339_BUFSZ];
+	int r;
+
+	if (!ret)
+		return -EINVAL;
+	if ((r = claim_check(c, when)) < 0)
+		return r;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	struct store_claim *res = malloc(sizeof(*res));
+	if (!res)
+		return -ENOMEM;
+	*res = *c;
+	res->reserved = true;
+	if (when[0])
+		memcpy(res->claimed_at, when, sizeof(when));
+	else
+		rfc3339_now(res->claimed_at);
+	*ret = *res; /* before the mirror owns it */
+	if ((r = mirror_reservation_add(s, res)) < 0) {
+		free(res);
+		return r;
+	}
+	ret->id = res->id; /* the mirror does not change it */
+	return 0;
+}
+
+/* Commit: only the reservation named, of the same instance; the VF may have
+ * been quarantined meanwhile. */
+static int decide_commit(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	const struct store_claim *res = e ? e->reservation : NULL;
+
+	if (e && e->claim && e->claim->id == op->claim_in->id &&
+	    strcmp(e->claim->instance_id, op->instance_id) == 0)
+		return -EALREADY; /* committed by a concurrent commit */
+	if (!res || res->id != op->claim_in->id || strcmp(res->instance_id, op->instance_id) != 0)
 		return -ENOENT;
+	if (!op->when[0])
+		memcpy(op->when, res->claimed_at, sizeof(op->when));
 	return rule_claim_refusal(rule_out_of_service(e->quarantined, e->held),
 				  e->claim ? e->claim->instance_id : NULL,
 				  op->instance_id);
 }
 
-int store_claim(struct store *s, const struct store_claim *c, struct store_claim *ret)
+int store_claim_commit(struct store *s, const struct store_claim *c)
 {
 	struct op op = { .kind = OP_CLAIM };
 	int r;
@@ -483,10 +537,59 @@ int store_claim(struct store *s, const struct store_claim *c, struct store_claim
 	if ((r = claim_check(c, op.when)) < 0)
 		return r;
 	claim_op(&op, c);
-	if ((r = mutate(s, &op, decide_claim)) < 0)
+	pthread_mutex_lock(&s->reservation_lock);
+	r = mutate(s, &op, decide_commit);
+	pthread_mutex_unlock(&s->reservation_lock);
+	return r;
+}
+
+void store_claim_cancel(struct store *s, const char *vf, uint64_t id)
+{
+	if (!vf_address_valid(vf))
+		return;
+	pthread_mutex_lock(&s->reservation_lock);
+	mirror_reservation_drop(s, vf, id);
+	pthread_mutex_unlock(&s->reservation_lock);
+}
+
+/* Release (cancel) the reservation of op->instance_id on op->vf, if it holds
+ * one: 0 or a refusal (rule_release_refusal), 1 when it holds none (release
+ * the claim, if any). */
+static int release_reservation(struct store *s, const struct op *op)
+{
+	uint64_t id = 0;
+	int r = 1;
+
+	pthread_mutex_lock(&s->reservation_lock);
+	mirror_rdlock(s);
+	const struct vf_entry *e = mirror_find(s, op->vf);
+	const struct store_claim *res = e ? e->reservation : NULL;
+	if (res && strcmp(res->instance_id, op->instance_id) == 0) {
+		r = rule_release_refusal(res->claimed_at, op->when);
+		id = res->id;
+	}
+	mirror_unlock(s);
+	if (r == 0) /* no commit can come between: reservation_lock */
+		mirror_reservation_drop(s, op->vf, id);
+	pthread_mutex_unlock(&s->reservation_lock);
+	return r;
+}
+
+int store_claim(struct store *s, const struct store_claim *c, struct store_claim *ret)
+{
+	struct store_claim res;
+	int r;
+
+	if ((r = store_claim_reserve(s, c, &res)) < 0)
 		return r;
-	if (ret)
-		*ret = op.claim_out;
+	if ((r = store_claim_commit(s, &res)) < 0) {
+		store_claim_cancel(s, res.vf, res.id);
+		return r;
+	}
+	if (ret) {
+		*ret = res;
+		ret->reserved = false; /* committed */
+	}
 	return 0;
 }
 
@@ -518,12 +621,7 @@ static int decide_release(const struct store *s, const struct vf_entry *e, struc
 {
 	const struct store_claim *live = held_claim(e, op);
 
-	if (!live)
-		return -ENOENT;
-	/* op->when: the conditional release's claimed_at ("" = unconditional). */
-	if (op->when[0] && strcmp(live->claimed_at, op->when) != 0)
-		return -ESTALE;
-	return DECIDE_SUBMIT;
+	return rule_release_refusal(live ? live->claimed_at : NULL, op->when);
 }
 
 int store_release(struct store *s, const char *vf, const char *instance_id)
@@ -534,7 +632,10 @@ int store_release(struct store *s, const char *vf, const char *instance_id)
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
-	return mutate(s, &op, decide_release);
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	int r = release_reservation(s, &op);
+	return r <= 0 ? r : mutate(s, &op, decide_release);
 }
 
 int store_release_if(struct store *s, const char *vf, const char *instance_id,
@@ -543,23 +644,32 @@ int store_release_if(struct store *s, const char *vf, const char *instance_id,
 	struct op op = { .kind = OP_RELEASE };
 
 	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !claimed_at ||
-	    !claimed_at[0] || strlen(claimed_at) >= sizeof(op.when))
+	    !*claimed_at || rfc3339_normalize(claimed_at, op.when) < 0)
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
-	copy_string(op.when, sizeof(op.when), claimed_at);
-	return mutate(s, &op, decide_release);
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	int r = release_reservation(s, &op);
+	return r <= 0 ? r : mutate(s, &op, decide_release);
 }
 
-/* Copy the live claim of vf by instance_id from the mirror. */
+/* What holds e by name: its live claim, or its reservation (reserved set). */
+static const struct store_claim *entry_holder(const struct vf_entry *e)
+{
+	return e->claim ? e->claim : e->reservation;
+}
+
+/* Copy the live claim (or reservation) of vf by instance_id from the mirror. */
 static int claim_read(struct store *s, const char *vf, const char *instance_id,
 		      struct store_claim *ret)
 {
 	mirror_rdlock(s);
 	struct vf_entry *e = mirror_find(s, vf);
-	bool held = e && e->claim && strcmp(e->claim->instance_id, instance_id) == 0;
+	const struct store_claim *c = e ? entry_holder(e) : NULL;
+	bool held = c && strcmp(c->instance_id, instance_id) == 0;
 	if (held)
-		*ret = *e->claim;
+		*ret = *c;
 	mirror_unlock(s);
 	return held ? 0 : -ENOENT;
 }
@@ -608,6 +718,8 @@ int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret)
 	/* live claims are few (one per VF); a scan keeps no second index */
 	for (size_t i = 0; i < s->n_vfs && !found; i++) {
 		const struct store_claim *c = s->by_addr[i]->claim;
+		if (!c || c->id != id)
+			c = s->by_addr[i]->reservation;
 		if (c && c->id == id) {
 			*ret = *c;
 			found = true;
@@ -625,13 +737,13 @@ int store_claim_list(struct store *s, const char *vf, struct store_claim **ret, 
 		return -EIO;
 	mirror_rdlock(s);
 	struct vf_entry *one = vf ? mirror_find(s, vf) : NULL;
-	size_t n = vf ? (one && one->claim) : s->n_claimed;
+	size_t n = vf ? (one && entry_holder(one)) : s->n_claimed;
 	struct store_claim *list = calloc(MAX(n, (size_t)1), sizeof(*list));
 	size_t filled = 0;
 	for (size_t i = 0; list && i < s->n_vfs && filled < n; i++) {
 		const struct vf_entry *e = s->by_addr[i];
-		if (e->claim && (!vf || e == one))
-			list[filled++] = *e->claim;
+		if (entry_holder(e) && (!vf || e == one))
+			list[filled++] = *entry_holder(e);
 	}
 	mirror_unlock(s);
 	if (vf && !one) {
@@ -653,7 +765,8 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 	mirror_rdlock(s);
 	size_t both = 0;
 	for (size_t i = 0; i < s->n_vfs; i++)
-		both += listed_out_of_service(s, s->by_addr[i]) && s->by_addr[i]->claim;
+		both += listed_out_of_service(s, s->by_addr[i]) &&
+			(s->by_addr[i]->claim || s->by_addr[i]->reservation);
 	ret->vfs = s->n_vfs;
 	ret->quarantined = s->n_out_of_service;
 	ret->held = s->n_held;

@@ -143,6 +143,7 @@ void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim
 	copy_string(c->control, sizeof(c->control), db_col_text(st, col + 4));
 	c->pid = sqlite3_column_int64(st, col + 5);
 	c->pid_starttime = (uint64_t)sqlite3_column_int64(st, col + 6);
+	copy_string(c->boot_id, sizeof(c->boot_id), db_col_text(st, col + 7));
 }
 
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row)

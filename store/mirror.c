@@ -232,6 +232,7 @@ void vf_entry_free(struct vf_entry *e)
 		return;
 	free(e->failures);
 	free(e->claim);
+	free(e->reservation);
 	free(e);
 }
 
@@ -251,7 +252,7 @@ static void counts_sub(struct store *s, const struct vf_entry *e)
 	s->n_quarantined -= e->quarantined;
 	s->n_held -= e->held;
 	s->n_out_of_service -= entry_out_of_service(e);
-	s->n_claimed -= e->claim != NULL;
+	s->n_claimed -= e->claim || e->reservation;
 	s->n_held_back -= entry_held_back(s, e);
 }
 
@@ -260,7 +261,7 @@ static void counts_add(struct store *s, const struct vf_entry *e)
 	s->n_quarantined += e->quarantined;
 	s->n_held += e->held;
 	s->n_out_of_service += entry_out_of_service(e);
-	s->n_claimed += e->claim != NULL;
+	s->n_claimed += e->claim || e->reservation;
 	s->n_held_back += entry_held_back(s, e);
 }
 
@@ -346,7 +347,52 @@ void mirror_fill_info(const struct store *s, const struct vf_entry *e,
 	info->state = rule_vf_state(e->quarantined, e->held, e->n_failures, s->threshold);
 	if (info->quarantined)
 		memcpy(info->since, e->since, sizeof(info->since));
-	info->claimed = e->claim != NULL;
+	info->claimed = e->claim || e->reservation; /* placement: a reservation is taken */
+}
+
+/* The instance holding e: its claim's, or its reservation's; NULL when free. */
+const char *mirror_holder(const struct vf_entry *e)
+{
+	return e->claim ? e->claim->instance_id : e->reservation ? e->reservation->instance_id : NULL;
+}
+
+int mirror_reservation_add(struct store *s, struct store_claim *res)
+{
+	pthread_rwlock_rdlock(&s->index_lock);
+	pthread_rwlock_wrlock(&s->mirror_lock);
+	struct vf_entry *e = mirror_find(s, res->vf);
+	int r = e ? rule_claim_refusal(rule_out_of_service(e->quarantined, e->held), mirror_holder(e),
+					  res->instance_id) : -ENOENT;
+
+	if (r == 0 && !atomic_load(&s->available))
+		r = -EIO; /* it could not be committed */
+	if (r == 0) {
+		res->id = s->next_claim_id++;
+		counts_sub(s, e);
+		e->reservation = res;
+		counts_add(s, e);
+	}
+	pthread_rwlock_unlock(&s->mirror_lock);
+	pthread_rwlock_unlock(&s->index_lock);
+	return r;
+}
+
+void mirror_reservation_drop(struct store *s, const char *vf, uint64_t id)
+{
+	struct store_claim *dropped = NULL;
+
+	pthread_rwlock_rdlock(&s->index_lock);
+	pthread_rwlock_wrlock(&s->mirror_lock);
+	struct vf_entry *e = mirror_find(s, vf);
+	if (e && e->reservation && e->reservation->id == id) {
+		counts_sub(s, e);
+		dropped = e->reservation;
+		e->reservation = NULL;
+		counts_add(s, e);
+	}
+	pthread_rwlock_unlock(&s->mirror_lock);
+	pthread_rwlock_unlock(&s->index_lock);
+	free(dropped);
 }
 
 void mirror_rdlock(struct store *s)
@@ -405,6 +451,11 @@ unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entr
 		e->failure_ids = snap->failure_ids;
 		e->n_failures = snap->n_failures;
 		e->claim = snap->claim;
+		/* a committed reservation is the claim now */
+		if (e->reservation && e->claim && e->claim->id == e->reservation->id) {
+			free(e->reservation);
+			e->reservation = NULL;
+		}
 		snap->failures = NULL;
 		snap->claim = NULL;
 		atomic_store(&e->failure_count, (unsigned)e->n_failures);
@@ -431,10 +482,24 @@ unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entr
 }
 
 void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry **by_id, size_t n,
-		    int threshold, int max_quarantined)
+		    int threshold, int max_quarantined, uint64_t next_claim_id)
 {
 	pthread_rwlock_wrlock(&s->index_lock);
 	pthread_rwlock_wrlock(&s->mirror_lock);
+	/* a reservation lives in memory only: its creator may still commit it */
+	for (size_t i = 0, j = 0; i < s->n_vfs; i++) {
+		struct vf_entry *old = s->by_addr[i];
+		if (!old->reservation)
+			continue;
+		while (j < n && strcmp(by_addr[j]->addr, old->addr) < 0)
+			j++;
+		if (j < n && strcmp(by_addr[j]->addr, old->addr) == 0 && !by_addr[j]->claim) {
+			by_addr[j]->reservation = old->reservation;
+			old->reservation = NULL;
+		}
+	}
+	if (next_claim_id > s->next_claim_id)
+		s->next_claim_id = next_claim_id;
 	mirror_clear(s);
 	s->by_addr = by_addr;
 	s->by_id = by_id;

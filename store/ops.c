@@ -352,22 +352,23 @@ static int op_claim(struct store *s, struct op *op, const struct vf_row *row)
 	if (r < 0)
 		return r;
 	*out = *op->claim_in;
+	out->reserved = false;
 	copy_string(out->vf, sizeof(out->vf), op->vf);
 	copy_string(out->instance_id, sizeof(out->instance_id), op->instance_id);
 	if (op->when[0])
 		copy_string(out->claimed_at, sizeof(out->claimed_at), op->when);
 	else
 		rfc3339_now(out->claimed_at);
+	/* the id is the reservation's (its creator holds the inode) */
 	r = db_exec(s,
-		    "INSERT INTO claims (vf_id, instance_id, claimed_at, agent, control, pid, "
-		    "pid_starttime) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		    "itttt"
-		    "ii",
-		    row->id, out->instance_id, out->claimed_at, out->agent, out->control, out->pid,
-		    (int64_t)out->pid_starttime);
+		    "INSERT INTO claims (id, vf_id, instance_id, claimed_at, agent, control, pid, "
+		    "pid_starttime, boot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		    "iitttt"
+		    "iit",
+		    (int64_t)out->id, row->id, out->instance_id, out->claimed_at, out->agent,
+		    out->control, out->pid, (int64_t)out->pid_starttime, out->boot_id);
 	if (r < 0)
 		return r;
-	out->id = (uint64_t)sqlite3_last_insert_rowid(s->db);
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
 }
 
@@ -397,17 +398,27 @@ static int op_claim_update(struct store *s, struct op *op, const struct vf_row *
 static int op_release(struct store *s, struct op *op, const struct vf_row *row)
 {
 	char now[RFC3339_BUFSZ];
+	int64_t claim_id;
 	int r;
 
+	/* op->when: a conditional release names the claimed_at it releases */
+	{
+		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+			s,
+			"SELECT id, claimed_at FROM claims WHERE vf_id = ? AND instance_id = ? AND "
+			"released_at IS NULL",
+			"it", row->id, op->instance_id);
+		if (!st || (r = db_step(s, st)) < 0)
+			return -EIO;
+		r = rule_release_refusal(r == 1 ? db_col_text(st, 1) : NULL, op->when);
+		if (r < 0)
+			return r;
+		claim_id = sqlite3_column_int64(st, 0);
+	}
 	rfc3339_now(now);
-	r = db_exec(s,
-		    "UPDATE claims SET released_at = ? WHERE vf_id = ? AND instance_id = ? AND "
-		    "released_at IS NULL",
-		    "tit", now, row->id, op->instance_id);
+	r = db_exec(s, "UPDATE claims SET released_at = ? WHERE id = ?", "ti", now, claim_id);
 	if (r < 0)
 		return r;
-	if (sqlite3_changes(s->db) == 0)
-		return -ENOENT;
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
 }
 

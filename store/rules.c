@@ -83,6 +83,13 @@ int rule_claim_refusal(bool out_of_service, const char *holder, const char *inst
 	return strcmp(holder, instance_id) == 0 ? -EEXIST : -EBUSY;
 }
 
+int rule_release_refusal(const char *live_claimed_at, const char *want)
+{
+	if (!live_claimed_at)
+		return -ENOENT;
+	return want && *want && strcmp(live_claimed_at, want) != 0 ? -ESTALE : 0;
+}
+
 int rule_unregister_refusal(bool out_of_service, uint64_t tally, bool claimed)
 {
 	return out_of_service || tally > 0 || claimed ? -EBUSY : 0;

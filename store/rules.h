@@ -71,9 +71,14 @@ bool rule_success_rescinds(uint64_t remaining, bool quarantined, bool held);
 size_t rule_reevaluate_take(int64_t cap, uint64_t quarantined, size_t candidates);
 
 /* Claiming: 0, -EBUSY (out of service, or another instance holds it) or
- * -EEXIST (this instance holds it).  holder: the live claim's instance id,
- * NULL when the VF is not claimed. */
+ * -EEXIST (this instance holds it).  holder: the instance id of the live
+ * claim or of the reservation, NULL when the VF has neither. */
 int rule_claim_refusal(bool out_of_service, const char *holder, const char *instance_id);
+
+/* Releasing the claim of an instance: 0, -ENOENT (it holds no live claim:
+ * live_claimed_at NULL) or -ESTALE (a conditional release, want non-empty,
+ * names another claimed_at: the claim was released and made again). */
+int rule_release_refusal(const char *live_claimed_at, const char *want);
 
 /* Unregistering: 0 or -EBUSY (out of service, has failures or a live claim). */
 int rule_unregister_refusal(bool out_of_service, uint64_t tally, bool claimed);

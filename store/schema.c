@@ -23,7 +23,11 @@
  * is not ours are refused: the store opens unavailable with the reason.
  *
  * A file that is not ours, has a newer schema or fails PRAGMA quick_check is
- * never written: nothing is written before the checks pass.  The load reads
+ * never written: nothing is written before the checks pass.
+ *
+ * Schema versions.  A new database is created at the current version
+ * (SCHEMA_SQL); an older one is brought up by db_migrate(), one transaction
+ * per version step (tests/store: migrate_v1_to_v2).  The load reads
  * only the compact failure columns from the covering index (most of the
  * startup time with many failures).
  */
@@ -156,7 +160,7 @@ static int db_load_failures(struct store *s, struct loaded_index *li)
 /* Read the whole database.  Returns 0, -EIO (batch_error says why: the
  * content is not what this code writes), or -ENOMEM. */
 static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
-		   int64_t *max_quarantined)
+		   int64_t *max_quarantined, int64_t *next_claim_id)
 {
 	int64_t n;
 	int r;
@@ -164,6 +168,13 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 	if ((r = db_setting(s, "threshold", threshold)) < 0 ||
 	    (r = db_setting(s, "max_quarantined", max_quarantined)) < 0 ||
 	    (r = db_int(s, &n, "SELECT COUNT(*) FROM vfs", "")) < 0)
+		return r;
+	/* reservations take their ids ahead of the INSERT: above every id used */
+	r = db_int(s, next_claim_id,
+		   "SELECT MAX(COALESCE((SELECT MAX(seq) FROM sqlite_sequence WHERE name = 'claims'), 0),"
+		   " COALESCE((SELECT MAX(id) FROM claims), 0)) + 1",
+		   "");
+	if (r < 0)
 		return r;
 	if (*threshold < THRESHOLD_MIN || *threshold > THRESHOLD_MAX ||
 	    *max_quarantined < 0 || *max_quarantined > VFS_MAX || n > VFS_MAX) {
@@ -236,8 +247,8 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 static int mirror_reload(struct store *s)
 {
 	struct loaded_index li = { 0 };
-	int64_t threshold, max_quarantined;
-	int r = db_load(s, &li, &threshold, &max_quarantined);
+	int64_t threshold, max_quarantined, next_claim_id = 1;
+	int r = db_load(s, &li, &threshold, &max_quarantined, &next_claim_id);
 
 	if (r < 0) {
 		loaded_index_free(&li);
@@ -248,7 +259,8 @@ static int mirror_reload(struct store *s)
 		}
 		return r;
 	}
-	mirror_replace(s, li.by_addr, li.by_id, li.n, (int)threshold, (int)max_quarantined);
+	mirror_replace(s, li.by_addr, li.by_id, li.n, (int)threshold, (int)max_quarantined,
+		       (uint64_t)next_claim_id);
 	return 0;
 }
 
@@ -265,7 +277,8 @@ static int mirror_reload(struct store *s)
 	"CREATE TABLE claims (id INTEGER PRIMARY KEY AUTOINCREMENT,"                       \
 	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, claimed_at TEXT NOT NULL,"    \
 	" agent TEXT NOT NULL, control TEXT NOT NULL, pid INTEGER NOT NULL,"               \
-	" pid_starttime INTEGER NOT NULL, released_at TEXT);"                              \
+	" pid_starttime INTEGER NOT NULL, released_at TEXT,"                               \
+	" boot_id TEXT NOT NULL DEFAULT '');"                                              \
 	"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"     \
 	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0);"   \
 	"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                   \
@@ -290,6 +303,7 @@ _Static_assert(STORE_SCHEMA_VERSION == 2, "SCHEMA_SQL and the migrations name th
 	"UPDATE vfs SET held = 1, quarantined = 0 WHERE quarantined = 1 AND (manual = 1"   \
 	" OR NOT EXISTS (SELECT 1 FROM failures f WHERE f.vf_id = vfs.id));"               \
 	"ALTER TABLE vfs DROP COLUMN manual;"                                              \
+	"ALTER TABLE claims ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';"                  \
 	"PRAGMA user_version = 2;"                                                         \
 	"COMMIT;"
 
@@ -681,6 +695,7 @@ int store_open(const struct store_options *opt, struct store **ret)
 	s->cfg_threshold = opt->threshold;
 	s->cfg_max_quarantined = opt->max_quarantined;
 	pthread_mutex_init(&s->write_lock, NULL);
+	pthread_mutex_init(&s->reservation_lock, NULL);
 	pthread_rwlock_init(&s->index_lock, NULL);
 	pthread_rwlock_init(&s->mirror_lock, NULL);
 	pthread_mutex_init(&s->queue_lock, NULL);
@@ -728,6 +743,7 @@ void store_close(struct store *s)
 	pthread_mutex_destroy(&s->queue_lock);
 	pthread_rwlock_destroy(&s->mirror_lock);
 	pthread_rwlock_destroy(&s->index_lock);
+	pthread_mutex_destroy(&s->reservation_lock);
 	pthread_mutex_destroy(&s->write_lock);
 	free(s->path);
 	free(s->lock_path);

@@ -100,6 +100,8 @@ struct vf_entry {
 	const char *failure_ids;      /* inside the failures block; not freed alone */
 	size_t n_failures;
 	struct store_claim *claim; /* the live claim, NULL when none */
+	/* a reservation (store.h): never with a claim, memory only, NULL when none */
+	struct store_claim *reservation;
 };
 
 /* A VF's committed state, read inside the transaction before COMMIT and
@@ -180,6 +182,10 @@ struct store {
 	bool batch_failed;
 	char batch_error[STORE_REASON_MAX];
 
+	/* orders a reservation's commit with its cancel and with other commits
+	 * of it (api.c); taken before any other lock, never by the committer */
+	pthread_mutex_t reservation_lock;
+
 	pthread_rwlock_t index_lock;
 	struct vf_entry **by_addr; /* sorted by address */
 	struct vf_entry **by_id;   /* sorted by id */
@@ -195,7 +201,8 @@ struct store {
 	size_t n_quarantined; /* automatically: what the breaker's cap counts */
 	size_t n_held;
 	size_t n_out_of_service; /* quarantined or held */
-	size_t n_claimed;
+	size_t n_claimed; /* VFs with a claim or a reservation */
+	uint64_t next_claim_id; /* a reservation's id: above every claims.id ever used */
 	size_t n_held_back;
 
 	pthread_mutex_t queue_lock;
@@ -243,10 +250,16 @@ bool mirror_failure_recorded(const struct vf_entry *e, const char *instance_id,
 			     const char *assigned_at);
 void mirror_fill_info(const struct store *s, const struct vf_entry *e,
 		      struct store_vf_info *info);
+const char *mirror_holder(const struct vf_entry *e);
 bool mirror_breaker_engaged(const struct store *s);
 
 void vf_entry_free(struct vf_entry *e);
 void snapshot_release(struct vf_snapshot *snap);
+/* Reservations (store.h; they take the locks): add res (malloc'd, owned by
+ * the mirror on success; its id is set) or refuse as a claim would; drop
+ * the reservation `id` of vf if it is still one. */
+int mirror_reservation_add(struct store *s, struct store_claim *res);
+void mirror_reservation_drop(struct store *s, const char *vf, uint64_t id);
 /* index_lock's write side held */
 int mirror_reserve(struct store *s, size_t want);
 void mirror_clear(struct store *s);
@@ -257,16 +270,17 @@ void mirror_clear(struct store *s);
 unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **spares, size_t n,
 		  int threshold, int max_quarantined, bool structural);
 /* Replace the whole mirror with a loaded one (takes the locks) and mark the
- * store loaded and available. */
+ * store loaded and available.  Reservations of VFs that still exist carry
+ * over; next_claim_id only grows. */
 void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry **by_id, size_t n,
-		    int threshold, int max_quarantined);
+		    int threshold, int max_quarantined, uint64_t next_claim_id);
 
 /* -- db.c (callers hold write_lock) ---------------------------------------------- */
 
 /* What the mirror needs: the unique index (vf_id, instance_id, assigned_at)
  * holds all of it (id is its rowid), so no table page, no message, is read. */
 #define FAILURE_KEY_COLUMNS "id, instance_id, assigned_at"
-#define CLAIM_COLUMNS "id, instance_id, claimed_at, agent, control, pid, pid_starttime"
+#define CLAIM_COLUMNS "id, instance_id, claimed_at, agent, control, pid, pid_starttime, boot_id"
 
 int db_fail(struct store *s, const char *what);
 sqlite3_stmt *db_prepare(struct store *s, const char *sql, const char *types, ...);

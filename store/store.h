@@ -76,7 +76,28 @@
  *                 same instance already holds: -EEXIST.  claimed_at is the
  *                 assignment identity, RFC 3339 UTC with nanoseconds; the
  *                 store stamps it when the caller gives none.  Released
- *                 claims stay in the database as history.
+ *                 claims stay in the database as history.  A conditional
+ *                 release names the claimed_at it releases: another one
+ *                 (released and claimed again meanwhile) is -ESTALE.
+ *
+ *  Reservations   a claim in two steps, so that a claim exists only once
+ *                 it is valid: store_claim_reserve() answers like a claim
+ *                 (-EBUSY, -EEXIST, -EIO while unavailable) at once and
+ *                 holds the VF in memory only: nothing durable, no history
+ *                 row, no change callback.  store_claim_commit() makes it
+ *                 the claim (one transaction, one change);
+ *                 store_claim_cancel() drops it and nothing is left.  A
+ *                 reservation refuses other claims and reservations of its
+ *                 VF like a claim, blocks unregistering (-EBUSY), and counts
+ *                 as claimed wherever placement reads (store_vf_info.claimed,
+ *                 store_stats: fail closed).  It is visible by name like a
+ *                 claim (store_claim_get/lookup/list/get_by_id, with
+ *                 `reserved` set and its stamped claimed_at), so whoever
+ *                 holds the name can reopen it; releasing it
+ *                 (store_release, or store_release_if naming its claimed_at)
+ *                 cancels it.  Commits and cancels of a reservation are
+ *                 ordered: a commit after a cancel is -ENOENT, a second
+ *                 commit -EALREADY.  A restart forgets it.
  *
  *  Breaker        an optional cap on the number of automatically
  *                 quarantined VFs (0 = no cap, the default); operator holds
@@ -242,7 +263,7 @@ struct store_vf_info {
 	bool held;           /* held by the operator */
 	enum store_vf_state state;
 	char since[RFC3339_BUFSZ]; /* when it went out of service; "" while in service */
-	bool claimed;        /* has a live claim */
+	bool claimed;        /* has a live claim or a reservation */
 };
 
 /* One VF.  -ENOENT when not registered; -EIO when unavailable after a retry
@@ -341,13 +362,34 @@ struct store_claim {
 	char control[CONTROL_PATH_MAX + 1];   /* VMM control socket path, "" when none */
 	int64_t pid;                          /* VMM pid, 0 when none */
 	uint64_t pid_starttime;               /* /proc/PID/stat field 22 at claim, 0 when unknown */
+	char boot_id[BOOT_ID_BUFSZ];          /* the host's boot id at claim, "" when unknown */
 	uint64_t id;                          /* stable, never reused: names the inode */
+	bool reserved;                        /* a reservation, not committed yet (reads) */
 };
 
 /* Claim c->vf for c->instance_id.  On success, when ret is non-NULL, it
  * receives the stored claim (with claimed_at stamped and id set).  The
- * caller validates agent/control syntax; the store checks lengths. */
+ * caller validates agent/control syntax; the store checks lengths.  Made as
+ * a reservation committed at once. */
 int store_claim(struct store *s, const struct store_claim *c, struct store_claim *ret);
+
+/* Reserve c->vf for c->instance_id (see Reservations): the refusals of
+ * store_claim(), answered from memory.  ret (required) receives the claim as
+ * it will be stored: claimed_at stamped when c gives none, and the id the
+ * claim will have. */
+int store_claim_reserve(struct store *s, const struct store_claim *c, struct store_claim *ret);
+
+/* Commit the reservation c->id of c->vf by c->instance_id as a claim with
+ * c's attributes (claimed_at as given, or the reservation's when "").
+ * -EALREADY when it was committed already (by a concurrent commit: c's
+ * attributes are then not applied; store_claim_update() them); -ENOENT when
+ * no such reservation or claim (cancelled); the refusals of store_claim()
+ * when the VF was quarantined meanwhile; -EIO while unavailable.  On other
+ * failures the reservation stays: the caller cancels it. */
+int store_claim_commit(struct store *s, const struct store_claim *c);
+
+/* Drop the reservation `id` of vf, if it is still one (a no-op otherwise). */
+void store_claim_cancel(struct store *s, const char *vf, uint64_t id);
 
 /* Update the attributes (agent, control, pid, pid_starttime) of a live claim.
  * When c->claimed_at is non-empty and differs, it replaces the assignment
@@ -356,13 +398,14 @@ int store_claim(struct store *s, const struct store_claim *c, struct store_claim
  * name the VMM's own time).  -ENOENT when not held. */
 int store_claim_update(struct store *s, const struct store_claim *c);
 
-/* Release a live claim (it moves to history). -ENOENT when not held. */
+/* Release a live claim (it moves to history), or cancel a reservation
+ * (nothing is left). -ENOENT when not held. */
 int store_release(struct store *s, const char *vf, const char *instance_id);
 
-/* The conditional release: release the live claim of vf by instance_id only
- * if its claimed_at (canonical) is claimed_at; -ESTALE when it is another
- * (released and re-claimed meanwhile: the newer claim stays), -ENOENT when
- * not held. */
+/* Release it (or cancel a reservation) only if its claimed_at is claimed_at
+ * (any RFC 3339 spelling, compared canonical): -ESTALE when the live claim
+ * has another one (it was released and claimed again), and nothing changes;
+ * -ENOENT when none; -EINVAL for a bad or empty time. */
 int store_release_if(struct store *s, const char *vf, const char *instance_id,
 		     const char *claimed_at);
 
@@ -380,7 +423,8 @@ int store_claim_get_noretry(struct store *s, const char *vf, const char *instanc
 int store_claim_lookup(struct store *s, const char *vf, const char *instance_id,
 		       struct store_claim *ret);
 
-/* Look a live claim up by id (for inode numbers); served while unavailable. */
+/* Look a live claim, or a reservation, up by id (for inode numbers: the
+ * creator of a reservation holds its inode); served while unavailable. */
 int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret);
 
 /* Live claims: of one VF (vf non-NULL) or all (vf NULL), sorted by vf then
@@ -394,7 +438,7 @@ struct store_stats {
 	size_t quarantined;   /* out of service: automatically quarantined or held */
 	size_t held;          /* held by the operator */
 	size_t held_back;     /* held back by the breaker */
-	size_t claimed;       /* VFs with a live claim */
+	size_t claimed;       /* VFs with a live claim or a reservation */
 	size_t allocatable;   /* neither out of service nor claimed; 0 while unavailable */
 	bool available;
 	bool breaker_engaged; /* a report was held back by the cap and the cap is still reached */

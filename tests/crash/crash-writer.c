@@ -205,6 +205,11 @@ static int cmd_run(const char *mount, unsigned seed, unsigned round, int nvf, ch
 			_cleanup_close_ int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
 			if (fd < 0)
 				break;
+			/* A create only reserves; the first valid write commits the
+			 * claim durably (vfhealth(5)), so that is the acknowledgement. */
+			static const char first[] = "agent=\n";
+			if (write(fd, first, sizeof(first) - 1) != (ssize_t)sizeof(first) - 1)
+				break;
 			logf_line("ack C %s %s", vfs[i], id);
 			acks++;
 			snprintf(holder[i], ID_MAX, "%s", id);

@@ -14,6 +14,7 @@ W=$MNT/0000:41:00.5
 Q=$MNT/0000:41:00.6
 mkdir "$V" "$W" "$Q"
 ts='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{9}Z'
+boot=$(</proc/sys/kernel/random/boot_id)
 
 # Field 22 of /proc/PID/stat (fields 3.. follow the last ')' of comm).
 starttime() {
@@ -29,7 +30,7 @@ touch "$V/assignments/vm-1"
 assert_eq "$(ls "$V/assignments")" vm-1 "ls assignments"
 assert_eq "$(stat -c '%a %F' "$V/assignments/vm-1")" "664 regular empty file" "stat claim"
 claim=$(cat "$V/assignments/vm-1")
-assert_match "$claim" "^claimed_at=$ts"$'\nagent=\ncontrol=\npid=\npid_starttime=\nboot_id=$' "a fresh claim"
+assert_match "$claim" "^claimed_at=$ts"$'\nagent=\ncontrol=\npid=\npid_starttime=\nboot_id='"$boot\$" "a fresh claim"
 stamped=$(sed -n 's/^claimed_at=//p' <<<"$claim")
 assert_match "$(cat "$MNT/resources")" $'\nused_slots 1\n' "resources with a claim"
 # Touching it again is the same claim (open + times, both accepted).
@@ -49,7 +50,7 @@ assert_eq "$(ls "$W/assignments")" "" "after bad names"
 
 # --- key=value writes, validated as a whole
 putf "$V/assignments/vm-1" 'agent=vsock:3\ncontrol=/run/vfhealth-vmm/vm-1.sock\npid=1\n'
-assert_cat "$V/assignments/vm-1" "claimed_at=$stamped"$'\nagent=vsock:3:2222\ncontrol=/run/vfhealth-vmm/vm-1.sock\npid=1\npid_starttime='"$(starttime 1)"$'\nboot_id='
+assert_cat "$V/assignments/vm-1" "claimed_at=$stamped"$'\nagent=vsock:3:2222\ncontrol=/run/vfhealth-vmm/vm-1.sock\npid=1\npid_starttime='"$(starttime 1)"$'\nboot_id='"$boot"
 put "$V/assignments/vm-1" "agent=hvsock:/run/cloud-hypervisor/vm-1.vsock:1024"
 assert_match "$(cat "$V/assignments/vm-1")" $'\nagent=hvsock:/run/cloud-hypervisor/vm-1.vsock:1024\ncontrol=/run/vfhealth-vmm/vm-1.sock\n' "hvsock agent"
 put "$V/assignments/vm-1" "agent=unix:/var/lib/libvirt/qemu/agent.sock"
@@ -77,14 +78,17 @@ sh -c 'cat "$1" > "$2" && cat "$2" > "$1"' sh "$V/assignments/vm-1" "$T/claim.tx
 assert_eq "$(cat "$V/assignments/vm-1")" "$before" "claim written back"
 # The pid's start time is recorded with it (a reused pid is a different VMM).
 put "$V/assignments/vm-1" "pid=$$"
-assert_match "$(cat "$V/assignments/vm-1")" $'\npid='"$$"$'\npid_starttime='"$(starttime $$)"$'\nboot_id=$' "pid"
+assert_match "$(cat "$V/assignments/vm-1")" $'\npid='"$$"$'\npid_starttime='"$(starttime $$)"$'\nboot_id='"$boot\$" "pid"
 # Writers may repeat the recorded start time (a read written back), not set one.
 expect_err "$EINVAL" put "$V/assignments/vm-1" "pid_starttime=1"
-assert_match "$(cat "$V/assignments/vm-1")" $'\npid_starttime='"$(starttime $$)"$'\nboot_id=$' "pid_starttime kept"
+assert_match "$(cat "$V/assignments/vm-1")" $'\npid_starttime='"$(starttime $$)"$'\nboot_id='"$boot\$" "pid_starttime kept"
+# Likewise the boot id.
+expect_err "$EINVAL" put "$V/assignments/vm-1" "boot_id=00000000-0000-0000-0000-000000000000"
+put "$V/assignments/vm-1" "boot_id=$boot"
 
 # --- the creating open may name the VMM's own claimed_at with its first write
 putf "$W/assignments/vm-3" 'claimed_at=2026-11-29T06:00:00.25Z\nagent=vsock:7\n'
-assert_cat "$W/assignments/vm-3" $'claimed_at=2026-11-29T06:00:00.250000000Z\nagent=vsock:7:2222\ncontrol=\npid=\npid_starttime=\nboot_id='
+assert_cat "$W/assignments/vm-3" $'claimed_at=2026-11-29T06:00:00.250000000Z\nagent=vsock:7:2222\ncontrol=\npid=\npid_starttime=\nboot_id='"$boot"
 expect_err "$EINVAL" put "$W/assignments/vm-3" "claimed_at=2026-11-29T06:00:01Z"
 put "$W/assignments/vm-3" "claimed_at=2026-11-29T06:00:00.250Z" # the same instant
 

@@ -188,11 +188,13 @@ START_TEST(test_claim_render)
 	strcpy(c->agent, "vsock:3:2222");
 	c->pid = 42;
 	c->pid_starttime = 8765;
+	strcpy(c->boot_id, "0123abcd-4567-89ef-0123-456789abcdef");
 	out = open_memstream(&text, &len);
 	claim_render(c, out);
 	fclose(out);
 	ck_assert_str_eq(text, "claimed_at=2026-11-29T07:00:00.000000000Z\nagent=vsock:3:2222\ncontrol=\n"
-			       "pid=42\npid_starttime=8765\nboot_id=\n");
+			       "pid=42\npid_starttime=8765\n"
+			       "boot_id=0123abcd-4567-89ef-0123-456789abcdef\n");
 	free(text);
 }
 END_TEST

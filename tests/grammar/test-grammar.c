@@ -25,6 +25,7 @@
 #include "tests/common/check-main.h"
 
 #define T1 "2026-11-29T07:44:51.000000001Z"
+#define BOOT "0123abcd-4567-89ef-0123-456789abcdef"
 
 /* ---- assignments ---------------------------------------------------------------- */
 
@@ -94,6 +95,7 @@ START_TEST(test_assignment_rejects)
 		"pid=99999999999\n",
 		"control=relative/path\n",
 		"pid_starttime=x\n",
+		"boot_id=not-a-boot-id\n",
 		"boot_id=0F2C4E6A\n",
 		"boot_id=0f2c 4e6a\n",
 	};
@@ -473,19 +475,22 @@ START_TEST(test_assignment_render)
 	_cleanup_free_ char *empty = render(&a);
 	_cleanup_free_ char *full = NULL;
 
-	ck_assert_str_eq(empty, "claimed_at=" T1 "\nagent=\ncontrol=\npid=\npid_starttime=\nboot_id=\n");
+	ck_assert_str_eq(empty,
+			 "claimed_at=" T1 "\nagent=\ncontrol=\npid=\npid_starttime=\nboot_id=\n");
 	strcpy(a.agent, "vsock:3:2222");
 	strcpy(a.control, "/run/vm.sock");
 	a.pid = 42;
 	a.pid_starttime = 123456;
-	strcpy(a.boot_id, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b");
+	strcpy(a.boot_id, BOOT);
 	full = render(&a);
 	ck_assert_str_eq(full, "claimed_at=" T1 "\nagent=vsock:3:2222\ncontrol=/run/vm.sock\n"
-			       "pid=42\npid_starttime=123456\n"
-			       "boot_id=0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b\n");
+			       "pid=42\npid_starttime=123456\nboot_id=" BOOT "\n");
 	for (int k = 0; k < ASSIGNMENT_KEY_COUNT; k++)
 		ck_assert_ptr_nonnull(strstr(full, assignment_key_name((enum assignment_key)k)));
-	ck_assert_ptr_null(assignment_key_name(ASSIGNMENT_KEY_COUNT));
+	/* command keys are in the table, never in a file */
+	ck_assert_str_eq(assignment_key_name(ASSIGNMENT_RELEASE), "release");
+	ck_assert_ptr_null(strstr(full, "release"));
+	ck_assert_ptr_null(assignment_key_name(ASSIGNMENT_COMMAND_END));
 }
 END_TEST
 
@@ -499,7 +504,7 @@ START_TEST(test_assignment_round_trip)
 	strcpy(cases[1].control, "/run/vm/a.ctl");
 	cases[1].pid = 4242;
 	cases[1].pid_starttime = 987654;
-	strcpy(cases[1].boot_id, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b");
+	strcpy(cases[1].boot_id, BOOT);
 	cases[2].pid = PID_VALUE_MAX;
 	cases[2].pid_starttime = UINT64_MAX;
 	memset(cases[3].agent, 'a', AGENT_ENDPOINT_MAX); /* the reader checks only the length */
@@ -532,7 +537,7 @@ START_TEST(test_assignment_write_back)
 	strcpy(a.control, "/run/vm.sock");
 	a.pid = 42;
 	a.pid_starttime = 123456;
-	strcpy(a.boot_id, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b");
+	strcpy(a.boot_id, BOOT);
 	text = render(&a);
 	ck_assert_int_eq(assignment_parse_update(&a, text, false, &out, &written), 0);
 	ck_assert_uint_eq(written, (1u << ASSIGNMENT_KEY_COUNT) - 1);
@@ -599,6 +604,53 @@ START_TEST(test_assignment_update)
 						 &out, NULL),
 			 0);
 	ck_assert_str_eq(out.claimed_at, "2026-11-29T07:00:01.500000000Z");
+
+	/* boot_id: recorded by the daemon; a writer may only repeat it. */
+	cur = sample();
+	strcpy(cur.boot_id, BOOT);
+	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=" BOOT, false, &out, NULL), 0);
+	ck_assert_str_eq(out.boot_id, BOOT);
+	ck_assert_int_eq(assignment_parse_update(&cur, "agent=vsock:3", true, &out, NULL), 0);
+	ck_assert_str_eq(out.boot_id, BOOT); /* kept by every write */
+	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=0123abcd-4567-89ef-0123-456789abcde0",
+						 true, &out, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=", true, &out, NULL), -EINVAL);
+	cur.boot_id[0] = '\0';
+	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=", false, &out, NULL), 0);
+	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=" BOOT, true, &out, NULL), -EINVAL);
+}
+END_TEST
+
+/* release=CLAIMED_AT: a command key, written alone, any RFC 3339 spelling. */
+START_TEST(test_assignment_release)
+{
+	static const char *const bad[] = {
+		"release=",
+		"release=yesterday",
+		"release=2026-02-30T00:00:00Z",
+		"release=" T1 "\nagent=vsock:3",
+		"agent=vsock:3\nrelease=" T1,
+		"release=" T1 "\nrelease=" T1,
+		"release=" T1 "\nbogus=1",
+		"release",
+	};
+	struct assignment cur = sample(), out;
+	char at[RFC3339_BUFSZ];
+
+	ck_assert_int_eq(assignment_parse_release("release=2026-11-29t07:44:51.000000001z", at), 1);
+	ck_assert_str_eq(at, T1);
+	ck_assert_int_eq(assignment_parse_release("\nrelease=" T1 "\n\n", at), 1);
+	ck_assert_str_eq(at, T1);
+	/* not a release: an update, left to assignment_parse_update() */
+	ck_assert_int_eq(assignment_parse_release("agent=vsock:3\npid=7", at), 0);
+	ck_assert_int_eq(assignment_parse_release("", at), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		ck_assert_msg(assignment_parse_release(bad[i], at) == -EINVAL, "accepted: %s", bad[i]);
+	/* an update may not name it; a reader ignores it (never rendered) */
+	ck_assert_int_eq(assignment_parse_update(&cur, "release=" T1, true, &out, NULL), -EINVAL);
+	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", "release=x\npid=3\n", 16, &out), 0);
+	ck_assert_int_eq(out.pid, 3);
 }
 END_TEST
 
@@ -610,7 +662,7 @@ START_TEST(test_assignment_update_rejects)
 		"control=/a\tb", "control=/a\x7f", "pid=0", "pid=-1", "pid=4194305", "pid=1x", "nokey",
 		"=v", "bogus=1", "agent=vsock:3\nagent=vsock:4", "claimed_at=",
 		"claimed_at=2026-02-30T00:00:00Z", "Agent=vsock:3", "agent=vsock:3\nbogus=1",
-		"pid_starttime=1", "pid_starttime=x",
+		"pid_starttime=1", "pid_starttime=x", "boot_id=x", "boot_id=0123ABCD-4567-89EF-0123-456789ABCDEF",
 	};
 	struct assignment cur = sample(), out, untouched;
 
@@ -748,6 +800,7 @@ static Suite *grammar_suite(void)
 		test_assignment_write_back,
 		test_assignment_update,
 		test_assignment_update_rejects,
+		test_assignment_release,
 	};
 	const TTest *const report_tests[] = {
 		test_report_failed_format,

@@ -389,7 +389,7 @@ START_TEST(test_boot_id)
 {
 	char path[PATH_MAX], id[BOOT_ID_BUFSZ] = "untouched", real[BOOT_ID_BUFSZ];
 
-	ck_assert_int_eq(liveness_read_boot_id(fake_root, id), -ENOENT);
+	ck_assert_int_eq(proc_boot_id(fake_root, id), -ENOENT);
 	ck_assert_str_eq(id, "untouched");
 	fake_path(path, sizeof(path), "sys");
 	mkdir(path, 0755);
@@ -399,12 +399,12 @@ START_TEST(test_boot_id)
 	mkdir(path, 0755);
 	fake_path(path, sizeof(path), "sys/kernel/random/boot_id");
 	write_text(path, "not a boot id\n");
-	ck_assert_int_eq(liveness_read_boot_id(fake_root, id), -EBADMSG);
+	ck_assert_int_eq(proc_boot_id(fake_root, id), -EBADMSG);
 	write_text(path, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b\n");
-	ck_assert_int_eq(liveness_read_boot_id(fake_root, id), 0);
+	ck_assert_int_eq(proc_boot_id(fake_root, id), 0);
 	ck_assert_str_eq(id, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b");
-	ck_assert_int_eq(liveness_read_boot_id("/proc", real), 0);
-	ck_assert_uint_eq(strlen(real), ASSIGNMENT_BOOT_ID_LEN);
+	ck_assert_int_eq(proc_boot_id("/proc", real), 0);
+	ck_assert_uint_eq(strlen(real), BOOT_ID_LEN);
 }
 END_TEST
 

@@ -113,6 +113,17 @@ START_TEST(refusals)
 	/* a quarantined VF is refused before the holder is compared */
 	ck_assert_int_eq(rule_claim_refusal(true, "vm-a", "vm-a"), -EBUSY);
 
+	/* release refusals: unconditional (want "" or NULL) and conditional */
+	ck_assert_int_eq(rule_release_refusal(NULL, NULL), -ENOENT);
+	ck_assert_int_eq(rule_release_refusal(NULL, "2026-11-29T07:00:01.000000000Z"), -ENOENT);
+	ck_assert_int_eq(rule_release_refusal("2026-11-29T07:00:01.000000000Z", ""), 0);
+	ck_assert_int_eq(rule_release_refusal("2026-11-29T07:00:01.000000000Z",
+					      "2026-11-29T07:00:01.000000000Z"),
+			 0);
+	ck_assert_int_eq(rule_release_refusal("2026-11-29T07:00:02.000000000Z",
+					      "2026-11-29T07:00:01.000000000Z"),
+			 -ESTALE);
+
 	/* unregister refusals */
 	ck_assert_int_eq(rule_unregister_refusal(false, 0, false), 0);
 	ck_assert_int_eq(rule_unregister_refusal(true, 0, false), -EBUSY);

@@ -42,6 +42,7 @@
 #define T1 "2026-11-29T07:00:01.000000000Z"
 #define T2 "2026-11-29T07:00:02.000000000Z"
 #define T3 "2026-11-29T07:00:03.000000000Z"
+#define BOOT_ID "0123abcd-4567-89ef-0123-456789abcdef"
 
 static char tmpdir[64];
 static char db_path[256];
@@ -1262,6 +1263,7 @@ START_TEST(persistence_all_state)
 	ck_assert_int_eq(store_quarantine_manual(s, "0000:41:00.4"), 0);
 	strcpy(c.agent, "vsock:3:5000");
 	strcpy(c.control, "/run/c.sock");
+	strcpy(c.boot_id, BOOT_ID);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0);
 	struct store_claim old = { .vf = VF_B, .instance_id = "i-old" };
 	ck_assert_int_eq(store_claim(s, &old, NULL), 0);
@@ -1969,6 +1971,213 @@ START_TEST(change_callback)
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert_int_eq(seen.n, 6);
 	ck_assert_uint_eq(seen.bits[5], STORE_CHANGE_STATUS);
+	store_close(s);
+}
+END_TEST
+
+/* A reservation (store.h, Reservations): refuses like a claim at once, counts
+ * as claimed for placement, is visible by name (reserved set), leaves
+ * nothing durable and announces nothing until committed, is committed once
+ * (a second commit is -EALREADY), and is forgotten by a cancel, a release
+ * or a restart. */
+START_TEST(claims_reservation)
+{
+	struct store *s = open_store();
+	struct seen seen = { .s = s };
+	struct store_claim want = { .vf = VF_A, .instance_id = "i-1", .pid = 5 }, res, got;
+	struct store_claim other = { .vf = VF_A, .instance_id = "i-2" }, tmp;
+	struct store_stats st;
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	store_set_change_callback(s, on_change, &seen);
+	strcpy(want.boot_id, BOOT_ID);
+	uint64_t commits_before = commits(s);
+	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
+	ck_assert_uint_gt(res.id, 0);
+	ck_assert_uint_eq(strlen(res.claimed_at), RFC3339_NANO_LEN);
+	/* refused at once, like a claim */
+	ck_assert_int_eq(store_claim_reserve(s, &want, &tmp), -EEXIST);
+	ck_assert_int_eq(store_claim_reserve(s, &other, &tmp), -EBUSY);
+	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY);
+	ck_assert_int_eq(store_claim(s, &want, NULL), -EEXIST);
+	ck_assert_int_eq(store_vf_unregister(s, VF_A), -EBUSY);
+	/* placement sees it taken (fail closed) ... */
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.claimed, 1);
+	ck_assert_uint_eq(st.allocatable, 1);
+	ck_assert(info(s, VF_A).claimed);
+	/* ... and so do names, marked reserved, with the stamped claimed_at */
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert(got.reserved);
+	ck_assert_str_eq(got.claimed_at, res.claimed_at);
+	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &got), 0);
+	ck_assert_uint_eq(got.id, res.id);
+	struct store_claim *live;
+	size_t n;
+	ck_assert_int_eq(store_claim_list(s, VF_A, &live, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert(live[0].reserved);
+	free(live);
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	ck_assert_str_eq(got.instance_id, "i-1");
+	ck_assert(got.reserved);
+	/* nothing durable, nothing announced */
+	ck_assert_uint_eq(commits(s), commits_before);
+	ck_assert_int_eq(seen.n, 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 0);
+
+	/* cancelled: nothing is left, and the id is never used again */
+	store_claim_cancel(s, VF_A, res.id);
+	store_claim_cancel(s, VF_A, res.id); /* a no-op now */
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), -ENOENT);
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.claimed, 0);
+	ck_assert(!info(s, VF_A).claimed);
+	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
+	ck_assert_int_eq(seen.n, 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 0);
+	uint64_t dropped = res.id;
+
+	/* committed with the first write's attributes and time: one change, one row */
+	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
+	ck_assert_uint_gt(res.id, dropped);
+	strcpy(res.agent, "vsock:3:2222");
+	strcpy(res.claimed_at, "2026-11-29t07:00:01z");
+	struct store_claim wrong = res;
+	strcpy(wrong.instance_id, "i-2");
+	ck_assert_int_eq(store_claim_commit(s, &wrong), -ENOENT);
+	ck_assert_int_eq(store_claim_commit(s, &res), 0);
+	uint64_t committed = res.id;
+	/* a second commit (a write racing the creator's close) changes nothing */
+	ck_assert_int_eq(store_claim_commit(s, &res), -EALREADY);
+	ck_assert_int_eq(seen.n, 1);
+	ck_assert_uint_eq(seen.bits[0], STORE_CHANGE_CLAIMS);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_uint_eq(got.id, res.id); /* the inode its creator holds */
+	ck_assert_str_eq(got.claimed_at, T1);
+	ck_assert_str_eq(got.agent, "vsock:3:2222");
+	ck_assert_str_eq(got.boot_id, BOOT_ID);
+	ck_assert_int_eq(got.pid, 5);
+	ck_assert(!got.reserved);
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.claimed, 1);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 1);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE boot_id = '" BOOT_ID "'"), 1);
+
+	/* quarantined meanwhile: the commit is refused, the reservation stays
+	 * for its creator to cancel */
+	struct store_claim on_b = { .vf = VF_B, .instance_id = "i-3" };
+	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	ck_assert_int_eq(store_claim_commit(s, &res), -EBUSY);
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	store_claim_cancel(s, VF_B, res.id);
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), -ENOENT);
+	ck_assert_int_eq(store_clear(s, VF_B), 0);
+	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0); /* in service again */
+
+	/* released by name (rm, release=) before any commit: cancelled, nothing
+	 * is left, and a later commit finds nothing */
+	int changes = seen.n;
+	uint64_t before_release = commits(s);
+	ck_assert_int_eq(store_release_if(s, VF_B, "i-3", T2), -ESTALE);
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	ck_assert_int_eq(store_release_if(s, VF_B, "i-3", res.claimed_at), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), -ENOENT);
+	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
+	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3"), 0);
+	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3"), -ENOENT);
+	ck_assert(!info(s, VF_B).claimed);
+	ck_assert_uint_eq(commits(s), before_release);
+	ck_assert_int_eq(seen.n, changes);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE instance_id = 'i-3'"), 0);
+	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
+
+	/* a restart forgets a reservation (its inode died with the mount); ids
+	 * keep growing past every committed one */
+	s = reopen(s);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE instance_id = 'i-3'"), 0);
+	ck_assert(!info(s, VF_B).claimed);
+	struct store_claim after = { .vf = VF_B, .instance_id = "i-4" };
+	ck_assert_int_eq(store_claim(s, &after, &got), 0);
+	ck_assert_uint_gt(got.id, committed);
+	/* while unavailable: refused with EIO at once */
+	ck_assert_int_eq(store_release(s, VF_B, "i-4"), 0);
+	faultvfs_fail_writes(SQLITE_FULL);
+	ck_assert_int_eq(store_clear(s, VF_A), 0); /* clean: a no-op, no commit */
+	ck_assert_int_eq(store_threshold_set(s, 7), -EIO);
+	faultvfs_fail_writes(SQLITE_OK);
+	ck_assert_int_eq(store_claim_reserve(s, &after, &res), -EIO);
+	store_close(s);
+}
+END_TEST
+
+/* release=CLAIMED_AT: only the claim it names; a newer one is -ESTALE. */
+START_TEST(claims_conditional_release)
+{
+	struct store *s = open_store();
+	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .claimed_at = T1 }, got;
+
+	reg(s, VF_A);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T1), -ENOENT);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T2), -ESTALE);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", ""), -EINVAL);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", "yesterday"), -EINVAL);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-2", T1), -ENOENT);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	/* another spelling of the same instant */
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", "2026-11-29t07:00:01.000z"), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), -ENOENT);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T1), -ENOENT);
+
+	/* released and claimed again meanwhile: the old identity releases nothing */
+	strcpy(c.claimed_at, T2);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	uint64_t before = commits(s);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T1), -ESTALE);
+	ck_assert_uint_eq(commits(s), before); /* decided without a transaction */
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_str_eq(got.claimed_at, T2);
+	s = reopen(s);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T2), 0);
+	store_close(s);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL"), 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 2);
+}
+END_TEST
+
+/* A version 1 database is migrated in place: its claims stay, boot_id "". */
+START_TEST(schema_v1_migrated)
+{
+	struct store *s = open_store();
+	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .claimed_at = T1 }, got;
+
+	reg(s, VF_A);
+	report_fail(s, VF_A, "i-0", T1);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	store_close(s);
+	/* what a version 1 vfhealthd left */
+	db_write("ALTER TABLE claims DROP COLUMN boot_id; ALTER TABLE vfs DROP COLUMN held;"
+		 " ALTER TABLE vfs ADD COLUMN manual INTEGER NOT NULL DEFAULT 0;"
+		 " PRAGMA user_version = 1");
+	s = open_store();
+	ck_assert(store_status(s, NULL, 0));
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 2);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_str_eq(got.claimed_at, T1);
+	ck_assert_str_eq(got.boot_id, "");
+	ck_assert_uint_eq(info(s, VF_A).tally, 1);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	strcpy(c.boot_id, BOOT_ID);
+	ck_assert_int_eq(store_claim(s, &c, &got), 0);
+	s = reopen(s);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_str_eq(got.boot_id, BOOT_ID);
 	store_close(s);
 }
 END_TEST
