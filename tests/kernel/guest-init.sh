@@ -129,7 +129,8 @@ say "PASS loaded-rule: a GSP line from the kernel matched the rules file"
 DLOG=/tmp/daemon.log
 MNT=/mnt
 VF=0000:41:00.4
-vfhealthd -f --db /run/db/vfhealth.db --threshold 2 --poll-interval 0.2 --poll-timeout 5 \
+# The VMM's sockets live in /run here: that is the socket directory.
+vfhealthd -f --db /run/db/vfhealth.db --socket-dir /run --threshold 2 --poll-interval 0.2 --poll-timeout 5 \
 	--no-reconcile "$MNT" >"$DLOG" 2>&1 &
 wait_for 30 "vfhealthd mounted" test -f "$MNT/status"
 mkdir "$MNT/$VF" || fail "cannot register $VF"
