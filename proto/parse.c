@@ -171,6 +171,14 @@ int64_t monotonic_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 void strip_trailing_newline(char *buf, size_t *len)
 {
 	if (*len > 0 && buf[*len - 1] == '\n')

@@ -50,6 +50,8 @@ bool instance_id_valid(const char *s);
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
 int64_t monotonic_ns(void);
+/* Nanoseconds since the epoch (CLOCK_REALTIME): to compare with RFC 3339 times. */
+int64_t realtime_ns(void);
 
 /* Strip one trailing "\n" (and nothing else) from a buffer of length *len. */
 void strip_trailing_newline(char *buf, size_t *len);

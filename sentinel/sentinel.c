@@ -76,6 +76,10 @@
 struct target {
 	struct assignment claim;
 	struct endpoint agent;
+	/* what its worker learned, for the scheduler after the scan */
+	bool answered;             /* result is set */
+	enum check_result result;
+	int64_t answered_ns;       /* Unix time of the answer */
 };
 
 /* What the sentinel knows about a claim (an assignment: vf, instance,
@@ -87,6 +91,12 @@ struct claim_memory {
 	bool dead;      /* judged dead (by a poll or a reconcile): never polled again,
 			 * unless a reconcile finds it alive (its VMM was starting) */
 	bool seen_dead; /* the previous reconcile found it dead */
+	/* detection latency: timed = first listed after this process's first
+	 * listing (an older claim's "first" answer would time our restart, not
+	 * the guest); seen_*: its first failed / ok answer was observed */
+	bool timed;
+	bool seen_failed;
+	bool seen_ok;
 };
 
 struct sentinel {
@@ -104,7 +114,7 @@ struct sentinel {
 	pthread_mutex_t scan_lock;
 	pthread_cond_t work_cond;
 	pthread_cond_t done_cond;
-	const struct target *targets;
+	struct target *targets;
 	size_t target_count;
 	size_t next_target;
 	unsigned active_workers;
@@ -114,6 +124,7 @@ struct sentinel {
 
 	struct claim_memory *memory; /* sorted by claim_memory_cmp */
 	size_t memory_count;
+	bool listed_once; /* claim_memory_update() ran: later claims are new */
 
 	struct sentinel_counters *counters; /* own_counters, or shared with a parent */
 	struct sentinel_counters own_counters;
@@ -443,7 +454,7 @@ static void report(struct sentinel *s, const struct assignment *c, enum check_re
 
 /* ---- one target (worker threads) ---------------------------------------------------- */
 
-static void check_target(struct sentinel *s, const struct target *t)
+static void check_target(struct sentinel *s, struct target *t)
 {
 	struct agent_status status = { 0 };
 	_cleanup_free_ struct assignment *current = NULL;
@@ -457,6 +468,9 @@ static void check_target(struct sentinel *s, const struct target *t)
 	if (rc == -ECANCELED || atomic_load(&s->stopping_fast))
 		return; /* shutting down: neither counted nor reported */
 	result = sentinel_classify(rc, &status);
+	t->result = result;
+	t->answered_ns = realtime_ns();
+	t->answered = true;
 	atomic_fetch_add(&s->counters->checks[result], 1);
 	if (result == CHECK_UNKNOWN) {
 		unsigned why = (unsigned)status.reason; /* the client keeps it in the table */
@@ -515,7 +529,7 @@ static void *worker_main(void *userdata)
 
 	pthread_mutex_lock(&s->scan_lock);
 	for (;;) {
-		const struct target *t;
+		struct target *t;
 
 		while (!s->stopping && s->next_target >= s->target_count)
 			pthread_cond_wait(&s->work_cond, &s->scan_lock);
@@ -589,10 +603,12 @@ static void claim_memory_update(struct sentinel *s, const struct claim_list *l)
 		struct claim_memory *old = claim_memory_find(s, c);
 		struct claim_memory *m = &next[count++];
 
-		if (old)
+		if (old) {
 			*m = *old;
-		else
+		} else {
 			claim_memory_key(c, m);
+			m->timed = s->listed_once;
+		}
 	}
 	if (l->error)
 		for (size_t i = 0; i < s->memory_count; i++)
@@ -607,6 +623,36 @@ static void claim_memory_update(struct sentinel *s, const struct claim_list *l)
 	s->memory = next;
 	next = NULL;
 	s->memory_count = unique;
+	s->listed_once = true;
+}
+
+/* The first failed and the first ok answer of each timed assignment, into
+ * the detection latency histograms (scheduler thread, after a scan). */
+static void observe_latencies(struct sentinel *s, const struct target *targets, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		const struct target *t = &targets[i];
+		struct claim_memory *m;
+		enum sentinel_latency_kind kind;
+		bool *seen;
+		int64_t ns;
+
+		if (!t->answered || (t->result != CHECK_FAILED && t->result != CHECK_OK))
+			continue;
+		m = claim_memory_find(s, &t->claim);
+		if (!m || !m->timed)
+			continue;
+		kind = t->result == CHECK_FAILED ? SENTINEL_LATENCY_FAILED : SENTINEL_LATENCY_OK;
+		seen = kind == SENTINEL_LATENCY_FAILED ? &m->seen_failed : &m->seen_ok;
+		if (*seen)
+			continue;
+		*seen = true;
+		if (sentinel_latency_ns(t->claim.claimed_at, t->answered_ns, &ns) < 0)
+			continue; /* no claimed_at: nothing to time from */
+		atomic_fetch_add(&s->counters->latency[kind].buckets[sentinel_latency_bucket(ns)], 1);
+		atomic_fetch_add(&s->counters->latency[kind].sum_ns, (uint64_t)ns);
+		atomic_fetch_add(&s->counters->latency[kind].count, 1);
+	}
 }
 
 /* ---- metrics -------------------------------------------------------------------------- */
@@ -617,6 +663,65 @@ void sentinel_render_metrics(void *sentinel, FILE *out)
 
 	if (s)
 		sentinel_counters_render(s->counters, out);
+}
+
+/* Seconds with up to nine decimals, no trailing zeros: "5", "0.2". */
+static void format_seconds(int64_t ns, char *buf, size_t size)
+{
+	int len = snprintf(buf, size, "%" PRId64 ".%09" PRId64, ns / SENTINEL_NS_PER_S,
+			   ns % SENTINEL_NS_PER_S);
+
+	while (len > 0 && (size_t)len < size && buf[len - 1] == '0')
+		buf[--len] = '\0';
+	if (len > 0 && (size_t)len < size && buf[len - 1] == '.')
+		buf[--len] = '\0';
+}
+
+static void render_latency(const struct sentinel_stats *st, FILE *out)
+{
+#define LATENCY_LE(le) #le,
+	static const char *const le[] = { SENTINEL_LATENCY_BUCKETS(LATENCY_LE) "+Inf" };
+#undef LATENCY_LE
+	static const char *const kinds[SENTINEL_LATENCY_KINDS] = {
+		[SENTINEL_LATENCY_FAILED] = "failed", [SENTINEL_LATENCY_OK] = "ok"
+	};
+	char sum[32];
+
+	fputs("# HELP vfhealth_detection_latency_seconds Time from a claim to the first failed "
+	      "(kind=failed) and the first ok (kind=ok) answer the sentinel saw for it.\n"
+	      "# TYPE vfhealth_detection_latency_seconds histogram\n",
+	      out);
+	for (int k = 0; k < SENTINEL_LATENCY_KINDS; k++) {
+		uint64_t cumulative = 0;
+		for (size_t b = 0; b <= SENTINEL_LATENCY_BUCKET_COUNT; b++) {
+			cumulative += st->latency[k].buckets[b];
+			fprintf(out,
+				"vfhealth_detection_latency_seconds_bucket{kind=\"%s\",le=\"%s\"} "
+				"%" PRIu64 "\n",
+				kinds[k], le[b], cumulative);
+		}
+		format_seconds((int64_t)st->latency[k].sum_ns, sum, sizeof(sum));
+		fprintf(out,
+			"vfhealth_detection_latency_seconds_sum{kind=\"%s\"} %s\n"
+			"vfhealth_detection_latency_seconds_count{kind=\"%s\"} %" PRIu64 "\n",
+			kinds[k], sum, kinds[k], st->latency[k].count);
+	}
+}
+
+static void render_config(const struct sentinel_stats *st, FILE *out)
+{
+	char interval[32], timeout[32];
+
+	if (st->concurrency == 0)
+		return; /* not started */
+	format_seconds(st->poll_interval_ns, interval, sizeof(interval));
+	format_seconds(st->poll_timeout_ns, timeout, sizeof(timeout));
+	fprintf(out,
+		"# HELP vfhealth_sentinel_config_info The sentinel's options in force.\n"
+		"# TYPE vfhealth_sentinel_config_info gauge\n"
+		"vfhealth_sentinel_config_info{poll_interval_seconds=\"%s\","
+		"poll_timeout_seconds=\"%s\",concurrency=\"%" PRIu64 "\"} 1\n",
+		interval, timeout, st->concurrency);
 }
 
 void sentinel_counters_render(void *counters, FILE *out)
@@ -651,6 +756,8 @@ void sentinel_counters_render(void *counters, FILE *out)
 		"vfhealth_sentinel_last_poll_duration_seconds %" PRId64 ".%09" PRId64 "\n",
 		st.last_poll_duration_ns / SENTINEL_NS_PER_S,
 		st.last_poll_duration_ns % SENTINEL_NS_PER_S);
+	render_latency(&st, out);
+	render_config(&st, out);
 }
 
 void sentinel_get_stats(struct sentinel *s, struct sentinel_stats *ret)
@@ -669,6 +776,15 @@ void sentinel_counters_get(const struct sentinel_counters *c, struct sentinel_st
 	SENTINEL_SCALAR_COUNTERS(LOAD_COUNTER)
 #undef LOAD_COUNTER
 	ret->last_poll_duration_ns = atomic_load(&c->last_poll_duration_ns);
+	for (int k = 0; k < SENTINEL_LATENCY_KINDS; k++) {
+		for (size_t b = 0; b <= SENTINEL_LATENCY_BUCKET_COUNT; b++)
+			ret->latency[k].buckets[b] = atomic_load(&c->latency[k].buckets[b]);
+		ret->latency[k].sum_ns = atomic_load(&c->latency[k].sum_ns);
+		ret->latency[k].count = atomic_load(&c->latency[k].count);
+	}
+	ret->poll_interval_ns = atomic_load(&c->poll_interval_ns);
+	ret->poll_timeout_ns = atomic_load(&c->poll_timeout_ns);
+	ret->concurrency = atomic_load(&c->concurrency);
 }
 
 static int render_metrics_to(void *sentinel, FILE *out)
@@ -786,7 +902,7 @@ static bool is_target(struct sentinel *s, const struct assignment *c, int boot_r
 	return l == LIVENESS_ALIVE || l == LIVENESS_UNCERTAIN;
 }
 
-static void run_scan(struct sentinel *s, const struct target *targets, size_t count)
+static void run_scan(struct sentinel *s, struct target *targets, size_t count)
 {
 	pthread_mutex_lock(&s->scan_lock);
 	if (!s->stopping) {
@@ -853,6 +969,7 @@ static void run_poll(struct sentinel *s)
 	run_scan(s, targets, count);
 	if (atomic_load(&s->stopping_fast))
 		return;
+	observe_latencies(s, targets, count);
 
 	int64_t duration = monotonic_ns() - started;
 	atomic_store(&s->counters->last_poll_duration_ns, duration);
@@ -1110,6 +1227,9 @@ int sentinel_start_counting(const char *mountpoint, const struct sentinel_option
 	s->cancel_fd = -1;
 	s->opt = *o;
 	s->counters = counters ? counters : &s->own_counters;
+	atomic_store(&s->counters->poll_interval_ns, o->poll_interval_ns);
+	atomic_store(&s->counters->poll_timeout_ns, o->poll_timeout_ns);
+	atomic_store(&s->counters->concurrency, o->concurrency);
 	pthread_mutex_init(&s->scan_lock, NULL);
 	pthread_cond_init(&s->work_cond, NULL);
 	pthread_cond_init(&s->done_cond, NULL);

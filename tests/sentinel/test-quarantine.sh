@@ -53,6 +53,17 @@ file_is "$MNT/quarantined" "" || fail "top-level quarantined still lists $VF"
 grep -q "^<6>.*vf $VF: quarantine rescinded: instance vm-2 (claimed $T2)" "$T/daemon.log" ||
 	fail "no info line for the rescind"
 metric_ge 'vfhealth_sentinel_checks_total{result="ok"}' 1 || fail "ok checks not counted"
+# Detection latency: vm-2's first failed and first ok answer, each once
+# however often polled (vm-1 too when it was claimed after the first listing).
+wait_polls 3
+failed_count=$(metric 'vfhealth_detection_latency_seconds_count{kind="failed"}')
+[[ $failed_count == 1 || $failed_count == 2 ]] || fail "failed latency count '$failed_count', want 1..2"
+[[ $(metric 'vfhealth_detection_latency_seconds_count{kind="ok"}') == 1 ]] ||
+	fail "ok latency count $(metric 'vfhealth_detection_latency_seconds_count{kind="ok"}'), want 1"
+[[ $(metric 'vfhealth_detection_latency_seconds_bucket{kind="ok",le="+Inf"}') == 1 ]] ||
+	fail "the +Inf bucket is not the count"
+grep -q '^vfhealth_sentinel_config_info{poll_interval_seconds="0.2",poll_timeout_seconds="2",concurrency="64"} 1$' \
+	"$MNT/metrics" || fail "no vfhealth_sentinel_config_info with the options in force"
 # Every series is present, with HELP and TYPE.
 for r in ok failed unknown rpc_error unsupported_agent; do
 	[[ -n $(metric "vfhealth_sentinel_checks_total{result=\"$r\"}") ]] || fail "no $r series"
