@@ -52,6 +52,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -63,6 +64,7 @@
 #include "proto/cleanup.h"
 #include "proto/client.h"
 #include "proto/endpoint.h"
+#include "proto/frame.h"
 #include "proto/log.h"
 #include "proto/parse.h"
 #include "proto/procfs.h"
@@ -80,6 +82,7 @@ struct target {
 	bool answered;             /* result is set */
 	enum check_result result;
 	int64_t answered_ns;       /* Unix time of the answer */
+	struct agent_telemetry telemetry; /* .present when the answer had some */
 };
 
 /* What the sentinel knows about a claim (an assignment: vf, instance,
@@ -471,6 +474,8 @@ static void check_target(struct sentinel *s, struct target *t)
 	t->result = result;
 	t->answered_ns = realtime_ns();
 	t->answered = true;
+	if (rc == 0)
+		t->telemetry = status.telemetry;
 	atomic_fetch_add(&s->counters->checks[result], 1);
 	if (result == CHECK_UNKNOWN) {
 		unsigned why = (unsigned)status.reason; /* the client keeps it in the table */
@@ -655,6 +660,28 @@ static void observe_latencies(struct sentinel *s, const struct target *targets, 
 	}
 }
 
+/* The telemetry of this poll's answers replaces the last poll's (scheduler
+ * thread): claims gone or no longer answering drop out. */
+static void publish_agents(struct sentinel *s, const struct target *targets, size_t count)
+{
+	struct sentinel_counters *c = s->counters;
+	size_t n = 0;
+
+	atomic_fetch_add(&c->agents_seq, 1); /* odd: being rewritten */
+	atomic_thread_fence(memory_order_release);
+	for (size_t i = 0; i < count && n < SENTINEL_MAX_TARGETS; i++) {
+		const struct target *t = &targets[i];
+		if (!t->answered || !t->telemetry.present)
+			continue;
+		struct sentinel_agent_slot *slot = &c->agents[n++];
+		memcpy(slot->vf, t->claim.vf, sizeof(slot->vf));
+		memcpy(slot->instance_id, t->claim.instance_id, sizeof(slot->instance_id));
+		slot->telemetry = t->telemetry;
+	}
+	atomic_store(&c->agents_count, n);
+	atomic_fetch_add(&c->agents_seq, 1); /* even: consistent */
+}
+
 /* ---- metrics -------------------------------------------------------------------------- */
 
 void sentinel_render_metrics(void *sentinel, FILE *out)
@@ -708,6 +735,106 @@ static void render_latency(const struct sentinel_stats *st, FILE *out)
 	}
 }
 
+static int agent_slot_cmp(const void *a_, const void *b_)
+{
+	const struct sentinel_agent_slot *a = a_, *b = b_;
+	int r = strcmp(a->vf, b->vf);
+
+	return r ? r : strcmp(a->instance_id, b->instance_id);
+}
+
+/* A consistent copy of the published slots (sequence lock), each checked as
+ * if from a stranger: the memory is shared with another process.  Sorted,
+ * without duplicates (a duplicate series would spoil the whole scrape).
+ * *ret NULL and 0 when none or no consistent copy could be had. */
+static size_t agents_snapshot(const struct sentinel_counters *c, struct sentinel_agent_slot **ret)
+{
+	struct sentinel_agent_slot *copy = NULL;
+	size_t n = 0;
+
+	*ret = NULL;
+	for (int tries = 0; tries < 16; tries++) {
+		uint64_t seq = atomic_load(&c->agents_seq);
+		if (seq & 1) {
+			sched_yield(); /* the scheduler is rewriting: a memcpy's while */
+			continue;
+		}
+		n = MIN((size_t)atomic_load(&c->agents_count), (size_t)SENTINEL_MAX_TARGETS);
+		free(copy);
+		copy = malloc(MAX(n, (size_t)1) * sizeof(*copy));
+		if (!copy)
+			return 0;
+		memcpy(copy, (const void *)c->agents, n * sizeof(*copy));
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load(&c->agents_seq) == seq)
+			goto consistent;
+	}
+	free(copy);
+	return 0;
+consistent:;
+	size_t kept = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct sentinel_agent_slot *a = &copy[i];
+		char version[AGENT_VERSION_MAX + 1];
+
+		a->vf[sizeof(a->vf) - 1] = '\0';
+		a->instance_id[sizeof(a->instance_id) - 1] = '\0';
+		a->telemetry.version[sizeof(a->telemetry.version) - 1] = '\0';
+		if (!vf_address_valid(a->vf) || !instance_id_valid(a->instance_id))
+			continue;
+		wire_sanitize_version(a->telemetry.version, version);
+		memcpy(a->telemetry.version, version, sizeof(version));
+		copy[kept++] = *a;
+	}
+	qsort(copy, kept, sizeof(*copy), agent_slot_cmp);
+	n = 0;
+	for (size_t i = 0; i < kept; i++)
+		if (n == 0 || agent_slot_cmp(&copy[n - 1], &copy[i]) != 0)
+			copy[n++] = copy[i];
+	*ret = copy;
+	return n;
+}
+
+/* Per claim whose agent answered in the last poll: labels vf, instance_id
+ * (not "instance": Prometheus gives that label the scrape target). */
+static void render_agents(const struct sentinel_counters *c, FILE *out)
+{
+	_cleanup_free_ struct sentinel_agent_slot *agents = NULL;
+	size_t n = agents_snapshot(c, &agents);
+
+#define AGENT_COUNTER(field, name, help)                                                     \
+	fputs("# HELP " name " " help "\n# TYPE " name " counter\n", out);                  \
+	for (size_t i = 0; i < n; i++)                                                       \
+		fprintf(out, name "{vf=\"%s\",instance_id=\"%s\"} %" PRIu64 "\n", agents[i].vf, \
+			agents[i].instance_id, agents[i].telemetry.field);
+	fputs("# HELP vfhealth_sentinel_agent_info The guest agent of each polled claim that "
+	      "answered with telemetry, and its version.\n"
+	      "# TYPE vfhealth_sentinel_agent_info gauge\n",
+	      out);
+	for (size_t i = 0; i < n; i++)
+		fprintf(out, "vfhealth_sentinel_agent_info{vf=\"%s\",instance_id=\"%s\",version=\"%s\"} 1\n",
+			agents[i].vf, agents[i].instance_id, agents[i].telemetry.version);
+	AGENT_COUNTER(kmsg_records_lost, "vfhealth_sentinel_agent_kmsg_records_lost_total",
+		      "Kernel log records the agent never read (sequence gaps), as it last said.")
+	AGENT_COUNTER(kmsg_overruns, "vfhealth_sentinel_agent_kmsg_overruns_total",
+		      "Reads of the agent that found the kernel log overwritten under them.")
+	AGENT_COUNTER(probe_attempts, "vfhealth_sentinel_agent_probe_attempts_total",
+		      "Probe attempts the agent started.")
+	AGENT_COUNTER(probe_timeouts, "vfhealth_sentinel_agent_probe_timeouts_total",
+		      "Probe attempts the agent killed at their deadline.")
+#undef AGENT_COUNTER
+	fputs("# HELP vfhealth_sentinel_agent_probe_last_exit_status Exit status of the agent's "
+	      "last ended probe attempt (128+N: signal N), once one has ended.\n"
+	      "# TYPE vfhealth_sentinel_agent_probe_last_exit_status gauge\n",
+	      out);
+	for (size_t i = 0; i < n; i++)
+		if (agents[i].telemetry.probe_last_exit_status >= 0)
+			fprintf(out,
+				"vfhealth_sentinel_agent_probe_last_exit_status{vf=\"%s\",instance_id=\"%s\"} %d\n",
+				agents[i].vf, agents[i].instance_id,
+				(int)agents[i].telemetry.probe_last_exit_status);
+}
+
 static void render_config(const struct sentinel_stats *st, FILE *out)
 {
 	char interval[32], timeout[32];
@@ -758,6 +885,7 @@ void sentinel_counters_render(void *counters, FILE *out)
 		st.last_poll_duration_ns % SENTINEL_NS_PER_S);
 	render_latency(&st, out);
 	render_config(&st, out);
+	render_agents(counters, out);
 }
 
 void sentinel_get_stats(struct sentinel *s, struct sentinel_stats *ret)
@@ -970,6 +1098,7 @@ static void run_poll(struct sentinel *s)
 	if (atomic_load(&s->stopping_fast))
 		return;
 	observe_latencies(s, targets, count);
+	publish_agents(s, targets, count);
 
 	int64_t duration = monotonic_ns() - started;
 	atomic_store(&s->counters->last_poll_duration_ns, duration);

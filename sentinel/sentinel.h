@@ -45,7 +45,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "grammar/limits.h"
 #include "proto/client.h"
+#include "proto/parse.h"
 #include "proto/sockdir.h"
 
 #define SENTINEL_NS_PER_S INT64_C(1000000000)
@@ -198,6 +200,13 @@ enum sentinel_latency_kind {
 	SENTINEL_LATENCY_KINDS,
 };
 
+/* One polled claim's agent telemetry, as its last answer told it. */
+struct sentinel_agent_slot {
+	char vf[VF_ADDR_BUFSZ];
+	char instance_id[INSTANCE_ID_MAX + 1];
+	struct agent_telemetry telemetry;
+};
+
 /* The counters, kept apart from the poller so that they can live in memory
  * shared with vfhealthd, which runs the sentinel program as its child and
  * passes them as a memfd (--counters-fd, daemon/sentinel-process.h).  The
@@ -221,6 +230,15 @@ struct sentinel_counters {
 	atomic_int_fast64_t poll_interval_ns;
 	atomic_int_fast64_t poll_timeout_ns;
 	atomic_uint_fast64_t concurrency;
+	/* The agents' telemetry from the last poll, one slot per claim whose
+	 * agent answered with some (so at most SENTINEL_MAX_TARGETS series
+	 * sets, one per live polled claim).  A sequence lock: agents_seq is odd
+	 * while the scheduler rewrites agents_count and the slots; a reader
+	 * copies them and keeps the copy only if agents_seq was even and
+	 * unchanged.  Pages are touched only for slots in use. */
+	atomic_uint_fast64_t agents_seq;
+	atomic_uint_fast64_t agents_count;
+	struct sentinel_agent_slot agents[SENTINEL_MAX_TARGETS];
 };
 
 /* sentinel_start(), counting into counters (zeroed by the caller) instead

@@ -32,6 +32,11 @@ file_is "$MNT/$VF/quarantined" 0 || fail "quarantined after one failure"
 grep -q "^<4>.*vf $VF: instance vm-1 .*RmInitAdapter failed!.*failures=1 threshold=2" "$T/daemon.log" ||
 	fail "no warning for the recorded failure"
 grep -q "vm-1 $T1 " "$MNT/$VF/failures" || fail "failure not recorded against (vm-1, $T1)"
+# The agent's telemetry (issue 14.3), per claim: labels vf and instance_id.
+grep -Eq "^vfhealth_sentinel_agent_info\{vf=\"$VF\",instance_id=\"vm-1\",version=\"[0-9][0-9A-Za-z.+~_-]*\"\} 1$" "$MNT/metrics" ||
+	fail "no vfhealth_sentinel_agent_info for vm-1: $(grep agent_info "$MNT/metrics")"
+metric_ge "vfhealth_sentinel_agent_kmsg_records_lost_total{vf=\"$VF\",instance_id=\"vm-1\"}" 0 ||
+	fail "no kmsg_records_lost_total for vm-1"
 
 # A second, distinct assignment on the same VF: quarantine.
 release "$VF" vm-1
@@ -40,6 +45,11 @@ T2=$(claimed_at "$VF" vm-2)
 wait_for 20 "quarantine" file_is "$MNT/$VF/quarantined" 1
 file_is "$MNT/quarantined" "$VF" || fail "top-level quarantined does not list $VF"
 file_is "$MNT/$VF/tally" 2 || fail "tally $(cat "$MNT/$VF/tally"), want 2"
+# One telemetry series set per live polled claim: vm-1's is gone with its claim.
+wait_polls 2
+! grep -q 'instance_id="vm-1"' "$MNT/metrics" || fail "the released claim vm-1 still has telemetry series"
+grep -q "^vfhealth_sentinel_agent_info{vf=\"$VF\",instance_id=\"vm-2\"," "$MNT/metrics" ||
+	fail "no telemetry for vm-2"
 [[ $(metric vfhealth_sentinel_init_failures_total) == 2 ]] || fail "init_failures_total != 2"
 [[ $(metric vfhealth_sentinel_quarantines_total) == 1 ]] || fail "quarantines_total != 1"
 grep -q "^<3>.*vf $VF quarantined: instance vm-2 .*RmInitAdapter failed!.*failures=2 threshold=2" "$T/daemon.log" ||
