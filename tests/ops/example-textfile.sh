@@ -103,6 +103,7 @@ if command -v prometheus-node-exporter >/dev/null || command -v node_exporter >/
 	has_labels vfhealth_build_info 1 version="$(grep -oP "version: '\K[^']+" "$source_root/meson.build" | head -n 1)"
 	has_labels vfhealth_config_info 1 threshold=2 mode=enforce
 	echo "ok   node_exporter serves the per-VF series with their labels after a quarantine"
+	second_success=$(value vfhealth_textfile_last_success_timestamp_seconds) # that publish succeeded
 else
 	echo "note: node_exporter not installed; the collector itself was not run"
 fi
