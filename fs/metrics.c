@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar/limits.h"
+
 struct metrics_provider {
 	metrics_render_fn render;
 	void *userdata;
@@ -21,6 +23,15 @@ struct metrics {
 	pthread_mutex_t lock;
 	struct metrics_provider providers[METRICS_MAX_PROVIDERS];
 	size_t count;
+	/* last checks, sorted by vf_id; guarded by lock (a leaf) */
+	struct last_check *checks;
+	size_t n_checks, cap_checks;
+};
+
+struct last_check {
+	uint64_t vf_id;
+	uint64_t claim_id;
+	enum metrics_check result;
 };
 
 int metrics_new(struct metrics **ret)
@@ -39,6 +50,7 @@ void metrics_free(struct metrics *m)
 	if (!m)
 		return;
 	pthread_mutex_destroy(&m->lock);
+	free(m->checks);
 	free(m);
 }
 
@@ -71,4 +83,67 @@ void metrics_render_providers(struct metrics *m, FILE *out)
 	pthread_mutex_unlock(&m->lock);
 	for (size_t i = 0; i < count; i++)
 		providers[i].render(providers[i].userdata, out);
+}
+
+/* lock held.  The position of vf_id, or where it would go. */
+static size_t check_pos(const struct metrics *m, uint64_t vf_id)
+{
+	size_t lo = 0, hi = m->n_checks;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->checks[mid].vf_id < vf_id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+void metrics_note_check(struct metrics *m, uint64_t vf_id, uint64_t claim_id,
+			enum metrics_check result)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&m->lock);
+	size_t pos = check_pos(m, vf_id);
+	if (pos == m->n_checks || m->checks[pos].vf_id != vf_id) {
+		if (m->n_checks == VFS_MAX) {
+			/* full: the oldest VF id goes (this one, when it is the oldest) */
+			if (pos == 0)
+				goto out;
+			memmove(&m->checks[0], &m->checks[1], (pos - 1) * sizeof(*m->checks));
+			pos--;
+		} else {
+			if (m->n_checks == m->cap_checks) {
+				size_t cap = m->cap_checks ? 2 * m->cap_checks : 64;
+				struct last_check *grown = reallocarray(m->checks, cap, sizeof(*grown));
+				if (!grown)
+					goto out; /* a metric only: the series is left out */
+				m->checks = grown;
+				m->cap_checks = cap;
+			}
+			memmove(&m->checks[pos + 1], &m->checks[pos],
+				(m->n_checks - pos) * sizeof(*m->checks));
+			m->n_checks++;
+		}
+	}
+	m->checks[pos] = (struct last_check){ vf_id, claim_id, result };
+out:
+	pthread_mutex_unlock(&m->lock);
+}
+
+enum metrics_check metrics_last_check(struct metrics *m, uint64_t vf_id, uint64_t claim_id)
+{
+	enum metrics_check r = METRICS_CHECK_NONE;
+
+	if (!m)
+		return r;
+	pthread_mutex_lock(&m->lock);
+	size_t pos = check_pos(m, vf_id);
+	if (pos < m->n_checks && m->checks[pos].vf_id == vf_id &&
+	    m->checks[pos].claim_id == claim_id)
+		r = m->checks[pos].result;
+	pthread_mutex_unlock(&m->lock);
+	return r;
 }

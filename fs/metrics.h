@@ -15,6 +15,8 @@
 #ifndef VFHEALTH_METRICS_H
 #define VFHEALTH_METRICS_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define METRICS_MAX_PROVIDERS 8
@@ -35,5 +37,22 @@ int metrics_add_provider(struct metrics *m, metrics_render_fn render, void *user
 
 /* Every provider's lines, in registration order.  m NULL: nothing. */
 void metrics_render_providers(struct metrics *m, FILE *out);
+
+/* The last check result of each VF's claim (vfhealth_vf_last_check), as the
+ * reports written to <vf>/report tell it: the sentinel says failed or ok
+ * there (it talks only through files); unknown and rpc_error never reach the
+ * mount.  Kept in memory, one entry per VF id, at most VFS_MAX entries (the
+ * oldest VF id goes when full: ids are never reused, so it is the one most
+ * likely gone).  m NULL: no-op / METRICS_CHECK_NONE. */
+enum metrics_check {
+	METRICS_CHECK_NONE,
+	METRICS_CHECK_FAILED,
+	METRICS_CHECK_OK,
+};
+void metrics_note_check(struct metrics *m, uint64_t vf_id, uint64_t claim_id,
+			enum metrics_check result);
+/* The result noted for this VF's claim claim_id; NONE when another claim's
+ * (or none) was noted. */
+enum metrics_check metrics_last_check(struct metrics *m, uint64_t vf_id, uint64_t claim_id);
 
 #endif

@@ -8,6 +8,7 @@
 #include "fs/vfiles.h"
 
 #include <errno.h>
+#include <fuse_lowlevel.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "proto/log.h"
 #include "proto/parse.h"
 #include "proto/procfs.h"
+#include "store/rules.h"
 
 int vfile_find(const struct vfile *table, int count, const char *name)
 {
@@ -186,6 +188,120 @@ static void metric(FILE *out, const char *name, const char *type, const char *he
 		value);
 }
 
+/* Build and configuration, as info series (value 1, the facts in labels).
+ * Labels hold only digits and version strings (no quote, backslash or
+ * newline to escape). */
+static void metrics_render_info(const struct vfile_call *call, FILE *out, int threshold,
+				int max_quarantined)
+{
+	(void)call;
+	fprintf(out,
+		"# HELP vfhealth_build_info The vfhealthd build: its version and the libfuse and "
+		"SQLite it runs with.\n"
+		"# TYPE vfhealth_build_info gauge\n"
+		"vfhealth_build_info{version=\"%s\",libfuse=\"%s\",sqlite=\"%s\"} 1\n",
+		VFHEALTH_VERSION, fuse_pkgversion(), store_engine_version());
+	if (threshold <= 0 || max_quarantined < 0)
+		return; /* the store could never be loaded: no settings to tell */
+	/* mode: vfhealthd always enforces (quarantine is kept out of placement);
+	 * the label leaves room for a report-only mode. */
+	fprintf(out,
+		"# HELP vfhealth_config_info The settings in force: threshold, max_quarantined "
+		"(0 = no cap) and mode.\n"
+		"# TYPE vfhealth_config_info gauge\n"
+		"vfhealth_config_info{threshold=\"%d\",max_quarantined=\"%d\",mode=\"enforce\"} 1\n",
+		threshold, max_quarantined);
+}
+
+/* When the VF went out of service, as a Unix time (the store's `since`);
+ * false when it is in service or the time is unknown. */
+static bool vf_out_of_service_since(const struct store_vf_info *info, int64_t *ret)
+{
+	return info->since[0] && rfc3339_to_unix(info->since, ret) == 0;
+}
+
+/* Why a VF is out of service (the reason label of vfhealth_vf_out_of_service),
+ * NULL when it is in service: its state (store.h), one name per state.
+ * Held back: the cap alone keeps it placeable. */
+static const char *vf_out_of_service_reason(const struct store_vf_info *info, int threshold)
+{
+	(void)threshold;
+	switch (info->state) {
+	case STORE_VF_HELD:
+		return "operator";
+	case STORE_VF_QUARANTINED:
+		return "failures";
+	case STORE_VF_HELD_BACK:
+		return "held-back";
+	case STORE_VF_OK:
+	case STORE_VF_FAILING:
+		break;
+	}
+	return NULL;
+}
+
+/* The per-VF series: one per registered VF per family (last_check and since
+ * only where known), so at most VFS_MAX each (docs/limits.md).  From the
+ * store's memory (store_vf_list, store_claim_list): no SQLite per scrape.
+ * parent is "" until VFs know their physical function. */
+static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int threshold)
+{
+	static const char *const check_names[] = { [METRICS_CHECK_FAILED] = "failed",
+						   [METRICS_CHECK_OK] = "ok" };
+	_cleanup_free_ struct store_vf_info *vfs = NULL;
+	_cleanup_free_ struct store_claim *claims = NULL;
+	size_t n_vfs = 0, n_claims = 0, c = 0;
+	int64_t since;
+
+	if (store_vf_list(call->store, &vfs, &n_vfs) < 0)
+		return; /* never loaded: no VFs to tell */
+	if (store_claim_list(call->store, NULL, &claims, &n_claims) < 0)
+		n_claims = 0;
+
+	fputs("# HELP vfhealth_vf_out_of_service 1 while the VF is out of service, with why "
+	      "(failures, operator, held-back); 0 (no reason) while it is in service.\n"
+	      "# TYPE vfhealth_vf_out_of_service gauge\n",
+	      out);
+	for (size_t i = 0; i < n_vfs; i++) {
+		const char *reason = vf_out_of_service_reason(&vfs[i], threshold);
+		fprintf(out, "vfhealth_vf_out_of_service{vf=\"%s\",parent=\"\",reason=\"%s\"} %d\n",
+			vfs[i].vf, reason ? reason : "", reason != NULL);
+	}
+	fputs("# HELP vfhealth_vf_failures Failed assignments on record for the VF.\n"
+	      "# TYPE vfhealth_vf_failures gauge\n",
+	      out);
+	for (size_t i = 0; i < n_vfs; i++)
+		fprintf(out, "vfhealth_vf_failures{vf=\"%s\",parent=\"\"} %u\n", vfs[i].vf,
+			vfs[i].tally);
+	fputs("# HELP vfhealth_vf_out_of_service_since_timestamp_seconds When the VF went out "
+	      "of service (Unix time), where known.\n"
+	      "# TYPE vfhealth_vf_out_of_service_since_timestamp_seconds gauge\n",
+	      out);
+	for (size_t i = 0; i < n_vfs; i++)
+		if (vf_out_of_service_reason(&vfs[i], threshold) &&
+		    vf_out_of_service_since(&vfs[i], &since))
+			fprintf(out,
+				"vfhealth_vf_out_of_service_since_timestamp_seconds{vf=\"%s\","
+				"parent=\"\"} %" PRId64 "\n",
+				vfs[i].vf, since);
+	fputs("# HELP vfhealth_vf_last_check The last result the sentinel reported for the "
+	      "VF's live claim (failed or ok), where one was reported.\n"
+	      "# TYPE vfhealth_vf_last_check gauge\n",
+	      out);
+	/* both lists are sorted by address: one merge walk */
+	for (size_t i = 0; i < n_vfs; i++) {
+		while (c < n_claims && strcmp(claims[c].vf, vfs[i].vf) < 0)
+			c++;
+		if (c == n_claims || strcmp(claims[c].vf, vfs[i].vf) != 0)
+			continue;
+		enum metrics_check r = metrics_last_check(call->metrics, vfs[i].id, claims[c].id);
+		if (r != METRICS_CHECK_NONE)
+			fprintf(out,
+				"vfhealth_vf_last_check{vf=\"%s\",parent=\"\",result=\"%s\"} 1\n",
+				vfs[i].vf, check_names[r]);
+	}
+}
+
 static int metrics_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_stats st;
@@ -225,6 +341,8 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 	       "Store commits that failed since start.", st.commit_failures);
 	metric(out, "vfhealth_store_repairs_total", "counter",
 	       "Attempts to bring the unavailable store back since start.", st.repairs);
+	metrics_render_info(call, out, threshold, max_quarantined);
+	metrics_render_vfs(call, out, threshold);
 	metrics_render_providers(call->metrics, out);
 	return 0;
 }
@@ -433,6 +551,18 @@ static void log_failure_outcome(const struct vfile_call *call, const char *insta
 	}
 }
 
+/* A report about the VF's live claim is its last check (vfhealth_vf_last_check);
+ * one about an older assignment is not. */
+static void note_check(const struct vfile_call *call, const struct report_command *cmd,
+		       enum metrics_check result)
+{
+	struct store_claim claim;
+
+	if (store_claim_lookup(call->store, call->vf, cmd->instance_id, &claim) == 0 &&
+	    strcmp(claim.claimed_at, cmd->claimed_at) == 0)
+		metrics_note_check(call->metrics, call->vf_id, claim.id, result);
+}
+
 static int report_write(const struct vfile_call *call, char *command)
 {
 	struct report_command cmd;
@@ -454,6 +584,7 @@ static int report_write(const struct vfile_call *call, char *command)
 					 cmd.message, &res);
 		if (r < 0)
 			return r;
+		note_check(call, &cmd, METRICS_CHECK_FAILED);
 		o.kind = report_kind_of(res.outcome);
 		o.failures = res.tally;
 		o.threshold = (unsigned)res.threshold;
@@ -468,6 +599,7 @@ static int report_write(const struct vfile_call *call, char *command)
 	r = store_report_success(call->store, call->vf, cmd.instance_id, cmd.claimed_at, &res);
 	if (r < 0)
 		return r;
+	note_check(call, &cmd, METRICS_CHECK_OK);
 	o.kind = REPORT_CLEARED;
 	o.cleared = res.cleared;
 	o.rescinded = res.rescinded;

@@ -36,6 +36,7 @@ int probe_init(struct probe *p, const char *nvidia_smi, int64_t interval_ns, int
 	p->interval_ns = interval_ns;
 	p->window_ns = window_ns;
 	p->timeout_ns = timeout_ns;
+	p->last_exit_status = -1;
 	p->window_end_ns = now_ns + window_ns;
 	p->next_attempt_ns = now_ns;
 	return 0;
@@ -205,6 +206,7 @@ static int spawn_attempt(struct probe *p, int64_t now_ns)
 		/* nothing to run: a failed attempt without a child */
 		p->attempts++;
 		p->failures++;
+		p->last_exit_status = PROBE_CHILD_FAILED; /* as the child would have */
 		log_debug("probe: attempt %u: no device nodes under %s", p->attempts, p->dev_dir);
 		return 0;
 	}
@@ -245,6 +247,7 @@ static int reap(struct probe *p, int64_t now_ns)
 		return 0;
 	}
 	p->pid = 0;
+	p->last_exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	if (p->killed) {
 		p->timeouts++;
 		log_warn("probe: attempt %u did not finish in %.1fs; killed", p->attempts,

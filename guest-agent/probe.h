@@ -64,6 +64,7 @@ struct probe {
 	bool succeeded;
 	bool finished; /* succeeded, halted, or the window is over (no back-off) */
 	unsigned attempts, failures, timeouts;
+	int last_exit_status; /* of the last ended attempt, 128+N for signal N; -1: none */
 };
 
 /* 0 or -ENOMEM.  Nothing runs until the first probe_step.  nvidia_smi and

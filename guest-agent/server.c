@@ -231,6 +231,24 @@ static enum agent_unknown_reason agent_reason(const struct agent *a)
 	return a->probe.backing_off ? AGENT_REASON_BACKING_OFF : AGENT_REASON_PROBING;
 }
 
+/* How the agent itself fares, for the host's per-claim series. */
+static void agent_telemetry(const struct agent *a, struct agent_telemetry *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->present = true;
+	snprintf(t->version, sizeof(t->version), "%s", VFHEALTH_VERSION);
+	if (a->kmsg_on) {
+		t->kmsg_records_lost = a->kmsg.lost;
+		t->kmsg_overruns = a->kmsg.overruns;
+	}
+	t->probe_last_exit_status = -1;
+	if (a->probe_on) {
+		t->probe_attempts = a->probe.attempts;
+		t->probe_timeouts = a->probe.timeouts;
+		t->probe_last_exit_status = a->probe.last_exit_status;
+	}
+}
+
 /* Build the answer to the request in c->in. */
 static int conn_answer(struct agent *a, struct conn *c)
 {
@@ -243,6 +261,7 @@ static int conn_answer(struct agent *a, struct conn *c)
 					       &c->out_len);
 	} else if (strcmp(req.method, WIRE_METHOD_GET_GPU_INIT_STATUS) == 0) {
 		agent_state_set_reason(&a->state, agent_reason(a));
+		agent_telemetry(a, &a->state.status.telemetry);
 		k = wire_encode_status_response(&a->state.status, &c->out, &c->out_len);
 	} else {
 		log_debug("client: unknown method '%s'", req.method_too_long ? "(too long)" : req.method);

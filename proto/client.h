@@ -10,6 +10,7 @@
 #ifndef VFHEALTH_CLIENT_H
 #define VFHEALTH_CLIENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "proto/endpoint.h"
@@ -19,6 +20,8 @@
 /* A failure rule's text (the agent's rules file, failure_rule on the wire):
  * longer rules are refused by the agent, longer answers cut by the host. */
 #define AGENT_RULE_MAX 200
+/* The agent's version in its telemetry: longer is cut by the host. */
+#define AGENT_VERSION_MAX 64
 
 enum gpu_init_state {
 	GPU_INIT_UNKNOWN = 0,
@@ -49,6 +52,15 @@ struct agent_status {
 	enum agent_unknown_reason reason;    /* when UNKNOWN; UNSPECIFIED from old agents */
 	char message[AGENT_MESSAGE_MAX + 1]; /* the NVRM line when FAILED, else "" */
 	char rule[AGENT_RULE_MAX + 1];       /* the rule that matched when FAILED, else "" */
+	struct agent_telemetry {
+		bool present;                /* false from agents older than telemetry */
+		char version[AGENT_VERSION_MAX + 1]; /* only [0-9A-Za-z.+~_-] */
+		uint64_t kmsg_records_lost;  /* sequence gaps (an overrun's loss included) */
+		uint64_t kmsg_overruns;      /* reads that found the ring overwritten (EPIPE) */
+		uint64_t probe_attempts;
+		uint64_t probe_timeouts;
+		int32_t probe_last_exit_status; /* -1: no attempt has ended */
+	} telemetry;
 };
 
 const char *gpu_init_state_name(enum gpu_init_state s); /* "unknown", "ok", "failed" */

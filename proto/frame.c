@@ -296,6 +296,20 @@ void wire_sanitize_rule(const char *in, size_t len, char out[static AGENT_RULE_M
 	sanitize_cut(in, len, out, AGENT_RULE_MAX);
 }
 
+void wire_sanitize_version(const char *in, char out[static AGENT_VERSION_MAX + 1])
+{
+	size_t n = 0;
+
+	for (; in && in[n] && n < AGENT_VERSION_MAX; n++) {
+		char c = in[n];
+		out[n] = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+					 strchr(".+~_-", c)
+				 ? c
+				 : '_';
+	}
+	out[n] = '\0';
+}
+
 int wire_encode_request(const char *method, uint8_t **ret_frame, size_t *ret_len)
 {
 	Vfhealth__Request req = VFHEALTH__REQUEST__INIT;
@@ -358,10 +372,13 @@ int wire_encode_status_response(const struct agent_status *st, uint8_t **ret_fra
 				size_t *ret_len)
 {
 	Vfhealth__GetGPUInitStatusResponse inner = VFHEALTH__GET_GPUINIT_STATUS_RESPONSE__INIT;
+	Vfhealth__AgentTelemetry telemetry = VFHEALTH__AGENT_TELEMETRY__INIT;
 	Vfhealth__Response resp = VFHEALTH__RESPONSE__INIT;
 	char message[AGENT_MESSAGE_MAX + 1], rule[AGENT_RULE_MAX + 1];
-	/* four tags, their varints, the message and the rule: always fits */
-	uint8_t inner_buf[AGENT_MESSAGE_MAX + AGENT_RULE_MAX + 48];
+	char version[AGENT_VERSION_MAX + 1];
+	/* four tags, their varints, the message and the rule, the telemetry
+	 * (six tags, five varints of at most 10 bytes, the version): always fits */
+	uint8_t inner_buf[AGENT_MESSAGE_MAX + AGENT_RULE_MAX + AGENT_VERSION_MAX + 112];
 	size_t inner_len;
 
 	wire_sanitize_message(st->message, strnlen(st->message, sizeof(st->message)), message);
@@ -372,6 +389,16 @@ int wire_encode_status_response(const struct agent_status *st, uint8_t **ret_fra
 	/* Only UNKNOWN has a reason; the table's positions are the wire values. */
 	if (st->state == GPU_INIT_UNKNOWN && (unsigned)st->reason < AGENT_REASON_COUNT)
 		inner.unknown_reason = (Vfhealth__UnknownReason)st->reason;
+	if (st->telemetry.present) {
+		wire_sanitize_version(st->telemetry.version, version);
+		telemetry.agent_version = version;
+		telemetry.kmsg_records_lost = st->telemetry.kmsg_records_lost;
+		telemetry.kmsg_overruns = st->telemetry.kmsg_overruns;
+		telemetry.probe_attempts = st->telemetry.probe_attempts;
+		telemetry.probe_timeouts = st->telemetry.probe_timeouts;
+		telemetry.probe_last_exit_status = st->telemetry.probe_last_exit_status;
+		inner.telemetry = &telemetry;
+	}
 	inner_len = vfhealth__get_gpuinit_status_response__get_packed_size(&inner);
 	if (inner_len > sizeof(inner_buf))
 		return -EMSGSIZE;
@@ -456,6 +483,21 @@ int wire_decode_status_response(const uint8_t *buf, size_t len, struct agent_sta
 	 * unspecified, not a protocol error. */
 	if (out.state == GPU_INIT_UNKNOWN && (unsigned)st->unknown_reason < AGENT_REASON_COUNT)
 		out.reason = (enum agent_unknown_reason)st->unknown_reason;
+	if (st->telemetry) {
+		const Vfhealth__AgentTelemetry *t = st->telemetry;
+
+		out.telemetry.present = true;
+		wire_sanitize_version(t->agent_version, out.telemetry.version);
+		out.telemetry.kmsg_records_lost = t->kmsg_records_lost;
+		out.telemetry.kmsg_overruns = t->kmsg_overruns;
+		out.telemetry.probe_attempts = t->probe_attempts;
+		out.telemetry.probe_timeouts = t->probe_timeouts;
+		/* an exit status is -1 (none) or 0..255+128 */
+		out.telemetry.probe_last_exit_status =
+			t->probe_last_exit_status < -1 || t->probe_last_exit_status > 255 + 128
+				? -1
+				: t->probe_last_exit_status;
+	}
 	*ret = out;
 	return 0;
 }

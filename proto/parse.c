@@ -128,6 +128,23 @@ int rfc3339_normalize(const char *s, char out[static RFC3339_BUFSZ])
 	return 0;
 }
 
+int rfc3339_to_unix(const char *s, int64_t *ret)
+{
+	char canonical[RFC3339_BUFSZ];
+	struct tm tm = { 0 };
+
+	if (rfc3339_normalize(s, canonical) < 0)
+		return -EINVAL;
+	/* canonical: YYYY-MM-DDTHH:MM:SS.fffffffffZ, every field checked */
+	if (sscanf(canonical, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+		   &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+		return -EINVAL;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	*ret = (int64_t)timegm(&tm);
+	return 0;
+}
+
 void rfc3339_format(int64_t sec, long nsec, char out[static RFC3339_BUFSZ])
 {
 	struct tm tm;
@@ -168,6 +185,14 @@ int64_t monotonic_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 

@@ -35,6 +35,10 @@ int parse_seconds(const char *s, int64_t max_ns, int64_t *ret_ns);
  * spellings of one instant compare equal after normalization. */
 int rfc3339_normalize(const char *s, char out[static RFC3339_BUFSZ]);
 
+/* Seconds since the epoch of an RFC 3339 UTC timestamp (the fraction
+ * dropped).  -EINVAL as rfc3339_normalize. */
+int rfc3339_to_unix(const char *s, int64_t *ret);
+
 /* The current wall-clock time in canonical form. */
 void rfc3339_now(char out[static RFC3339_BUFSZ]);
 
@@ -50,6 +54,8 @@ bool instance_id_valid(const char *s);
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
 int64_t monotonic_ns(void);
+/* Nanoseconds since the epoch (CLOCK_REALTIME): to compare with RFC 3339 times. */
+int64_t realtime_ns(void);
 
 /* Strip one trailing "\n" (and nothing else) from a buffer of length *len. */
 void strip_trailing_newline(char *buf, size_t *len);

@@ -3,9 +3,12 @@
 #include "sentinel/rules.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "proto/cleanup.h"
+#include "sentinel/sentinel.h" /* the latency buckets */
 
 static const char *const check_result_names[CHECK_RESULT_COUNT] = {
 	[CHECK_OK] = "ok",
@@ -119,4 +122,44 @@ enum liveness liveness_verdict(const struct liveness_evidence *ev, const char **
 	if (reason)
 		*reason = why;
 	return l;
+}
+
+/* ---- detection latency ------------------------------------------------------ */
+
+int sentinel_latency_ns(const char *claimed_at, int64_t answered_ns, int64_t *ret_ns)
+{
+	char canonical[RFC3339_BUFSZ];
+	struct tm tm = { 0 };
+	long nsec;
+	int n = 0;
+
+	if (!claimed_at || !claimed_at[0] || rfc3339_normalize(claimed_at, canonical) < 0)
+		return -EINVAL;
+	/* canonical: YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ */
+	if (sscanf(canonical, "%4d-%2d-%2dT%2d:%2d:%2d.%9ldZ%n", &tm.tm_year, &tm.tm_mon,
+		   &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &nsec, &n) != 7 ||
+	    canonical[n] != '\0')
+		return -EINVAL;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	time_t sec = timegm(&tm);
+	if (sec == (time_t)-1)
+		return -EINVAL;
+	int64_t claimed_ns = (int64_t)sec * SENTINEL_NS_PER_S + nsec;
+	*ret_ns = answered_ns > claimed_ns ? answered_ns - claimed_ns : 0;
+	return 0;
+}
+
+size_t sentinel_latency_bucket(int64_t latency_ns)
+{
+#define LATENCY_BOUND(le) (int64_t)(le) * SENTINEL_NS_PER_S,
+	static const int64_t bounds_ns[] = { SENTINEL_LATENCY_BUCKETS(LATENCY_BOUND) };
+#undef LATENCY_BOUND
+	size_t i = 0;
+
+	_Static_assert(sizeof(bounds_ns) / sizeof(bounds_ns[0]) == SENTINEL_LATENCY_BUCKET_COUNT,
+		       "one bound per bucket");
+	while (i < SENTINEL_LATENCY_BUCKET_COUNT && latency_ns > bounds_ns[i])
+		i++;
+	return i;
 }

@@ -102,4 +102,16 @@ struct liveness_evidence {
  * (static) says why. */
 enum liveness liveness_verdict(const struct liveness_evidence *ev, const char **reason);
 
+/* ---- detection latency ------------------------------------------------------ */
+
+/* The latency of an answer seen at answered_ns (Unix time, ns) for an
+ * assignment claimed at claimed_at (RFC 3339): 0 and *ret_ns (>= 0: a clock
+ * stepped back counts as 0), or -EINVAL when claimed_at is "" or malformed. */
+int sentinel_latency_ns(const char *claimed_at, int64_t answered_ns, int64_t *ret_ns);
+
+/* The histogram bucket of a latency: the index of the first bound of
+ * SENTINEL_LATENCY_BUCKETS (sentinel.h) it does not exceed, or
+ * SENTINEL_LATENCY_BUCKET_COUNT (+Inf). */
+size_t sentinel_latency_bucket(int64_t latency_ns);
+
 #endif

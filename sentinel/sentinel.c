@@ -52,6 +52,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -63,6 +64,7 @@
 #include "proto/cleanup.h"
 #include "proto/client.h"
 #include "proto/endpoint.h"
+#include "proto/frame.h"
 #include "proto/log.h"
 #include "proto/parse.h"
 #include "proto/procfs.h"
@@ -76,6 +78,11 @@
 struct target {
 	struct assignment claim;
 	struct endpoint agent;
+	/* what its worker learned, for the scheduler after the scan */
+	bool answered;             /* result is set */
+	enum check_result result;
+	int64_t answered_ns;       /* Unix time of the answer */
+	struct agent_telemetry telemetry; /* .present when the answer had some */
 };
 
 /* What the sentinel knows about a claim (an assignment: vf, instance,
@@ -87,6 +94,12 @@ struct claim_memory {
 	bool dead;      /* judged dead (by a poll or a reconcile): never polled again,
 			 * unless a reconcile finds it alive (its VMM was starting) */
 	bool seen_dead; /* the previous reconcile found it dead */
+	/* detection latency: timed = first listed after this process's first
+	 * listing (an older claim's "first" answer would time our restart, not
+	 * the guest); seen_*: its first failed / ok answer was observed */
+	bool timed;
+	bool seen_failed;
+	bool seen_ok;
 };
 
 struct sentinel {
@@ -104,7 +117,7 @@ struct sentinel {
 	pthread_mutex_t scan_lock;
 	pthread_cond_t work_cond;
 	pthread_cond_t done_cond;
-	const struct target *targets;
+	struct target *targets;
 	size_t target_count;
 	size_t next_target;
 	unsigned active_workers;
@@ -114,6 +127,7 @@ struct sentinel {
 
 	struct claim_memory *memory; /* sorted by claim_memory_cmp */
 	size_t memory_count;
+	bool listed_once; /* claim_memory_update() ran: later claims are new */
 
 	struct sentinel_counters *counters; /* own_counters, or shared with a parent */
 	struct sentinel_counters own_counters;
@@ -437,7 +451,7 @@ static void report(struct sentinel *s, const struct assignment *c, enum check_re
 
 /* ---- one target (worker threads) ---------------------------------------------------- */
 
-static void check_target(struct sentinel *s, const struct target *t)
+static void check_target(struct sentinel *s, struct target *t)
 {
 	struct agent_status status = { 0 };
 	_cleanup_free_ struct assignment *current = NULL;
@@ -451,6 +465,11 @@ static void check_target(struct sentinel *s, const struct target *t)
 	if (rc == -ECANCELED || atomic_load(&s->stopping_fast))
 		return; /* shutting down: neither counted nor reported */
 	result = sentinel_classify(rc, &status);
+	t->result = result;
+	t->answered_ns = realtime_ns();
+	t->answered = true;
+	if (rc == 0)
+		t->telemetry = status.telemetry;
 	atomic_fetch_add(&s->counters->checks[result], 1);
 	if (result == CHECK_UNKNOWN) {
 		unsigned why = (unsigned)status.reason; /* the client keeps it in the table */
@@ -509,7 +528,7 @@ static void *worker_main(void *userdata)
 
 	pthread_mutex_lock(&s->scan_lock);
 	for (;;) {
-		const struct target *t;
+		struct target *t;
 
 		while (!s->stopping && s->next_target >= s->target_count)
 			pthread_cond_wait(&s->work_cond, &s->scan_lock);
@@ -583,10 +602,12 @@ static void claim_memory_update(struct sentinel *s, const struct claim_list *l)
 		struct claim_memory *old = claim_memory_find(s, c);
 		struct claim_memory *m = &next[count++];
 
-		if (old)
+		if (old) {
 			*m = *old;
-		else
+		} else {
 			claim_memory_key(c, m);
+			m->timed = s->listed_once;
+		}
 	}
 	if (l->error)
 		for (size_t i = 0; i < s->memory_count; i++)
@@ -601,6 +622,58 @@ static void claim_memory_update(struct sentinel *s, const struct claim_list *l)
 	s->memory = next;
 	next = NULL;
 	s->memory_count = unique;
+	s->listed_once = true;
+}
+
+/* The first failed and the first ok answer of each timed assignment, into
+ * the detection latency histograms (scheduler thread, after a scan). */
+static void observe_latencies(struct sentinel *s, const struct target *targets, size_t count)
+{
+	for (size_t i = 0; i < count; i++) {
+		const struct target *t = &targets[i];
+		struct claim_memory *m;
+		enum sentinel_latency_kind kind;
+		bool *seen;
+		int64_t ns;
+
+		if (!t->answered || (t->result != CHECK_FAILED && t->result != CHECK_OK))
+			continue;
+		m = claim_memory_find(s, &t->claim);
+		if (!m || !m->timed)
+			continue;
+		kind = t->result == CHECK_FAILED ? SENTINEL_LATENCY_FAILED : SENTINEL_LATENCY_OK;
+		seen = kind == SENTINEL_LATENCY_FAILED ? &m->seen_failed : &m->seen_ok;
+		if (*seen)
+			continue;
+		*seen = true;
+		if (sentinel_latency_ns(t->claim.claimed_at, t->answered_ns, &ns) < 0)
+			continue; /* no claimed_at: nothing to time from */
+		atomic_fetch_add(&s->counters->latency[kind].buckets[sentinel_latency_bucket(ns)], 1);
+		atomic_fetch_add(&s->counters->latency[kind].sum_ns, (uint64_t)ns);
+		atomic_fetch_add(&s->counters->latency[kind].count, 1);
+	}
+}
+
+/* The telemetry of this poll's answers replaces the last poll's (scheduler
+ * thread): claims gone or no longer answering drop out. */
+static void publish_agents(struct sentinel *s, const struct target *targets, size_t count)
+{
+	struct sentinel_counters *c = s->counters;
+	size_t n = 0;
+
+	atomic_fetch_add(&c->agents_seq, 1); /* odd: being rewritten */
+	atomic_thread_fence(memory_order_release);
+	for (size_t i = 0; i < count && n < SENTINEL_MAX_TARGETS; i++) {
+		const struct target *t = &targets[i];
+		if (!t->answered || !t->telemetry.present)
+			continue;
+		struct sentinel_agent_slot *slot = &c->agents[n++];
+		memcpy(slot->vf, t->claim.vf, sizeof(slot->vf));
+		memcpy(slot->instance_id, t->claim.instance_id, sizeof(slot->instance_id));
+		slot->telemetry = t->telemetry;
+	}
+	atomic_store(&c->agents_count, n);
+	atomic_fetch_add(&c->agents_seq, 1); /* even: consistent */
 }
 
 /* ---- metrics -------------------------------------------------------------------------- */
@@ -611,6 +684,165 @@ void sentinel_render_metrics(void *sentinel, FILE *out)
 
 	if (s)
 		sentinel_counters_render(s->counters, out);
+}
+
+/* Seconds with up to nine decimals, no trailing zeros: "5", "0.2". */
+static void format_seconds(int64_t ns, char *buf, size_t size)
+{
+	int len = snprintf(buf, size, "%" PRId64 ".%09" PRId64, ns / SENTINEL_NS_PER_S,
+			   ns % SENTINEL_NS_PER_S);
+
+	while (len > 0 && (size_t)len < size && buf[len - 1] == '0')
+		buf[--len] = '\0';
+	if (len > 0 && (size_t)len < size && buf[len - 1] == '.')
+		buf[--len] = '\0';
+}
+
+static void render_latency(const struct sentinel_stats *st, FILE *out)
+{
+#define LATENCY_LE(le) #le,
+	static const char *const le[] = { SENTINEL_LATENCY_BUCKETS(LATENCY_LE) "+Inf" };
+#undef LATENCY_LE
+	static const char *const kinds[SENTINEL_LATENCY_KINDS] = {
+		[SENTINEL_LATENCY_FAILED] = "failed", [SENTINEL_LATENCY_OK] = "ok"
+	};
+	char sum[32];
+
+	fputs("# HELP vfhealth_detection_latency_seconds Time from a claim to the first failed "
+	      "(kind=failed) and the first ok (kind=ok) answer the sentinel saw for it.\n"
+	      "# TYPE vfhealth_detection_latency_seconds histogram\n",
+	      out);
+	for (int k = 0; k < SENTINEL_LATENCY_KINDS; k++) {
+		uint64_t cumulative = 0;
+		for (size_t b = 0; b <= SENTINEL_LATENCY_BUCKET_COUNT; b++) {
+			cumulative += st->latency[k].buckets[b];
+			fprintf(out,
+				"vfhealth_detection_latency_seconds_bucket{kind=\"%s\",le=\"%s\"} "
+				"%" PRIu64 "\n",
+				kinds[k], le[b], cumulative);
+		}
+		format_seconds((int64_t)st->latency[k].sum_ns, sum, sizeof(sum));
+		fprintf(out,
+			"vfhealth_detection_latency_seconds_sum{kind=\"%s\"} %s\n"
+			"vfhealth_detection_latency_seconds_count{kind=\"%s\"} %" PRIu64 "\n",
+			kinds[k], sum, kinds[k], st->latency[k].count);
+	}
+}
+
+static int agent_slot_cmp(const void *a_, const void *b_)
+{
+	const struct sentinel_agent_slot *a = a_, *b = b_;
+	int r = strcmp(a->vf, b->vf);
+
+	return r ? r : strcmp(a->instance_id, b->instance_id);
+}
+
+/* A consistent copy of the published slots (sequence lock), each checked as
+ * if from a stranger: the memory is shared with another process.  Sorted,
+ * without duplicates (a duplicate series would spoil the whole scrape).
+ * *ret NULL and 0 when none or no consistent copy could be had. */
+static size_t agents_snapshot(const struct sentinel_counters *c, struct sentinel_agent_slot **ret)
+{
+	struct sentinel_agent_slot *copy = NULL;
+	size_t n = 0;
+
+	*ret = NULL;
+	for (int tries = 0; tries < 16; tries++) {
+		uint64_t seq = atomic_load(&c->agents_seq);
+		if (seq & 1) {
+			sched_yield(); /* the scheduler is rewriting: a memcpy's while */
+			continue;
+		}
+		n = MIN((size_t)atomic_load(&c->agents_count), (size_t)SENTINEL_MAX_TARGETS);
+		free(copy);
+		copy = malloc(MAX(n, (size_t)1) * sizeof(*copy));
+		if (!copy)
+			return 0;
+		memcpy(copy, (const void *)c->agents, n * sizeof(*copy));
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load(&c->agents_seq) == seq)
+			goto consistent;
+	}
+	free(copy);
+	return 0;
+consistent:;
+	size_t kept = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct sentinel_agent_slot *a = &copy[i];
+		char version[AGENT_VERSION_MAX + 1];
+
+		a->vf[sizeof(a->vf) - 1] = '\0';
+		a->instance_id[sizeof(a->instance_id) - 1] = '\0';
+		a->telemetry.version[sizeof(a->telemetry.version) - 1] = '\0';
+		if (!vf_address_valid(a->vf) || !instance_id_valid(a->instance_id))
+			continue;
+		wire_sanitize_version(a->telemetry.version, version);
+		memcpy(a->telemetry.version, version, sizeof(version));
+		copy[kept++] = *a;
+	}
+	qsort(copy, kept, sizeof(*copy), agent_slot_cmp);
+	n = 0;
+	for (size_t i = 0; i < kept; i++)
+		if (n == 0 || agent_slot_cmp(&copy[n - 1], &copy[i]) != 0)
+			copy[n++] = copy[i];
+	*ret = copy;
+	return n;
+}
+
+/* Per claim whose agent answered in the last poll: labels vf, instance_id
+ * (not "instance": Prometheus gives that label the scrape target). */
+static void render_agents(const struct sentinel_counters *c, FILE *out)
+{
+	_cleanup_free_ struct sentinel_agent_slot *agents = NULL;
+	size_t n = agents_snapshot(c, &agents);
+
+#define AGENT_COUNTER(field, name, help)                                                     \
+	fputs("# HELP " name " " help "\n# TYPE " name " counter\n", out);                  \
+	for (size_t i = 0; i < n; i++)                                                       \
+		fprintf(out, name "{vf=\"%s\",instance_id=\"%s\"} %" PRIu64 "\n", agents[i].vf, \
+			agents[i].instance_id, agents[i].telemetry.field);
+	fputs("# HELP vfhealth_sentinel_agent_info The guest agent of each polled claim that "
+	      "answered with telemetry, and its version.\n"
+	      "# TYPE vfhealth_sentinel_agent_info gauge\n",
+	      out);
+	for (size_t i = 0; i < n; i++)
+		fprintf(out, "vfhealth_sentinel_agent_info{vf=\"%s\",instance_id=\"%s\",version=\"%s\"} 1\n",
+			agents[i].vf, agents[i].instance_id, agents[i].telemetry.version);
+	AGENT_COUNTER(kmsg_records_lost, "vfhealth_sentinel_agent_kmsg_records_lost_total",
+		      "Kernel log records the agent never read (sequence gaps), as it last said.")
+	AGENT_COUNTER(kmsg_overruns, "vfhealth_sentinel_agent_kmsg_overruns_total",
+		      "Reads of the agent that found the kernel log overwritten under them.")
+	AGENT_COUNTER(probe_attempts, "vfhealth_sentinel_agent_probe_attempts_total",
+		      "Probe attempts the agent started.")
+	AGENT_COUNTER(probe_timeouts, "vfhealth_sentinel_agent_probe_timeouts_total",
+		      "Probe attempts the agent killed at their deadline.")
+#undef AGENT_COUNTER
+	fputs("# HELP vfhealth_sentinel_agent_probe_last_exit_status Exit status of the agent's "
+	      "last ended probe attempt (128+N: signal N), once one has ended.\n"
+	      "# TYPE vfhealth_sentinel_agent_probe_last_exit_status gauge\n",
+	      out);
+	for (size_t i = 0; i < n; i++)
+		if (agents[i].telemetry.probe_last_exit_status >= 0)
+			fprintf(out,
+				"vfhealth_sentinel_agent_probe_last_exit_status{vf=\"%s\",instance_id=\"%s\"} %d\n",
+				agents[i].vf, agents[i].instance_id,
+				(int)agents[i].telemetry.probe_last_exit_status);
+}
+
+static void render_config(const struct sentinel_stats *st, FILE *out)
+{
+	char interval[32], timeout[32];
+
+	if (st->concurrency == 0)
+		return; /* not started */
+	format_seconds(st->poll_interval_ns, interval, sizeof(interval));
+	format_seconds(st->poll_timeout_ns, timeout, sizeof(timeout));
+	fprintf(out,
+		"# HELP vfhealth_sentinel_config_info The sentinel's options in force.\n"
+		"# TYPE vfhealth_sentinel_config_info gauge\n"
+		"vfhealth_sentinel_config_info{poll_interval_seconds=\"%s\","
+		"poll_timeout_seconds=\"%s\",concurrency=\"%" PRIu64 "\"} 1\n",
+		interval, timeout, st->concurrency);
 }
 
 void sentinel_counters_render(void *counters, FILE *out)
@@ -645,6 +877,9 @@ void sentinel_counters_render(void *counters, FILE *out)
 		"vfhealth_sentinel_last_poll_duration_seconds %" PRId64 ".%09" PRId64 "\n",
 		st.last_poll_duration_ns / SENTINEL_NS_PER_S,
 		st.last_poll_duration_ns % SENTINEL_NS_PER_S);
+	render_latency(&st, out);
+	render_config(&st, out);
+	render_agents(counters, out);
 }
 
 void sentinel_get_stats(struct sentinel *s, struct sentinel_stats *ret)
@@ -663,6 +898,15 @@ void sentinel_counters_get(const struct sentinel_counters *c, struct sentinel_st
 	SENTINEL_SCALAR_COUNTERS(LOAD_COUNTER)
 #undef LOAD_COUNTER
 	ret->last_poll_duration_ns = atomic_load(&c->last_poll_duration_ns);
+	for (int k = 0; k < SENTINEL_LATENCY_KINDS; k++) {
+		for (size_t b = 0; b <= SENTINEL_LATENCY_BUCKET_COUNT; b++)
+			ret->latency[k].buckets[b] = atomic_load(&c->latency[k].buckets[b]);
+		ret->latency[k].sum_ns = atomic_load(&c->latency[k].sum_ns);
+		ret->latency[k].count = atomic_load(&c->latency[k].count);
+	}
+	ret->poll_interval_ns = atomic_load(&c->poll_interval_ns);
+	ret->poll_timeout_ns = atomic_load(&c->poll_timeout_ns);
+	ret->concurrency = atomic_load(&c->concurrency);
 }
 
 static int render_metrics_to(void *sentinel, FILE *out)
@@ -780,7 +1024,7 @@ static bool is_target(struct sentinel *s, const struct assignment *c, int boot_r
 	return l == LIVENESS_ALIVE || l == LIVENESS_UNCERTAIN;
 }
 
-static void run_scan(struct sentinel *s, const struct target *targets, size_t count)
+static void run_scan(struct sentinel *s, struct target *targets, size_t count)
 {
 	pthread_mutex_lock(&s->scan_lock);
 	if (!s->stopping) {
@@ -847,6 +1091,8 @@ static void run_poll(struct sentinel *s)
 	run_scan(s, targets, count);
 	if (atomic_load(&s->stopping_fast))
 		return;
+	observe_latencies(s, targets, count);
+	publish_agents(s, targets, count);
 
 	int64_t duration = monotonic_ns() - started;
 	atomic_store(&s->counters->last_poll_duration_ns, duration);
@@ -1104,6 +1350,9 @@ int sentinel_start_counting(const char *mountpoint, const struct sentinel_option
 	s->cancel_fd = -1;
 	s->opt = *o;
 	s->counters = counters ? counters : &s->own_counters;
+	atomic_store(&s->counters->poll_interval_ns, o->poll_interval_ns);
+	atomic_store(&s->counters->poll_timeout_ns, o->poll_timeout_ns);
+	atomic_store(&s->counters->concurrency, o->concurrency);
 	pthread_mutex_init(&s->scan_lock, NULL);
 	pthread_cond_init(&s->work_cond, NULL);
 	pthread_cond_init(&s->done_cond, NULL);

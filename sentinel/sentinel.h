@@ -45,7 +45,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "grammar/limits.h"
 #include "proto/client.h"
+#include "proto/parse.h"
 #include "proto/sockdir.h"
 
 #define SENTINEL_NS_PER_S INT64_C(1000000000)
@@ -184,6 +186,27 @@ void sentinel_render_metrics(void *sentinel, FILE *out);
 	  "Polls whose listing of the claims failed, in whole or in part (its claims "       \
 	  "may have gone unchecked).")
 
+/* Detection latency: from a claim (its claimed_at) to the first failed and
+ * the first ok answer the sentinel sees for that assignment, in seconds.
+ * The one list of the histogram's upper bounds (le); +Inf is added. */
+#define SENTINEL_LATENCY_BUCKETS(X) \
+	X(1) X(2) X(5) X(10) X(15) X(30) X(60) X(120) X(300) X(600) X(1800) X(3600)
+#define SENTINEL_LATENCY_PLUS_ONE(le) +1
+#define SENTINEL_LATENCY_BUCKET_COUNT (0 SENTINEL_LATENCY_BUCKETS(SENTINEL_LATENCY_PLUS_ONE))
+
+enum sentinel_latency_kind {
+	SENTINEL_LATENCY_FAILED, /* kind="failed" */
+	SENTINEL_LATENCY_OK,     /* kind="ok" */
+	SENTINEL_LATENCY_KINDS,
+};
+
+/* One polled claim's agent telemetry, as its last answer told it. */
+struct sentinel_agent_slot {
+	char vf[VF_ADDR_BUFSZ];
+	char instance_id[INSTANCE_ID_MAX + 1];
+	struct agent_telemetry telemetry;
+};
+
 /* The counters, kept apart from the poller so that they can live in memory
  * shared with vfhealthd, which runs the sentinel program as its child and
  * passes them as a memfd (--counters-fd, daemon/sentinel-process.h).  The
@@ -196,6 +219,26 @@ struct sentinel_counters {
 	SENTINEL_SCALAR_COUNTERS(SENTINEL_ATOMIC_FIELD)
 #undef SENTINEL_ATOMIC_FIELD
 	atomic_int_fast64_t last_poll_duration_ns;
+	/* per kind: observations by bucket (not cumulative; the last is +Inf),
+	 * their sum and count */
+	struct {
+		atomic_uint_fast64_t buckets[SENTINEL_LATENCY_BUCKET_COUNT + 1];
+		atomic_uint_fast64_t sum_ns;
+		atomic_uint_fast64_t count;
+	} latency[SENTINEL_LATENCY_KINDS];
+	/* the options in force (vfhealth_sentinel_config_info); 0 until started */
+	atomic_int_fast64_t poll_interval_ns;
+	atomic_int_fast64_t poll_timeout_ns;
+	atomic_uint_fast64_t concurrency;
+	/* The agents' telemetry from the last poll, one slot per claim whose
+	 * agent answered with some (so at most SENTINEL_MAX_TARGETS series
+	 * sets, one per live polled claim).  A sequence lock: agents_seq is odd
+	 * while the scheduler rewrites agents_count and the slots; a reader
+	 * copies them and keeps the copy only if agents_seq was even and
+	 * unchanged.  Pages are touched only for slots in use. */
+	atomic_uint_fast64_t agents_seq;
+	atomic_uint_fast64_t agents_count;
+	struct sentinel_agent_slot agents[SENTINEL_MAX_TARGETS];
 };
 
 /* sentinel_start(), counting into counters (zeroed by the caller) instead
@@ -214,6 +257,14 @@ struct sentinel_stats {
 	SENTINEL_SCALAR_COUNTERS(SENTINEL_PLAIN_FIELD)
 #undef SENTINEL_PLAIN_FIELD
 	int64_t last_poll_duration_ns;
+	struct {
+		uint64_t buckets[SENTINEL_LATENCY_BUCKET_COUNT + 1];
+		uint64_t sum_ns;
+		uint64_t count;
+	} latency[SENTINEL_LATENCY_KINDS];
+	int64_t poll_interval_ns;
+	int64_t poll_timeout_ns;
+	uint64_t concurrency;
 };
 void sentinel_get_stats(struct sentinel *s, struct sentinel_stats *ret);
 void sentinel_counters_get(const struct sentinel_counters *c, struct sentinel_stats *ret);

@@ -751,3 +751,8 @@ void store_close(struct store *s)
 	free(s->vfs_name);
 	free(s);
 }
+
+const char *store_engine_version(void)
+{
+	return sqlite3_libversion();
+}

@@ -193,6 +193,9 @@ struct store_options {
 int store_open(const struct store_options *opt, struct store **ret);
 void store_close(struct store *s);
 
+/* The version of the database engine (SQLite) the store runs with. */
+const char *store_engine_version(void);
+
 
 /* -- availability -------------------------------------------------------- */
 

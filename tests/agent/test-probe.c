@@ -178,10 +178,11 @@ END_TEST
 START_TEST(test_failing_until_window_ends)
 {
 	struct probe p;
-	const char *smi = script("smi", "echo x >> \"$D/runs\"\nexit 1");
+	const char *smi = script("smi", "echo x >> \"$D/runs\"\nexit 3");
 	int64_t start = monotonic_ns();
 
 	ck_assert_int_eq(probe_init(&p, smi, 100 * MS, 600 * MS, 2000 * MS, start), 0);
+	ck_assert_int_eq(p.last_exit_status, -1); /* no attempt has ended */
 	ck_assert_int_eq(drive(&p, 5000 * MS), 0);
 	ck_assert(p.finished);
 	ck_assert(!p.succeeded);
@@ -191,6 +192,7 @@ START_TEST(test_failing_until_window_ends)
 	ck_assert_uint_ge(p.attempts, 2); /* it went on after a failure */
 	ck_assert_uint_le(p.attempts, 7); /* but not more often than the interval */
 	ck_assert_uint_eq(p.failures, p.attempts);
+	ck_assert_int_eq(p.last_exit_status, 3); /* the agent's telemetry says so */
 	ck_assert_int_eq(count_lines("runs"), (int)p.attempts);
 
 	/* spacing: attempts started never closer than the interval */
@@ -219,6 +221,7 @@ START_TEST(test_hang_is_killed_and_reaped)
 	ck_assert_uint_ge(p.attempts, 2);
 	ck_assert_uint_le(p.attempts, 5); /* 1000 ms window / 300 ms, no pile-up */
 	ck_assert_uint_eq(p.timeouts, p.attempts);
+	ck_assert_int_eq(p.last_exit_status, 128 + SIGKILL); /* killed at its deadline */
 	ck_assert_int_ge(monotonic_ns() - start, 300 * MS * (int64_t)p.attempts);
 	ck_assert_int_eq(count_lines("runs"), (int)p.attempts);
 	probe_free(&p);

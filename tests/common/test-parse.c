@@ -105,6 +105,15 @@ START_TEST(test_rfc3339_format_roundtrip)
 	ck_assert_int_eq(strlen(a), RFC3339_NANO_LEN);
 	ck_assert_int_eq(rfc3339_normalize(a, b), 0);
 	ck_assert_str_eq(a, b);
+
+	int64_t sec = 7;
+	ck_assert_int_eq(rfc3339_to_unix("2026-11-29T07:44:51.123456789Z", &sec), 0);
+	ck_assert_int_eq(sec, 1795938291);
+	ck_assert_int_eq(rfc3339_to_unix("1970-01-01t00:00:00z", &sec), 0);
+	ck_assert_int_eq(sec, 0);
+	sec = 7;
+	ck_assert_int_eq(rfc3339_to_unix("2026-02-30T00:00:00Z", &sec), -EINVAL);
+	ck_assert_int_eq(sec, 7); /* untouched on failure */
 }
 END_TEST
 

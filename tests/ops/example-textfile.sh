@@ -7,7 +7,8 @@
 # success time where it was, so the staleness alert can fire and nothing goes
 # blind.  A symlink planted in the directory is never written or read
 # through.  When node_exporter is installed, its textfile collector serves
-# the vfhealth series on a loopback port.
+# the vfhealth series on a loopback port, and after a quarantine the per-VF
+# series with their labels (promtool check metrics passes on the live file).
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
@@ -31,9 +32,12 @@ first_success=$(value vfhealth_textfile_last_success_timestamp_seconds)
 [[ $(value vfhealth_textfile_last_run_timestamp_seconds) == "$first_success" ]] ||
 	fail "a good run's last_run differs from its last_success"
 [[ $(find "$dir" -mindepth 1 | wc -l) == 1 ]] || fail "left files behind: $(ls -a "$dir")"
-if command -v promtool >/dev/null; then
-	promtool check metrics < "$prom" || fail "promtool check metrics on the published file"
-fi
+promtool_check() {
+	if command -v promtool >/dev/null; then
+		promtool check metrics < "$prom" || fail "promtool check metrics on the published file"
+	fi
+}
+promtool_check
 
 mkdir "$mnt/0000:41:00.5"
 # A symlink planted where the copy goes is replaced, not written through.
@@ -72,6 +76,34 @@ if command -v prometheus-node-exporter >/dev/null || command -v node_exporter >/
 	done
 	$served || fail "node_exporter did not serve vfhealth_vfs: $(tail -n 5 "$T/ne.log")"
 	echo "ok   node_exporter's textfile collector serves the vfhealth series"
+	# After a quarantine, the collector serves the per-VF series with their labels.
+	report_failed "$mnt" 0000:41:00.4 vm-a
+	report_failed "$mnt" 0000:41:00.4 vm-b
+	"$publish" --mount "$mnt" --dir "$dir" || fail "publish after the quarantine failed"
+	promtool_check
+	quarantine_served() {
+		curl -sf "http://127.0.0.1:$port/metrics" > "$T/scrape" &&
+			grep -q '^vfhealth_vf_out_of_service{[^}]*reason="failures"[^}]*} 1$' "$T/scrape"
+	}
+	wait_for 20 "node_exporter to serve the quarantine" quarantine_served
+	series() { grep "^$1{" "$T/scrape" | sed 's/ [^ ]*$//'; }
+	has_labels() { # FAMILY VALUE LABEL=VALUE...: one series of FAMILY with these labels
+		local family=$1 value=$2 line
+		shift 2
+		while IFS= read -r line; do
+			local l ok=true
+			for l in "$@"; do [[ $line == *"${l%%=*}=\"${l#*=}\""* ]] || ok=false; done
+			$ok && grep -qxF -- "$line $value" "$T/scrape" && return 0
+		done < <(series "$family")
+		fail "node_exporter serves no $family{$*} $value: $(grep "^$family" "$T/scrape")"
+	}
+	has_labels vfhealth_vf_out_of_service 1 vf=0000:41:00.4 reason=failures
+	has_labels vfhealth_vf_out_of_service 0 vf=0000:41:00.5
+	has_labels vfhealth_vf_failures 2 vf=0000:41:00.4
+	has_labels vfhealth_build_info 1 version="$(grep -oP "version: '\K[^']+" "$source_root/meson.build" | head -n 1)"
+	has_labels vfhealth_config_info 1 threshold=2 mode=enforce
+	echo "ok   node_exporter serves the per-VF series with their labels after a quarantine"
+	second_success=$(value vfhealth_textfile_last_success_timestamp_seconds) # that publish succeeded
 else
 	echo "note: node_exporter not installed; the collector itself was not run"
 fi

@@ -3,7 +3,9 @@
 # is valid Prometheus exposition format (promtool check metrics, lint
 # included) in a state with registered, claimed, quarantined and failing VFs
 # and the breaker engaged; it has every series the alert rules use, and the
-# values match the state.  Skips (77) only without FUSE or promtool.
+# values match the state: per VF (out of service and why, failures on
+# record, the last check of its claim) and the build and configuration.
+# Skips (77) only without FUSE or promtool.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
@@ -11,7 +13,9 @@ command -v promtool >/dev/null || skip "promtool not installed (Debian: promethe
 
 mnt=$MNT
 start_daemon --poll-interval 0.2 --poll-timeout 0.5
-for vf in 0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:41:00.7; do mkdir "$mnt/$vf"; done
+for vf in 0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:41:00.7 0000:41:01.0 0000:41:01.1; do
+	mkdir "$mnt/$vf"
+done
 echo 1 > "$mnt/max_quarantined"
 report_failed "$mnt" 0000:41:00.4 vm-a                   # recorded
 report_failed "$mnt" 0000:41:00.4 vm-a                   # unchanged (same assignment)
@@ -19,6 +23,13 @@ report_failed "$mnt" 0000:41:00.4 vm-b                   # quarantined
 report_failed "$mnt" 0000:41:00.5 vm-c
 report_failed "$mnt" 0000:41:00.5 vm-d                   # held back: breaker engaged
 echo "ok vm-e -" > "$mnt/0000:41:00.6/report"            # ok, nothing to clear
+echo 1 > "$mnt/0000:41:01.0/quarantined"                  # by the operator
+# A claim without an agent (not polled) whose check is reported as the
+# sentinel would: the VF's last check; a report about another assignment is not.
+: > "$mnt/0000:41:01.1/assignments/vm-g"
+claimed_at=$(sed -n 's/^claimed_at=//p' "$mnt/0000:41:01.1/assignments/vm-g")
+echo "ok vm-g $claimed_at" > "$mnt/0000:41:01.1/report"
+echo "ok vm-h -" > "$mnt/0000:41:01.1/report"
 # A claim whose agent does not answer: the sentinel counts an rpc_error.  Its
 # VMM is this shell (a running pid; a control socket would have to listen).
 mkdir -p "$T/vmm"
@@ -42,14 +53,38 @@ want() { # SERIES VALUE
 	got=$(metric "$1")
 	[[ $got == "$2" ]] || fail "$1 is '${got}', want $2"
 }
-want vfhealth_vfs 4
-want vfhealth_quarantined_vfs 1
+want vfhealth_vfs 6
+want vfhealth_quarantined_vfs 2
 want vfhealth_store_unavailable 0
 want vfhealth_breaker_engaged 1
 want 'vfhealth_reports_total{kind="failed",outcome="recorded"}' 3  # vm-a, vm-c, vm-d (held back)
 want 'vfhealth_reports_total{kind="failed",outcome="unchanged"}' 1
 want 'vfhealth_reports_total{kind="failed",outcome="quarantined"}' 1
-want 'vfhealth_reports_total{kind="ok",outcome="unchanged"}' 1
+want 'vfhealth_reports_total{kind="ok",outcome="unchanged"}' 3
+# Per VF: one series per VF per family, labelled vf and parent ("" until known).
+want 'vfhealth_vf_out_of_service{vf="0000:41:00.4",parent="",reason="failures"}' 1
+want 'vfhealth_vf_out_of_service{vf="0000:41:00.5",parent="",reason="held-back"}' 1
+want 'vfhealth_vf_out_of_service{vf="0000:41:00.6",parent="",reason=""}' 0
+want 'vfhealth_vf_out_of_service{vf="0000:41:01.0",parent="",reason="operator"}' 1
+[[ $(grep -c '^vfhealth_vf_out_of_service{' "$T/metrics") == 6 ]] || fail "not one out_of_service series per VF"
+want 'vfhealth_vf_failures{vf="0000:41:00.4",parent=""}' 2
+want 'vfhealth_vf_failures{vf="0000:41:00.5",parent=""}' 2
+want 'vfhealth_vf_failures{vf="0000:41:00.7",parent=""}' 0
+[[ $(grep -c '^vfhealth_vf_failures{' "$T/metrics") == 6 ]] || fail "not one failures series per VF"
+want 'vfhealth_vf_last_check{vf="0000:41:01.1",parent="",result="ok"}' 1
+[[ $(grep -c '^vfhealth_vf_last_check{' "$T/metrics") == 1 ]] || fail "a last check for a VF whose claim was never reported"
+grep -q '^# TYPE vfhealth_vf_out_of_service_since_timestamp_seconds gauge$' "$T/metrics" ||
+	fail "no vfhealth_vf_out_of_service_since_timestamp_seconds family"
+# since: the VF's own `since` file as a Unix time, for out-of-service VFs only.
+for vf in 0000:41:00.4 0000:41:01.0; do
+	want "vfhealth_vf_out_of_service_since_timestamp_seconds{vf=\"$vf\",parent=\"\"}" \
+		"$(date -u -d "$(cat "$mnt/$vf/since")" +%s)"
+done
+[[ $(grep -c '^vfhealth_vf_out_of_service_since_timestamp_seconds{' "$T/metrics") == 2 ]] ||
+	fail "a since series for a VF in service (or held back)"
+grep -Eq '^vfhealth_build_info\{version="[0-9][^"]*",libfuse="3\.[0-9.]+",sqlite="3\.[0-9.]+"\} 1$' "$T/metrics" ||
+	fail "no vfhealth_build_info with version, libfuse and sqlite"
+want 'vfhealth_config_info{threshold="2",max_quarantined="1",mode="enforce"}' 1
 for series in vfhealth_sentinel_init_failures_total vfhealth_sentinel_quarantines_total \
 	      vfhealth_sentinel_liveness_uncertain_total vfhealth_sentinel_list_errors_total; do
 	[[ -n $(metric "$series") ]] || fail "no $series"

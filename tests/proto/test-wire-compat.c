@@ -4,7 +4,9 @@
  * agent's answer decodes with an unspecified reason and no rule; an old host
  * reads a new agent's answer (state and message) and skips the new fields; a
  * reason this host does not know (a newer agent) is unspecified, not an
- * error; a reason is sent only with UNKNOWN. */
+ * error; a reason is sent only with UNKNOWN.  Telemetry (issue 14.3): an old
+ * agent's answer has none, an old host skips it, a new pair carries it with
+ * the version cut to label-safe bytes and an impossible exit status as none. */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -47,6 +49,7 @@ START_TEST(test_old_agent_new_host)
 	ck_assert_int_eq(st.state, GPU_INIT_UNKNOWN);
 	ck_assert_int_eq(st.reason, AGENT_REASON_UNSPECIFIED);
 	ck_assert_str_eq(st.rule, "");
+	ck_assert(!st.telemetry.present);
 
 	n = old_agent_answer(VFHEALTH__V1__GPUINIT_STATE__GPU_INIT_STATE_FAILED, LINE, buf);
 	ck_assert_int_eq(wire_decode_status_response(buf, n, &st), 0);
@@ -87,6 +90,69 @@ START_TEST(test_new_agent_old_host)
 	strcpy(in.message, LINE);
 	strcpy(in.rule, "RmInitAdapter failed!");
 	old_host_reads(&in, VFHEALTH__V1__GPUINIT_STATE__GPU_INIT_STATE_FAILED, LINE);
+	in.telemetry = (struct agent_telemetry){ .present = true, .version = "0.2.0",
+						 .kmsg_records_lost = 7, .probe_attempts = 3,
+						 .probe_timeouts = 1, .probe_last_exit_status = 137 };
+	old_host_reads(&in, VFHEALTH__V1__GPUINIT_STATE__GPU_INIT_STATE_FAILED, LINE);
+}
+END_TEST
+
+START_TEST(test_telemetry_new_pair)
+{
+	_cleanup_free_ uint8_t *frame = NULL;
+	struct agent_status in = { .state = GPU_INIT_OK }, out;
+	size_t len;
+
+	in.telemetry = (struct agent_telemetry){ .present = true, .version = "1.2.3~rc1+g00d",
+						 .kmsg_records_lost = UINT64_MAX, .kmsg_overruns = 2,
+						 .probe_attempts = 40, .probe_timeouts = 3,
+						 .probe_last_exit_status = -1 };
+	ck_assert_int_eq(wire_encode_status_response(&in, &frame, &len), 0);
+	memset(&out, 0x5a, sizeof(out));
+	ck_assert_int_eq(wire_decode_status_response(frame + 4, len - 4, &out), 0);
+	ck_assert(out.telemetry.present);
+	ck_assert_str_eq(out.telemetry.version, "1.2.3~rc1+g00d");
+	ck_assert_uint_eq(out.telemetry.kmsg_records_lost, UINT64_MAX);
+	ck_assert_uint_eq(out.telemetry.kmsg_overruns, 2);
+	ck_assert_uint_eq(out.telemetry.probe_attempts, 40);
+	ck_assert_uint_eq(out.telemetry.probe_timeouts, 3);
+	ck_assert_int_eq(out.telemetry.probe_last_exit_status, -1);
+}
+END_TEST
+
+/* A hostile agent's telemetry: the version becomes label-safe and is cut,
+ * an exit status no process can have reads as none. */
+START_TEST(test_telemetry_hostile)
+{
+	Vfhealth__GetGPUInitStatusResponse inner = VFHEALTH__GET_GPUINIT_STATUS_RESPONSE__INIT;
+	Vfhealth__AgentTelemetry t = VFHEALTH__AGENT_TELEMETRY__INIT;
+	Vfhealth__Response resp = VFHEALTH__RESPONSE__INIT;
+	char version[300];
+	uint8_t inner_buf[1024], buf[2048];
+	struct agent_status st;
+	size_t n;
+
+	memset(version, 'v', sizeof(version) - 1);
+	version[sizeof(version) - 1] = '\0';
+	memcpy(version, "1\"}\n{x=\\", 8);
+	t.agent_version = version;
+	t.probe_last_exit_status = -5;
+	inner.state = VFHEALTH__GPUINIT_STATE__GPU_INIT_STATE_OK;
+	inner.telemetry = &t;
+	resp.status = VFHEALTH__RESPONSE__STATUS__OK;
+	resp.payload.data = inner_buf;
+	resp.payload.len = vfhealth__get_gpuinit_status_response__pack(&inner, inner_buf);
+	n = vfhealth__response__pack(&resp, buf);
+	ck_assert_int_eq(wire_decode_status_response(buf, n, &st), 0);
+	ck_assert(st.telemetry.present);
+	ck_assert_uint_eq(strlen(st.telemetry.version), AGENT_VERSION_MAX);
+	ck_assert_int_eq(strncmp(st.telemetry.version, "1____x__vvv", 11), 0);
+	ck_assert_int_eq(st.telemetry.probe_last_exit_status, -1);
+	t.probe_last_exit_status = 255 + 128 + 1;
+	resp.payload.len = vfhealth__get_gpuinit_status_response__pack(&inner, inner_buf);
+	n = vfhealth__response__pack(&resp, buf);
+	ck_assert_int_eq(wire_decode_status_response(buf, n, &st), 0);
+	ck_assert_int_eq(st.telemetry.probe_last_exit_status, -1);
 }
 END_TEST
 
@@ -148,6 +214,8 @@ static Suite *compat_suite(void)
 	tcase_add_test(tc, test_new_agent_old_host);
 	tcase_add_test(tc, test_new_agent_new_host);
 	tcase_add_test(tc, test_newer_agent_reason);
+	tcase_add_test(tc, test_telemetry_new_pair);
+	tcase_add_test(tc, test_telemetry_hostile);
 	suite_add_tcase(s, tc);
 	return s;
 }
