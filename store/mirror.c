@@ -347,6 +347,7 @@ void mirror_fill_info(const struct store *s, const struct vf_entry *e,
 	if (info->quarantined)
 		memcpy(info->since, e->since, sizeof(info->since));
 	info->claimed = e->claim != NULL;
+	copy_string(info->parent, sizeof(info->parent), e->parent); /* no bytes past the NUL */
 }
 
 void mirror_rdlock(struct store *s)
@@ -401,6 +402,7 @@ unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entr
 		e->quarantined = snap->quarantined;
 		e->held = snap->held;
 		memcpy(e->since, snap->since, sizeof(e->since));
+		memcpy(e->parent, snap->parent, sizeof(e->parent));
 		e->failures = snap->failures;
 		e->failure_ids = snap->failure_ids;
 		e->n_failures = snap->n_failures;
