@@ -67,6 +67,7 @@ static void usage(FILE *out)
 		"  --threshold N     failed assignments that quarantine a VF, %d..%d\n"
 		"                    (default: keep the stored value, %d on a new database)\n"
 		"  --group NAME      group that may write the files (default root)\n"
+		"  --sysfs-root DIR  where sysfs is, for VFs' parent GPUs (default /sys)\n"
 		"  -f, --foreground  do not daemonize (use under systemd, Type=notify)\n"
 		"  -o OPT[,OPT...]   extra FUSE mount options\n"
 		"  -d, --debug       log debug messages and trace FUSE requests\n"
@@ -140,11 +141,12 @@ static int open_store(const char *path, int threshold, struct store **ret)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_DB = 256, OPT_THRESHOLD, OPT_GROUP, OPT_SENTINEL_PROGRAM };
+	enum { OPT_DB = 256, OPT_THRESHOLD, OPT_GROUP, OPT_SENTINEL_PROGRAM, OPT_SYSFS_ROOT };
 	static const struct option long_options[] = {
 		{ "db", required_argument, NULL, OPT_DB },
 		{ "threshold", required_argument, NULL, OPT_THRESHOLD },
 		{ "group", required_argument, NULL, OPT_GROUP },
+		{ "sysfs-root", required_argument, NULL, OPT_SYSFS_ROOT },
 		{ "sentinel-program", required_argument, NULL, OPT_SENTINEL_PROGRAM },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
@@ -192,6 +194,13 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			store_threshold = (int)threshold;
+			break;
+		case OPT_SYSFS_ROOT:
+			if (!*optarg) {
+				log_err("--sysfs-root needs a directory");
+				return 2;
+			}
+			opt.sysfs_root = optarg;
 			break;
 		case OPT_GROUP:
 			r = lookup_group(optarg, &opt.group);

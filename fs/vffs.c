@@ -83,6 +83,7 @@
 
 #include "fs/budget.h"
 #include "fs/notify.h"
+#include "fs/physfn.h"
 #include "store/store.h"
 #include "fs/vfiles.h"
 #include "grammar/assignment.h"
@@ -142,6 +143,7 @@ struct vffs {
 	atomic_bool unmounted_outside; /* the session ended without vffs_stop() */
 
 	struct sockdirs socket_dirs; /* where claims' socket paths may point */
+	char *sysfs_root;            /* where physfn links are read (physfn.h) */
 };
 
 enum vnode_kind { VN_ROOT, VN_TOP, VN_VF_DIR, VN_VF_ENTRY, VN_CLAIM };
@@ -1309,14 +1311,23 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		fuse_reply_err(req, EEXIST);
 		return;
 	}
-	r = store_vf_register(fs->store, name);
+	/* The parent GPU, when sysfs knows it; else VF/parent is written later. */
+	char gpu[VF_ADDR_BUFSZ];
+	r = physfn_read(fs->sysfs_root, name, gpu);
+	if (r < 0 && r != -ENOENT && vf_address_valid(name))
+		log_warn("%s: parent GPU unknown: %s/bus/pci/devices/%s/physfn: %s", name,
+			 fs->sysfs_root, name, strerror(-r));
+	r = store_vf_register_parent(fs->store, name, gpu);
 	if (r == 0)
 		r = store_vf_lookup(fs->store, name, &child.vf);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
-	log_info("%s: registered", name);
+	if (gpu[0])
+		log_info("%s: registered (parent GPU %s)", name, gpu);
+	else
+		log_info("%s: registered", name);
 	child.kind = VN_VF_DIR;
 	reply_entry(req, ino_vf(child.vf.id, VF_SLOT_DIR), &child);
 }
@@ -1427,7 +1438,8 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	else
 		sockdirs_init_default(&fs->socket_dirs);
 	fs->mountpoint = path_absolute(opt->mountpoint ? opt->mountpoint : VFFS_DEFAULT_MOUNTPOINT);
-	if (!fs->mountpoint)
+	fs->sysfs_root = strdup(opt->sysfs_root ? opt->sysfs_root : PHYSFN_DEFAULT_SYSFS_ROOT);
+	if (!fs->mountpoint || !fs->sysfs_root)
 		goto fail;
 	if (asprintf(&mount_opts, "allow_other,default_permissions,fsname=vfhealth,subtype=vfhealth%s%s",
 		     opt->fuse_options ? "," : "", opt->fuse_options ? opt->fuse_options : "") < 0) {
@@ -1760,5 +1772,6 @@ void vffs_free(struct vffs *fs)
 	fuse_opt_free_args(&fs->args);
 	budget_free(fs->budget);
 	free(fs->mountpoint);
+	free(fs->sysfs_root);
 	free(fs);
 }

@@ -65,6 +65,9 @@ struct vffs_options {
 	/* Where the socket paths of claims may point (proto/sockdir.h): a claim
 	 * write naming one elsewhere gets EACCES.  NULL: the defaults. */
 	const struct sockdirs *socket_dirs;
+	/* Where sysfs is (fs/physfn.h): a VF registered here gets its parent
+	 * GPU from its physfn link.  NULL: /sys. */
+	const char *sysfs_root;
 };
 
 int vffs_new(const struct vffs_options *opt, struct vffs **ret);

@@ -12,10 +12,12 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "fs/metrics.h"
 #include "grammar/assignment.h"
 #include "grammar/report.h"
+#include "grammar/vf.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"
 #include "proto/parse.h"
@@ -107,6 +109,70 @@ static int held_back_render(const struct vfile_call *call, FILE *out)
 		return r;
 	for (size_t i = 0; i < count; i++)
 		fprintf(out, "%s\n", vfs[i]);
+	return 0;
+}
+
+/* The placement order's random part: splitmix64 seeded from getrandom(2)
+ * once per render, so each open draws a fresh order; a uniform index by
+ * rejection (no modulo bias).  Not a secret, but not guessable by a guest
+ * that would steer its next assignment either. */
+struct shuffle_rng {
+	uint64_t state;
+};
+
+static uint64_t rng_next(struct shuffle_rng *g)
+{
+	uint64_t z = (g->state += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* uniform in [0, bound), bound > 0 */
+static uint64_t rng_below(struct shuffle_rng *g, uint64_t bound)
+{
+	uint64_t limit = UINT64_MAX - UINT64_MAX % bound, v;
+
+	do
+		v = rng_next(g);
+	while (v >= limit);
+	return v % bound;
+}
+
+/* Fisher-Yates within each run of one group (the list is sorted by group). */
+static void shuffle_groups(struct store_placement *list, size_t n, struct shuffle_rng *g)
+{
+	for (size_t start = 0, end; start < n; start = end) {
+		for (end = start + 1; end < n && list[end].group == list[start].group; end++)
+			;
+		for (size_t i = end - 1; i > start; i--) {
+			size_t j = start + (size_t)rng_below(g, i - start + 1);
+			struct store_placement t = list[i];
+			list[i] = list[j];
+			list[j] = t;
+		}
+	}
+}
+
+/* Placement-facing like quarantined: fails closed (EIO) while the store is
+ * unavailable, and only a writer's read retries. */
+static int allocatable_render(const struct vfile_call *call, FILE *out)
+{
+	_cleanup_free_ struct store_placement *list = NULL;
+	struct shuffle_rng g;
+	size_t count = 0;
+	int r;
+
+	r = call->may_write ? store_allocatable_list(call->store, &list, &count)
+			    : store_allocatable_list_noretry(call->store, &list, &count);
+	if (r < 0)
+		return r;
+	if (getrandom(&g.state, sizeof(g.state), 0) != (ssize_t)sizeof(g.state))
+		return -EIO; /* no randomness: no order that a guest could predict */
+	shuffle_groups(list, count, &g);
+	for (size_t i = 0; i < count; i++)
+		fprintf(out, "%s\n", list[i].vf);
 	return 0;
 }
 
@@ -392,6 +458,42 @@ static int vf_since_render(const struct vfile_call *call, FILE *out)
 	if (r < 0)
 		return r;
 	fprintf(out, "%s\n", info.since); /* an empty line while in service */
+	return 0;
+}
+
+/* Not placement-facing (a fact about the hardware, not a decision): served
+ * from memory, also while the store is unavailable. */
+static int vf_parent_render(const struct vfile_call *call, FILE *out)
+{
+	struct store_vf_info info;
+	int r = store_vf_lookup(call->store, call->vf, &info);
+
+	if (r < 0)
+		return r;
+	fprintf(out, "%s\n", info.parent); /* an empty line while unknown */
+	return 0;
+}
+
+/* Set once: the same address again changes nothing, another EBUSY. */
+static int vf_parent_write(const struct vfile_call *call, char *command)
+{
+	struct store_vf_info before;
+	int r;
+
+	if (!vf_address_valid(command) || strcmp(command, call->vf) == 0) {
+		if (call->why)
+			*call->why = "parent: not a PCI address like 0000:41:00.0, or the VF's own";
+		return -EINVAL;
+	}
+	if ((r = store_vf_lookup(call->store, call->vf, &before)) < 0)
+		return r;
+	r = store_vf_set_parent(call->store, call->vf, command);
+	if (r == -EBUSY && call->why)
+		*call->why = "parent: already set to another GPU (set once)";
+	if (r < 0)
+		return r;
+	if (strcmp(before.parent, command) != 0)
+		log_info("%s: parent GPU set to %s", call->vf, command);
 	return 0;
 }
 
@@ -709,6 +811,12 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 	/* Placement-facing (placement ranks these last): fails closed. */
 	[TOP_HELD_BACK] = { "held_back", 0444, held_back_render, NULL, VFILE_NOTIFY,
 			    STORE_CHANGE_HELD_BACK | STORE_CHANGE_STATUS },
+	/* Placement-facing: fails closed.  Its groups follow registrations,
+	 * claims, quarantines and holds, the breaker and parents. */
+	[TOP_ALLOCATABLE] = { "allocatable", 0444, allocatable_render, NULL, VFILE_NOTIFY,
+			      STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
+				      STORE_CHANGE_HELD_BACK | STORE_CHANGE_PARENT |
+				      STORE_CHANGE_STATUS },
 };
 
 const struct vfile vf_files[VF_FILE_COUNT] = {
@@ -727,4 +835,7 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 			       STORE_CHANGE_STATUS },
 	[VF_SINCE] = { "since", 0444, vf_since_render, NULL, VFILE_NOTIFY,
 		       STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
+	/* Set once, by sysfs at registration or by a write. */
+	[VF_PARENT] = { "parent", 0664, vf_parent_render, vf_parent_write, VFILE_NOTIFY,
+			STORE_CHANGE_PARENT },
 };

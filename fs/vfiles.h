@@ -44,6 +44,7 @@ enum top_file_index {
 	TOP_MAX_QUARANTINED,
 	TOP_METRICS,
 	TOP_HELD_BACK, /* new entries go last: the index names the inode */
+	TOP_ALLOCATABLE,
 	TOP_FILE_COUNT
 };
 
@@ -55,6 +56,7 @@ enum vf_file_index {
 	VF_ASSIGNMENTS, /* the assignments/ directory */
 	VF_STATE,       /* new entries go last: the index names the inode */
 	VF_SINCE,
+	VF_PARENT,
 	VF_FILE_COUNT
 };
 

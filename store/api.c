@@ -160,6 +160,47 @@ static int decide_unregister(const struct store *s, const struct vf_entry *e, st
 	return e && e->reservation ? -EBUSY : DECIDE_SUBMIT;
 }
 
+/* "" or NULL: unknown; else a VF address other than vf's. */
+static int parent_check(const char *vf, const char *parent)
+{
+	if (!vf_address_valid(vf))
+		return -EINVAL;
+	if (!parent || !*parent)
+		return 0;
+	return vf_address_valid(parent) && rule_parent_set(vf, "", parent) == 0 ? 0 : -EINVAL;
+}
+
+int store_vf_register_parent(struct store *s, const char *vf, const char *parent)
+{
+	struct op op = { .kind = OP_REGISTER };
+
+	if (parent_check(vf, parent) < 0)
+		return -EINVAL;
+	copy_string(op.vf, sizeof(op.vf), vf);
+	copy_string(op.parent, sizeof(op.parent), parent);
+	return mutate(s, &op, NULL);
+}
+
+static int decide_parent(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	if (!e)
+		return -ENOENT;
+	int r = rule_parent_set(op->vf, e->parent, op->parent);
+	return r == 1 ? DECIDE_NOOP : r; /* 0 is DECIDE_SUBMIT */
+}
+
+int store_vf_set_parent(struct store *s, const char *vf, const char *parent)
+{
+	struct op op = { .kind = OP_SET_PARENT };
+
+	if (!parent || !*parent || parent_check(vf, parent) < 0)
+		return -EINVAL;
+	copy_string(op.vf, sizeof(op.vf), vf);
+	copy_string(op.parent, sizeof(op.parent), parent);
+	int r = mutate(s, &op, decide_parent);
+	return r == DECIDE_NOOP ? 0 : r;
+}
+
 int store_vf_unregister(struct store *s, const char *vf)
 {
 	return vf_action(s, OP_UNREGISTER, vf, decide_unregister);
@@ -291,6 +332,76 @@ int store_held_back_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *c
 int store_held_back_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
 {
 	return vf_select(s, &s->n_held_back, listed_held_back, ret, count, false);
+}
+
+static int compare_addr(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+static int compare_placement(const void *a, const void *b)
+{
+	const struct store_placement *x = a, *y = b;
+
+	if (x->group != y->group)
+		return x->group < y->group ? -1 : 1;
+	return strcmp(x->vf, y->vf);
+}
+
+/* The allocatable VFs with their group (rule_placement_group), sorted by
+ * group then address.  A parent is degraded when one of its VFs is out of
+ * service: those parents are collected first, sorted, and looked up. */
+static int allocatable_list(struct store *s, struct store_placement **ret, size_t *count,
+			    bool may_repair)
+{
+	if (!ret || !count)
+		return -EINVAL;
+	if (ensure_available(s, may_repair) < 0)
+		return -EIO;
+	mirror_rdlock(s);
+	size_t n_vfs = s->n_vfs, n_degraded = 0, n = 0;
+	char(*degraded)[VF_ADDR_BUFSZ] = calloc(MAX(s->n_out_of_service, (size_t)1),
+						 sizeof(*degraded));
+	struct store_placement *list = calloc(MAX(n_vfs, (size_t)1), sizeof(*list));
+	for (size_t i = 0; degraded && i < n_vfs && n_degraded < s->n_out_of_service; i++) {
+		const struct vf_entry *e = s->by_addr[i];
+		if (e->parent[0] && listed_out_of_service(s, e))
+			memcpy(degraded[n_degraded++], e->parent, VF_ADDR_BUFSZ);
+	}
+	qsort(degraded, n_degraded, sizeof(*degraded), compare_addr);
+	for (size_t i = 0; degraded && list && i < n_vfs; i++) {
+		const struct vf_entry *e = s->by_addr[i];
+		bool parent_degraded = e->parent[0] && bsearch(e->parent, degraded, n_degraded,
+							       sizeof(*degraded), compare_addr);
+		enum store_placement_group g = rule_placement_group(
+			listed_out_of_service(s, e), e->claim || e->reservation,
+			listed_held_back(s, e), parent_degraded); /* a reservation is taken */
+		if (g == STORE_PLACE_NONE)
+			continue;
+		memcpy(list[n].vf, e->addr, VF_ADDR_BUFSZ);
+		list[n++].group = g;
+	}
+	mirror_unlock(s);
+	bool ok = degraded && list;
+	free(degraded);
+	if (!ok) {
+		free(list);
+		return -ENOMEM;
+	}
+	qsort(list, n, sizeof(*list), compare_placement);
+	*ret = list;
+	*count = n;
+	return 0;
+}
+
+int store_allocatable_list(struct store *s, struct store_placement **ret, size_t *count)
+{
+	return allocatable_list(s, ret, count, true);
+}
+
+int store_allocatable_list_noretry(struct store *s, struct store_placement **ret, size_t *count)
+{
+	return allocatable_list(s, ret, count, false);
 }
 
 /* -- settings ------------------------------------------------------------------- */

@@ -149,7 +149,9 @@ void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 {
 	_cleanup_stmt_ sqlite3_stmt *st =
-		db_prepare(s, "SELECT id, quarantined, held, quarantined_at FROM vfs WHERE address = ?",
+		db_prepare(s,
+			   "SELECT id, quarantined, held, quarantined_at, parent FROM vfs"
+			   " WHERE address = ?",
 			   "t", addr);
 	if (!st)
 		return -EIO;
@@ -162,6 +164,7 @@ int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 	row->quarantined = sqlite3_column_int(st, 1) != 0;
 	row->held = sqlite3_column_int(st, 2) != 0;
 	copy_string(row->since, sizeof(row->since), db_col_text(st, 3));
+	copy_string(row->parent, sizeof(row->parent), db_col_text(st, 4));
 	return 0;
 }
 
@@ -210,6 +213,7 @@ int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap)
 	snap->quarantined = row.quarantined;
 	snap->held = row.held;
 	memcpy(snap->since, row.since, sizeof(snap->since));
+	memcpy(snap->parent, row.parent, sizeof(snap->parent));
 
 	{
 		struct failure_builder b = { 0 };

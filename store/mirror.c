@@ -348,6 +348,7 @@ void mirror_fill_info(const struct store *s, const struct vf_entry *e,
 	if (info->quarantined)
 		memcpy(info->since, e->since, sizeof(info->since));
 	info->claimed = e->claim || e->reservation; /* placement: a reservation is taken */
+	copy_string(info->parent, sizeof(info->parent), e->parent); /* no bytes past the NUL */
 }
 
 /* The instance holding e: its claim's, or its reservation's; NULL when free. */
@@ -447,6 +448,7 @@ unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entr
 		e->quarantined = snap->quarantined;
 		e->held = snap->held;
 		memcpy(e->since, snap->since, sizeof(e->since));
+		memcpy(e->parent, snap->parent, sizeof(e->parent));
 		e->failures = snap->failures;
 		e->failure_ids = snap->failure_ids;
 		e->n_failures = snap->n_failures;

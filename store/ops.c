@@ -171,7 +171,8 @@ static int op_register(struct store *s, struct op *op)
 		return -EEXIST;
 	if (r != -ENOENT)
 		return r;
-	r = db_exec(s, "INSERT INTO vfs (address, quarantined, held) VALUES (?, 0, 0)", "t", op->vf);
+	r = db_exec(s, "INSERT INTO vfs (address, quarantined, held, parent) VALUES (?, 0, 0, ?)",
+		    "tt", op->vf, op->parent);
 	if (r < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_VFS, op->vf, NULL);
@@ -422,12 +423,25 @@ static int op_release(struct store *s, struct op *op, const struct vf_row *row)
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
 }
 
+static int op_set_parent(struct store *s, struct op *op, const struct vf_row *row)
+{
+	int r = rule_parent_set(op->vf, row->parent, op->parent);
+
+	if (r != 0)
+		return r < 0 ? r : 0;
+	r = db_exec(s, "UPDATE vfs SET parent = ? WHERE id = ?", "ti", op->parent, row->id);
+	if (r < 0)
+		return r;
+	return op_change(op, STORE_CHANGE_PARENT, op->vf, NULL);
+}
+
 typedef int (*vf_op_fn)(struct store *s, struct op *op, const struct vf_row *row);
 
 static const vf_op_fn vf_ops[] = {
 	[OP_UNREGISTER] = op_unregister, [OP_FAILURE] = op_failure, [OP_SUCCESS] = op_success,
 	[OP_MANUAL] = op_manual,         [OP_CLEAR] = op_clear,     [OP_CLAIM] = op_claim,
 	[OP_CLAIM_UPDATE] = op_claim_update, [OP_RELEASE] = op_release,
+	[OP_SET_PARENT] = op_set_parent,
 };
 
 int ops_exec(struct store *s, struct op *op)

@@ -115,3 +115,22 @@ enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, i
 		return STORE_VF_HELD_BACK;
 	return tally > 0 ? STORE_VF_FAILING : STORE_VF_OK;
 }
+
+int rule_parent_set(const char *vf, const char *current, const char *parent)
+{
+	if (strcmp(vf, parent) == 0)
+		return -EINVAL;
+	if (!current[0])
+		return 0;
+	return strcmp(current, parent) == 0 ? 1 : -EBUSY;
+}
+
+enum store_placement_group rule_placement_group(bool out_of_service, bool claimed,
+						bool held_back, bool parent_degraded)
+{
+	if (out_of_service || claimed)
+		return STORE_PLACE_NONE;
+	if (held_back)
+		return STORE_PLACE_HELD_BACK;
+	return parent_degraded ? STORE_PLACE_DEGRADED_PARENT : STORE_PLACE_CLEAN_PARENT;
+}

@@ -3,7 +3,8 @@
  * rules.h - the store's decisions as pure functions: the threshold, the
  * breaker (the cap on automatic quarantines), failure-report and claim
  * refusals, rescind on success, re-evaluation after a setting changes, when
- * an operator action or unregistration is refused, and a VF's state.  Each rule is written here
+ * an operator action or unregistration is refused, a VF's state, setting a
+ * parent GPU once, and a VF's placement group.  Each rule is written here
  * once and used both by the mirror pre-checks (api.c: answer no-ops and
  * refusals without a transaction) and by the SQL operations (ops.c: decide
  * inside the transaction), so the two cannot drift.  No locks, no I/O; the
@@ -92,5 +93,16 @@ bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally);
 /* What the VF's `state` file says: held wins over quarantined; held-back
  * (rule_held_back) over failing (failures on record below the threshold). */
 enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold);
+
+/* Setting a VF's parent GPU: 0 (set it), 1 (it already is that parent:
+ * nothing to do), -EINVAL (the VF itself) or -EBUSY (another parent is set).
+ * current: "" when unknown.  Addresses are valid (the caller checked). */
+int rule_parent_set(const char *vf, const char *current, const char *parent);
+
+/* The placement group of a VF (store.h, "Placement"): STORE_PLACE_NONE when
+ * out of service or claimed; held-back VFs last whatever their parent;
+ * parent_degraded: its parent is known and has a VF out of service. */
+enum store_placement_group rule_placement_group(bool out_of_service, bool claimed,
+						bool held_back, bool parent_degraded);
 
 #endif

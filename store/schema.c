@@ -43,10 +43,11 @@
 
 #include "proto/log.h"
 #include "proto/safefile.h"
+#include "store/rules.h"
 #include "store/store-internal.h"
 
 #define STORE_APPLICATION_ID 0x56464831 /* 'VFH1' */
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 /* -- availability ----------------------------------------------------------- */
 
@@ -191,7 +192,7 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 	{
 		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
 			s,
-			"SELECT id, address, quarantined, held, quarantined_at FROM vfs"
+			"SELECT id, address, quarantined, held, quarantined_at, parent FROM vfs"
 			" ORDER BY address",
 			"");
 		if (!st)
@@ -206,12 +207,17 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 			e->quarantined = sqlite3_column_int(st, 2) != 0;
 			e->held = sqlite3_column_int(st, 3) != 0;
 			copy_string(e->since, sizeof(e->since), db_col_text(st, 4));
-			if (!vf_address_valid(e->addr)) {
+			const char *parent = db_col_text(st, 5);
+			if (!vf_address_valid(e->addr) ||
+			    (parent[0] && (!vf_address_valid(parent) ||
+					   rule_parent_set(e->addr, "", parent) < 0))) {
 				s->batch_failed = true;
 				snprintf(s->batch_error, sizeof(s->batch_error),
-					 "database content invalid: VF address '%s'", e->addr);
+					 "database content invalid: VF address '%s' (parent '%.16s')",
+					 e->addr, parent);
 				return -EIO;
 			}
+			copy_string(e->parent, sizeof(e->parent), parent);
 		}
 		if (r < 0)
 			return r;
@@ -269,7 +275,8 @@ static int mirror_reload(struct store *s)
 	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"                \
 	"CREATE TABLE vfs (id INTEGER PRIMARY KEY AUTOINCREMENT,"                          \
 	" address TEXT NOT NULL UNIQUE, quarantined INTEGER NOT NULL DEFAULT 0,"           \
-	" quarantined_at TEXT, held INTEGER NOT NULL DEFAULT 0);"                          \
+	" quarantined_at TEXT, held INTEGER NOT NULL DEFAULT 0,"                          \
+	" parent TEXT NOT NULL DEFAULT '');"                                                \
 	"CREATE TABLE failures (id INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
 	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"   \
 	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                               \
@@ -282,12 +289,12 @@ static int mirror_reload(struct store *s)
 	"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"     \
 	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0);"   \
 	"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                   \
-	"PRAGMA user_version = 2;"            /* STORE_SCHEMA_VERSION */                   \
+	"PRAGMA user_version = 3;"            /* STORE_SCHEMA_VERSION */                   \
 	"COMMIT;"
 
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
 _Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
-_Static_assert(STORE_SCHEMA_VERSION == 2, "SCHEMA_SQL and the migrations name the version");
+_Static_assert(STORE_SCHEMA_VERSION == 3, "SCHEMA_SQL and the migrations name the version");
 
 /* Schema migrations, one transaction each, run at open once the checks
  * passed; each keeps every row.  quarantined_at is the time a VF went out of
@@ -307,18 +314,37 @@ _Static_assert(STORE_SCHEMA_VERSION == 2, "SCHEMA_SQL and the migrations name th
 	"PRAGMA user_version = 2;"                                                         \
 	"COMMIT;"
 
-/* Bring a database of an older version up to STORE_SCHEMA_VERSION.  0, or 1
- * with the reason set (the transaction rolled back: the file is as it was). */
+/* v2 -> v3: each VF's parent GPU (its physical function's address), ""
+ * while unknown: a v2 database never knew it. */
+#define MIGRATE_V2_V3_SQL                                                                  \
+	"BEGIN IMMEDIATE;"                                                                 \
+	"ALTER TABLE vfs ADD COLUMN parent TEXT NOT NULL DEFAULT '';"                      \
+	"PRAGMA user_version = 3;"                                                         \
+	"COMMIT;"
+
+/* Bring a database of an older version up to STORE_SCHEMA_VERSION, one
+ * step after the other.  0, or 1 with the reason set (the failing step
+ * rolled back: the file is as the steps before it left it). */
 static int db_migrate(struct store *s, int64_t version, char *reason, size_t reason_size)
 {
+	static const struct {
+		int64_t to;
+		const char *sql;
+	} steps[] = { { 2, MIGRATE_V1_V2_SQL }, { 3, MIGRATE_V2_V3_SQL } };
+
 	if (version >= STORE_SCHEMA_VERSION)
 		return 0;
-	if (sqlite3_exec(s->db, MIGRATE_V1_V2_SQL, NULL, NULL, NULL) != SQLITE_OK) {
-		snprintf(reason, reason_size, "cannot migrate %s from schema version %lld: %s",
-			 s->path, (long long)version, sqlite3_errmsg(s->db));
-		if (!sqlite3_get_autocommit(s->db))
-			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-		return 1;
+	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
+		if (version >= steps[i].to)
+			continue;
+		if (sqlite3_exec(s->db, steps[i].sql, NULL, NULL, NULL) != SQLITE_OK) {
+			snprintf(reason, reason_size,
+				 "cannot migrate %s from schema version %lld: %s", s->path,
+				 (long long)steps[i].to - 1, sqlite3_errmsg(s->db));
+			if (!sqlite3_get_autocommit(s->db))
+				sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+			return 1;
+		}
 	}
 	log_info("store: migrated %s from schema version %lld to %d", s->path, (long long)version,
 		 STORE_SCHEMA_VERSION);

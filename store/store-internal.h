@@ -96,6 +96,7 @@ struct vf_entry {
 	bool quarantined; /* automatically, by failures */
 	bool held;        /* by the operator */
 	char since[RFC3339_BUFSZ]; /* out of service since; "" while in service */
+	char parent[VF_ADDR_BUFSZ]; /* the physical function; "" when unknown */
 	struct failure_key *failures; /* oldest first; one block with failure_ids */
 	const char *failure_ids;      /* inside the failures block; not freed alone */
 	size_t n_failures;
@@ -113,6 +114,7 @@ struct vf_snapshot {
 	bool quarantined;
 	bool held;
 	char since[RFC3339_BUFSZ];
+	char parent[VF_ADDR_BUFSZ];
 	struct failure_key *failures;
 	const char *failure_ids;
 	size_t n_failures;
@@ -142,6 +144,7 @@ enum op_kind {
 	OP_CLAIM,
 	OP_CLAIM_UPDATE,
 	OP_RELEASE,
+	OP_SET_PARENT,
 };
 
 struct op {
@@ -149,6 +152,7 @@ struct op {
 	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
 	char when[RFC3339_BUFSZ]; /* assigned_at, or claimed_at ("" = none) */
+	char parent[VF_ADDR_BUFSZ]; /* OP_REGISTER, OP_SET_PARENT ("" = unknown) */
 	const char *message;      /* sanitized, owned by the caller */
 	const struct store_claim *claim_in;
 	int value; /* threshold or max_quarantined */
@@ -296,6 +300,7 @@ struct vf_row {
 	bool quarantined; /* automatically */
 	bool held;
 	char since[RFC3339_BUFSZ]; /* "" while in service */
+	char parent[VF_ADDR_BUFSZ]; /* "" when unknown */
 };
 
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row);

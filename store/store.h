@@ -114,6 +114,24 @@
  *                 held-back VF exists.  Changing the cap re-evaluates like
  *                 the threshold (oldest registration first).
  *
+ *  Parent GPU     each VF may name its physical function (a PCI address,
+ *                 the VF address rule; "" while unknown).  It is given at
+ *                 registration (the filesystem reads the VF's sysfs
+ *                 `physfn` link) or set once later: setting the value it
+ *                 already has changes nothing; a different value, once one
+ *                 is set, -EBUSY (a VF does not move between GPUs: to
+ *                 correct a wrong parent, unregister and register again);
+ *                 a VF as its own parent, or a bad address, -EINVAL.
+ *
+ *  Placement      the allocatable VFs are those a claim may take now:
+ *                 registered, in service (state ok, failing or held-back)
+ *                 and unclaimed.  store_allocatable_list() ranks each in a
+ *                 group (rule_placement_group): first the VFs whose parent
+ *                 has no VF out of service (an unknown parent counts as
+ *                 such a parent), then the VFs of parents that have one,
+ *                 then the held-back VFs, whatever their parent.  The order
+ *                 within a group is the reader's to draw (at random).
+ *
  *  State          each VF's state, derived: held (an operator hold, whatever
  *                 else), quarantined (automatically), held-back, failing
  *                 (failures on record below the threshold), ok.
@@ -125,7 +143,8 @@
  *                 commit.  application_id and user_version version the
  *                 schema; a newer schema is refused with a clear reason; an
  *                 older one is migrated at open, keeping its data (version
- *                 1: a manual quarantine becomes an operator hold).
+ *                 1: a manual quarantine becomes an operator hold;
+ *                 version 2: every VF's parent is unknown).
  *
  *  Fail closed    a failed commit (disk full, I/O error, read-only file,
  *                 corruption) latches the store unavailable with a
@@ -225,6 +244,7 @@ enum store_change_bits {
 	STORE_CHANGE_STATUS = 1 << 6,     /* availability changed */
 	STORE_CHANGE_BREAKER = 1 << 7,    /* breaker engaged/disengaged */
 	STORE_CHANGE_HELD_BACK = 1 << 8,  /* the set of held-back VFs changed */
+	STORE_CHANGE_PARENT = 1 << 9,     /* vf's parent GPU was set */
 };
 
 struct store_change {
@@ -245,7 +265,14 @@ void store_set_change_callback(struct store *s, store_change_fn fn, void *userda
 
 /* -EEXIST when registered, -EMLINK once VFS_MAX are (grammar/limits.h). */
 int store_vf_register(struct store *s, const char *vf);
+/* The same with the VF's parent GPU (NULL or "": unknown); -EINVAL for a bad
+ * parent or the VF itself. */
+int store_vf_register_parent(struct store *s, const char *vf, const char *parent);
 int store_vf_unregister(struct store *s, const char *vf);
+
+/* Set the parent GPU once ("Parent GPU" above): 0 (also when it already is
+ * that parent), -EBUSY when another is set, -EINVAL, -ENOENT, -EIO. */
+int store_vf_set_parent(struct store *s, const char *vf, const char *parent);
 
 enum store_vf_state {
 	STORE_VF_OK,
@@ -267,6 +294,7 @@ struct store_vf_info {
 	enum store_vf_state state;
 	char since[RFC3339_BUFSZ]; /* when it went out of service; "" while in service */
 	bool claimed;        /* has a live claim or a reservation */
+	char parent[VF_ADDR_BUFSZ]; /* the physical function; "" when unknown */
 };
 
 /* One VF.  -ENOENT when not registered; -EIO when unavailable after a retry
@@ -298,6 +326,25 @@ int store_quarantined_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ],
  * Placement-facing (placement ranks them last): retries, then -EIO. */
 int store_held_back_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
 int store_held_back_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
+
+/* The placement groups, in placement order ("Placement" above). */
+enum store_placement_group {
+	STORE_PLACE_CLEAN_PARENT,    /* its parent has no VF out of service (or is unknown) */
+	STORE_PLACE_DEGRADED_PARENT, /* its parent has a VF out of service */
+	STORE_PLACE_HELD_BACK,       /* in service only because of the breaker */
+	STORE_PLACE_NONE,            /* not allocatable: out of service or claimed */
+};
+
+struct store_placement {
+	char vf[VF_ADDR_BUFSZ];
+	enum store_placement_group group; /* never STORE_PLACE_NONE here */
+};
+
+/* The allocatable VFs, sorted by group, then by address (the caller draws
+ * the order within a group); *ret malloc'd.  Placement-facing: retries,
+ * then -EIO; the _noretry variant fails at once. */
+int store_allocatable_list(struct store *s, struct store_placement **ret, size_t *count);
+int store_allocatable_list_noretry(struct store *s, struct store_placement **ret, size_t *count);
 
 struct store_failure {
 	char reported_at[RFC3339_BUFSZ];

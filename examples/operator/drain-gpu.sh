@@ -6,14 +6,17 @@
 #   drain-gpu.sh [--mount DIR] [--sysfs-root DIR] [--dry-run] --clear PARENT
 #
 # PARENT is the physical function's PCI address (0000:41:00.0).  Its VFs are
-# the targets of the virtfn* links in SYSFS_ROOT/bus/pci/devices/PARENT/.
+# the registered VFs whose MOUNT/VF/parent reads PARENT (vfhealthd learnt it
+# from sysfs at registration, or an operator wrote it), and the targets of
+# the virtfn* links in SYSFS_ROOT/bus/pci/devices/PARENT/ when sysfs has it
+# (those vfhealthd does not know are listed and skipped).
 # Default: put an operator hold on each registered VF (echo 1 >
 # MOUNT/VF/quarantined): no success report lifts it, and holds do not count
 # against max_quarantined.
 # --clear: lift each VF's hold and quarantine and drop its failures (echo 0),
 # the runbook's last step once the parent's SR-IOV cycle is done.
-# VFs that vfhealthd does not know are listed and skipped.  Every target is
-# checked before the first write: a bad PARENT changes nothing.
+# Every target is checked before the first write: a bad PARENT changes
+# nothing.
 # Exit: 0 all done; 1 a write failed (the rest were still tried); 2 usage.
 set -euo pipefail
 
@@ -22,7 +25,7 @@ sysfs_root=/sys
 dry_run=false
 value=1
 parent=
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "drain-gpu: $*" >&2; exit 2; }
 while (($#)); do
 	case $1 in
@@ -40,17 +43,23 @@ done
 pci_re='^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$'
 [[ $parent =~ $pci_re ]] || die "PARENT must be a PCI address like 0000:41:00.0, not '$parent'"
 dev=$sysfs_root/bus/pci/devices/$parent
-[[ -e $dev ]] || die "no PCI device $parent under $sysfs_root"
 [[ -d $mount && -e $mount/quarantined ]] || die "$mount is not a vfhealth mount"
 
 vfs=()
+# What vfhealthd knows: every registered VF's parent.
+for dir in "$mount"/*/; do
+	vf=$(basename -- "$dir")
+	[[ $vf =~ $pci_re && -e $dir/parent ]] || continue
+	[[ $(cat -- "$dir/parent" 2>/dev/null) == "$parent" ]] && vfs+=("$vf")
+done
+# What sysfs knows (also the VFs vfhealthd has not registered).
 for link in "$dev"/virtfn*; do
 	[[ -L $link ]] || continue
 	vf=$(basename -- "$(readlink -- "$link")")
 	[[ $vf =~ $pci_re ]] || die "$link points at '$vf', not a PCI address"
 	vfs+=("$vf")
 done
-((${#vfs[@]})) || die "$parent has no VFs (SR-IOV disabled, or not a physical function)"
+((${#vfs[@]})) || die "$parent has no VFs: no registered VF names it in its parent file, and sysfs lists none under $sysfs_root (SR-IOV disabled, or not a physical function)"
 mapfile -t vfs < <(printf '%s\n' "${vfs[@]}" | sort -u)
 
 action=$([[ $value == 1 ]] && echo quarantine || echo clear)

@@ -23,6 +23,15 @@ mkdir "$V" "$W"
 boot=$(</proc/sys/kernel/random/boot_id)
 claimed_at() { sed -n 's/^claimed_at=//p' "$1"; }
 
+# The registrations' notifications are the notifier's to send, later: let
+# them drain before watching (the same marker as below: once the notifier's
+# own event for it is in, every earlier change's is too).
+background inotifywait -m -e close_write --format '%w%f %e' "$MNT" >"$T/iw0.out" 2>"$T/iw0.err"
+wait_until 10 grep -q "Watches established" "$T/iw0.err" || fail "inotifywait did not start"
+put "$MNT/max_quarantined" 4
+wait_for 10 "the registrations' notifications" \
+	sh -c '[ "$(grep -c "max_quarantined CLOSE_WRITE" "$1")" -ge 2 ]' sh "$T/iw0.out"
+
 # --- rule 3: a refused first write leaves nothing behind
 # Watch the top level (resources follows claims) and the VF directory.
 background inotifywait -m -e modify -e close_write -e create -e delete --format '%w%f %e' \

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # example-drain.sh - examples/operator/drain-gpu.sh against a real vfhealthd
-# and a fake sysfs tree (--sysfs-root): it quarantines every registered VF of
-# the parent and nothing else, skips unregistered ones, changes nothing on
-# bad input or --dry-run, and --clear puts the VFs back with their failures
-# dropped.
+# and a fake sysfs tree (--sysfs-root, for both): it holds every registered
+# VF of the parent and nothing else, finding them by VF/parent (learnt from
+# sysfs physfn links at registration, or written, for a VF sysfs does not
+# list) and by the parent's virtfn links, skips unregistered ones, changes
+# nothing on bad input or --dry-run, and --clear puts the VFs back with
+# their failures dropped.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
@@ -17,14 +19,19 @@ mkdir -p "$devices/0000:41:00.0" "$devices/0000:42:00.0"
 for i in 0 1 2; do
 	mkdir -p "$devices/0000:41:00.$((i + 4))"
 	ln -s "../0000:41:00.$((i + 4))" "$devices/0000:41:00.0/virtfn$i"
+	ln -s ../0000:41:00.0 "$devices/0000:41:00.$((i + 4))/physfn"
 done
 mkdir -p "$devices/0000:42:00.4"
 ln -s ../0000:42:00.4 "$devices/0000:42:00.0/virtfn0"
+ln -s ../0000:42:00.0 "$devices/0000:42:00.4/physfn"
 
 mnt=$MNT
-start_daemon --no-sentinel
-# .6 is not registered with vfhealthd.
-mkdir "$mnt/0000:41:00.4" "$mnt/0000:41:00.5" "$mnt/0000:42:00.4"
+start_daemon --no-sentinel --sysfs-root "$sys"
+# .6 is not registered with vfhealthd; 41:00.7 is not in sysfs, its parent
+# is written.
+mkdir "$mnt/0000:41:00.4" "$mnt/0000:41:00.5" "$mnt/0000:42:00.4" "$mnt/0000:41:00.7"
+echo 0000:41:00.0 > "$mnt/0000:41:00.7/parent"
+[[ $(cat "$mnt/0000:41:00.4/parent") == 0000:41:00.0 ]] || fail "the parent was not read from sysfs"
 report_failed "$mnt" 0000:41:00.5 vm-a
 
 q() { cat "$mnt/$1/quarantined"; }
@@ -49,11 +56,17 @@ grep -qx "would quarantine 0000:41:00.4" <<<"$out" || fail "dry run: $out"
 
 # The drain.
 out=$("$drain" --mount "$mnt" --sysfs-root "$sys" 0000:41:00.0) || fail "drain failed: $out"
-expected=$'quarantine 0000:41:00.4\nquarantine 0000:41:00.5\nskip   0000:41:00.6 (not registered with vfhealthd)'
+expected=$'quarantine 0000:41:00.4\nquarantine 0000:41:00.5\nskip   0000:41:00.6 (not registered with vfhealthd)\nquarantine 0000:41:00.7'
 [[ $out == "$expected" ]] || fail "drain printed: $out"
-[[ $(q 0000:41:00.4) == 1 && $(q 0000:41:00.5) == 1 ]] || fail "the parent's VFs are not quarantined"
+[[ $(q 0000:41:00.4) == 1 && $(q 0000:41:00.5) == 1 && $(q 0000:41:00.7) == 1 ]] ||
+	fail "the parent's VFs are not quarantined"
 [[ $(q 0000:42:00.4) == 0 ]] || fail "another parent's VF was quarantined"
-[[ $(cat "$mnt/quarantined") == $'0000:41:00.4\n0000:41:00.5' ]] || fail "quarantined: $(cat "$mnt/quarantined")"
+[[ $(cat "$mnt/quarantined") == $'0000:41:00.4\n0000:41:00.5\n0000:41:00.7' ]] || fail "quarantined: $(cat "$mnt/quarantined")"
+# Drained by parent, without sysfs: the VFs that name it in VF/parent.
+"$drain" --mount "$mnt" --sysfs-root "$T/nosys" --dry-run 0000:41:00.0 >"$T/out" ||
+	fail "a drain by VF/parent alone failed: $(cat "$T/out")"
+[[ $(cat "$T/out") == $'would quarantine 0000:41:00.4\nwould quarantine 0000:41:00.5\nwould quarantine 0000:41:00.7' ]] ||
+	fail "a drain by VF/parent alone: $(cat "$T/out")"
 [[ ! -e $mnt/0000:41:00.6 ]] || fail "an unregistered VF was registered"
 # Draining again is harmless (a quarantined VF stays quarantined).
 "$drain" --mount "$mnt" --sysfs-root "$sys" 0000:41:00.0 >/dev/null || fail "second drain failed"

@@ -174,10 +174,41 @@ START_TEST(vf_state)
 }
 END_TEST
 
+START_TEST(parent_and_placement)
+{
+	/* a parent is set once: the same again changes nothing, another is busy */
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "", "0000:41:00.0"), 0);
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:41:00.0"), 1);
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:42:00.0"), -EBUSY);
+	/* a VF is not its own parent */
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "", "0000:41:00.4"), -EINVAL);
+
+	/* out of service or claimed: not allocatable, whatever else */
+	for (int hb = 0; hb < 2; hb++)
+		for (int deg = 0; deg < 2; deg++) {
+			ck_assert_int_eq(rule_placement_group(true, false, hb, deg), STORE_PLACE_NONE);
+			ck_assert_int_eq(rule_placement_group(false, true, hb, deg), STORE_PLACE_NONE);
+			ck_assert_int_eq(rule_placement_group(true, true, hb, deg), STORE_PLACE_NONE);
+		}
+	/* held back: last, whatever its parent */
+	ck_assert_int_eq(rule_placement_group(false, false, true, false), STORE_PLACE_HELD_BACK);
+	ck_assert_int_eq(rule_placement_group(false, false, true, true), STORE_PLACE_HELD_BACK);
+	/* the parent decides between the first two groups */
+	ck_assert_int_eq(rule_placement_group(false, false, false, false),
+			 STORE_PLACE_CLEAN_PARENT);
+	ck_assert_int_eq(rule_placement_group(false, false, false, true),
+			 STORE_PLACE_DEGRADED_PARENT);
+	/* the groups' order is the placement order */
+	ck_assert_int_lt(STORE_PLACE_CLEAN_PARENT, STORE_PLACE_DEGRADED_PARENT);
+	ck_assert_int_lt(STORE_PLACE_DEGRADED_PARENT, STORE_PLACE_HELD_BACK);
+}
+END_TEST
+
 static Suite *rules_suite(void)
 {
 	const TTest *tests[] = { threshold_cap_and_breaker, failure_reports,
-				 success_and_reevaluation, refusals, vf_state };
+				 success_and_reevaluation, refusals, vf_state,
+				 parent_and_placement };
 	Suite *suite = suite_create("store-rules");
 	TCase *tc = tcase_create("rules");
 

@@ -553,7 +553,7 @@ START_TEST(failure_listing_survives_reopen)
 
 	/* a store whose database could not be opened lists nothing */
 	store_close(s);
-	db_write("PRAGMA user_version = 3");
+	db_write("PRAGMA user_version = 4");
 	s = open_store();
 	ck_assert(!store_status(s, NULL, 0));
 	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), -EIO);
@@ -1039,7 +1039,7 @@ START_TEST(migrate_v1_to_v2)
 	ck_assert(!ok(s, VF_B, "i-b", T1).rescinded);
 	ck_assert(info(s, VF_B).held);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 2);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('vfs')"
 				  " WHERE name = 'manual'"),
 			 0);
@@ -1306,7 +1306,7 @@ START_TEST(persistence_all_state)
 	free(f);
 	/* the file is what this code writes */
 	ck_assert_int_eq(db_query("PRAGMA application_id"), 0x56464831);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 2);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
 	store_close(s);
 	struct stat st;
 	ck_assert_int_eq(stat(db_path, &st), 0);
@@ -1380,13 +1380,13 @@ START_TEST(newer_schema_refused)
 
 	reg(s, VF_A);
 	store_close(s);
-	db_write("PRAGMA user_version = 3");
+	db_write("PRAGMA user_version = 4");
 	size_t len_before, len_after;
 	_cleanup_free_ char *bytes_before = read_file(db_path, &len_before);
 
 	s = open_store();
 	ck_assert(!store_status(s, reason, sizeof(reason)));
-	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 3"), "%s", reason);
+	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 4"), "%s", reason);
 	struct store_vf_info i;
 	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
 	ck_assert_int_eq(store_vf_register(s, VF_B), -EIO);
@@ -2184,11 +2184,12 @@ START_TEST(schema_v1_migrated)
 	store_close(s);
 	/* what a version 1 vfhealthd left */
 	db_write("ALTER TABLE claims DROP COLUMN boot_id; ALTER TABLE vfs DROP COLUMN held;"
+		 " ALTER TABLE vfs DROP COLUMN parent;"
 		 " ALTER TABLE vfs ADD COLUMN manual INTEGER NOT NULL DEFAULT 0;"
 		 " PRAGMA user_version = 1");
 	s = open_store();
 	ck_assert(store_status(s, NULL, 0));
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 2);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
 	ck_assert_str_eq(got.claimed_at, T1);
 	ck_assert_str_eq(got.boot_id, "");
@@ -2343,6 +2344,181 @@ START_TEST(read_retries_rate_limited)
 	ck_assert(store_status(s, NULL, 0));
 	ck_assert_int_eq(store_vf_get_noretry(s, VF_A, &i), 0);
 	store_close(s);
+}
+END_TEST
+
+/* -- parent GPUs and placement ------------------------------------------------ */
+
+#define PF_1 "0000:40:00.0"
+#define PF_2 "0000:50:00.0"
+
+/* A VF's parent: given at registration or set once; the same value again
+ * changes nothing, another is busy; bad input changes nothing; persisted. */
+START_TEST(parent_set_once_persisted)
+{
+	struct store *s = open_store();
+	struct store_vf_info i;
+
+	ck_assert_int_eq(store_vf_register_parent(s, VF_A, PF_1), 0);
+	reg(s, VF_B);
+	ck_assert_str_eq(info(s, VF_A).parent, PF_1);
+	ck_assert_str_eq(info(s, VF_B).parent, "");
+	/* bad input: -EINVAL, nothing registered */
+	ck_assert_int_eq(store_vf_register_parent(s, VF_C, "0000:40:00"), -EINVAL);
+	ck_assert_int_eq(store_vf_register_parent(s, VF_C, VF_C), -EINVAL);
+	ck_assert_int_eq(store_vf_get(s, VF_C, &i), -ENOENT);
+	ck_assert_int_eq(store_vf_register_parent(s, VF_A, PF_2), -EEXIST);
+
+	uint64_t before = commits(s);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_1), 0); /* its own: a no-op */
+	ck_assert_uint_eq(commits(s), before);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2), -EBUSY);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, ""), -EINVAL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, NULL), -EINVAL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, "0000:50:00.0x"), -EINVAL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, VF_B), -EINVAL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_C, PF_2), -ENOENT);
+	ck_assert_str_eq(info(s, VF_B).parent, "");
+	ck_assert_uint_eq(commits(s), before);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_2), 0);
+	ck_assert_str_eq(info(s, VF_B).parent, PF_2);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_1), -EBUSY);
+
+	/* persisted; and still set once after a restart */
+	s = reopen(s);
+	ck_assert_str_eq(info(s, VF_A).parent, PF_1);
+	ck_assert_str_eq(info(s, VF_B).parent, PF_2);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_1), -EBUSY);
+	ck_assert_int_eq(store_vf_lookup(s, VF_B, &i), 0);
+	ck_assert_str_eq(i.parent, PF_2);
+
+	/* a change that would be one fails closed while unavailable; a no-op
+	 * still answers */
+	reg(s, VF_C);
+	faultvfs_fail_writes(SQLITE_FULL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_C, PF_1), -EIO);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_1), 0);
+	faultvfs_fail_writes(SQLITE_OK);
+	store_close(s);
+	/* a damaged parent column is refused at open, never served */
+	db_write("UPDATE vfs SET parent = 'gpu0' WHERE address = '" VF_A "'");
+	s = open_store();
+	char reason[STORE_REASON_MAX];
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, "invalid"), "%s", reason);
+	store_close(s);
+}
+END_TEST
+
+/* The allocatable list: in service and unclaimed only, by group (clean
+ * parents, then parents with a VF out of service, then held back), by
+ * address within a group; changes follow holds, claims, parents; fails
+ * closed. */
+START_TEST(allocatable_order)
+{
+	struct store *s = open_with(2, 1, FAULTVFS_NAME);
+	static const char *const vfs[] = { "0000:40:00.4", "0000:40:00.5", "0000:40:00.6",
+					   "0000:50:00.4", "0000:50:00.5", "0000:60:00.4",
+					   "0000:60:00.5" };
+	static const char *const parents[] = { PF_1, PF_1, PF_1, PF_2, PF_2, "", "" };
+	struct store_placement *p = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(vfs); i++)
+		ck_assert_int_eq(store_vf_register_parent(s, vfs[i], parents[i]), 0);
+	/* all clean: one group, by address */
+	ck_assert_int_eq(store_allocatable_list(s, &p, &n), 0);
+	ck_assert_uint_eq(n, ARRAY_SIZE(vfs));
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_str_eq(p[i].vf, vfs[i]);
+		ck_assert_int_eq(p[i].group, STORE_PLACE_CLEAN_PARENT);
+	}
+	free(p);
+
+	/* PF_1 gets a VF out of service (a hold), PF_2 a claimed VF (still
+	 * clean), 60:00.4 is quarantined (no parent known: nobody else is
+	 * degraded by it), 60:00.5 held back by the cap of 1 */
+	ck_assert_int_eq(store_quarantine_manual(s, "0000:40:00.6"), 0);
+	struct store_claim c = { .vf = "0000:50:00.5", .instance_id = "i-1" };
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	report_fail(s, "0000:60:00.4", "i-2", T1);
+	ck_assert_int_eq(report_fail(s, "0000:60:00.4", "i-3", T2), STORE_OUTCOME_QUARANTINED);
+	report_fail(s, "0000:60:00.5", "i-4", T1);
+	ck_assert_int_eq(report_fail(s, "0000:60:00.5", "i-5", T2), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(info(s, "0000:60:00.5").state, STORE_VF_HELD_BACK);
+
+	ck_assert_int_eq(store_allocatable_list(s, &p, &n), 0);
+	ck_assert_uint_eq(n, 4);
+	ck_assert_str_eq(p[0].vf, "0000:50:00.4");
+	ck_assert_int_eq(p[0].group, STORE_PLACE_CLEAN_PARENT);
+	ck_assert_str_eq(p[1].vf, "0000:40:00.4");
+	ck_assert_int_eq(p[1].group, STORE_PLACE_DEGRADED_PARENT);
+	ck_assert_str_eq(p[2].vf, "0000:40:00.5");
+	ck_assert_int_eq(p[2].group, STORE_PLACE_DEGRADED_PARENT);
+	ck_assert_str_eq(p[3].vf, "0000:60:00.5");
+	ck_assert_int_eq(p[3].group, STORE_PLACE_HELD_BACK);
+	free(p);
+	/* the count agrees with the stats */
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.allocatable, 4);
+
+	/* learning a parent moves a VF: 60:00.4 (quarantined) is PF_2's, so
+	 * 50:00.4 joins the degraded group */
+	ck_assert_int_eq(store_vf_set_parent(s, "0000:60:00.4", PF_2), 0);
+	ck_assert_int_eq(store_allocatable_list_noretry(s, &p, &n), 0);
+	ck_assert_uint_eq(n, 4);
+	ck_assert_str_eq(p[0].vf, "0000:40:00.4");
+	ck_assert_str_eq(p[2].vf, "0000:50:00.4");
+	ck_assert_int_eq(p[2].group, STORE_PLACE_DEGRADED_PARENT);
+	free(p);
+	/* back in service: PF_1 is clean again */
+	ck_assert_int_eq(store_clear(s, "0000:40:00.6"), 0);
+	ck_assert_int_eq(store_allocatable_list(s, &p, &n), 0);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_str_eq(p[0].vf, "0000:40:00.4");
+	ck_assert_int_eq(p[2].group, STORE_PLACE_CLEAN_PARENT);
+	ck_assert_str_eq(p[2].vf, "0000:40:00.6");
+	ck_assert_str_eq(p[3].vf, "0000:50:00.4");
+	ck_assert_int_eq(p[3].group, STORE_PLACE_DEGRADED_PARENT);
+	free(p);
+
+	/* fail closed: -EIO while latched (the retry fails too while the
+	 * fault lasts; the _noretry variant does not try) */
+	faultvfs_fail_writes(SQLITE_FULL);
+	ck_assert_int_eq(store_clear(s, "0000:60:00.4"), -EIO);
+	p = NULL;
+	ck_assert_int_eq(store_allocatable_list_noretry(s, &p, &n), -EIO);
+	ck_assert_int_eq(store_allocatable_list(s, &p, &n), -EIO);
+	ck_assert_ptr_null(p);
+	faultvfs_fail_writes(SQLITE_OK);
+	store_close(s);
+}
+END_TEST
+
+/* A version 2 database gains the parent column, unknown for every VF, and
+ * keeps its rows. */
+START_TEST(migrate_v2_to_v3)
+{
+	struct store *s = open_store();
+
+	ck_assert_int_eq(store_vf_register_parent(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	reg(s, VF_B);
+	store_close(s);
+	/* what a v2 vfhealthd wrote: no parent column */
+	db_write("ALTER TABLE vfs DROP COLUMN parent; PRAGMA user_version = 2");
+	s = open_store();
+	char reason[STORE_REASON_MAX];
+	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	struct store_vf_info a = info(s, VF_A);
+	ck_assert(a.held);
+	ck_assert_str_eq(a.parent, "");
+	ck_assert_str_eq(info(s, VF_B).parent, "");
+	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2), 0);
+	store_close(s);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM vfs WHERE parent = '" PF_2 "'"), 1);
 }
 END_TEST
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# place.sh - pick a VF for an instance the way vfhealth means placement to:
+# take the first line of MOUNT/allocatable (the VFs a claim may take now,
+# best first: VFs of GPUs with no VF out of service, then the others, then
+# those the breaker holds back; random among equals, drawn afresh for each
+# open), claim it, and move on to the next line when vfhealthd says EBUSY
+# (another placement took it, or it left service, since the list was read).
+#
+#   place.sh [--mount DIR] [--candidates FILE] [--agent EP] [--control PATH]
+#            [--pid PID] INSTANCE
+#
+# The claim is the exclusive create of VF/assignments/INSTANCE, followed by
+# one write of its attributes (pid=PID, default: the caller's pid, and
+# agent=/control= when given), as examples/vmm/vfhealth-claim.sh does.
+# --candidates FILE: the VFs to try, one per line, instead of reading
+# allocatable (a scheduler's filtered copy of it; - for stdin).
+# Prints the VF it claimed.  Exit: 0 claimed; 1 nothing could be claimed
+# (none free, or vfhealthd failed closed: EIO); 2 usage or refused attributes.
+set -euo pipefail
+
+mount=/run/vfhealth
+candidates=
+attrs=
+pid=$PPID
+instance=
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "place: $*" >&2; exit 2; }
+while (($#)); do
+	case $1 in
+	--mount) mount=${2:?--mount needs a directory}; shift 2 ;;
+	--candidates) candidates=${2:?--candidates needs a file}; shift 2 ;;
+	--agent) attrs+="agent=${2:?--agent needs an endpoint}"$'\n'; shift 2 ;;
+	--control) attrs+="control=${2:?--control needs a path}"$'\n'; shift 2 ;;
+	--pid) pid=${2:?--pid needs a pid}; shift 2 ;;
+	-h|--help) usage; exit 0 ;;
+	-*) die "unknown option: $1" ;;
+	*) [[ -z $instance ]] || die "one INSTANCE only"; instance=$1; shift ;;
+	esac
+done
+[[ -n $instance ]] || { usage >&2; exit 2; }
+attrs="pid=$pid"$'\n'$attrs
+
+# One open, one order: the whole list is read before the first claim.
+if [[ -z $candidates ]]; then
+	if ! list=$(cat -- "$mount/allocatable" 2>&1); then
+		echo "place: cannot read $mount/allocatable: ${list##*: }" >&2
+		exit 1 # EIO: the store cannot say what is usable; place nothing
+	fi
+elif [[ $candidates == - ]]; then
+	list=$(cat)
+else
+	list=$(cat -- "$candidates")
+fi
+
+while IFS= read -r vf; do
+	[[ -n $vf ]] || continue
+	file=$mount/$vf/assignments/$instance
+	# noclobber: ">" is an O_EXCL create, so an existing claim is never reused.
+	if ! err=$( { set -o noclobber; : > "$file"; } 2>&1 ); then
+		case $err in
+		*"Device or resource busy"*) echo "busy   $vf" >&2; continue ;;
+		*"No such file or directory"*) echo "gone   $vf" >&2; continue ;;
+		*) echo "place: cannot claim $vf: ${err##*: }" >&2; exit 1 ;;
+		esac
+	fi
+	# The attributes in one write(2) at offset 0 (dd collects them first).
+	if ! err=$(printf '%s' "$attrs" |
+		   dd of="$file" bs=4096 count=1 iflag=fullblock conv=notrunc status=none 2>&1); then
+		rm -f -- "$file"
+		die "$vf: attributes refused: ${err##*: }; claim released"
+	fi
+	echo "$vf"
+	exit 0
+done <<<"$list"
+echo "place: no VF could be claimed for $instance" >&2
+exit 1
