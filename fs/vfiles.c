@@ -195,6 +195,21 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 	return 0;
 }
 
+/* Every live claim, "VF INSTANCE" lines (grammar/assignment.h): the
+ * sentinel's one read per poll.  From the store's memory, like a listing of
+ * assignments/, so served while the store is unavailable. */
+static int claims_render(const struct vfile_call *call, FILE *out)
+{
+	_cleanup_free_ struct store_claim *claims = NULL;
+	size_t count = 0;
+	int r;
+
+	r = store_claim_list(call->store, NULL, &claims, &count);
+	for (size_t i = 0; r == 0 && i < count; i++)
+		r = claims_line_render(claims[i].vf, claims[i].instance_id, out);
+	return r;
+}
+
 /* -- per VF ------------------------------------------------------------------- */
 
 static int tally_render(const struct vfile_call *call, FILE *out)
@@ -413,6 +428,7 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 	/* Not notified: it changes with every report and every scrape (and
 	 * STORE_CHANGE_BREAKER shows only here). */
 	[TOP_METRICS] = { "metrics", 0444, metrics_render, NULL, 0, 0 },
+	[TOP_CLAIMS] = { "claims", 0444, claims_render, NULL, VFILE_NOTIFY, STORE_CHANGE_CLAIMS },
 };
 
 const struct vfile vf_files[VF_FILE_COUNT] = {

@@ -43,6 +43,7 @@ enum top_file_index {
 	TOP_STATUS,
 	TOP_MAX_QUARANTINED,
 	TOP_METRICS,
+	TOP_CLAIMS,
 	TOP_FILE_COUNT
 };
 

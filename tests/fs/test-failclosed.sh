@@ -110,7 +110,7 @@ cp "$T/garbage" "$DB"
 start_daemon
 assert_match "$(cat "$MNT/status")" "^unavailable: " "status of an unreadable database"
 assert_match "$(cat "$MNT/resources")" $'\nallocatable_slots 0\n.*\nplacement_disabled_reason ' "resources"
-assert_eq "$(ls "$MNT" | tr '\n' ' ')" "max_quarantined metrics quarantined resources status threshold " "ls"
+assert_eq "$(ls "$MNT" | tr '\n' ' ')" "claims max_quarantined metrics quarantined resources status threshold " "ls"
 expect_err "$EIO" cat "$MNT/quarantined"
 expect_err "$EIO" mkdir "$V"
 expect_err "$EIO" put "$MNT/status" repair

@@ -15,7 +15,7 @@ T0=2026-11-29T07:00:00Z
 start_daemon
 mkdir "$V"
 touch "$V/assignments/vm-1"
-for f in threshold quarantined resources status max_quarantined metrics; do
+for f in threshold quarantined resources status max_quarantined metrics claims; do
 	as_user 65534 cat "$MNT/$f" >/dev/null || fail "nobody cannot read $f"
 done
 for f in tally quarantined failures report assignments/vm-1; do
