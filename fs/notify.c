@@ -45,9 +45,13 @@
  * waits, holding no lock.
  *
  * Shutdown.  notifier_stop() sets `stop`, signals the condition, joins the
- * thread, closes the socket and waits for the toucher to exit.  It has to run
- * while the session still serves requests, because the toucher may be
- * inside an open() or write() on the mount.  Pending poll handles are
+ * thread, closes the socket, kills the toucher and waits for it to exit.  It
+ * has to run while the session still serves requests, because the toucher
+ * may be inside an open() or write() on the mount.  What is still queued is
+ * dropped: the thread checks `abandon` between files, so a store-wide change
+ * at 65,536 VFs (hundreds of thousands of files, each touched through the
+ * mount) does not hold up a SIGTERM, and the touches still in the socket
+ * would only tell watchers of a mount that is about to go away.  Pending poll handles are
  * destroyed when their watch is removed or in notifier_free().
  *
  * Memory.  File entries are created when a file is opened or changes and
@@ -104,6 +108,7 @@ struct notifier {
 	struct dirty_vf dirty_vfs[NOTIFY_MAX_QUEUED_VFS];
 	size_t dirty_vf_count;
 	bool stop;
+	atomic_bool abandon; /* notifier_stop(): drop the rest of the drained set */
 
 	pthread_t thread;
 	bool running;
@@ -423,6 +428,9 @@ static void toucher_stop(struct notifier *n)
 		n->touch_fd = -1;
 	}
 	if (pid > 0) {
+		/* Not left to drain the socket: its paths name files of a mount
+		 * about to go away.  Killed inside a request, it just abandons it. */
+		kill(pid, SIGKILL);
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 			;
 		atomic_store(&n->writer_pid, 0);
@@ -488,10 +496,10 @@ static void *notifier_main(void *arg)
 			_cleanup_free_ struct store_vf_info *list = NULL;
 			size_t count = 0;
 			if (store_vf_list(n->store, &list, &count) == 0)
-				for (size_t i = 0; i < count; i++)
+				for (size_t i = 0; i < count && !atomic_load(&n->abandon); i++)
 					notify_vf_files(n, list[i].vf, all_vfs);
 		}
-		for (size_t i = 0; i < vf_count; i++)
+		for (size_t i = 0; i < vf_count && !atomic_load(&n->abandon); i++)
 			notify_vf_files(n, vfs[i].vf, vfs[i].files & ~all_vfs);
 	}
 	return NULL;
@@ -504,6 +512,7 @@ int notifier_start(struct notifier *n)
 	if (n->running)
 		return 0;
 	n->stop = false;
+	atomic_store(&n->abandon, false);
 	n->touch_failed = false;
 	r = toucher_start(n);
 	if (r < 0) {
@@ -523,6 +532,7 @@ void notifier_stop(struct notifier *n)
 {
 	if (!n->running)
 		return;
+	atomic_store(&n->abandon, true);
 	pthread_mutex_lock(&n->queue_lock);
 	n->stop = true;
 	pthread_cond_signal(&n->queue_cond);

@@ -27,7 +27,9 @@
  *    and the index in the vfiles.h table.
  *  - notifier_start() forks the helper: call it before the process has
  *    other threads.  notifier_stop() must run while the mount is still
- *    served: the helper may be inside an open() on the mount.
+ *    served: the helper may be inside an open() on the mount.  It drops
+ *    what is still queued (it is called to take the mount away), so it
+ *    returns within one file's notification, however many are dirty.
  *
  * All functions return 0 or a negative errno unless stated otherwise.
  */

@@ -413,6 +413,21 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 	return 0;
 }
 
+/* Every live claim, "VF INSTANCE" lines (grammar/assignment.h): the
+ * sentinel's one read per poll.  From the store's memory, like a listing of
+ * assignments/, so served while the store is unavailable. */
+static int claims_render(const struct vfile_call *call, FILE *out)
+{
+	_cleanup_free_ struct store_claim *claims = NULL;
+	size_t count = 0;
+	int r;
+
+	r = store_claim_list(call->store, NULL, &claims, &count);
+	for (size_t i = 0; r == 0 && i < count; i++)
+		r = claims_line_render(claims[i].vf, claims[i].instance_id, out);
+	return r;
+}
+
 /* -- per VF ------------------------------------------------------------------- */
 
 static int tally_render(const struct vfile_call *call, FILE *out)
@@ -817,6 +832,7 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 			      STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
 				      STORE_CHANGE_HELD_BACK | STORE_CHANGE_PARENT |
 				      STORE_CHANGE_STATUS },
+	[TOP_CLAIMS] = { "claims", 0444, claims_render, NULL, VFILE_NOTIFY, STORE_CHANGE_CLAIMS },
 };
 
 const struct vfile vf_files[VF_FILE_COUNT] = {

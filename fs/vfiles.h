@@ -45,6 +45,7 @@ enum top_file_index {
 	TOP_METRICS,
 	TOP_HELD_BACK, /* new entries go last: the index names the inode */
 	TOP_ALLOCATABLE,
+	TOP_CLAIMS,
 	TOP_FILE_COUNT
 };
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* assignment.c - the assignment file: one key table, render and parse
- * (assignment.h). */
+/* assignment.c - the assignment file: one key table, render and parse; and
+ * the lines of the claims listing that names them (assignment.h). */
 #include "grammar/assignment.h"
 
 #include <errno.h>
@@ -340,4 +340,28 @@ const char *assignment_update_refusal(const struct assignment *current, const ch
 	const char *why = NULL;
 
 	return parse_update(current, command, may_set_claimed_at, &a, NULL, &why) < 0 ? why : NULL;
+}
+
+/* -- the claims listing ---------------------------------------------------------- */
+
+int claims_line_render(const char *vf, const char *instance_id, FILE *out)
+{
+	return fprintf(out, "%s %s\n", vf, instance_id) < 0 ? -EIO : 0;
+}
+
+int claims_line_parse(const char *line, size_t len, char vf[VF_ADDR_BUFSZ],
+		      char instance_id[INSTANCE_ID_MAX + 1])
+{
+	size_t id_len = len - VF_ADDR_LEN - 1;
+
+	if (len < VF_ADDR_LEN + 2 || line[VF_ADDR_LEN] != ' ' || id_len > INSTANCE_ID_MAX)
+		return -EINVAL;
+	memcpy(vf, line, VF_ADDR_LEN);
+	vf[VF_ADDR_LEN] = '\0';
+	memcpy(instance_id, line + VF_ADDR_LEN + 1, id_len);
+	instance_id[id_len] = '\0';
+	/* A NUL inside the line would end either string early: lengths must hold. */
+	if (!vf_address_valid(vf) || strlen(instance_id) != id_len || !instance_id_valid(instance_id))
+		return -EINVAL;
+	return 0;
 }

@@ -111,4 +111,23 @@ int assignment_parse_update(const struct assignment *current, const char *comman
 const char *assignment_update_refusal(const struct assignment *current, const char *command,
 				      bool may_set_claimed_at);
 
+/* -- the claims listing ----------------------------------------------------------
+ *
+ * The top-level file `claims` names every live claim, one "VF INSTANCE\n"
+ * line each (the names of <vf>/assignments/<instance>), sorted by VF: a
+ * poller reads this one file instead of listing every VF's assignments/
+ * directory, which at VFS_MAX VFs is 65,536 directory reads per poll.  At
+ * most one line per VF, so at most CLAIMS_FILE_MAX bytes. */
+#define CLAIMS_LINE_MAX (VF_ADDR_LEN + 1 + INSTANCE_ID_MAX + 1)
+#define CLAIMS_FILE_MAX ((size_t)VFS_MAX * CLAIMS_LINE_MAX)
+
+/* One line, with its newline.  0 or -EIO when out reports an error. */
+int claims_line_render(const char *vf, const char *instance_id, FILE *out);
+
+/* One line of len bytes (without its newline) into vf and instance_id.
+ * -EINVAL unless it is exactly a valid VF address, one space and a valid
+ * instance id. */
+int claims_line_parse(const char *line, size_t len, char vf[VF_ADDR_BUFSZ],
+		      char instance_id[INSTANCE_ID_MAX + 1]);
+
 #endif

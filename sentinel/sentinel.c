@@ -11,8 +11,10 @@
  * pending on our thread instead of killing the process).
  *   - The scheduler sleeps in ppoll() on the shutdown eventfd until the next
  *     poll or reconcile is due.  A poll: repair the store if `status` says
- *     so, list the claims through the mount, build the target array, publish
- *     it as the current scan, wait until the scan is done.  A reconcile runs
+ *     so, list the claims through the mount (one read of `claims`, then each
+ *     claim's assignment file: no directory walk over every VF), build the
+ *     target array, publish it as the current scan, wait until the scan is
+ *     done.  A reconcile runs
  *     on the scheduler alone (a few /proc reads per claim).
  *   - A worker takes the next index of the current scan, runs one blocking
  *     agent_query() (bounded by poll_timeout and the shutdown eventfd),
@@ -286,86 +288,110 @@ static int claim_list_push(struct claim_list *l, const struct assignment *a)
 	return 0;
 }
 
-static void list_vf_claims(const struct sentinel *s, const char *vf, struct claim_list *l)
+/* Read a whole file of unknown size (the mount reports size 0) into a
+ * malloc'd, NUL-terminated buffer.  -E2BIG past max bytes. */
+static int read_file_alloc(const char *path, size_t max, char **ret, size_t *ret_len)
 {
-	char path[PATH_MAX];
-	_cleanup_closedir_ DIR *dir = NULL;
-	_cleanup_free_ struct assignment *a = NULL;
-	struct dirent *de;
-	int r;
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0, capacity = 0;
 
-	if (mount_path(s, path, sizeof(path), vf, "assignments", NULL) < 0) {
-		l->error = true;
-		return;
-	}
-	dir = opendir(path);
-	if (!dir) {
-		if (errno != ENOENT) { /* ENOENT: unregistered while we listed */
-			log_warn("sentinel: cannot list %s: %s", path, strerror(errno));
-			l->error = true;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return negative_errno();
+	for (;;) {
+		ssize_t n;
+		if (len + 1 >= capacity) {
+			size_t grown_capacity = capacity ? 2 * capacity : 4096;
+			char *grown;
+			if (capacity > max)
+				return -E2BIG;
+			grown = realloc(buf, grown_capacity);
+			if (!grown)
+				return -ENOMEM;
+			buf = grown;
+			capacity = grown_capacity;
 		}
-		return;
-	}
-	a = malloc(sizeof(*a));
-	if (!a) {
-		l->error = true;
-		return;
-	}
-	while ((errno = 0, de = readdir(dir))) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (!instance_id_valid(de->d_name)) {
-			log_warn("sentinel: %s: unexpected entry in assignments/", vf);
-			l->error = true;
-			continue;
+		n = pread(fd, buf + len, capacity - 1 - len, (off_t)len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return negative_errno();
 		}
-		r = read_assignment(s, vf, de->d_name, a);
-		if (r == -ENOENT)
-			continue; /* released while we listed */
-		if (r < 0) {
-			log_warn("sentinel: cannot read assignment %s/%s: %s", vf, de->d_name,
-				 strerror(-r));
-			l->error = true;
-			continue;
-		}
-		r = claim_list_push(l, a);
-		if (r < 0) {
-			log_warn("sentinel: too many claims (over %d): %s", SENTINEL_MAX_TARGETS,
-				 strerror(-r));
-			l->error = true;
-			return;
-		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
 	}
-	if (errno) {
-		log_warn("sentinel: cannot list %s: %s", path, strerror(errno));
-		l->error = true;
-	}
+	if (len > max)
+		return -E2BIG;
+	buf[len] = '\0';
+	*ret = buf;
+	buf = NULL; /* to the caller */
+	*ret_len = len;
+	return 0;
 }
 
-/* Every live claim under the mount. */
+/* Add the claim <vf>/assignments/<instance_id> to l.  Fails only when l is
+ * full (-E2BIG) or memory is short: the listing stops there. */
+static int list_claim(const struct sentinel *s, const char *vf, const char *instance_id,
+		       struct assignment *a, struct claim_list *l)
+{
+	int r = read_assignment(s, vf, instance_id, a);
+
+	if (r == -ENOENT)
+		return 0; /* released since the listing was rendered */
+	if (r < 0) {
+		log_warn("sentinel: cannot read assignment %s/%s: %s", vf, instance_id,
+			 strerror(-r));
+		l->error = true;
+		return 0;
+	}
+	r = claim_list_push(l, a);
+	if (r < 0) {
+		log_warn("sentinel: too many claims (over %d): %s", SENTINEL_MAX_TARGETS,
+			 strerror(-r));
+		l->error = true;
+	}
+	return r;
+}
+
+/* Every live claim under the mount: the `claims` file names them (one read,
+ * however many VFs are registered: grammar/assignment.h), then each one's
+ * assignment file is read. */
 static int list_claims(const struct sentinel *s, struct claim_list *l)
 {
-	_cleanup_closedir_ DIR *dir = NULL;
-	struct dirent *de;
+	char path[PATH_MAX];
+	char vf[VF_ADDR_BUFSZ], instance_id[INSTANCE_ID_MAX + 1];
+	_cleanup_free_ char *text = NULL;
+	_cleanup_free_ struct assignment *a = NULL;
+	size_t len = 0;
+	int r;
 
 	*l = (struct claim_list){ 0 };
-	dir = opendir(s->mountpoint);
-	if (!dir) {
-		int r = negative_errno();
-		log_warn("sentinel: cannot list %s: %s", s->mountpoint, strerror(-r));
+	r = mount_path(s, path, sizeof(path), "claims", NULL, NULL);
+	if (r == 0)
+		r = read_file_alloc(path, CLAIMS_FILE_MAX, &text, &len);
+	if (r == 0 && !(a = malloc(sizeof(*a))))
+		r = -ENOMEM;
+	if (r < 0) {
+		log_warn("sentinel: cannot read %s/claims: %s", s->mountpoint, strerror(-r));
 		l->error = true;
 		return r;
 	}
-	while ((errno = 0, de = readdir(dir))) {
-		if (!vf_address_valid(de->d_name))
-			continue; /* threshold, status, ... */
-		list_vf_claims(s, de->d_name, l);
+	for (char *line = text, *end; line < text + len; line = end + 1) {
+		end = memchr(line, '\n', (size_t)(text + len - line));
+		if (!end)
+			end = text + len; /* a last line without its newline */
+		if (claims_line_parse(line, (size_t)(end - line), vf, instance_id) < 0) {
+			log_warn("sentinel: %s/claims: unexpected line %.*s", s->mountpoint,
+				 (int)MIN(end - line, (ptrdiff_t)CLAIMS_LINE_MAX), line);
+			l->error = true;
+			continue;
+		}
+		if (list_claim(s, vf, instance_id, a, l) < 0)
+			break;
 		if (atomic_load(&s->stopping_fast))
 			return -ECANCELED;
-	}
-	if (errno) {
-		log_warn("sentinel: cannot list %s: %s", s->mountpoint, strerror(errno));
-		l->error = true;
 	}
 	return 0;
 }

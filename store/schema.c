@@ -67,6 +67,8 @@ void latch_unavailable(struct store *s, const char *reason)
 }
 
 
+/* The directories missing above the database, 0700: the database is
+ * reached only through the daemon (issue 12). */
 static int mkdir_parents(const char *path)
 {
 	_cleanup_free_ char *dir = strdup(path);
@@ -77,7 +79,7 @@ static int mkdir_parents(const char *path)
 		if (*p != '/')
 			continue;
 		*p = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 			return negative_errno();
 		*p = '/';
 	}

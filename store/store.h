@@ -197,7 +197,7 @@
 struct store;
 
 struct store_options {
-	const char *path;     /* database file; parent directories are created */
+	const char *path;     /* database file; missing parent directories are created 0700 */
 	int threshold;        /* 0: keep the stored value (default 2 on a new db) */
 	int max_quarantined;  /* -1: keep the stored value (default 0 = no cap) */
 	const char *vfs_name; /* SQLite VFS to use (tests inject faults); NULL = default */

@@ -102,7 +102,8 @@ static size_t read_into(const char *path, char *buf, size_t size)
 /* Everything a reader can see (placement reads included), as one string. */
 static char *snapshot(void)
 {
-	static const char *const top[] = { "threshold", "max_quarantined", "quarantined", "status" };
+	static const char *const top[] = { "threshold", "max_quarantined", "quarantined", "status",
+					   "claims" };
 	static const char *const per_vf[] = { "tally", "quarantined", "failures" };
 	char *out = malloc(SNAP_MAX), path[512];
 	size_t len = 0;

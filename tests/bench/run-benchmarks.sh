@@ -59,10 +59,10 @@ DB=$disk/vfhealth.db
 start_daemon --threshold 1000 --no-sentinel
 vf=$(vf_name 5)
 
-# The same tree on tmpfs: 1024 directories of the same files, 6 top files.
+# The same tree on tmpfs: 1024 directories of the same files, 7 top files.
 tree=$shm/tree
 mkdir -p "$tree"
-for f in threshold quarantined resources status max_quarantined metrics; do echo 0 >"$tree/$f"; done
+for f in threshold quarantined resources status max_quarantined metrics claims; do echo 0 >"$tree/$f"; done
 for ((i = 0; i < 1024; i++)); do
 	d=$tree/$(vf_name $i)
 	mkdir -p "$d/assignments"

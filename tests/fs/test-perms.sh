@@ -13,9 +13,11 @@ T0=2026-11-29T07:00:00Z
 
 # --- default group root: user nobody can read everything, write nothing
 start_daemon
+# The directory it created for the database is root's alone.
+assert_eq "$(stat -c '%a %u' "$(dirname "$DB")")" "700 0" "the database directory vfhealthd created"
 mkdir "$V"
 touch "$V/assignments/vm-1"
-for f in threshold quarantined resources status max_quarantined metrics held_back; do
+for f in threshold quarantined resources status max_quarantined metrics held_back claims; do
 	as_user 65534 cat "$MNT/$f" >/dev/null || fail "nobody cannot read $f"
 done
 for f in tally quarantined failures report state since assignments/vm-1; do

@@ -698,6 +698,53 @@ START_TEST(test_assignment_update_rejects)
 }
 END_TEST
 
+/* ---- the claims listing -------------------------------------------------------------- */
+
+/* A rendered line parses back to what was rendered; the longest fits
+ * CLAIMS_LINE_MAX with its newline. */
+START_TEST(test_claims_line_round_trip)
+{
+	char id[INSTANCE_ID_MAX + 1], vf[VF_ADDR_BUFSZ], got_id[INSTANCE_ID_MAX + 1];
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+
+	memset(id, 'i', INSTANCE_ID_MAX);
+	id[INSTANCE_ID_MAX] = '\0';
+	ck_assert_int_eq(claims_line_render("0000:41:00.4", id, out), 0);
+	ck_assert_int_eq(fclose(out), 0);
+	ck_assert_uint_eq(len, CLAIMS_LINE_MAX);
+	ck_assert_int_eq(text[len - 1], '\n');
+	ck_assert_int_eq(claims_line_parse(text, len - 1, vf, got_id), 0);
+	ck_assert_str_eq(vf, "0000:41:00.4");
+	ck_assert_str_eq(got_id, id);
+	free(text);
+	ck_assert_int_eq(claims_line_parse("0000:03:00.1 vm-1", 17, vf, got_id), 0);
+	ck_assert_str_eq(vf, "0000:03:00.1");
+	ck_assert_str_eq(got_id, "vm-1");
+}
+END_TEST
+
+START_TEST(test_claims_line_rejects)
+{
+	static const char *const bad[] = {
+		"", "0000:41:00.4", "0000:41:00.4 ", "0000:41:00.4  vm-1", "0000:41:00.4 vm-1 x",
+		"0000:41:00.4\tvm-1", "0000:41:00.8 vm-1", "0000:41:00.A vm-1", "000:41:00.4 vm-1x",
+		" 0000:41:00.4 vm-1", "0000:41:00.4 vm/1", "not a claim line",
+	};
+	char vf[VF_ADDR_BUFSZ], id[INSTANCE_ID_MAX + 1], long_line[CLAIMS_LINE_MAX + 2];
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		ck_assert_msg(claims_line_parse(bad[i], strlen(bad[i]), vf, id) == -EINVAL, "'%s'",
+			      bad[i]);
+	/* A NUL inside the line: the lengths must hold. */
+	ck_assert_int_eq(claims_line_parse("0000:41:00.4 vm\0-1", 19, vf, id), -EINVAL);
+	/* One character past INSTANCE_ID_MAX. */
+	snprintf(long_line, sizeof(long_line), "0000:41:00.4 %0*d", INSTANCE_ID_MAX + 1, 0);
+	ck_assert_int_eq(claims_line_parse(long_line, strlen(long_line), vf, id), -EINVAL);
+}
+END_TEST
+
 /* ---- the failure message ------------------------------------------------------------ */
 
 START_TEST(test_message_sanitize)
@@ -801,6 +848,8 @@ static Suite *grammar_suite(void)
 		test_assignment_update,
 		test_assignment_update_rejects,
 		test_assignment_release,
+		test_claims_line_round_trip,
+		test_claims_line_rejects,
 	};
 	const TTest *const report_tests[] = {
 		test_report_failed_format,

@@ -11,6 +11,7 @@ source "$(dirname "$0")/lib.sh"
 FAKE=$T/fake
 mkdir -p "$FAKE/0000:41:00.1/assignments" "$FAKE/0000:41:00.2" "$FAKE/0000:41:00.3/assignments"
 echo ok >"$FAKE/status"
+printf '%s\n' "0000:41:00.1 vm-1" "0000:41:00.2 vm-2" "0000:41:00.3 vm-3" >"$FAKE/claims"
 echo "this is not key=value lines" | tr -d '=' >"$FAKE/0000:41:00.1/assignments/vm-1"
 echo "not a directory" >"$FAKE/0000:41:00.2/assignments"
 start_vmm hung --never-answer --connect-log "$T/connects"
