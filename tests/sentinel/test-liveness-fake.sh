@@ -68,8 +68,15 @@ wait_for 20 "the refused release" grep -q "vf $R: the claim of vm-r was released
 [[ $(metric vfhealth_sentinel_claims_released_total) == "$RELEASED" ]] || fail "counted a release"
 # The new claim is dead too and goes within two passes of its own (so the
 # release above was refused, not skipped).
-(while :; do printf '%s\n' "$HEADER" >"$P/self/net/unix"; done) &
-BG_PIDS+=("$!")
+# From here an empty table in a regular file (a loop of writers into the
+# FIFO could keep it open across a reader's passes: no EOF).  A pass may be
+# waiting in open(2) of the FIFO already: holding the FIFO open both ways
+# lets it through, and it reads one empty table and EOF once we close.
+exec 8<>"$P/self/net/unix"
+printf '%s\n' "$HEADER" >"$P/self/net/unix.new"
+mv "$P/self/net/unix.new" "$P/self/net/unix"
+printf '%s\n' "$HEADER" >&8
+exec 8>&-
 wait_for 20 "the new dead claim released" test ! -e "$MNT/$R/assignments/vm-r"
 [[ -f $MNT/$B/assignments/uncertain ]] || fail "the uncertain claim was released"
 echo PASS
