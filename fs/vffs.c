@@ -168,6 +168,8 @@ struct vhandle {
 	uint64_t claim_id;
 	bool created_claim; /* this open created the claim ... */
 	bool wrote_claim;   /* ... and has written to it since */
+	uid_t creator_uid;  /* created_claim: who, for the audit line of a */
+	pid_t creator_pid;  /* bare claim (RELEASE carries no credentials) */
 	char *snapshot;
 	size_t snapshot_len;
 	uid_t snapshot_uid; /* charged snapshot_len (budget.h) */
@@ -890,10 +892,12 @@ static int handle_render(struct vffs *fs, struct vhandle *h, uid_t uid, bool may
 		}
 		break;
 	case VN_CLAIM:
-		/* A reservation reads like the claim it will be.  (Main's rule:
-		 * EIO while unavailable; tests/sentinel/test-repair.sh.) */
-		r = may_write ? store_claim_get(fs->store, h->vf, h->instance_id, &claim)
-			      : store_claim_get_noretry(fs->store, h->vf, h->instance_id, &claim);
+		/* A reservation reads like the claim it will be.  Served from
+		 * memory, also while the store is unavailable (issue 11 rule 7):
+		 * the sentinel keeps polling the claims it lists, and a claim's
+		 * content decides no placement (tests/fs/test-failclosed.sh,
+		 * tests/sentinel/test-repair.sh). */
+		r = store_claim_lookup(fs->store, h->vf, h->instance_id, &claim);
 		if (r == 0)
 			claim_render(&claim, out);
 		break;
@@ -938,16 +942,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 /* `release=CLAIMED_AT` (assignment_parse_release: when is canonical): the
  * conditional release by name, decided by the store (-ESTALE when the claim
- * is a newer one; a reservation it names is cancelled). */
-static int claim_release_if(struct vffs *fs, struct vhandle *h, const char *when)
+ * is a newer one; a reservation it names is cancelled).  Logged by
+ * op_write's audit line, with the writer. */
+static int claim_release_if(struct vffs *fs, struct vhandle *h, const char *when, uid_t uid)
 {
-	int r;
-
-	r = store_release_if(fs->store, h->vf, h->instance_id, when);
-	if (r < 0)
-		return r;
-	log_info("%s: released by instance %s (claimed %s)", h->vf, h->instance_id, when);
-	return 0;
+	return store_release_how(fs->store, h->vf, h->instance_id, when, "released-if", uid);
 }
 
 
@@ -989,6 +988,32 @@ static void log_refused(fuse_req_t req, const char *what, const char *file, cons
 		 (int)ctx->pid, why);
 }
 
+/* A change made through the files (a write, a claim, a release), once, at
+ * notice for the operator's files and info for reports and claims: who
+ * (uid, pid: the writing thread as FUSE names it) and the command, its
+ * control characters shown as spaces so that it stays one line. */
+static void log_accepted_by(uid_t uid, pid_t pid, int level, const char *what,
+			    const char *file, const char *command)
+{
+	char shown[VFILE_COMMAND_MAX + 1];
+	size_t i = 0;
+
+	for (; command && command[i] && i < sizeof(shown) - 1; i++)
+		shown[i] = (unsigned char)command[i] < 0x20 || command[i] == 0x7f ? ' '
+										    : command[i];
+	shown[i] = '\0';
+	log_msg(level, "%s %s accepted (uid %u, pid %d)%s%s", what, file, (unsigned)uid, (int)pid,
+		i ? ": " : "", shown);
+}
+
+static void log_accepted(fuse_req_t req, int level, const char *what, const char *file,
+			 const char *command)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	log_accepted_by(ctx->uid, ctx->pid, level, what, file, command);
+}
+
 /* The path of h's file under the mountpoint, for the log. */
 static const char *handle_path(const struct vhandle *h, char *buf, size_t size)
 {
@@ -1014,6 +1039,16 @@ static void log_commit_refused(const struct store_claim *c, int r)
 			 strerror(-r));
 }
 
+/* The audit line of a claim made (committed), with the claimant. */
+static void log_claimed(uid_t uid, pid_t pid, const struct store_claim *c)
+{
+	char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32], at[RFC3339_BUFSZ + 16];
+
+	snprintf(path, sizeof(path), "%s/assignments/%s", c->vf, c->instance_id);
+	snprintf(at, sizeof(at), "claimed_at=%s", c->claimed_at);
+	log_accepted_by(uid, pid, LOG_INFO, "claim", path, at);
+}
+
 /* The creating handle is released without a valid write: commit the bare
  * reservation, unless a write through another handle committed it or it was
  * cancelled meanwhile (rm, a refused first write). */
@@ -1026,8 +1061,7 @@ static void claim_commit_bare(struct vffs *fs, struct vhandle *h)
 		return;
 	r = store_claim_commit(fs->store, &res);
 	if (r == 0)
-		log_info("%s: claimed by instance %s at %s", res.vf, res.instance_id,
-			 res.claimed_at);
+		log_claimed(h->creator_uid, h->creator_pid, &res);
 	if (r < 0 && r != -EALREADY && r != -ENOENT) {
 		log_commit_refused(&res, r);
 		store_claim_cancel(fs->store, res.vf, res.id);
@@ -1048,7 +1082,7 @@ static int claim_write(struct vffs *fs, fuse_req_t req, struct vhandle *h, char 
 	if (r > 0 && first && found == 0 && current.reserved)
 		return -ENOENT; /* the create made it: no claim to release (op_write cancels) */
 	if (r > 0)
-		return claim_release_if(fs, h, release_at);
+		return claim_release_if(fs, h, release_at, fuse_req_ctx(req)->uid);
 	if (found < 0)
 		return r < 0 ? r : found;
 	if (r == 0)
@@ -1066,8 +1100,8 @@ static int claim_write(struct vffs *fs, fuse_req_t req, struct vhandle *h, char 
 		r = store_claim_commit(fs->store, &next);
 		if (r == 0) {
 			h->wrote_claim = true;
-			log_info("%s: claimed by instance %s at %s", h->vf, h->instance_id,
-				 next.claimed_at[0] ? next.claimed_at : current.claimed_at);
+			log_claimed(fuse_req_ctx(req)->uid, fuse_req_ctx(req)->pid,
+				    next.claimed_at[0] ? &next : &current);
 			return 0;
 		}
 		if (r != -EALREADY) {
@@ -1080,9 +1114,7 @@ static int claim_write(struct vffs *fs, fuse_req_t req, struct vhandle *h, char 
 	if (r < 0)
 		return r;
 	h->wrote_claim = true;
-	log_info("%s: claim of instance %s updated: agent=%s control=%s pid=%lld", h->vf,
-		 h->instance_id, next.agent, next.control, (long long)next.pid);
-	return 0;
+	return 0; /* logged by op_write's audit line, with the writer */
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -1094,6 +1126,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	const char *why = NULL;
 	char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32];
 	size_t len = size;
+	bool unchanged = false;
 	int r = -EINVAL;
 
 	if (from_notifier(fs, req)) {
@@ -1119,7 +1152,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	pthread_mutex_lock(&h->lock);
 	struct vfile_call call = {
 		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
-		.outcome = h->outcome, .why = &why,
+		.outcome = h->outcome, .why = &why, .uid = fuse_req_ctx(req)->uid,
+		.unchanged = &unchanged,
 	};
 	switch (h->kind) {
 	case VN_TOP:
@@ -1149,6 +1183,14 @@ out:
 	 * reservation is cancelled (a no-op once it is a claim) */
 	if (r < 0 && h->kind == VN_CLAIM && h->created_claim && !h->wrote_claim)
 		store_claim_cancel(fs->store, h->vf, h->claim_id);
+	/* the operator's files at notice; reports (VFILE_OUTCOME) and claims at info */
+	if (r == 0 && !unchanged)
+		log_accepted(req,
+			     h->kind == VN_CLAIM || (h->kind == VN_VF_ENTRY &&
+						     (vf_files[h->index].flags & VFILE_OUTCOME))
+				     ? LOG_INFO
+				     : LOG_NOTICE,
+			     "write to", handle_path(h, path, sizeof(path)), command);
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
@@ -1159,7 +1201,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
 
-	/* the creating handle closed without a write: a bare claim */
+	/* The creating handle closed without a write: a bare claim.  Not at
+	 * FLUSH, which every close(2) of a dup'd descriptor sends (a shell's
+	 * redirection closes one before it writes); RELEASE is asynchronous,
+	 * so the claim commits just after the last close returns. */
 	if (h->kind == VN_CLAIM && h->created_claim && !h->wrote_claim)
 		claim_commit_bare(req_fs(req), h);
 	handle_free(req_fs(req), h);
@@ -1217,9 +1262,6 @@ static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, bool
 	}
 	memset(child, 0, offsetof(struct vnode, claim));
 	child->kind = VN_CLAIM;
-	if (!reserve)
-		log_info("%s: claimed by instance %s at %s", child->claim.vf, name,
-			 child->claim.claimed_at);
 	return 0;
 }
 
@@ -1246,7 +1288,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	h->created_claim = true;
+	h->created_claim = true; /* logged when it commits (a reservation until then) */
+	h->creator_uid = fuse_req_ctx(req)->uid;
+	h->creator_pid = fuse_req_ctx(req)->pid;
 	memset(&e, 0, sizeof(e));
 	e.ino = ino_claim(child.claim.id);
 	e.generation = GENERATION;
@@ -1277,6 +1321,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		fuse_reply_err(req, -r);
 		return;
 	}
+	log_claimed(fuse_req_ctx(req)->uid, fuse_req_ctx(req)->pid, &child.claim);
 	reply_entry(req, ino_claim(child.claim.id), &child);
 }
 
@@ -1290,9 +1335,14 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (r == 0 && !vnode_is_claim_dir(&p))
 		r = -EPERM; /* only claims can be removed */
 	if (r == 0) {
-		r = store_release(fs->store, p.vf.vf, name);
-		if (r == 0)
-			log_info("%s: released by instance %s", p.vf.vf, name);
+		r = store_release_how(fs->store, p.vf.vf, name, NULL, "released",
+				      fuse_req_ctx(req)->uid);
+		if (r == 0) {
+			char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32];
+
+			snprintf(path, sizeof(path), "%s/assignments/%s", p.vf.vf, name);
+			log_accepted(req, LOG_INFO, "release of", path, NULL);
+		}
 	}
 	fuse_reply_err(req, -r);
 }

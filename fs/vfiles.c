@@ -54,6 +54,13 @@ static int parse_setting(const struct vfile_call *call, const char *command, uin
 	return 0;
 }
 
+/* A write that changed nothing: the filesystem logs no audit line for it. */
+static void mark_unchanged(const struct vfile_call *call)
+{
+	if (call->unchanged)
+		*call->unchanged = true;
+}
+
 /* -- top level ---------------------------------------------------------------- */
 
 static int threshold_render(const struct vfile_call *call, FILE *out)
@@ -76,6 +83,8 @@ static int threshold_write(const struct vfile_call *call, char *command)
 			  &threshold);
 	if (r < 0)
 		return r;
+	if (store_threshold_get(call->store) == threshold)
+		mark_unchanged(call);
 	r = store_threshold_set(call->store, threshold);
 	if (r == 0)
 		log_info("threshold set to %d", threshold);
@@ -241,10 +250,40 @@ static int max_quarantined_write(const struct vfile_call *call, char *command)
 			  &max);
 	if (r < 0)
 		return r;
+	if (store_max_quarantined_get(call->store) == max)
+		mark_unchanged(call);
 	r = store_max_quarantined_set(call->store, max);
 	if (r == 0)
 		log_info("max_quarantined set to %d", max);
 	return r;
+}
+
+static int mode_render(const struct vfile_call *call, FILE *out)
+{
+	int mode = store_mode_get(call->store);
+
+	if (mode < 0)
+		return mode;
+	fprintf(out, "%s\n", store_mode_name((enum store_mode)mode));
+	return 0;
+}
+
+/* `enforce` or `observe`.  The switch is logged once, by the filesystem's
+ * audit line (who, which command); the state needs no recomputing: it is
+ * what enforcement makes it in both modes. */
+static int mode_write(const struct vfile_call *call, char *command)
+{
+	enum store_mode mode;
+
+	if (strcmp(command, store_mode_name(STORE_MODE_ENFORCE)) == 0)
+		mode = STORE_MODE_ENFORCE;
+	else if (strcmp(command, store_mode_name(STORE_MODE_OBSERVE)) == 0)
+		mode = STORE_MODE_OBSERVE;
+	else
+		return -EINVAL;
+	if (store_mode_get(call->store) == (int)mode)
+		mark_unchanged(call);
+	return store_mode_set(call->store, mode);
 }
 
 static void metric(FILE *out, const char *name, const char *type, const char *help,
@@ -258,7 +297,7 @@ static void metric(FILE *out, const char *name, const char *type, const char *he
  * Labels hold only digits and version strings (no quote, backslash or
  * newline to escape). */
 static void metrics_render_info(const struct vfile_call *call, FILE *out, int threshold,
-				int max_quarantined)
+				int max_quarantined, int mode)
 {
 	(void)call;
 	fprintf(out,
@@ -267,16 +306,14 @@ static void metrics_render_info(const struct vfile_call *call, FILE *out, int th
 		"# TYPE vfhealth_build_info gauge\n"
 		"vfhealth_build_info{version=\"%s\",libfuse=\"%s\",sqlite=\"%s\"} 1\n",
 		VFHEALTH_VERSION, fuse_pkgversion(), store_engine_version());
-	if (threshold <= 0 || max_quarantined < 0)
+	if (threshold <= 0 || max_quarantined < 0 || mode < 0)
 		return; /* the store could never be loaded: no settings to tell */
-	/* mode: vfhealthd always enforces (quarantine is kept out of placement);
-	 * the label leaves room for a report-only mode. */
 	fprintf(out,
 		"# HELP vfhealth_config_info The settings in force: threshold, max_quarantined "
 		"(0 = no cap) and mode.\n"
 		"# TYPE vfhealth_config_info gauge\n"
-		"vfhealth_config_info{threshold=\"%d\",max_quarantined=\"%d\",mode=\"enforce\"} 1\n",
-		threshold, max_quarantined);
+		"vfhealth_config_info{threshold=\"%d\",max_quarantined=\"%d\",mode=\"%s\"} 1\n",
+		threshold, max_quarantined, store_mode_name((enum store_mode)mode));
 }
 
 /* When the VF went out of service, as a Unix time (the store's `since`);
@@ -309,7 +346,7 @@ static const char *vf_out_of_service_reason(const struct store_vf_info *info, in
 /* The per-VF series: one per registered VF per family (last_check and since
  * only where known), so at most VFS_MAX each (docs/limits.md).  From the
  * store's memory (store_vf_list, store_claim_list): no SQLite per scrape.
- * parent is "" until VFs know their physical function. */
+ * parent is "" while the VF's physical function is unknown. */
 static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int threshold)
 {
 	static const char *const check_names[] = { [METRICS_CHECK_FAILED] = "failed",
@@ -330,15 +367,16 @@ static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int thr
 	      out);
 	for (size_t i = 0; i < n_vfs; i++) {
 		const char *reason = vf_out_of_service_reason(&vfs[i], threshold);
-		fprintf(out, "vfhealth_vf_out_of_service{vf=\"%s\",parent=\"\",reason=\"%s\"} %d\n",
-			vfs[i].vf, reason ? reason : "", reason != NULL);
+		fprintf(out,
+			"vfhealth_vf_out_of_service{vf=\"%s\",parent=\"%s\",reason=\"%s\"} %d\n",
+			vfs[i].vf, vfs[i].parent, reason ? reason : "", reason != NULL);
 	}
 	fputs("# HELP vfhealth_vf_failures Failed assignments on record for the VF.\n"
 	      "# TYPE vfhealth_vf_failures gauge\n",
 	      out);
 	for (size_t i = 0; i < n_vfs; i++)
-		fprintf(out, "vfhealth_vf_failures{vf=\"%s\",parent=\"\"} %u\n", vfs[i].vf,
-			vfs[i].tally);
+		fprintf(out, "vfhealth_vf_failures{vf=\"%s\",parent=\"%s\"} %u\n", vfs[i].vf,
+			vfs[i].parent, vfs[i].tally);
 	fputs("# HELP vfhealth_vf_out_of_service_since_timestamp_seconds When the VF went out "
 	      "of service (Unix time), where known.\n"
 	      "# TYPE vfhealth_vf_out_of_service_since_timestamp_seconds gauge\n",
@@ -348,8 +386,8 @@ static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int thr
 		    vf_out_of_service_since(&vfs[i], &since))
 			fprintf(out,
 				"vfhealth_vf_out_of_service_since_timestamp_seconds{vf=\"%s\","
-				"parent=\"\"} %" PRId64 "\n",
-				vfs[i].vf, since);
+				"parent=\"%s\"} %" PRId64 "\n",
+				vfs[i].vf, vfs[i].parent, since);
 	fputs("# HELP vfhealth_vf_last_check The last result the sentinel reported for the "
 	      "VF's live claim (failed or ok), where one was reported.\n"
 	      "# TYPE vfhealth_vf_last_check gauge\n",
@@ -363,8 +401,8 @@ static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int thr
 		enum metrics_check r = metrics_last_check(call->metrics, vfs[i].id, claims[c].id);
 		if (r != METRICS_CHECK_NONE)
 			fprintf(out,
-				"vfhealth_vf_last_check{vf=\"%s\",parent=\"\",result=\"%s\"} 1\n",
-				vfs[i].vf, check_names[r]);
+				"vfhealth_vf_last_check{vf=\"%s\",parent=\"%s\",result=\"%s\"} 1\n",
+				vfs[i].vf, vfs[i].parent, check_names[r]);
 	}
 }
 
@@ -373,6 +411,7 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 	struct store_stats st;
 	int threshold = store_threshold_get(call->store);
 	int max_quarantined = store_max_quarantined_get(call->store);
+	int mode = store_mode_get(call->store);
 
 	store_get_stats(call->store, &st);
 	metric(out, "vfhealth_vfs", "gauge", "Registered VFs.", st.vfs);
@@ -391,6 +430,10 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 	if (max_quarantined >= 0)
 		metric(out, "vfhealth_max_quarantined", "gauge",
 		       "Cap on quarantined VFs (0 = none).", (uint64_t)max_quarantined);
+	if (mode >= 0)
+		metric(out, "vfhealth_observe_mode", "gauge",
+		       "1 in observe mode: claims are not refused for being out of service.",
+		       mode == STORE_MODE_OBSERVE);
 	fputs("# HELP vfhealth_reports_total Reports written to VF report files, by kind and outcome.\n"
 	      "# TYPE vfhealth_reports_total counter\n",
 	      out);
@@ -407,7 +450,7 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 	       "Store commits that failed since start.", st.commit_failures);
 	metric(out, "vfhealth_store_repairs_total", "counter",
 	       "Attempts to bring the unavailable store back since start.", st.repairs);
-	metrics_render_info(call, out, threshold, max_quarantined);
+	metrics_render_info(call, out, threshold, max_quarantined, mode);
 	metrics_render_vfs(call, out, threshold);
 	metrics_render_providers(call->metrics, out);
 	return 0;
@@ -548,18 +591,22 @@ static int vf_quarantined_write(const struct vfile_call *call, char *command)
 		return refuse(call, "quarantined takes \"1\" (hold) or \"0\" (back in service)");
 	if ((r = store_vf_lookup(call->store, call->vf, &before)) < 0)
 		return r;
-	r = hold ? store_quarantine_manual(call->store, call->vf) : store_clear(call->store, call->vf);
+	r = hold ? store_quarantine_manual(call->store, call->vf)
+		 : store_clear_by(call->store, call->vf, call->uid);
 	if (r < 0)
 		return r;
-	if (hold && before.held)
+	if (hold && before.held) {
+		mark_unchanged(call);
 		log_debug("%s: already held by the operator", call->vf);
-	else if (hold)
+	} else if (hold) {
 		log_notice("%s: held by the operator%s", call->vf,
 			   before.auto_quarantined ? " (also quarantined)" : "");
-	else if (!before.quarantined && before.tally == 0)
+	} else if (!before.quarantined && before.tally == 0) {
+		mark_unchanged(call);
 		log_debug("%s: nothing to clear", call->vf);
-	else
+	} else {
 		log_cleared(call->vf, &before);
+	}
 	return 0;
 }
 
@@ -577,6 +624,42 @@ static int failures_render(const struct vfile_call *call, FILE *out)
 		fprintf(out, "%s %s %s%s%s\n", f->reported_at, f->instance_id,
 			f->assigned_at[0] ? f->assigned_at : "-", f->message[0] ? " " : "",
 			f->message);
+	}
+	return 0;
+}
+
+/* The VF's claims and failures, live and past, oldest first, the newest
+ * HISTORY_MAX (vfhealth(5)):
+ *   # N older entries dropped
+ *   CLAIMED_AT claim INSTANCE released=AT|- ended=HOW|- by=UID|-
+ *   REPORTED_AT failure INSTANCE assigned=AT|- cleared=AT|- why=WHY|- by=UID|- MESSAGE */
+static int history_render(const struct vfile_call *call, FILE *out)
+{
+	_cleanup_free_ struct store_history_entry *h = NULL;
+	size_t count = 0, dropped = 0;
+	char by[24];
+	int r;
+
+	r = store_history_list(call->store, call->vf, HISTORY_MAX, &h, &count, &dropped);
+	if (r < 0)
+		return r;
+	if (dropped)
+		fprintf(out, "# %zu older entries dropped\n", dropped);
+	for (size_t i = 0; i < count; i++) {
+		const struct store_history_entry *e = &h[i];
+		if (e->by >= 0)
+			snprintf(by, sizeof(by), "%" PRId64, e->by);
+		else
+			snprintf(by, sizeof(by), "-");
+		if (e->kind == STORE_HISTORY_CLAIM)
+			fprintf(out, "%s claim %s released=%s ended=%s by=%s\n", e->at,
+				e->instance_id, e->ended_at[0] ? e->ended_at : "-",
+				e->how[0] ? e->how : "-", by);
+		else
+			fprintf(out, "%s failure %s assigned=%s cleared=%s why=%s by=%s%s%s\n",
+				e->at, e->instance_id, e->assigned_at[0] ? e->assigned_at : "-",
+				e->ended_at[0] ? e->ended_at : "-", e->how[0] ? e->how : "-", by,
+				e->message[0] ? " " : "", e->message);
 	}
 	return 0;
 }
@@ -707,16 +790,21 @@ static int report_write(const struct vfile_call *call, char *command)
 		o.threshold = (unsigned)res.threshold;
 		o.breaker_engaged = res.breaker_engaged;
 		report_outcome_format(call->outcome, VFILE_OUTCOME_MAX, &o);
+		if (res.outcome == STORE_OUTCOME_UNCHANGED)
+			mark_unchanged(call);
 		log_failure_outcome(call, cmd.instance_id, &res);
 		return 0;
 	}
 
 	struct store_success_result res;
 
-	r = store_report_success(call->store, call->vf, cmd.instance_id, cmd.claimed_at, &res);
+	r = store_report_success_by(call->store, call->vf, cmd.instance_id, cmd.claimed_at,
+				    call->uid, &res);
 	if (r < 0)
 		return r;
 	note_check(call, &cmd, METRICS_CHECK_OK);
+	if (!res.cleared)
+		mark_unchanged(call);
 	o.kind = REPORT_CLEARED;
 	o.cleared = res.cleared;
 	o.rescinded = res.rescinded;
@@ -827,12 +915,13 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 	[TOP_HELD_BACK] = { "held_back", 0444, held_back_render, NULL, VFILE_NOTIFY,
 			    STORE_CHANGE_HELD_BACK | STORE_CHANGE_STATUS },
 	/* Placement-facing: fails closed.  Its groups follow registrations,
-	 * claims, quarantines and holds, the breaker and parents. */
+	 * claims, quarantines and holds, the breaker, parents and the mode. */
 	[TOP_ALLOCATABLE] = { "allocatable", 0444, allocatable_render, NULL, VFILE_NOTIFY,
 			      STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
 				      STORE_CHANGE_HELD_BACK | STORE_CHANGE_PARENT |
-				      STORE_CHANGE_STATUS },
+				      STORE_CHANGE_MODE | STORE_CHANGE_STATUS },
 	[TOP_CLAIMS] = { "claims", 0444, claims_render, NULL, VFILE_NOTIFY, STORE_CHANGE_CLAIMS },
+	[TOP_MODE] = { "mode", 0664, mode_render, mode_write, VFILE_NOTIFY, STORE_CHANGE_MODE },
 };
 
 const struct vfile vf_files[VF_FILE_COUNT] = {
@@ -854,4 +943,7 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 	/* Set once, by sysfs at registration or by a write. */
 	[VF_PARENT] = { "parent", 0664, vf_parent_render, vf_parent_write, VFILE_NOTIFY,
 			STORE_CHANGE_PARENT },
+	/* Read from SQLite, not the mirror: it reads while the store is latched. */
+	[VF_HISTORY] = { "history", 0444, history_render, NULL, VFILE_NOTIFY,
+			 STORE_CHANGE_FAILURES | STORE_CHANGE_CLAIMS },
 };

@@ -46,6 +46,7 @@ enum top_file_index {
 	TOP_HELD_BACK, /* new entries go last: the index names the inode */
 	TOP_ALLOCATABLE,
 	TOP_CLAIMS,
+	TOP_MODE,
 	TOP_FILE_COUNT
 };
 
@@ -58,6 +59,7 @@ enum vf_file_index {
 	VF_STATE,       /* new entries go last: the index names the inode */
 	VF_SINCE,
 	VF_PARENT,
+	VF_HISTORY,
 	VF_FILE_COUNT
 };
 
@@ -83,6 +85,9 @@ struct vfile_call {
 	bool may_write;
 	const char **why;    /* a write refused by a grammar says here which rule (a
 			      * static string) for the caller to log; may be NULL */
+	int64_t uid;         /* writes: the writer's uid, kept in the history */
+	bool *unchanged;     /* writes: set when the command changed nothing (no audit
+			      * line); may be NULL */
 };
 
 typedef int (*vfile_render_fn)(const struct vfile_call *call, FILE *out);

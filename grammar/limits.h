@@ -36,6 +36,8 @@
  *  FAILURES_PER_VF_MAX    1000 failures kept per VF (== THRESHOLD_MAX: a VF is
  *                         quarantined before it could hold more, unless the
  *                         breaker holds it back; then the oldest is dropped).
+ *  HISTORY_MAX            1000 entries of <vf>/history (claims and failures, live
+ *                         and past): the newest; a first line counts the older.
  *  READER_BUDGET_PER_UID  32 MiB: what the open files of one uid may hold in
  *                         the daemon (fs/budget.h); past it ENOBUFS.
  *  READER_BUDGET_TOTAL    128 MiB: the same, summed over every uid but root
@@ -70,6 +72,7 @@
 #define THRESHOLD_DEFAULT 2
 #define VFS_MAX 65536
 #define FAILURES_PER_VF_MAX 1000
+#define HISTORY_MAX 1000
 #define READER_BUDGET_PER_UID 33554432
 #define READER_BUDGET_TOTAL 134217728
 
@@ -91,6 +94,7 @@
 	X(THRESHOLD_DEFAULT)    \
 	X(VFS_MAX)              \
 	X(FAILURES_PER_VF_MAX)  \
+	X(HISTORY_MAX)          \
 	X(READER_BUDGET_PER_UID) \
 	X(READER_BUDGET_TOTAL)
 
@@ -105,6 +109,10 @@ _Static_assert(FAILURES_PER_VF_MAX == THRESHOLD_MAX, "quarantined before it hold
 _Static_assert((size_t)FAILURES_PER_VF_MAX * (2 * RFC3339_NANO_LEN + INSTANCE_ID_MAX + FAILURE_MESSAGE_MAX + 4) <
 		       READER_BUDGET_PER_UID / 2,
 	       "a reader can hold two failures files at once");
+/* A VF's whole history file (its lines at their longest) fits one uid's budget. */
+_Static_assert((size_t)HISTORY_MAX * (3 * RFC3339_NANO_LEN + 2 * INSTANCE_ID_MAX + FAILURE_MESSAGE_MAX + 96) <
+		       READER_BUDGET_PER_UID / 2,
+	       "a reader can hold two history files at once");
 _Static_assert(READER_BUDGET_PER_UID <= READER_BUDGET_TOTAL, "one uid fits the total");
 _Static_assert(THRESHOLD_MIN <= THRESHOLD_DEFAULT && THRESHOLD_DEFAULT <= THRESHOLD_MAX,
 	       "the default threshold is a valid one");

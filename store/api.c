@@ -62,6 +62,12 @@ const char *store_vf_state_name(enum store_vf_state state)
 	return (size_t)state < ARRAY_SIZE(names) && names[state] ? names[state] : "unknown";
 }
 
+const char *store_mode_name(enum store_mode mode)
+{
+	return mode == STORE_MODE_OBSERVE ? "observe" : mode == STORE_MODE_ENFORCE ? "enforce"
+										 : "unknown";
+}
+
 /* "" or NULL -> ""; else the canonical form, -EINVAL when unparseable. */
 static int normalize_optional_time(const char *in, char out[static RFC3339_BUFSZ])
 {
@@ -140,7 +146,7 @@ static int mutate(struct store *s, struct op *op, decide_fn decide)
 /* A mutation named by a VF address alone; a no-op succeeds. */
 static int vf_action(struct store *s, enum op_kind kind, const char *vf, decide_fn decide)
 {
-	struct op op = { .kind = kind };
+	struct op op = { .kind = kind, .uid = -1 };
 
 	if (!vf_address_valid(vf))
 		return -EINVAL;
@@ -358,6 +364,7 @@ static int allocatable_list(struct store *s, struct store_placement **ret, size_
 		return -EINVAL;
 	if (ensure_available(s, may_repair) < 0)
 		return -EIO;
+	enum store_mode mode = (enum store_mode)atomic_load(&s->mode);
 	mirror_rdlock(s);
 	size_t n_vfs = s->n_vfs, n_degraded = 0, n = 0;
 	char(*degraded)[VF_ADDR_BUFSZ] = calloc(MAX(s->n_out_of_service, (size_t)1),
@@ -374,7 +381,7 @@ static int allocatable_list(struct store *s, struct store_placement **ret, size_
 		bool parent_degraded = e->parent[0] && bsearch(e->parent, degraded, n_degraded,
 							       sizeof(*degraded), compare_addr);
 		enum store_placement_group g = rule_placement_group(
-			listed_out_of_service(s, e), e->claim || e->reservation,
+			mode, listed_out_of_service(s, e), e->claim || e->reservation,
 			listed_held_back(s, e), parent_degraded); /* a reservation is taken */
 		if (g == STORE_PLACE_NONE)
 			continue;
@@ -455,6 +462,28 @@ int store_max_quarantined_set(struct store *s, int max_quarantined)
 	return setting_set(s, OP_MAX_QUARANTINED, max_quarantined);
 }
 
+int store_mode_get(struct store *s)
+{
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	return atomic_load(&s->mode);
+}
+
+static int decide_mode(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	return atomic_load(&s->mode) == op->value ? DECIDE_NOOP : DECIDE_SUBMIT;
+}
+
+int store_mode_set(struct store *s, enum store_mode mode)
+{
+	struct op op = { .kind = OP_MODE, .value = (int)mode };
+
+	if (mode != STORE_MODE_ENFORCE && mode != STORE_MODE_OBSERVE)
+		return -EINVAL;
+	int r = mutate(s, &op, decide_mode);
+	return r == DECIDE_NOOP ? 0 : r;
+}
+
 /* -- reports ---------------------------------------------------------------------- */
 
 static int decide_failure(const struct store *s, const struct vf_entry *e, struct op *op)
@@ -473,7 +502,7 @@ int store_report_failure(struct store *s, const char *vf, const char *instance_i
 			 const char *assigned_at, const char *message,
 			 struct store_failure_result *ret)
 {
-	struct op op = { .kind = OP_FAILURE };
+	struct op op = { .kind = OP_FAILURE, .uid = -1 };
 	char clean_message[FAILURE_MESSAGE_MAX + 1];
 	int r;
 
@@ -502,7 +531,13 @@ static int decide_success(const struct store *s, const struct vf_entry *e, struc
 int store_report_success(struct store *s, const char *vf, const char *instance_id,
 			 const char *assigned_at, struct store_success_result *ret)
 {
-	struct op op = { .kind = OP_SUCCESS };
+	return store_report_success_by(s, vf, instance_id, assigned_at, -1, ret);
+}
+
+int store_report_success_by(struct store *s, const char *vf, const char *instance_id,
+			    const char *assigned_at, int64_t uid, struct store_success_result *ret)
+{
+	struct op op = { .kind = OP_SUCCESS, .uid = uid };
 	int r;
 
 	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) ||
@@ -557,7 +592,18 @@ int store_quarantine_manual(struct store *s, const char *vf)
 
 int store_clear(struct store *s, const char *vf)
 {
-	return vf_action(s, OP_CLEAR, vf, decide_operator);
+	return store_clear_by(s, vf, -1);
+}
+
+int store_clear_by(struct store *s, const char *vf, int64_t uid)
+{
+	struct op op = { .kind = OP_CLEAR, .uid = uid };
+
+	if (!vf_address_valid(vf))
+		return -EINVAL;
+	copy_string(op.vf, sizeof(op.vf), vf);
+	int r = mutate(s, &op, decide_operator);
+	return r == DECIDE_NOOP ? 0 : r;
 }
 
 /* -- claims ------------------------------------------------------------------------ */
@@ -635,7 +681,8 @@ static int decide_commit(const struct store *s, const struct vf_entry *e, struct
 		return -ENOENT;
 	if (!op->when[0])
 		memcpy(op->when, res->claimed_at, sizeof(op->when));
-	return rule_claim_refusal(rule_out_of_service(e->quarantined, e->held),
+	return rule_claim_refusal((enum store_mode)atomic_load(&s->mode),
+				  rule_out_of_service(e->quarantined, e->held),
 				  e->claim ? e->claim->instance_id : NULL,
 				  op->instance_id);
 }
@@ -737,28 +784,29 @@ static int decide_release(const struct store *s, const struct vf_entry *e, struc
 
 int store_release(struct store *s, const char *vf, const char *instance_id)
 {
-	struct op op = { .kind = OP_RELEASE };
-
-	if (!vf_address_valid(vf) || !instance_id_valid(instance_id))
-		return -EINVAL;
-	copy_string(op.vf, sizeof(op.vf), vf);
-	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
-	if (!atomic_load(&s->loaded))
-		return -EIO;
-	int r = release_reservation(s, &op);
-	return r <= 0 ? r : mutate(s, &op, decide_release);
+	return store_release_how(s, vf, instance_id, NULL, "released", -1);
 }
 
 int store_release_if(struct store *s, const char *vf, const char *instance_id,
 		     const char *claimed_at)
 {
-	struct op op = { .kind = OP_RELEASE };
+	if (!claimed_at || !claimed_at[0])
+		return -EINVAL;
+	return store_release_how(s, vf, instance_id, claimed_at, "released-if", -1);
+}
 
-	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !claimed_at ||
-	    !*claimed_at || rfc3339_normalize(claimed_at, op.when) < 0)
+int store_release_how(struct store *s, const char *vf, const char *instance_id,
+		      const char *claimed_at, const char *how, int64_t uid)
+{
+	struct op op = { .kind = OP_RELEASE, .how = how, .uid = uid };
+
+	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !how || !how[0] ||
+	    strlen(how) > STORE_HISTORY_WORD_MAX ||
+	    (claimed_at && (!claimed_at[0] || rfc3339_normalize(claimed_at, op.when) < 0)))
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
+	/* op.when "" = unconditional */
 	if (!atomic_load(&s->loaded))
 		return -EIO;
 	int r = release_reservation(s, &op);
@@ -884,6 +932,7 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 	ret->held_back = s->n_held_back;
 	ret->claimed = s->n_claimed;
 	ret->available = atomic_load(&s->available);
+	/* what enforcement would allocate, in observe mode too (resources) */
 	ret->allocatable =
 		ret->available ? s->n_vfs - s->n_out_of_service - s->n_claimed + both : 0;
 	ret->breaker_engaged = mirror_breaker_engaged(s);

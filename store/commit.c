@@ -95,6 +95,7 @@ struct batch_state {
 	size_t n;
 	int threshold;
 	int max_quarantined;
+	int mode;
 };
 
 static void batch_state_release(struct batch_state *b)
@@ -115,7 +116,7 @@ static int batch_prepare(struct store *s, struct op *batch, size_t registered,
 {
 	_cleanup_free_ char(*addrs)[VF_ADDR_BUFSZ] = NULL;
 	size_t n;
-	int64_t threshold, max_quarantined;
+	int64_t threshold, max_quarantined, mode;
 	int r = batch_dirty_vfs(batch, &addrs, &n);
 
 	if (r < 0)
@@ -132,10 +133,12 @@ static int batch_prepare(struct store *s, struct op *batch, size_t registered,
 			return -ENOMEM;
 	}
 	if ((r = db_setting(s, "threshold", &threshold)) < 0 ||
-	    (r = db_setting(s, "max_quarantined", &max_quarantined)) < 0)
+	    (r = db_setting(s, "max_quarantined", &max_quarantined)) < 0 ||
+	    (r = db_setting(s, "mode", &mode)) < 0)
 		return r;
 	b->threshold = (int)threshold;
 	b->max_quarantined = (int)max_quarantined;
+	b->mode = (int)mode;
 
 	if (registered == 0)
 		return 0;
@@ -206,6 +209,7 @@ static void run_batch(struct store *s, struct op *batch)
 		atomic_fetch_add(&s->commits, 1);
 		store_wide = mirror_apply(s, b.snaps, b.spares, b.n, b.threshold, b.max_quarantined,
 					  structural);
+		atomic_store(&s->mode, b.mode);
 	}
 	batch_state_release(&b);
 	pthread_mutex_unlock(&s->write_lock);

@@ -183,7 +183,8 @@ int db_setting(struct store *s, const char *key, int64_t *ret)
 
 int db_failure_count(struct store *s, int64_t vf_id, int64_t *ret)
 {
-	int r = db_int(s, ret, "SELECT COUNT(*) FROM failures WHERE vf_id = ?", "i", vf_id);
+	int r = db_int(s, ret, "SELECT COUNT(*) FROM failures WHERE vf_id = ? AND " FAILURE_LIVE,
+		       "i", vf_id);
 
 	return r < 0 ? r : 0;
 }
@@ -218,7 +219,9 @@ int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap)
 	{
 		struct failure_builder b = { 0 };
 		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-			s, "SELECT " FAILURE_KEY_COLUMNS " FROM failures WHERE vf_id = ?", "i", row.id);
+			s,
+			"SELECT " FAILURE_KEY_COLUMNS " FROM failures WHERE vf_id = ? AND " FAILURE_LIVE,
+			"i", row.id);
 		if (!st)
 			return -EIO;
 		while ((r = db_step(s, st)) == 1 && (r = db_read_failure_key(st, 0, &b)) == 0)

@@ -2,8 +2,9 @@
 /*
  * listing.c - the store's listing connection: store_failure_list() reads
  * reported_at, instance id, assigned_at and message from SQLite (the mirror
- * keeps no messages) through a second, read-only connection on the same VFS
- * (read_db).
+ * keeps no messages), and store_history_list() a VF's claims and failures,
+ * live and past (the mirror keeps neither), through a second, read-only
+ * connection on the same VFS (read_db).
  *
  * Design notes
  * ============
@@ -62,7 +63,7 @@ static int read_failures(struct store *s, const char *vf, struct store_failure *
 
 	rc = sqlite3_prepare_v2(s->read_db,
 				"SELECT f.id, f.reported_at, f.instance_id, f.assigned_at, f.message"
-				" FROM vfs v LEFT JOIN failures f ON f.vf_id = v.id"
+				" FROM vfs v LEFT JOIN failures f ON f.vf_id = v.id AND f." FAILURE_LIVE
 				" WHERE v.address = ? ORDER BY f.id",
 				-1, &st, NULL);
 	if (rc == SQLITE_OK)
@@ -99,6 +100,89 @@ static int read_failures(struct store *s, const char *vf, struct store_failure *
 	list = NULL; /* ownership to the caller */
 	*count = n;
 	return 0;
+}
+
+/* read_lock held.  One statement, so one read transaction: the newest max
+ * entries of the VF's history and how many there are in all (a window over
+ * the whole history), oldest first.  Zero rows: no such VF; one row with a
+ * NULL kind: a VF without history. */
+static int read_history(struct store *s, const char *vf, size_t max,
+			struct store_history_entry **ret, size_t *count, size_t *dropped)
+{
+	_cleanup_free_ struct store_history_entry *list = NULL;
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	size_t n = 0, total = 0;
+	bool found = false;
+	int rc;
+
+	list = calloc(MAX(max, (size_t)1), sizeof(*list));
+	if (!list)
+		return -ENOMEM;
+	rc = sqlite3_prepare_v2(
+		s->read_db,
+		"WITH v AS (SELECT id FROM vfs WHERE address = ?1),"
+		" h AS (SELECT 0 AS kind, c.id AS rid, c.claimed_at AS at, c.instance_id AS inst,"
+		"  '' AS assigned, c.released_at AS ended, c.ended AS how, c.released_by AS by,"
+		"  '' AS msg FROM claims c JOIN v ON c.vf_id = v.id"
+		"  UNION ALL SELECT 1, f.id, f.reported_at, f.instance_id, f.assigned_at,"
+		"  f.cleared_at, f.cleared_why, f.cleared_by, f.message"
+		"  FROM failures f JOIN v ON f.vf_id = v.id),"
+		" r AS (SELECT h.*, COUNT(*) OVER () AS total FROM h"
+		"  ORDER BY at DESC, kind DESC, rid DESC LIMIT ?2)"
+		" SELECT r.kind, r.at, r.inst, r.assigned, r.ended, r.how, r.by, r.msg, r.total"
+		" FROM v LEFT JOIN r ON 1 ORDER BY r.at, r.kind, r.rid",
+		-1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 1, vf, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 2, (int64_t)MIN(max, (size_t)INT64_MAX));
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		found = true;
+		rc = SQLITE_OK;
+		if (sqlite3_column_type(st, 0) == SQLITE_NULL || n == max)
+			continue;
+		struct store_history_entry *e = &list[n++];
+		e->kind = sqlite3_column_int(st, 0) ? STORE_HISTORY_FAILURE : STORE_HISTORY_CLAIM;
+		copy_string(e->at, sizeof(e->at), db_col_text(st, 1));
+		copy_string(e->instance_id, sizeof(e->instance_id), db_col_text(st, 2));
+		copy_string(e->assigned_at, sizeof(e->assigned_at), db_col_text(st, 3));
+		copy_string(e->ended_at, sizeof(e->ended_at), db_col_text(st, 4));
+		copy_string(e->how, sizeof(e->how), db_col_text(st, 5));
+		e->by = sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 6);
+		copy_string(e->message, sizeof(e->message), db_col_text(st, 7));
+		total = (size_t)sqlite3_column_int64(st, 8);
+	}
+	if (rc != SQLITE_DONE) {
+		log_warn("store: listing the history of %s failed: %s", vf,
+			 sqlite3_errmsg(s->read_db));
+		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+	}
+	if (!found)
+		return -ENOENT;
+	*ret = list;
+	list = NULL; /* ownership to the caller */
+	*count = n;
+	*dropped = total > n ? total - n : 0;
+	return 0;
+}
+
+int store_history_list(struct store *s, const char *vf, size_t max,
+		       struct store_history_entry **ret, size_t *count, size_t *dropped)
+{
+	if (!vf_address_valid(vf) || !ret || !count || !dropped)
+		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	pthread_mutex_lock(&s->read_lock);
+	int r = read_db_ready(s);
+	if (r == 0)
+		r = read_history(s, vf, max, ret, count, dropped);
+	if (r == -EIO) {
+		sqlite3_close_v2(s->read_db);
+		s->read_db = NULL;
+	}
+	pthread_mutex_unlock(&s->read_lock);
+	return r;
 }
 
 /* Not served from the mirror (it keeps no messages): read from SQLite

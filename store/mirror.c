@@ -362,7 +362,8 @@ int mirror_reservation_add(struct store *s, struct store_claim *res)
 	pthread_rwlock_rdlock(&s->index_lock);
 	pthread_rwlock_wrlock(&s->mirror_lock);
 	struct vf_entry *e = mirror_find(s, res->vf);
-	int r = e ? rule_claim_refusal(rule_out_of_service(e->quarantined, e->held), mirror_holder(e),
+	int r = e ? rule_claim_refusal((enum store_mode)atomic_load(&s->mode),
+					  rule_out_of_service(e->quarantined, e->held), mirror_holder(e),
 					  res->instance_id) : -ENOENT;
 
 	if (r == 0 && !atomic_load(&s->available))

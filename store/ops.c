@@ -66,6 +66,22 @@ void op_discard_changes(struct op *op)
  * quarantined VF, a quarantine lifted under a hold), cleared when it is
  * back in service. */
 
+/* Clear the live failures of a VF that `which` (an SQL condition with one
+ * integer parameter, arg) selects: they stay as history, with when, by whom
+ * (uid, -1 unknown) and why; no rule sees them again. */
+static int clear_failures(struct store *s, int64_t vf_id, const char *which, int64_t arg,
+			  int64_t uid, const char *why)
+{
+	char now[RFC3339_BUFSZ], sql[256];
+
+	rfc3339_now(now);
+	snprintf(sql, sizeof(sql),
+		 "UPDATE failures SET cleared_at = ?, cleared_by = NULLIF(?, -1), cleared_why = ?"
+		 " WHERE vf_id = ? AND " FAILURE_LIVE " AND %s",
+		 which);
+	return db_exec(s, sql, "titii", now, uid, why, vf_id, arg);
+}
+
 /* The automatic quarantine (held: set the operator hold instead). */
 static int quarantine_row(struct store *s, int64_t vf_id, bool held)
 {
@@ -119,7 +135,7 @@ static int db_reevaluate(struct store *s, struct op *op)
 		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
 			s,
 			"SELECT v.id, v.address, v.quarantined, v.held,"
-			" (SELECT COUNT(*) FROM failures f WHERE f.vf_id = v.id)"
+			" (SELECT COUNT(*) FROM failures f WHERE f.vf_id = v.id AND f." FAILURE_LIVE ")"
 			" FROM vfs v WHERE v.quarantined = 0 AND v.held = 0 ORDER BY v.id",
 			"");
 		if (!st)
@@ -210,7 +226,8 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 						     .tally = (unsigned)tally,
 						     .threshold = (int)threshold };
 	r = db_int(s, &dup,
-		   "SELECT 1 FROM failures WHERE vf_id = ? AND instance_id = ? AND assigned_at = ?",
+		   "SELECT 1 FROM failures WHERE vf_id = ? AND instance_id = ? AND assigned_at = ?"
+		   " AND " FAILURE_LIVE,
 		   "itt", row->id, op->instance_id, op->when);
 	if (r < 0)
 		return r;
@@ -219,10 +236,9 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 
 	if (rule_failure_drops_oldest((uint64_t)tally)) {
 		/* only a VF the breaker holds back gets here: keep the newest */
-		r = db_exec(s,
-			    "DELETE FROM failures WHERE id = "
-			    "(SELECT MIN(id) FROM failures WHERE vf_id = ?)",
-			    "i", row->id);
+		r = clear_failures(s, row->id, "id = (SELECT MIN(id) FROM failures WHERE vf_id = ?"
+					       " AND " FAILURE_LIVE ")",
+				   row->id, op->uid, "dropped");
 		if (r < 0)
 			return r;
 		tally--;
@@ -271,12 +287,15 @@ static int op_success(struct store *s, struct op *op, const struct vf_row *row)
 
 	op->success = (struct store_success_result){ 0 };
 	r = db_int(s, &match,
-		   "SELECT id FROM failures WHERE vf_id = ? AND instance_id = ? AND assigned_at = ?",
+		   "SELECT id FROM failures WHERE vf_id = ? AND instance_id = ? AND assigned_at = ?"
+		   " AND " FAILURE_LIVE,
 		   "itt", row->id, op->instance_id, op->when);
 	if (r <= 0)
 		return r;
 	/* this assignment worked: it and every older failure are history */
-	r = db_exec(s, "DELETE FROM failures WHERE vf_id = ? AND id <= ?", "ii", row->id, match);
+	char why[STORE_HISTORY_WORD_MAX + 1];
+	snprintf(why, sizeof(why), "success:%s", op->instance_id);
+	r = clear_failures(s, row->id, "id <= ?", match, op->uid, why);
 	if (r < 0)
 		return r;
 	op->success.cleared = (unsigned)sqlite3_changes(s->db);
@@ -313,7 +332,7 @@ static int op_clear(struct store *s, struct op *op, const struct vf_row *row)
 		return r;
 	if (rule_clear_unchanged(row->quarantined, row->held, (uint64_t)n))
 		return 0;
-	if ((r = db_exec(s, "DELETE FROM failures WHERE vf_id = ?", "i", row->id)) < 0 ||
+	if ((r = clear_failures(s, row->id, "1 = ?", 1, op->uid, "operator")) < 0 ||
 	    (r = release_row(s, row->id)) < 0)
 		return r;
 	return op_change(op, (n ? STORE_CHANGE_FAILURES : 0u) |
@@ -340,6 +359,22 @@ static int op_setting(struct store *s, struct op *op, const char *key, unsigned 
 	return db_reevaluate(s, op);
 }
 
+/* The mode changes no state: enforcement reads it at the next claim. */
+static int op_mode(struct store *s, struct op *op)
+{
+	int64_t current;
+	int r = db_setting(s, "mode", &current);
+
+	if (r < 0)
+		return r;
+	if (current == op->value)
+		return 0;
+	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = 'mode'", "i", (int64_t)op->value);
+	if (r < 0)
+		return r;
+	return op_change(op, STORE_CHANGE_MODE, "", NULL);
+}
+
 static int op_claim(struct store *s, struct op *op, const struct vf_row *row)
 {
 	struct store_claim *out = &op->claim_out;
@@ -348,8 +383,12 @@ static int op_claim(struct store *s, struct op *op, const struct vf_row *row)
 
 	if (r < 0)
 		return r;
-	r = rule_claim_refusal(rule_out_of_service(row->quarantined, row->held),
-			       r == 1 ? out->instance_id : NULL, op->instance_id);
+	int64_t mode;
+	int found = r;
+	if ((r = db_setting(s, "mode", &mode)) < 0)
+		return r;
+	r = rule_claim_refusal((enum store_mode)mode, rule_out_of_service(row->quarantined, row->held),
+			       found == 1 ? out->instance_id : NULL, op->instance_id);
 	if (r < 0)
 		return r;
 	*out = *op->claim_in;
@@ -417,7 +456,10 @@ static int op_release(struct store *s, struct op *op, const struct vf_row *row)
 		claim_id = sqlite3_column_int64(st, 0);
 	}
 	rfc3339_now(now);
-	r = db_exec(s, "UPDATE claims SET released_at = ? WHERE id = ?", "ti", now, claim_id);
+	r = db_exec(s,
+		    "UPDATE claims SET released_at = ?, ended = ?, released_by = NULLIF(?, -1)"
+		    " WHERE id = ?",
+		    "ttii", now, op->how ? op->how : "released", op->uid, claim_id);
 	if (r < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
@@ -456,6 +498,8 @@ int ops_exec(struct store *s, struct op *op)
 		return op_setting(s, op, "threshold", STORE_CHANGE_THRESHOLD);
 	case OP_MAX_QUARANTINED:
 		return op_setting(s, op, "max_quarantined", STORE_CHANGE_MAX_QUARANTINED);
+	case OP_MODE:
+		return op_mode(s, op);
 	default:
 		break;
 	}

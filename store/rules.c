@@ -74,9 +74,10 @@ size_t rule_reevaluate_take(int64_t cap, uint64_t quarantined, size_t candidates
 	return room < candidates ? (size_t)room : candidates;
 }
 
-int rule_claim_refusal(bool out_of_service, const char *holder, const char *instance_id)
+int rule_claim_refusal(enum store_mode mode, bool out_of_service, const char *holder,
+		       const char *instance_id)
 {
-	if (out_of_service)
+	if (out_of_service && mode != STORE_MODE_OBSERVE)
 		return -EBUSY;
 	if (!holder)
 		return 0;
@@ -125,12 +126,12 @@ int rule_parent_set(const char *vf, const char *current, const char *parent)
 	return strcmp(current, parent) == 0 ? 1 : -EBUSY;
 }
 
-enum store_placement_group rule_placement_group(bool out_of_service, bool claimed,
-						bool held_back, bool parent_degraded)
+enum store_placement_group rule_placement_group(enum store_mode mode, bool out_of_service,
+						bool claimed, bool held_back, bool parent_degraded)
 {
-	if (out_of_service || claimed)
+	if (claimed || (out_of_service && mode != STORE_MODE_OBSERVE))
 		return STORE_PLACE_NONE;
-	if (held_back)
+	if (held_back || out_of_service)
 		return STORE_PLACE_HELD_BACK;
 	return parent_degraded ? STORE_PLACE_DEGRADED_PARENT : STORE_PLACE_CLEAN_PARENT;
 }

@@ -73,8 +73,11 @@ size_t rule_reevaluate_take(int64_t cap, uint64_t quarantined, size_t candidates
 
 /* Claiming: 0, -EBUSY (out of service, or another instance holds it) or
  * -EEXIST (this instance holds it).  holder: the instance id of the live
- * claim or of the reservation, NULL when the VF has neither. */
-int rule_claim_refusal(bool out_of_service, const char *holder, const char *instance_id);
+ * claim or of the reservation, NULL when the VF has neither.  In observe
+ * mode being out of service refuses nothing (the state still says what
+ * enforcement would do); one claim per VF holds in both modes. */
+int rule_claim_refusal(enum store_mode mode, bool out_of_service, const char *holder,
+		       const char *instance_id);
 
 /* Releasing the claim of an instance: 0, -ENOENT (it holds no live claim:
  * live_claimed_at NULL) or -ESTALE (a conditional release, want non-empty,
@@ -100,9 +103,11 @@ enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, i
 int rule_parent_set(const char *vf, const char *current, const char *parent);
 
 /* The placement group of a VF (store.h, "Placement"): STORE_PLACE_NONE when
- * out of service or claimed; held-back VFs last whatever their parent;
- * parent_degraded: its parent is known and has a VF out of service. */
-enum store_placement_group rule_placement_group(bool out_of_service, bool claimed,
+ * claimed, or out of service in enforce mode; held-back VFs last whatever
+ * their parent, and in observe mode the VFs enforcement would refuse with
+ * them; parent_degraded: its parent is known and has a VF out of service. */
+enum store_placement_group rule_placement_group(enum store_mode mode, bool out_of_service,
+						bool claimed,
 						bool held_back, bool parent_degraded);
 
 #endif

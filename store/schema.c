@@ -126,7 +126,10 @@ static int db_load_failures(struct store *s, struct loaded_index *li)
 	bool started = false;
 	int r;
 	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-		s, "SELECT vf_id, " FAILURE_KEY_COLUMNS " FROM failures ORDER BY vf_id", "");
+		s,
+		"SELECT vf_id, " FAILURE_KEY_COLUMNS " FROM failures WHERE " FAILURE_LIVE
+		" ORDER BY vf_id",
+		"");
 
 	if (!st)
 		return -EIO;
@@ -163,13 +166,14 @@ static int db_load_failures(struct store *s, struct loaded_index *li)
 /* Read the whole database.  Returns 0, -EIO (batch_error says why: the
  * content is not what this code writes), or -ENOMEM. */
 static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
-		   int64_t *max_quarantined, int64_t *next_claim_id)
+		   int64_t *max_quarantined, int64_t *mode, int64_t *next_claim_id)
 {
 	int64_t n;
 	int r;
 
 	if ((r = db_setting(s, "threshold", threshold)) < 0 ||
 	    (r = db_setting(s, "max_quarantined", max_quarantined)) < 0 ||
+	    (r = db_setting(s, "mode", mode)) < 0 ||
 	    (r = db_int(s, &n, "SELECT COUNT(*) FROM vfs", "")) < 0)
 		return r;
 	/* reservations take their ids ahead of the INSERT: above every id used */
@@ -180,11 +184,14 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 	if (r < 0)
 		return r;
 	if (*threshold < THRESHOLD_MIN || *threshold > THRESHOLD_MAX ||
-	    *max_quarantined < 0 || *max_quarantined > VFS_MAX || n > VFS_MAX) {
+	    *max_quarantined < 0 || *max_quarantined > VFS_MAX || n > VFS_MAX ||
+	    (*mode != STORE_MODE_ENFORCE && *mode != STORE_MODE_OBSERVE)) {
 		s->batch_failed = true;
 		snprintf(s->batch_error, sizeof(s->batch_error),
-			 "database content invalid: threshold %lld, max_quarantined %lld, %lld VFs",
-			 (long long)*threshold, (long long)*max_quarantined, (long long)n);
+			 "database content invalid: threshold %lld, max_quarantined %lld, mode %lld,"
+			 " %lld VFs",
+			 (long long)*threshold, (long long)*max_quarantined, (long long)*mode,
+			 (long long)n);
 		return -EIO;
 	}
 	li->by_addr = calloc(MAX((size_t)n, (size_t)1), sizeof(*li->by_addr));
@@ -255,8 +262,8 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 static int mirror_reload(struct store *s)
 {
 	struct loaded_index li = { 0 };
-	int64_t threshold, max_quarantined, next_claim_id = 1;
-	int r = db_load(s, &li, &threshold, &max_quarantined, &next_claim_id);
+	int64_t threshold, max_quarantined, mode, next_claim_id = 1;
+	int r = db_load(s, &li, &threshold, &max_quarantined, &mode, &next_claim_id);
 
 	if (r < 0) {
 		loaded_index_free(&li);
@@ -269,27 +276,42 @@ static int mirror_reload(struct store *s)
 	}
 	mirror_replace(s, li.by_addr, li.by_id, li.n, (int)threshold, (int)max_quarantined,
 		       (uint64_t)next_claim_id);
+	atomic_store(&s->mode, (int)mode);
 	return 0;
 }
+
+/* A failure cleared by a success, the operator or the FAILURES_PER_VF_MAX
+ * cap stays as history: cleared_at (when), cleared_by (the writer's uid,
+ * NULL when unknown), cleared_why.  Only live failures (FAILURE_LIVE) are
+ * unique per assignment, so a cleared assignment that fails again is new. */
+#define FAILURES_TABLE_SQL(name)                                                           \
+	"CREATE TABLE " name " (id INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
+	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"   \
+	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                               \
+	" cleared_at TEXT, cleared_by INTEGER, cleared_why TEXT);"
+#define FAILURES_INDEX_SQL                                                                 \
+	"CREATE UNIQUE INDEX failures_live ON failures (vf_id, instance_id, assigned_at)"  \
+	" WHERE " FAILURE_LIVE ";"                                                         \
+	"CREATE INDEX failures_vf ON failures (vf_id);"
 
 #define SCHEMA_SQL                                                                         \
 	"BEGIN IMMEDIATE;"                                                                 \
 	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"                \
 	"CREATE TABLE vfs (id INTEGER PRIMARY KEY AUTOINCREMENT,"                          \
 	" address TEXT NOT NULL UNIQUE, quarantined INTEGER NOT NULL DEFAULT 0,"           \
-	" quarantined_at TEXT, held INTEGER NOT NULL DEFAULT 0,"                          \
-	" parent TEXT NOT NULL DEFAULT '');"                                                \
-	"CREATE TABLE failures (id INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
-	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"   \
-	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                               \
-	" UNIQUE (vf_id, instance_id, assigned_at));"                                      \
+	" quarantined_at TEXT, held INTEGER NOT NULL DEFAULT 0,"                           \
+	" parent TEXT NOT NULL DEFAULT '');"                                               \
+	FAILURES_TABLE_SQL("failures")                                                     \
+	FAILURES_INDEX_SQL                                                                 \
 	"CREATE TABLE claims (id INTEGER PRIMARY KEY AUTOINCREMENT,"                       \
 	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, claimed_at TEXT NOT NULL,"    \
 	" agent TEXT NOT NULL, control TEXT NOT NULL, pid INTEGER NOT NULL,"               \
 	" pid_starttime INTEGER NOT NULL, released_at TEXT,"                               \
-	" boot_id TEXT NOT NULL DEFAULT '');"                                              \
+	" boot_id TEXT NOT NULL DEFAULT '', ended TEXT, released_by INTEGER);"             \
 	"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"     \
-	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0);"   \
+	"CREATE INDEX claims_vf ON claims (vf_id);"                                        \
+	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0),"   \
+	" ('mode', 0);"                                                                    \
 	"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                   \
 	"PRAGMA user_version = 3;"            /* STORE_SCHEMA_VERSION */                   \
 	"COMMIT;"
@@ -297,6 +319,7 @@ static int mirror_reload(struct store *s)
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
 _Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
 _Static_assert(STORE_SCHEMA_VERSION == 3, "SCHEMA_SQL and the migrations name the version");
+_Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
 
 /* Schema migrations, one transaction each, run at open once the checks
  * passed; each keeps every row.  quarantined_at is the time a VF went out of
@@ -317,36 +340,48 @@ _Static_assert(STORE_SCHEMA_VERSION == 3, "SCHEMA_SQL and the migrations name th
 	"COMMIT;"
 
 /* v2 -> v3: each VF's parent GPU (its physical function's address), ""
- * while unknown: a v2 database never knew it. */
+ * while unknown: a v2 database never knew it.  Cleared failures stay as
+ * history (the table is rebuilt: its UNIQUE constraint becomes a partial
+ * index over the live ones); claims say how they ended and who ended them
+ * (unknown for those released before); the mode (enforce) is a setting.
+ * Every ALTER of version 3 goes here. */
 #define MIGRATE_V2_V3_SQL                                                                  \
 	"BEGIN IMMEDIATE;"                                                                 \
 	"ALTER TABLE vfs ADD COLUMN parent TEXT NOT NULL DEFAULT '';"                      \
+	FAILURES_TABLE_SQL("failures_v3")                                                  \
+	"INSERT INTO failures_v3 (id, vf_id, instance_id, assigned_at, reported_at, message)" \
+	" SELECT id, vf_id, instance_id, assigned_at, reported_at, message FROM failures;"  \
+	"DROP TABLE failures;"                                                             \
+	"ALTER TABLE failures_v3 RENAME TO failures;"                                      \
+	FAILURES_INDEX_SQL                                                                 \
+	"ALTER TABLE claims ADD COLUMN ended TEXT;"                                        \
+	"ALTER TABLE claims ADD COLUMN released_by INTEGER;"                               \
+	"CREATE INDEX claims_vf ON claims (vf_id);"                                        \
+	"INSERT INTO meta (key, value) VALUES ('mode', 0);"                                \
 	"PRAGMA user_version = 3;"                                                         \
 	"COMMIT;"
 
+static const char *const migrations[] = {
+	[1] = MIGRATE_V1_V2_SQL,
+	[2] = MIGRATE_V2_V3_SQL,
+};
+_Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "one migration per version");
+
 /* Bring a database of an older version up to STORE_SCHEMA_VERSION, one
- * step after the other.  0, or 1 with the reason set (the failing step
- * rolled back: the file is as the steps before it left it). */
+ * version (one transaction) at a time.  0, or 1 with the reason set (the
+ * failed step rolled back: the file is at the version before it). */
 static int db_migrate(struct store *s, int64_t version, char *reason, size_t reason_size)
 {
-	static const struct {
-		int64_t to;
-		const char *sql;
-	} steps[] = { { 2, MIGRATE_V1_V2_SQL }, { 3, MIGRATE_V2_V3_SQL } };
-
 	if (version >= STORE_SCHEMA_VERSION)
 		return 0;
-	for (size_t i = 0; i < ARRAY_SIZE(steps); i++) {
-		if (version >= steps[i].to)
+	for (int64_t v = version; v < STORE_SCHEMA_VERSION; v++) {
+		if (sqlite3_exec(s->db, migrations[v], NULL, NULL, NULL) == SQLITE_OK)
 			continue;
-		if (sqlite3_exec(s->db, steps[i].sql, NULL, NULL, NULL) != SQLITE_OK) {
-			snprintf(reason, reason_size,
-				 "cannot migrate %s from schema version %lld: %s", s->path,
-				 (long long)steps[i].to - 1, sqlite3_errmsg(s->db));
-			if (!sqlite3_get_autocommit(s->db))
-				sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-			return 1;
-		}
+		snprintf(reason, reason_size, "cannot migrate %s from schema version %lld: %s",
+			 s->path, (long long)v, sqlite3_errmsg(s->db));
+		if (!sqlite3_get_autocommit(s->db))
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		return 1;
 	}
 	log_info("store: migrated %s from schema version %lld to %d", s->path, (long long)version,
 		 STORE_SCHEMA_VERSION);

@@ -16,7 +16,8 @@
  *   commit.c   group commit: the queue, the leader, savepoints, one fsync,
  *              the change callback
  *   schema.c   open, schema, load, repair, close; the unavailable latch
- *   listing.c  the read-only listing connection (store_failure_list)
+ *   listing.c  the read-only listing connection (store_failure_list,
+ *              store_history_list)
  *
  * Design notes
  * ============
@@ -145,6 +146,7 @@ enum op_kind {
 	OP_CLAIM_UPDATE,
 	OP_RELEASE,
 	OP_SET_PARENT,
+	OP_MODE,
 };
 
 struct op {
@@ -155,7 +157,9 @@ struct op {
 	char parent[VF_ADDR_BUFSZ]; /* OP_REGISTER, OP_SET_PARENT ("" = unknown) */
 	const char *message;      /* sanitized, owned by the caller */
 	const struct store_claim *claim_in;
-	int value; /* threshold or max_quarantined */
+	int value; /* threshold, max_quarantined or mode */
+	int64_t uid;     /* the writer, for the history: -1 unknown */
+	const char *how; /* OP_RELEASE: how the claim ended */
 
 	int rc;
 	struct store_failure_result failure;
@@ -202,6 +206,7 @@ struct store {
 	char reason[STORE_REASON_MAX];
 	int threshold;
 	int max_quarantined;
+	atomic_int mode; /* enum store_mode: read without mirror_lock */
 	size_t n_quarantined; /* automatically: what the breaker's cap counts */
 	size_t n_held;
 	size_t n_out_of_service; /* quarantined or held */
@@ -284,6 +289,9 @@ void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry 
 /* What the mirror needs: the unique index (vf_id, instance_id, assigned_at)
  * holds all of it (id is its rowid), so no table page, no message, is read. */
 #define FAILURE_KEY_COLUMNS "id, instance_id, assigned_at"
+/* Failures no rule sees any more stay as history (cleared_at set): every
+ * query of the live ones says so. */
+#define FAILURE_LIVE "cleared_at IS NULL"
 #define CLAIM_COLUMNS "id, instance_id, claimed_at, agent, control, pid, pid_starttime, boot_id"
 
 int db_fail(struct store *s, const char *what);

@@ -72,11 +72,13 @@
  *                 of them.
  *
  *  Claims         at most one live claim per VF.  Claiming a VF out of
- *                 service, or one another instance holds: -EBUSY.  Claiming a VF the
+ *                 service (in enforce mode), or one another instance
+ *                 holds: -EBUSY.  Claiming a VF the
  *                 same instance already holds: -EEXIST.  claimed_at is the
  *                 assignment identity, RFC 3339 UTC with nanoseconds; the
  *                 store stamps it when the caller gives none.  Released
- *                 claims stay in the database as history.  A conditional
+ *                 claims stay in the database as history, with how they
+ *                 ended and who released them.  A conditional
  *                 release names the claimed_at it releases: another one
  *                 (released and claimed again meanwhile) is -ESTALE.
  *
@@ -98,6 +100,17 @@
  *                 cancels it.  Commits and cancels of a reservation are
  *                 ordered: a commit after a cancel is -ENOENT, a second
  *                 commit -EALREADY.  A restart forgets it.
+ *
+ *  Mode           enforce (the default) or observe, stored in the database.
+ *                 In observe mode every rule runs and every state is what
+ *                 enforcement would make it, but claims are not refused for
+ *                 being out of service (rule_claim_refusal).  Switching to
+ *                 enforce refuses such claims from then on; live claims stay.
+ *
+ *  History        cleared failures are kept (when, by which uid, why: a
+ *                 success, the operator, or dropped over FAILURES_PER_VF_MAX)
+ *                 and seen by no rule; store_history_list() shows a VF's
+ *                 claims and failures, live and past.
  *
  *  Breaker        an optional cap on the number of automatically
  *                 quarantined VFs (0 = no cap, the default); operator holds
@@ -130,7 +143,9 @@
  *                 has no VF out of service (an unknown parent counts as
  *                 such a parent), then the VFs of parents that have one,
  *                 then the held-back VFs, whatever their parent.  The order
- *                 within a group is the reader's to draw (at random).
+ *                 within a group is the reader's to draw (at random).  In
+ *                 observe mode every unclaimed VF is allocatable: those
+ *                 enforcement would refuse rank with the held-back ones.
  *
  *  State          each VF's state, derived: held (an operator hold, whatever
  *                 else), quarantined (automatically), held-back, failing
@@ -245,6 +260,7 @@ enum store_change_bits {
 	STORE_CHANGE_BREAKER = 1 << 7,    /* breaker engaged/disengaged */
 	STORE_CHANGE_HELD_BACK = 1 << 8,  /* the set of held-back VFs changed */
 	STORE_CHANGE_PARENT = 1 << 9,     /* vf's parent GPU was set */
+	STORE_CHANGE_MODE = 1 << 10,      /* enforce <-> observe */
 };
 
 struct store_change {
@@ -364,6 +380,41 @@ int store_threshold_set(struct store *s, int threshold);
 int store_max_quarantined_get(struct store *s);
 int store_max_quarantined_set(struct store *s, int max_quarantined); /* >= 0, <= VFS_MAX */
 
+enum store_mode {
+	STORE_MODE_ENFORCE, /* out of service refuses claims (the default) */
+	STORE_MODE_OBSERVE, /* every rule runs; no claim is refused for it */
+};
+const char *store_mode_name(enum store_mode mode); /* "enforce", "observe" */
+/* The mode (>= 0) or -EIO when the database could never be loaded. */
+int store_mode_get(struct store *s);
+int store_mode_set(struct store *s, enum store_mode mode); /* -EINVAL for another value */
+
+/* -- history -------------------------------------------------------------- */
+
+enum store_history_kind { STORE_HISTORY_CLAIM, STORE_HISTORY_FAILURE };
+
+/* The why of a cleared failure, the how of an ended claim: one word. */
+#define STORE_HISTORY_WORD_MAX (16 + INSTANCE_ID_MAX)
+
+struct store_history_entry {
+	enum store_history_kind kind;
+	char at[RFC3339_BUFSZ];           /* claimed_at, or a failure's reported_at */
+	char instance_id[INSTANCE_ID_MAX + 1];
+	char assigned_at[RFC3339_BUFSZ];  /* failures: "" when unknown */
+	char ended_at[RFC3339_BUFSZ];     /* released_at / cleared_at; "" while live */
+	char how[STORE_HISTORY_WORD_MAX + 1]; /* claims: how it ended; failures: why cleared;
+					       * "" while live or when not recorded */
+	int64_t by;                       /* the uid that ended it; -1 when not known */
+	char message[FAILURE_MESSAGE_MAX + 1]; /* failures */
+};
+
+/* A VF's claims and failures, live and past, oldest first (by claimed_at or
+ * reported_at): the newest `max` of them in *ret (malloc'd, free() it), how
+ * many older ones were left out in *dropped.  Read from SQLite through the
+ * listing connection like store_failure_list().  -ENOENT: not registered. */
+int store_history_list(struct store *s, const char *vf, size_t max,
+		       struct store_history_entry **ret, size_t *count, size_t *dropped);
+
 /* -- reports -------------------------------------------------------------- */
 
 enum store_outcome {
@@ -396,11 +447,15 @@ struct store_success_result {
 
 int store_report_success(struct store *s, const char *vf, const char *instance_id,
 			 const char *assigned_at, struct store_success_result *ret);
+/* The same, naming the uid that wrote it (-1: unknown) for the history. */
+int store_report_success_by(struct store *s, const char *vf, const char *instance_id,
+			    const char *assigned_at, int64_t uid, struct store_success_result *ret);
 
 /* -- operator actions ----------------------------------------------------- */
 
 int store_quarantine_manual(struct store *s, const char *vf); /* the hold; no-op if held */
 int store_clear(struct store *s, const char *vf); /* hold, quarantine, failures; no-op if none */
+int store_clear_by(struct store *s, const char *vf, int64_t uid); /* uid for the history */
 
 /* -- claims --------------------------------------------------------------- */
 
@@ -458,6 +513,12 @@ int store_release(struct store *s, const char *vf, const char *instance_id);
  * -ENOENT when none; -EINVAL for a bad or empty time. */
 int store_release_if(struct store *s, const char *vf, const char *instance_id,
 		     const char *claimed_at);
+
+/* store_release() (claimed_at NULL) or store_release_if(), recording how
+ * the claim ended (a word: "released", "released-if", "abandoned", ...; at
+ * most STORE_HISTORY_WORD_MAX bytes) and the uid that ended it (-1: unknown). */
+int store_release_how(struct store *s, const char *vf, const char *instance_id,
+		      const char *claimed_at, const char *how, int64_t uid);
 
 /* The live claim of vf by instance_id (placement-facing: retries, then -EIO).
  * -ENOENT when none. */

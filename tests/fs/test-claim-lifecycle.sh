@@ -153,7 +153,9 @@ touch "$W/assignments/vm-7"
 dd if=/dev/zero of="$T/db/fill" bs=64k 2>/dev/null || true
 expect_err "$EIO" put "$V/report" "failed vm-9 2026-11-29T07:00:01Z x"
 assert_match "$(cat "$MNT/status")" "^unavailable: " "status while full"
-expect_err "$EIO" cat "$W/assignments/vm-7" # main's rule (test-repair: list errors)
+assert_match "$(cat "$W/assignments/vm-7")" "boot_id=$boot" "an assignment file while unavailable"
+assert_match "$(setpriv --reuid=65534 --regid=65534 --clear-groups cat "$W/assignments/vm-7")" \
+	'^claimed_at=' "an assignment file read by nobody while unavailable"
 assert_eq "$(ls "$W/assignments")" vm-7 "assignments/ while unavailable"
 expect_err "$EIO" cat "$V/quarantined"
 expect_err "$EIO" cat "$MNT/quarantined"

@@ -71,7 +71,12 @@ assert_match "$metrics" $'\nvfhealth_store_unavailable 1\n' "metrics while unava
 assert_eq "$(ls "$MNT" | grep -c :)" 2 "VFs listed while unavailable"
 assert_cat "$V/tally" 1
 assert_eq "$(ls "$W/assignments")" vm-2 "claims listed while unavailable"
-expect_err "$EIO" cat "$W/assignments/vm-2"
+# Claims read from memory (issue 11 rule 7: the sentinel keeps polling them),
+# as an unprivileged reader too, without a repair on its behalf.
+assert_cat "$MNT/claims" "0000:41:00.5 vm-2"
+assert_match "$(cat "$W/assignments/vm-2")" $'^claimed_at=20[0-9:.TZ-]+\nagent=\ncontrol=\npid=\n' "a claim read while unavailable"
+assert_match "$(setpriv --reuid=65534 --regid=65534 --clear-groups cat "$W/assignments/vm-2")" \
+	'claimed_at=' "a claim read by nobody while unavailable"
 
 # --- repair fails while the disk is still full ...
 expect_err "$EIO" put "$MNT/status" repair
@@ -113,7 +118,7 @@ cp "$T/garbage" "$DB"
 start_daemon
 assert_match "$(cat "$MNT/status")" "^unavailable: " "status of an unreadable database"
 assert_match "$(cat "$MNT/resources")" $'\nallocatable_slots 0\n.*\nplacement_disabled_reason ' "resources"
-assert_eq "$(ls "$MNT" | tr '\n' ' ')" "allocatable claims held_back max_quarantined metrics quarantined resources status threshold " "ls"
+assert_eq "$(ls "$MNT" | tr '\n' ' ')" "allocatable claims held_back max_quarantined metrics mode quarantined resources status threshold " "ls"
 expect_err "$EIO" cat "$MNT/quarantined"
 expect_err "$EIO" cat "$MNT/held_back"
 expect_err "$EIO" mkdir "$V"

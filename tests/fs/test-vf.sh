@@ -21,7 +21,7 @@ mkdir "$V"
 expect_err "$EEXIST" mkdir "$V"
 expect_err "$EEXIST" mkdir "$MNT/threshold"
 expect_err "$EPERM" mkdir "$V/extra"
-assert_eq "$(ls "$V" | tr '\n' ' ')" "assignments failures parent quarantined report since state tally " "ls VF"
+assert_eq "$(ls "$V" | tr '\n' ' ')" "assignments failures history parent quarantined report since state tally " "ls VF"
 assert_eq "$(stat -c '%a %F' "$V")" "755 directory" "stat VF dir"
 assert_eq "$(stat -c '%a %F' "$V/assignments")" "775 directory" "stat assignments"
 for f in tally failures state since; do

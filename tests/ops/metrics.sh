@@ -24,6 +24,7 @@ report_failed "$mnt" 0000:41:00.5 vm-c
 report_failed "$mnt" 0000:41:00.5 vm-d                   # held back: breaker engaged
 echo "ok vm-e -" > "$mnt/0000:41:00.6/report"            # ok, nothing to clear
 echo 1 > "$mnt/0000:41:01.0/quarantined"                  # by the operator
+echo 0000:41:00.0 > "$mnt/0000:41:00.4/parent"            # its physical function
 # A claim without an agent (not polled) whose check is reported as the
 # sentinel would: the VF's last check; a report about another assignment is not.
 : > "$mnt/0000:41:01.1/assignments/vm-g"
@@ -62,12 +63,12 @@ want 'vfhealth_reports_total{kind="failed",outcome="unchanged"}' 1
 want 'vfhealth_reports_total{kind="failed",outcome="quarantined"}' 1
 want 'vfhealth_reports_total{kind="ok",outcome="unchanged"}' 3
 # Per VF: one series per VF per family, labelled vf and parent ("" until known).
-want 'vfhealth_vf_out_of_service{vf="0000:41:00.4",parent="",reason="failures"}' 1
+want 'vfhealth_vf_out_of_service{vf="0000:41:00.4",parent="0000:41:00.0",reason="failures"}' 1
 want 'vfhealth_vf_out_of_service{vf="0000:41:00.5",parent="",reason="held-back"}' 1
 want 'vfhealth_vf_out_of_service{vf="0000:41:00.6",parent="",reason=""}' 0
 want 'vfhealth_vf_out_of_service{vf="0000:41:01.0",parent="",reason="operator"}' 1
 [[ $(grep -c '^vfhealth_vf_out_of_service{' "$T/metrics") == 6 ]] || fail "not one out_of_service series per VF"
-want 'vfhealth_vf_failures{vf="0000:41:00.4",parent=""}' 2
+want 'vfhealth_vf_failures{vf="0000:41:00.4",parent="0000:41:00.0"}' 2
 want 'vfhealth_vf_failures{vf="0000:41:00.5",parent=""}' 2
 want 'vfhealth_vf_failures{vf="0000:41:00.7",parent=""}' 0
 [[ $(grep -c '^vfhealth_vf_failures{' "$T/metrics") == 6 ]] || fail "not one failures series per VF"
@@ -77,7 +78,7 @@ grep -q '^# TYPE vfhealth_vf_out_of_service_since_timestamp_seconds gauge$' "$T/
 	fail "no vfhealth_vf_out_of_service_since_timestamp_seconds family"
 # since: the VF's own `since` file as a Unix time, for out-of-service VFs only.
 for vf in 0000:41:00.4 0000:41:01.0; do
-	want "vfhealth_vf_out_of_service_since_timestamp_seconds{vf=\"$vf\",parent=\"\"}" \
+	want "vfhealth_vf_out_of_service_since_timestamp_seconds{vf=\"$vf\",parent=\"$(cat "$mnt/$vf/parent")\"}" \
 		"$(date -u -d "$(cat "$mnt/$vf/since")" +%s)"
 done
 [[ $(grep -c '^vfhealth_vf_out_of_service_since_timestamp_seconds{' "$T/metrics") == 2 ]] ||
@@ -90,5 +91,13 @@ for series in vfhealth_sentinel_init_failures_total vfhealth_sentinel_quarantine
 	[[ -n $(metric "$series") ]] || fail "no $series"
 done
 grep -q '^# TYPE vfhealth_sentinel_checks_total counter$' "$T/metrics" || fail "checks_total is not a counter"
+want vfhealth_observe_mode 0
+
+# The mode is configuration: the info series follows a switch.
+echo observe > "$mnt/mode"
+cat "$mnt/metrics" > "$T/metrics"
+want 'vfhealth_config_info{threshold="2",max_quarantined="1",mode="observe"}' 1
+want vfhealth_observe_mode 1
+[[ $(grep -c '^vfhealth_config_info{' "$T/metrics") == 1 ]] || fail "not one config_info series"
 
 echo "metrics OK"

@@ -106,12 +106,17 @@ END_TEST
 START_TEST(refusals)
 {
 	/* claim refusals */
-	ck_assert_int_eq(rule_claim_refusal(false, NULL, "vm-a"), 0);
-	ck_assert_int_eq(rule_claim_refusal(true, NULL, "vm-a"), -EBUSY);
-	ck_assert_int_eq(rule_claim_refusal(false, "vm-a", "vm-a"), -EEXIST);
-	ck_assert_int_eq(rule_claim_refusal(false, "vm-b", "vm-a"), -EBUSY);
+	ck_assert_int_eq(rule_claim_refusal(STORE_MODE_ENFORCE, false, NULL, "vm-a"), 0);
+	ck_assert_int_eq(rule_claim_refusal(STORE_MODE_ENFORCE, true, NULL, "vm-a"), -EBUSY);
+	ck_assert_int_eq(rule_claim_refusal(STORE_MODE_ENFORCE, false, "vm-a", "vm-a"), -EEXIST);
+	ck_assert_int_eq(rule_claim_refusal(STORE_MODE_ENFORCE, false, "vm-b", "vm-a"), -EBUSY);
 	/* a quarantined VF is refused before the holder is compared */
-	ck_assert_int_eq(rule_claim_refusal(true, "vm-a", "vm-a"), -EBUSY);
+	ck_assert_int_eq(rule_claim_refusal(STORE_MODE_ENFORCE, true, "vm-a", "vm-a"), -EBUSY);
+	/* observe mode: out of service refuses nothing, one live claim per VF still */
+	ck_assert_int_eq(rule_claim_refusal(STORE_MODE_OBSERVE, true, NULL, "vm-a"), 0);
+	ck_assert_int_eq(rule_claim_refusal(STORE_MODE_OBSERVE, false, NULL, "vm-a"), 0);
+	ck_assert_int_eq(rule_claim_refusal(STORE_MODE_OBSERVE, true, "vm-b", "vm-a"), -EBUSY);
+	ck_assert_int_eq(rule_claim_refusal(STORE_MODE_OBSERVE, true, "vm-a", "vm-a"), -EEXIST);
 
 	/* release refusals: unconditional (want "" or NULL) and conditional */
 	ck_assert_int_eq(rule_release_refusal(NULL, NULL), -ENOENT);
@@ -131,7 +136,8 @@ START_TEST(refusals)
 	ck_assert_int_eq(rule_unregister_refusal(false, 0, true), -EBUSY);
 
 	/* a held VF is refused like a quarantined one */
-	ck_assert_int_eq(rule_claim_refusal(rule_out_of_service(false, true), NULL, "vm-a"),
+	ck_assert_int_eq(rule_claim_refusal(STORE_MODE_ENFORCE, rule_out_of_service(false, true),
+					    NULL, "vm-a"),
 			 -EBUSY);
 	ck_assert_int_eq(rule_unregister_refusal(rule_out_of_service(false, true), 0, false),
 			 -EBUSY);
@@ -186,17 +192,24 @@ START_TEST(parent_and_placement)
 	/* out of service or claimed: not allocatable, whatever else */
 	for (int hb = 0; hb < 2; hb++)
 		for (int deg = 0; deg < 2; deg++) {
-			ck_assert_int_eq(rule_placement_group(true, false, hb, deg), STORE_PLACE_NONE);
-			ck_assert_int_eq(rule_placement_group(false, true, hb, deg), STORE_PLACE_NONE);
-			ck_assert_int_eq(rule_placement_group(true, true, hb, deg), STORE_PLACE_NONE);
+			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, false, hb, deg), STORE_PLACE_NONE);
+			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, true, hb, deg), STORE_PLACE_NONE);
+			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, true, hb, deg), STORE_PLACE_NONE);
 		}
 	/* held back: last, whatever its parent */
-	ck_assert_int_eq(rule_placement_group(false, false, true, false), STORE_PLACE_HELD_BACK);
-	ck_assert_int_eq(rule_placement_group(false, false, true, true), STORE_PLACE_HELD_BACK);
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, false), STORE_PLACE_HELD_BACK);
+	/* observe mode: out of service is allocatable, last; claimed is not */
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, false, false, false),
+			 STORE_PLACE_HELD_BACK);
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, true, false, false),
+			 STORE_PLACE_NONE);
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, false, false, false, true),
+			 STORE_PLACE_DEGRADED_PARENT);
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, true), STORE_PLACE_HELD_BACK);
 	/* the parent decides between the first two groups */
-	ck_assert_int_eq(rule_placement_group(false, false, false, false),
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, false),
 			 STORE_PLACE_CLEAN_PARENT);
-	ck_assert_int_eq(rule_placement_group(false, false, false, true),
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, true),
 			 STORE_PLACE_DEGRADED_PARENT);
 	/* the groups' order is the placement order */
 	ck_assert_int_lt(STORE_PLACE_CLEAN_PARENT, STORE_PLACE_DEGRADED_PARENT);

@@ -620,7 +620,8 @@ START_TEST(success_rescind_example)
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	s = reopen(s);
 	ck_assert(!info(s, VF_A).quarantined);
-	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_at IS NULL"), 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), 2); /* kept as history */
 	store_close(s);
 }
 END_TEST
@@ -728,7 +729,9 @@ START_TEST(operator_clear)
 	ck_assert_int_eq(store_clear(s, VF_C), -ENOENT);
 	s = reopen(s);
 	ck_assert(!info(s, VF_A).quarantined);
-	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_at IS NULL"), 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_why = 'operator'"),
+			 2); /* kept as history */
 	/* the old identities count afresh */
 	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
 	store_close(s);
@@ -1038,12 +1041,19 @@ START_TEST(migrate_v1_to_v2)
 	ck_assert(ok(s, VF_C, "i-c2", T2).rescinded);
 	ck_assert(!ok(s, VF_B, "i-b", T1).rescinded);
 	ck_assert(info(s, VF_B).held);
+	/* and on to version 3: enforce mode; the failures are kept, live ones
+	 * until a success clears them */
+	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('vfs')"
 				  " WHERE name = 'manual'"),
 			 0);
-	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), 0); /* both successes cleared */
+	/* both successes cleared: no live failure, all three kept as history */
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_at IS NULL"), 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), 3);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_why = 'success:i-c2'"),
+			 2);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 1);
 
 	/* opened again: nothing to migrate, the same state */
@@ -1077,6 +1087,122 @@ START_TEST(migrate_failure_rolls_back)
 END_TEST
 
 /* -- claims ------------------------------------------------------------------- */
+
+/* Observe mode: every rule runs (the VF is quarantined, listed, counted) but
+ * a claim is not refused for it; one live claim per VF still holds; the mode
+ * persists; back in enforce mode the same claim is refused, the live one
+ * stays.  Bad modes change nothing. */
+START_TEST(mode_observe_claims)
+{
+	struct store *s = open_store();
+	struct store_claim c = { .vf = VF_A, .instance_id = "i-1" };
+	struct store_claim other = { .vf = VF_A, .instance_id = "i-2" };
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
+	ck_assert_int_eq(store_mode_set(s, (enum store_mode)2), -EINVAL);
+	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
+	ck_assert_int_eq(store_mode_set(s, STORE_MODE_OBSERVE), 0);
+	report_fail(s, VF_A, "i-x", T1);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-y", T2), STORE_OUTCOME_QUARANTINED);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_QUARANTINED);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY);
+	ck_assert_int_eq(store_claim(s, &c, NULL), -EEXIST);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.quarantined, 1);
+	ck_assert_uint_eq(st.allocatable, 1); /* what enforcement would allow: B */
+
+	s = reopen(s);
+	ck_assert_int_eq(store_mode_get(s), STORE_MODE_OBSERVE);
+	ck_assert_int_eq(store_mode_set(s, STORE_MODE_ENFORCE), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &c), 0); /* the live claim stays */
+	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY); /* refused from now on */
+	s = reopen(s);
+	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
+	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY);
+	store_close(s);
+}
+END_TEST
+
+/* Cleared failures are kept (soft delete) with when, by whom and why, and no
+ * rule sees them: the tally, the mirror after a reopen, dedupe (a cleared
+ * assignment that fails again is recorded anew), unregistering.  The
+ * history lists claims (how they ended, by whom) and failures, oldest
+ * first, the newest `max` with the number dropped. */
+START_TEST(failures_soft_deleted_history)
+{
+	struct store *s = open_store();
+	struct store_claim c = { .vf = VF_A, .instance_id = "i-1" }, got;
+	struct store_history_entry *h;
+	size_t n, dropped;
+
+	reg(s, VF_A);
+	ck_assert_int_eq(store_history_list(s, VF_B, 10, &h, &n, &dropped), -ENOENT);
+	ck_assert_int_eq(store_history_list(s, VF_A, 10, &h, &n, &dropped), 0);
+	ck_assert_uint_eq(n, 0);
+	free(h);
+	ck_assert_int_eq(store_claim(s, &c, &got), 0); /* stamped now: before the reports */
+	ck_assert_int_eq(store_release_how(s, VF_A, "i-1", got.claimed_at, "released-if", 65534),
+			 0);
+	report_fail(s, VF_A, "i-1", T1);
+	report_fail(s, VF_A, "i-2", T2);
+	ck_assert(info(s, VF_A).quarantined);
+	struct store_success_result r;
+	ck_assert_int_eq(store_report_success_by(s, VF_A, "i-2", T2, 7, &r), 0);
+	ck_assert_uint_eq(r.cleared, 2);
+	ck_assert(r.rescinded);
+	ck_assert_uint_eq(info(s, VF_A).tally, 0);
+	/* cleared: the same assignment failing again is new */
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_RECORDED);
+	ck_assert_uint_eq(info(s, VF_A).tally, 1);
+	ck_assert_int_eq(store_clear_by(s, VF_A, 0), 0);
+	ck_assert_uint_eq(info(s, VF_A).tally, 0);
+	struct store_failure *f;
+	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	free(f);
+
+	s = reopen(s);
+	ck_assert_uint_eq(info(s, VF_A).tally, 0);
+	ck_assert(!info(s, VF_A).quarantined);
+	ck_assert_int_eq(store_history_list(s, VF_A, 10, &h, &n, &dropped), 0);
+	ck_assert_uint_eq(n, 4);
+	ck_assert_uint_eq(dropped, 0);
+	ck_assert_int_eq(h[0].kind, STORE_HISTORY_CLAIM);
+	ck_assert_str_eq(h[0].at, got.claimed_at);
+	ck_assert_str_eq(h[0].how, "released-if");
+	ck_assert_int_eq(h[0].by, 65534);
+	ck_assert_str_ne(h[0].ended_at, "");
+	for (size_t i = 1; i < 4; i++) {
+		ck_assert_int_eq(h[i].kind, STORE_HISTORY_FAILURE);
+		ck_assert_str_ne(h[i].ended_at, "");
+		ck_assert(strcmp(h[i - 1].at, h[i].at) <= 0); /* oldest first */
+	}
+	ck_assert_str_eq(h[1].instance_id, "i-1");
+	ck_assert_str_eq(h[1].how, "success:i-2");
+	ck_assert_int_eq(h[1].by, 7);
+	ck_assert_str_eq(h[3].instance_id, "i-2");
+	ck_assert_str_eq(h[3].how, "operator");
+	ck_assert_int_eq(h[3].by, 0);
+	ck_assert_str_eq(h[3].message, "NVRM: RmInitAdapter failed!");
+	free(h);
+	/* bounded: the newest two, two dropped */
+	ck_assert_int_eq(store_history_list(s, VF_A, 2, &h, &n, &dropped), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(dropped, 2);
+	ck_assert_str_eq(h[1].how, "operator");
+	free(h);
+	/* no live failure, no claim: unregistering works; the rows stay */
+	ck_assert_int_eq(store_vf_unregister(s, VF_A), 0);
+	store_close(s);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), 3);
+}
+END_TEST
 
 START_TEST(claims_one_live_per_vf)
 {
@@ -1728,7 +1854,9 @@ START_TEST(failures_per_vf_bounded)
 	ck_assert_str_eq(f[n - 1].instance_id, "new");
 	free(f);
 	store_close(s);
-	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), FAILURES_PER_VF_MAX);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_at IS NULL"),
+			 FAILURES_PER_VF_MAX);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_why = 'dropped'"), 1);
 }
 END_TEST
 
@@ -2172,6 +2300,23 @@ START_TEST(claims_conditional_release)
 }
 END_TEST
 
+/* What a version 2 vfhealthd wrote, made from a current database: no
+ * parents, no mode, no history of cleared failures or of how claims ended
+ * (the v3 failures table had a UNIQUE constraint of its own). */
+#define V3_TO_V2_SQL                                                                       \
+	"DROP INDEX claims_vf;"                                                            \
+	"ALTER TABLE claims DROP COLUMN ended; ALTER TABLE claims DROP COLUMN released_by;" \
+	"DELETE FROM meta WHERE key = 'mode';"                                             \
+	"CREATE TABLE failures_v2 (id INTEGER PRIMARY KEY AUTOINCREMENT,"                  \
+	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"   \
+	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                               \
+	" UNIQUE (vf_id, instance_id, assigned_at));"                                      \
+	"INSERT INTO failures_v2 SELECT id, vf_id, instance_id, assigned_at, reported_at,"  \
+	" message FROM failures WHERE cleared_at IS NULL;"                                 \
+	"DROP TABLE failures; ALTER TABLE failures_v2 RENAME TO failures;"                 \
+	"ALTER TABLE vfs DROP COLUMN parent;"                                              \
+	"PRAGMA user_version = 2;"
+
 /* A version 1 database is migrated in place: its claims stay, boot_id "". */
 START_TEST(schema_v1_migrated)
 {
@@ -2183,12 +2328,12 @@ START_TEST(schema_v1_migrated)
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 	store_close(s);
 	/* what a version 1 vfhealthd left */
-	db_write("ALTER TABLE claims DROP COLUMN boot_id; ALTER TABLE vfs DROP COLUMN held;"
-		 " ALTER TABLE vfs DROP COLUMN parent;"
+	db_write(V3_TO_V2_SQL "ALTER TABLE claims DROP COLUMN boot_id; ALTER TABLE vfs DROP COLUMN held;"
 		 " ALTER TABLE vfs ADD COLUMN manual INTEGER NOT NULL DEFAULT 0;"
 		 " PRAGMA user_version = 1");
 	s = open_store();
-	ck_assert(store_status(s, NULL, 0));
+	char reason[STORE_REASON_MAX];
+	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
 	ck_assert_str_eq(got.claimed_at, T1);
@@ -2496,8 +2641,8 @@ START_TEST(allocatable_order)
 }
 END_TEST
 
-/* A version 2 database gains the parent column, unknown for every VF, and
- * keeps its rows. */
+/* A version 2 database gains the parent column, unknown for every VF, the
+ * mode (enforce) and the history columns, and keeps its rows. */
 START_TEST(migrate_v2_to_v3)
 {
 	struct store *s = open_store();
@@ -2506,8 +2651,7 @@ START_TEST(migrate_v2_to_v3)
 	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
 	reg(s, VF_B);
 	store_close(s);
-	/* what a v2 vfhealthd wrote: no parent column */
-	db_write("ALTER TABLE vfs DROP COLUMN parent; PRAGMA user_version = 2");
+	db_write(V3_TO_V2_SQL);
 	s = open_store();
 	char reason[STORE_REASON_MAX];
 	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
@@ -2516,8 +2660,12 @@ START_TEST(migrate_v2_to_v3)
 	ck_assert_str_eq(a.parent, "");
 	ck_assert_str_eq(info(s, VF_B).parent, "");
 	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2), 0);
+	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('failures')"
+				  " WHERE name = 'cleared_at'"),
+			 1);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM vfs WHERE parent = '" PF_2 "'"), 1);
 }
 END_TEST
