@@ -12,6 +12,7 @@
 #include "proto/cleanup.h"
 #include "proto/log.h"
 #include "proto/parse.h"
+#include "proto/path.h"
 
 #define NVRM_PREFIX "NVRM:"
 
@@ -195,30 +196,14 @@ int kmsg_rules_parse(struct kmsg_rules *r, const char *text, size_t len, unsigne
 
 int kmsg_rules_load(struct kmsg_rules *r, const char *path, unsigned *ret_line)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	_cleanup_free_ char *buf = NULL;
-	size_t len = 0;
+	size_t len;
+	int r_read;
 
 	*ret_line = 0;
-	if (fd < 0)
-		return negative_errno();
-	buf = malloc(KMSG_RULES_FILE_MAX + 1);
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t n = read(fd, buf + len, KMSG_RULES_FILE_MAX + 1 - len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return negative_errno();
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-		if (len > KMSG_RULES_FILE_MAX)
-			return -EFBIG;
-	}
+	r_read = path_read(path, KMSG_RULES_FILE_MAX, &buf, &len);
+	if (r_read < 0)
+		return r_read == -E2BIG ? -EFBIG : r_read;
 	return kmsg_rules_parse(r, buf, len, ret_line);
 }
 

@@ -2,6 +2,8 @@
 /* path.c - path helpers (path.h). */
 #include "proto/path.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,4 +22,39 @@ char *path_absolute(const char *path)
 	if (!cwd || asprintf(&abs, "%s/%s", cwd, path) < 0)
 		return NULL;
 	return abs;
+}
+
+int path_read(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0, capacity = 0;
+
+	if (fd < 0)
+		return negative_errno();
+	for (;;) {
+		if (len + 1 >= capacity) {
+			size_t grown_capacity = capacity ? 2 * capacity : 4096;
+			char *grown = realloc(buf, grown_capacity);
+			if (!grown)
+				return -ENOMEM;
+			buf = grown;
+			capacity = grown_capacity;
+		}
+		ssize_t n = read(fd, buf + len, capacity - 1 - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return negative_errno();
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+		if (len > max)
+			return -E2BIG; /* never grows past twice max */
+	}
+	buf[len] = '\0';
+	*ret = move_ptr(buf);
+	*ret_len = len;
+	return 0;
 }

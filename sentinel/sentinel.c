@@ -68,6 +68,7 @@
 #include "proto/endpoint.h"
 #include "proto/frame.h"
 #include "proto/log.h"
+#include "proto/path.h"
 #include "proto/parse.h"
 #include "proto/procfs.h"
 #include "proto/safefile.h"
@@ -151,29 +152,12 @@ static int mount_path(const struct sentinel *s, char *buf, size_t size, const ch
  * size - 1 bytes or more: a file we do not expect to be that large. */
 static int read_file(const char *path, char *buf, size_t size, size_t *ret_len)
 {
-	_cleanup_close_ int fd = -1;
-	size_t len = 0;
+	_cleanup_free_ char *text = NULL;
+	int r = path_read(path, size - 2, &text, ret_len);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return negative_errno();
-	for (;;) {
-		ssize_t n;
-		if (len + 1 >= size)
-			return -E2BIG;
-		n = pread(fd, buf + len, size - 1 - len, (off_t)len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return negative_errno();
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	buf[len] = '\0';
-	*ret_len = len;
-	return 0;
+	if (r == 0)
+		memcpy(buf, text, *ret_len + 1);
+	return r;
 }
 
 /* One command: a single write(2) at offset 0, then, when answer is non-NULL,
@@ -288,49 +272,6 @@ static int claim_list_push(struct claim_list *l, const struct assignment *a)
 	return 0;
 }
 
-/* Read a whole file of unknown size (the mount reports size 0) into a
- * malloc'd, NUL-terminated buffer.  -E2BIG past max bytes. */
-static int read_file_alloc(const char *path, size_t max, char **ret, size_t *ret_len)
-{
-	_cleanup_close_ int fd = -1;
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 0, capacity = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return negative_errno();
-	for (;;) {
-		ssize_t n;
-		if (len + 1 >= capacity) {
-			size_t grown_capacity = capacity ? 2 * capacity : 4096;
-			char *grown;
-			if (capacity > max)
-				return -E2BIG;
-			grown = realloc(buf, grown_capacity);
-			if (!grown)
-				return -ENOMEM;
-			buf = grown;
-			capacity = grown_capacity;
-		}
-		n = pread(fd, buf + len, capacity - 1 - len, (off_t)len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return negative_errno();
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	if (len > max)
-		return -E2BIG;
-	buf[len] = '\0';
-	*ret = buf;
-	buf = NULL; /* to the caller */
-	*ret_len = len;
-	return 0;
-}
-
 /* Add the claim <vf>/assignments/<instance_id> to l.  Fails only when l is
  * full (-E2BIG) or memory is short: the listing stops there. */
 static int list_claim(const struct sentinel *s, const char *vf, const char *instance_id,
@@ -370,7 +311,7 @@ static int list_claims(const struct sentinel *s, struct claim_list *l)
 	*l = (struct claim_list){ 0 };
 	r = mount_path(s, path, sizeof(path), "claims", NULL, NULL);
 	if (r == 0)
-		r = read_file_alloc(path, CLAIMS_FILE_MAX, &text, &len);
+		r = path_read(path, CLAIMS_FILE_MAX, &text, &len);
 	if (r == 0 && !(a = malloc(sizeof(*a))))
 		r = -ENOMEM;
 	if (r < 0) {

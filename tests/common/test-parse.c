@@ -152,7 +152,39 @@ START_TEST(test_path_absolute)
 }
 END_TEST
 
+/* path_read (proto/path.h): the whole file, grown past the first 4096
+ * bytes, NUL-terminated; -E2BIG one byte past max; -errno of the open. */
+START_TEST(test_path_read)
+{
+	char tmpl[] = "/tmp/vfhealth-path-read.XXXXXX";
+	int fd = mkstemp(tmpl);
+	_cleanup_free_ char *text = NULL, *big = NULL;
+	size_t len = 0;
+
+	ck_assert_int_ge(fd, 0);
+	big = malloc(10000);
+	ck_assert_ptr_nonnull(big);
+	for (size_t i = 0; i < 10000; i++)
+		big[i] = (char)('a' + i % 26);
+	ck_assert_int_eq(write(fd, big, 10000), 10000);
+	close(fd);
+	ck_assert_int_eq(path_read(tmpl, 10000, &text, &len), 0);
+	ck_assert_uint_eq(len, 10000);
+	ck_assert_int_eq(memcmp(text, big, 10000), 0);
+	ck_assert_int_eq(text[10000], '\0');
+	free(text);
+	text = NULL;
+	ck_assert_int_eq(path_read(tmpl, 9999, &text, &len), -E2BIG);
+	ck_assert_ptr_null(text);
+	ck_assert_int_eq(unlink(tmpl), 0);
+	ck_assert_int_eq(path_read(tmpl, 10, &text, &len), -ENOENT);
+	ck_assert_int_eq(path_read("/dev/null", 0, &text, &len), 0);
+	ck_assert_uint_eq(len, 0);
+	ck_assert_str_eq(text, "");
+}
+END_TEST
+
 static const struct check_case parse_case = { .suite = "parse", .tcase = "parse" };
 CHECK_CASE_MAIN(parse_case,
 	test_uint64, test_seconds, test_rfc3339, test_rfc3339_format_roundtrip,
-	test_instance_id, test_path_absolute)
+	test_instance_id, test_path_absolute, test_path_read)
