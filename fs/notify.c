@@ -39,7 +39,9 @@
  * that waits for nobody), and hands the file's path to the toucher, which
  * opens the file through the mount, writes one byte and closes it: the
  * kernel turns that into IN_MODIFY and IN_CLOSE_WRITE for watchers of the
- * file and of its directory.  The open and write reach our own FUSE
+ * file and of its directory (each distinct path the toucher has read by
+ * then is touched once: a burst of changes costs one touch per file).  The
+ * open and write reach our own FUSE
  * handlers, which see the toucher's pid (notifier_writer_pid()) and change
  * nothing.  The socket to the toucher may fill up: then the notifier thread
  * waits, holding no lock.
@@ -78,6 +80,7 @@
 #include "proto/log.h"
 
 #define FILE_BUCKETS 256
+#define TOUCH_BATCH_MAX 256 /* distinct paths the toucher coalesces at once */
 
 struct watched_file {
 	struct notify_key key;
@@ -351,7 +354,24 @@ static void touch_through_mount(struct notifier *n, const struct notify_key *key
 	}
 }
 
-/* The toucher: one path per line; open it O_WRONLY, write a byte, close. */
+/* Open each path O_WRONLY, write a byte, close. */
+static void touch_paths(const char *const *paths, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int fd = open(paths[i], O_WRONLY | O_CLOEXEC | O_NOCTTY);
+
+		/* ENOENT: the VF went away meanwhile; nobody can watch it any more. */
+		if (fd >= 0) {
+			if (write(fd, "\n", 1) < 0) {
+				/* nothing to do: the watchers miss this one */
+			}
+			close(fd);
+		}
+	}
+}
+
+/* The toucher: one path per line; each distinct path of what has arrived is
+ * touched once. */
 static _Noreturn void toucher_main(int in_fd)
 {
 	char buf[2 * PATH_MAX];
@@ -366,20 +386,27 @@ static _Noreturn void toucher_main(int in_fd)
 		if (n <= 0)
 			_exit(0); /* EOF: the notifier stopped (or died) */
 		len += (size_t)n;
+		/* Coalesce: every path queued by now is touched once, however
+		 * often it was sent (one IN_MODIFY tells a watcher to re-read;
+		 * a second would only cost the mount four more requests). */
+		const char *paths[TOUCH_BATCH_MAX];
+		size_t n_paths = 0;
+
 		while ((nl = memchr(start, '\n', len - (size_t)(start - buf)))) {
-			int fd;
+			bool seen = false;
 
 			*nl = '\0';
-			fd = open(start, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-			/* ENOENT: the VF went away meanwhile; nobody can watch it any more. */
-			if (fd >= 0) {
-				if (write(fd, "\n", 1) < 0) {
-					/* nothing to do: the watchers miss this one */
-				}
-				close(fd);
+			for (size_t i = 0; i < n_paths && !seen; i++)
+				seen = strcmp(paths[i], start) == 0;
+			if (!seen && n_paths == TOUCH_BATCH_MAX) {
+				touch_paths(paths, n_paths);
+				n_paths = 0;
 			}
+			if (!seen)
+				paths[n_paths++] = start;
 			start = nl + 1;
 		}
+		touch_paths(paths, n_paths);
 		len -= (size_t)(start - buf);
 		memmove(buf, start, len);
 		if (len == sizeof(buf))

@@ -741,9 +741,14 @@ static void log_failure_outcome(const struct vfile_call *call, const char *insta
 				"distinct failed assignments: %s",
 				call->vf, store_max_quarantined_get(call->store), res->tally, list);
 		} else {
-			log_notice("%s: failed assignment of instance %s recorded (%u of %d to "
-				   "quarantine)",
-				   call->vf, instance_id, res->tally, res->threshold);
+			/* Transitions only (issue 17 item 3): the first failure
+			 * moves the VF from clean to failing; later ones below
+			 * the threshold are routine (tally, failures, history,
+			 * metrics show them) and log at debug. */
+			log_msg(res->tally == 1 ? LOG_NOTICE : LOG_DEBUG,
+				"%s: failed assignment of instance %s recorded (%u of %d to "
+				"quarantine)",
+				call->vf, instance_id, res->tally, res->threshold);
 		}
 		return;
 	case STORE_OUTCOME_UNCHANGED:
@@ -790,7 +795,10 @@ static int report_write(const struct vfile_call *call, char *command)
 		o.threshold = (unsigned)res.threshold;
 		o.breaker_engaged = res.breaker_engaged;
 		report_outcome_format(call->outcome, VFILE_OUTCOME_MAX, &o);
-		if (res.outcome == STORE_OUTCOME_UNCHANGED)
+		/* no audit line for a repeat, nor for a routine failure (recorded
+		 * below the threshold, not the VF's first): transitions only */
+		if (res.outcome == STORE_OUTCOME_UNCHANGED ||
+		    (res.outcome == STORE_OUTCOME_RECORDED && !res.breaker_engaged && res.tally > 1))
 			mark_unchanged(call);
 		log_failure_outcome(call, cmd.instance_id, &res);
 		return 0;

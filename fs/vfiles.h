@@ -86,8 +86,10 @@ struct vfile_call {
 	const char **why;    /* a write refused by a grammar says here which rule (a
 			      * static string) for the caller to log; may be NULL */
 	int64_t uid;         /* writes: the writer's uid, kept in the history */
-	bool *unchanged;     /* writes: set when the command changed nothing (no audit
-			      * line); may be NULL */
+	bool *unchanged;     /* writes: set when the command changed nothing, or
+			      * nothing but routine state (a failure below the
+			      * threshold that is not the VF's first): no audit
+			      * line; may be NULL */
 };
 
 typedef int (*vfile_render_fn)(const struct vfile_call *call, FILE *out);
