@@ -109,7 +109,6 @@
  * it (direct_io reads are not bound by it). */
 #define FILE_SIZE 0
 #define FILE_BLOCK_SIZE 4096
-#define MAX_WORKER_THREADS 16
 
 /* The link every open file and directory has in vffs.open_list. */
 struct open_link {
@@ -123,6 +122,7 @@ struct vffs {
 	struct metrics *metrics; /* the caller's; passed to the `metrics` renderer */
 	struct fuse_args args;
 	struct fuse_session *se;
+	unsigned max_workers; /* FUSE worker threads at most */
 	bool mounted;
 	struct store *store; /* the caller's, from vffs_start to vffs_stop */
 	struct notifier *notifier;
@@ -1481,6 +1481,8 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	clock_gettime(CLOCK_REALTIME, &fs->start_time);
 	fs->group = opt->group;
 	fs->metrics = opt->metrics;
+	fs->max_workers = opt->max_workers ? MIN(opt->max_workers, (unsigned)VFFS_MAX_WORKERS_MAX)
+					   : VFFS_MAX_WORKERS_DEFAULT;
 	fs->status_changed = opt->status_changed;
 	fs->status_userdata = opt->status_userdata;
 	if (opt->socket_dirs)
@@ -1704,7 +1706,7 @@ static void *loop_main(void *arg)
 		return NULL;
 	}
 	fuse_loop_cfg_set_clone_fd(cfg, 0);
-	fuse_loop_cfg_set_max_threads(cfg, MAX_WORKER_THREADS);
+	fuse_loop_cfg_set_max_threads(cfg, fs->max_workers);
 	r = fuse_session_loop_mt(fs->se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	if (!atomic_load(&fs->stopping)) {
