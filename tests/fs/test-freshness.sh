@@ -46,7 +46,7 @@ run_vffresh() {
 }
 
 # -- 1. change/read pairs ------------------------------------------------------------
-start_daemon --fuse-workers 4
+start_daemon --fuse-workers 4 --threshold 1
 for v in "${vfs[@]}"; do mkdir "$MNT/$v"; done
 run_vffresh pairs pairs "$MNT" "$rounds" "${vfs[@]}"
 read -r _ pairs _ stale _ torn _ <"$T/pairs.out"

@@ -29,10 +29,15 @@
  * process sleeps on are futex words (no sleep where an event can be waited
  * for).
  *
- * A round (pairs).  Every writer toggles its VF's hold (VF/quarantined: 1 or
- * 0) concurrently, each write returning before the round is announced; the
- * writers read their file back at once (a fresh open and a held
- * descriptor).  The coordinator then publishes the expected state of every
+ * A round (pairs).  Every writer takes its VF out of service or back
+ * concurrently, each write returning before the round is announced: the
+ * writers of even VFs by holding it (`1` or `0` to VF/quarantined, the file
+ * read back), those of odd VFs through VF/report (the daemon runs with
+ * threshold 1: `failed` quarantines, `ok` rescinds), so that the file read
+ * back is not the one written and only the daemon's invalidation can make
+ * a cached page fresh (the kernel drops a file's pages itself when that
+ * file is written).  The writers read VF/quarantined back at once (a fresh
+ * open and a held descriptor).  The coordinator then publishes the expected state of every
  * VF and the round number (a futex wake) and waits until every reader and
  * watcher has acknowledged it.  Nothing changes while a round is checked,
  * so every read must show exactly the published state:
@@ -42,6 +47,12 @@
  *  - mmap: VF/quarantined through a mapping made once and through a fresh
  *    mapping (when the file is mappable: its size is known; else counted as
  *    not mappable);
+ *  - fillers read every VF/quarantined without pause, also while the
+ *    writers write, so that a page the kernel dropped when the write began
+ *    is filled again with the old state before the change commits: only
+ *    an invalidation between the commit and the writer's reply removes it
+ *    (without fillers the readers, idle during the writes, could not see
+ *    a missing invalidation);
  *  - inotify and poll watchers: after an event (IN_MODIFY/IN_CLOSE_WRITE, or
  *    POLLPRI on a held descriptor) they re-read the file; the round is
  *    acknowledged once every VF shows its new value.  A watcher that does
@@ -86,8 +97,9 @@
 #define BUF_MAX 65536
 #define ERRORS_SHOWN 5
 
-enum kind { K_FRESH, K_HELD, K_MMAP, K_INOTIFY, K_POLL, K_HAMMER };
-static const char *const kind_name[] = { "fresh", "held", "mmap", "inotify", "poll", "hammer" };
+enum kind { K_FRESH, K_HELD, K_MMAP, K_INOTIFY, K_POLL, K_FILLER, K_HAMMER };
+static const char *const kind_name[] = { "fresh", "held", "mmap", "inotify", "poll", "filler",
+					 "hammer" };
 
 struct proc_stats {
 	atomic_uint_fast64_t pairs, stale, torn, errors, unmappable, progress;
@@ -165,8 +177,9 @@ static enum verdict check_quarantined(const char *buf, ssize_t n, int want)
 	return buf[0] - '0' == want ? FRESH : STALE;
 }
 
-static enum verdict check_state(const char *buf, ssize_t n, int want)
+static enum verdict check_state(const char *buf, ssize_t n, int vf, int want)
 {
+	const char *expect = !want ? "ok\n" : vf % 2 ? "quarantined\n" : "held\n";
 	static const char *const names[] = { "ok\n", "failing\n", "quarantined\n", "held\n",
 					     "held-back\n" };
 	bool known = false;
@@ -175,10 +188,7 @@ static enum verdict check_state(const char *buf, ssize_t n, int want)
 		known |= (size_t)n == strlen(names[i]) && memcmp(buf, names[i], (size_t)n) == 0;
 	if (!known)
 		return TORN;
-	return (size_t)n == strlen(want ? "held\n" : "ok\n") &&
-			       memcmp(buf, want ? "held\n" : "ok\n", (size_t)n) == 0
-		       ? FRESH
-		       : STALE;
+	return (size_t)n == strlen(expect) && memcmp(buf, expect, (size_t)n) == 0 ? FRESH : STALE;
 }
 
 /* A list of VF addresses, one a line: exactly the VFs whose state is `held`
@@ -238,7 +248,7 @@ static enum verdict check(enum file f, int vf, const char *buf, ssize_t n)
 	case F_QUARANTINED:
 		return check_quarantined(buf, n, sh->expect[vf]);
 	case F_STATE:
-		return check_state(buf, n, sh->expect[vf]);
+		return check_state(buf, n, vf, sh->expect[vf]);
 	case F_TOP_QUARANTINED:
 		return check_list(buf, n, true);
 	case F_ALLOCATABLE:
@@ -557,6 +567,24 @@ static void reader_main(enum kind k, struct proc_stats *st)
 	_exit(0);
 }
 
+/* Keep the page cache of every VF/quarantined filled, whatever it says. */
+static void filler_main(struct proc_stats *st)
+{
+	char buf[64], path[PATH_MAX];
+	int err;
+
+	while (!atomic_load(&sh->stop))
+		for (int i = 0; i < n_vfs; i++) {
+			path_of(path, sizeof(path), i, "quarantined");
+			if (read_fresh(path, buf, sizeof(buf), &err) < 0) {
+				atomic_fetch_add(&st->errors, 1);
+				report("filler: %s: %s\n", path, strerror(err));
+			}
+			atomic_fetch_add(&st->progress, 1);
+		}
+	_exit(0);
+}
+
 static pid_t spawn(enum kind k, int index)
 {
 	pid_t parent = getpid(), pid = fork();
@@ -572,6 +600,8 @@ static pid_t spawn(enum kind k, int index)
 		_exit(1);
 	if (k == K_INOTIFY || k == K_POLL)
 		watcher_main(k, &sh->procs[index]);
+	if (k == K_FILLER)
+		filler_main(&sh->procs[index]);
 	reader_main(k, &sh->procs[index]);
 	_exit(0);
 }
@@ -590,16 +620,29 @@ struct writer {
 
 static atomic_uint writers_done; /* futex */
 
-static int write_value(int vf, int value)
+/* Take VF vf out of service (value 1) or back (0): a hold for even VFs, a
+ * failed report (threshold 1) and its success for odd ones; `round` names
+ * the report's assignment. */
+static int write_value(int vf, int value, unsigned round)
 {
-	char path[PATH_MAX];
-	int fd, r = 0;
+	char path[PATH_MAX], command[128];
+	int fd, r = 0, len;
 
-	path_of(path, sizeof(path), vf, "quarantined");
+	if (vf % 2 == 0) {
+		path_of(path, sizeof(path), vf, "quarantined");
+		len = snprintf(command, sizeof(command), "%d\n", value);
+	} else {
+		/* the `ok` of round r clears the failure of round r - 1 */
+		unsigned failed = value ? round : round - 1;
+		path_of(path, sizeof(path), vf, "report");
+		len = snprintf(command, sizeof(command),
+			       "%s vm-%u 2026-01-01T00:%02u:%02u.%09uZ\n", value ? "failed" : "ok",
+			       failed, failed / 60 % 60, failed % 60, failed);
+	}
 	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (write(fd, value ? "1\n" : "0\n", 2) != 2)
+	if (write(fd, command, (size_t)len) != len)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
@@ -621,7 +664,7 @@ static void *writer_main(void *arg)
 			wait_change(&w->go, go);
 			continue;
 		}
-		int r = write_value(w->vf, w->value);
+		int r = write_value(w->vf, w->value, go);
 		if (r < 0) {
 			atomic_fetch_add(&sh->writers.errors, 1);
 			report("writer %s: %s\n", vfs[w->vf], strerror(-r));
@@ -685,8 +728,10 @@ static void totals(struct proc_stats *sum, int n_procs)
 
 static int cmd_pairs(unsigned rounds)
 {
-	static const enum kind kinds[] = { K_FRESH, K_HELD, K_MMAP, K_INOTIFY, K_POLL };
+	static const enum kind kinds[] = { K_FRESH, K_HELD, K_MMAP, K_INOTIFY, K_POLL, K_FILLER,
+					   K_FILLER };
 	const int n_procs = (int)(sizeof(kinds) / sizeof(kinds[0]));
+	const int n_checkers = n_procs - 2; /* the fillers acknowledge nothing */
 	struct writer w[MAX_VFS];
 	pid_t pids[MAX_PROCS];
 	struct proc_stats sum;
@@ -697,7 +742,7 @@ static int cmd_pairs(unsigned rounds)
 
 	/* every VF starts in service, as the readers' first state says */
 	for (int i = 0; i < n_vfs; i++) {
-		if (write_value(i, 0) < 0) {
+		if (i % 2 == 0 && write_value(i, 0, 0) < 0) {
 			fprintf(stderr, "cannot clear %s\n", vfs[i]);
 			return 1;
 		}
@@ -727,13 +772,18 @@ static int cmd_pairs(unsigned rounds)
 		atomic_store(&sh->acks, 0);
 		atomic_store(&sh->round, r); /* expect[] is set: publish */
 		wake_all(&sh->round);
-		if (!wait_count(&sh->acks, (unsigned)n_procs)) {
+		if (!wait_count(&sh->acks, (unsigned)n_checkers)) {
 			fprintf(stderr, "HANG: the readers made no progress for %d s in round %u\n",
 				HANG_S, r);
 			for (int i = 0; i < n_procs; i++)
-				fprintf(stderr, "  %s: %" PRIuFAST64 " rounds checked\n", kind_name[kinds[i]],
-					atomic_load(&sh->procs[i].progress));
+				fprintf(stderr, "  %s: %" PRIuFAST64 " rounds checked (reads, for fillers)\n",
+					kind_name[kinds[i]], atomic_load(&sh->procs[i].progress));
 			hung = true;
+		}
+		totals(&sum, n_procs);
+		if (atomic_load(&sum.stale) || atomic_load(&sum.torn) || atomic_load(&sum.errors)) {
+			rounds = r; /* fail fast: a watcher's miss costs WATCH_DEADLINE_S a round */
+			break;
 		}
 	}
 	if (hung) {
@@ -757,7 +807,7 @@ static int cmd_pairs(unsigned rounds)
 	       atomic_load(&sum.pairs), atomic_load(&sum.stale), atomic_load(&sum.torn),
 	       atomic_load(&sum.errors), rounds, n_vfs, now_s() - t0,
 	       atomic_load(&sum.unmappable) ? "not-mappable" : "checked");
-	for (int i = 0; i < n_procs; i++)
+	for (int i = 0; i < n_checkers; i++)
 		printf(" %s %" PRIuFAST64, kind_name[kinds[i]], atomic_load(&sh->procs[i].pairs));
 	printf(" writer %" PRIuFAST64 "\n", atomic_load(&sh->writers.pairs));
 	return atomic_load(&sum.stale) || atomic_load(&sum.torn) || atomic_load(&sum.errors) ? 1 : 0;
@@ -817,7 +867,7 @@ static void hammer_main(struct proc_stats *st)
 static void *hammer_writer(void *arg)
 {
 	for (int v = 1; !atomic_load(&sh->stop); v ^= 1) {
-		int r = write_value(0, v);
+		int r = write_value(0, v, 0);
 		if (r < 0) {
 			atomic_fetch_add(&sh->writers.errors, 1);
 			report("hammer writer: %s\n", strerror(-r));
