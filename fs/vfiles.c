@@ -935,8 +935,9 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 const struct vfile vf_files[VF_FILE_COUNT] = {
 	[VF_TALLY] = { "tally", 0444, tally_render, NULL, VFILE_NOTIFY, STORE_CHANGE_FAILURES },
 	/* Availability decides whether it reads or fails (placement-facing). */
+	/* "0\n" or "1\n": page-cached for readers (fixed_size). */
 	[VF_QUARANTINED] = { "quarantined", 0664, vf_quarantined_render, vf_quarantined_write,
-			     VFILE_NOTIFY, STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
+			     VFILE_NOTIFY, STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS, 2 },
 	[VF_FAILURES] = { "failures", 0444, failures_render, NULL, VFILE_NOTIFY,
 			  STORE_CHANGE_FAILURES },
 	[VF_REPORT] = { "report", 0664, NULL, report_write, VFILE_OUTCOME, 0 },

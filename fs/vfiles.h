@@ -106,6 +106,14 @@ struct vfile {
 	 * per-VF file is dirtied for the VF a change names, and for every VF
 	 * when the change names none (a store-wide change such as status). */
 	unsigned changes;
+	/* Nonzero: every rendering is exactly this many bytes, so the file
+	 * reports it as its size and read-only opens are served from the page
+	 * cache (keep_cache, vffs.c), which the notifier invalidates before any
+	 * write that changed it is answered (notify.h).  Such a file must be
+	 * VFILE_NOTIFY.  0: the size is only known by rendering: size 0 and
+	 * direct_io (a page-cached file whose length changes tears: size from
+	 * one moment, content from a later one). */
+	unsigned fixed_size;
 };
 
 extern const struct vfile top_files[TOP_FILE_COUNT];

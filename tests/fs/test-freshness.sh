@@ -62,3 +62,23 @@ for workers in 1 64; do
 	run_vffresh "hammer-$workers" hammer "$MNT" "$hammer_s" "$readers" "${vfs[0]}"
 	stop_daemon
 done
+
+# -- 3. a descriptor held across the VF's unregistration --------------------------
+# Its inode is no longer reachable by name, so the daemon drops its pages by
+# number: a re-read at offset 0 fails (the VF is gone) instead of showing
+# the old VF's last state next to the new VF's.
+start_daemon
+v=${vfs[0]}
+pread0() { python3 -c 'import os, sys; sys.stdout.write(os.pread(7, 64, 0).decode())' 7<&"$1"; }
+exec 7<"$MNT/$v/quarantined"
+assert_eq "$(pread0 7)" 0 "held quarantined before the unregistration"
+rmdir "$MNT/$v"
+mkdir "$MNT/$v"
+echo 1 >"$MNT/$v/quarantined"
+assert_cat "$MNT/$v/quarantined" 1
+if out=$(pread0 7 2>&1); then
+	fail "a descriptor on the unregistered VF's quarantined still reads '$out'"
+fi
+[[ $out == *"No such file or directory"* ]] || fail "held descriptor: unexpected error: $out"
+exec 7<&-
+stop_daemon
