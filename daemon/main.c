@@ -70,11 +70,12 @@ static void usage(FILE *out)
 		"  --sysfs-root DIR  where sysfs is, for VFs' parent GPUs (default /sys)\n"
 		"  -f, --foreground  do not daemonize (use under systemd, Type=notify)\n"
 		"  -o OPT[,OPT...]   extra FUSE mount options\n"
+		"  --fuse-workers N  FUSE worker threads at most, 1..%d (default %d)\n"
 		"  -d, --debug       log debug messages and trace FUSE requests\n"
 		"  -h, --help        show this help\n"
 		"  -V, --version     show the version\n",
 		VFFS_DEFAULT_MOUNTPOINT, DEFAULT_DB, THRESHOLD_MIN, THRESHOLD_MAX,
-		THRESHOLD_DEFAULT);
+		THRESHOLD_DEFAULT, VFFS_MAX_WORKERS_MAX, VFFS_MAX_WORKERS_DEFAULT);
 	fprintf(out, "\n%s%s", SENTINEL_OPTIONS_HELP, SENTINEL_NO_SENTINEL_HELP);
 	fprintf(out, "      --sentinel-program PATH  the vfhealth-sentinel to run (default: the one\n"
 		     "                               beside vfhealthd, else in %s)\n",
@@ -141,12 +142,14 @@ static int open_store(const char *path, int threshold, struct store **ret)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_DB = 256, OPT_THRESHOLD, OPT_GROUP, OPT_SENTINEL_PROGRAM, OPT_SYSFS_ROOT };
+	enum { OPT_DB = 256, OPT_THRESHOLD, OPT_GROUP, OPT_SENTINEL_PROGRAM, OPT_SYSFS_ROOT,
+	       OPT_FUSE_WORKERS };
 	static const struct option long_options[] = {
 		{ "db", required_argument, NULL, OPT_DB },
 		{ "threshold", required_argument, NULL, OPT_THRESHOLD },
 		{ "group", required_argument, NULL, OPT_GROUP },
 		{ "sysfs-root", required_argument, NULL, OPT_SYSFS_ROOT },
+		{ "fuse-workers", required_argument, NULL, OPT_FUSE_WORKERS },
 		{ "sentinel-program", required_argument, NULL, OPT_SENTINEL_PROGRAM },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
@@ -195,6 +198,17 @@ int main(int argc, char **argv)
 			}
 			store_threshold = (int)threshold;
 			break;
+		case OPT_FUSE_WORKERS: {
+			uint64_t workers;
+
+			if (parse_uint64(optarg, 1, VFFS_MAX_WORKERS_MAX, &workers) < 0) {
+				log_err("--fuse-workers must be an integer 1..%d, not '%s'",
+					VFFS_MAX_WORKERS_MAX, optarg);
+				return 2;
+			}
+			opt.max_workers = (unsigned)workers;
+			break;
+		}
 		case OPT_SYSFS_ROOT:
 			if (!*optarg) {
 				log_err("--sysfs-root needs a directory");

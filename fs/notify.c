@@ -39,7 +39,9 @@
  * that waits for nobody), and hands the file's path to the toucher, which
  * opens the file through the mount, writes one byte and closes it: the
  * kernel turns that into IN_MODIFY and IN_CLOSE_WRITE for watchers of the
- * file and of its directory.  The open and write reach our own FUSE
+ * file and of its directory (each distinct path the toucher has read by
+ * then is touched once: a burst of changes costs one touch per file).  The
+ * open and write reach our own FUSE
  * handlers, which see the toucher's pid (notifier_writer_pid()) and change
  * nothing.  The socket to the toucher may fill up: then the notifier thread
  * waits, holding no lock.
@@ -71,6 +73,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs/vfiles.h"
@@ -78,6 +81,7 @@
 #include "proto/log.h"
 
 #define FILE_BUCKETS 256
+#define TOUCH_BATCH_MAX 256 /* distinct paths the toucher coalesces at once */
 
 struct watched_file {
 	struct notify_key key;
@@ -93,40 +97,57 @@ struct dirty_vf {
 	unsigned files; /* bitmask over enum vf_file_index */
 };
 
+/* A bounded coalescing set of files: enqueueing never blocks nor allocates;
+ * when its VF slots are full it collapses into "these files of every VF". */
+struct dirty_set {
+	unsigned top;     /* bitmask over enum top_file_index */
+	unsigned all_vfs; /* bitmask over enum vf_file_index, for every VF */
+	struct dirty_vf vfs[NOTIFY_MAX_QUEUED_VFS];
+	size_t count;
+	fuse_ino_t inodes[NOTIFY_MAX_QUEUED_INODES]; /* by number (notifier_invalidate_inode) */
+	size_t n_inodes;
+};
+
+/* A write whose reply waits for the invalidation of what it changed. */
+struct pending_reply {
+	fuse_req_t req;
+	size_t size;
+	struct pending_reply *next;
+};
+
 struct notifier {
 	struct fuse_session *se;
 	struct store *store;
 	char *mountpoint;
+	notify_inode_fn inode_of; /* NULL: nothing is invalidated (no session) */
+	void *inode_userdata;
 
 	pthread_mutex_t files_lock;
 	struct watched_file *buckets[FILE_BUCKETS];
 
+	/* queue_lock (a leaf): what changed, and the writes waiting for it */
 	pthread_mutex_t queue_lock;
 	pthread_cond_t queue_cond;
-	unsigned dirty_top;     /* bitmask over enum top_file_index */
-	unsigned dirty_all_vfs; /* bitmask over enum vf_file_index, for every VF */
-	struct dirty_vf dirty_vfs[NOTIFY_MAX_QUEUED_VFS];
-	size_t dirty_vf_count;
+	struct dirty_set dirty;
+	struct pending_reply *replies, **replies_tail;
 	bool stop;
 	atomic_bool abandon; /* notifier_stop(): drop the rest of the drained set */
 
-	pthread_t thread;
-	bool running;
+	/* touch_lock (a leaf): what the feeder hands to the toucher */
+	pthread_mutex_t touch_lock;
+	pthread_cond_t touch_cond;
+	struct dirty_set touch;
+	bool touch_stop;
+	/* each thread's copy of the set it drained (no allocation: a drained
+	 * set is never dropped, or a write could be answered uninvalidated) */
+	struct dirty_set drained, fed;
+
+	pthread_t thread, feeder;
+	bool running, feeder_running;
 	int touch_fd;          /* our end of the socket pair to the toucher */
 	atomic_int writer_pid; /* the toucher */
 	bool touch_failed;     /* logged once */
 };
-
-/* Every per-VF file whose content changes get notified. */
-static unsigned notified_vf_files(void)
-{
-	unsigned mask = 0;
-
-	for (int i = 0; i < VF_FILE_COUNT; i++)
-		if (vf_files[i].flags & VFILE_NOTIFY)
-			mask |= 1u << i;
-	return mask;
-}
 
 static unsigned key_hash(const struct notify_key *key)
 {
@@ -182,6 +203,9 @@ int notifier_new(struct fuse_session *se, const char *mountpoint, struct store *
 	pthread_mutex_init(&n->files_lock, NULL);
 	pthread_mutex_init(&n->queue_lock, NULL);
 	pthread_cond_init(&n->queue_cond, NULL);
+	pthread_mutex_init(&n->touch_lock, NULL);
+	pthread_cond_init(&n->touch_cond, NULL);
+	n->replies_tail = &n->replies;
 	*ret = n;
 	return 0;
 }
@@ -204,6 +228,8 @@ void notifier_free(struct notifier *n)
 			f = next;
 		}
 	}
+	pthread_cond_destroy(&n->touch_cond);
+	pthread_mutex_destroy(&n->touch_lock);
 	pthread_cond_destroy(&n->queue_cond);
 	pthread_mutex_destroy(&n->queue_lock);
 	pthread_mutex_destroy(&n->files_lock);
@@ -218,26 +244,49 @@ pid_t notifier_writer_pid(const struct notifier *n)
 
 /* -- the dirty set -------------------------------------------------------------- */
 
-/* Under queue_lock. */
-static void queue_vf(struct notifier *n, const char *vf, unsigned files)
+/* Under the set's lock. */
+static void dirty_add(struct dirty_set *d, unsigned top, const char *vf, unsigned files,
+		      unsigned all_vfs)
 {
-	for (size_t i = 0; i < n->dirty_vf_count; i++)
-		if (strcmp(n->dirty_vfs[i].vf, vf) == 0) {
-			n->dirty_vfs[i].files |= files;
+	d->top |= top;
+	d->all_vfs |= all_vfs;
+	if (!files || !vf || !*vf)
+		return;
+	for (size_t i = 0; i < d->count; i++)
+		if (strcmp(d->vfs[i].vf, vf) == 0) {
+			d->vfs[i].files |= files;
 			return;
 		}
-	if (n->dirty_vf_count == NOTIFY_MAX_QUEUED_VFS) {
+	if (d->count == NOTIFY_MAX_QUEUED_VFS) {
 		/* Full: merge everything into "all files of all VFs"; nothing is lost. */
 		unsigned all = 0;
-		for (size_t i = 0; i < n->dirty_vf_count; i++)
-			all |= n->dirty_vfs[i].files;
-		n->dirty_all_vfs |= all | files;
-		n->dirty_vf_count = 0;
+		for (size_t i = 0; i < d->count; i++)
+			all |= d->vfs[i].files;
+		d->all_vfs |= all | files;
+		d->count = 0;
 		return;
 	}
-	snprintf(n->dirty_vfs[n->dirty_vf_count].vf, VF_ADDR_BUFSZ, "%s", vf);
-	n->dirty_vfs[n->dirty_vf_count].files = files;
-	n->dirty_vf_count++;
+	snprintf(d->vfs[d->count].vf, VF_ADDR_BUFSZ, "%s", vf);
+	d->vfs[d->count].files = files;
+	d->count++;
+}
+
+static bool dirty_empty(const struct dirty_set *d)
+{
+	return !d->top && !d->all_vfs && !d->count && !d->n_inodes;
+}
+
+/* Move src (under its lock) into the caller's dst, emptying src. */
+static void dirty_take(struct dirty_set *dst, struct dirty_set *src)
+{
+	dst->top = src->top;
+	dst->all_vfs = src->all_vfs;
+	dst->count = src->count;
+	memcpy(dst->vfs, src->vfs, src->count * sizeof(*src->vfs));
+	dst->n_inodes = src->n_inodes;
+	memcpy(dst->inodes, src->inodes, src->n_inodes * sizeof(*src->inodes));
+	src->top = src->all_vfs = 0;
+	src->count = src->n_inodes = 0;
 }
 
 static void enqueue(struct notifier *n, unsigned top, const char *vf, unsigned vf_mask,
@@ -246,10 +295,7 @@ static void enqueue(struct notifier *n, unsigned top, const char *vf, unsigned v
 	if (!top && !all_vfs && (!vf_mask || !vf || !*vf))
 		return;
 	pthread_mutex_lock(&n->queue_lock);
-	n->dirty_top |= top;
-	n->dirty_all_vfs |= all_vfs;
-	if (vf_mask && vf && *vf)
-		queue_vf(n, vf, vf_mask);
+	dirty_add(&n->dirty, top, vf, vf_mask, all_vfs);
 	pthread_cond_signal(&n->queue_cond);
 	pthread_mutex_unlock(&n->queue_lock);
 }
@@ -283,7 +329,23 @@ void notifier_store_change(void *userdata, const struct store_change *change)
 
 /* -- the notifier thread ---------------------------------------------------------- */
 
-/* Bump the file's generation and wake its pollers. */
+/* Record when the file changed (its mtime; before the invalidation, so that
+ * the attributes the kernel asks for next show it). */
+static void mark_changed(struct notifier *n, const struct notify_key *key)
+{
+	struct watched_file *f;
+
+	pthread_mutex_lock(&n->files_lock);
+	f = file_find(n, key, true);
+	if (f) {
+		clock_gettime(CLOCK_REALTIME, &f->mtime);
+		f->changed = true;
+	}
+	pthread_mutex_unlock(&n->files_lock);
+}
+
+/* Bump the file's generation and wake its pollers: after the invalidation,
+ * so that a woken reader can only read the new content. */
 static void wake_pollers(struct notifier *n, const struct notify_key *key)
 {
 	_cleanup_free_ struct fuse_pollhandle **handles = NULL;
@@ -294,8 +356,6 @@ static void wake_pollers(struct notifier *n, const struct notify_key *key)
 	f = file_find(n, key, true);
 	if (f) {
 		f->generation++;
-		clock_gettime(CLOCK_REALTIME, &f->mtime);
-		f->changed = true;
 		for (struct notify_watch *w = f->watches; w; w = w->next)
 			if (w->pending)
 				cap++;
@@ -318,6 +378,27 @@ static void wake_pollers(struct notifier *n, const struct notify_key *key)
 			log_debug("notifier: poll notification failed: %s", strerror(-r));
 		fuse_pollhandle_destroy(handles[i]);
 	}
+}
+
+/* Drop what the kernel caches of the file: its attributes and its pages.
+ * Waits for reads in flight on those pages (served by the FUSE workers, none
+ * of which ever waits for this thread).  -ENOENT: the kernel has no such
+ * inode cached, nothing to drop. */
+static void invalidate(struct notifier *n, const struct notify_key *key)
+{
+	fuse_ino_t ino;
+	int r;
+
+	if (!n->se || !n->inode_of)
+		return;
+	ino = n->inode_of(n->inode_userdata, key);
+	if (!ino)
+		return;
+	r = fuse_lowlevel_notify_inval_inode(n->se, ino, 0, 0);
+	if (r < 0 && r != -ENOENT)
+		log_debug("notifier: invalidating %s%s%s failed: %s", key->vf, key->vf[0] ? "/" : "",
+			  key->vf[0] ? vf_files[key->index].name : top_files[key->index].name,
+			  strerror(-r));
 }
 
 /* Make the kernel emit IN_MODIFY and IN_CLOSE_WRITE: have the toucher write
@@ -351,7 +432,24 @@ static void touch_through_mount(struct notifier *n, const struct notify_key *key
 	}
 }
 
-/* The toucher: one path per line; open it O_WRONLY, write a byte, close. */
+/* Open each path O_WRONLY, write a byte, close. */
+static void touch_paths(const char *const *paths, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int fd = open(paths[i], O_WRONLY | O_CLOEXEC | O_NOCTTY);
+
+		/* ENOENT: the VF went away meanwhile; nobody can watch it any more. */
+		if (fd >= 0) {
+			if (write(fd, "\n", 1) < 0) {
+				/* nothing to do: the watchers miss this one */
+			}
+			close(fd);
+		}
+	}
+}
+
+/* The toucher: one path per line; each distinct path of what has arrived is
+ * touched once. */
 static _Noreturn void toucher_main(int in_fd)
 {
 	char buf[2 * PATH_MAX];
@@ -366,20 +464,27 @@ static _Noreturn void toucher_main(int in_fd)
 		if (n <= 0)
 			_exit(0); /* EOF: the notifier stopped (or died) */
 		len += (size_t)n;
+		/* Coalesce: every path queued by now is touched once, however
+		 * often it was sent (one IN_MODIFY tells a watcher to re-read;
+		 * a second would only cost the mount four more requests). */
+		const char *paths[TOUCH_BATCH_MAX];
+		size_t n_paths = 0;
+
 		while ((nl = memchr(start, '\n', len - (size_t)(start - buf)))) {
-			int fd;
+			bool seen = false;
 
 			*nl = '\0';
-			fd = open(start, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-			/* ENOENT: the VF went away meanwhile; nobody can watch it any more. */
-			if (fd >= 0) {
-				if (write(fd, "\n", 1) < 0) {
-					/* nothing to do: the watchers miss this one */
-				}
-				close(fd);
+			for (size_t i = 0; i < n_paths && !seen; i++)
+				seen = strcmp(paths[i], start) == 0;
+			if (!seen && n_paths == TOUCH_BATCH_MAX) {
+				touch_paths(paths, n_paths);
+				n_paths = 0;
 			}
+			if (!seen)
+				paths[n_paths++] = start;
 			start = nl + 1;
 		}
+		touch_paths(paths, n_paths);
 		len -= (size_t)(start - buf);
 		memmove(buf, start, len);
 		if (len == sizeof(buf))
@@ -437,70 +542,137 @@ static void toucher_stop(struct notifier *n)
 	}
 }
 
-static void notify_file(struct notifier *n, const char *vf, int index)
+/* Apply fn to every file of the set; every VF's files (d->all_vfs) come
+ * from the store's list, taken once. */
+static void dirty_for_each(struct notifier *n, const struct dirty_set *d,
+			   const struct store_vf_info *list, size_t count, bool stoppable,
+			   void (*fn)(struct notifier *n, const struct notify_key *key))
 {
-	struct notify_key key = { .index = index };
+	struct notify_key key;
 
-	snprintf(key.vf, sizeof(key.vf), "%s", vf);
-	wake_pollers(n, &key);
-	touch_through_mount(n, &key);
+	for (int i = 0; i < TOP_FILE_COUNT; i++)
+		if (d->top & (1u << i)) {
+			key = (struct notify_key){ .index = i };
+			fn(n, &key);
+		}
+	for (size_t v = 0; d->all_vfs && v < count; v++) {
+		if (stoppable && atomic_load(&n->abandon))
+			return;
+		snprintf(key.vf, sizeof(key.vf), "%s", list[v].vf);
+		for (int i = 0; i < VF_FILE_COUNT; i++)
+			if (d->all_vfs & (1u << i)) {
+				key.index = i;
+				fn(n, &key);
+			}
+	}
+	for (size_t v = 0; v < d->count; v++) {
+		if (stoppable && atomic_load(&n->abandon))
+			return;
+		snprintf(key.vf, sizeof(key.vf), "%s", d->vfs[v].vf);
+		for (int i = 0; i < VF_FILE_COUNT; i++)
+			if (d->vfs[v].files & ~d->all_vfs & (1u << i)) {
+				key.index = i;
+				fn(n, &key);
+			}
+	}
 }
 
-static void notify_vf_files(struct notifier *n, const char *vf, unsigned files)
+static void hand_to_feeder(struct notifier *n, const struct dirty_set *d)
 {
-	for (int i = 0; i < VF_FILE_COUNT; i++)
-		if (files & (1u << i))
-			notify_file(n, vf, i);
+	pthread_mutex_lock(&n->touch_lock);
+	dirty_add(&n->touch, d->top, NULL, 0, d->all_vfs);
+	for (size_t v = 0; v < d->count; v++)
+		dirty_add(&n->touch, 0, d->vfs[v].vf, d->vfs[v].files & ~d->all_vfs, 0);
+	pthread_cond_signal(&n->touch_cond);
+	pthread_mutex_unlock(&n->touch_lock);
 }
 
+/* The ordering rule (docs/architecture.md): a change is committed (and in
+ * the store's memory) before it is queued here; then this thread
+ * invalidates every file it affects, then replies to the writes queued with
+ * it, then wakes pollers, then hands the files to the toucher's feeder,
+ * never blocking on it.  Only this thread replies to writes that changed
+ * something, so no acknowledged write can leave a stale page behind
+ * (tests/fs/test-freshness.sh). */
 static void *notifier_main(void *arg)
 {
 	struct notifier *n = arg;
+	struct dirty_set *d = &n->drained;
 	sigset_t all;
 
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 
 	for (;;) {
-		_cleanup_free_ struct dirty_vf *vfs = NULL;
-		unsigned top, all_vfs;
-		size_t vf_count;
+		_cleanup_free_ struct store_vf_info *list = NULL;
+		struct pending_reply *replies;
+		size_t count = 0;
+		bool stopping;
 
 		pthread_mutex_lock(&n->queue_lock);
-		while (!n->stop && !n->dirty_top && !n->dirty_all_vfs && !n->dirty_vf_count)
+		while (!n->stop && dirty_empty(&n->dirty) && !n->replies)
 			pthread_cond_wait(&n->queue_cond, &n->queue_lock);
-		if (n->stop) {
-			pthread_mutex_unlock(&n->queue_lock);
-			break;
-		}
-		top = n->dirty_top;
-		all_vfs = n->dirty_all_vfs;
-		vf_count = n->dirty_vf_count;
-		vfs = vf_count ? malloc(vf_count * sizeof(*vfs)) : NULL;
-		if (vf_count && !vfs) {
-			/* Cannot copy the list: notify everything instead. */
-			all_vfs |= notified_vf_files();
-			vf_count = 0;
-		} else if (vf_count) {
-			memcpy(vfs, n->dirty_vfs, vf_count * sizeof(*vfs));
-		}
-		n->dirty_top = 0;
-		n->dirty_all_vfs = 0;
-		n->dirty_vf_count = 0;
+		stopping = n->stop;
+		dirty_take(d, &n->dirty);
+		replies = n->replies;
+		n->replies = NULL;
+		n->replies_tail = &n->replies;
 		pthread_mutex_unlock(&n->queue_lock);
 
-		for (int i = 0; i < TOP_FILE_COUNT; i++)
-			if (top & (1u << i))
-				notify_file(n, "", i);
-		if (all_vfs) {
-			_cleanup_free_ struct store_vf_info *list = NULL;
-			size_t count = 0;
-			if (store_vf_list(n->store, &list, &count) == 0)
-				for (size_t i = 0; i < count && !atomic_load(&n->abandon); i++)
-					notify_vf_files(n, list[i].vf, all_vfs);
+		/* Every VF's files: their inodes are invalidated before any reply
+		 * goes, so a listing that fails for memory is tried again, and the
+		 * writers wait, rather than answered over stale pages.  (-EIO: the
+		 * store was never loaded, so no VF has cached pages.) */
+		while (d->all_vfs && store_vf_list(n->store, &list, &count) == -ENOMEM &&
+		       !atomic_load(&n->abandon)) {
+			struct timespec pause = { .tv_nsec = 10 * 1000 * 1000 };
+			nanosleep(&pause, NULL);
 		}
-		for (size_t i = 0; i < vf_count && !atomic_load(&n->abandon); i++)
-			notify_vf_files(n, vfs[i].vf, vfs[i].files & ~all_vfs);
+		dirty_for_each(n, d, list, count, false, mark_changed);
+		dirty_for_each(n, d, list, count, false, invalidate);
+		for (size_t i = 0; n->se && i < d->n_inodes; i++)
+			fuse_lowlevel_notify_inval_inode(n->se, d->inodes[i], 0, 0);
+		while (replies) {
+			struct pending_reply *next = replies->next;
+			fuse_reply_write(replies->req, replies->size);
+			free(replies);
+			replies = next;
+		}
+		if (stopping)
+			break;
+		dirty_for_each(n, d, list, count, true, wake_pollers);
+		hand_to_feeder(n, d);
+	}
+	return NULL;
+}
+
+/* The feeder: sends what changed to the toucher, one path a line, each file
+ * of the set once; blocks on the socket (the toucher may be slow), so that
+ * the notifier never does. */
+static void *feeder_main(void *arg)
+{
+	struct notifier *n = arg;
+	struct dirty_set *d = &n->fed;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		_cleanup_free_ struct store_vf_info *list = NULL;
+		size_t count = 0;
+
+		pthread_mutex_lock(&n->touch_lock);
+		while (!n->touch_stop && dirty_empty(&n->touch))
+			pthread_cond_wait(&n->touch_cond, &n->touch_lock);
+		if (n->touch_stop) {
+			pthread_mutex_unlock(&n->touch_lock);
+			break;
+		}
+		dirty_take(d, &n->touch);
+		pthread_mutex_unlock(&n->touch_lock);
+		if (d->all_vfs && store_vf_list(n->store, &list, &count) < 0)
+			count = 0;
+		dirty_for_each(n, d, list, count, true, touch_through_mount);
 	}
 	return NULL;
 }
@@ -512,6 +684,7 @@ int notifier_start(struct notifier *n)
 	if (n->running)
 		return 0;
 	n->stop = false;
+	n->touch_stop = false;
 	atomic_store(&n->abandon, false);
 	n->touch_failed = false;
 	r = toucher_start(n);
@@ -519,9 +692,15 @@ int notifier_start(struct notifier *n)
 		log_err("notifier: cannot start the inotify helper: %s", strerror(-r));
 		return r;
 	}
-	r = pthread_create(&n->thread, NULL, notifier_main, n);
+	r = pthread_create(&n->feeder, NULL, feeder_main, n);
 	if (r) {
 		toucher_stop(n);
+		return -r;
+	}
+	n->feeder_running = true;
+	r = pthread_create(&n->thread, NULL, notifier_main, n);
+	if (r) {
+		notifier_stop(n);
 		return -r;
 	}
 	n->running = true;
@@ -530,16 +709,72 @@ int notifier_start(struct notifier *n)
 
 void notifier_stop(struct notifier *n)
 {
-	if (!n->running)
+	if (!n->running && !n->feeder_running)
 		return;
 	atomic_store(&n->abandon, true);
+	if (n->running) {
+		/* its last pass still invalidates and answers every queued write */
+		pthread_mutex_lock(&n->queue_lock);
+		n->stop = true;
+		pthread_cond_signal(&n->queue_cond);
+		pthread_mutex_unlock(&n->queue_lock);
+		pthread_join(n->thread, NULL);
+		n->running = false;
+	}
+	pthread_mutex_lock(&n->touch_lock);
+	n->touch_stop = true;
+	pthread_cond_signal(&n->touch_cond);
+	pthread_mutex_unlock(&n->touch_lock);
+	pthread_join(n->feeder, NULL);
+	n->feeder_running = false;
+	toucher_stop(n);
+}
+
+void notifier_invalidate_inode(struct notifier *n, fuse_ino_t ino)
+{
+	bool full;
+
 	pthread_mutex_lock(&n->queue_lock);
-	n->stop = true;
+	full = n->dirty.n_inodes == NOTIFY_MAX_QUEUED_INODES;
+	if (!full)
+		n->dirty.inodes[n->dirty.n_inodes++] = ino;
 	pthread_cond_signal(&n->queue_cond);
 	pthread_mutex_unlock(&n->queue_lock);
-	pthread_join(n->thread, NULL);
-	toucher_stop(n);
-	n->running = false;
+	if (full)
+		log_warn("notifier: too many inodes queued; a descriptor held open on an "
+			 "unregistered VF's file may read its last content");
+}
+
+void notifier_set_inode_fn(struct notifier *n, notify_inode_fn fn, void *userdata)
+{
+	n->inode_of = fn;
+	n->inode_userdata = userdata;
+}
+
+void notifier_reply_write(struct notifier *n, fuse_req_t req, size_t size)
+{
+	struct pending_reply *p = malloc(sizeof(*p));
+	bool queued = false;
+
+	if (p) {
+		p->req = req;
+		p->size = size;
+		p->next = NULL;
+		pthread_mutex_lock(&n->queue_lock);
+		if (n->running && !n->stop) {
+			*n->replies_tail = p;
+			n->replies_tail = &p->next;
+			queued = true;
+			pthread_cond_signal(&n->queue_cond);
+		}
+		pthread_mutex_unlock(&n->queue_lock);
+	}
+	if (queued)
+		return;
+	free(p);
+	/* Nobody can invalidate what it changed before the reply: the change
+	 * is durable, but the writer must not take it as seen (fail closed). */
+	fuse_reply_err(req, p ? EIO : ENOMEM);
 }
 
 /* -- watches and poll ---------------------------------------------------------------- */
@@ -590,7 +825,8 @@ void notifier_seen(struct notifier *n, struct notify_watch *w)
 	pthread_mutex_unlock(&n->files_lock);
 }
 
-unsigned notifier_poll(struct notifier *n, struct notify_watch *w, struct fuse_pollhandle *ph)
+unsigned notifier_poll(struct notifier *n, struct notify_watch *w, struct fuse_pollhandle *ph,
+		       bool consume)
 {
 	struct fuse_pollhandle *drop = NULL;
 	struct watched_file *f;
@@ -600,6 +836,8 @@ unsigned notifier_poll(struct notifier *n, struct notify_watch *w, struct fuse_p
 	f = file_find(n, &w->key, false);
 	if (f && f->generation != w->seen_generation) {
 		revents |= POLLPRI | POLLERR;
+		if (consume)
+			w->seen_generation = f->generation;
 		drop = ph; /* nothing to wait for */
 	} else if (ph) {
 		/* One pending handle per open file: the kernel's latest one. */

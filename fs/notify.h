@@ -25,6 +25,18 @@
  *    notifier_seen() (called by a read at offset 0) catches up.
  *  - Files are named by a notify_key: the VF address ("" for the top level)
  *    and the index in the vfiles.h table.
+ *  - Invalidation and write replies (the ordering rule of
+ *    docs/architecture.md).  For each drained set the thread first records
+ *    the files' mtimes, then invalidates each file's inode in the kernel
+ *    (fuse_lowlevel_notify_inval_inode: attributes and pages; it waits for
+ *    reads in flight on those pages), then replies to every write queued
+ *    by notifier_reply_write() up to the drain, then wakes pollers, then
+ *    hands the files to a feeder thread (a second coalescing set) that
+ *    talks to the helper, so the notifier never blocks on the helper.  A
+ *    store change is queued (by the change callback) before its writer's
+ *    reply is, so the reply always follows the invalidation.  No FUSE
+ *    worker ever waits for this thread: a worker that did could hold the
+ *    only worker a read needs while the thread waits for that read's page.
  *  - notifier_start() forks the helper: call it before the process has
  *    other threads.  notifier_stop() must run while the mount is still
  *    served: the helper may be inside an open() on the mount.  It drops
@@ -48,6 +60,8 @@
 /* At most this many distinct VFs are queued; beyond it the set collapses
  * into "every file of every VF", which the notifier expands from the store. */
 #define NOTIFY_MAX_QUEUED_VFS 1024
+/* Inodes queued by number (notifier_invalidate_inode). */
+#define NOTIFY_MAX_QUEUED_INODES 256
 
 struct notifier;
 
@@ -76,6 +90,26 @@ void notifier_stop(struct notifier *n);
  * (single-threaded, so also its thread id); 0 when not running. */
 pid_t notifier_writer_pid(const struct notifier *n);
 
+/* The inode of a file in the mount, 0 when it has none (its VF is gone);
+ * called by the notifier thread, may read the store. */
+typedef fuse_ino_t (*notify_inode_fn)(void *userdata, const struct notify_key *key);
+/* Before notifier_start(); without it (or without a session) nothing is
+ * invalidated. */
+void notifier_set_inode_fn(struct notifier *n, notify_inode_fn fn, void *userdata);
+
+/* Reply fuse_reply_write(req, size) from the notifier thread, after every
+ * change queued before this call is invalidated.  The caller (a FUSE
+ * worker) returns at once and must not touch req again.  When the notifier
+ * is not running (stopping) the write is answered EIO at once: its change
+ * is durable but cannot be shown fresh. */
+void notifier_reply_write(struct notifier *n, fuse_req_t req, size_t size);
+
+/* Have the notifier thread invalidate inode ino (a file whose name no
+ * longer leads to it: an unregistered VF's), as it does a changed file's.
+ * Never blocks; at most NOTIFY_MAX_QUEUED_INODES wait at once (more are
+ * logged and dropped). */
+void notifier_invalidate_inode(struct notifier *n, fuse_ino_t ino);
+
 /* The store callback; userdata is the struct notifier. */
 void notifier_store_change(void *userdata, const struct store_change *change);
 
@@ -85,8 +119,12 @@ int notifier_watch_add(struct notifier *n, struct notify_watch *w);
 void notifier_watch_remove(struct notifier *n, struct notify_watch *w);
 /* The reader is about to render the file afresh. */
 void notifier_seen(struct notifier *n, struct notify_watch *w);
-/* The poll handler: returns the revents; keeps ph (or destroys it) either way. */
-unsigned notifier_poll(struct notifier *n, struct notify_watch *w, struct fuse_pollhandle *ph);
+/* The poll handler: returns the revents; keeps ph (or destroys it) either way.
+ * consume: report a change once (the watch has seen it from then on), for
+ * page-cached files, whose re-read at offset 0 may never reach the daemon
+ * (notifier_seen); else POLLPRI until the reader re-reads. */
+unsigned notifier_poll(struct notifier *n, struct notify_watch *w, struct fuse_pollhandle *ph,
+		       bool consume);
 
 /* When the file last changed; false when it has not changed since start. */
 bool notifier_mtime(struct notifier *n, const struct notify_key *key, struct timespec *ret);

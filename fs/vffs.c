@@ -29,16 +29,29 @@
  *   1<<60 | id<<8 | 0     the directory of the VF with store id `id`
  *   1<<60 | id<<8 | 1+i   vf_files[i] of that VF (assignments/ included)
  *   2<<60 | claim id      an assignment file
- * Every file is opened with direct_io, so every read reaches us: a read at
- * offset 0 renders the file afresh (sysfs style) into the handle's snapshot,
- * later offsets are served from that snapshot so one `cat` is consistent.
+ * Caching (issue 17).  Attributes are cached long (ATTR_TIMEOUT_S; claims'
+ * not at all), so default_permissions costs no GETATTR, and listings are
+ * readdirplus, so a listing brings every entry's attributes.  Files whose
+ * every rendering has the same length (vfile.fixed_size: VF/quarantined)
+ * report that size, and a read-only open of one is keep_cache: reads are
+ * served from the page cache.  Every other open is direct_io, so every read
+ * reaches us: a read at offset 0 renders the file afresh (sysfs style) into
+ * the handle's snapshot, later offsets are served from that snapshot so one
+ * `cat` is consistent (and a page-cached length-varying file would tear).
+ * What the kernel caches is made stale only by store changes, and the
+ * notifier invalidates every affected inode (pages and attributes) before
+ * the write that made the change is answered: op_write hands its reply to
+ * the notifier (notify.h), which sends it after the invalidation.  No
+ * worker waits for the notifier (the notifier may wait for a read a worker
+ * serves).  Directory operations (mkdir, rmdir, claims) answer at once:
+ * nothing page-cached depends on them, their entries are the kernel's own
+ * to update, and claims' entries and attributes are never cached.
  * What a handle keeps (itself, its snapshot; a directory handle's listing)
  * is charged to the reader's uid (budget.h): past the budget, that open or
  * read gets ENOBUFS.  Each open keeps its own snapshot: the budget bounds
  * them, and a rendered text is at most a VF's failures (about 1 MB).
- * Regular files report size 0 (procfs): the size is known only by rendering.
- * Attributes are not cached (timeout 0), entries for 1 s, negative entries
- * never.
+ * Other regular files report size 0 (procfs): the size is known only by
+ * rendering.  Entries are cached for 1 s, negative entries never.
  *
  * Claims (vfhealth(5)).  create on assignments/ makes a reservation in the
  * store (nothing durable, nothing notified, no history row) and answers
@@ -104,12 +117,14 @@
 #define VF_SLOT_DIR 0
 #define GENERATION 1
 #define ENTRY_TIMEOUT_S 1.0
+/* Attributes change only with content (mtime, notifier.c) and are
+ * invalidated with it, before any write that changed them is answered. */
+#define ATTR_TIMEOUT_S 86400.0
 /* Regular files report size 0, as procfs does: their size is not known before
  * they are rendered, and a nonzero guess makes tail, wc -c and editors trust
  * it (direct_io reads are not bound by it). */
 #define FILE_SIZE 0
 #define FILE_BLOCK_SIZE 4096
-#define MAX_WORKER_THREADS 16
 
 /* The link every open file and directory has in vffs.open_list. */
 struct open_link {
@@ -123,6 +138,7 @@ struct vffs {
 	struct metrics *metrics; /* the caller's; passed to the `metrics` renderer */
 	struct fuse_args args;
 	struct fuse_session *se;
+	unsigned max_workers; /* FUSE worker threads at most */
 	bool mounted;
 	struct store *store; /* the caller's, from vffs_start to vffs_stop */
 	struct notifier *notifier;
@@ -177,6 +193,7 @@ struct vhandle {
 	size_t open_charge;
 	bool rendered;
 	bool append;        /* opened O_APPEND: the kernel picks the offset */
+	bool cached;        /* opened keep_cache: reads may be served by the page cache */
 	char outcome[VFILE_OUTCOME_MAX];
 	bool watched;
 	struct notify_watch watch;
@@ -188,6 +205,7 @@ struct dirhandle {
 	pthread_mutex_t lock;
 	char *buf;
 	size_t size;
+	bool plus;       /* buf holds readdirplus entries */
 	uid_t buf_uid;   /* charged size (budget.h) */
 	uid_t open_uid;  /* charged sizeof(struct dirhandle) */
 };
@@ -335,23 +353,35 @@ static void vnode_stat(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, s
 	} else if (f) {
 		st->st_mode = S_IFREG | f->mode;
 		st->st_nlink = 1;
-		st->st_size = FILE_SIZE;
+		st->st_size = f->fixed_size ? (off_t)f->fixed_size : FILE_SIZE;
 	}
 	if (vnode_key(n, &key))
 		notifier_mtime(fs->notifier, &key, &t);
 	st->st_atim = st->st_mtim = st->st_ctim = t;
 }
 
+/* Claims are neither: see Claims. */
+static double attr_timeout(const struct vnode *n)
+{
+	return n->kind == VN_CLAIM ? 0 : ATTR_TIMEOUT_S;
+}
+
+static void fill_entry(struct vffs *fs, fuse_ino_t ino, const struct vnode *n,
+		       struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = ino;
+	e->generation = GENERATION;
+	e->attr_timeout = attr_timeout(n);
+	e->entry_timeout = n->kind == VN_CLAIM ? 0 : ENTRY_TIMEOUT_S;
+	vnode_stat(fs, ino, n, &e->attr);
+}
+
 static void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct vnode *n)
 {
 	struct fuse_entry_param e;
 
-	memset(&e, 0, sizeof(e));
-	e.ino = ino;
-	e.generation = GENERATION;
-	e.attr_timeout = 0;
-	e.entry_timeout = n->kind == VN_CLAIM ? 0 : ENTRY_TIMEOUT_S; /* see Claims */
-	vnode_stat(req_fs(req), ino, n, &e.attr);
+	fill_entry(req_fs(req), ino, n, &e);
 	fuse_reply_entry(req, &e);
 }
 
@@ -389,8 +419,17 @@ static bool vnode_get_or_reply(fuse_req_t req, fuse_ino_t ino, struct vnode *n)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	/* Content is generated: never let the kernel cache pages or attributes. */
-	conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_AUTO_INVAL_DATA);
+	/* Content is generated: the kernel caches pages only of fixed-size files
+	 * opened keep_cache, and attributes, and never writes back; both are
+	 * invalidated by the notifier before a write that changed them is
+	 * answered (notify.h).  No automatic invalidation (it would trust
+	 * mtimes); readdirplus always (a listing brings the attributes); no
+	 * atomic O_TRUNC (the kernel would set a cached file's size to 0 at
+	 * a writer's open: a SETATTR, answered with the real size, instead). */
+	conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_AUTO_INVAL_DATA |
+				  FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_ATOMIC_O_TRUNC);
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -473,7 +512,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (!vnode_get_or_reply(req, ino, &n))
 		return;
 	vnode_stat(fs, ino, &n, &st);
-	fuse_reply_attr(req, &st, 0);
+	fuse_reply_attr(req, &st, attr_timeout(&n));
 }
 
 /* Whether n is a read-only file (a table entry without a write function). */
@@ -519,6 +558,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 
 struct dirbuf {
 	fuse_req_t req;
+	struct vffs *fs;
+	bool plus; /* readdirplus: entries carry their attributes */
 	char *buf;
 	size_t size;     /* bytes of entries */
 	size_t capacity; /* bytes allocated: grows geometrically, so a listing of
@@ -526,15 +567,22 @@ struct dirbuf {
 	int error;
 };
 
-static void dirbuf_add(struct dirbuf *b, const char *name, fuse_ino_t ino, mode_t mode)
+/* An entry; child: what it names, for readdirplus (NULL for . and ..,
+ * which the kernel never looks up from a listing). */
+static void dirbuf_add(struct dirbuf *b, const char *name, fuse_ino_t ino, mode_t mode,
+		       const struct vnode *child)
 {
 	struct stat st = { .st_ino = ino, .st_mode = mode };
+	struct fuse_entry_param e = { .attr = st };
 	size_t old = b->size, len;
 	char *grown;
 
 	if (b->error)
 		return;
-	len = fuse_add_direntry(b->req, NULL, 0, name, NULL, 0);
+	if (b->plus && child)
+		fill_entry(b->fs, ino, child, &e);
+	len = b->plus ? fuse_add_direntry_plus(b->req, NULL, 0, name, NULL, 0)
+		      : fuse_add_direntry(b->req, NULL, 0, name, NULL, 0);
 	if (old + len > b->capacity) {
 		size_t capacity = MAX(2 * b->capacity, MAX(old + len, (size_t)4096));
 
@@ -547,7 +595,10 @@ static void dirbuf_add(struct dirbuf *b, const char *name, fuse_ino_t ino, mode_
 		b->capacity = capacity;
 	}
 	b->size = old + len;
-	fuse_add_direntry(b->req, b->buf + old, len, name, &st, (off_t)b->size);
+	if (b->plus)
+		fuse_add_direntry_plus(b->req, b->buf + old, len, name, &e, (off_t)b->size);
+	else
+		fuse_add_direntry(b->req, b->buf + old, len, name, &st, (off_t)b->size);
 }
 
 static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, struct dirbuf *b)
@@ -564,20 +615,26 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		r = store_vf_list(fs->store, &vfs, &count);
 		if (r < 0 && r != -EIO)
 			return r;
-		dirbuf_add(b, ".", ino, S_IFDIR);
-		dirbuf_add(b, "..", INO_ROOT, S_IFDIR);
-		for (int i = 0; i < TOP_FILE_COUNT; i++)
-			dirbuf_add(b, top_files[i].name, INO_TOP_BASE + (fuse_ino_t)i, S_IFREG);
-		for (size_t i = 0; i < count; i++)
-			dirbuf_add(b, vfs[i].vf, ino_vf(vfs[i].id, VF_SLOT_DIR), S_IFDIR);
+		dirbuf_add(b, ".", ino, S_IFDIR, NULL);
+		dirbuf_add(b, "..", INO_ROOT, S_IFDIR, NULL);
+		for (int i = 0; i < TOP_FILE_COUNT; i++) {
+			struct vnode c = { .kind = VN_TOP, .index = i };
+			dirbuf_add(b, top_files[i].name, INO_TOP_BASE + (fuse_ino_t)i, S_IFREG, &c);
+		}
+		for (size_t i = 0; i < count; i++) {
+			struct vnode c = { .kind = VN_VF_DIR, .vf = vfs[i] };
+			dirbuf_add(b, vfs[i].vf, ino_vf(vfs[i].id, VF_SLOT_DIR), S_IFDIR, &c);
+		}
 		return b->error;
 	}
 	case VN_VF_DIR:
-		dirbuf_add(b, ".", ino, S_IFDIR);
-		dirbuf_add(b, "..", INO_ROOT, S_IFDIR);
-		for (int i = 0; i < VF_FILE_COUNT; i++)
+		dirbuf_add(b, ".", ino, S_IFDIR, NULL);
+		dirbuf_add(b, "..", INO_ROOT, S_IFDIR, NULL);
+		for (int i = 0; i < VF_FILE_COUNT; i++) {
+			struct vnode c = { .kind = VN_VF_ENTRY, .index = i, .vf = n->vf };
 			dirbuf_add(b, vf_files[i].name, ino_vf(n->vf.id, 1 + i),
-				   (vf_files[i].flags & VFILE_DIR) ? S_IFDIR : S_IFREG);
+				   (vf_files[i].flags & VFILE_DIR) ? S_IFDIR : S_IFREG, &c);
+		}
 		return b->error;
 	case VN_VF_ENTRY: {
 		_cleanup_free_ struct store_claim *claims = NULL;
@@ -588,10 +645,12 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		r = store_claim_list(fs->store, n->vf.vf, &claims, &count);
 		if (r < 0)
 			return r;
-		dirbuf_add(b, ".", ino, S_IFDIR);
-		dirbuf_add(b, "..", ino_vf(n->vf.id, VF_SLOT_DIR), S_IFDIR);
-		for (size_t i = 0; i < count; i++)
-			dirbuf_add(b, claims[i].instance_id, ino_claim(claims[i].id), S_IFREG);
+		dirbuf_add(b, ".", ino, S_IFDIR, NULL);
+		dirbuf_add(b, "..", ino_vf(n->vf.id, VF_SLOT_DIR), S_IFDIR, NULL);
+		for (size_t i = 0; i < count; i++) {
+			struct vnode c = { .kind = VN_CLAIM, .claim = claims[i] };
+			dirbuf_add(b, claims[i].instance_id, ino_claim(claims[i].id), S_IFREG, &c);
+		}
 		return b->error;
 	}
 	default:
@@ -694,8 +753,11 @@ static int copy_window(const char *buf, size_t len, off_t off, size_t size, char
 	return 0;
 }
 
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+/* READDIR and READDIRPLUS: the kernel uses one or the other for an open
+ * directory (plus always: readdirplus is not "auto"); a listing taken for
+ * one is never served to the other. */
+static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi, bool plus)
 {
 	struct vffs *fs = req_fs(req);
 	struct dirhandle *d = (struct dirhandle *)(uintptr_t)fi->fh;
@@ -703,10 +765,10 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t len = 0;
 
 	pthread_mutex_lock(&d->lock);
-	if (off == 0 || !d->buf) {
+	if (off == 0 || !d->buf || d->plus != plus) {
 		/* A listing from the start: take it afresh. */
 		struct vnode n = { 0 };
-		struct dirbuf b = { .req = req };
+		struct dirbuf b = { .req = req, .fs = fs, .plus = plus };
 		int r = vnode_resolve(fs, ino, &n);
 
 		if (r == 0)
@@ -724,6 +786,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		d->buf = b.buf;
 		d->size = b.size;
 		d->buf_uid = fuse_req_ctx(req)->uid;
+		d->plus = plus;
 	}
 	int r = copy_window(d->buf, d->size, off, size, &reply, &len);
 	pthread_mutex_unlock(&d->lock);
@@ -731,6 +794,18 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, -r);
 	else
 		fuse_reply_buf(req, reply, len);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	readdir_common(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	readdir_common(req, ino, size, off, fi, true);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -831,9 +906,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->open_uid = uid;
 	h->open_charge = open_charge;
 	h->append = (fi->flags & O_APPEND) != 0;
+	/* A fixed-size file opened for reading only is served from the page
+	 * cache, kept across opens: the notifier invalidates it before any
+	 * write that changed it is answered (notify.h).  Everything else reads
+	 * through to us: writers, the report outcome, claims, and files whose
+	 * length varies (they would tear).  While the store is unavailable
+	 * nothing is opened cached, and the open drops the cached pages (no
+	 * keep_cache): the read reaches us and fails closed. */
+	h->cached = !writing && f && f->fixed_size && (f->flags & VFILE_NOTIFY) &&
+		    !from_notifier(fs, req) && store_status(fs->store, NULL, 0);
 	fi->fh = (uintptr_t)h;
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
+	fi->direct_io = !h->cached;
+	fi->keep_cache = h->cached;
 	if (fuse_reply_open(req, fi) < 0)
 		handle_free(fs, h); /* interrupted: no release will come */
 }
@@ -1191,10 +1275,14 @@ out:
 				     ? LOG_INFO
 				     : LOG_NOTICE,
 			     "write to", handle_path(h, path, sizeof(path)), command);
+	/* A write that changed something is answered by the notifier, after it
+	 * invalidated what the change affects (notify.h; the ordering rule of
+	 * docs/architecture.md; tests/fs/test-freshness.sh).  Every accepted
+	 * write goes that way, so that no shortcut can skip the rule. */
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
-		fuse_reply_write(req, size);
+		notifier_reply_write(fs->notifier, req, size);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1224,7 +1312,8 @@ static void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		fuse_reply_poll(req, POLLIN | POLLRDNORM);
 		return;
 	}
-	fuse_reply_poll(req, notifier_poll(fs->notifier, &h->watch, ph));
+	/* A page-cached handle's re-read may never reach us: report once. */
+	fuse_reply_poll(req, notifier_poll(fs->notifier, &h->watch, ph, h->cached));
 }
 
 /* -- creating and removing ---------------------------------------------------------------- */
@@ -1391,7 +1480,18 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, EPERM); /* assignments/ belongs to its VF */
 		return;
 	}
+	struct store_vf_info gone;
+	bool known = lookup_vf(fs, name, &gone) == 0;
+
 	r = store_vf_unregister(fs->store, name);
+	if (r == 0 && known) {
+		/* A descriptor held open on its files keeps their inodes, which
+		 * the notifier no longer finds by name: drop their pages and
+		 * attributes by number (never from this worker, see notify.h). */
+		for (int i = 0; i < VF_FILE_COUNT; i++)
+			if (vf_files[i].fixed_size)
+				notifier_invalidate_inode(fs->notifier, ino_vf(gone.id, 1 + i));
+	}
 	if (r == 0)
 		log_info("%s: unregistered", name);
 	else if (r == -EBUSY)
@@ -1424,6 +1524,7 @@ static const struct fuse_lowlevel_ops vffs_ops = {
 	.setattr = op_setattr,
 	.opendir = op_opendir,
 	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
 	.releasedir = op_releasedir,
 	.open = op_open,
 	.read = op_read,
@@ -1481,6 +1582,8 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	clock_gettime(CLOCK_REALTIME, &fs->start_time);
 	fs->group = opt->group;
 	fs->metrics = opt->metrics;
+	fs->max_workers = opt->max_workers ? MIN(opt->max_workers, (unsigned)VFFS_MAX_WORKERS_MAX)
+					   : VFFS_MAX_WORKERS_DEFAULT;
 	fs->status_changed = opt->status_changed;
 	fs->status_userdata = opt->status_userdata;
 	if (opt->socket_dirs)
@@ -1704,7 +1807,7 @@ static void *loop_main(void *arg)
 		return NULL;
 	}
 	fuse_loop_cfg_set_clone_fd(cfg, 0);
-	fuse_loop_cfg_set_max_threads(cfg, MAX_WORKER_THREADS);
+	fuse_loop_cfg_set_max_threads(cfg, fs->max_workers);
 	r = fuse_session_loop_mt(fs->se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	if (!atomic_load(&fs->stopping)) {
@@ -1720,6 +1823,19 @@ static void *loop_main(void *arg)
 bool vffs_unmounted_outside(const struct vffs *fs)
 {
 	return fs && atomic_load(&fs->unmounted_outside);
+}
+
+/* The inode of a notified file (notify.h): the scheme atop this file. */
+static fuse_ino_t notify_inode(void *userdata, const struct notify_key *key)
+{
+	struct vffs *fs = userdata;
+	struct store_vf_info vf;
+
+	if (!key->vf[0])
+		return INO_TOP_BASE + (fuse_ino_t)key->index;
+	if (store_vf_lookup(fs->store, key->vf, &vf) < 0)
+		return 0; /* gone: its inodes resolve to nothing any more */
+	return ino_vf(vf.id, 1 + key->index);
 }
 
 /* The store's change callback: the notifier, and the caller's status hook. */
@@ -1743,6 +1859,7 @@ int vffs_start(struct vffs *fs, struct store *store)
 	r = notifier_new(fs->se, fs->mountpoint, fs->store, &fs->notifier);
 	if (r < 0)
 		return r;
+	notifier_set_inode_fn(fs->notifier, notify_inode, fs);
 	store_set_change_callback(fs->store, store_changed, fs);
 	r = notifier_start(fs->notifier);
 	if (r < 0) {

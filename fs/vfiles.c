@@ -741,9 +741,14 @@ static void log_failure_outcome(const struct vfile_call *call, const char *insta
 				"distinct failed assignments: %s",
 				call->vf, store_max_quarantined_get(call->store), res->tally, list);
 		} else {
-			log_notice("%s: failed assignment of instance %s recorded (%u of %d to "
-				   "quarantine)",
-				   call->vf, instance_id, res->tally, res->threshold);
+			/* Transitions only (issue 17 item 3): the first failure
+			 * moves the VF from clean to failing; later ones below
+			 * the threshold are routine (tally, failures, history,
+			 * metrics show them) and log at debug. */
+			log_msg(res->tally == 1 ? LOG_NOTICE : LOG_DEBUG,
+				"%s: failed assignment of instance %s recorded (%u of %d to "
+				"quarantine)",
+				call->vf, instance_id, res->tally, res->threshold);
 		}
 		return;
 	case STORE_OUTCOME_UNCHANGED:
@@ -790,7 +795,10 @@ static int report_write(const struct vfile_call *call, char *command)
 		o.threshold = (unsigned)res.threshold;
 		o.breaker_engaged = res.breaker_engaged;
 		report_outcome_format(call->outcome, VFILE_OUTCOME_MAX, &o);
-		if (res.outcome == STORE_OUTCOME_UNCHANGED)
+		/* no audit line for a repeat, nor for a routine failure (recorded
+		 * below the threshold, not the VF's first): transitions only */
+		if (res.outcome == STORE_OUTCOME_UNCHANGED ||
+		    (res.outcome == STORE_OUTCOME_RECORDED && !res.breaker_engaged && res.tally > 1))
 			mark_unchanged(call);
 		log_failure_outcome(call, cmd.instance_id, &res);
 		return 0;
@@ -927,8 +935,9 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 const struct vfile vf_files[VF_FILE_COUNT] = {
 	[VF_TALLY] = { "tally", 0444, tally_render, NULL, VFILE_NOTIFY, STORE_CHANGE_FAILURES },
 	/* Availability decides whether it reads or fails (placement-facing). */
+	/* "0\n" or "1\n": page-cached for readers (fixed_size). */
 	[VF_QUARANTINED] = { "quarantined", 0664, vf_quarantined_render, vf_quarantined_write,
-			     VFILE_NOTIFY, STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
+			     VFILE_NOTIFY, STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS, 2 },
 	[VF_FAILURES] = { "failures", 0444, failures_render, NULL, VFILE_NOTIFY,
 			  STORE_CHANGE_FAILURES },
 	[VF_REPORT] = { "report", 0664, NULL, report_write, VFILE_OUTCOME, 0 },

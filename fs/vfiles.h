@@ -86,8 +86,10 @@ struct vfile_call {
 	const char **why;    /* a write refused by a grammar says here which rule (a
 			      * static string) for the caller to log; may be NULL */
 	int64_t uid;         /* writes: the writer's uid, kept in the history */
-	bool *unchanged;     /* writes: set when the command changed nothing (no audit
-			      * line); may be NULL */
+	bool *unchanged;     /* writes: set when the command changed nothing, or
+			      * nothing but routine state (a failure below the
+			      * threshold that is not the VF's first): no audit
+			      * line; may be NULL */
 };
 
 typedef int (*vfile_render_fn)(const struct vfile_call *call, FILE *out);
@@ -104,6 +106,14 @@ struct vfile {
 	 * per-VF file is dirtied for the VF a change names, and for every VF
 	 * when the change names none (a store-wide change such as status). */
 	unsigned changes;
+	/* Nonzero: every rendering is exactly this many bytes, so the file
+	 * reports it as its size and read-only opens are served from the page
+	 * cache (keep_cache, vffs.c), which the notifier invalidates before any
+	 * write that changed it is answered (notify.h).  Such a file must be
+	 * VFILE_NOTIFY.  0: the size is only known by rendering: size 0 and
+	 * direct_io (a page-cached file whose length changes tears: size from
+	 * one moment, content from a later one). */
+	unsigned fixed_size;
 };
 
 extern const struct vfile top_files[TOP_FILE_COUNT];

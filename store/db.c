@@ -198,7 +198,12 @@ int db_quarantined_count(struct store *s, int64_t *ret)
 }
 
 /* Read one VF's committed-to-be state into a snapshot. */
-int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap)
+/* The row, the failure keys (from fill: SQLite or the mirror) and the live
+ * claim of addr. */
+static int snapshot_with(struct store *s, const char *addr, struct vf_snapshot *snap,
+			 int (*fill)(struct store *s, const struct vf_row *row,
+				     struct failure_builder *b, void *arg),
+			 void *arg)
 {
 	struct vf_row row;
 
@@ -218,14 +223,8 @@ int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap)
 
 	{
 		struct failure_builder b = { 0 };
-		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-			s,
-			"SELECT " FAILURE_KEY_COLUMNS " FROM failures WHERE vf_id = ? AND " FAILURE_LIVE,
-			"i", row.id);
-		if (!st)
-			return -EIO;
-		while ((r = db_step(s, st)) == 1 && (r = db_read_failure_key(st, 0, &b)) == 0)
-			;
+
+		r = fill(s, &row, &b, arg);
 		if (r == 0)
 			r = failure_block_finish(&b, &snap->failures, &snap->failure_ids,
 						 &snap->n_failures);
@@ -243,6 +242,57 @@ int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap)
 		snap->claim = NULL;
 	}
 	return r < 0 ? r : 0;
+}
+
+static int fill_from_db(struct store *s, const struct vf_row *row, struct failure_builder *b,
+			void *arg)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+		s, "SELECT " FAILURE_KEY_COLUMNS " FROM failures WHERE vf_id = ? AND " FAILURE_LIVE,
+		"i", row->id);
+	int r;
+
+	if (!st)
+		return -EIO;
+	while ((r = db_step(s, st)) == 1 && (r = db_read_failure_key(st, 0, b)) == 0)
+		;
+	return r;
+}
+
+int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap)
+{
+	return snapshot_with(s, addr, snap, fill_from_db, NULL);
+}
+
+struct appended {
+	struct op *const *rows;
+	size_t n;
+};
+
+static int fill_appended(struct store *s, const struct vf_row *row, struct failure_builder *b,
+			 void *arg)
+{
+	const struct appended *a = arg;
+	int r = mirror_copy_failures(s, a->rows[0]->vf, (uint64_t)row->id, b);
+
+	for (size_t i = 0; r == 0 && i < a->n; i++)
+		r = failure_builder_push(b, a->rows[i]->failure_row, a->rows[i]->instance_id,
+					 strlen(a->rows[i]->instance_id), a->rows[i]->when);
+	return r;
+}
+
+int db_snapshot_appended(struct store *s, const char *addr, struct op *const *rows, size_t n,
+			 struct vf_snapshot *snap)
+{
+	struct appended a = { rows, n };
+	int r;
+
+	if (n == 0)
+		return -ENOENT;
+	r = snapshot_with(s, addr, snap, fill_appended, &a);
+	if (r < 0)
+		snapshot_release(snap);
+	return r;
 }
 
 int db_live_claim(struct store *s, int64_t vf_id, const char *vf, struct store_claim *ret)

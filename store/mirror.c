@@ -121,6 +121,19 @@ int failure_builder_push(struct failure_builder *b, int64_t row_id, const char *
 	return 0;
 }
 
+int failure_builder_push_key(struct failure_builder *b, const struct failure_key *k,
+			     const char *instance_id)
+{
+	size_t len = strlen(instance_id);
+	int r = failure_builder_push(b, k->row_id, instance_id, len, "");
+
+	if (r == 0) {
+		b->keys[b->n - 1].assigned_sec = k->assigned_sec;
+		b->keys[b->n - 1].assigned_nsec = k->assigned_nsec;
+	}
+	return r;
+}
+
 static int compare_row_id(const void *a, const void *b)
 {
 	const struct failure_key *x = a, *y = b;
@@ -323,6 +336,23 @@ static void index_remove(struct store *s, struct vf_entry *e)
 	memmove(&s->by_addr[pa], &s->by_addr[pa + 1], (s->n_vfs - pa - 1) * sizeof(*s->by_addr));
 	memmove(&s->by_id[pi], &s->by_id[pi + 1], (s->n_vfs - pi - 1) * sizeof(*s->by_id));
 	s->n_vfs--;
+}
+
+int mirror_copy_failures(struct store *s, const char *addr, uint64_t id,
+			 struct failure_builder *b)
+{
+	struct vf_entry *e;
+	int r = 0;
+
+	mirror_rdlock(s);
+	e = mirror_find(s, addr);
+	if (!e || e->id != id)
+		r = -ENOENT;
+	for (size_t i = 0; r == 0 && e && i < e->n_failures; i++)
+		r = failure_builder_push_key(b, &e->failures[i],
+					     e->failure_ids + e->failures[i].instance_off);
+	mirror_unlock(s);
+	return r;
 }
 
 void snapshot_release(struct vf_snapshot *snap)

@@ -219,6 +219,8 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 	int64_t threshold, tally, dup;
 	int r;
 
+	op->failure_row = 0;
+	op->failures_cleared = false;
 	if ((r = db_setting(s, "threshold", &threshold)) < 0 ||
 	    (r = db_failure_count(s, row->id, &tally)) < 0)
 		return r;
@@ -241,6 +243,7 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 				   row->id, op->uid, "dropped");
 		if (r < 0)
 			return r;
+		op->failures_cleared = true;
 		tally--;
 	}
 	char now[RFC3339_BUFSZ];
@@ -253,6 +256,7 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 		    row->id, op->instance_id, op->when, now, op->message);
 	if (r < 0)
 		return r;
+	op->failure_row = sqlite3_last_insert_rowid(s->db);
 	tally++;
 	op->failure.tally = (unsigned)tally;
 	op->failure.outcome = STORE_OUTCOME_RECORDED;

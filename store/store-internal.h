@@ -162,6 +162,12 @@ struct op {
 	const char *how; /* OP_RELEASE: how the claim ended */
 
 	int rc;
+	/* OP_FAILURE: the row it inserted (0 when none), and whether it also
+	 * cleared failures (the breaker's drop of the oldest): batch_prepare
+	 * (commit.c) appends inserted rows to the mirror's keys instead of
+	 * reading all of a VF's keys again, unless anything else touched them */
+	int64_t failure_row;
+	bool failures_cleared;
 	struct store_failure_result failure;
 	struct store_success_result success;
 	struct store_claim claim_out;
@@ -245,6 +251,9 @@ struct store {
 
 int failure_builder_push(struct failure_builder *b, int64_t row_id, const char *instance_id,
 			 size_t instance_len, const char *assigned_at);
+/* A key the mirror already holds (mirror_copy_failures). */
+int failure_builder_push_key(struct failure_builder *b, const struct failure_key *k,
+			     const char *instance_id);
 int failure_block_finish(struct failure_builder *b, struct failure_key **ret,
 			 const char **ret_ids, size_t *ret_n);
 void failure_builder_free(struct failure_builder *b);
@@ -262,6 +271,11 @@ void mirror_fill_info(const struct store *s, const struct vf_entry *e,
 const char *mirror_holder(const struct vf_entry *e);
 bool mirror_breaker_engaged(const struct store *s);
 
+/* The keys of the mirror's entry for addr with that id into b (takes the
+ * locks): -ENOENT when the mirror has no such entry.  Only the commit leader
+ * calls it, under write_lock, so the entry cannot change meanwhile. */
+int mirror_copy_failures(struct store *s, const char *addr, uint64_t id,
+			 struct failure_builder *b);
 void vf_entry_free(struct vf_entry *e);
 void snapshot_release(struct vf_snapshot *snap);
 /* Reservations (store.h; they take the locks): add res (malloc'd, owned by
@@ -316,6 +330,12 @@ int db_setting(struct store *s, const char *key, int64_t *ret);
 int db_failure_count(struct store *s, int64_t vf_id, int64_t *ret);
 int db_quarantined_count(struct store *s, int64_t *ret);
 int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap);
+/* The same, with the failure keys taken from the mirror plus the rows the
+ * batch inserted (rows[n]; nothing else in the batch touched the VF's
+ * failures): what db_snapshot would read, without reading every key.
+ * -ENOENT when the mirror does not hold the VF (the caller reads it all). */
+int db_snapshot_appended(struct store *s, const char *addr, struct op *const *rows, size_t n,
+			 struct vf_snapshot *snap);
 /* The live claim on a VF into *ret: 1, or 0 when none, or -EIO. */
 int db_live_claim(struct store *s, int64_t vf_id, const char *vf, struct store_claim *ret);
 

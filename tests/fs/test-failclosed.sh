@@ -26,6 +26,20 @@ if command -v inotifywait >/dev/null; then
 fi
 quarantined_events() { grep -c '^quarantined CLOSE_WRITE' "$T/iw.out" || true; }
 
+# VF/quarantined is served from the page cache (issue 17): read it, and hold
+# a descriptor on it, before the store fails.
+# pread_held FD: what a re-read at offset 0 of a held descriptor returns
+pread_held() {
+	python3 -c 'import os, sys
+try:
+    sys.stdout.write(os.pread(int(sys.argv[1]), 64, 0).decode())
+except OSError as e:
+    sys.stdout.write("errno %d" % e.errno)' "$1"
+}
+assert_cat "$W/quarantined" 0
+exec 8<"$W/quarantined"
+assert_eq "$(pread_held 8)" 0 "a held descriptor of W/quarantined"
+
 # --- the disk fills up: the next commit fails and latches the store
 dd if=/dev/zero of="$T/db/fill" bs=64k 2>/dev/null || true
 expect_err "$EIO" put "$V/report" "failed vm-3 2026-11-29T07:00:01Z second"
@@ -34,7 +48,11 @@ if $watching; then
 	wait_until 10 grep -q '^status CLOSE_WRITE' "$T/iw.out" || fail "no inotify event on status"
 	wait_until 10 grep -q '^quarantined CLOSE_WRITE' "$T/iw.out" || fail "no inotify event on quarantined"
 	wait_until 10 grep -q '^resources CLOSE_WRITE' "$T/iw.out" || fail "no inotify event on resources"
+	# The notifier invalidated the cached pages before it touched: the held
+	# descriptor's re-read reaches the daemon and fails closed too.
+	assert_eq "$(pread_held 8)" "errno 5" "a held descriptor of W/quarantined while unavailable (EIO)"
 fi
+exec 8<&-
 
 # Placement-facing reads fail closed (after the store's one retry).
 expect_err "$EIO" cat "$MNT/quarantined"

@@ -27,9 +27,9 @@ assert_eq "$(stat -c '%a %F' "$V/assignments")" "775 directory" "stat assignment
 for f in tally failures state since; do
 	assert_eq "$(stat -c '%a %s' "$V/$f")" "444 0" "stat $f"
 done
-for f in quarantined report; do
-	assert_eq "$(stat -c '%a %s' "$V/$f")" "664 0" "stat $f"
-done
+assert_eq "$(stat -c '%a %s' "$V/report")" "664 0" "stat report"
+# "0\n" or "1\n": the one file with a known size (page-cached, issue 17)
+assert_eq "$(stat -c '%a %s' "$V/quarantined")" "664 2" "stat quarantined"
 # Inodes are stable: the same numbers on every lookup.
 ino=$(stat -c %i "$V/tally")
 assert_eq "$(stat -c %i "$V/tally")" "$ino" "inode of tally"

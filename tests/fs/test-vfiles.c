@@ -387,19 +387,19 @@ START_TEST(test_notify_poll_generations)
 	unsigned plain = POLLIN | POLLRDNORM;
 
 	ck_assert_int_eq(notifier_watch_add(n, &w), 0);
-	ck_assert_uint_eq(notifier_poll(n, &w, NULL), plain);
+	ck_assert_uint_eq(notifier_poll(n, &w, NULL, false), plain);
 	ck_assert_int_eq(notifier_start(n), 0);
 	notifier_store_change(n, &threshold);
 	ck_assert(wait_changed(n, "", TOP_THRESHOLD));
 	/* Changed since the last read: POLLPRI|POLLERR until the reader catches up. */
-	ck_assert_uint_eq(notifier_poll(n, &w, NULL), plain | POLLPRI | POLLERR);
-	ck_assert_uint_eq(notifier_poll(n, &w, NULL), plain | POLLPRI | POLLERR);
+	ck_assert_uint_eq(notifier_poll(n, &w, NULL, false), plain | POLLPRI | POLLERR);
+	ck_assert_uint_eq(notifier_poll(n, &w, NULL, false), plain | POLLPRI | POLLERR);
 	notifier_seen(n, &w);
-	ck_assert_uint_eq(notifier_poll(n, &w, NULL), plain);
+	ck_assert_uint_eq(notifier_poll(n, &w, NULL, false), plain);
 	/* A watch added after a change starts as having seen it. */
 	struct notify_watch late = { .key = { .index = TOP_THRESHOLD } };
 	ck_assert_int_eq(notifier_watch_add(n, &late), 0);
-	ck_assert_uint_eq(notifier_poll(n, &late, NULL), plain);
+	ck_assert_uint_eq(notifier_poll(n, &late, NULL, false), plain);
 	notifier_watch_remove(n, &late);
 	notifier_watch_remove(n, &w);
 	notifier_free(n);
