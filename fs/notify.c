@@ -587,6 +587,33 @@ static void hand_to_feeder(struct notifier *n, const struct dirty_set *d)
 	pthread_mutex_unlock(&n->touch_lock);
 }
 
+/* The threads of the notifier take no signal: the daemon's main thread
+ * waits for them (sigtimedwait). */
+static void block_signals(void)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+}
+
+/* Every registered VF into *list when d names every VF's files (*count 0
+ * otherwise, or when the store was never loaded: then no VF has cached
+ * pages).  must_list: a listing that fails for memory is tried again until
+ * it succeeds or the notifier stops; the notifier needs it (no reply goes
+ * out over pages it could not invalidate, the writers wait), the feeder,
+ * which only touches, does not. */
+static void dirty_list_vfs(struct notifier *n, const struct dirty_set *d, bool must_list,
+			   struct store_vf_info **list, size_t *count)
+{
+	*count = 0;
+	while (d->all_vfs && store_vf_list(n->store, list, count) == -ENOMEM && must_list &&
+	       !atomic_load(&n->abandon)) {
+		struct timespec pause = { .tv_nsec = 10 * 1000 * 1000 };
+		nanosleep(&pause, NULL);
+	}
+}
+
 /* The ordering rule (docs/architecture.md): a change is committed (and in
  * the store's memory) before it is queued here; then this thread
  * invalidates every file it affects, then replies to the writes queued with
@@ -598,11 +625,8 @@ static void *notifier_main(void *arg)
 {
 	struct notifier *n = arg;
 	struct dirty_set *d = &n->drained;
-	sigset_t all;
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
-
+	block_signals();
 	for (;;) {
 		_cleanup_free_ struct store_vf_info *list = NULL;
 		struct pending_reply *replies;
@@ -619,15 +643,7 @@ static void *notifier_main(void *arg)
 		n->replies_tail = &n->replies;
 		pthread_mutex_unlock(&n->queue_lock);
 
-		/* Every VF's files: their inodes are invalidated before any reply
-		 * goes, so a listing that fails for memory is tried again, and the
-		 * writers wait, rather than answered over stale pages.  (-EIO: the
-		 * store was never loaded, so no VF has cached pages.) */
-		while (d->all_vfs && store_vf_list(n->store, &list, &count) == -ENOMEM &&
-		       !atomic_load(&n->abandon)) {
-			struct timespec pause = { .tv_nsec = 10 * 1000 * 1000 };
-			nanosleep(&pause, NULL);
-		}
+		dirty_list_vfs(n, d, true, &list, &count);
 		dirty_for_each(n, d, list, count, false, mark_changed);
 		dirty_for_each(n, d, list, count, false, invalidate);
 		for (size_t i = 0; n->se && i < d->n_inodes; i++)
@@ -653,10 +669,8 @@ static void *feeder_main(void *arg)
 {
 	struct notifier *n = arg;
 	struct dirty_set *d = &n->fed;
-	sigset_t all;
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	block_signals();
 	for (;;) {
 		_cleanup_free_ struct store_vf_info *list = NULL;
 		size_t count = 0;
@@ -670,8 +684,7 @@ static void *feeder_main(void *arg)
 		}
 		dirty_take(d, &n->touch);
 		pthread_mutex_unlock(&n->touch_lock);
-		if (d->all_vfs && store_vf_list(n->store, &list, &count) < 0)
-			count = 0;
+		dirty_list_vfs(n, d, false, &list, &count);
 		dirty_for_each(n, d, list, count, true, touch_through_mount);
 	}
 	return NULL;

@@ -315,6 +315,13 @@ static bool vnode_key(const struct vnode *n, struct notify_key *key)
 	return false;
 }
 
+/* The table entry (vfiles.c) of a top-level or per-VF file; NULL for the
+ * root, VF directories and claims. */
+static const struct vfile *vfile_of(enum vnode_kind kind, int index)
+{
+	return kind == VN_TOP ? &top_files[index] : kind == VN_VF_ENTRY ? &vf_files[index] : NULL;
+}
+
 static void vnode_stat(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, struct stat *st)
 {
 	struct notify_key key;
@@ -518,9 +525,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 /* Whether n is a read-only file (a table entry without a write function). */
 static bool vnode_read_only(const struct vnode *n)
 {
-	const struct vfile *f = n->kind == VN_TOP	   ? &top_files[n->index]
-				: n->kind == VN_VF_ENTRY ? &vf_files[n->index]
-							 : NULL;
+	const struct vfile *f = vfile_of(n->kind, n->index);
 
 	return f && !(f->flags & VFILE_DIR) && !f->write;
 }
@@ -854,8 +859,7 @@ static struct vhandle *handle_new(struct vffs *fs, const struct vnode *n)
 		h->vf_id = n->vf.id;
 	}
 	if (vnode_key(n, &h->watch.key)) {
-		const struct vfile *f = n->kind == VN_TOP ? &top_files[n->index]
-							  : &vf_files[n->index];
+		const struct vfile *f = vfile_of(n->kind, n->index);
 		if ((f->flags & VFILE_NOTIFY) && notifier_watch_add(fs->notifier, &h->watch) == 0)
 			h->watched = true;
 	}
@@ -875,10 +879,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	if (!vnode_get_or_reply(req, ino, &n))
 		return;
-	if (n.kind == VN_TOP)
-		f = &top_files[n.index];
-	else if (n.kind == VN_VF_ENTRY)
-		f = &vf_files[n.index];
+	f = vfile_of(n.kind, n.index);
 	if (n.kind == VN_ROOT || n.kind == VN_VF_DIR || (f && (f->flags & VFILE_DIR))) {
 		fuse_reply_err(req, EISDIR);
 		return;
@@ -1241,18 +1242,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	};
 	switch (h->kind) {
 	case VN_TOP:
-		if (top_files[h->index].write)
-			r = top_files[h->index].write(&call, command);
-		else
-			r = -EACCES;
+	case VN_VF_ENTRY: {
+		const struct vfile *f = vfile_of(h->kind, h->index);
+		if (h->kind == VN_VF_ENTRY)
+			h->outcome[0] = '\0'; /* a refused report leaves no outcome */
+		r = f->write ? f->write(&call, command) : -EACCES;
 		break;
-	case VN_VF_ENTRY:
-		h->outcome[0] = '\0';
-		if (vf_files[h->index].write)
-			r = vf_files[h->index].write(&call, command);
-		else
-			r = -EACCES;
-		break;
+	}
 	case VN_CLAIM:
 		r = claim_write(fs, req, h, command, &why);
 		break;
@@ -1354,6 +1350,20 @@ static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, bool
 	return 0;
 }
 
+/* make_claim() for a create or a mknod; a refusal is answered here (and a
+ * name the grammar refuses logged with its rule). */
+static bool make_claim_or_reply(fuse_req_t req, fuse_ino_t parent, const char *name,
+				bool reserve, struct vnode *child)
+{
+	int r = make_claim(req_fs(req), parent, name, reserve, child);
+
+	if (r == -EINVAL && !instance_id_valid(name))
+		log_refused(req, "claim", name, INSTANCE_ID_RULE);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	return r == 0;
+}
+
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
@@ -1361,15 +1371,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct vnode child = { 0 };
 	struct fuse_entry_param e;
 	struct vhandle *h;
-	int r;
 
-	r = make_claim(fs, parent, name, true, &child);
-	if (r == -EINVAL && !instance_id_valid(name))
-		log_refused(req, "claim", name, INSTANCE_ID_RULE);
-	if (r < 0) {
-		fuse_reply_err(req, -r);
+	if (!make_claim_or_reply(req, parent, name, true, &child))
 		return;
-	}
 	h = handle_new(fs, &child);
 	if (!h) {
 		/* The caller sees a failure: do not leave the reservation behind. */
@@ -1395,21 +1399,14 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
-	struct vffs *fs = req_fs(req);
 	struct vnode child = { 0 };
-	int r;
 
 	if (!S_ISREG(mode)) {
 		fuse_reply_err(req, EPERM);
 		return;
 	}
-	r = make_claim(fs, parent, name, false, &child);
-	if (r == -EINVAL && !instance_id_valid(name))
-		log_refused(req, "claim", name, INSTANCE_ID_RULE);
-	if (r < 0) {
-		fuse_reply_err(req, -r);
+	if (!make_claim_or_reply(req, parent, name, false, &child))
 		return;
-	}
 	log_claimed(fuse_req_ctx(req)->uid, fuse_req_ctx(req)->pid, &child.claim);
 	reply_entry(req, ino_claim(child.claim.id), &child);
 }
