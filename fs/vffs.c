@@ -860,7 +860,7 @@ static struct vhandle *handle_new(struct vffs *fs, const struct vnode *n)
 	}
 	if (vnode_key(n, &h->watch.key)) {
 		const struct vfile *f = vfile_of(n->kind, n->index);
-		if ((f->flags & VFILE_NOTIFY) && notifier_watch_add(fs->notifier, &h->watch) == 0)
+		if (f && (f->flags & VFILE_NOTIFY) && notifier_watch_add(fs->notifier, &h->watch) == 0)
 			h->watched = true;
 	}
 	return h;
@@ -1246,7 +1246,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		const struct vfile *f = vfile_of(h->kind, h->index);
 		if (h->kind == VN_VF_ENTRY)
 			h->outcome[0] = '\0'; /* a refused report leaves no outcome */
-		r = f->write ? f->write(&call, command) : -EACCES;
+		r = f && f->write ? f->write(&call, command) : -EACCES;
 		break;
 	}
 	case VN_CLAIM:
