@@ -981,7 +981,7 @@ static int handle_render(struct vffs *fs, struct vhandle *h, uid_t uid, bool may
 		 * memory, also while the store is unavailable (issue 11 rule 7):
 		 * the sentinel keeps polling the claims it lists, and a claim's
 		 * content decides no placement (tests/fs/test-failclosed.sh,
-		 * tests/sentinel/test-repair.sh). */
+		 * the sentinel suite's test-repair.sh). */
 		r = store_claim_lookup(fs->store, h->vf, h->instance_id, &claim);
 		if (r == 0)
 			claim_render(&claim, out);
