@@ -2018,13 +2018,32 @@ START_TEST(group_commit)
 	ck_assert_uint_eq(st.failed_reports[STORE_OUTCOME_RECORDED], GROUP_THREADS + 1);
 	ck_assert_uint_eq(st.failed_reports[STORE_OUTCOME_QUARANTINED], 1);
 
-	s = reopen(s);
+	/* The memory each batch built by appending its keys to the VF's
+	 * (commit.c, batch_appended_rows) agrees with the disk: the tallies,
+	 * and a success, which finds what it clears by those keys. */
 	for (int i = 0; i < GROUP_THREADS; i++)
 		ck_assert_uint_eq(info(s, jobs[i].vf).tally, 1);
-	ck_assert(info(s, VF_A).quarantined);
+	ck_assert_uint_eq(info(s, VF_A).tally, 2);
+	ck_assert_uint_eq(ok(s, jobs[0].vf, jobs[0].instance, T1).cleared, 1);
+	/* the one that quarantined came second: its success clears both */
+	const char *newer = jobs[GROUP_THREADS].result.outcome == STORE_OUTCOME_QUARANTINED
+				    ? jobs[GROUP_THREADS].instance
+				    : jobs[GROUP_THREADS + 1].instance;
+	ck_assert_uint_eq(ok(s, VF_A, newer, T1).cleared, 2);
+	ck_assert(!info(s, VF_A).quarantined);
+
+	s = reopen(s);
+	ck_assert_uint_eq(info(s, jobs[0].vf).tally, 0);
+	for (int i = 1; i < GROUP_THREADS; i++)
+		ck_assert_uint_eq(info(s, jobs[i].vf).tally, 1);
+	ck_assert_uint_eq(info(s, VF_A).tally, 0);
+	ck_assert(!info(s, VF_A).quarantined);
 	ck_assert(info(s, VF_B).claimed);
 	store_close(s);
+	/* cleared failures stay as history */
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), GROUP_THREADS + 2);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_at IS NULL"),
+			 GROUP_THREADS - 1);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 1);
 }
 END_TEST
