@@ -280,7 +280,7 @@ static int mode_write(const struct vfile_call *call, char *command)
 	else if (strcmp(command, store_mode_name(STORE_MODE_OBSERVE)) == 0)
 		mode = STORE_MODE_OBSERVE;
 	else
-		return -EINVAL;
+		return refuse(call, "mode takes \"enforce\" or \"observe\"");
 	if (store_mode_get(call->store) == (int)mode)
 		mark_unchanged(call);
 	return store_mode_set(call->store, mode);

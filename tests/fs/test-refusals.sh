@@ -50,6 +50,7 @@ refused "the threshold is a whole number from 1 to 1000" "write to threshold" \
 refused "max_quarantined is a whole number from 0 (no cap)" "write to max_quarantined" \
 	put "$MNT/max_quarantined" "-1"
 refused 'the only command status takes is "repair"' "write to status" put "$MNT/status" "fix"
+refused 'mode takes "enforce" or "observe"' "write to mode" put "$MNT/mode" "dry-run"
 refused 'quarantined takes "1" (hold) or "0"' "write to 0000:41:00.4/quarantined" \
 	put "$V/quarantined" "yes"
 
