@@ -109,21 +109,40 @@ static void batch_state_release(struct batch_state *b)
 	memset(b, 0, sizeof(*b));
 }
 
+/* Whether op changed a VF other than its own (a store-wide op: a threshold
+ * that quarantines, a load): one look at its first such change. */
+static bool op_changes_others(const struct op *op)
+{
+	for (size_t i = 0; i < op->n_changes; i++)
+		if (strcmp(op->changes[i].vf, op->vf) != 0)
+			return true;
+	return false;
+}
+
+/* Whether any op of the batch that took effect changed VFs other than its
+ * own: then a VF's rows cannot be told from the ops' own VFs. */
+static bool batch_store_wide(const struct op *batch)
+{
+	for (const struct op *op = batch; op; op = op->next)
+		if (op->rc == 0 && op_changes_others(op))
+			return true;
+	return false;
+}
+
 /* The failure rows the batch inserted for vf into rows[] (*n of them), or
  * false when anything else in the batch changed the VF's failures (or its
  * existence): then its keys are read again whole.  A report that only
  * appended a row is the common case: its VF's other keys are the mirror's
- * (issue 17 item 3: no commit re-reads all of a VF's failures). */
+ * (issue 17 item 3: no commit re-reads all of a VF's failures).  The batch
+ * has no store-wide op (batch_store_wide()), so an op changed only its own
+ * VF: one look at each op, not at each change (a threshold write changes
+ * every VF). */
 static bool batch_appended_rows(struct op *batch, const char *vf, struct op **rows, size_t max,
 				size_t *n)
 {
 	*n = 0;
 	for (struct op *op = batch; op; op = op->next) {
-		bool names = strcmp(op->vf, vf) == 0;
-
-		for (size_t i = 0; !names && i < op->n_changes; i++)
-			names = strcmp(op->changes[i].vf, vf) == 0;
-		if (!names || (op->rc == 0 && op->n_changes == 0))
+		if (strcmp(op->vf, vf) != 0 || (op->rc == 0 && op->n_changes == 0))
 			continue; /* not about vf, or a no-op */
 		if (op->rc < 0)
 			continue; /* rolled back: left no trace */
@@ -133,6 +152,18 @@ static bool batch_appended_rows(struct op *batch, const char *vf, struct op **ro
 		rows[(*n)++] = op;
 	}
 	return *n > 0;
+}
+
+/* Until COMMIT only the running batch changes what SQLite holds, and the
+ * mirror holds what is committed: for a VF no earlier op of the batch ran
+ * on (and after no store-wide op), the mirror's state is SQLite's, and an
+ * op may read it there instead of counting rows. */
+bool batch_named_before(const struct store *s, const struct op *op)
+{
+	for (const struct op *o = s->batch; o && o != op; o = o->next)
+		if (strcmp(o->vf, op->vf) == 0 || op_changes_others(o))
+			return true;
+	return false;
 }
 
 /* Everything the mirror update will need is read and allocated here, inside
@@ -154,12 +185,13 @@ static int batch_prepare(struct store *s, struct op *batch, size_t registered,
 	_cleanup_free_ struct op **rows = calloc(BATCH_MAX, sizeof(*rows));
 	if (!rows)
 		return -ENOMEM;
+	bool store_wide = batch_store_wide(batch);
 	for (size_t i = 0; i < n; i++) {
 		size_t n_rows;
 
 		b->n = i + 1;
 		r = -ENOENT;
-		if (batch_appended_rows(batch, addrs[i], rows, BATCH_MAX, &n_rows))
+		if (!store_wide && batch_appended_rows(batch, addrs[i], rows, BATCH_MAX, &n_rows))
 			r = db_snapshot_appended(s, addrs[i], rows, n_rows, &b->snaps[i]);
 		if (r == -ENOENT)
 			r = db_snapshot(s, addrs[i], &b->snaps[i]);
@@ -203,6 +235,7 @@ static void run_batch(struct store *s, struct op *batch)
 		return;
 	}
 	s->batch_failed = false;
+	s->batch = batch;
 	r = db_exec(s, "BEGIN IMMEDIATE", "");
 	for (struct op *op = batch; op && r == 0; op = op->next) {
 		if ((r = db_exec(s, "SAVEPOINT op", "")) < 0)
@@ -220,6 +253,7 @@ static void run_batch(struct store *s, struct op *batch)
 		structural |= op->rc == 0 && (op->kind == OP_REGISTER || op->kind == OP_UNREGISTER);
 		registered += op->rc == 0 && op->kind == OP_REGISTER;
 	}
+	s->batch = NULL;
 	if (!s->batch_failed) {
 		r = batch_prepare(s, batch, registered, &b);
 		if (r < 0 && !s->batch_failed) {

@@ -5,7 +5,9 @@
  * (a VF's row, a setting, counts, a failure key, a claim, a VF's whole
  * committed state).  Callers hold write_lock (store-internal.h); the first
  * error of a batch or an open is remembered as the reason the store is
- * unavailable.
+ * unavailable.  The statements an operation runs are prepared once per
+ * connection (the statement cache below): parsing SQL costs more than
+ * running them.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,8 +27,94 @@ int db_fail(struct store *s, const char *what)
 	return -EIO;
 }
 
-/* Prepare sql and bind its parameters, typed by letters: 't' const char *,
- * 'i' int64_t.  The strings must outlive the statement (SQLITE_STATIC). */
+/* Bind sql's parameters, typed by letters: 't' const char *, 'i' int64_t.
+ * The strings must outlive the statement's use (SQLITE_STATIC). */
+static int db_vbind(struct store *s, sqlite3_stmt *st, const char *types, va_list ap)
+{
+	for (int i = 0; types[i]; i++) {
+		int rc = SQLITE_MISUSE;
+		if (types[i] == 't')
+			rc = sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_STATIC);
+		else if (types[i] == 'i')
+			rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+		if (rc != SQLITE_OK)
+			return db_fail(s, "database error");
+	}
+	return 0;
+}
+
+static void db_uncache(struct store *s, sqlite3_stmt *st);
+
+/* The statement cache.  Parsing SQL costs more than running these
+ * statements (a report runs a dozen), so the ones that run per operation
+ * (db_int, db_exec and the row readers) are prepared once per connection
+ * and reset after each use.  A statement is handed out once at a time (a
+ * nested use of the same SQL gets its own, finalized after use); the cache
+ * is emptied before the connection closes (db_stmt_cache_clear). */
+static sqlite3_stmt *db_cached(struct store *s, const char *sql, const char *types, va_list ap)
+{
+	struct db_cached_stmt *slot = NULL;
+	sqlite3_stmt *st = NULL;
+
+	for (size_t i = 0; i < s->n_stmts && !slot; i++)
+		if (!s->stmts[i].busy && strcmp(sqlite3_sql(s->stmts[i].st), sql) == 0)
+			slot = &s->stmts[i];
+	if (slot) {
+		st = slot->st;
+	} else {
+		bool keep = s->n_stmts < DB_STMT_CACHE_MAX;
+		if (sqlite3_prepare_v3(s->db, sql, -1, keep ? SQLITE_PREPARE_PERSISTENT : 0, &st,
+				       NULL) != SQLITE_OK) {
+			db_fail(s, "database error");
+			sqlite3_finalize(st);
+			return NULL;
+		}
+		if (keep) {
+			slot = &s->stmts[s->n_stmts++];
+			slot->st = st;
+		}
+	}
+	if (slot)
+		slot->busy = true;
+	if (db_vbind(s, st, types, ap) < 0) {
+		db_uncache(s, st);
+		return NULL;
+	}
+	return st;
+}
+
+static sqlite3_stmt *db_cached_prepare(struct store *s, const char *sql, const char *types, ...)
+{
+	va_list ap;
+
+	va_start(ap, types);
+	sqlite3_stmt *st = db_cached(s, sql, types, ap);
+	va_end(ap);
+	return st;
+}
+
+/* Give back what db_cached() handed out. */
+static void db_uncache(struct store *s, sqlite3_stmt *st)
+{
+	for (size_t i = 0; st && i < s->n_stmts; i++)
+		if (s->stmts[i].st == st) {
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			s->stmts[i].busy = false;
+			return;
+		}
+	sqlite3_finalize(st);
+}
+
+void db_stmt_cache_clear(struct store *s)
+{
+	for (size_t i = 0; i < s->n_stmts; i++)
+		sqlite3_finalize(s->stmts[i].st);
+	s->n_stmts = 0;
+}
+
+/* Prepare sql (not cached: statements that run once per open or load) and
+ * bind its parameters (db_vbind). */
 static sqlite3_stmt *db_vprepare(struct store *s, const char *sql, const char *types, va_list ap)
 {
 	sqlite3_stmt *st = NULL;
@@ -36,17 +124,9 @@ static sqlite3_stmt *db_vprepare(struct store *s, const char *sql, const char *t
 		sqlite3_finalize(st);
 		return NULL;
 	}
-	for (int i = 0; types[i]; i++) {
-		int rc = SQLITE_MISUSE;
-		if (types[i] == 't')
-			rc = sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_STATIC);
-		else if (types[i] == 'i')
-			rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
-		if (rc != SQLITE_OK) {
-			db_fail(s, "database error");
-			sqlite3_finalize(st);
-			return NULL;
-		}
+	if (db_vbind(s, st, types, ap) < 0) {
+		sqlite3_finalize(st);
+		return NULL;
 	}
 	return st;
 }
@@ -78,7 +158,7 @@ int db_step(struct store *s, sqlite3_stmt *st)
  * none).  -EIO on error. */
 static int db_vrun(struct store *s, int64_t *ret, const char *sql, const char *types, va_list ap)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = db_vprepare(s, sql, types, ap);
+	sqlite3_stmt *st = db_cached(s, sql, types, ap);
 	int r;
 
 	if (!st)
@@ -86,11 +166,12 @@ static int db_vrun(struct store *s, int64_t *ret, const char *sql, const char *t
 	if (!ret) {
 		while ((r = db_step(s, st)) == 1)
 			;
-		return r;
+	} else {
+		r = db_step(s, st);
+		if (r == 1)
+			*ret = sqlite3_column_int64(st, 0);
 	}
-	r = db_step(s, st);
-	if (r == 1)
-		*ret = sqlite3_column_int64(st, 0);
+	db_uncache(s, st);
 	return r;
 }
 
@@ -148,24 +229,22 @@ void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim
 
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 {
-	_cleanup_stmt_ sqlite3_stmt *st =
-		db_prepare(s,
-			   "SELECT id, quarantined, held, quarantined_at, parent FROM vfs"
-			   " WHERE address = ?",
-			   "t", addr);
+	sqlite3_stmt *st = db_cached_prepare(s,
+					      "SELECT id, quarantined, held, quarantined_at, parent"
+					      " FROM vfs WHERE address = ?",
+					      "t", addr);
 	if (!st)
 		return -EIO;
 	int r = db_step(s, st);
-	if (r < 0)
-		return r;
-	if (r == 0)
-		return -ENOENT;
-	row->id = sqlite3_column_int64(st, 0);
-	row->quarantined = sqlite3_column_int(st, 1) != 0;
-	row->held = sqlite3_column_int(st, 2) != 0;
-	copy_string(row->since, sizeof(row->since), db_col_text(st, 3));
-	copy_string(row->parent, sizeof(row->parent), db_col_text(st, 4));
-	return 0;
+	if (r == 1) {
+		row->id = sqlite3_column_int64(st, 0);
+		row->quarantined = sqlite3_column_int(st, 1) != 0;
+		row->held = sqlite3_column_int(st, 2) != 0;
+		copy_string(row->since, sizeof(row->since), db_col_text(st, 3));
+		copy_string(row->parent, sizeof(row->parent), db_col_text(st, 4));
+	}
+	db_uncache(s, st);
+	return r < 0 ? r : r == 0 ? -ENOENT : 0;
 }
 
 int db_setting(struct store *s, const char *key, int64_t *ret)
@@ -297,7 +376,7 @@ int db_snapshot_appended(struct store *s, const char *addr, struct op *const *ro
 
 int db_live_claim(struct store *s, int64_t vf_id, const char *vf, struct store_claim *ret)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+	sqlite3_stmt *st = db_cached_prepare(
 		s, "SELECT " CLAIM_COLUMNS " FROM claims WHERE vf_id = ? AND released_at IS NULL",
 		"i", vf_id);
 	if (!st)
@@ -305,6 +384,7 @@ int db_live_claim(struct store *s, int64_t vf_id, const char *vf, struct store_c
 	int r = db_step(s, st);
 	if (r == 1)
 		db_read_claim(st, 0, vf, ret);
+	db_uncache(s, st);
 	return r;
 }
 

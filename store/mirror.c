@@ -134,6 +134,38 @@ int failure_builder_push_key(struct failure_builder *b, const struct failure_key
 	return r;
 }
 
+/* Into an empty builder: a packed block's n keys and their ids, whole (the
+ * ids' offsets stay valid: they start at 0 in both). */
+static int failure_builder_copy_block(struct failure_builder *b, const struct failure_key *keys,
+				      const char *ids, size_t n)
+{
+	size_t end = 0, used;
+
+	for (size_t i = 1; i < n; i++) /* the ids are in no particular order */
+		if (keys[i].instance_off > keys[end].instance_off)
+			end = i;
+	used = keys[end].instance_off + strlen(ids + keys[end].instance_off) + 1;
+	if (b->cap < n) {
+		struct failure_key *k = reallocarray(b->keys, n, sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+		b->keys = k;
+		b->cap = n;
+	}
+	if (b->ids_cap < used) {
+		char *v = realloc(b->ids, used);
+		if (!v)
+			return -ENOMEM;
+		b->ids = v;
+		b->ids_cap = used;
+	}
+	memcpy(b->keys, keys, n * sizeof(*keys));
+	memcpy(b->ids, ids, used);
+	b->n = n;
+	b->used = used;
+	return 0;
+}
+
 static int compare_row_id(const void *a, const void *b)
 {
 	const struct failure_key *x = a, *y = b;
@@ -151,7 +183,12 @@ int failure_block_finish(struct failure_builder *b, struct failure_key **ret,
 	*ret_n = 0;
 	if (b->n == 0)
 		return 0;
-	qsort(b->keys, b->n, sizeof(*b->keys), compare_row_id);
+	/* Usually sorted already (the mirror's keys, then appended rows). */
+	for (size_t i = 1; i < b->n; i++)
+		if (b->keys[i - 1].row_id > b->keys[i].row_id) {
+			qsort(b->keys, b->n, sizeof(*b->keys), compare_row_id);
+			break;
+		}
 	struct failure_key *block = malloc(b->n * sizeof(*block) + b->used);
 	if (!block)
 		return -ENOMEM;
@@ -237,6 +274,18 @@ struct vf_entry *mirror_find_by_id(struct store *s, uint64_t id)
 	size_t pos = id_insert_pos(s, id);
 
 	return pos < s->n_vfs && s->by_id[pos]->id == id ? s->by_id[pos] : NULL;
+}
+
+int mirror_failure_count(struct store *s, uint64_t id, uint64_t *ret)
+{
+	struct vf_entry *e;
+
+	pthread_rwlock_rdlock(&s->index_lock);
+	e = mirror_find_by_id(s, id);
+	if (e)
+		*ret = atomic_load(&e->failure_count);
+	pthread_rwlock_unlock(&s->index_lock);
+	return e ? 0 : -ENOENT;
 }
 
 void vf_entry_free(struct vf_entry *e)
@@ -348,7 +397,9 @@ int mirror_copy_failures(struct store *s, const char *addr, uint64_t id,
 	e = mirror_find(s, addr);
 	if (!e || e->id != id)
 		r = -ENOENT;
-	for (size_t i = 0; r == 0 && e && i < e->n_failures; i++)
+	else if (b->n == 0 && e->n_failures)
+		r = failure_builder_copy_block(b, e->failures, e->failure_ids, e->n_failures);
+	for (size_t i = b->n; r == 0 && i < e->n_failures; i++)
 		r = failure_builder_push_key(b, &e->failures[i],
 					     e->failure_ids + e->failures[i].instance_off);
 	mirror_unlock(s);

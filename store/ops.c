@@ -194,12 +194,26 @@ static int op_register(struct store *s, struct op *op)
 	return op_change(op, STORE_CHANGE_VFS, op->vf, NULL);
 }
 
+/* The VF's live failures: the mirror's count (commit.c, batch_named_before)
+ * unless this batch already ran on the VF; then SQLite counts them. */
+static int live_failures(struct store *s, const struct op *op, const struct vf_row *row,
+			 int64_t *ret)
+{
+	uint64_t n;
+
+	if (!batch_named_before(s, op) && mirror_failure_count(s, (uint64_t)row->id, &n) == 0) {
+		*ret = (int64_t)n;
+		return 0;
+	}
+	return db_failure_count(s, row->id, ret);
+}
+
 static int op_unregister(struct store *s, struct op *op, const struct vf_row *row)
 {
 	int64_t tally, claims;
 	int r;
 
-	if ((r = db_failure_count(s, row->id, &tally)) < 0)
+	if ((r = live_failures(s, op, row, &tally)) < 0)
 		return r;
 	r = db_int(s, &claims, "SELECT COUNT(*) FROM claims WHERE vf_id = ? AND released_at IS NULL",
 		   "i", row->id);
@@ -222,7 +236,7 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 	op->failure_row = 0;
 	op->failures_cleared = false;
 	if ((r = db_setting(s, "threshold", &threshold)) < 0 ||
-	    (r = db_failure_count(s, row->id, &tally)) < 0)
+	    (r = live_failures(s, op, row, &tally)) < 0)
 		return r;
 	op->failure = (struct store_failure_result){ .outcome = STORE_OUTCOME_UNCHANGED,
 						     .tally = (unsigned)tally,
@@ -299,12 +313,11 @@ static int op_success(struct store *s, struct op *op, const struct vf_row *row)
 	/* this assignment worked: it and every older failure are history */
 	char why[STORE_HISTORY_WORD_MAX + 1];
 	snprintf(why, sizeof(why), "success:%s", op->instance_id);
-	r = clear_failures(s, row->id, "id <= ?", match, op->uid, why);
-	if (r < 0)
+	if ((r = live_failures(s, op, row, &remaining)) < 0 ||
+	    (r = clear_failures(s, row->id, "id <= ?", match, op->uid, why)) < 0)
 		return r;
 	op->success.cleared = (unsigned)sqlite3_changes(s->db);
-	if ((r = db_failure_count(s, row->id, &remaining)) < 0)
-		return r;
+	remaining -= op->success.cleared;
 	unsigned bits = STORE_CHANGE_FAILURES;
 	if (rule_success_lifts((uint64_t)remaining, row->quarantined)) {
 		if ((r = lift_row(s, row->id)) < 0)
@@ -332,7 +345,7 @@ static int op_clear(struct store *s, struct op *op, const struct vf_row *row)
 	int64_t n;
 	int r;
 
-	if ((r = db_failure_count(s, row->id, &n)) < 0)
+	if ((r = live_failures(s, op, row, &n)) < 0)
 		return r;
 	if (rule_clear_unchanged(row->quarantined, row->held, (uint64_t)n))
 		return 0;

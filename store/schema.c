@@ -531,6 +531,7 @@ static int db_open(struct store *s, char *reason, size_t reason_size)
 		return r;
 	r = db_open_file(s, created, reason, reason_size);
 	if (r != 0 && created) {
+		db_stmt_cache_clear(s);
 		sqlite3_close_v2(s->db);
 		s->db = NULL;
 		db_file_uncreate(s);
@@ -641,6 +642,7 @@ static int open_locked(struct store *s)
 		log_info("store: opened %s", s->path);
 		return 0;
 	}
+	db_stmt_cache_clear(s);
 	sqlite3_close_v2(s->db);
 	s->db = NULL;
 	latch_unavailable(s, reason);
@@ -794,6 +796,7 @@ void store_close(struct store *s)
 		return;
 	/* the reader first: the writer, closing last, checkpoints the WAL */
 	sqlite3_close_v2(s->read_db);
+	db_stmt_cache_clear(s);
 	if (s->db)
 		sqlite3_close_v2(s->db);
 	if (s->db_fd >= 0)

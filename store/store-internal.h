@@ -28,13 +28,21 @@
  *
  * Locks: rows 2-6 of the lock table in docs/architecture.md (the one
  * statement of the order).  Local detail: write_lock also guards
- * batch_failed / batch_error; index_lock's write side is also taken when the
+ * batch_failed / batch_error, the running batch and the statement cache
+ * (db.c); index_lock's write side is also taken when the
  * whole mirror is loaded; mirror_lock covers everything inside the entries
  * (quarantine bits, failures, claims), the settings, the counts and the
  * reason, and the leader takes its write side only to apply a committed batch.
  * The success fast path takes only index_lock's read side and reads the
  * entry's atomic failure_count, so a healthy poll never waits for a commit,
  * a claim or a failure report, and works while the store is unavailable.
+ *
+ * Inside the batch, an op on a VF no earlier op of the batch ran on reads
+ * the VF's live failure count from the mirror (batch_named_before(),
+ * commit.c) and its keys are the mirror's plus what the batch appended:
+ * no commit re-reads or re-counts all of a VF's failures
+ * (tests/store/test_store.c, group_commit, checks the memory against the
+ * disk).
  *
  * Reads are served from the mirror, which is written only after a
  * successful COMMIT (or loaded whole at open/repair), except the failure
@@ -63,6 +71,7 @@
 #include "store/store.h"
 
 #define STORE_BUSY_TIMEOUT_MS 5000
+#define DB_STMT_CACHE_MAX 48 /* distinct SQL texts the operations run */
 
 DEFINE_CLEANUP_FUNC(sqlite3_stmt, sqlite3_finalize)
 #define _cleanup_stmt_ _cleanup_(sqlite3_finalizep)
@@ -193,6 +202,13 @@ struct store {
 	int lock_fd; /* flock'd; -1 while not held */
 	int db_fd;   /* the database file itself, flock'd; -1 while not held */
 	sqlite3 *db;
+	struct op *batch; /* the batch the leader is running (commit.c) */
+	/* db's statements that run per operation, prepared once (db.c) */
+	struct db_cached_stmt {
+		sqlite3_stmt *st;
+		bool busy; /* handed out: a nested use of the same SQL prepares another */
+	} stmts[DB_STMT_CACHE_MAX];
+	size_t n_stmts;
 	bool batch_failed;
 	char batch_error[STORE_REASON_MAX];
 
@@ -262,6 +278,9 @@ void mirror_rdlock(struct store *s); /* index_lock, then mirror_lock: read sides
 void mirror_unlock(struct store *s);
 /* callers hold index_lock */
 struct vf_entry *mirror_find(struct store *s, const char *addr);
+/* The VF's live failures as committed; -ENOENT when it has no entry.  Takes
+ * index_lock's read side. */
+int mirror_failure_count(struct store *s, uint64_t id, uint64_t *ret);
 struct vf_entry *mirror_find_by_id(struct store *s, uint64_t id);
 /* callers hold mirror_lock too: assigned_at canonical or "" */
 bool mirror_failure_recorded(const struct vf_entry *e, const char *instance_id,
@@ -309,6 +328,8 @@ void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry 
 #define CLAIM_COLUMNS "id, instance_id, claimed_at, agent, control, pid, pid_starttime, boot_id"
 
 int db_fail(struct store *s, const char *what);
+/* Finalize the cached statements: before db is closed. */
+void db_stmt_cache_clear(struct store *s);
 sqlite3_stmt *db_prepare(struct store *s, const char *sql, const char *types, ...);
 int db_step(struct store *s, sqlite3_stmt *st);
 int db_exec(struct store *s, const char *sql, const char *types, ...);
@@ -342,6 +363,9 @@ int db_live_claim(struct store *s, int64_t vf_id, const char *vf, struct store_c
 /* -- ops.c (inside the batch transaction) ------------------------------------------ */
 
 int ops_exec(struct store *s, struct op *op);
+/* Whether an op of the running batch before op ran on op's VF or made a
+ * store-wide change (commit.c). */
+bool batch_named_before(const struct store *s, const struct op *op);
 void op_discard_changes(struct op *op);
 
 /* -- commit.c ------------------------------------------------------------------ */
