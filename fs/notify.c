@@ -4,11 +4,11 @@
  *
  * Design notes
  * ------------
- * Threads and processes.  One notifier thread, and one single-threaded
- * helper process (the "toucher") that does the notifier's writes through
+ * Threads and processes.  Two threads, the notifier and its feeder, and
+ * one single-threaded helper process (the "toucher") that writes through
  * the mount.  The store calls notifier_store_change() from whichever thread
- * committed (usually a FUSE worker handling a write); FUSE workers call the
- * watch/poll/seen/mtime functions.
+ * committed (usually a FUSE worker handling a write); FUSE workers call
+ * notifier_reply_write() and the watch/poll/seen/mtime functions.
  *
  * Why a process: a daemon thread blocked in open() on its own mount cannot
  * die.  If vfhealthd is SIGKILLed after a worker has taken that request, the
@@ -19,32 +19,52 @@
  * (it closes every inherited one), so the daemon always dies, the
  * connection aborts, and a toucher caught in a request gets ENOTCONN and
  * dies of its PR_SET_PDEATHSIG.  It is forked in notifier_start(), before
- * the notifier thread and the FUSE loop exist, reads one path per line from
- * a socket pair, and exits at EOF or when the daemon dies.
+ * the threads and the FUSE loop exist, reads one path per line from a
+ * socket pair, and exits at EOF or when the daemon dies.
  *
- * Locks: rows 7 and 8 of the lock table in docs/architecture.md; neither is
- * held across any call into the store or the mount.
+ * Locks: rows 7, 8 and 8b of the lock table in docs/architecture.md; none
+ * is held across any call into the store or the mount.
  *  - files_lock guards the file table: per file (VF address + table index)
  *    the content generation, the mtime, and the list of open-file watches
  *    with their pending fuse_pollhandle.  Held for a few pointer operations.
- *  - queue_lock (a leaf) guards the dirty set: a bitmask of top-level files,
- *    a bitmask of per-VF files dirty for every VF, and up to
- *    NOTIFY_MAX_QUEUED_VFS (VF, bitmask) entries; when those are full the
- *    set collapses into "every notified file of every VF".  Enqueueing never
- *    blocks and never allocates.
+ *  - queue_lock (a leaf) guards the dirty set, the queued write replies and
+ *    the two counts of page-cached invalidations (queued, done).  The set
+ *    is a bitmask of top-level files, a bitmask of per-VF files dirty for
+ *    every VF, up to NOTIFY_MAX_QUEUED_VFS (VF, bitmask) entries (when full
+ *    it collapses into "every notified file of every VF") and up to
+ *    NOTIFY_MAX_QUEUED_INODES inodes by number.  Enqueueing never blocks.
+ *  - touch_lock (a leaf) guards the feeder's set of files to touch.
  *
- * The notifier drains the whole set at once, then per file: bumps the
- * generation and takes the pending poll handles (under files_lock), sends
- * fuse_lowlevel_notify_poll() for them (no lock held; a write to /dev/fuse
- * that waits for nobody), and hands the file's path to the toucher, which
- * opens the file through the mount, writes one byte and closes it: the
- * kernel turns that into IN_MODIFY and IN_CLOSE_WRITE for watchers of the
- * file and of its directory (each distinct path the toucher has read by
- * then is touched once: a burst of changes costs one touch per file).  The
- * open and write reach our own FUSE
- * handlers, which see the toucher's pid (notifier_writer_pid()) and change
- * nothing.  The socket to the toucher may fill up: then the notifier thread
- * waits, holding no lock.
+ * Two ways for a change (the ordering rule of docs/architecture.md):
+ *  - it changed a file readers have in the page cache (vfile_page_cached:
+ *    VF/quarantined), or is store-wide: it is queued.  The notifier drains the whole
+ *    set, records the files' mtimes, invalidates the page-cached inodes
+ *    (fuse_lowlevel_notify_inval_inode, which waits for reads in flight on
+ *    those pages), marks the count done, answers the writes queued before
+ *    the drain, bumps the files' generations and sends their pending poll
+ *    notifications (a write to /dev/fuse that waits for nobody), and hands
+ *    the files to the feeder.
+ *  - it changed only files every read of which reaches us (direct_io: the
+ *    routine report): the committing thread announces it at once, mtime,
+ *    pollers, feeder (announce_now()), and the notifier is not woken.
+ * A write is answered by its own worker when no page-cached invalidation
+ * is queued or in flight (the counts are equal, read under queue_lock after
+ * its change was queued), else by the notifier after the drain that took
+ * its change; no worker ever waits for the notifier.
+ *
+ * The feeder sends each file of its set to the toucher, which opens it
+ * through the mount, writes one byte and closes it: the kernel turns that
+ * into IN_MODIFY and IN_CLOSE_WRITE for watchers of the file and of its
+ * directory, and drops the file's cached mtime (the kernel does after every
+ * write), so a watcher's stat shows the change.  The open and write reach
+ * our own FUSE handlers, which see the toucher's pid
+ * (notifier_writer_pid()) and change nothing.  The feeder is paced: a batch
+ * at most every NOTIFY_TOUCH_PACE_MS, the first change after a quiet spell
+ * at once, and whatever changes meanwhile joins the next batch, so a file
+ * changing 1000 times a second costs about 100 touches, not 1000, and the
+ * last change is always followed by one.  The socket to the toucher may
+ * fill up: then the feeder waits, holding no lock; the notifier never
+ * does.
  *
  * Shutdown.  notifier_stop() sets `stop`, signals the condition, joins the
  * thread, closes the socket, kills the toucher and waits for it to exit.  It
@@ -58,7 +78,9 @@
  *
  * Memory.  File entries are created when a file is opened or changes and
  * are kept (keyed by VF address, so re-registering a VF reuses them); they
- * number at most the files of every VF address ever used.
+ * number at most the files of every VF address ever used (a store-wide
+ * change creates one for every notified file of every VF: about 40 MB at
+ * 65,536 VFs).  The table doubles its buckets past two entries a bucket.
  */
 #include "fs/notify.h"
 
@@ -80,7 +102,7 @@
 #include "proto/cleanup.h"
 #include "proto/log.h"
 
-#define FILE_BUCKETS 256
+#define FILE_BUCKETS_MIN 256 /* the file table grows by doubling past 2 files a bucket */
 #define TOUCH_BATCH_MAX 256 /* distinct paths the toucher coalesces at once */
 
 struct watched_file {
@@ -123,13 +145,18 @@ struct notifier {
 	void *inode_userdata;
 
 	pthread_mutex_t files_lock;
-	struct watched_file *buckets[FILE_BUCKETS];
+	struct watched_file **buckets;
+	size_t n_buckets, n_files;
 
 	/* queue_lock (a leaf): what changed, and the writes waiting for it */
 	pthread_mutex_t queue_lock;
 	pthread_cond_t queue_cond;
 	struct dirty_set dirty;
 	struct pending_reply *replies, **replies_tail;
+	/* Page-cached invalidations queued (changes of a page-cached file,
+	 * inodes by number) and done: equal when no page can be stale, and
+	 * only then may a write be answered by its worker. */
+	uint64_t cached_queued, cached_done;
 	bool stop;
 	atomic_bool abandon; /* notifier_stop(): drop the rest of the drained set */
 
@@ -149,14 +176,37 @@ struct notifier {
 	bool touch_failed;     /* logged once */
 };
 
-static unsigned key_hash(const struct notify_key *key)
+static size_t key_hash(const struct notify_key *key, size_t n_buckets)
 {
 	unsigned h = 2166136261u;
 
 	for (const char *p = key->vf; *p; p++)
 		h = (h ^ (unsigned char)*p) * 16777619u;
 	h = (h ^ (unsigned)key->index) * 16777619u;
-	return h % FILE_BUCKETS;
+	return h % n_buckets;
+}
+
+/* Under files_lock.  Keeps lookups short however many files changed (a
+ * store-wide change at 65,536 VFs names every VF's files); without memory
+ * the table stays as it is, only slower. */
+static void files_grow(struct notifier *n)
+{
+	size_t want = n->n_buckets * 2;
+	struct watched_file **b = calloc(want, sizeof(*b));
+
+	if (!b)
+		return;
+	for (size_t i = 0; i < n->n_buckets; i++)
+		while (n->buckets[i]) {
+			struct watched_file *f = n->buckets[i];
+			size_t h = key_hash(&f->key, want);
+			n->buckets[i] = f->next;
+			f->next = b[h];
+			b[h] = f;
+		}
+	free(n->buckets);
+	n->buckets = b;
+	n->n_buckets = want;
 }
 
 static bool key_equal(const struct notify_key *a, const struct notify_key *b)
@@ -168,7 +218,7 @@ static bool key_equal(const struct notify_key *a, const struct notify_key *b)
 static struct watched_file *file_find(struct notifier *n, const struct notify_key *key,
 				      bool create)
 {
-	unsigned h = key_hash(key);
+	size_t h = key_hash(key, n->n_buckets);
 	struct watched_file *f;
 
 	for (f = n->buckets[h]; f; f = f->next)
@@ -182,6 +232,8 @@ static struct watched_file *file_find(struct notifier *n, const struct notify_ke
 	f->key = *key;
 	f->next = n->buckets[h];
 	n->buckets[h] = f;
+	if (++n->n_files > 2 * n->n_buckets)
+		files_grow(n);
 	return f;
 }
 
@@ -197,6 +249,13 @@ int notifier_new(struct fuse_session *se, const char *mountpoint, struct store *
 		free(n);
 		return -ENOMEM;
 	}
+	n->n_buckets = FILE_BUCKETS_MIN;
+	n->buckets = calloc(n->n_buckets, sizeof(*n->buckets));
+	if (!n->buckets) {
+		free(n->mountpoint);
+		free(n);
+		return -ENOMEM;
+	}
 	n->se = se;
 	n->store = store;
 	n->touch_fd = -1;
@@ -204,7 +263,11 @@ int notifier_new(struct fuse_session *se, const char *mountpoint, struct store *
 	pthread_mutex_init(&n->queue_lock, NULL);
 	pthread_cond_init(&n->queue_cond, NULL);
 	pthread_mutex_init(&n->touch_lock, NULL);
-	pthread_cond_init(&n->touch_cond, NULL);
+	pthread_condattr_t monotonic;
+	pthread_condattr_init(&monotonic);
+	pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+	pthread_cond_init(&n->touch_cond, &monotonic);
+	pthread_condattr_destroy(&monotonic);
 	n->replies_tail = &n->replies;
 	*ret = n;
 	return 0;
@@ -215,7 +278,7 @@ void notifier_free(struct notifier *n)
 	if (!n)
 		return;
 	notifier_stop(n);
-	for (int b = 0; b < FILE_BUCKETS; b++) {
+	for (size_t b = 0; b < n->n_buckets; b++) {
 		struct watched_file *f = n->buckets[b];
 		while (f) {
 			struct watched_file *next = f->next;
@@ -233,6 +296,7 @@ void notifier_free(struct notifier *n)
 	pthread_cond_destroy(&n->queue_cond);
 	pthread_mutex_destroy(&n->queue_lock);
 	pthread_mutex_destroy(&n->files_lock);
+	free(n->buckets);
 	free(n->mountpoint);
 	free(n);
 }
@@ -290,12 +354,13 @@ static void dirty_take(struct dirty_set *dst, struct dirty_set *src)
 }
 
 static void enqueue(struct notifier *n, unsigned top, const char *vf, unsigned vf_mask,
-		    unsigned all_vfs)
+		    unsigned all_vfs, bool page_cached)
 {
 	if (!top && !all_vfs && (!vf_mask || !vf || !*vf))
 		return;
 	pthread_mutex_lock(&n->queue_lock);
 	dirty_add(&n->dirty, top, vf, vf_mask, all_vfs);
+	n->cached_queued += page_cached;
 	pthread_cond_signal(&n->queue_cond);
 	pthread_mutex_unlock(&n->queue_lock);
 }
@@ -313,18 +378,61 @@ static unsigned dirtied_files(const struct vfile *table, int count, unsigned bit
 	return mask;
 }
 
+/* The files of table[count] in mask that readers have in the page cache. */
+static bool any_page_cached(const struct vfile *table, int count, unsigned mask)
+{
+	for (int i = 0; i < count; i++)
+		if ((mask & (1u << i)) && vfile_page_cached(&table[i]))
+			return true;
+	return false;
+}
+
+static void mark_changed(struct notifier *n, const struct notify_key *key);
+static void wake_pollers(struct notifier *n, const struct notify_key *key);
+static void touch_add(struct notifier *n, unsigned top, const char *vf, unsigned files,
+		      unsigned all_vfs);
+
+/* A change of one VF's files (and top-level files) none of which the kernel
+ * caches: every read of them reaches us and renders what is committed, so
+ * it is announced at once, from the committing thread (nothing here
+ * blocks: a poll notification waits for nobody, the toucher's set is a
+ * leaf), and the notifier thread is not woken at all. */
+static void announce_now(struct notifier *n, unsigned top, const char *vf, unsigned vf_mask)
+{
+	struct notify_key key = { 0 };
+
+	for (int i = 0; i < TOP_FILE_COUNT; i++)
+		if (top & (1u << i)) {
+			key.index = i;
+			mark_changed(n, &key);
+			wake_pollers(n, &key);
+		}
+	snprintf(key.vf, sizeof(key.vf), "%s", vf);
+	for (int i = 0; i < VF_FILE_COUNT; i++)
+		if (vf_mask & (1u << i)) {
+			key.index = i;
+			mark_changed(n, &key);
+			wake_pollers(n, &key);
+		}
+	touch_add(n, top, vf, vf_mask, 0);
+}
+
 void notifier_store_change(void *userdata, const struct store_change *change)
 {
 	struct notifier *n = userdata;
 	unsigned top = dirtied_files(top_files, TOP_FILE_COUNT, change->bits);
 	unsigned vf = dirtied_files(vf_files, VF_FILE_COUNT, change->bits);
+	bool page_cached = any_page_cached(top_files, TOP_FILE_COUNT, top) ||
+			   any_page_cached(vf_files, VF_FILE_COUNT, vf);
 
 	/* A change that names no VF is store-wide: its per-VF files change
 	 * for every VF (vfiles.h). */
-	if (change->vf[0])
-		enqueue(n, top, change->vf, vf, 0);
+	if (change->vf[0] && !page_cached)
+		announce_now(n, top, change->vf, vf);
+	else if (change->vf[0])
+		enqueue(n, top, change->vf, vf, 0, page_cached);
 	else
-		enqueue(n, top, NULL, 0, vf);
+		enqueue(n, top, NULL, 0, vf, page_cached);
 }
 
 /* -- the notifier thread ---------------------------------------------------------- */
@@ -380,16 +488,20 @@ static void wake_pollers(struct notifier *n, const struct notify_key *key)
 	}
 }
 
-/* Drop what the kernel caches of the file: its attributes and its pages.
- * Waits for reads in flight on those pages (served by the FUSE workers, none
- * of which ever waits for this thread).  -ENOENT: the kernel has no such
- * inode cached, nothing to drop. */
+/* Drop what the kernel caches of a page-cached file: its attributes and its
+ * pages.  Waits for reads in flight on those pages (served by the FUSE
+ * workers, none of which ever waits for this thread).  -ENOENT: the kernel
+ * has no such inode cached, nothing to drop.  Every other file reads
+ * through to us at every read; its cached attributes change only in the
+ * mtime, which the toucher's write drops (the kernel does so after every
+ * write), before it emits the file's IN_MODIFY. */
 static void invalidate(struct notifier *n, const struct notify_key *key)
 {
 	fuse_ino_t ino;
 	int r;
 
-	if (!n->se || !n->inode_of)
+	if (!n->se || !n->inode_of ||
+	    !vfile_page_cached(key->vf[0] ? &vf_files[key->index] : &top_files[key->index]))
 		return;
 	ino = n->inode_of(n->inode_userdata, key);
 	if (!ino)
@@ -577,14 +689,23 @@ static void dirty_for_each(struct notifier *n, const struct dirty_set *d,
 	}
 }
 
-static void hand_to_feeder(struct notifier *n, const struct dirty_set *d)
+/* Into the feeder's set: only the first file of a batch wakes it (it waits
+ * for a first file, then for its pace). */
+static void touch_add(struct notifier *n, unsigned top, const char *vf, unsigned files,
+		      unsigned all_vfs)
 {
 	pthread_mutex_lock(&n->touch_lock);
-	dirty_add(&n->touch, d->top, NULL, 0, d->all_vfs);
-	for (size_t v = 0; v < d->count; v++)
-		dirty_add(&n->touch, 0, d->vfs[v].vf, d->vfs[v].files & ~d->all_vfs, 0);
-	pthread_cond_signal(&n->touch_cond);
+	if (dirty_empty(&n->touch))
+		pthread_cond_signal(&n->touch_cond);
+	dirty_add(&n->touch, top, vf, files, all_vfs);
 	pthread_mutex_unlock(&n->touch_lock);
+}
+
+static void hand_to_feeder(struct notifier *n, const struct dirty_set *d)
+{
+	touch_add(n, d->top, NULL, 0, d->all_vfs);
+	for (size_t v = 0; v < d->count; v++)
+		touch_add(n, 0, d->vfs[v].vf, d->vfs[v].files & ~d->all_vfs, 0);
 }
 
 /* The threads of the notifier take no signal: the daemon's main thread
@@ -616,11 +737,11 @@ static void dirty_list_vfs(struct notifier *n, const struct dirty_set *d, bool m
 
 /* The ordering rule (docs/architecture.md): a change is committed (and in
  * the store's memory) before it is queued here; then this thread
- * invalidates every file it affects, then replies to the writes queued with
- * it, then wakes pollers, then hands the files to the toucher's feeder,
- * never blocking on it.  Only this thread replies to writes that changed
- * something, so no acknowledged write can leave a stale page behind
- * (tests/fs/test-freshness.sh). */
+ * invalidates every page-cached file it affects, then replies to the writes
+ * queued with it, then wakes pollers, then hands the files to the toucher's
+ * feeder, never blocking on it.  While an invalidation is queued or in
+ * flight only this thread replies to writes, so no acknowledged write can
+ * leave a stale page behind (tests/fs/test-freshness.sh). */
 static void *notifier_main(void *arg)
 {
 	struct notifier *n = arg;
@@ -631,6 +752,7 @@ static void *notifier_main(void *arg)
 		_cleanup_free_ struct store_vf_info *list = NULL;
 		struct pending_reply *replies;
 		size_t count = 0;
+		uint64_t cached_taken;
 		bool stopping;
 
 		pthread_mutex_lock(&n->queue_lock);
@@ -638,6 +760,7 @@ static void *notifier_main(void *arg)
 			pthread_cond_wait(&n->queue_cond, &n->queue_lock);
 		stopping = n->stop;
 		dirty_take(d, &n->dirty);
+		cached_taken = n->cached_queued;
 		replies = n->replies;
 		n->replies = NULL;
 		n->replies_tail = &n->replies;
@@ -648,6 +771,9 @@ static void *notifier_main(void *arg)
 		dirty_for_each(n, d, list, count, false, invalidate);
 		for (size_t i = 0; n->se && i < d->n_inodes; i++)
 			fuse_lowlevel_notify_inval_inode(n->se, d->inodes[i], 0, 0);
+		pthread_mutex_lock(&n->queue_lock);
+		n->cached_done = cached_taken;
+		pthread_mutex_unlock(&n->queue_lock);
 		while (replies) {
 			struct pending_reply *next = replies->next;
 			fuse_reply_write(replies->req, replies->size);
@@ -670,6 +796,8 @@ static void *feeder_main(void *arg)
 	struct notifier *n = arg;
 	struct dirty_set *d = &n->fed;
 
+	struct timespec next_batch = { 0 };
+
 	block_signals();
 	for (;;) {
 		_cleanup_free_ struct store_vf_info *list = NULL;
@@ -678,12 +806,23 @@ static void *feeder_main(void *arg)
 		pthread_mutex_lock(&n->touch_lock);
 		while (!n->touch_stop && dirty_empty(&n->touch))
 			pthread_cond_wait(&n->touch_cond, &n->touch_lock);
+		/* Paced: what changes before the next batch is due joins it, so
+		 * a file changing 1000 times a second costs a touch a pace. */
+		while (!n->touch_stop &&
+		       pthread_cond_timedwait(&n->touch_cond, &n->touch_lock, &next_batch) != ETIMEDOUT)
+			;
 		if (n->touch_stop) {
 			pthread_mutex_unlock(&n->touch_lock);
 			break;
 		}
 		dirty_take(d, &n->touch);
 		pthread_mutex_unlock(&n->touch_lock);
+		clock_gettime(CLOCK_MONOTONIC, &next_batch);
+		next_batch.tv_nsec += NOTIFY_TOUCH_PACE_MS * 1000000L;
+		if (next_batch.tv_nsec >= 1000000000L) {
+			next_batch.tv_sec++;
+			next_batch.tv_nsec -= 1000000000L;
+		}
 		dirty_list_vfs(n, d, false, &list, &count);
 		dirty_for_each(n, d, list, count, true, touch_through_mount);
 	}
@@ -745,19 +884,22 @@ void notifier_stop(struct notifier *n)
 
 void notifier_invalidate_inode(struct notifier *n, fuse_ino_t ino)
 {
-	bool full;
+	bool queued = false, full;
 
 	pthread_mutex_lock(&n->queue_lock);
-	full = n->dirty.n_inodes == NOTIFY_MAX_QUEUED_INODES;
-	if (!full)
+	for (size_t i = 0; i < n->dirty.n_inodes && !queued; i++)
+		queued = n->dirty.inodes[i] == ino;
+	full = !queued && n->dirty.n_inodes == NOTIFY_MAX_QUEUED_INODES;
+	if (!queued && !full) {
 		n->dirty.inodes[n->dirty.n_inodes++] = ino;
+		n->cached_queued++;
+	}
 	pthread_cond_signal(&n->queue_cond);
 	pthread_mutex_unlock(&n->queue_lock);
 	if (full)
 		log_warn("notifier: too many inodes queued; a descriptor held open on an "
 			 "unregistered VF's file may read its last content");
 }
-
 void notifier_set_inode_fn(struct notifier *n, notify_inode_fn fn, void *userdata)
 {
 	n->inode_of = fn;
@@ -766,28 +908,33 @@ void notifier_set_inode_fn(struct notifier *n, notify_inode_fn fn, void *userdat
 
 void notifier_reply_write(struct notifier *n, fuse_req_t req, size_t size)
 {
-	struct pending_reply *p = malloc(sizeof(*p));
-	bool queued = false;
+	_cleanup_free_ struct pending_reply *p = malloc(sizeof(*p));
+	int err = EIO;
 
-	if (p) {
-		p->req = req;
-		p->size = size;
-		p->next = NULL;
-		pthread_mutex_lock(&n->queue_lock);
-		if (n->running && !n->stop) {
-			*n->replies_tail = p;
-			n->replies_tail = &p->next;
-			queued = true;
-			pthread_cond_signal(&n->queue_cond);
-		}
+	pthread_mutex_lock(&n->queue_lock);
+	if (n->running && !n->stop && n->cached_done == n->cached_queued) {
+		/* No page-cached file waits for invalidation, so neither does
+		 * this write's change (queued before this call): answer now. */
+		err = 0;
+	} else if (n->running && !n->stop && p) {
+		*p = (struct pending_reply){ .req = req, .size = size };
+		*n->replies_tail = p;
+		n->replies_tail = &p->next;
+		p = NULL; /* the notifier's now */
+		pthread_cond_signal(&n->queue_cond);
 		pthread_mutex_unlock(&n->queue_lock);
-	}
-	if (queued)
 		return;
-	free(p);
-	/* Nobody can invalidate what it changed before the reply: the change
-	 * is durable, but the writer must not take it as seen (fail closed). */
-	fuse_reply_err(req, p ? EIO : ENOMEM);
+	} else if (n->running && !n->stop) {
+		err = ENOMEM;
+	}
+	pthread_mutex_unlock(&n->queue_lock);
+	/* Stopping: nobody can invalidate what it changed before the reply;
+	 * the change is durable, but the writer must not take it as seen
+	 * (fail closed). */
+	if (err)
+		fuse_reply_err(req, err);
+	else
+		fuse_reply_write(req, size);
 }
 
 /* -- watches and poll ---------------------------------------------------------------- */

@@ -6,19 +6,23 @@
  * Contract:
  *  - notifier_store_change() is the store's change callback.  It maps a
  *    store_change to the files whose content it changes (the `changes`
- *    column of the vfiles.h tables, the one home of that map), adds them to a
- *    bounded coalescing set and returns; it never blocks on anything but the
- *    set's own leaf mutex.  When the set is full it collapses into "all
- *    files dirty", so no change is ever lost, only merged.
- *  - The notifier thread (notifier_start .. notifier_stop) drains the set.
- *    For each dirty file it bumps the file's content generation, records its
- *    mtime, calls fuse_lowlevel_notify_poll() on every pending poll handle of
- *    that file, and then has a helper process open the file through the
- *    mount O_WRONLY, write one byte and close it, so that the kernel emits
- *    IN_MODIFY and IN_CLOSE_WRITE (FUSE sends no inotify events for changes
- *    a daemon makes itself).  The filesystem's open and write handlers
- *    recognize the helper (fuse_req_ctx()->pid == notifier_writer_pid())
- *    and change nothing.  A process, not a thread: see notify.c.
+ *    column of the vfiles.h tables, the one home of that map) and never
+ *    blocks on anything but leaf mutexes.  A change of files the kernel
+ *    caches (vfile_page_cached()) or of
+ *    every VF goes into a bounded coalescing set for the notifier thread
+ *    (when full it collapses into "all files dirty": merged, never lost).
+ *    A change of one VF's read-through files only (a routine report) is
+ *    announced from the calling thread at once: mtime, pollers, toucher.
+ *  - Announcing a file: record its mtime, bump its content generation,
+ *    call fuse_lowlevel_notify_poll() on its pending poll handles, and hand
+ *    it to the feeder thread, which has a helper process open the file
+ *    through the mount O_WRONLY, write one byte and close it, so that the
+ *    kernel emits IN_MODIFY and IN_CLOSE_WRITE (FUSE sends no inotify
+ *    events for changes a daemon makes itself), paced: a file is touched at
+ *    most every NOTIFY_TOUCH_PACE_MS, and its last change always gets one.
+ *    The filesystem's open and write handlers recognize the helper
+ *    (fuse_req_ctx()->pid == notifier_writer_pid()) and change nothing.  A
+ *    process, not a thread: see notify.c.
  *  - Poll is sysfs-style: a watch (one per open file) remembers the content
  *    generation it has seen; notifier_poll() reports POLLPRI|POLLERR (plus
  *    POLLIN|POLLRDNORM) once the file's generation moved past it, and
@@ -26,17 +30,17 @@
  *  - Files are named by a notify_key: the VF address ("" for the top level)
  *    and the index in the vfiles.h table.
  *  - Invalidation and write replies (the ordering rule of
- *    docs/architecture.md).  For each drained set the thread first records
- *    the files' mtimes, then invalidates each file's inode in the kernel
+ *    docs/architecture.md).  For each drained set the notifier thread
+ *    records the files' mtimes, invalidates the page-cached inodes
  *    (fuse_lowlevel_notify_inval_inode: attributes and pages; it waits for
- *    reads in flight on those pages), then replies to every write queued
- *    by notifier_reply_write() up to the drain, then wakes pollers, then
- *    hands the files to a feeder thread (a second coalescing set) that
- *    talks to the helper, so the notifier never blocks on the helper.  A
+ *    reads in flight on those pages), replies to every write queued by
+ *    notifier_reply_write() up to the drain, then announces the files.  A
  *    store change is queued (by the change callback) before its writer's
- *    reply is, so the reply always follows the invalidation.  No FUSE
- *    worker ever waits for this thread: a worker that did could hold the
- *    only worker a read needs while the thread waits for that read's page.
+ *    reply is, so the reply always follows the invalidation; a write is
+ *    answered by its worker only when no invalidation is queued or in
+ *    flight.  No FUSE worker ever waits for this thread: a worker that did
+ *    could hold the only worker a read needs while the thread waits for
+ *    that read's page.
  *  - notifier_start() forks the helper: call it before the process has
  *    other threads.  notifier_stop() must run while the mount is still
  *    served: the helper may be inside an open() on the mount.  It drops
@@ -62,6 +66,10 @@
 #define NOTIFY_MAX_QUEUED_VFS 1024
 /* Inodes queued by number (notifier_invalidate_inode). */
 #define NOTIFY_MAX_QUEUED_INODES 256
+/* The toucher's pace: inotify events for a file follow its changes at most
+ * this often (the first change after a quiet spell at once, the last one
+ * always); vfhealth(5), CHANGE NOTIFICATION. */
+#define NOTIFY_TOUCH_PACE_MS 10
 
 struct notifier;
 
@@ -97,8 +105,10 @@ typedef fuse_ino_t (*notify_inode_fn)(void *userdata, const struct notify_key *k
  * invalidated. */
 void notifier_set_inode_fn(struct notifier *n, notify_inode_fn fn, void *userdata);
 
-/* Reply fuse_reply_write(req, size) from the notifier thread, after every
- * change queued before this call is invalidated.  The caller (a FUSE
+/* Reply fuse_reply_write(req, size) once every page-cached inode a change
+ * queued before this call affects is invalidated: at once, from the
+ * caller, when none waits for invalidation (the routine report), else from
+ * the notifier thread after it invalidated them.  The caller (a FUSE
  * worker) returns at once and must not touch req again.  When the notifier
  * is not running (stopping) the write is answered EIO at once: its change
  * is durable but cannot be shown fresh. */

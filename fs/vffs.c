@@ -39,13 +39,16 @@
  * the handle's snapshot, later offsets are served from that snapshot so one
  * `cat` is consistent (and a page-cached length-varying file would tear).
  * What the kernel caches is made stale only by store changes, and the
- * notifier invalidates every affected inode (pages and attributes) before
- * the write that made the change is answered: op_write hands its reply to
- * the notifier (notify.h), which sends it after the invalidation.  No
- * worker waits for the notifier (the notifier may wait for a read a worker
- * serves).  Directory operations (mkdir, rmdir, claims) answer at once:
- * nothing page-cached depends on them, their entries are the kernel's own
- * to update, and claims' entries and attributes are never cached.
+ * notifier invalidates every affected page-cached inode (pages and
+ * attributes) before the write that made the change is answered: op_write
+ * hands its reply to notifier_reply_write() (notify.h), which sends it
+ * after the invalidation (at once when none is pending: a read-through
+ * file's cached attributes differ only in the mtime, which the toucher's
+ * write drops).  No worker waits for the notifier (the notifier may wait
+ * for a read a worker serves).  Directory operations
+ * (mkdir, rmdir, claims) answer at once: nothing page-cached depends on
+ * them, their entries are the kernel's own to update, and claims' entries
+ * and attributes are never cached.
  * What a handle keeps (itself, its snapshot; a directory handle's listing)
  * is charged to the reader's uid (budget.h): past the budget, that open or
  * read gets ENOBUFS.  Each open keeps its own snapshot: the budget bounds
@@ -914,7 +917,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * length varies (they would tear).  While the store is unavailable
 	 * nothing is opened cached, and the open drops the cached pages (no
 	 * keep_cache): the read reaches us and fails closed. */
-	h->cached = !writing && f && f->fixed_size && (f->flags & VFILE_NOTIFY) &&
+	h->cached = !writing && f && vfile_page_cached(f) &&
 		    !from_notifier(fs, req) && store_status(fs->store, NULL, 0);
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = !h->cached;
@@ -1271,10 +1274,11 @@ out:
 				     ? LOG_INFO
 				     : LOG_NOTICE,
 			     "write to", handle_path(h, path, sizeof(path)), command);
-	/* A write that changed something is answered by the notifier, after it
-	 * invalidated what the change affects (notify.h; the ordering rule of
-	 * docs/architecture.md; tests/fs/test-freshness.sh).  Every accepted
-	 * write goes that way, so that no shortcut can skip the rule. */
+	/* An accepted write is answered through the notifier, once what any
+	 * change queued so far affects in the page cache is invalidated
+	 * (notify.h; the ordering rule of docs/architecture.md;
+	 * tests/fs/test-freshness.sh).  Every accepted write goes that way, so
+	 * that no shortcut can skip the rule. */
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else
@@ -1486,7 +1490,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		 * the notifier no longer finds by name: drop their pages and
 		 * attributes by number (never from this worker, see notify.h). */
 		for (int i = 0; i < VF_FILE_COUNT; i++)
-			if (vf_files[i].fixed_size)
+			if (vfile_page_cached(&vf_files[i]))
 				notifier_invalidate_inode(fs->notifier, ino_vf(gone.id, 1 + i));
 	}
 	if (r == 0)

@@ -116,6 +116,14 @@ struct vfile {
 	unsigned fixed_size;
 };
 
+/* Whether readers of f are served from the page cache: its inode must be
+ * invalidated before a write that changed it is answered (notify.h); every
+ * other file reads through to the daemon at every read. */
+static inline bool vfile_page_cached(const struct vfile *f)
+{
+	return f->fixed_size && (f->flags & VFILE_NOTIFY);
+}
+
 extern const struct vfile top_files[TOP_FILE_COUNT];
 extern const struct vfile vf_files[VF_FILE_COUNT];
 
