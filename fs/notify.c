@@ -37,7 +37,8 @@
  *
  * Two ways for a change (the ordering rule of docs/architecture.md):
  *  - it changed a file readers have in the page cache (vfile_page_cached:
- *    VF/quarantined), or is store-wide: it is queued.  The notifier drains the whole
+ *    VF/quarantined), or is store-wide, or the VFs (the root's listing,
+ *    which the kernel keeps): it is queued.  The notifier drains the whole
  *    set, records the files' mtimes, invalidates the page-cached inodes
  *    (fuse_lowlevel_notify_inval_inode, which waits for reads in flight on
  *    those pages), marks the count done, answers the writes queued before
@@ -425,6 +426,9 @@ void notifier_store_change(void *userdata, const struct store_change *change)
 	bool page_cached = any_page_cached(top_files, TOP_FILE_COUNT, top) ||
 			   any_page_cached(vf_files, VF_FILE_COUNT, vf);
 
+	/* The root's listing, which the kernel keeps (vffs.c), names the VFs. */
+	if (change->bits & STORE_CHANGE_VFS)
+		notifier_invalidate_inode(n, FUSE_ROOT_ID);
 	/* A change that names no VF is store-wide: its per-VF files change
 	 * for every VF (vfiles.h). */
 	if (change->vf[0] && !page_cached)
@@ -888,7 +892,7 @@ void notifier_invalidate_inode(struct notifier *n, fuse_ino_t ino)
 
 	pthread_mutex_lock(&n->queue_lock);
 	for (size_t i = 0; i < n->dirty.n_inodes && !queued; i++)
-		queued = n->dirty.inodes[i] == ino;
+		queued = n->dirty.inodes[i] == ino; /* the root, once per drain */
 	full = !queued && n->dirty.n_inodes == NOTIFY_MAX_QUEUED_INODES;
 	if (!queued && !full) {
 		n->dirty.inodes[n->dirty.n_inodes++] = ino;

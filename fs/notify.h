@@ -8,7 +8,7 @@
  *    store_change to the files whose content it changes (the `changes`
  *    column of the vfiles.h tables, the one home of that map) and never
  *    blocks on anything but leaf mutexes.  A change of files the kernel
- *    caches (vfile_page_cached()) or of
+ *    caches (vfile_page_cached(), the root's listing for VF changes) or of
  *    every VF goes into a bounded coalescing set for the notifier thread
  *    (when full it collapses into "all files dirty": merged, never lost).
  *    A change of one VF's read-through files only (a routine report) is

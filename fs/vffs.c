@@ -45,7 +45,12 @@
  * after the invalidation (at once when none is pending: a read-through
  * file's cached attributes differ only in the mtime, which the toucher's
  * write drops).  No worker waits for the notifier (the notifier may wait
- * for a read a worker serves).  Directory operations
+ * for a read a worker serves).  The listings of the root and of a VF
+ * directory are cached too (cache_readdir): their entries change only by
+ * mkdir and rmdir through the mount, for which the kernel drops the
+ * listing itself, and when the store is first loaded, for which the
+ * notifier invalidates the root.  assignments/ is listed afresh every
+ * time: a claim ends by a write (release=) as well.  Directory operations
  * (mkdir, rmdir, claims) answer at once: nothing page-cached depends on
  * them, their entries are the kernel's own to update, and claims' entries
  * and attributes are never cached.
@@ -739,6 +744,12 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	d->open_uid = uid;
 	open_link_add(req_fs(req), &d->link, dirhandle_free_link);
 	fi->fh = (uintptr_t)d;
+	/* The root's and a VF directory's entries change only by mkdir and
+	 * rmdir through the mount (the kernel drops its cached listing for
+	 * those itself) and when the store is first loaded (the notifier
+	 * invalidates the root): the kernel may keep their listings.  Claims
+	 * come and go by writes: assignments/ is listed afresh every time. */
+	fi->cache_readdir = fi->keep_cache = n.kind == VN_ROOT || n.kind == VN_VF_DIR;
 	if (fuse_reply_open(req, fi) < 0)
 		dirhandle_free(req_fs(req), d);
 }

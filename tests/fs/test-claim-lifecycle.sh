@@ -143,7 +143,10 @@ exec 6>&-
 assert_eq "$(claimed_at "$W/assignments/vm-1")" "$new" "the newer claim stays"
 expect_err "$EINVAL" put "$W/assignments/vm-1" "release=$new"$'\n'"agent=vsock:3"
 expect_err "$EINVAL" put "$W/assignments/vm-1" "release=yesterday"
-# Another spelling of the same instant releases it.
+# Another spelling of the same instant releases it.  A release by write
+# changes the listing without a directory operation: listed just before, it
+# must not be listed from the kernel's cache just after.
+assert_eq "$(ls "$W/assignments")" vm-1 "the claim before its release"
 put "$W/assignments/vm-1" "release=${new,,}"
 assert_eq "$(ls "$W/assignments")" "" "released by its claimed_at"
 # With no claim to release (the shell's O_CREAT reserved it): nothing is left.

@@ -147,5 +147,8 @@ mv "$T/db/good.db" "$DB"
 put "$MNT/status" repair
 assert_cat "$MNT/status" ok
 assert_cat "$MNT/quarantined" 0000:41:00.4
+# The kernel keeps the root's listing (it changes by mkdir and rmdir): the
+# load that brought the VFs back must have dropped it.
+assert_eq "$(ls "$MNT" | grep -c :)" 2 "VFs listed once the repair loaded the store"
 stop_daemon
 echo "ok"
