@@ -7,7 +7,8 @@
 #
 # Use an optimized build without sanitizers (ASan multiplies memory and
 # time).  Knobs (environment): BENCH_READ_ROUNDS (100000), BENCH_LS_ROUNDS
-# (200), BENCH_INGEST_1 (200 reports), BENCH_INGEST_64 (1280 reports), each run three times,
+# (200), BENCH_INGEST_1 (200 reports), BENCH_INGEST_64 (1280 reports),
+# BENCH_PAIRS (5: alternating pairs per figure; the median pair is shown),
 # BENCH_DISK_DIR (a directory on the disk the database would live on;
 # default under BUILD_DIR), BENCH_IDLE_S (agent idle window, 20 s),
 # BENCH_ONLY=fs (only the mount's figures and the request counts: reads,
@@ -71,31 +72,61 @@ for ((i = 0; i < 1024; i++)); do
 	for f in tally quarantined failures report state since parent history; do echo 0 >"$d/$f"; done
 done
 
-fs_read=$("$vfbench" read "$mnt/$vf/quarantined" "$read_rounds")
-tmpfs_read=$("$vfbench" read "$tree/$vf/quarantined" "$read_rounds")
+# The machine's speed drifts (a shared host, a shared disk): each figure is
+# measured in ROUNDS alternating pairs, each pair a ratio taken within a few
+# seconds, and the pair with the median ratio is the figure.
+pairs_n=${BENCH_PAIRS:-5}
+# median_pair: "VALUE LIMIT" lines in, the line whose VALUE/LIMIT is the median out.
+median_pair() { awk '{ print $1 / $2, $1, $2 }' | sort -g | awk '{ l[NR] = $2 " " $3 } END { print l[int((NR + 1) / 2)] }'; }
+# paired NAME COMMAND_A COMMAND_B: pairs_n alternating "A B" lines (the
+# commands see the pair's index as $i); the raw pairs are echoed as a comment.
+paired() {
+	local name=$1 a=$2 b=$3 i lines=""
+	for ((i = 0; i < pairs_n; i++)); do lines+="$(eval "$a") $(eval "$b")"$'\n'; done
+	echo "#   ($name, $pairs_n alternating pairs: $(tr '\n' ';' <<<"${lines%$'\n'}"))" >&2
+	median_pair <<<"${lines%$'\n'}"
+}
+
+read -r fs_read tmpfs_read < <(paired read_quarantined \
+	'"$vfbench" read "$mnt/$vf/quarantined" "$read_rounds"' \
+	'"$vfbench" read "$tree/$vf/quarantined" "$read_rounds"' 2>"$T/pairs")
+cat "$T/pairs"
 figure read_quarantined_median "$(us "$fs_read")" us "$(us "$tmpfs_read")" us "<=" 12
 # One VF out of service, so that the top-level list has a line to read.
 [[ $(vfio write "$mnt/$(vf_name 1000)/quarantined" 1) == ok ]] || fail "hold $(vf_name 1000)"
 vf_read "$mnt/quarantined" >"$tree/quarantined"
-fs_read=$("$vfbench" read "$mnt/quarantined" "$read_rounds")
-tmpfs_read=$("$vfbench" read "$tree/quarantined" "$read_rounds")
+read -r fs_read tmpfs_read < <(paired read_top_quarantined \
+	'"$vfbench" read "$mnt/quarantined" "$read_rounds"' \
+	'"$vfbench" read "$tree/quarantined" "$read_rounds"' 2>"$T/pairs")
+cat "$T/pairs"
 figure read_top_quarantined_median "$(us "$fs_read")" us "$(us "$tmpfs_read")" us "<=" 20
-read -r fs_ls fs_entries < <("$vfbench" ls "$mnt" "$ls_rounds")
-read -r tmpfs_ls tmpfs_entries < <("$vfbench" ls "$tree" "$ls_rounds")
+read -r _ fs_entries < <("$vfbench" ls "$mnt" 1)
+read -r _ tmpfs_entries < <("$vfbench" ls "$tree" 1)
 ((fs_entries == tmpfs_entries)) || fail "listing: $fs_entries entries on the mount, $tmpfs_entries on tmpfs"
+read -r fs_ls tmpfs_ls < <(paired ls_l_1024_vfs \
+	'"$vfbench" ls "$mnt" "$ls_rounds" | cut -d" " -f1' \
+	'"$vfbench" ls "$tree" "$ls_rounds" | cut -d" " -f1' 2>"$T/pairs")
+cat "$T/pairs"
 figure ls_l_1024_vfs_median "$(ms "$fs_ls")" ms "$(ms "$tmpfs_ls")" ms "<=" 1.5
 
-# A shared disk's fsync latency drifts: alternate the runs, keep the medians.
-median3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
-ones=() bares=() manys=()
-for round in 1 2 3; do
-	ones+=("$("$vfbench" ingest "$mnt" 1 "$ingest_1")")
-	bares+=("$("$vfbench" sqlite "$disk/baseline.db" "$ingest_1")")
-	manys+=("$("$vfbench" ingest "$mnt" 64 "$ingest_64")")
-done
-one=$(median3 "${ones[@]}") bare=$(median3 "${bares[@]}") many=$(median3 "${manys[@]}")
+# Ingest: one writer against the bare SQLite loop on the same disk, then 64
+# writers against one, each pair run back to back.  Every run writes to VFs
+# no run wrote to before (the i-th pair's: FIRST below), so that no VF
+# reaches the threshold and turns reports into no-ops.
+read -r one bare < <(paired ingest_1_writer \
+	'"$vfbench" ingest "$mnt" 1 "$ingest_1" "$i"' \
+	'"$vfbench" sqlite "$disk/baseline.db" "$ingest_1"' 2>"$T/pairs")
+cat "$T/pairs"
 figure ingest_1_writer "$one" reports/s "$bare" reports/s ">=" 0.7
-echo "#   (three alternating runs each: one writer ${ones[*]}; bare SQLite ${bares[*]}; 64 writers ${manys[*]})"
+# Where the difference goes: the store's own API, no mount, same disk.
+cp -- "$shm/v1024.db" "$disk/store-alone.db"
+echo "#   (the store alone, no mount: $("$vfbench" store "$disk/store-alone.db" "$ingest_1" 600 2>/dev/null) reports/s;" \
+	"bare SQLite just after: $("$vfbench" sqlite "$disk/baseline.db" "$ingest_1") reports/s)"
+((16 + 64 * pairs_n <= 512)) || fail "BENCH_PAIRS=$pairs_n: not enough fresh VFs"
+read -r many one < <(paired ingest_64_writers \
+	'"$vfbench" ingest "$mnt" 64 "$ingest_64" $((16 + 64 * i))' \
+	'"$vfbench" ingest "$mnt" 1 "$ingest_1" $((512 + i))' 2>"$T/pairs")
+cat "$T/pairs"
 figure ingest_64_writers "$many" reports/s "$one" reports/s ">=" 3
 stop_daemon
 

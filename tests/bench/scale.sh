@@ -62,7 +62,9 @@ fresh_db() { # every daemon starts on the same state
 	rm -f -- "$DB-wal" "$DB-shm"
 	[[ ! -e $src.created ]] || cp -- "$src.created" "$DB.created"
 }
-metric() { awk -v m="$1" '$1 == m { print $2 }' <<<"$(vf_read "$MNT/metrics")"; }
+# (cat, not vf_read: with a series per VF, metrics is megabytes, far past
+# vfio's 64 KiB)
+metric() { awk -v m="$1" '$1 == m { print $2; exit }' "$MNT/metrics"; }
 polls_past() { (($(metric vfhealth_sentinel_polls_total) >= $1)); }
 # sigterm: STOP_S = seconds from SIGTERM until the daemon has exited (0,
 # unmounted).

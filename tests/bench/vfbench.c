@@ -6,12 +6,17 @@
  *
  *   vfbench read FILE ROUNDS              median ns of open+read+close of FILE
  *   vfbench ls DIR ROUNDS                 median ns of readdir+fstatat of every entry
- *   vfbench ingest MOUNT WRITERS COUNT    durable "failed" reports per second through
- *                                         VF/report files (all VFs under MOUNT), WRITERS
- *                                         threads, COUNT reports in all
+ *   vfbench ingest MOUNT WRITERS COUNT [FIRST]
+ *                                         durable "failed" reports per second through
+ *                                         VF/report files, WRITERS threads, each its own
+ *                                         VF (the FIRST-th VF under MOUNT on, default 0;
+ *                                         a run on fresh VFs is not quarantined by an
+ *                                         earlier one), COUNT reports in all
  *   vfbench sqlite DB COUNT               the same rows committed one by one by a bare
  *                                         SQLite loop (WAL, synchronous=FULL, BEGIN
  *                                         IMMEDIATE, the store's failures table)
+ *   vfbench store DB COUNT VF             the same reports through the store's API alone
+ *                                         (no mount), to the VF-th VF of a populated DB
  *   vfbench latency FILE SECONDS          reads of FILE for SECONDS: count p50 p99 max (ns)
  *   vfbench populate DB VFS FAILURES      a store with VFS VFs and FAILURES failures,
  *                                         through the store's own API
@@ -151,7 +156,7 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
-static int cmd_ingest(const char *mount, unsigned writers, unsigned count)
+static int cmd_ingest(const char *mount, unsigned writers, unsigned count, size_t first)
 {
 	static char names[BENCH_VFS_MAX][VF_ADDR_BUFSZ];
 	size_t n_vfs = 0;
@@ -164,15 +169,16 @@ static int cmd_ingest(const char *mount, unsigned writers, unsigned count)
 	while ((de = readdir(d)) && n_vfs < BENCH_VFS_MAX)
 		if (vf_address_valid(de->d_name)) /* exactly VF_ADDR_LEN long */
 			memcpy(names[n_vfs++], de->d_name, VF_ADDR_BUFSZ);
-	if (n_vfs < writers) {
-		fprintf(stderr, "vfbench: %zu VFs for %u writers\n", n_vfs, writers);
+	if (n_vfs < first + writers) {
+		fprintf(stderr, "vfbench: %zu VFs for %u writers from the %zu-th\n", n_vfs, writers,
+			first);
 		return 1;
 	}
 	pthread_barrier_init(&start_barrier, NULL, writers + 1);
 	for (unsigned i = 0; i < writers; i++) {
 		w[i].index = i;
 		w[i].count = count / writers + (i < count % writers);
-		snprintf(w[i].report, sizeof(w[i].report), "%s/%s/report", mount, names[i]);
+		snprintf(w[i].report, sizeof(w[i].report), "%s/%s/report", mount, names[first + i]);
 		if (pthread_create(&w[i].thread, NULL, writer_main, &w[i]) != 0)
 			return 1;
 	}
@@ -302,20 +308,55 @@ static int cmd_populate(const char *path, unsigned vfs, unsigned failures)
 	return 0;
 }
 
+/* The store alone (no mount): COUNT reports to the VF-th VF of a store made
+ * by `populate`, one at a time, each durable before the next. */
+static int cmd_store(const char *path, unsigned count, unsigned vf_index)
+{
+	struct store *s = NULL;
+	struct store_options opt = { .path = path, .threshold = 0, .max_quarantined = -1 };
+	char vf[VF_ADDR_BUFSZ], id[64], at[RFC3339_BUFSZ];
+
+	if (store_open(&opt, &s) < 0 || !store_status(s, NULL, 0))
+		return 1;
+	vf_name(vf_index, vf);
+	int64_t t0 = monotonic_ns();
+	for (unsigned i = 0; i < count; i++) {
+		struct store_failure_result res;
+		snprintf(id, sizeof(id), "store-%u", i);
+		rfc3339_now(at);
+		int r = store_report_failure(s, vf, id, at,
+					     "NVRM: RmInitAdapter failed! (0x22:0x65:884)", &res);
+		if (r < 0) {
+			fprintf(stderr, "vfbench: report %u: %s\n", i, strerror(-r));
+			return 1;
+		}
+	}
+	int64_t elapsed = monotonic_ns() - t0;
+	store_close(s);
+	printf("%.1f\n", (double)count * 1e9 / (double)elapsed);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	uint64_t a = 0, b = 0;
+
+	uint64_t a = 0, b = 0, c = 0;
 
 	if (argc == 4 && strcmp(argv[1], "read") == 0 && parse_uint64(argv[3], 1, 100000000, &a) == 0)
 		return cmd_read(argv[2], a);
 	if (argc == 4 && strcmp(argv[1], "ls") == 0 && parse_uint64(argv[3], 1, 100000000, &a) == 0)
 		return cmd_ls(argv[2], a);
-	if (argc == 5 && strcmp(argv[1], "ingest") == 0 &&
-	    parse_uint64(argv[3], 1, 1024, &a) == 0 && parse_uint64(argv[4], 1, 10000000, &b) == 0)
-		return cmd_ingest(argv[2], (unsigned)a, (unsigned)b);
+	if ((argc == 5 || argc == 6) && strcmp(argv[1], "ingest") == 0 &&
+	    parse_uint64(argv[3], 1, 1024, &a) == 0 && parse_uint64(argv[4], 1, 10000000, &b) == 0 &&
+	    (argc == 5 || parse_uint64(argv[5], 0, BENCH_VFS_MAX, &c) == 0))
+		return cmd_ingest(argv[2], (unsigned)a, (unsigned)b, (size_t)c);
 	if (argc == 4 && strcmp(argv[1], "sqlite") == 0 &&
 	    parse_uint64(argv[3], 1, 10000000, &a) == 0)
 		return cmd_sqlite(argv[2], (unsigned)a);
+	if (argc == 5 && strcmp(argv[1], "store") == 0 &&
+	    parse_uint64(argv[3], 1, 10000000, &a) == 0 &&
+	    parse_uint64(argv[4], 0, BENCH_VFS_MAX - 1, &b) == 0)
+		return cmd_store(argv[2], (unsigned)a, (unsigned)b);
 	if (argc == 4 && strcmp(argv[1], "latency") == 0)
 		return cmd_latency(argv[2], atof(argv[3]));
 	if (argc == 5 && strcmp(argv[1], "populate") == 0 &&
