@@ -102,5 +102,29 @@ assert_cat "$MNT/threshold" 2
 assert_cat "$V/tally" 0
 assert_cat "$W/tally" 1
 assert_cat "$MNT/quarantined" 0000:41:00.5
+
+# --- the toucher is paced (NOTIFY_TOUCH_PACE_MS, 10 ms): a burst of 100
+# reports to one VF makes the kernel emit at most one IN_MODIFY on its tally
+# every 10 ms, not one a report.  The marker: a report to Y after the burst,
+# whose tally is touched after X's last touch (same batch, later entry, or
+# a later batch), so when its event is seen every touch of X's is counted.
+X=$MNT/0000:41:00.6
+Y=$MNT/0000:41:00.7
+mkdir "$X" "$Y"
+put "$MNT/threshold" 1000
+start_inotify paced "$X/tally" "$Y/tally"
+t0=$(date +%s%N)
+for ((i = 0; i < 100; i++)); do
+	printf 'failed vm-p%d 2026-11-29T07:00:00Z burst' "$i" >"$X/report"
+done
+put "$Y/report" "failed vm-marker 2026-11-29T07:00:00Z marker"
+expect_inotify paced "$Y/tally MODIFY"
+elapsed_ms=$((($(date +%s%N) - t0) / 1000000))
+assert_cat "$X/tally" 100
+touches=$(sed "\|^$Y/tally MODIFY\$|q" "$T/paced.out" | grep -cx "$X/tally MODIFY")
+((touches >= 1)) || fail "the burst was never announced"
+((touches <= elapsed_ms / 10 + 2)) ||
+	fail "$touches IN_MODIFY of X/tally in $elapsed_ms ms: the toucher is not paced"
+echo "paced: 100 reports in $elapsed_ms ms, $touches IN_MODIFY on tally"
 stop_daemon
 echo "ok"
