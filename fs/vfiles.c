@@ -943,9 +943,11 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 	[VF_REPORT] = { "report", 0664, NULL, report_write, VFILE_OUTCOME, 0 },
 	[VF_ASSIGNMENTS] = { "assignments", 0775, NULL, NULL, VFILE_DIR | VFILE_CLAIM_DIR, 0 },
 	/* A new threshold moves a VF only between failing and held-back (the
-	 * held-back set changes) or into quarantine: not every VF's state. */
+	 * held-back set changes) or into quarantine: not every VF's state.  A
+	 * report moves it only from ok (STORE_CHANGE_FAILING): the hundredth
+	 * failure leaves it failing. */
 	[VF_STATE] = { "state", 0444, vf_state_render, NULL, VFILE_NOTIFY,
-		       STORE_CHANGE_FAILURES | STORE_CHANGE_QUARANTINE | STORE_CHANGE_HELD_BACK |
+		       STORE_CHANGE_FAILING | STORE_CHANGE_QUARANTINE | STORE_CHANGE_HELD_BACK |
 			       STORE_CHANGE_STATUS },
 	[VF_SINCE] = { "since", 0444, vf_since_render, NULL, VFILE_NOTIFY,
 		       STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },

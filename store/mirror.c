@@ -399,9 +399,10 @@ int mirror_copy_failures(struct store *s, const char *addr, uint64_t id,
 		r = -ENOENT;
 	else if (b->n == 0 && e->n_failures)
 		r = failure_builder_copy_block(b, e->failures, e->failure_ids, e->n_failures);
-	for (size_t i = b->n; r == 0 && i < e->n_failures; i++)
-		r = failure_builder_push_key(b, &e->failures[i],
-					     e->failure_ids + e->failures[i].instance_off);
+	else
+		for (size_t i = 0; r == 0 && i < e->n_failures; i++)
+			r = failure_builder_push_key(b, &e->failures[i],
+						     e->failure_ids + e->failures[i].instance_off);
 	mirror_unlock(s);
 	return r;
 }

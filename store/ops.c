@@ -249,6 +249,7 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 		return r;
 	if (rule_failure_unchanged(rule_out_of_service(row->quarantined, row->held), r == 1))
 		return 0;
+	bool first = tally == 0; /* ok -> failing */
 
 	if (rule_failure_drops_oldest((uint64_t)tally)) {
 		/* only a VF the breaker holds back gets here: keep the newest */
@@ -274,7 +275,7 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 	tally++;
 	op->failure.tally = (unsigned)tally;
 	op->failure.outcome = STORE_OUTCOME_RECORDED;
-	unsigned bits = STORE_CHANGE_FAILURES;
+	unsigned bits = STORE_CHANGE_FAILURES | (first ? STORE_CHANGE_FAILING : 0u);
 
 	if (rule_meets_threshold((uint64_t)tally, threshold)) {
 		int64_t cap, quarantined;
@@ -318,7 +319,7 @@ static int op_success(struct store *s, struct op *op, const struct vf_row *row)
 		return r;
 	op->success.cleared = (unsigned)sqlite3_changes(s->db);
 	remaining -= op->success.cleared;
-	unsigned bits = STORE_CHANGE_FAILURES;
+	unsigned bits = STORE_CHANGE_FAILURES | (remaining == 0 ? STORE_CHANGE_FAILING : 0u);
 	if (rule_success_lifts((uint64_t)remaining, row->quarantined)) {
 		if ((r = lift_row(s, row->id)) < 0)
 			return r;
@@ -352,7 +353,7 @@ static int op_clear(struct store *s, struct op *op, const struct vf_row *row)
 	if ((r = clear_failures(s, row->id, "1 = ?", 1, op->uid, "operator")) < 0 ||
 	    (r = release_row(s, row->id)) < 0)
 		return r;
-	return op_change(op, (n ? STORE_CHANGE_FAILURES : 0u) |
+	return op_change(op, (n ? STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING : 0u) |
 				     (rule_out_of_service(row->quarantined, row->held)
 					      ? STORE_CHANGE_QUARANTINE
 					      : 0u),

@@ -694,7 +694,7 @@ static void notify_all(struct store *s)
 		      "", NULL);
 	for (size_t i = 0; i < n; i++)
 		commit_notify(s,
-			      STORE_CHANGE_FAILURES | STORE_CHANGE_QUARANTINE |
+			      STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING | STORE_CHANGE_QUARANTINE |
 				      STORE_CHANGE_CLAIMS,
 			      addrs[i], NULL);
 }

@@ -261,6 +261,7 @@ enum store_change_bits {
 	STORE_CHANGE_HELD_BACK = 1 << 8,  /* the set of held-back VFs changed */
 	STORE_CHANGE_PARENT = 1 << 9,     /* vf's parent GPU was set */
 	STORE_CHANGE_MODE = 1 << 10,      /* enforce <-> observe */
+	STORE_CHANGE_FAILING = 1 << 11,   /* vf's tally went between 0 and not (ok <-> failing) */
 };
 
 struct store_change {

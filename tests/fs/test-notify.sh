@@ -105,14 +105,14 @@ assert_cat "$MNT/quarantined" 0000:41:00.5
 
 # --- the toucher is paced (NOTIFY_TOUCH_PACE_MS, 10 ms): a burst of 100
 # reports to one VF makes the kernel emit at most one IN_MODIFY on its tally
-# every 10 ms, not one a report.  The marker: a report to Y after the burst,
+# every 10 ms, not one a report, and touches its state only when it changed.  The marker: a report to Y after the burst,
 # whose tally is touched after X's last touch (same batch, later entry, or
 # a later batch), so when its event is seen every touch of X's is counted.
 X=$MNT/0000:41:00.6
 Y=$MNT/0000:41:00.7
 mkdir "$X" "$Y"
 put "$MNT/threshold" 1000
-start_inotify paced "$X/tally" "$Y/tally"
+start_inotify paced "$X/tally" "$X/state" "$Y/tally"
 t0=$(date +%s%N)
 for ((i = 0; i < 100; i++)); do
 	printf 'failed vm-p%d 2026-11-29T07:00:00Z burst' "$i" >"$X/report"
@@ -126,5 +126,10 @@ touches=$(sed "\|^$Y/tally MODIFY\$|q" "$T/paced.out" | grep -cx "$X/tally MODIF
 ((touches <= elapsed_ms / 10 + 2)) ||
 	fail "$touches IN_MODIFY of X/tally in $elapsed_ms ms: the toucher is not paced"
 echo "paced: 100 reports in $elapsed_ms ms, $touches IN_MODIFY on tally"
+# Only the first report changed X's state (ok -> failing): one event, not
+# one a batch.
+assert_cat "$X/state" failing
+assert_eq "$(sed "\|^$Y/tally MODIFY\$|q" "$T/paced.out" | grep -cx "$X/state MODIFY")" 1 \
+	"IN_MODIFY on the state of a VF that went from ok to failing once"
 stop_daemon
 echo "ok"

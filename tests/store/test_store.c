@@ -2081,12 +2081,14 @@ END_TEST
 
 /* -- change callback ------------------------------------------------------------- */
 
+#define SEEN_MAX 16
+
 struct seen {
 	struct store *s;
-	unsigned bits[8];
-	char vf[8][VF_ADDR_BUFSZ];
-	char instance[8][INSTANCE_ID_MAX + 1];
-	bool quarantined_when_notified[8];
+	unsigned bits[SEEN_MAX];
+	char vf[SEEN_MAX][VF_ADDR_BUFSZ];
+	char instance[SEEN_MAX][INSTANCE_ID_MAX + 1];
+	bool quarantined_when_notified[SEEN_MAX];
 	int n;
 };
 
@@ -2094,7 +2096,7 @@ static void on_change(void *userdata, const struct store_change *c)
 {
 	struct seen *seen = userdata;
 
-	if (seen->n >= 8)
+	if (seen->n >= SEEN_MAX)
 		return;
 	seen->bits[seen->n] = c->bits;
 	strcpy(seen->vf[seen->n], c->vf);
@@ -2119,7 +2121,7 @@ START_TEST(change_callback)
 	ck_assert_str_eq(seen.vf[0], VF_A);
 	report_fail(s, VF_A, "i-1", T1);
 	ck_assert_int_eq(seen.n, 2);
-	ck_assert_uint_eq(seen.bits[1], STORE_CHANGE_FAILURES);
+	ck_assert_uint_eq(seen.bits[1], STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING); /* ok -> failing */
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 	ck_assert_int_eq(seen.n, 3);
 	ck_assert_uint_eq(seen.bits[2], STORE_CHANGE_CLAIMS);
@@ -2134,11 +2136,23 @@ START_TEST(change_callback)
 	ck_assert_int_eq(seen.n, 5);
 	ck_assert_uint_eq(seen.bits[4], STORE_CHANGE_THRESHOLD);
 	ck_assert_str_eq(seen.vf[4], "");
+	/* STORE_CHANGE_FAILING only between no failure and some (the VF's
+	 * state, ok <-> failing, changes only then) */
+	reg(s, VF_B);
+	report_fail(s, VF_B, "i-5", T1);
+	report_fail(s, VF_B, "i-6", T2);
+	ck_assert_uint_eq(ok(s, VF_B, "i-5", T1).cleared, 1);
+	ck_assert_uint_eq(ok(s, VF_B, "i-6", T2).cleared, 1);
+	ck_assert_int_eq(seen.n, 10);
+	ck_assert_uint_eq(seen.bits[6], STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING);
+	ck_assert_uint_eq(seen.bits[7], STORE_CHANGE_FAILURES);
+	ck_assert_uint_eq(seen.bits[8], STORE_CHANGE_FAILURES);
+	ck_assert_uint_eq(seen.bits[9], STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING);
 	faultvfs_fail_writes(SQLITE_FULL);
 	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
-	ck_assert_int_eq(seen.n, 6);
-	ck_assert_uint_eq(seen.bits[5], STORE_CHANGE_STATUS);
+	ck_assert_int_eq(seen.n, 11);
+	ck_assert_uint_eq(seen.bits[10], STORE_CHANGE_STATUS);
 	store_close(s);
 }
 END_TEST
