@@ -863,6 +863,18 @@ int notifier_start(struct notifier *n)
 	return 0;
 }
 
+/* Set a thread's stop flag under the lock its condition waits with, wake
+ * it, and wait for it to end. */
+static void stop_thread(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *cond,
+			bool *stop)
+{
+	pthread_mutex_lock(lock);
+	*stop = true;
+	pthread_cond_signal(cond);
+	pthread_mutex_unlock(lock);
+	pthread_join(thread, NULL);
+}
+
 void notifier_stop(struct notifier *n)
 {
 	if (!n->running && !n->feeder_running)
@@ -870,18 +882,10 @@ void notifier_stop(struct notifier *n)
 	atomic_store(&n->abandon, true);
 	if (n->running) {
 		/* its last pass still invalidates and answers every queued write */
-		pthread_mutex_lock(&n->queue_lock);
-		n->stop = true;
-		pthread_cond_signal(&n->queue_cond);
-		pthread_mutex_unlock(&n->queue_lock);
-		pthread_join(n->thread, NULL);
+		stop_thread(n->thread, &n->queue_lock, &n->queue_cond, &n->stop);
 		n->running = false;
 	}
-	pthread_mutex_lock(&n->touch_lock);
-	n->touch_stop = true;
-	pthread_cond_signal(&n->touch_cond);
-	pthread_mutex_unlock(&n->touch_lock);
-	pthread_join(n->feeder, NULL);
+	stop_thread(n->feeder, &n->touch_lock, &n->touch_cond, &n->touch_stop);
 	n->feeder_running = false;
 	toucher_stop(n);
 }
