@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# shellcheck disable=SC2034 # the variables are for the scripts that source this
+# tests/integrations/lib.sh - the integrations suite's helpers on top of the
+# harness (tests/lib/harness.sh: temp dir $T, cleanup, a real vfhealthd on
+# $MNT, waits).  Source it from bash.
+#
+# Environment (set by tests/integrations/meson.build): the harness's
+# programs, plus VFHEALTH_SOURCE_ROOT (the examples under test).
+# shellcheck source=../lib/harness.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/harness.sh"
+
+source_root=${VFHEALTH_SOURCE_ROOT:?run under meson test}
+
+# The file interface alone: the sentinel would poll and release the claims
+# the tests make.
+DAEMON_ARGS=(--no-sentinel)
+
+# expect_eq GOT WANT WHAT
+expect_eq() {
+	[[ $1 == "$2" ]] || fail "$3: expected '$2', got '$1'"
+}
+
+# expect_grep PATTERN TEXT WHAT: TEXT has a line matching the extended regex.
+expect_grep() {
+	grep -Eq -- "$1" <<<"$2" || fail "$3: no line matching /$1/ in: $2"
+}
+
+# claim_key FILE KEY: the value of KEY in a claim file.
+claim_key() {
+	sed -n "s/^$2=//p" "$1"
+}
+
+# fill_db_dir: make the store unavailable (its tmpfs directory fills, the
+# next commit fails and the store latches unavailable); the caller mounted
+# $T/db as a small tmpfs before start_daemon and has a VF to report on.
+fill_db_dir() { # VF
+	dd if=/dev/zero of="$T/db/fill" bs=64k 2>/dev/null || true
+	/bin/echo "failed filler-1 - NVRM: filler" > "$MNT/$1/report" 2>/dev/null || true
+	[[ $(cat "$MNT/status") == unavailable:* ]] || fail "the store did not become unavailable: $(cat "$MNT/status")"
+}
