@@ -1,2 +1,133 @@
 #!/usr/bin/env bash
-exit 77
+# SPDX-License-Identifier: MIT
+# libvirt-daemon.sh - the hook under a real libvirtd (Debian's
+# libvirt-daemon-system), installed in /etc/libvirt/hooks/qemu.d/ with its
+# settings in /etc/default/vfhealth-libvirt-hook, as an operator installs it.
+# A TCG domain whose PCI hostdev is a registered VF: `virsh start` is refused
+# with the hook's message while the VF is held or claimed by another
+# instance, and leaves no claim; when the VF is in service, libvirt fails
+# later (the PCI device does not exist here) and the claim made at prepare
+# is released by the hook at release (the VF's history shows both).
+#
+# Everything runs in private mount and network namespaces: tmpfs over
+# libvirt's directories, the hook directory and /etc/default, so the host's
+# libvirt (and /run/vfhealth) is never touched; libvirtd is started here and
+# stopped by its pid.  Skips (77) only where libvirtd cannot run at all.
+set -euo pipefail
+
+if [[ -z ${VFHEALTH_LIBVIRT_NS:-} ]]; then
+	[[ $(id -u) -eq 0 ]] || { echo "SKIP: libvirtd's system instance needs root"; exit 77; }
+	for p in /usr/sbin/libvirtd virsh unshare qemu-system-x86_64 python3; do
+		command -v "$p" >/dev/null ||
+			{ echo "SKIP: $p not installed (Debian: libvirt-daemon-system libvirt-clients qemu-system-x86 python3)"; exit 77; }
+	done
+	unshare -m -n true 2>/dev/null ||
+		{ echo "SKIP: cannot make private mount and network namespaces here"; exit 77; }
+	VFHEALTH_LIBVIRT_NS=1 exec unshare -m -n --propagation private bash "$0" "$@"
+fi
+
+. "$(dirname -- "$0")/lib.sh"
+require_fuse
+hook=$source_root/examples/libvirt/vfhealth-qemu-hook
+
+for d in /etc/libvirt/hooks /etc/libvirt/qemu /run/libvirt /var/lib/libvirt /var/log/libvirt \
+	 /var/cache/libvirt /etc/default; do
+	mount_tmpfs "$d" 64m
+done
+mkdir -p /etc/libvirt/hooks/qemu.d /var/log/libvirt/qemu
+install -m 755 "$hook" /etc/libvirt/hooks/qemu.d/vfhealth-qemu-hook
+echo "VFHEALTH_MOUNT=$MNT" >/etc/default/vfhealth-libvirt-hook
+
+# QEMU as root, without cgroups, security drivers or virtlogd: nothing
+# outside the namespaces' tmpfs is written.
+cat >"$T/qemu.conf" <<'EOF'
+user = "root"
+group = "root"
+dynamic_ownership = 0
+remember_owner = 0
+security_driver = "none"
+cgroup_controllers = [ ]
+namespaces = [ ]
+stdio_handler = "file"
+EOF
+mount --bind "$T/qemu.conf" /etc/libvirt/qemu.conf
+EXTRA_MOUNTS+=(/etc/libvirt/qemu.conf)
+cat >"$T/libvirtd.conf" <<EOF
+log_outputs = "3:file:$T/libvirtd.log"
+EOF
+
+SOCKET_DIRS=() # the built-in ones: libvirt's directories among them
+start_daemon
+vf=0000:41:00.4
+mkdir "$MNT/$vf"
+
+/usr/sbin/libvirtd --config "$T/libvirtd.conf" --pid-file "$T/libvirtd.pid" >"$T/libvirtd.out" 2>&1 &
+libvirtd_pid=$!
+BG_PIDS+=("$libvirtd_pid")
+export LIBVIRT_DEFAULT_URI=qemu:///system
+libvirtd_ready() {
+	process_running "$libvirtd_pid" || {
+		echo "SKIP: libvirtd cannot run here: $(tail -n 3 "$T/libvirtd.out" "$T/libvirtd.log" 2>/dev/null | tr '\n' ' ')"
+		exit 77
+	}
+	virsh -q uri >/dev/null 2>&1
+}
+wait_until 60 libvirtd_ready || fail "libvirtd did not answer within 60 s"
+
+cat >"$T/domain.xml" <<EOF
+<domain type='qemu'>
+  <name>vfh-test</name>
+  <memory unit='MiB'>32</memory>
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <devices>
+    <emulator>$(command -v qemu-system-x86_64)</emulator>
+    <hostdev mode='subsystem' type='pci' managed='yes'>
+      <source><address domain='0x0000' bus='0x41' slot='0x00' function='0x4'/></source>
+    </hostdev>
+  </devices>
+</domain>
+EOF
+virsh -q define "$T/domain.xml" >/dev/null || fail "virsh define failed"
+
+# start_refused: `virsh start` fails; its output in $T/start.
+start_fails() {
+	echo "+ virsh start vfh-test"
+	if virsh start vfh-test >"$T/start" 2>&1; then
+		cat "$T/start"
+		fail "virsh start succeeded"
+	fi
+	cat "$T/start"
+	[[ $(virsh domstate vfh-test) == "shut off" ]] || fail "vfh-test is $(virsh domstate vfh-test)"
+}
+
+# Held by the operator: refused with the hook's message, nothing claimed.
+echo 1 >"$MNT/$vf/quarantined"
+start_fails
+grep -qF "vfhealth: domain vfh-test not started: VF $vf out of service (held)" "$T/start" ||
+	fail "virsh start did not print the hook's refusal"
+[[ -z $(cat "$MNT/claims") ]] || fail "a claim after the refused start: $(cat "$MNT/claims")"
+grep -q ' claim vfh-test ' "$MNT/$vf/history" && fail "the refused start left a claim in history"
+echo 0 >"$MNT/$vf/quarantined"
+
+# Claimed by another instance: refused, and the other claim stays.
+: >"$MNT/$vf/assignments/other-vm"
+start_fails
+grep -qF "vfhealth: domain vfh-test not started: VF $vf claimed by other-vm" "$T/start" ||
+	fail "virsh start did not print the hook's refusal"
+[[ $(cat "$MNT/claims") == "$vf other-vm" ]] || fail "claims after the refused start: $(cat "$MNT/claims")"
+rm "$MNT/$vf/assignments/other-vm"
+
+# In service: the hook claims at prepare, libvirt fails to find the PCI
+# device, and the hook releases the claim at release.
+start_fails
+grep -q "vfhealth:" "$T/start" && fail "the hook refused a VF in service"
+grep -qi "$vf\|0000:41:00\|pci" "$T/start" || fail "virsh start failed for another reason than the missing device"
+[[ -z $(cat "$MNT/claims") ]] || fail "the claim leaked after the failed start: $(cat "$MNT/claims")"
+echo "+ cat $MNT/$vf/history"
+cat "$MNT/$vf/history"
+grep -Eq '^[0-9T:.Z-]+ claim vfh-test released=[0-9T:.Z-]+ ended=released-if by=0$' "$MNT/$vf/history" ||
+	fail "no claim made at prepare and released by the hook in history"
+
+virsh -q undefine vfh-test >/dev/null
+grep -qE "$SANITIZER_RE" "$DAEMON_LOG" && fail "sanitizer report"
+echo "libvirt daemon OK"
