@@ -12,10 +12,6 @@ source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/harness.sh"
 
 source_root=${VFHEALTH_SOURCE_ROOT:?run under meson test}
 
-# The file interface alone: the sentinel would poll and release the claims
-# the tests make.
-DAEMON_ARGS=(--no-sentinel)
-
 # expect_eq GOT WANT WHAT
 expect_eq() {
 	[[ $1 == "$2" ]] || fail "$3: expected '$2', got '$1'"
@@ -31,11 +27,13 @@ claim_key() {
 	sed -n "s/^$2=//p" "$1"
 }
 
-# fill_db_dir: make the store unavailable (its tmpfs directory fills, the
-# next commit fails and the store latches unavailable); the caller mounted
-# $T/db as a small tmpfs before start_daemon and has a VF to report on.
-fill_db_dir() { # VF
+# fill_db_dir: make the store unavailable: its directory (the caller
+# mounted $T/db as a small tmpfs before start_daemon) fills up, and the next
+# commit (a threshold change) fails and latches the store unavailable.
+fill_db_dir() {
+	local t
 	dd if=/dev/zero of="$T/db/fill" bs=64k 2>/dev/null || true
-	/bin/echo "failed filler-1 - NVRM: filler" > "$MNT/$1/report" 2>/dev/null || true
+	t=$(cat "$MNT/threshold")
+	/bin/echo $((t % 1000 + 1)) >"$MNT/threshold" 2>/dev/null || true
 	[[ $(cat "$MNT/status") == unavailable:* ]] || fail "the store did not become unavailable: $(cat "$MNT/status")"
 }

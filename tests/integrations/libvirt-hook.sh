@@ -20,7 +20,7 @@ require_fuse
 hook=$source_root/examples/libvirt/vfhealth-qemu-hook
 command -v python3 >/dev/null || skip "python3 not installed (the hook is a python3 script)"
 mount_tmpfs "$T/db" 2m 0700     # filled later to make the store unavailable
-start_daemon
+start_daemon --no-sentinel # the sentinel would poll and release the claims made here
 
 V1=0000:41:00.4
 V2=0000:41:00.5
@@ -37,6 +37,7 @@ mkdir -p "$rundir" "$statedir"
 domain_xml() {
 	local name=$1 id=$2 cid=$3 vf
 	shift 3
+	# shellcheck disable=SC2016 # the quotes are literal, $id expands
 	echo "<domain type='qemu'${id:+ id='$id'}>"
 	echo "  <name>$name</name>"
 	echo "  <devices>"
@@ -242,6 +243,7 @@ VFHEALTH_LIBVIRT_RUNDIR=$rundir
 CONF
 rc=0
 domain_xml vm-i "" "" "$V1" >"$T/i.xml"
+# shellcheck disable=SC2016 # the inner shell expands them
 unshare -m sh -c 'mount -t tmpfs cfg /etc/default && cp "$1" /etc/default/vfhealth-libvirt-hook &&
 	exec env -i LC_ALL=C PATH=/usr/bin:/bin HOME=/ "$2" vm-i prepare begin - <"$3"' \
 	sh "$T/default" "$hook" "$T/i.xml" 2>"$T/err" || rc=$?
@@ -252,7 +254,7 @@ run_hook vm-i release end <"$T/i.xml"
 # ---- the store unavailable: refuse at prepare, warn at release -------------------
 
 : >"$MNT/$V3/assignments/vm-j"
-fill_db_dir "$V1"
+fill_db_dir
 run_hook vm-k prepare begin < <(domain_xml vm-k "" "" "$V2")
 expect_rc 1 "prepare while the store is unavailable"
 expect_grep "^vfhealth: domain vm-k not started: vfhealth store unavailable: " "$(cat "$T/err")" "the refusal"
