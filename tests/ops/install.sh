@@ -139,10 +139,23 @@ fi
 check "default/vfhealthd installed" grep -q '^VFHEALTHD_OPTIONS=' "$dest$sysconfdir/default/vfhealthd"
 check "default/vfhealth-agent installed" grep -q '^VFHEALTH_AGENT_OPTIONS=' "$dest$sysconfdir/default/vfhealth-agent"
 
-# Scripts that units run: in libexecdir, executable.
-for x in on-quarantine-change.sh vfhealth-textfile.sh; do
+# Scripts that units and other programs run: in libexecdir, executable.
+for x in on-quarantine-change.sh vfhealth-textfile.sh vfhealth-npd-check.sh vfhealth-slurm-check.sh \
+	 vfhealth-qemu-hook; do
 	check "libexec $x, mode 755" mode_is "$dest$libexecdir/$x" 755
 done
+
+# The integrations: the libvirt hook reads the settings file this install
+# puts in place and is never enabled (nothing under /etc/libvirt); the
+# node-problem-detector config is JSON naming the installed check.
+check "default/vfhealth-libvirt-hook installed" \
+	grep -q '^#VFHEALTH_MOUNT=' "$dest$sysconfdir/default/vfhealth-libvirt-hook"
+check "the libvirt hook reads $sysconfdir/default/vfhealth-libvirt-hook" \
+	grep -qx "CONFIG = \"$sysconfdir/default/vfhealth-libvirt-hook\"" "$dest$libexecdir/vfhealth-qemu-hook"
+check "no libvirt hook enabled" test -z "$(find "$dest" -path '*/libvirt/hooks*' 2>/dev/null)"
+npd_path() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rules"][0]["path"])' "$1"; }
+check "the npd monitor names the installed check" \
+	test "$(npd_path "$dest$datadir/doc/vfhealth/examples/npd/vfhealth-monitor.json")" == "$libexecdir/vfhealth-npd-check.sh"
 
 # Documentation and examples.
 docdir=$dest$datadir/doc/vfhealth
@@ -150,12 +163,12 @@ for d in overview.md interface.md runbook.md security.md limits.md; do
 	check "doc $d" test -s "$docdir/$d"
 done
 for x in placement/watch-quarantined.sh placement/watch_quarantined.py operator/drain-gpu.sh \
-	 vmm/vfhealth-claim.sh; do
+	 vmm/vfhealth-claim.sh npd/vfhealth-npd-check.sh slurm/vfhealth-slurm-check.sh; do
 	check "example $x, mode 755" mode_is "$docdir/examples/$x" 755
 done
 for x in systemd/vfhealth-quarantine.path systemd/vfhealth-quarantine.service \
 	 prometheus/vfhealth.rules.yml prometheus/vfhealth-textfile.service prometheus/vfhealth-textfile.timer \
-	 grafana/vfhealth-fleet.json; do
+	 grafana/vfhealth-fleet.json npd/vfhealth-monitor.json; do
 	check "example $x, mode 644" mode_is "$docdir/examples/$x" 644
 done
 check "the path unit's service runs the hook script from libexec" \
