@@ -29,6 +29,9 @@ extra_test_pkgs=(prometheus-node-exporter shellcheck)
 # from tests/kernel/kernel-abi.sh) to build its test module.  The test
 # downloads the kernel image itself (apt-get download), never installs it.
 kernel_test_pkgs=(qemu-system-x86 busybox-static cpio)
+# The libvirt hook's test (tests/integrations): a real libvirtd, which the
+# test starts itself in private namespaces (it also needs qemu-system-x86).
+libvirt_test_pkgs=(libvirt-daemon-system libvirt-clients)
 
 die() { echo "dev.sh: $*" >&2; exit 1; }
 
@@ -87,7 +90,7 @@ cmd_test() {
 	local headers
 	headers=$(kernel_headers_pkg)
 	install_pkgs "${build_pkgs[@]}" "${test_pkgs[@]}" "$promtool_pkg" "${extra_test_pkgs[@]}" \
-		"${kernel_test_pkgs[@]}" ${headers:+"$headers"}
+		"${kernel_test_pkgs[@]}" "${libvirt_test_pkgs[@]}" ${headers:+"$headers"}
 	local dir=${BUILD_DIR:-build} rc=0
 	setup_build "$dir" -Dwerror=true -Db_sanitize=address,undefined -Dtests=true
 	# shellcheck disable=SC2086
