@@ -10,8 +10,8 @@
 # device) in one write; release releases conditionally, twice is harmless,
 # and a claim a live process holds is left alone; a stale claim of the same
 # name is taken over; reconnect re-creates a lost claim; bad XML, a bad
-# name, a missing mount and an unavailable store refuse at prepare and
-# only warn at release; the settings come from
+# name, a missing or dead mount and an unavailable store refuse at prepare
+# and only warn at release; the settings come from
 # /etc/default/vfhealth-libvirt-hook when the environment has none.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
@@ -261,4 +261,17 @@ expect_grep "^vfhealth: domain vm-k not started: vfhealth store unavailable: " "
 run_hook vm-j release end < <(domain_xml vm-j "" "" "$V3")
 expect_rc 0 "release while the store is unavailable"
 expect_grep "VF $V3: claim not released: " "$(cat "$T/err")" "the warning"
+
+# ---- a dead mount (vfhealthd killed): refuse at prepare and started ---------------
+
+kill_daemon
+run_hook vm-l prepare begin < <(domain_xml vm-l "" "" "$V2")
+expect_rc 1 "prepare on a dead mount"
+expect_grep "^vfhealth: domain vm-l not started: vfhealth mount $MNT: Transport endpoint is not connected$" \
+	"$(cat "$T/err")" "the refusal"
+run_hook vm-l started begin < <(domain_xml vm-l 3 "" "$V2")
+expect_rc 1 "started on a dead mount"
+run_hook vm-l release end < <(domain_xml vm-l 3 "" "$V2")
+expect_rc 0 "release on a dead mount"
+[[ -s $T/err ]] || fail "no warning at release on a dead mount"
 echo "libvirt hook OK"
