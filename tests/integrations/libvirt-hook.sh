@@ -192,12 +192,6 @@ expect_eq "$(claims)" "" "claims after vm-d"
 run_hook 'my vm' prepare begin < <(domain_xml 'my vm' "" "" "$V1")
 expect_rc 1 "prepare of a domain named 'my vm'"
 expect_grep "not a vfhealth instance id" "$(cat "$T/err")" "the refusal"
-# ... and never names a path with it (libvirt allows "..").
-: >"$MNT/$V1/assignments/vm-z"
-run_hook .. release end < <(domain_xml .. "" "" "$V1")
-expect_rc 0 "release of a domain named '..'"
-expect_eq "$(claims)" "$V1 vm-z" "claims after the release of '..'"
-rm "$MNT/$V1/assignments/vm-z"
 run_hook vm-e prepare begin <<<"<domain><devices><hostdev type='pci'>"
 expect_rc 1 "prepare with bad XML"
 expect_grep "^vfhealth: domain vm-e not started: bad domain XML" "$(cat "$T/err")" "the refusal"
