@@ -6,7 +6,8 @@
 # 0000:41:00.0 and 0000:c1:00.0, one held) as node_exporter would publish
 # them and a dcgm-exporter sample whose pci_bus_id is NVML's form
 # (00000000:C1:00.0, upper case), evaluates vfhealth-dcgm.rules.yml, and the
-# API shows each parent GPU joined with its DCGM identity.  The rules' own
+# API shows each parent GPU joined with its DCGM identity, as the Grafana
+# dashboard's DCGM table queries it.  The rules' own
 # cases are promtool tests (prometheus-rules.sh).
 # Skips (77) without FUSE, prometheus or curl.
 set -euo pipefail
@@ -111,4 +112,20 @@ $want"
 got=$(query 'vfhealth:parent_xid_errors:dcgm')
 want="UUID=GPU-a1,__name__=vfhealth:parent_xid_errors:dcgm,gpu=1,host=127.0.0.1,parent=0000:c1:00.0 79"
 [[ $got == "$want" ]] || fail "the XID join: got '$got', want '$want'"
+# The dashboard's DCGM table (the host and parent-GPU variables at "All")
+# shows the same series.
+panel_expr=$(python3 - "$source_root/examples/grafana/vfhealth-fleet.json" <<'PY'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+for p in d["panels"]:
+    for t in p.get("targets", []):
+        if t.get("expr", "").startswith("vfhealth:parent_vfs_out_of_service:dcgm"):
+            print(re.sub(r"\$(instance|parent)\b", ".*", t["expr"]))
+PY
+)
+[[ -n $panel_expr ]] || fail "the dashboard has no panel on vfhealth:parent_vfs_out_of_service:dcgm"
+got=$(query "$panel_expr" | sed 's/^UUID=GPU-a\([01]\),.*parent=\(.*\)$/GPU-a\1 \2/')
+want="GPU-a0 0000:41:00.0 0
+GPU-a1 0000:c1:00.0 1"
+[[ $got == "$want" ]] || fail "the dashboard's DCGM table: got '$got', want '$want'"
 echo "prometheus-dcgm OK"
