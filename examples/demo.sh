@@ -28,7 +28,7 @@ once=false
 mount=
 workdir=
 poll_interval=0.5
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "demo: $*" >&2; exit 2; }
 while (($#)); do
 	case $1 in

@@ -91,7 +91,7 @@ exposure_at_most() {
 # no_exec_from_doc UNIT: no Exec*= of UNIT runs anything under /usr/share/doc
 # (Debian Policy 12.3: documentation may be left out or removed).
 no_exec_from_doc() { ! grep -E '^Exec[A-Za-z]*=' "$1" | grep -q "$datadir/doc/"; }
-tmpfiles_apply() { # ROOT CONF
+tmpfiles_apply() { # ROOT CONF: as the README runs it, by name, on ROOT
 	systemd-tmpfiles --root="$1" --create "$2" &&
 		[[ -d $1/run/vfhealth && -d $1/var/lib/vfhealth ]] &&
 		[[ $(stat -c %a "$1/var/lib/vfhealth") == 700 ]]
@@ -185,7 +185,7 @@ check "tmpfiles.d creates /var/lib/vfhealth" grep -Eq '^d +/var/lib/vfhealth +07
 if command -v systemd-tmpfiles >/dev/null; then
 	# Apply it to a scratch root: the entries must parse and create the dirs.
 	check "systemd-tmpfiles --root creates both directories" \
-		tmpfiles_apply "$T/tmpfiles-root" "$tmpfiles"
+		tmpfiles_apply "$dest" vfhealth.conf
 fi
 
 # sysusers.d: the group every document passes to --group exists once
