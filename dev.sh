@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # dev.sh - the two quick-start commands of vfhealth, on Debian 12 as root.
 #
-#   ./dev.sh run    install what is missing, build, and run vfhealthd: the demo
-#                   (simulated guests, the sentinel, a wedged VF quarantined)
-#                   when no NVIDIA GPU is present or with --demo
+#   ./dev.sh run    install what is missing, build, and run the demo: vfhealthd
+#                   on a mount and database of its own (simulated guests, the
+#                   sentinel, a wedged VF quarantined), on any host
 #   ./dev.sh test   install what is missing, build with ASan and UBSan and
 #                   warnings as errors, and run every test
 #
@@ -54,26 +54,57 @@ install_pkgs() {
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# pkg-config names and programs meson looks for, and the Debian package
+# that provides each (build_pkgs installs them all).
+declare -A pkg_of=(
+	[fuse3]=libfuse3-dev [sqlite3]=libsqlite3-dev [libprotobuf-c]=libprotobuf-c-dev
+	[protoc-c]=protobuf-c-compiler [check]=check [libsystemd]=libsystemd-dev
+	[valgrind]=valgrind [pkg-config]=pkg-config [cc]=gcc [c]=gcc
+)
+
+# configure_failed OUTPUT: meson's own error (it prints it on stdout), then
+# what to install for each dependency or program it did not find.
+configure_failed() {
+	local out=$1 name found need
+	echo "dev.sh: meson could not configure the build:" >&2
+	grep -E 'ERROR:|found: NO|Invalid version|not found' <<<"$out" | sed 's/^/  /' >&2 ||
+		tail -n 20 <<<"$out" | sed 's/^/  /' >&2
+	while IFS= read -r name; do
+		re="need '$name' \\['([^']*)'\\] found '([^']*)'"
+		if [[ $out =~ $re ]]; then
+			need=${BASH_REMATCH[1]} found=${BASH_REMATCH[2]}
+			echo "dev.sh: $name $found is installed, vfhealth needs $name $need" \
+				"(${pkg_of[$name]:-$name} of Debian 12 or Ubuntu 24.04);" \
+				"on an older release see README.md, \"Building by hand\"" >&2
+		else
+			echo "dev.sh: install ${pkg_of[$name]:-the package that provides $name}" \
+				"(apt-get install ${pkg_of[$name]:-$name}; ./dev.sh does it when run as root)" >&2
+		fi
+	done < <(grep -oE -e 'Dependency "[^"]+" not found' -e 'Dependency lookup for [^ ]+ ' \
+			-e "Program '[^']+' not found" -e 'Unknown compiler' <<<"$out" |
+		sed -E -e 's/^Dependency "([^"]+)".*/\1/' -e 's/^Dependency lookup for ([^ ]+) /\1/' \
+			-e "s/^Program '([^']+)'.*/\\1/" -e 's/^Unknown compiler.*/cc/' | sort -u)
+	exit 1
+}
+
 # Configure once; reconfigure only when the options change.
 setup_build() {
-	local dir=$1; shift
+	local dir=$1 out; shift
 	if [[ -f $dir/build.ninja ]]; then
-		meson configure "$dir" "$@" >/dev/null
+		out=$(meson configure "$dir" "$@" 2>&1) || configure_failed "$out"
 	else
-		meson setup "$dir" "$@" >/dev/null
+		out=$(meson setup "$dir" "$@" 2>&1) || configure_failed "$out"
 	fi
 	meson compile -C "$dir"
 }
 
+# The demo, never the production service: its own mount and database in the
+# build directory (examples/demo.sh), also on a host with a GPU.
 cmd_run() {
 	install_pkgs "${build_pkgs[@]}" "${run_pkgs[@]}"
 	local dir=${BUILD_DIR:-build-run}
 	setup_build "$dir" -Db_sanitize=none -Dtests=true
-	if [[ -x examples/demo.sh ]]; then
-		exec examples/demo.sh --build "$dir" "$@"
-	fi
-	echo "dev.sh: no demo yet; running vfhealthd in the foreground on /run/vfhealth" >&2
-	exec "$dir/daemon/vfhealthd" -f /run/vfhealth
+	exec examples/demo.sh --build "$dir" "$@"
 }
 
 # The headers package of the kernel the guest-kernel test boots; the package

@@ -5,37 +5,35 @@
 # behind a test-vmm hybrid-vsock socket), and the sentinel quarantining the
 # wedged VF after two failed assignments while you watch.
 #
-#   examples/demo.sh --build BUILD_DIR [--demo] [--once] [--mount DIR]
-#                    [--workdir DIR] [--poll-interval S]
+#   examples/demo.sh --build BUILD_DIR [--once] [--mount DIR] [--workdir DIR]
+#                    [--poll-interval S]
 #
-# Without --demo, on a host with an NVIDIA GPU (PCI vendor 0x10de) it runs
-# vfhealthd for real on /run/vfhealth in the foreground instead.
+# It is a demo on every host, one with an NVIDIA GPU too: it never uses
+# /run/vfhealth or /var/lib/vfhealth (it refuses --mount or --workdir there).
 #   --once       run the scenario, check the quarantine, clean up and exit
 #                (0 when the wedged VF, and only it, was quarantined)
-#   --mount DIR  where to mount (default WORKDIR/mnt; the demo never takes
-#                /run/vfhealth unless you name it here)
-#   --workdir    for the database, sockets, FIFOs and logs (default: a new
-#                directory under /tmp, removed at exit)
+#   --mount DIR  where to mount (default WORKDIR/mnt)
+#   --workdir    for the database, sockets, FIFOs and logs (default
+#                BUILD_DIR/demo, emptied when the next demo starts)
 # Without --once it then prints "What to try next" (commands that work as
 # printed against the demo's mount) and runs until stopped.
-# Ctrl-C (or SIGTERM) unmounts and stops every process the demo started.
+# Ctrl-C (or SIGTERM) unmounts and stops every process the demo started; the
+# work directory, logs included, stays until the next demo.
 # The programs come from BUILD_DIR unless VFHEALTHD, VFHEALTH_AGENT and
 # TEST_VMM (environment) name them.  `./dev.sh run` runs this.
 set -euo pipefail
 
 build=
-force_demo=false
 once=false
 mount=
 workdir=
 poll_interval=0.5
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "demo: $*" >&2; exit 2; }
 while (($#)); do
 	case $1 in
 	--build) build=${2:?--build needs a directory}; shift 2 ;;
-	--demo) force_demo=true; shift ;;
-	--once|--no-wait) once=true; force_demo=true; shift ;;
+	--once|--no-wait) once=true; shift ;;
 	--mount) mount=${2:?--mount needs a directory}; shift 2 ;;
 	--workdir) workdir=${2:?--workdir needs a directory}; shift 2 ;;
 	--poll-interval) poll_interval=${2:?}; shift 2 ;;
@@ -52,16 +50,18 @@ agent=${VFHEALTH_AGENT:-$build/guest-agent/vfhealth-agent}
 test_vmm=${TEST_VMM:-$build/tests/sentinel/test-vmm}
 examples=$(cd "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 
+# A host with an NVIDIA GPU (PCI vendor 0x10de, or an nvidia-smi that lists
+# one) gets the demo too: the service is installed, not run from here.
 have_nvidia_gpu() {
 	local v
 	for v in /sys/bus/pci/devices/*/vendor; do
 		[[ -r $v && $(<"$v") == 0x10de ]] && return 0
 	done
-	return 1
+	command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '
 }
-if ! $force_demo && have_nvidia_gpu; then
-	echo "demo: an NVIDIA GPU is present: running vfhealthd on ${mount:-/run/vfhealth} (--demo for the simulation)" >&2
-	exec "$vfhealthd" -f "${mount:-/run/vfhealth}"
+if have_nvidia_gpu; then
+	echo "demo: this host has an NVIDIA GPU; the demo still runs on a mount and database of its own" \
+		"(for the service: README.md, \"Building by hand\", and systemctl enable --now vfhealthd)" >&2
 fi
 
 for b in "$vfhealthd" "$agent" "$test_vmm"; do
@@ -77,17 +77,42 @@ fi
 
 # ---- work directory, cleanup -------------------------------------------------
 
+# under_production PATH: PATH is, or is under, the service's mountpoint or
+# state directory.
+under_production() {
+	local p
+	p=$(realpath -m -- "$1")
+	[[ $p == /run/vfhealth || $p == /run/vfhealth/* || $p == /var/lib/vfhealth || $p == /var/lib/vfhealth/* ]]
+}
+# mounts_under DIR: the mounts at or below DIR.
+mounts_under() { awk -v d="$1" '$5 == d || index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo; }
+
+# The paths are checked before anything is created or emptied.
 own_workdir=false
 if [[ -z $workdir ]]; then
-	workdir=$(mktemp -d /tmp/vfhealth-demo.XXXXXX)
+	[[ -n $build ]] || die "--workdir DIR is required without --build"
+	workdir=$build/demo
 	own_workdir=true
-else
-	mkdir -p -- "$workdir"
 fi
-workdir=$(cd "$workdir" && pwd)
-# A demo never occupies the production path on its own: its mount lives in
-# the work directory unless --mount names one.
+workdir=$(realpath -m -- "$workdir")
+under_production "$workdir" && die "the work directory $workdir is the service's; use another --workdir"
+# A demo never occupies the production path: its mount lives in the work
+# directory unless --mount names another.
 [[ -n $mount ]] || mount=$workdir/mnt
+mount=$(realpath -m -- "$mount")
+under_production "$mount" && die "$mount is the service's mountpoint; the demo mounts elsewhere (--mount DIR)"
+if $own_workdir; then
+	# The last demo's directory, kept for its logs, is emptied now; one demo
+	# per build directory at a time (the lock is held by every process the
+	# demo starts, so a leftover daemon keeps it too).
+	exec {lock_fd}>>"$workdir.lock"
+	flock -n "$lock_fd" ||
+		die "another demo (or a process it left) runs in $workdir: stop it first (fuser -v $workdir.lock)"
+	[[ -z $(mounts_under "$workdir") ]] ||
+		die "something is still mounted under $workdir: $(mounts_under "$workdir" | tr '\n' ' ')"
+	rm -rf --one-file-system -- "$workdir"
+fi
+mkdir -p -- "$workdir"
 
 children=()
 declare -A vmm_pid=()
@@ -116,7 +141,7 @@ cleanup() {
 	if awk -v m="$mount" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo; then
 		fusermount3 -uz "$mount" 2>/dev/null || umount -l "$mount" 2>/dev/null || true
 	fi
-	if $own_workdir; then rm -rf -- "$workdir"; fi
+	echo "demo: the work directory $workdir, logs included, stays until the next demo" >&2
 }
 trap cleanup EXIT
 trap 'echo; echo "demo: stopping"; exit 130' INT
@@ -312,7 +337,7 @@ printf '\n%sWhat to try next%s (in another terminal, as root):\n\n' "$bold" "$pl
 for line in "${next_steps[@]}"; do
 	if [[ -n $line ]]; then printf '  %s\n' "$line"; else echo; fi
 done
-printf '\nLogs: %s/*.log.  Press Ctrl-C to stop: it unmounts and stops every process.\n' "$workdir"
+printf '\nLogs: %s/*.log.  Press Ctrl-C to stop: it unmounts and stops every process (the logs stay).\n' "$workdir"
 # Wait for Ctrl-C (the INT trap exits) or for vfhealthd to end on its own.
 wait "$daemon_pid" || true
 echo "demo: vfhealthd exited" >&2

@@ -31,7 +31,7 @@ on_exit stop_demo
 on_exit "detach_mounts_under '$work'"
 
 # setsid: the demo and its children are one process group we can reap.
-setsid "$demo" --demo --mount "$mnt" --workdir "$work" >"$out" 2>&1 &
+setsid "$demo" --mount "$mnt" --workdir "$work" >"$out" 2>&1 &
 demo_pid=$!
 demo_ready() {
 	grep -q '^Logs: .*Press Ctrl-C' "$out" && return 0

@@ -8,7 +8,9 @@
 # also checks the dashboard's shape: unique panel ids, every target on the
 # ${datasource} variable, and the panels the fleet view needs (out of
 # service by host and by parent, a timeline, detection latency, check
-# results, store state).  Skips (77) only when promtool is missing.
+# results, store state, parent GPUs joined with dcgm-exporter's); a
+# parent-GPU variable (on the host variable) that every per-VF selector
+# filters on.  Skips (77) only when promtool is missing.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 command -v promtool >/dev/null || skip "promtool not installed (Debian: prometheus)"
@@ -65,12 +67,31 @@ subst = [
     (r"\$__interval|\$\{__interval\}", "1m"),
     (r"\$__range|\$\{__range\}", "1h"),
     (r"\$\{instance(:[a-z]+)?\}|\$instance\b", ".*"),
+    (r"\$\{parent(:[a-z]+)?\}|\$parent\b", ".*"),
 ]
+# The parent-GPU variable: a query over a per-VF family's parent label,
+# chained on the host variable; every selector of a per-VF family (and of
+# the per-parent DCGM join) in a panel filters on it.
+variables = {v.get("name"): v for v in dash.get("templating", {}).get("list", [])}
+pv = variables.get("parent")
+pq = pv.get("query") if pv else None
+pq = pq.get("query", "") if isinstance(pq, dict) else (pq or "")
+if not pv or pv.get("type") != "query" or not re.fullmatch(
+        r'\s*label_values\(vfhealth_vf_\w+\{[^}]*instance=~"\$instance"[^}]*\},\s*parent\)\s*', pq):
+    errors.append(f"no parent-GPU variable (label_values of a vfhealth_vf_ family by parent, on $instance): {pq!r}")
+per_vf = re.compile(r"(vfhealth_vf_\w+|vfhealth:parent_\w+:\w+)(\{[^}]*\})?")
+for title, e in exprs:
+    if title.startswith("variable "):
+        continue
+    for m in per_vf.finditer(e):
+        if 'parent=~"$parent"' not in (m.group(2) or ""):
+            errors.append(f"{title}: {m.group(0)} does not filter on the parent-GPU variable")
 rules = []
 for n, (title, e) in enumerate(exprs):
     for pat, val in subst:
         e = re.sub(pat, val, e)
-    if "$" in e:
+    # $1, $2: label_replace's capture groups (Grafana has no such variables).
+    if re.search(r"\$(?!\d)", e):
         errors.append(f"{title}: unknown variable in {e!r}")
     rules.append({"record": f"dashboard:expr_{n}", "expr": e})
 
@@ -85,6 +106,7 @@ for what, ok in [
                           and 'vfhealth_detection_latency_seconds_bucket{kind=\\"ok\\"' in text),
     ("check results", "vfhealth_sentinel_checks_total" in text),
     ("store state", "vfhealth_store_unavailable" in text),
+    ("parent GPUs joined with DCGM", "vfhealth:parent_vfs_out_of_service:dcgm" in text),
 ]:
     if not ok:
         errors.append(f"no panel shows {what}")

@@ -1,35 +1,65 @@
 #!/usr/bin/env bash
-# install.sh - `meson install --destdir` of the build under test into a
-# temporary tree, then check the tree: every binary in sbindir and
-# executable, the three man pages, the units naming the installed binaries
-# and hardened (`systemd-analyze security` exposure at most 5.0 for
-# vfhealthd.service and 3.0 for vfhealth-agent.service, no mount namespace
-# for the daemon), the tmpfiles.d entry, both /etc/default files, the
-# scripts units run in libexecdir (never under /usr/share/doc), the examples
-# with their modes; and `systemd-analyze verify` on the units when it is
-# available.
+# install.sh - the README's install recipe, run as printed into a temporary
+# DESTDIR (its `meson setup` options on a fresh build directory, the
+# installed programs built, `meson install --destdir`), then the tree:
+# every file under the Debian path it belongs in (/usr/sbin,
+# /usr/lib/systemd/system, /usr/lib/tmpfiles.d, /usr/lib/sysusers.d,
+# /etc/default, /usr/libexec/vfhealth, /usr/share/man,
+# /usr/share/doc/vfhealth) and nothing under /lib or /usr/local; every
+# binary in sbindir and executable, the man pages, the units naming the
+# installed binaries and hardened (`systemd-analyze security --offline`
+# exposure at most 5.0 for every installed service, examples included, and
+# 3.0 for vfhealth-agent.service; no mount namespace for the daemon), the
+# tmpfiles.d entry, the sysusers.d entry creating the group the docs pass to
+# --group (applied with systemd-sysusers --root), both /etc/default files,
+# every script the runbook runs installed executable outside /usr/share/doc,
+# the scripts units run in libexecdir, the examples with their modes; and
+# `systemd-analyze verify` on the units when it is available.  The build
+# under test (any prefix) installs nothing outside its prefix.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 
+# ---- the README's recipe -------------------------------------------------------
+
+# The recipe is the README's `meson setup --prefix=...` line; docs/overview.md
+# ("Installing") must show the same one.
+recipe=$(grep -E '^meson setup --prefix=' "$source_root/README.md" || true)
+[[ $(wc -l <<<"$recipe") == 1 && -n $recipe ]] || fail "README.md has no single 'meson setup --prefix=' line: '$recipe'"
+grep -qxF -- "$recipe" "$source_root/docs/overview.md" ||
+	fail "docs/overview.md does not show the README's recipe: $recipe"
+read -r -a words <<<"$recipe"
+# meson setup OPTIONS... BUILDDIR: the options, on a build directory of ours.
+opts=("${words[@]:2:${#words[@]}-3}")
+for want in --prefix=/usr --sysconfdir=/etc --localstatedir=/var -Db_sanitize=none; do
+	printf '%s\n' "${opts[@]}" | grep -qxF -- "$want" || fail "the README's recipe lacks $want: $recipe"
+done
+rel=$T/build-release
+meson setup "${opts[@]}" "$rel" "$source_root" >"$T/setup.log" 2>&1 ||
+	{ cat "$T/setup.log" >&2; fail "meson setup ${opts[*]} failed"; }
+# Only what is installed is built: the tests are the build under test's.
+mapfile -t installed_targets < <(meson introspect "$rel" --targets | python3 -c '
+import json, os, sys
+for t in json.load(sys.stdin):
+    if t["installed"]:
+        for f in t["filename"]:
+            print(os.path.relpath(f, sys.argv[1]))' "$rel")
+((${#installed_targets[@]} >= 3)) || fail "only ${#installed_targets[@]} installed targets"
+ninja -C "$rel" "${installed_targets[@]}" >"$T/compile.log" 2>&1 ||
+	{ tail -n 40 "$T/compile.log" >&2; fail "building ${installed_targets[*]} failed"; }
 dest=$T/dest
-meson install -C "$build_root" --destdir "$dest" --no-rebuild --quiet >"$T/install.log" 2>&1 ||
+meson install -C "$rel" --destdir "$dest" --no-rebuild --quiet >"$T/install.log" 2>&1 ||
 	{ cat "$T/install.log" >&2; fail "meson install failed"; }
 
-# Where meson put things, from the build's own configuration.
-intro=$(meson introspect "$build_root" --buildoptions)
-opt() { python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]==sys.argv[1]))' "$1" <<<"$intro"; }
-prefix=$(opt prefix)
-abs() { [[ $1 == /* ]] && echo "$1" || echo "$prefix/$1"; }
-sbindir=$(abs "$(opt sbindir)")
-mandir=$(abs "$(opt mandir)")
-datadir=$(abs "$(opt datadir)")
-sysconfdir=$(abs "$(opt sysconfdir)")
-libexecdir=$(abs "$(opt libexecdir)")/vfhealth
-unitdir=$(opt systemdunitdir)
-if [[ -z $unitdir ]]; then
-	unitdir=$(pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null || true)
-	[[ -n $unitdir ]] || unitdir=$prefix/lib/systemd/system
-fi
+# Where Debian puts things; the recipe must land exactly there.
+prefix=/usr
+sbindir=/usr/sbin
+mandir=/usr/share/man
+datadir=/usr/share
+sysconfdir=/etc
+libexecdir=/usr/libexec/vfhealth
+unitdir=/usr/lib/systemd/system
+tmpfilesdir=/usr/lib/tmpfiles.d
+sysusersdir=/usr/lib/sysusers.d
 
 errors=0
 check() { # DESCRIPTION COMMAND...
@@ -61,11 +91,28 @@ exposure_at_most() {
 # no_exec_from_doc UNIT: no Exec*= of UNIT runs anything under /usr/share/doc
 # (Debian Policy 12.3: documentation may be left out or removed).
 no_exec_from_doc() { ! grep -E '^Exec[A-Za-z]*=' "$1" | grep -q "$datadir/doc/"; }
-tmpfiles_apply() { # ROOT CONF
+tmpfiles_apply() { # ROOT CONF: as the README runs it, by name, on ROOT
 	systemd-tmpfiles --root="$1" --create "$2" &&
 		[[ -d $1/run/vfhealth && -d $1/var/lib/vfhealth ]] &&
 		[[ $(stat -c %a "$1/var/lib/vfhealth") == 700 ]]
 }
+
+# Every installed file under one of the directories it belongs in: nothing
+# in /lib (systemd.pc's unit directory on Debian 12, whatever the prefix),
+# nothing under /usr/local.
+in_layout() {
+	local f rel bad=0
+	while IFS= read -r f; do
+		rel=${f#"$dest"}
+		case $rel in
+		"$sbindir"/*|"$unitdir"/*|"$tmpfilesdir"/*|"$sysusersdir"/*|"$sysconfdir"/default/*|\
+		"$libexecdir"/*|"$mandir"/*|"$datadir"/doc/vfhealth/*) ;;
+		*) echo "     outside the layout: $rel" >&2; bad=1 ;;
+		esac
+	done < <(find "$dest" ! -type d)
+	return "$bad"
+}
+check "every file in a Debian directory (none in /lib or /usr/local)" in_layout
 
 # Binaries: the two daemons, and every other executable the build installs
 # must land in sbindir too (nothing in bin).
@@ -118,30 +165,66 @@ check "vfhealth-agent.service: ExecStart names $sbindir/vfhealth-agent" grep -q 
 check "vfhealth-agent.service: EnvironmentFile names default/vfhealth-agent" \
 	grep -qx "EnvironmentFile=-$sysconfdir/default/vfhealth-agent" "$agent_unit"
 if command -v systemd-analyze >/dev/null && systemd-analyze security --help 2>&1 | grep -q -- --offline; then
-	check "vfhealthd.service: exposure at most 5.0" exposure_at_most "$unit" 5.0
+	# Every service installed, the examples' included.
+	services=0
+	while IFS= read -r u; do
+		services=$((services + 1))
+		check "${u#"$dest"}: exposure at most 5.0" exposure_at_most "$u" 5.0
+	done < <(find "$dest" -type f -name '*.service' | sort)
+	check "the services are rated ($services)" test "$services" -ge 4
 	check "vfhealth-agent.service: exposure at most 3.0" exposure_at_most "$agent_unit" 3.0
 else
 	echo "note: systemd-analyze security --offline not available; exposure not rated"
 fi
 
 # tmpfiles.d: the mountpoint and the state directory.
-tmpfiles=$dest$prefix/lib/tmpfiles.d/vfhealth.conf
+tmpfiles=$dest$tmpfilesdir/vfhealth.conf
 check "tmpfiles.d/vfhealth.conf installed" test -f "$tmpfiles"
 check "tmpfiles.d creates /run/vfhealth" grep -Eq '^d +/run/vfhealth +0755 ' "$tmpfiles"
 check "tmpfiles.d creates /var/lib/vfhealth" grep -Eq '^d +/var/lib/vfhealth +0700 ' "$tmpfiles"
 if command -v systemd-tmpfiles >/dev/null; then
 	# Apply it to a scratch root: the entries must parse and create the dirs.
 	check "systemd-tmpfiles --root creates both directories" \
-		tmpfiles_apply "$T/tmpfiles-root" "$tmpfiles"
+		tmpfiles_apply "$dest" vfhealth.conf
 fi
+
+# sysusers.d: the group every document passes to --group exists once
+# systemd-sysusers has run (here on the DESTDIR, as the README runs it).
+sysusers=$dest$sysusersdir/vfhealth.conf
+check "sysusers.d/vfhealth.conf installed" test -f "$sysusers"
+mapfile -t groups < <(cd "$source_root" &&
+	sed 's/\\-/-/g' docs/man/vfhealthd.8 docs/overview.md examples/systemd/vfhealthd.default |
+	grep -oE -e '--group +[a-z_][a-z0-9_-]*' | awk '{ print $2 }' | sort -u)
+check "the docs name a --group (${groups[*]})" test "${#groups[@]}" -ge 1
+if command -v systemd-sysusers >/dev/null; then
+	systemd-sysusers --root="$dest" vfhealth.conf >"$T/sysusers.log" 2>&1 || cat "$T/sysusers.log" >&2
+	for g in "${groups[@]}"; do
+		check "systemd-sysusers creates group $g" grep -q "^$g:x:[0-9]*:" "$dest/etc/group"
+	done
+else
+	for g in "${groups[@]}"; do
+		check "sysusers.d creates group $g" grep -Eq "^g +$g " "$sysusers"
+	done
+fi
+
+# Every script the runbook runs: installed, executable, never only under
+# /usr/share/doc (Debian Policy 12.3).
+bq='`'
+mapfile -t runbook_scripts < <(grep -oE "(^|[ $bq])/usr/[^ $bq]*\\.(sh|py)" "$source_root/docs/runbook.md" |
+	sed "s/^[ $bq]//" | sort -u)
+check "the runbook runs scripts (${runbook_scripts[*]})" test "${#runbook_scripts[@]}" -ge 1
+for x in "${runbook_scripts[@]}"; do
+	check "runbook's $x installed, mode 755" mode_is "$dest$x" 755
+	check "runbook's $x not under $datadir/doc" eval "[[ '$x' != '$datadir/doc/'* ]]"
+done
 
 # Options files, one per unit, each setting the variable its unit expands.
 check "default/vfhealthd installed" grep -q '^VFHEALTHD_OPTIONS=' "$dest$sysconfdir/default/vfhealthd"
 check "default/vfhealth-agent installed" grep -q '^VFHEALTH_AGENT_OPTIONS=' "$dest$sysconfdir/default/vfhealth-agent"
 
-# Scripts that units and other programs run: in libexecdir, executable.
-for x in on-quarantine-change.sh vfhealth-textfile.sh vfhealth-npd-check.sh vfhealth-slurm-check.sh \
-	 vfhealth-qemu-hook; do
+# Scripts that units and other programs run, and that the runbook runs: in libexecdir, executable.
+for x in on-quarantine-change.sh vfhealth-textfile.sh drain-gpu.sh vfhealth-npd-check.sh \
+	 vfhealth-slurm-check.sh vfhealth-qemu-hook; do
 	check "libexec $x, mode 755" mode_is "$dest$libexecdir/$x" 755
 done
 
@@ -162,7 +245,7 @@ docdir=$dest$datadir/doc/vfhealth
 for d in overview.md interface.md runbook.md security.md limits.md; do
 	check "doc $d" test -s "$docdir/$d"
 done
-for x in placement/watch-quarantined.sh placement/watch_quarantined.py operator/drain-gpu.sh \
+for x in placement/watch-quarantined.sh placement/watch_quarantined.py \
 	 vmm/vfhealth-claim.sh npd/vfhealth-npd-check.sh slurm/vfhealth-slurm-check.sh; do
 	check "example $x, mode 755" mode_is "$docdir/examples/$x" 755
 done
@@ -215,6 +298,19 @@ if command -v systemd-analyze >/dev/null; then
 else
 	echo "note: systemd-analyze not available, units not verified"
 fi
+
+# The build under test, whatever its prefix: nothing installed outside it.
+under_prefix() {
+	meson introspect "$build_root" --installed | python3 -c '
+import json, sys
+bad = [d for d in json.load(sys.stdin).values() if not d.startswith(sys.argv[1].rstrip("/") + "/")]
+for d in bad:
+    print("     outside the prefix:", d, file=sys.stderr)
+sys.exit(1 if bad else 0)' "$1"
+}
+bt_prefix=$(meson introspect "$build_root" --buildoptions |
+	python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"))')
+check "the build under test installs under its prefix $bt_prefix" under_prefix "$bt_prefix"
 
 ((errors == 0)) || fail "$errors check(s) failed"
 echo "install tree OK"

@@ -83,6 +83,13 @@ for vf in 0000:41:00.4 0000:41:01.0; do
 done
 [[ $(grep -c '^vfhealth_vf_out_of_service_since_timestamp_seconds{' "$T/metrics") == 2 ]] ||
 	fail "a since series for a VF in service (or held back)"
+# ... which is what vfhealth(5) says of the family: the since file's time,
+# served (not "none yet").
+since_doc=$(sed -n '/^\.B vfhealth_vf_out_of_service_since_timestamp_seconds$/,/^\.TP$/p' \
+	"$source_root/docs/man/vfhealth.5")
+if ! grep -qx '\.I since' <<<"$since_doc" || grep -qiE 'none yet|not recorded' <<<"$since_doc"; then
+	fail "vfhealth(5) does not describe the since series as served: $since_doc"
+fi
 grep -Eq '^vfhealth_build_info\{version="[0-9][^"]*",libfuse="3\.[0-9.]+",sqlite="3\.[0-9.]+"\} 1$' "$T/metrics" ||
 	fail "no vfhealth_build_info with version, libfuse and sqlite"
 want 'vfhealth_config_info{threshold="2",max_quarantined="1",mode="enforce"}' 1

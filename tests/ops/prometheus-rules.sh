@@ -2,7 +2,8 @@
 # prometheus-rules.sh - the shipped Prometheus files are valid and the alerts
 # fire when they should: promtool check rules, the promtool unit tests of the
 # alerts (vfhealth.rules.test.yml: each alert fires on its condition and
-# stays quiet otherwise), and promtool check config on the example
+# stays quiet otherwise), the promtool tests of the DCGM join
+# (vfhealth-dcgm.rules.test.yml), and promtool check config on the example
 # prometheus.yml; every alert the issues ask for exists, has an absolute
 # runbook_url and a test where it fires and one where it stays quiet.
 # Skips (77) only when promtool is missing.
@@ -15,6 +16,10 @@ promtool check rules "$dir/vfhealth.rules.yml" || fail "promtool check rules"
 # promtool resolves rule_files relative to the test file.
 (cd "$dir" && promtool test rules vfhealth.rules.test.yml) || fail "promtool test rules"
 (cd "$dir" && promtool check config prometheus.yml) || fail "promtool check config"
+# The join of vfhealth's parent with dcgm-exporter's pci_bus_id (the live
+# scrape and relabelling: prometheus-dcgm.sh).
+promtool check rules "$dir/vfhealth-dcgm.rules.yml" || fail "promtool check rules (DCGM)"
+(cd "$dir" && promtool test rules vfhealth-dcgm.rules.test.yml) || fail "promtool test rules (DCGM)"
 
 # Every alert the issues ask for exists, by the metric it watches (issue 14:
 # stale or absent metrics, a stalled sentinel, unanswering agents, held-back

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# unit-sandbox.sh - vfhealthd, the guest agent and the textfile publisher
-# work inside the sandboxes their units give them.  systemd is not PID 1 here, so each unit's limits
+# unit-sandbox.sh - vfhealthd, the guest agent, the textfile publisher and
+# the quarantine hook runner work inside the sandboxes their units give them.  systemd is not PID 1 here, so each unit's limits
 # are applied by hand to the real program: the capability bounding set from
 # CapabilityBoundingSet= (setpriv), no_new_privs, UMask=; meanwhile strace
 # records every system call the daemon, its sentinel, the agent, the
@@ -29,14 +29,16 @@ daemon_unit=$build_root/examples/vfhealthd.service
 agent_unit=$build_root/examples/vfhealth-agent.service
 textfile_unit=$build_root/examples/vfhealth-textfile.service
 publish=$source_root/examples/prometheus/vfhealth-textfile.sh
-for u in "$daemon_unit" "$agent_unit" "$textfile_unit"; do [[ -f $u ]] || fail "$u was not configured"; done
+hook_unit=$build_root/examples/vfhealth-quarantine.service
+on_change=$source_root/examples/systemd/on-quarantine-change.sh
+for u in "$daemon_unit" "$agent_unit" "$textfile_unit" "$hook_unit"; do [[ -f $u ]] || fail "$u was not configured"; done
 unit_values() { sed -n "s/^$2=//p" "$1"; } # UNIT KEY
 
 # unit_bounding UNIT: CapabilityBoundingSet=CAP_A CAP_B as setpriv's -all,+a,+b
 unit_bounding() {
 	local caps c bounding=-all
+	grep -q '^CapabilityBoundingSet=' "$1" || fail "$1 has no CapabilityBoundingSet="
 	caps=$(unit_values "$1" CapabilityBoundingSet)
-	[[ -n $caps ]] || fail "$1 has no CapabilityBoundingSet="
 	for c in $caps; do
 		c=${c#CAP_}
 		bounding+=",+${c,,}"
@@ -156,6 +158,24 @@ run_publisher() { # TRACE: exit status of the publisher
 run_publisher "$T/publisher.trace" || fail "the publisher failed with the mount up"
 grep -q '^vfhealth_textfile_scrape_ok 1$' "$T/textfile/vfhealth.prom" || fail "the publisher did not read the mount"
 
+# The quarantine hook runner, confined as vfhealth-quarantine.service
+# confines it (no capability at all, its umask), runs a hook for a VF that
+# an operator holds.
+mkdir "$T/hooks" "$T/hook-state"
+# shellcheck disable=SC2016 # $1 and $2 are the hook's own
+printf '#!/bin/sh\necho "$1 $2" >> "%s/hook.out"\n' "$T" > "$T/hooks/10-record"
+chmod +x "$T/hooks/10-record"
+echo 1 > "$mnt/$vf/quarantined"
+hook_umask=$(unit_values "$hook_unit" UMask)
+(
+	umask "${hook_umask:-0022}"
+	exec strace -f -qq -o "$T/hook.trace" -- \
+		setpriv --bounding-set "$(unit_bounding "$hook_unit")" --inh-caps -all --no-new-privs -- \
+		"$on_change" --mount "$mnt" --state "$T/hook-state/quarantined" --hooks "$T/hooks"
+) >"$T/hook.log" 2>&1 || { cat "$T/hook.log" >&2; fail "on-quarantine-change.sh failed in its unit's sandbox"; }
+[[ $(cat "$T/hook.out") == "quarantined $vf" ]] || fail "the hook did not run for $vf: $(cat "$T/hook.out")"
+echo 0 > "$mnt/$vf/quarantined"
+
 # Stop: the daemon ends on SIGTERM and unmounts; strace ends with it.
 kill -TERM "$daemon_pid"
 wait_for 20 "vfhealthd to stop" bash -c "! kill -0 $strace_pid 2>/dev/null"
@@ -188,4 +208,8 @@ for t in publisher publisher-gone; do
 	[[ -z $outside ]] || fail "system calls vfhealth-textfile.service's filter would kill the publisher for ($t): $outside"
 done
 echo "ok   vfhealth-textfile.sh: $(sort -u "$T"/publisher*.trace.used | wc -l) distinct system calls, all inside its unit's SystemCallFilter="
+unit_allowed "$hook_unit" "$T/hook.allowed"
+outside=$(calls_outside "$T/hook.trace" "$on_change" "$T/hook.allowed")
+[[ -z $outside ]] || fail "system calls vfhealth-quarantine.service's filter would kill the hook runner for: $outside"
+echo "ok   on-quarantine-change.sh and a hook: $(wc -l < "$T/hook.trace.used") distinct system calls, all inside its unit's SystemCallFilter="
 echo "sandbox OK"
