@@ -14,12 +14,15 @@
  *     so, list the claims through the mount (one read of `claims`, then each
  *     claim's assignment file: no directory walk over every VF), build the
  *     target array, publish it as the current scan, wait until the scan is
- *     done.  A reconcile runs
- *     on the scheduler alone (a few /proc reads per claim).
+ *     done.  A reconcile runs on the scheduler alone (a few /proc reads per
+ *     claim).  Both judge liveness in one pass (liveness.h): one socket-table
+ *     read per network namespace, another namespace's through a short-lived
+ *     thread that setns(2)es there.  Without polls (--reconcile-only) no
+ *     worker is started.
  *   - A worker takes the next index of the current scan, runs one blocking
  *     agent_query() (bounded by poll_timeout and the shutdown eventfd),
- *     classifies the answer, re-reads the VF's claim and writes the report,
- *     then takes the next index.  So N unreachable guests cost
+ *     classifies the answer, re-reads the VF's claim (for an OK, or a claim
+ *     without claimed_at) and writes the report, then takes the next index.  So N unreachable guests cost
  *     ceil(N / concurrency) deadlines, never N.
  *
  * Locks.  One mutex (scan_lock) guards the scan: targets, target_count,
