@@ -666,6 +666,11 @@ START_TEST(test_start_rejects_bad_options)
 	sentinel_options_init(&o);
 	o.poll_timeout_ns = 0;
 	ck_assert_int_eq(sentinel_start("/run/vfhealth", &o, &s), -EINVAL);
+	/* Neither polls nor reconciles: nothing to do. */
+	sentinel_options_init(&o);
+	o.poll = false;
+	o.reconcile = false;
+	ck_assert_int_eq(sentinel_start("/run/vfhealth", &o, &s), -EINVAL);
 	ck_assert_ptr_null(s);
 	sentinel_stop(NULL);
 	sentinel_free(NULL);
@@ -718,6 +723,13 @@ START_TEST(test_metrics_render)
 		"vfhealth_sentinel_reconciles_total 0\n",
 		"vfhealth_sentinel_list_errors_total 0\n",
 		"vfhealth_sentinel_last_poll_duration_seconds 0.000000000\n",
+		"# TYPE vfhealth_sentinel_claims gauge\n",
+		"vfhealth_sentinel_claims{watch=\"polled\"} 0\n",
+		"vfhealth_sentinel_claims{watch=\"uncertain\"} 0\n",
+		"vfhealth_sentinel_claims{watch=\"dead\"} 0\n",
+		"vfhealth_sentinel_claims{watch=\"no_agent\"} 0\n",
+		"vfhealth_sentinel_claims{watch=\"no_evidence\"} 0\n",
+		"vfhealth_sentinel_claims{watch=\"unconfined\"} 0\n",
 		"vfhealth_detection_latency_seconds_bucket{kind=\"failed\",le=\"1\"} 0\n",
 		"vfhealth_detection_latency_seconds_bucket{kind=\"failed\",le=\"3600\"} 0\n",
 		"vfhealth_detection_latency_seconds_bucket{kind=\"ok\",le=\"+Inf\"} 0\n",
