@@ -22,8 +22,8 @@
  *   - A worker takes the next index of the current scan, runs one blocking
  *     agent_query() (bounded by poll_timeout and the shutdown eventfd),
  *     classifies the answer, re-reads the VF's claim (for an OK, or a claim
- *     without claimed_at) and writes the report, then takes the next index.  So N unreachable guests cost
- *     ceil(N / concurrency) deadlines, never N.
+ *     without claimed_at) and writes the report, then takes the next index.
+ *     So N unreachable guests cost ceil(N / concurrency) deadlines, never N.
  *
  * Locks.  One mutex (scan_lock) guards the scan: targets, target_count,
  * next_target, active_workers and stopping; work_cond wakes workers when a
@@ -1012,7 +1012,6 @@ static void note_uncertain(struct claim_memory *m, const struct assignment *c, c
 {
 	if (m && m->uncertain_why == reason)
 		return;
-	if (m)
 	log_warn("vf %s: keeping the claim of %s (claimed %s): %s (pid %" PRId64 ", control %s)",
 		 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason, c->pid,
 		 c->control[0] ? c->control : "-");
