@@ -169,9 +169,10 @@ int main(int argc, char **argv)
 	_cleanup_free_ char *db_path = NULL, *sentinel_program = NULL;
 	const char *db_arg = DEFAULT_DB, *sentinel_program_arg = NULL;
 	/* The sentinel's options, passed on to its program; at most one per argument. */
-	__attribute__((cleanup(free_strvp))) char **sentinel_args = calloc((size_t)argc + 2,
+	__attribute__((cleanup(free_strvp))) char **sentinel_args = calloc((size_t)argc + 3,
 									    sizeof(char *));
 	size_t n_sentinel_args = 0;
+	bool run_sentinel;
 	char fuse_options[FUSE_OPTIONS_MAX] = "";
 	bool foreground = false;
 	sigset_t shutdown_signals;
@@ -270,8 +271,13 @@ int main(int argc, char **argv)
 		log_err("unexpected argument '%s': one MOUNTPOINT at most", argv[optind + 1]);
 		return 2;
 	}
-	if (sentinel_opt.enabled) {
-		if (opt.debug && !(sentinel_args[n_sentinel_args++] = strdup("--debug"))) {
+	/* The sentinel program polls, and releases the claims of dead VMMs:
+	 * --no-sentinel stops the one, --no-reconcile the other. */
+	run_sentinel = sentinel_opt.enabled || sentinel_opt.reconcile;
+	if (run_sentinel) {
+		if ((opt.debug && !(sentinel_args[n_sentinel_args++] = strdup("--debug"))) ||
+		    (!sentinel_opt.enabled &&
+		     !(sentinel_args[n_sentinel_args++] = strdup("--reconcile-only")))) {
 			log_err("out of memory");
 			return 1;
 		}
@@ -329,7 +335,7 @@ int main(int argc, char **argv)
 	/* The sentinel is a client of this mount and must not be a thread of
 	 * this process (sentinel-process.h says why).  Its requests wait in
 	 * the kernel until the FUSE loop serves them. */
-	if (sentinel_opt.enabled) {
+	if (run_sentinel) {
 		r = sentinel_process_spawn(sentinel_program, (const char *const *)sentinel_args,
 					   vffs_mountpoint(fs),
 					   sentinel_opt.poll_timeout_ns + SENTINEL_STOP_GRACE_NS,

@@ -114,7 +114,7 @@ int sentinel_program_find(const char *explicit, char **ret)
 	}
 	free(path);
 	log_err("cannot find " PROGRAM_NAME " beside this program or in " VFHEALTH_SBINDIR
-		"; name it with --sentinel-program, or run with --no-sentinel");
+		"; name it with --sentinel-program, or run with --no-sentinel --no-reconcile");
 	return -ENOENT;
 }
 

@@ -20,12 +20,13 @@
  * longer than this is not one we understand. */
 #define PROC_STAT_MAX 1024
 
-int proc_stat_parse_starttime(const char *text, size_t len, uint64_t *ret)
+int proc_stat_parse(const char *text, size_t len, struct proc_stat *ret)
 {
 	char buf[PROC_STAT_MAX], digits[24];
 	const char *close_paren, *p;
 	uint64_t v;
 	size_t n;
+	char state;
 
 	if (len == 0 || len >= sizeof(buf) || memchr(text, '\0', len))
 		return -EBADMSG;
@@ -34,8 +35,11 @@ int proc_stat_parse_starttime(const char *text, size_t len, uint64_t *ret)
 	close_paren = strrchr(buf, ')');
 	if (!close_paren || close_paren[1] != ' ')
 		return -EBADMSG;
-	/* After ") " comes field 3 (state); walk to field 22. */
+	/* After ") " comes field 3 (state), one letter; walk to field 22. */
 	p = close_paren + 2;
+	state = p[0];
+	if (state < 'A' || state > 'z' || p[1] != ' ')
+		return -EBADMSG;
 	for (int field = 3; field < 22; field++) {
 		p = strchr(p, ' ');
 		if (!p)
@@ -49,11 +53,36 @@ int proc_stat_parse_starttime(const char *text, size_t len, uint64_t *ret)
 	digits[n] = '\0';
 	if (parse_uint64(digits, 0, UINT64_MAX, &v) < 0)
 		return -EBADMSG;
-	*ret = v;
+	*ret = (struct proc_stat){ .state = state, .starttime = v };
 	return 0;
 }
 
+int proc_stat_parse_starttime(const char *text, size_t len, uint64_t *ret)
+{
+	struct proc_stat st;
+	int r = proc_stat_parse(text, len, &st);
+
+	if (r == 0)
+		*ret = st.starttime;
+	return r;
+}
+
+bool proc_state_ended(char state)
+{
+	return state == 'Z' || state == 'X' || state == 'x';
+}
+
 int proc_pid_starttime(const char *proc_root, int64_t pid, uint64_t *ret)
+{
+	struct proc_stat st;
+	int r = proc_pid_stat(proc_root, pid, &st);
+
+	if (r == 0)
+		*ret = st.starttime;
+	return r;
+}
+
+int proc_pid_stat(const char *proc_root, int64_t pid, struct proc_stat *ret)
 {
 	char path[PATH_MAX], text[PROC_STAT_MAX];
 	_cleanup_close_ int fd = -1;
@@ -72,7 +101,7 @@ int proc_pid_starttime(const char *proc_root, int64_t pid, uint64_t *ret)
 	if (n < 0)
 		/* The process exited between open and read. */
 		return errno == ESRCH ? -ENOENT : negative_errno();
-	return proc_stat_parse_starttime(text, (size_t)n, ret);
+	return proc_stat_parse(text, (size_t)n, ret);
 }
 
 bool proc_boot_id_valid(const char *text)

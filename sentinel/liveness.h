@@ -1,46 +1,96 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * liveness.h - gathers the evidence that liveness_verdict() (rules.h) judges
- * a claim's VMM by: its pid's start time (proto/procfs.h), the host's boot
- * id, and whether a socket bound to its control path is LISTENING in its
- * network namespace.  Every read is under a proc root, so tests point them at
- * a fake tree (tests/sentinel/test-rules.c, test-liveness-*.sh).
+ * a claim's VMM by: its pid's state and start time (proto/procfs.h), the
+ * host's boot id, and whether a Unix socket bound to the very file its
+ * control path names is LISTENING in its network namespace.
  *
- * The control path itself is never stat()ed nor connect()ed: a socket file
- * outlives a VMM killed with SIGKILL, and a connection would reach whoever
- * listens there now.  The kernel's socket table (PROC/PID/net/unix) lists
- * only sockets that are bound and alive.
+ * Identity, not text.  A control socket counts when the kernel's socket
+ * diagnostics (NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY for AF_UNIX with
+ * UDIAG_SHOW_VFS, state filter LISTEN) list a listening socket whose bound
+ * file has the device and inode number that stat(2) of the control path
+ * gives.  No name is compared, so no socket name can forge it, abstract
+ * sockets never match (they have no file), and a VMM that bound the same
+ * file through another path (a jailer's chroot, its own mount namespace)
+ * is found.  A socket file outlives a VMM killed with SIGKILL, but nothing
+ * listens on it any more.  The control path is never connect()ed: a
+ * connection would reach whoever listens there now.
+ *
+ * One socket-table read per pass and network namespace: a pass
+ * (struct liveness_pass) reads the sentinel's own namespace's table when a
+ * claim first needs it, and another namespace's (a VMM's own, named by
+ * /proc/PID/ns/net) through a netlink socket created inside it by a
+ * short-lived thread that setns(2)es there; claims are grouped by the
+ * namespace's inode.  Process facts are read under a proc root, so tests
+ * can point them at a fake tree; namespaces and sockets are always the
+ * kernel's.
+ *
  * Conventions: 0 or -errno; outputs are written only on success.
+ * Thread-safety: a pass belongs to one thread.
  */
 #ifndef VFHEALTH_SENTINEL_LIVENESS_H
 #define VFHEALTH_SENTINEL_LIVENESS_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "grammar/assignment.h"
+#include "grammar/limits.h"
 #include "sentinel/rules.h"
 
-/* Flags bit of a listening socket in /proc/net/unix (__SO_ACCEPTCON), and
- * the St column of an unconnected one (SS_UNCONNECTED). */
-#define UNIX_FLAG_ACCEPTCON 0x00010000UL
-#define UNIX_STATE_UNCONNECTED 1
+/* The file a listening Unix socket is bound to: the device as stat(2)
+ * spells st_dev, and the inode number's low 32 bits (all the socket
+ * diagnostics carry). */
+struct bound_file {
+	uint64_t dev;
+	uint32_t ino;
+};
 
-/* One line of /proc/net/unix ("Num RefCount Protocol Flags Type St Inode
- * Path", len bytes without the newline): true when it is a socket listening
- * (Flags has UNIX_FLAG_ACCEPTCON, St 01) bound to exactly path.  The header,
- * other sockets and malformed lines are false. */
-bool unix_line_listens_on(const char *line, size_t len, const char *path);
+/* The listening, path-bound Unix sockets of one network namespace, sorted. */
+struct unix_listeners {
+	struct bound_file *files;
+	size_t count;
+};
 
-/* Whether a socket bound to path listens in the network namespace of pid
- * (PROC_ROOT/PID/net/unix; pid 0: PROC_ROOT/self/net/unix, the sentinel's
- * own): 1 yes, 0 no, -errno when the table cannot be read (-ENOENT too: the
- * process may have exited between two reads; the caller judges that). */
-int unix_socket_listening(const char *proc_root, int64_t pid, const char *path);
+/* Read them from the kernel through a NETLINK_SOCK_DIAG socket of the
+ * namespace netns_fd names (-1: the caller's own).  -EPERM when that
+ * namespace cannot be entered; another -errno on a failed or malformed
+ * dump. */
+int unix_listeners_read(int netns_fd, struct unix_listeners *ret);
 
-/* Every piece of evidence about c's VMM.  boot_rc and boot_id_now are
- * proc_boot_id()'s (proto/procfs.h), read once per pass. */
-void liveness_gather(const char *proc_root, const struct assignment *c, int boot_rc,
-		     const char *boot_id_now, struct liveness_evidence *ev);
+/* Whether a socket bound to the file st describes listens among l. */
+bool unix_listeners_has(const struct unix_listeners *l, dev_t dev, ino_t ino);
+
+void unix_listeners_free(struct unix_listeners *l);
+
+/* The kernel's internal device number (the socket diagnostics' udiag_vfs_dev:
+ * major << 20 | minor) as stat(2)'s st_dev. */
+uint64_t kernel_dev_to_user(uint32_t kdev);
+
+/* One pass over the claims: the boot id read once, each network
+ * namespace's table read at most once. */
+struct liveness_netns {
+	uint64_t dev, ino; /* the namespace (stat of /proc/PID/ns/net) */
+	int rc;            /* reading its table: 0 or -errno */
+	struct unix_listeners listeners;
+};
+
+struct liveness_pass {
+	const char *proc_root;
+	int boot_rc;
+	char boot_id[BOOT_ID_BUFSZ];
+	struct liveness_netns own; /* the sentinel's namespace; rc -EAGAIN until read */
+	struct liveness_netns *others;
+	size_t other_count;
+	size_t tables_read; /* socket tables read this pass (tests, debug log) */
+};
+
+void liveness_pass_begin(struct liveness_pass *p, const char *proc_root);
+void liveness_pass_end(struct liveness_pass *p);
+
+/* Every piece of evidence about c's VMM. */
+void liveness_gather(struct liveness_pass *p, const struct assignment *c,
+		     struct liveness_evidence *ev);
 
 #endif

@@ -4,7 +4,8 @@
  * vfhealthd started with --no-sentinel (or on another host's view of it).
  *
  * vfhealthd runs this same program as its child (daemon/sentinel-process.h),
- * passing its counter table as a shared memfd with --counters-fd.
+ * passing its counter table as a shared memfd with --counters-fd (and
+ * --reconcile-only under its --no-sentinel).
  *
  * DESIGN NOTES
  * Threads: the library's (see sentinel.c); this main thread only waits.
@@ -31,6 +32,7 @@ enum {
 	OPT_METRICS_FILE = 0x100,
 	OPT_VERSION,
 	OPT_COUNTERS_FD,
+	OPT_RECONCILE_ONLY,
 };
 
 /* Map the counter table vfhealthd passed as descriptor fd: a memfd of
@@ -67,6 +69,8 @@ static void usage(FILE *out)
 		"                               every poll (Prometheus text format)\n"
 		"      --counters-fd N          (internal, used by vfhealthd) count into the\n"
 		"                               shared counter table open as descriptor N\n"
+		"      --reconcile-only         poll no agent; only release claims whose VMM is\n"
+		"                               dead (what vfhealthd --no-sentinel runs)\n"
 		"%s",
 		SENTINEL_OPTIONS_HELP);
 }
@@ -79,6 +83,7 @@ int main(int argc, char **argv)
 		{ "debug", no_argument, NULL, 'd' },
 		{ "metrics-file", required_argument, NULL, OPT_METRICS_FILE },
 		{ "counters-fd", required_argument, NULL, OPT_COUNTERS_FD },
+		{ "reconcile-only", no_argument, NULL, OPT_RECONCILE_ONLY },
 		SENTINEL_GETOPT_OPTIONS,
 		{ 0 },
 	};
@@ -105,6 +110,9 @@ int main(int argc, char **argv)
 		case 'd':
 			log_set_max_priority(LOG_DEBUG);
 			break;
+		case OPT_RECONCILE_ONLY:
+			opt.poll = false;
+			break;
 		case OPT_METRICS_FILE:
 			opt.metrics_path = optarg;
 			break;
@@ -130,6 +138,10 @@ int main(int argc, char **argv)
 		mountpoint = argv[optind++];
 	if (optind < argc) {
 		fprintf(stderr, "vfhealth-sentinel: unexpected argument \"%s\"\n", argv[optind]);
+		return 2;
+	}
+	if (!opt.poll && !opt.reconcile) {
+		fprintf(stderr, "vfhealth-sentinel: --reconcile-only and --no-reconcile leave nothing to do\n");
 		return 2;
 	}
 	if (mountpoint[0] != '/') {

@@ -15,6 +15,7 @@ void sentinel_options_init(struct sentinel_options *o)
 {
 	*o = (struct sentinel_options){
 		.enabled = true,
+		.poll = true,
 		.poll_interval_ns = SENTINEL_DEFAULT_POLL_INTERVAL_NS,
 		.poll_timeout_ns = SENTINEL_DEFAULT_POLL_TIMEOUT_NS,
 		.concurrency = SENTINEL_DEFAULT_CONCURRENCY,

@@ -45,27 +45,32 @@ enum check_result sentinel_classify(int query_rc, const struct agent_status *sta
 
 /* ---- revalidate --------------------------------------------------------------- */
 
-bool sentinel_revalidate_needed(const struct assignment *captured)
+bool sentinel_revalidate_needed(const struct assignment *captured, enum check_result result)
 {
-	return captured->claimed_at[0] == '\0';
+	return result == CHECK_OK || captured->claimed_at[0] == '\0';
 }
 
-enum revalidate_verdict sentinel_revalidate(const struct assignment *captured, int current_rc,
+static bool same_assignment(const struct assignment *a, const struct assignment *b)
+{
+	return strcmp(a->vf, b->vf) == 0 && strcmp(a->instance_id, b->instance_id) == 0 &&
+	       strcmp(a->claimed_at, b->claimed_at) == 0;
+}
+
+enum revalidate_verdict sentinel_revalidate(const struct assignment *captured,
+					    enum check_result result, int current_rc,
 					    const struct assignment *current)
 {
-	if (!sentinel_revalidate_needed(captured))
+	if (!sentinel_revalidate_needed(captured, result))
 		return REVALIDATE_REPORT;
+	if (result == CHECK_OK)
+		return current_rc == 0 && current && same_assignment(captured, current)
+			       ? REVALIDATE_REPORT
+			       : REVALIDATE_DROP;
 	if (current_rc == -ENOENT)
 		return REVALIDATE_REPORT;
 	if (current_rc < 0 || !current)
 		return REVALIDATE_DROP;
-	if (strcmp(captured->vf, current->vf) != 0)
-		return REVALIDATE_DROP;
-	if (strcmp(captured->instance_id, current->instance_id) != 0)
-		return REVALIDATE_DROP;
-	if (strcmp(captured->claimed_at, current->claimed_at) != 0)
-		return REVALIDATE_DROP;
-	return REVALIDATE_REPORT;
+	return same_assignment(captured, current) ? REVALIDATE_REPORT : REVALIDATE_DROP;
 }
 
 /* ---- liveness ----------------------------------------------------------------------- */
@@ -87,30 +92,44 @@ const char *liveness_name(enum liveness l)
 static enum liveness judge(const struct liveness_evidence *ev, const char **why)
 {
 	const bool pid_given = ev->pid > 0;
+	const bool boot_known = ev->boot_id_given && ev->boot_rc == 0;
 
 	/* Dead: one fact no live VMM of this claim could show is enough. */
-	if (ev->boot_id_given && ev->boot_rc == 0 && !ev->boot_id_same)
+	if (boot_known && !ev->boot_id_same)
 		return *why = "the host booted since the claim", LIVENESS_DEAD;
 	if (pid_given && (ev->proc_rc == -ENOENT || ev->proc_rc == -ESRCH))
 		return *why = "process gone", LIVENESS_DEAD;
+	if (pid_given && ev->proc_rc == 0 && ev->ended)
+		return *why = "process ended (a zombie)", LIVENESS_DEAD;
 	if (pid_given && ev->proc_rc == 0 && ev->starttime_claimed != 0 &&
 	    ev->starttime_now != ev->starttime_claimed)
 		return *why = "pid reused by another process (start time differs)", LIVENESS_DEAD;
-	if (ev->control_given && ev->sockets_rc == 0 && !ev->listening)
-		return *why = "no socket listening on the control path", LIVENESS_DEAD;
 
 	/* Uncertain: a fact we could not read (counts as alive). */
 	if (ev->boot_id_given && ev->boot_rc < 0)
 		return *why = "the host's boot id cannot be read", LIVENESS_UNCERTAIN;
 	if (pid_given && ev->proc_rc < 0)
 		return *why = "process cannot be checked", LIVENESS_UNCERTAIN;
-	if (ev->control_given && ev->sockets_rc < 0)
-		return *why = "socket table cannot be read", LIVENESS_UNCERTAIN;
 
-	if (!pid_given && !ev->control_given)
-		return *why = "no pid or control socket recorded", LIVENESS_UNMANAGED;
-	if (ev->control_given)
+	if (ev->control_given && ev->sockets_rc == 0 && ev->listening)
 		return *why = "control socket listening", LIVENESS_ALIVE;
+	if (!pid_given) {
+		if (!ev->control_given)
+			return *why = "no pid or control socket recorded", LIVENESS_UNMANAGED;
+		if (ev->sockets_rc < 0)
+			return *why = "control socket cannot be checked", LIVENESS_UNCERTAIN;
+		return *why = "no socket listening on the control path", LIVENESS_DEAD;
+	}
+	/* The pid runs and is not a zombie: never dead from here on. */
+	if (ev->starttime_claimed == 0 || !ev->boot_id_given)
+		return *why = "process runs, but its start time or boot id was not recorded",
+		       LIVENESS_UNCERTAIN;
+	if (ev->control_given)
+		return *why = ev->sockets_rc < 0 ? "process runs; its control socket cannot be "
+						   "checked"
+						 : "process runs, but no socket listens on its "
+						   "control path",
+		       LIVENESS_UNCERTAIN;
 	return *why = "process runs", LIVENESS_ALIVE;
 }
 

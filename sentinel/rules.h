@@ -4,7 +4,7 @@
  * a unit test that would fail if the rule were wrong (tests/sentinel/).
  *
  *  classify      agent_query()'s return code and answer -> one check result;
- *  revalidate    which assignment an answer is reported against;
+ *  revalidate    whether an answer is reported against the assignment asked;
  *  liveness      the evidence about a claim's VMM -> dead / alive / uncertain.
  *
  * The file interface's grammar (assignment files, report commands and their
@@ -48,24 +48,31 @@ enum check_result sentinel_classify(int query_rc, const struct agent_status *sta
 
 enum revalidate_verdict {
 	REVALIDATE_REPORT, /* report against the captured assignment */
-	REVALIDATE_DROP,   /* we cannot tell which assignment it is about: say nothing */
+	REVALIDATE_DROP,   /* not about the captured assignment for sure: say nothing */
 };
 
-/* Whether the claim must be re-read before an answer is reported: only when
- * the captured claim has no claimed_at (no assignment identity to report
- * against).  With one, the report names (instance, claimed_at) and the store
- * records a FAILED answer against that assignment even if the VF was
- * released or re-claimed meanwhile, and applies its rescind rule to an OK
- * answer (issue 11.4). */
-bool sentinel_revalidate_needed(const struct assignment *captured);
+/* Whether the claim must be re-read before an answer is reported: for an
+ * OK answer always, for any answer of a claim without claimed_at (no
+ * assignment identity to report against). */
+bool sentinel_revalidate_needed(const struct assignment *captured, enum check_result result);
 
-/* captured: the claim the poll queried.  With a claimed_at: REPORT, whatever
- * the VF holds now.  Without one: current_rc/current is the VF's claim
- * re-read just before reporting: -ENOENT (released during the poll: the
- * answer is about the captured claim) or the same instance still without a
- * claimed_at reports; another claim, or another -errno (we cannot tell),
- * drops. */
-enum revalidate_verdict sentinel_revalidate(const struct assignment *captured, int current_rc,
+/* captured: the claim the poll queried; result its answer; current_rc and
+ * current the VF's claim re-read after the answer (when
+ * sentinel_revalidate_needed() said so).
+ *  - OK is reported only when the captured instance still holds the VF
+ *    with the same claimed_at: the agent endpoint of a claim released and
+ *    made again may have been answered by the new boot, whose OK must
+ *    never clear the old assignment's failure or rescind its quarantine.
+ *    Anything else (released, re-claimed, another instance, a failed
+ *    re-read) drops it.
+ *  - FAILED (with a claimed_at) is reported against the captured
+ *    assignment, whatever the VF holds now: the store records it there and
+ *    never blames a new one.
+ *  - Without a claimed_at: -ENOENT (released during the poll) or the same
+ *    instance still without one reports a FAILED; another claim, or
+ *    another -errno, drops. */
+enum revalidate_verdict sentinel_revalidate(const struct assignment *captured,
+					    enum check_result result, int current_rc,
 					    const struct assignment *current);
 
 /* ---- liveness ----------------------------------------------------------------- */
@@ -73,8 +80,10 @@ enum revalidate_verdict sentinel_revalidate(const struct assignment *captured, i
 enum liveness {
 	LIVENESS_ALIVE,     /* keep, poll */
 	LIVENESS_DEAD,      /* stop polling now; release when the next reconcile agrees */
-	LIVENESS_UNCERTAIN, /* keep, poll, warn, count vfhealth_sentinel_liveness_uncertain_total */
-	LIVENESS_UNMANAGED, /* no pid and no control path: nothing to judge by, keep silently */
+	LIVENESS_UNCERTAIN, /* keep, poll, warn once per change, count
+			     * vfhealth_sentinel_liveness_uncertain_total */
+	LIVENESS_UNMANAGED, /* no pid and no control path: nothing to judge by; kept,
+			     * never dialled */
 };
 
 const char *liveness_name(enum liveness l);
@@ -82,24 +91,37 @@ const char *liveness_name(enum liveness l);
 /* What sentinel/liveness.c gathered about a claim's VMM. */
 struct liveness_evidence {
 	int64_t pid;                 /* the claim's pid=, 0: none given */
-	int proc_rc;                 /* proc_pid_starttime() on pid: 0, -ENOENT, other */
+	int proc_rc;                 /* proc_pid_stat() on pid: 0, -ENOENT, other */
+	bool ended;                  /* when proc_rc == 0: a zombie (or dead) process */
 	uint64_t starttime_now;      /* when proc_rc == 0 */
 	uint64_t starttime_claimed;  /* the claim's pid_starttime=, 0 unknown */
 	bool boot_id_given;          /* the claim's boot_id= is set */
 	int boot_rc;                 /* reading the host's boot id now: 0 or -errno */
 	bool boot_id_same;           /* when boot_rc == 0 */
 	bool control_given;          /* the claim names a control socket */
-	int sockets_rc;              /* reading the VMM's socket table: 0 or -errno */
+	int sockets_rc;              /* finding it: 0, or -errno when the control path
+				      * cannot be stat()ed or the VMM's socket table read */
 	bool listening;              /* when sockets_rc == 0: a socket bound to the control
-				      * path is listening there */
+				      * path's file (device and inode) is listening in the
+				      * VMM's network namespace */
 };
 
-/* Dead when one fact shows it: the boot id differs (the host rebooted), the
- * pid is gone, the pid names a process with another start time, or the
- * control path is given and no socket bound to it listens in the VMM's
- * network namespace.  Otherwise uncertain when a fact could not be read;
- * unmanaged with neither pid nor control path; else alive.  *reason
- * (static) says why. */
+/* The rule, in order:
+ *   dead       the boot id differs (the host rebooted); the pid is gone, a
+ *              zombie, or names a process with another start time; or, with
+ *              no pid given, nothing listens on the control path's file;
+ *   uncertain  a fact needed could not be read (boot id, the process, the
+ *              socket table); or the pid runs as recorded but its control
+ *              socket cannot be found (a VMM that binds where we cannot
+ *              see: never released on that alone); or the pid runs but its
+ *              start time or boot id was not recorded (not proven to be the
+ *              claim's VMM) and no control socket vouches for it;
+ *   unmanaged  neither pid nor control path;
+ *   alive      otherwise: the control socket listens, or the pid runs with
+ *              the recorded start time and boot id.
+ * A live VMM is never dead: a pid that runs with the recorded start time
+ * and boot id makes its claim alive or uncertain.  *reason (static) says
+ * why. */
 enum liveness liveness_verdict(const struct liveness_evidence *ev, const char **reason);
 
 /* ---- detection latency ------------------------------------------------------ */

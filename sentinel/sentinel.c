@@ -14,13 +14,16 @@
  *     so, list the claims through the mount (one read of `claims`, then each
  *     claim's assignment file: no directory walk over every VF), build the
  *     target array, publish it as the current scan, wait until the scan is
- *     done.  A reconcile runs
- *     on the scheduler alone (a few /proc reads per claim).
+ *     done.  A reconcile runs on the scheduler alone (a few /proc reads per
+ *     claim).  Both judge liveness in one pass (liveness.h): one socket-table
+ *     read per network namespace, another namespace's through a short-lived
+ *     thread that setns(2)es there.  Without polls (--reconcile-only) no
+ *     worker is started.
  *   - A worker takes the next index of the current scan, runs one blocking
  *     agent_query() (bounded by poll_timeout and the shutdown eventfd),
- *     classifies the answer, re-reads the VF's claim and writes the report,
- *     then takes the next index.  So N unreachable guests cost
- *     ceil(N / concurrency) deadlines, never N.
+ *     classifies the answer, re-reads the VF's claim (for an OK, or a claim
+ *     without claimed_at) and writes the report, then takes the next index.
+ *     So N unreachable guests cost ceil(N / concurrency) deadlines, never N.
  *
  * Locks.  One mutex (scan_lock) guards the scan: targets, target_count,
  * next_target, active_workers and stopping; work_cond wakes workers when a
@@ -97,6 +100,10 @@ struct claim_memory {
 	bool dead;      /* judged dead (by a poll or a reconcile): never polled again,
 			 * unless a reconcile finds it alive (its VMM was starting) */
 	bool seen_dead; /* the previous reconcile found it dead */
+	const char *uncertain_why; /* the reason of the last uncertain verdict (static
+				    * text), NULL when the last was not uncertain:
+				    * warned once per change */
+	bool noted_no_evidence;    /* said once that it is never polled */
 	/* detection latency: timed = first listed after this process's first
 	 * listing (an older claim's "first" answer would time our restart, not
 	 * the guest); seen_*: its first failed / ok answer was observed */
@@ -459,17 +466,25 @@ static void check_target(struct sentinel *s, struct target *t)
 		return;
 	}
 
-	/* The report names the assignment asked about (issue 11.4): a re-read
-	 * is needed only for a claim without claimed_at. */
-	if (sentinel_revalidate_needed(&t->claim)) {
+	/* The report names the assignment asked about; an OK only while that
+	 * assignment still holds the VF (rules.h says why). */
+	if (sentinel_revalidate_needed(&t->claim, result)) {
 		current = malloc(sizeof(*current));
 		if (!current)
 			return;
-		rc = read_current_claim(s, t->claim.vf, t->claim.instance_id, current);
+		rc = result == CHECK_OK
+			     ? read_assignment(s, t->claim.vf, t->claim.instance_id, current)
+			     : read_current_claim(s, t->claim.vf, t->claim.instance_id, current);
 	}
-	if (sentinel_revalidate(&t->claim, rc, current) == REVALIDATE_DROP) {
+	if (sentinel_revalidate(&t->claim, result, rc, current) == REVALIDATE_DROP) {
 		atomic_fetch_add(&s->counters->reports_dropped, 1);
-		if (rc < 0)
+		if (rc == -ENOENT)
+			log_info("vf %s: the claim of %s (claimed %s) was released during the poll; "
+				 "%s answer dropped",
+				 t->claim.vf, t->claim.instance_id,
+				 t->claim.claimed_at[0] ? t->claim.claimed_at : "-",
+				 check_result_name(result));
+		else if (rc < 0)
 			/* EIO while the store is unavailable, typically: the next poll asks again. */
 			log_info("vf %s: cannot re-read the claim of %s: %s; %s answer dropped",
 				 t->claim.vf, t->claim.instance_id, strerror(-rc),
@@ -644,6 +659,17 @@ static void publish_agents(struct sentinel *s, const struct target *targets, siz
 }
 
 /* ---- metrics -------------------------------------------------------------------------- */
+
+const char *sentinel_watch_name(enum sentinel_watch w)
+{
+#define SENTINEL_WATCH_NAME(id, name) [SENTINEL_WATCH_##id] = name,
+	static const char *const names[SENTINEL_WATCH_COUNT] = { SENTINEL_WATCHES(SENTINEL_WATCH_NAME) };
+#undef SENTINEL_WATCH_NAME
+
+	if ((unsigned)w >= SENTINEL_WATCH_COUNT)
+		return "invalid";
+	return names[w];
+}
 
 void sentinel_render_metrics(void *sentinel, FILE *out)
 {
@@ -844,6 +870,15 @@ void sentinel_counters_render(void *counters, FILE *out)
 		"vfhealth_sentinel_last_poll_duration_seconds %" PRId64 ".%09" PRId64 "\n",
 		st.last_poll_duration_ns / SENTINEL_NS_PER_S,
 		st.last_poll_duration_ns % SENTINEL_NS_PER_S);
+	fputs("# HELP vfhealth_sentinel_claims Live claims at the last poll, by how the sentinel "
+	      "watches them (polled: its agent is asked; uncertain: asked and kept, its VMM's "
+	      "liveness unknown; dead: no longer asked, to be released; no_agent, no_evidence, "
+	      "unconfined: never asked).\n"
+	      "# TYPE vfhealth_sentinel_claims gauge\n",
+	      out);
+	for (int w = 0; w < SENTINEL_WATCH_COUNT; w++)
+		fprintf(out, "vfhealth_sentinel_claims{watch=\"%s\"} %" PRIu64 "\n",
+			sentinel_watch_name((enum sentinel_watch)w), st.claims_watched[w]);
 	render_latency(&st, out);
 	render_config(&st, out);
 	render_agents(counters, out);
@@ -865,6 +900,8 @@ void sentinel_counters_get(const struct sentinel_counters *c, struct sentinel_st
 	SENTINEL_SCALAR_COUNTERS(LOAD_COUNTER)
 #undef LOAD_COUNTER
 	ret->last_poll_duration_ns = atomic_load(&c->last_poll_duration_ns);
+	for (int w = 0; w < SENTINEL_WATCH_COUNT; w++)
+		ret->claims_watched[w] = atomic_load(&c->claims_watched[w]);
 	for (int k = 0; k < SENTINEL_LATENCY_KINDS; k++) {
 		for (size_t b = 0; b <= SENTINEL_LATENCY_BUCKET_COUNT; b++)
 			ret->latency[k].buckets[b] = atomic_load(&c->latency[k].buckets[b]);
@@ -968,27 +1005,62 @@ static void mark_dead(struct claim_memory *m, const struct assignment *c, const 
 		 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason);
 }
 
-/* Whether to query c's agent this poll: it names one, and its VMM is alive
- * or uncertain (counts as alive) and was never judged dead. */
-static bool is_target(struct sentinel *s, const struct assignment *c, int boot_rc,
-		      const char *boot_id)
+/* A claim judged uncertain: warned once per change of reason (a claim of a
+ * VMM that binds its control socket where we cannot see would warn every
+ * pass otherwise); counted by the caller. */
+static void note_uncertain(struct claim_memory *m, const struct assignment *c, const char *reason)
+{
+	if (m && m->uncertain_why == reason)
+		return;
+	log_warn("vf %s: keeping the claim of %s (claimed %s): %s (pid %" PRId64 ", control %s)",
+		 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason, c->pid,
+		 c->control[0] ? c->control : "-");
+	if (m)
+		m->uncertain_why = reason;
+}
+
+/* How this poll watches claim c: whether its agent is dialled, and if not
+ * why (sentinel.h, enum sentinel_watch). */
+static enum sentinel_watch watch_claim(struct sentinel *s, struct liveness_pass *pass,
+				       const struct assignment *c)
 {
 	struct claim_memory *m;
 	struct liveness_evidence ev;
 	const char *reason;
 	enum liveness l;
 
+	if (!claim_confined(s, c))
+		return SENTINEL_WATCH_UNCONFINED;
 	if (!c->agent[0])
-		return false;
+		return SENTINEL_WATCH_NO_AGENT;
 	m = claim_memory_find(s, c);
 	if (m && m->dead)
-		return false;
-	liveness_gather(s->proc_root, c, boot_rc, boot_id, &ev);
+		return SENTINEL_WATCH_DEAD;
+	liveness_gather(pass, c, &ev);
 	l = liveness_verdict(&ev, &reason);
-	if (l == LIVENESS_DEAD)
+	switch (l) {
+	case LIVENESS_DEAD:
 		mark_dead(m, c, reason);
-	/* Unmanaged: no VMM to judge by, so nothing says the CID is still its. */
-	return l == LIVENESS_ALIVE || l == LIVENESS_UNCERTAIN;
+		return SENTINEL_WATCH_DEAD;
+	case LIVENESS_UNMANAGED:
+		/* No VMM to judge by, so nothing says the CID is still its:
+		 * never dialled. */
+		if (!m || !m->noted_no_evidence)
+			log_notice("vf %s: the claim of %s names an agent but neither pid= nor "
+				   "control=: never polled",
+				   c->vf, c->instance_id);
+		if (m)
+			m->noted_no_evidence = true;
+		return SENTINEL_WATCH_NO_EVIDENCE;
+	case LIVENESS_UNCERTAIN:
+		note_uncertain(m, c, reason);
+		return SENTINEL_WATCH_UNCERTAIN;
+	case LIVENESS_ALIVE:
+		if (m)
+			m->uncertain_why = NULL;
+		break;
+	}
+	return SENTINEL_WATCH_POLLED;
 }
 
 static void run_scan(struct sentinel *s, struct target *targets, size_t count)
@@ -1013,10 +1085,11 @@ static void run_poll(struct sentinel *s)
 {
 	_cleanup_free_ struct target *targets = NULL;
 	struct claim_list claims;
-	char boot_id[BOOT_ID_BUFSZ] = "";
+	struct liveness_pass pass;
+	uint64_t watched[SENTINEL_WATCH_COUNT] = { 0 };
 	int64_t started = monotonic_ns();
 	size_t count = 0;
-	int boot_rc;
+	bool claims_error;
 
 	repair_if_unavailable(s); /* the one repair attempt of this poll */
 
@@ -1024,10 +1097,10 @@ static void run_poll(struct sentinel *s)
 		claim_list_free(&claims);
 		return;
 	}
+	claims_error = claims.error;
 	if (claims.error)
 		atomic_fetch_add(&s->counters->list_errors, 1);
 	claim_memory_update(s, &claims);
-	boot_rc = proc_boot_id(s->proc_root, boot_id);
 
 	targets = calloc(claims.count ? claims.count : 1, sizeof(*targets));
 	if (!targets) {
@@ -1035,12 +1108,14 @@ static void run_poll(struct sentinel *s)
 		log_warn("sentinel: out of memory for %zu targets", claims.count);
 		return;
 	}
+	liveness_pass_begin(&pass, s->proc_root);
 	for (size_t i = 0; i < claims.count; i++) {
 		struct target *t = &targets[count];
+		enum sentinel_watch w = watch_claim(s, &pass, &claims.items[i]);
 		int r;
 
-		if (!claim_confined(s, &claims.items[i]) ||
-		    !is_target(s, &claims.items[i], boot_rc, boot_id))
+		watched[w]++;
+		if (w != SENTINEL_WATCH_POLLED && w != SENTINEL_WATCH_UNCERTAIN)
 			continue;
 		r = endpoint_parse(claims.items[i].agent, &t->agent);
 		if (r < 0) {
@@ -1053,7 +1128,14 @@ static void run_poll(struct sentinel *s)
 		t->claim = claims.items[i];
 		count++;
 	}
+	log_debug("sentinel: %zu socket table(s) read for %zu claim(s)", pass.tables_read,
+		  claims.count);
+	liveness_pass_end(&pass);
 	claim_list_free(&claims);
+	/* Not after a listing that failed in part: the figures would miss the
+	 * claims it could not read. */
+	for (int w = 0; !claims_error && w < SENTINEL_WATCH_COUNT; w++)
+		atomic_store(&s->counters->claims_watched[w], watched[w]);
 
 	run_scan(s, targets, count);
 	if (atomic_load(&s->stopping_fast))
@@ -1108,8 +1190,8 @@ static void release_dead_claim(struct sentinel *s, const struct assignment *c, c
 /* Judge one listed claim c.  A claim the previous pass found dead is
  * re-read first and judged as it is now (same assignment, same pid and
  * control), then released if still dead. */
-static void reconcile_claim(struct sentinel *s, const struct assignment *c, int boot_rc,
-			    const char *boot_id, struct assignment *fresh)
+static void reconcile_claim(struct sentinel *s, struct liveness_pass *pass,
+			    const struct assignment *c, struct assignment *fresh)
 {
 	struct claim_memory *m = claim_memory_find(s, c);
 	const struct assignment *judged = c;
@@ -1132,7 +1214,7 @@ static void reconcile_claim(struct sentinel *s, const struct assignment *c, int 
 			  c->vf, c->instance_id);
 		judged = fresh;
 	}
-	liveness_gather(s->proc_root, judged, boot_rc, boot_id, &ev);
+	liveness_gather(pass, judged, &ev);
 	verdict = liveness_verdict(&ev, &reason);
 
 	switch (verdict) {
@@ -1147,12 +1229,11 @@ static void reconcile_claim(struct sentinel *s, const struct assignment *c, int 
 		break;
 	case LIVENESS_UNCERTAIN:
 		atomic_fetch_add(&s->counters->liveness_uncertain, 1);
-		log_warn("vf %s: keeping the claim of %s (claimed %s): %s (pid %" PRId64
-			 ", control %s)",
-			 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason,
-			 judged->pid, judged->control[0] ? judged->control : "-");
+		note_uncertain(m, judged, reason);
 		break;
 	case LIVENESS_ALIVE:
+		if (m)
+			m->uncertain_why = NULL;
 		if (m && m->dead) {
 			m->dead = false;
 			log_info("vf %s: the VMM of %s (claimed %s) is alive (%s): polled again",
@@ -1171,19 +1252,20 @@ static void run_reconcile(struct sentinel *s)
 {
 	_cleanup_free_ struct assignment *fresh = NULL;
 	struct claim_list claims;
-	char boot_id[BOOT_ID_BUFSZ] = "";
-	int boot_rc;
+	struct liveness_pass pass;
 
 	if (list_claims(s, &claims) == -ECANCELED) {
 		claim_list_free(&claims);
 		return;
 	}
 	claim_memory_update(s, &claims);
-	boot_rc = proc_boot_id(s->proc_root, boot_id);
 	fresh = malloc(sizeof(*fresh));
 
+	liveness_pass_begin(&pass, s->proc_root);
 	for (size_t i = 0; fresh && i < claims.count && !atomic_load(&s->stopping_fast); i++)
-		reconcile_claim(s, &claims.items[i], boot_rc, boot_id, fresh);
+		if (claim_confined(s, &claims.items[i]))
+			reconcile_claim(s, &pass, &claims.items[i], fresh);
+	liveness_pass_end(&pass);
 	claim_list_free(&claims);
 	if (!atomic_load(&s->stopping_fast))
 		atomic_fetch_add(&s->counters->reconciles, 1);
@@ -1221,7 +1303,7 @@ static void *scheduler_main(void *userdata)
 {
 	struct sentinel *s = userdata;
 	int64_t now = monotonic_ns();
-	int64_t next_poll = now + s->opt.poll_interval_ns;
+	int64_t next_poll = s->opt.poll ? now + s->opt.poll_interval_ns : INT64_MAX;
 	int64_t next_reconcile = s->opt.reconcile ? now : INT64_MAX;
 
 	for (;;) {
@@ -1289,7 +1371,8 @@ static int options_valid(const struct sentinel_options *o)
 	if (o->poll_interval_ns <= 0 || o->poll_interval_ns > SENTINEL_DURATION_MAX_NS ||
 	    o->poll_timeout_ns <= 0 || o->poll_timeout_ns > SENTINEL_DURATION_MAX_NS ||
 	    o->reconcile_interval_ns <= 0 || o->reconcile_interval_ns > SENTINEL_DURATION_MAX_NS ||
-	    o->concurrency < SENTINEL_CONCURRENCY_MIN || o->concurrency > SENTINEL_CONCURRENCY_MAX)
+	    o->concurrency < SENTINEL_CONCURRENCY_MIN || o->concurrency > SENTINEL_CONCURRENCY_MAX ||
+	    (!o->poll && !o->reconcile))
 		return -EINVAL;
 	return 0;
 }
@@ -1353,7 +1436,8 @@ int sentinel_start_counting(const char *mountpoint, const struct sentinel_option
 	pthread_attr_setstacksize(&attr, WORKER_STACK_SIZE);
 
 	r = 0;
-	for (unsigned i = 0; i < o->concurrency; i++) {
+	/* Without polls nobody queries an agent: no workers. */
+	for (unsigned i = 0; o->poll && i < o->concurrency; i++) {
 		r = -pthread_create(&s->workers[i], &attr, worker_main, s);
 		if (r < 0)
 			goto fail;
@@ -1366,13 +1450,19 @@ int sentinel_start_counting(const char *mountpoint, const struct sentinel_option
 
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &saved, NULL);
-	log_info("sentinel: polling agents of claims under %s every %" PRId64 ".%03" PRId64
-		 " s (timeout %" PRId64 ".%03" PRId64 " s, %u at once), reconcile %s",
-		 s->mountpoint, o->poll_interval_ns / SENTINEL_NS_PER_S,
-		 o->poll_interval_ns % SENTINEL_NS_PER_S / 1000000,
-		 o->poll_timeout_ns / SENTINEL_NS_PER_S,
-		 o->poll_timeout_ns % SENTINEL_NS_PER_S / 1000000, o->concurrency,
-		 o->reconcile ? "on" : "off");
+	if (o->poll)
+		log_info("sentinel: polling agents of claims under %s every %" PRId64 ".%03" PRId64
+			 " s (timeout %" PRId64 ".%03" PRId64 " s, %u at once), reconcile %s",
+			 s->mountpoint, o->poll_interval_ns / SENTINEL_NS_PER_S,
+			 o->poll_interval_ns % SENTINEL_NS_PER_S / 1000000,
+			 o->poll_timeout_ns / SENTINEL_NS_PER_S,
+			 o->poll_timeout_ns % SENTINEL_NS_PER_S / 1000000, o->concurrency,
+			 o->reconcile ? "on" : "off");
+	else
+		log_info("sentinel: not polling agents; releasing stale claims under %s every %" PRId64
+			 ".%03" PRId64 " s",
+			 s->mountpoint, o->reconcile_interval_ns / SENTINEL_NS_PER_S,
+			 o->reconcile_interval_ns % SENTINEL_NS_PER_S / 1000000);
 	*ret = s;
 	return 0;
 

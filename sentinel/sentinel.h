@@ -17,21 +17,26 @@
  *      once: the poll's one repair attempt; the poll goes on either way;
  *   2. list targets: claims with an agent endpoint whose VMM is alive or
  *      uncertain (liveness_verdict() in rules.h, evidence from
- *      sentinel/liveness.h) and was never judged dead (a dead VM's claim is
- *      never polled: its stale vsock CID may belong to another guest by
- *      now); a listing failure counts vfhealth_sentinel_list_errors_total once per poll;
+ *      sentinel/liveness.h: one socket-table read per network namespace)
+ *      and was never judged dead (a dead VM's claim is never polled: its
+ *      stale vsock CID may belong to another guest by now), and count every
+ *      claim by how it is watched (vfhealth_sentinel_claims{watch=...});
+ *      a listing failure counts vfhealth_sentinel_list_errors_total once per poll;
  *   3. query every target's agent (GetGPUInitStatus) with at most
  *      `concurrency` in flight, each bounded by poll_timeout;
  *   4. classify and count (vfhealth_sentinel_checks_total{result=...});
- *   5. report FAILED/OK against the captured (instance, claimed_at), even if
- *      the VF was released or re-claimed meanwhile (rules.h: the store
- *      records by assignment and applies its rescind rule);
+ *   5. report FAILED against the captured (instance, claimed_at), even if
+ *      the VF was released or re-claimed meanwhile (the store records by
+ *      assignment); report OK only if a re-read finds that same assignment
+ *      still holding the VF (sentinel_revalidate() in rules.h);
  *   6. log: recorded failure -> warning, quarantine -> error, rescind -> info,
  *      unchanged -> nothing.
  * Every reconcile_interval (and once at start, when enabled) every claim is
  * judged; one judged dead is no longer polled, and released (conditional
  * release, `release=CLAIMED_AT`) when the next pass judges it dead again;
- * uncertain ones are kept with a warning and counted.
+ * uncertain ones are kept, counted, and warned about once per change.
+ * Without polls (options.poll false: vfhealthd --no-sentinel) only the
+ * reconcile runs.
  *
  * Thread-safety: sentinel_start/sentinel_stop/sentinel_free from one thread;
  * sentinel_render_metrics from any thread at any time between start and free.
@@ -62,6 +67,7 @@
 
 struct sentinel_options {
 	bool enabled;                  /* vfhealthd: false with --no-sentinel */
+	bool poll;                     /* false with vfhealth-sentinel --reconcile-only */
 	int64_t poll_interval_ns;      /* --poll-interval S */
 	int64_t poll_timeout_ns;       /* --poll-timeout S: each agent query's deadline */
 	unsigned concurrency;          /* --concurrency N: queries in flight, 1..1024 */
@@ -77,8 +83,8 @@ struct sentinel_options {
 	bool socket_dirs_given;
 };
 
-/* The defaults above; enabled and reconcile on, proc_root "/proc", the
- * default socket directories. */
+/* The defaults above; enabled, poll and reconcile on, proc_root "/proc",
+ * the default socket directories. */
 void sentinel_options_init(struct sentinel_options *o);
 
 /* getopt_long(3) entries shared by vfhealthd and vfhealth-sentinel: put
@@ -101,7 +107,9 @@ enum {
 };
 
 #define SENTINEL_NO_SENTINEL_OPTION { "no-sentinel", no_argument, NULL, SENTINEL_OPT_NO_SENTINEL }
-#define SENTINEL_NO_SENTINEL_HELP "      --no-sentinel            do not poll guest agents\n"
+#define SENTINEL_NO_SENTINEL_HELP \
+	"      --no-sentinel            do not poll guest agents (stale claims are still\n" \
+	"                               released unless --no-reconcile)\n"
 
 #define SENTINEL_GETOPT_OPTIONS                                                          \
 	{ "poll-interval", required_argument, NULL, SENTINEL_OPT_POLL_INTERVAL },        \
@@ -161,6 +169,29 @@ void sentinel_free(struct sentinel *s);
  * lines, every check result present), e.g. for --metrics-file. */
 void sentinel_render_metrics(void *sentinel, FILE *out);
 
+/* How a poll watched each live claim (vfhealth_sentinel_claims{watch=...}),
+ * each claim in exactly one: */
+#define SENTINEL_WATCHES(X)                                                                  \
+	X(POLLED, "polled")           /* its VMM is alive: its agent is asked */             \
+	X(UNCERTAIN, "uncertain")     /* its VMM's liveness cannot be told: asked, kept */   \
+	X(DEAD, "dead")               /* its VMM is dead: never asked again, released by */  \
+				      /* the next reconcile that agrees */                   \
+	X(NO_AGENT, "no_agent")       /* no agent= (exclusion only): never asked */          \
+	X(NO_EVIDENCE, "no_evidence") /* agent= but neither pid= nor control=: never */      \
+				      /* asked, as its CID may belong to anyone by now */    \
+	X(UNCONFINED, "unconfined")   /* a socket path outside the socket directories: */   \
+				      /* never asked, kept */
+
+enum sentinel_watch {
+#define SENTINEL_WATCH_ENUM(id, name) SENTINEL_WATCH_##id,
+	SENTINEL_WATCHES(SENTINEL_WATCH_ENUM)
+#undef SENTINEL_WATCH_ENUM
+	SENTINEL_WATCH_COUNT,
+};
+
+/* "polled", ..., "unconfined" */
+const char *sentinel_watch_name(enum sentinel_watch w);
+
 /* The scalar counters, one row each: field, Prometheus name, HELP text.  The
  * one list drives both structs below, the snapshot and the metrics. */
 #define SENTINEL_SCALAR_COUNTERS(X)                                                          \
@@ -219,6 +250,7 @@ struct sentinel_counters {
 	SENTINEL_SCALAR_COUNTERS(SENTINEL_ATOMIC_FIELD)
 #undef SENTINEL_ATOMIC_FIELD
 	atomic_int_fast64_t last_poll_duration_ns;
+	atomic_uint_fast64_t claims_watched[SENTINEL_WATCH_COUNT]; /* gauge, set per poll */
 	/* per kind: observations by bucket (not cumulative; the last is +Inf),
 	 * their sum and count */
 	struct {
@@ -257,6 +289,7 @@ struct sentinel_stats {
 	SENTINEL_SCALAR_COUNTERS(SENTINEL_PLAIN_FIELD)
 #undef SENTINEL_PLAIN_FIELD
 	int64_t last_poll_duration_ns;
+	uint64_t claims_watched[SENTINEL_WATCH_COUNT];
 	struct {
 		uint64_t buckets[SENTINEL_LATENCY_BUCKET_COUNT + 1];
 		uint64_t sum_ns;

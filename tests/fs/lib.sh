@@ -9,8 +9,9 @@
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 
 # The file interface alone: the sentinel (tests/sentinel) would poll and
-# reconcile the test's claims.  A test may clear this.
-DAEMON_ARGS=(--no-sentinel)
+# reconcile the test's claims (--no-sentinel alone still reconciles).  A
+# test may clear this.
+DAEMON_ARGS=(--no-sentinel --no-reconcile)
 
 assert_eq() {
 	[[ $1 == "$2" ]] || fail "${3:-value}: expected '$2', got '$1'"

@@ -98,6 +98,12 @@ for series in vfhealth_sentinel_init_failures_total vfhealth_sentinel_quarantine
 	[[ -n $(metric "$series") ]] || fail "no $series"
 done
 grep -q '^# TYPE vfhealth_sentinel_checks_total counter$' "$T/metrics" || fail "checks_total is not a counter"
+# Every live claim once, by how the sentinel watches it: vm-f polled, vm-g
+# (no agent) never dialled.
+want 'vfhealth_sentinel_claims{watch="polled"}' 1
+want 'vfhealth_sentinel_claims{watch="no_agent"}' 1
+for w in uncertain dead no_evidence unconfined; do want "vfhealth_sentinel_claims{watch=\"$w\"}" 0; done
+grep -q '^# TYPE vfhealth_sentinel_claims gauge$' "$T/metrics" || fail "vfhealth_sentinel_claims is not a gauge"
 want vfhealth_observe_mode 0
 
 # The mode is configuration: the info series follows a switch.

@@ -2,7 +2,8 @@
 /* Unit tests for sentinel/rules.c and sentinel/options.c: the classifier,
  * the revalidation rule, the liveness verdict and the evidence gatherers
  * (proto/procfs.c and sentinel/liveness.c against a fake /proc tree and the
- * real one: start times, boot ids, the Unix socket table),
+ * real one: start times, states, boot ids; the kernel's socket diagnostics,
+ * also in another network namespace),
  * and the option parser.  The file grammar the sentinel speaks (assignment
  * files, report commands, outcomes) is tested in tests/grammar/. */
 #include <check.h>
@@ -15,7 +16,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sched.h>
+#include <stddef.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "proto/cleanup.h"
@@ -100,17 +105,37 @@ START_TEST(test_revalidate)
 	struct assignment reclaimed = claim("0000:41:00.4", "vm-1", T2);
 	struct assignment other = claim("0000:41:00.4", "vm-2", T1);
 
-	/* With an assignment identity the answer is reported against it,
-	 * whatever the VF holds now (issue 11.4): no re-read needed. */
-	ck_assert(!sentinel_revalidate_needed(&captured));
-	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &same), REVALIDATE_REPORT);
-	ck_assert_int_eq(sentinel_revalidate(&captured, -ENOENT, NULL), REVALIDATE_REPORT);
+	/* FAILED with an assignment identity: reported against it, whatever
+	 * the VF holds now; no re-read needed. */
+	ck_assert(!sentinel_revalidate_needed(&captured, CHECK_FAILED));
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, 0, &same), REVALIDATE_REPORT);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, -ENOENT, NULL),
+			 REVALIDATE_REPORT);
 	/* Released and re-claimed by the same instance: still the captured one. */
-	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &reclaimed), REVALIDATE_REPORT);
-	/* Now held by another instance. */
-	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &other), REVALIDATE_REPORT);
-	/* The re-read, were there one, failed (a store outage): still reported. */
-	ck_assert_int_eq(sentinel_revalidate(&captured, -EIO, NULL), REVALIDATE_REPORT);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, 0, &reclaimed),
+			 REVALIDATE_REPORT);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, 0, &other), REVALIDATE_REPORT);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, -EIO, NULL),
+			 REVALIDATE_REPORT);
+}
+END_TEST
+
+/* An OK is booked only while the assignment asked about still holds the VF:
+ * a re-claim with the same agent endpoint may have answered for its new boot. */
+START_TEST(test_revalidate_ok)
+{
+	struct assignment captured = claim("0000:41:00.4", "vm-1", T1);
+	struct assignment same = claim("0000:41:00.4", "vm-1", T1);
+	struct assignment reclaimed = claim("0000:41:00.4", "vm-1", T2);
+	struct assignment other_vf = claim("0000:41:00.5", "vm-1", T1);
+
+	ck_assert(sentinel_revalidate_needed(&captured, CHECK_OK));
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_OK, 0, &same), REVALIDATE_REPORT);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_OK, 0, &reclaimed), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_OK, 0, &other_vf), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_OK, -ENOENT, NULL), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_OK, -EIO, NULL), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_OK, 0, NULL), REVALIDATE_DROP);
 }
 END_TEST
 
@@ -121,19 +146,26 @@ START_TEST(test_revalidate_empty_claimed_at)
 	struct assignment other = claim("0000:41:00.4", "vm-2", "");
 
 	/* No identity: which claim it is can only be told by re-reading. */
-	ck_assert(sentinel_revalidate_needed(&captured));
-	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &captured), REVALIDATE_REPORT);
-	ck_assert_int_eq(sentinel_revalidate(&captured, -ENOENT, NULL), REVALIDATE_REPORT);
-	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &stamped), REVALIDATE_DROP);
-	ck_assert_int_eq(sentinel_revalidate(&captured, 0, &other), REVALIDATE_DROP);
-	ck_assert_int_eq(sentinel_revalidate(&captured, -EIO, NULL), REVALIDATE_DROP);
-	ck_assert_int_eq(sentinel_revalidate(&captured, -EACCES, NULL), REVALIDATE_DROP);
+	ck_assert(sentinel_revalidate_needed(&captured, CHECK_FAILED));
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, 0, &captured),
+			 REVALIDATE_REPORT);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, -ENOENT, NULL),
+			 REVALIDATE_REPORT);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, 0, &stamped), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, 0, &other), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, -EIO, NULL), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, -EACCES, NULL),
+			 REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_OK, 0, &captured), REVALIDATE_REPORT);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_OK, -ENOENT, NULL), REVALIDATE_DROP);
 }
 END_TEST
 
 /* ---- liveness ------------------------------------------------------------------------ */
 
 #define BOOT_SAME .boot_id_given = true, .boot_id_same = true
+/* A pid that runs with the recorded start time and boot id. */
+#define PID_RUNS .pid = 77, .starttime_now = 5, .starttime_claimed = 5, BOOT_SAME
 START_TEST(test_liveness_verdicts)
 {
 	static const struct {
@@ -143,14 +175,26 @@ START_TEST(test_liveness_verdicts)
 		/* Nothing recorded: nothing to judge by. */
 		{ { .pid = 0 }, LIVENESS_UNMANAGED },
 		{ { BOOT_SAME }, LIVENESS_UNMANAGED },
-		/* Listening on the control path, pid with its start time: alive. */
+		/* A socket bound to the control path's file listens: alive, with
+		 * or without the pid. */
 		{ { .control_given = true, .listening = true }, LIVENESS_ALIVE },
-		{ { .control_given = true, .listening = true, .pid = 77, .starttime_now = 5,
-		    .starttime_claimed = 5, BOOT_SAME },
+		{ { .control_given = true, .listening = true, PID_RUNS }, LIVENESS_ALIVE },
+		/* The pid alone, running as recorded: alive. */
+		{ { PID_RUNS }, LIVENESS_ALIVE },
+		/* A live VMM is never dead: the pid runs as recorded but its
+		 * control socket is not found (a jail we cannot see into, a
+		 * namespace we cannot enter, a path we cannot stat): uncertain. */
+		{ { .control_given = true, .listening = false, PID_RUNS }, LIVENESS_UNCERTAIN },
+		{ { .control_given = true, .sockets_rc = -EPERM, PID_RUNS }, LIVENESS_UNCERTAIN },
+		{ { .control_given = true, .sockets_rc = -ENOENT, PID_RUNS }, LIVENESS_UNCERTAIN },
+		/* The pid runs but is not proven the claim's: no start time or no
+		 * boot id recorded.  Kept, not alive on its word; a listening
+		 * control socket still vouches. */
+		{ { .pid = 77, .starttime_now = 500, BOOT_SAME }, LIVENESS_UNCERTAIN },
+		{ { .pid = 77, .starttime_now = 5, .starttime_claimed = 5 }, LIVENESS_UNCERTAIN },
+		{ { .pid = 77, .starttime_now = 500, .control_given = true }, LIVENESS_UNCERTAIN },
+		{ { .pid = 77, .starttime_now = 500, .control_given = true, .listening = true },
 		  LIVENESS_ALIVE },
-		/* The pid alone: runs with the recorded start time, or none recorded. */
-		{ { .pid = 77, .starttime_now = 500, .starttime_claimed = 500 }, LIVENESS_ALIVE },
-		{ { .pid = 77, .starttime_now = 500 }, LIVENESS_ALIVE },
 		/* 1. Another boot: dead, whatever else says alive. */
 		{ { .control_given = true, .listening = true, .pid = 77, .starttime_now = 5,
 		    .starttime_claimed = 5, .boot_id_given = true, .boot_id_same = false },
@@ -160,41 +204,43 @@ START_TEST(test_liveness_verdicts)
 		{ { .control_given = true, .listening = true, .pid = 77, .proc_rc = -ENOENT },
 		  LIVENESS_DEAD },
 		{ { .pid = 77, .proc_rc = -ESRCH }, LIVENESS_DEAD },
-		/* 3. The pid names a process with another start time: reused. */
+		/* 3. A zombie keeps its pid and start time, but is no VMM. */
+		{ { PID_RUNS, .ended = true }, LIVENESS_DEAD },
+		{ { PID_RUNS, .ended = true, .control_given = true, .listening = true },
+		  LIVENESS_DEAD },
+		/* 4. The pid names a process with another start time: reused. */
 		{ { .control_given = true, .listening = true, .pid = 77, .starttime_now = 501,
 		    .starttime_claimed = 500 },
 		  LIVENESS_DEAD },
-		/* 4. Nothing listens on the control path (its file may well exist:
-		 * a SIGKILLed VMM leaves it), also with the process running. */
+		/* 5. No pid, and nothing listens on the control path's file (it may
+		 * well exist: a SIGKILLed VMM leaves it). */
 		{ { .control_given = true, .listening = false }, LIVENESS_DEAD },
-		{ { .control_given = true, .listening = false, .pid = 77, .starttime_now = 5,
-		    .starttime_claimed = 5 },
-		  LIVENESS_DEAD },
+		{ { .control_given = true, .listening = false, BOOT_SAME }, LIVENESS_DEAD },
 		/* A dead fact wins over an unreadable one. */
-		{ { .control_given = true, .listening = false, .boot_id_given = true,
-		    .boot_rc = -EACCES },
-		  LIVENESS_DEAD },
 		{ { .pid = 77, .proc_rc = -ENOENT, .control_given = true, .sockets_rc = -ENOENT },
+		  LIVENESS_DEAD },
+		{ { .boot_id_given = true, .boot_id_same = false, .pid = 77, .proc_rc = -EACCES },
 		  LIVENESS_DEAD },
 		/* Uncertain: the boot id, the process or the socket table unreadable. */
 		{ { .control_given = true, .listening = true, .boot_id_given = true,
 		    .boot_rc = -ENOENT },
+		  LIVENESS_UNCERTAIN },
+		{ { .control_given = true, .listening = false, .boot_id_given = true,
+		    .boot_rc = -EACCES },
 		  LIVENESS_UNCERTAIN },
 		{ { .boot_id_given = true, .boot_rc = -EIO }, LIVENESS_UNCERTAIN },
 		{ { .pid = 77, .proc_rc = -EACCES }, LIVENESS_UNCERTAIN },
 		{ { .pid = 77, .proc_rc = -EBADMSG, .control_given = true, .sockets_rc = -EBADMSG },
 		  LIVENESS_UNCERTAIN },
 		{ { .control_given = true, .sockets_rc = -EACCES }, LIVENESS_UNCERTAIN },
-		{ { .control_given = true, .sockets_rc = -ENOENT, .pid = 77, .starttime_now = 5 },
-		  LIVENESS_UNCERTAIN },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		const char *reason = NULL;
 		enum liveness l = liveness_verdict(&cases[i].ev, &reason);
 
-		ck_assert_msg(l == cases[i].expected, "case %zu: %s, expected %s", i,
-			      liveness_name(l), liveness_name(cases[i].expected));
+		ck_assert_msg(l == cases[i].expected, "case %zu: %s (%s), expected %s", i,
+			      liveness_name(l), reason, liveness_name(cases[i].expected));
 		ck_assert_ptr_nonnull(reason);
 	}
 	ck_assert_str_eq(liveness_name(LIVENESS_UNCERTAIN), "uncertain");
@@ -289,40 +335,47 @@ START_TEST(test_proc_stat_parse)
 }
 END_TEST
 
-#define UNIX_HEADER "Num       RefCount Protocol Flags    Type St Inode Path\n"
-#define LISTEN_LINE(path) "0000000000000000: 00000002 00000000 00010000 0001 01 4242 " path "\n"
-
-START_TEST(test_unix_line)
+START_TEST(test_proc_stat_state)
 {
-	static const char *const not_listening[] = {
-		UNIX_HEADER,
-		/* Connected (St 03), no ACCEPTCON. */
-		"0000000000000000: 00000003 00000000 00000000 0001 03 4243 /run/vm.ctl\n",
-		/* ACCEPTCON but St 03 (cannot happen; not listening either way). */
-		"0000000000000000: 00000002 00000000 00010000 0001 03 4244 /run/vm.ctl\n",
-		/* Unconnected, not listening (bound only). */
-		"0000000000000000: 00000002 00000000 00000000 0001 01 4245 /run/vm.ctl\n",
-		/* Listening on another path, a longer one, a prefix, abstract. */
-		LISTEN_LINE("/run/vm.ctl2"),
-		LISTEN_LINE("/run/vm.ct"),
-		LISTEN_LINE("/run/vm.ctl /x"),
-		LISTEN_LINE("@/run/vm.ctl"),
-		/* Unbound, listening. */
-		"0000000000000000: 00000002 00000000 00010000 0001 01 4246\n",
-		/* Malformed. */
-		"garbage /run/vm.ctl\n",
-		"",
-	};
+	static const char zombie[] = "7 (a) b) Z 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 999 1";
+	static const char sleeping[] = "7 (Z) S 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 998 1";
+	static const char no_state[] = "7 (x)  0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 998 1";
+	struct proc_stat st;
 
-	for (size_t i = 0; i < ARRAY_SIZE(not_listening); i++)
-		ck_assert_msg(!unix_line_listens_on(not_listening[i],
-						    strcspn(not_listening[i], "\n"), "/run/vm.ctl"),
-			      "line %zu", i);
-	static const char ok[] = LISTEN_LINE("/run/vm.ctl");
-	ck_assert(unix_line_listens_on(ok, strlen(ok) - 1, "/run/vm.ctl"));
-	/* Kernel pointers shown, a padded inode, a SEQPACKET socket. */
-	static const char ok2[] = "ffff8881a3c4e000: 00000002 00000000 00010000 0005 01    17 /run/vm.ctl";
-	ck_assert(unix_line_listens_on(ok2, strlen(ok2), "/run/vm.ctl"));
+	ck_assert_int_eq(proc_stat_parse(zombie, strlen(zombie), &st), 0);
+	ck_assert_int_eq(st.state, 'Z');
+	ck_assert_uint_eq(st.starttime, 999);
+	ck_assert(proc_state_ended(st.state));
+	/* A comm of "Z" is no zombie. */
+	ck_assert_int_eq(proc_stat_parse(sleeping, strlen(sleeping), &st), 0);
+	ck_assert_int_eq(st.state, 'S');
+	ck_assert(!proc_state_ended(st.state));
+	ck_assert_int_eq(proc_stat_parse(no_state, strlen(no_state), &st), -EBADMSG);
+	ck_assert(proc_state_ended('X'));
+	ck_assert(!proc_state_ended('R'));
+	ck_assert(!proc_state_ended('D'));
+}
+END_TEST
+
+/* A real zombie: a child that exited and that we do not reap yet. */
+START_TEST(test_proc_stat_zombie_real)
+{
+	struct proc_stat before, after;
+	pid_t pid = fork();
+	int status;
+
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(0);
+	ck_assert_int_eq(proc_pid_stat(NULL, pid, &before), 0);
+	/* Wait for it to exit without reaping it. */
+	siginfo_t info = { 0 };
+	ck_assert_int_eq(waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT), 0);
+	ck_assert_int_eq(proc_pid_stat(NULL, pid, &after), 0);
+	ck_assert_int_eq(after.state, 'Z');
+	ck_assert_uint_eq(after.starttime, before.starttime);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_int_eq(proc_pid_stat(NULL, pid, &after), -ENOENT);
 }
 END_TEST
 
@@ -331,57 +384,85 @@ static void fake_path(char *buf, size_t size, const char *rel)
 	snprintf(buf, size, "%s/%s", fake_root, rel);
 }
 
-START_TEST(test_unix_socket_listening_fake_tree)
-{
-	char path[PATH_MAX];
-
-	fake_path(path, sizeof(path), "self");
-	mkdir(path, 0755);
-	fake_path(path, sizeof(path), "self/net");
-	mkdir(path, 0755);
-	fake_path(path, sizeof(path), "self/net/unix");
-	write_text(path, UNIX_HEADER LISTEN_LINE("/run/a.ctl")
-			 "0000000000000000: 00000002 00000000 00000000 0001 01 9 /run/b.ctl\n");
-	fake_path(path, sizeof(path), "100/net");
-	mkdir(path, 0755);
-	fake_path(path, sizeof(path), "100/net/unix");
-	write_text(path, UNIX_HEADER LISTEN_LINE("/run/b.ctl"));
-
-	/* No pid: the sentinel's own namespace. */
-	ck_assert_int_eq(unix_socket_listening(fake_root, 0, "/run/a.ctl"), 1);
-	ck_assert_int_eq(unix_socket_listening(fake_root, 0, "/run/b.ctl"), 0);
-	/* A pid: that process's namespace. */
-	ck_assert_int_eq(unix_socket_listening(fake_root, 100, "/run/b.ctl"), 1);
-	ck_assert_int_eq(unix_socket_listening(fake_root, 100, "/run/a.ctl"), 0);
-	/* Unreadable tables. */
-	ck_assert_int_eq(unix_socket_listening(fake_root, 400, "/run/a.ctl"), -ENOENT);
-	fake_path(path, sizeof(path), "300/net");
-	mkdir(path, 0755);
-	fake_path(path, sizeof(path), "300/net/unix");
-	mkdir(path, 0755);
-	ck_assert_int_eq(unix_socket_listening(fake_root, 300, "/run/a.ctl"), -EISDIR);
-}
-END_TEST
-
-/* The real socket table: a socket we bind and listen on shows; once closed,
- * its file stays but it does not (the SIGKILLed VMM's leftover). */
-START_TEST(test_unix_socket_listening_real)
+static int listen_at(const char *path, bool do_listen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
 	int fd;
 
-	fake_path(sa.sun_path, sizeof(sa.sun_path), "vm.ctl");
+	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+	strcpy(sa.sun_path, path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	ck_assert_int_eq(unix_socket_listening("/proc", 0, sa.sun_path), 0); /* bound only */
+	if (do_listen)
+		ck_assert_int_eq(listen(fd, 1), 0);
+	return fd;
+}
+
+static bool listed(const char *path)
+{
+	struct unix_listeners l = { 0 };
+	struct stat st;
+	bool found;
+
+	ck_assert_int_eq(unix_listeners_read(-1, &l), 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	found = unix_listeners_has(&l, st.st_dev, st.st_ino);
+	unix_listeners_free(&l);
+	return found;
+}
+
+/* The kernel's table, by file identity: a socket we bind and listen on
+ * shows; bound only, it does not; once closed, its file stays but it does
+ * not (the SIGKILLed VMM's leftover); an abstract socket whose name spells
+ * the path never does. */
+START_TEST(test_unix_listeners_real)
+{
+	char path[PATH_MAX], moved[PATH_MAX];
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, abstract;
+
+	fake_path(path, sizeof(path), "vm.ctl");
+	fd = listen_at(path, false);
+	ck_assert(!listed(path));
 	ck_assert_int_eq(listen(fd, 1), 0);
-	ck_assert_int_eq(unix_socket_listening("/proc", 0, sa.sun_path), 1);
-	ck_assert_int_eq(unix_socket_listening("/proc", getpid(), sa.sun_path), 1);
+	ck_assert(listed(path));
+	/* Renamed: the same file, found by its new name (identity, not text). */
+	fake_path(moved, sizeof(moved), "moved.ctl");
+	ck_assert_int_eq(rename(path, moved), 0);
+	ck_assert(listed(moved));
+	ck_assert_int_eq(rename(moved, path), 0);
 	close(fd);
-	ck_assert_int_eq(stat(sa.sun_path, &st), 0);
-	ck_assert_int_eq(unix_socket_listening("/proc", 0, sa.sun_path), 0);
+	ck_assert(!listed(path));
+
+	/* An abstract socket named like the path (and like a forged
+	 * /proc/net/unix line) listens, and matches nothing. */
+	abstract = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(abstract, 0);
+	int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
+			 "\n0000000000000000: 00000002 00000000 00010000 0001 01 4242 %s", path);
+	ck_assert_int_lt(n, (int)sizeof(sa.sun_path) - 1);
+	ck_assert_int_eq(bind(abstract, (struct sockaddr *)&sa,
+			      (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)),
+			 0);
+	ck_assert_int_eq(listen(abstract, 1), 0);
+	ck_assert(!listed(path));
+	close(abstract);
+
+	/* A new socket at the path: a new file, found again. */
+	ck_assert_int_eq(unlink(path), 0);
+	fd = listen_at(path, true);
+	ck_assert(listed(path));
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_kernel_dev)
+{
+	/* major 8 minor 1 (sda1); major 0 minor 0x12345 (a large anonymous minor) */
+	ck_assert_uint_eq(kernel_dev_to_user((8u << 20) | 1u), makedev(8, 1));
+	ck_assert_uint_eq(kernel_dev_to_user(0x12345u), makedev(0, 0x12345));
+	ck_assert_uint_eq(kernel_dev_to_user((259u << 20) | 3u), makedev(259, 3));
 }
 END_TEST
 
@@ -408,57 +489,127 @@ START_TEST(test_boot_id)
 }
 END_TEST
 
-/* liveness_gather() + liveness_verdict() on a fake tree: each fact read
- * from where the rule says. */
+/* liveness_gather() + liveness_verdict(): the process facts from a fake
+ * tree, the socket from the kernel. */
 START_TEST(test_gather)
 {
 	char path[PATH_MAX];
 	struct assignment c = claim("0000:41:00.4", "vm-1", T1);
 	struct liveness_evidence ev;
+	struct liveness_pass pass;
 	const char *boot = "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b";
+	int fd;
 
-	fake_path(path, sizeof(path), "100/net");
+	fake_path(path, sizeof(path), "sys/kernel/random");
+	ck_assert_int_eq(system(strcat(strcpy((char[PATH_MAX + 16]){ 0 }, "mkdir -p "), path)), 0);
+	fake_path(path, sizeof(path), "sys/kernel/random/boot_id");
+	write_text(path, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b\n");
+	/* pid 100 (start time 123456) has our namespace. */
+	fake_path(path, sizeof(path), "100/ns");
 	mkdir(path, 0755);
-	fake_path(path, sizeof(path), "100/net/unix");
-	write_text(path, UNIX_HEADER LISTEN_LINE("/run/vm.ctl"));
+	fake_path(path, sizeof(path), "100/ns/net");
+	ck_assert_int_eq(symlink("/proc/self/ns/net", path), 0);
+	fake_path(c.control, sizeof(c.control), "vm.ctl");
+	fd = listen_at(c.control, true);
 
-	/* pid 100 (start time 123456) listening on its control path. */
+	liveness_pass_begin(&pass, fake_root);
 	c.pid = 100;
 	c.pid_starttime = 123456;
-	strcpy(c.control, "/run/vm.ctl");
 	strcpy(c.boot_id, boot);
-	liveness_gather(fake_root, &c, 0, boot, &ev);
+	liveness_gather(&pass, &c, &ev);
 	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_ALIVE);
+	ck_assert(ev.listening);
+	/* No pid: our own namespace, the same table (read once this pass). */
+	c.pid = 0;
+	liveness_gather(&pass, &c, &ev);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_ALIVE);
+	ck_assert_uint_eq(pass.tables_read, 1);
+	c.pid = 100;
 	/* Another boot. */
-	liveness_gather(fake_root, &c, 0, "11111111-1b3d-4f5e-8a9b-0c1d2e3f4a5b", &ev);
+	strcpy(c.boot_id, "11111111-1b3d-4f5e-8a9b-0c1d2e3f4a5b");
+	liveness_gather(&pass, &c, &ev);
 	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_DEAD);
-	/* The boot id unreadable. */
-	liveness_gather(fake_root, &c, -ENOENT, "", &ev);
-	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_UNCERTAIN);
+	strcpy(c.boot_id, boot);
 	/* Another start time: reused. */
 	c.pid_starttime = 123455;
-	liveness_gather(fake_root, &c, 0, boot, &ev);
+	liveness_gather(&pass, &c, &ev);
 	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_DEAD);
 	c.pid_starttime = 123456;
-	/* Another control path: nothing listens there. */
-	strcpy(c.control, "/run/other.ctl");
-	liveness_gather(fake_root, &c, 0, boot, &ev);
+	/* Another control path, where nothing listens: the pid runs, so
+	 * uncertain; without the pid, dead. */
+	fake_path(c.control, sizeof(c.control), "other.ctl");
+	liveness_gather(&pass, &c, &ev);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_UNCERTAIN);
+	c.pid = 0;
+	liveness_gather(&pass, &c, &ev);
 	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_DEAD);
 	/* The pid gone; its stat unreadable (EISDIR); its stat unparsable. */
 	c.pid = 400;
-	liveness_gather(fake_root, &c, 0, boot, &ev);
+	liveness_gather(&pass, &c, &ev);
 	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_DEAD);
 	c.pid = 300;
-	liveness_gather(fake_root, &c, 0, boot, &ev);
+	liveness_gather(&pass, &c, &ev);
 	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_UNCERTAIN);
 	c.pid = 200;
-	liveness_gather(fake_root, &c, 0, boot, &ev);
+	liveness_gather(&pass, &c, &ev);
 	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_UNCERTAIN);
-	/* No pid and no self/net/unix in this tree: uncertain. */
-	c.pid = 0;
-	liveness_gather(fake_root, &c, 0, boot, &ev);
-	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_UNCERTAIN);
-	ck_assert_int_eq(ev.sockets_rc, -ENOENT);
+	ck_assert_uint_eq(pass.tables_read, 1);
+	liveness_pass_end(&pass);
+	close(fd);
+}
+END_TEST
+
+/* Another network namespace: its table is read through a socket made
+ * inside it, once per pass however many claims it has; the sentinel's own
+ * table does not show its sockets. */
+START_TEST(test_gather_other_netns)
+{
+	char ctl[sizeof(((struct assignment *)0)->control)], ready;
+	struct assignment c = claim("0000:41:00.4", "vm-1", T1);
+	struct liveness_evidence ev;
+	struct liveness_pass pass;
+	int pipefd[2], hold[2];
+	pid_t child;
+
+	if (geteuid() != 0)
+		return; /* unshare(CLONE_NEWNET) and setns need root */
+	fake_path(ctl, sizeof(ctl), "netns.ctl");
+	ck_assert_int_eq(pipe(pipefd), 0);
+	ck_assert_int_eq(pipe(hold), 0);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		char byte;
+		if (unshare(CLONE_NEWNET) < 0)
+			_exit(1);
+		listen_at(ctl, true);
+		if (write(pipefd[1], "r", 1) != 1 || read(hold[0], &byte, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	ck_assert_int_eq(read(pipefd[0], &ready, 1), 1);
+
+	ck_assert(!listed(ctl)); /* not in our namespace */
+	liveness_pass_begin(&pass, "/proc");
+	c.pid = child;
+	ck_assert_int_eq(proc_pid_starttime(NULL, child, &c.pid_starttime), 0);
+	ck_assert_int_eq(proc_boot_id(NULL, c.boot_id), 0);
+	memcpy(c.control, ctl, sizeof(ctl));
+	liveness_gather(&pass, &c, &ev);
+	ck_assert_int_eq(ev.sockets_rc, 0);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_ALIVE);
+	liveness_gather(&pass, &c, &ev);
+	ck_assert_int_eq(liveness_verdict(&ev, NULL), LIVENESS_ALIVE);
+	ck_assert_uint_eq(pass.tables_read, 1);
+	liveness_pass_end(&pass);
+
+	ck_assert_int_eq(write(hold[1], "x", 1), 1);
+	ck_assert_int_eq(waitpid(child, NULL, 0), child);
+	unlink(ctl);
+	close(pipefd[0]);
+	close(pipefd[1]);
+	close(hold[0]);
+	close(hold[1]);
 }
 END_TEST
 
@@ -515,6 +666,11 @@ START_TEST(test_start_rejects_bad_options)
 	sentinel_options_init(&o);
 	o.poll_timeout_ns = 0;
 	ck_assert_int_eq(sentinel_start("/run/vfhealth", &o, &s), -EINVAL);
+	/* Neither polls nor reconciles: nothing to do. */
+	sentinel_options_init(&o);
+	o.poll = false;
+	o.reconcile = false;
+	ck_assert_int_eq(sentinel_start("/run/vfhealth", &o, &s), -EINVAL);
 	ck_assert_ptr_null(s);
 	sentinel_stop(NULL);
 	sentinel_free(NULL);
@@ -567,6 +723,13 @@ START_TEST(test_metrics_render)
 		"vfhealth_sentinel_reconciles_total 0\n",
 		"vfhealth_sentinel_list_errors_total 0\n",
 		"vfhealth_sentinel_last_poll_duration_seconds 0.000000000\n",
+		"# TYPE vfhealth_sentinel_claims gauge\n",
+		"vfhealth_sentinel_claims{watch=\"polled\"} 0\n",
+		"vfhealth_sentinel_claims{watch=\"uncertain\"} 0\n",
+		"vfhealth_sentinel_claims{watch=\"dead\"} 0\n",
+		"vfhealth_sentinel_claims{watch=\"no_agent\"} 0\n",
+		"vfhealth_sentinel_claims{watch=\"no_evidence\"} 0\n",
+		"vfhealth_sentinel_claims{watch=\"unconfined\"} 0\n",
 		"vfhealth_detection_latency_seconds_bucket{kind=\"failed\",le=\"1\"} 0\n",
 		"vfhealth_detection_latency_seconds_bucket{kind=\"failed\",le=\"3600\"} 0\n",
 		"vfhealth_detection_latency_seconds_bucket{kind=\"ok\",le=\"+Inf\"} 0\n",
@@ -647,6 +810,7 @@ static Suite *rules_suite(void)
 
 	tc = tcase_create("revalidate");
 	tcase_add_test(tc, test_revalidate);
+	tcase_add_test(tc, test_revalidate_ok);
 	tcase_add_test(tc, test_revalidate_empty_claimed_at);
 	suite_add_tcase(s, tc);
 
@@ -656,11 +820,13 @@ static Suite *rules_suite(void)
 	tcase_add_test(tc, test_proc_starttime_fake_tree);
 	tcase_add_test(tc, test_proc_starttime_real);
 	tcase_add_test(tc, test_proc_stat_parse);
-	tcase_add_test(tc, test_unix_line);
-	tcase_add_test(tc, test_unix_socket_listening_fake_tree);
-	tcase_add_test(tc, test_unix_socket_listening_real);
+	tcase_add_test(tc, test_proc_stat_state);
+	tcase_add_test(tc, test_proc_stat_zombie_real);
+	tcase_add_test(tc, test_unix_listeners_real);
+	tcase_add_test(tc, test_kernel_dev);
 	tcase_add_test(tc, test_boot_id);
 	tcase_add_test(tc, test_gather);
+	tcase_add_test(tc, test_gather_other_netns);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("options");

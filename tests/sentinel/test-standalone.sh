@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The same sentinel as its own process (vfhealth-sentinel MOUNTPOINT) against
-# a vfhealthd started with --no-sentinel: it reports through the mount like
-# the built-in one, and its counters go to --metrics-file (the daemon's
-# metrics carry no sentinel series then).
+# a vfhealthd started with --no-sentinel --no-reconcile (which runs no
+# sentinel program at all): it reports through the mount like the built-in
+# one, and its counters go to --metrics-file (the daemon's metrics carry no
+# sentinel series then).
 source "$(dirname "$0")/lib.sh"
 : "${VFHEALTH_SENTINEL:?}"
 
 VF=0000:41:00.4
-start_daemon --no-sentinel
-[[ -z $(metric vfhealth_sentinel_polls_total) ]] || fail "--no-sentinel still renders sentinel metrics"
+start_daemon --no-sentinel --no-reconcile
+[[ -z $(metric vfhealth_sentinel_polls_total) ]] || fail "--no-sentinel --no-reconcile still renders sentinel metrics"
 register_vf "$VF"
 start_agent g1
 agent_fail g1

@@ -13,7 +13,15 @@
  * Misbehaviour for tests: --never-answer (accept, read the CONNECT line, say
  * nothing: a hung guest), --gate FIFO (hold each proxied connection after the
  * handshake until one byte arrives on FIFO), --connect-log FILE (append
- * "CONNECT <port>\n" per handshake, before any gate).
+ * "CONNECT <port>\n" per handshake, before any gate), --chroot DIR (chroot
+ * there first and bind both paths inside it, as Firecracker's jailer does).
+ *
+ * Two other modes, each alone on the command line, print "ready" once set
+ * up and wait for SIGTERM: --forge-abstract PATH listens on an abstract
+ * socket whose name is a newline and a forged /proc/net/unix line of a
+ * socket listening on PATH (what a local user can do to a text reader of
+ * that table); --sockets N holds N Unix sockets (socket pairs), a crowded
+ * socket table.
  *
  * DESIGN NOTES
  * Threads: the main thread polls both listening sockets and a signalfd; each
@@ -35,10 +43,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -52,6 +62,8 @@
 #define PROXY_BUFSZ 65536
 
 static const char *hvsock_path, *control_path, *agent_path, *gate_path, *connect_log_path;
+static const char *chroot_dir, *forge_path;
+static unsigned long socket_count;
 static int never_answer;
 static int gate_fd = -1, connect_log_fd = -1;
 static pthread_mutex_t conn_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -62,7 +74,8 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: test-vmm --hvsock PATH --control PATH (--agent unix:PATH | --never-answer)\n"
-		"                [--gate FIFO] [--connect-log FILE]\n"
+		"                [--gate FIFO] [--connect-log FILE] [--chroot DIR]\n"
+		"       test-vmm --forge-abstract PATH | --sockets N\n"
 		"Serve a VMM's hybrid-vsock socket (CONNECT <port> -> OK <n>, then proxy to the\n"
 		"guest agent) and its control socket (accept and close), for tests and demos.\n"
 		"\n"
@@ -73,6 +86,10 @@ static void usage(FILE *out)
 		"  --gate FIFO          hold each connection after the handshake until one byte\n"
 		"                       can be read from FIFO\n"
 		"  --connect-log FILE   append \"CONNECT <port>\" per handshake to FILE\n"
+		"  --chroot DIR         chroot to DIR first: the paths are inside it (a jailer)\n"
+		"  --forge-abstract PATH  listen on an abstract socket whose name forges a\n"
+		"                       /proc/net/unix line of a socket listening on PATH\n"
+		"  --sockets N          hold N Unix sockets (a crowded socket table)\n"
 		"  -h, --help           this text\n"
 		"SIGTERM or SIGINT removes both sockets and exits 0.\n");
 }
@@ -293,9 +310,107 @@ static void accept_hvsock(int listen_fd)
 	pthread_attr_destroy(&attr);
 }
 
+/* Wait for SIGTERM or SIGINT (blocked by the caller, taken here). */
+static void wait_stop(const sigset_t *signals)
+{
+	int sig;
+
+	while (sigwait(signals, &sig) != 0)
+		;
+}
+
+static int forge_abstract(const char *path, const sigset_t *signals)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	_cleanup_close_ int fd = -1;
+	int n;
+
+	/* sun_path[0] = '\0': abstract.  The table prints it as '@' and the
+	 * rest verbatim, newline included. */
+	n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
+		     "\n0000000000000000: 00000002 00000000 00010000 0001 01 4242 %s", path);
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path) - 1) {
+		fprintf(stderr, "test-vmm: %s: path too long to forge\n", path);
+		return 1;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 ||
+	    bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) < 0 ||
+	    listen(fd, 1) < 0) {
+		perror("test-vmm: forged abstract socket");
+		return 1;
+	}
+	printf("ready\n");
+	fflush(stdout);
+	wait_stop(signals);
+	return 0;
+}
+
+/* Make count sockets (socket pairs) and keep them until stop (EOF on it). */
+static void make_sockets(unsigned long count, int ready_fd, int stop_fd)
+{
+	char byte;
+	int pair[2];
+
+	for (unsigned long i = 0; i < count; i += 2)
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0) {
+			perror("test-vmm: socketpair");
+			_exit(1);
+		}
+	if (write(ready_fd, "r", 1) != 1)
+		_exit(1);
+	while (read(stop_fd, &byte, 1) < 0 && errno == EINTR)
+		;
+	_exit(0);
+}
+
+/* Hold count sockets, in as many processes as the descriptor limit needs
+ * (a process may not raise its hard limit). */
+static int hold_sockets(unsigned long count, const sigset_t *signals)
+{
+	struct rlimit rl;
+	unsigned long per_process;
+	int ready[2], stop[2];
+	unsigned children = 0;
+	char byte;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || pipe(ready) < 0 || pipe(stop) < 0) {
+		perror("test-vmm: --sockets");
+		return 1;
+	}
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	per_process = rl.rlim_cur > 128 ? (rl.rlim_cur - 64) & ~1UL : 2;
+	for (unsigned long made = 0; made < count; made += per_process) {
+		pid_t pid = fork();
+
+		if (pid < 0) {
+			perror("test-vmm: fork");
+			return 1;
+		}
+		if (pid == 0) {
+			close(stop[1]);
+			make_sockets(count - made < per_process ? count - made : per_process, ready[1],
+				     stop[0]);
+		}
+		children++;
+	}
+	close(stop[0]);
+	for (unsigned i = 0; i < children; i++)
+		if (read(ready[0], &byte, 1) != 1) {
+			fprintf(stderr, "test-vmm: a socket holder failed\n");
+			return 1;
+		}
+	printf("ready\n");
+	fflush(stdout);
+	wait_stop(signals);
+	return 0; /* the holders see EOF on stop and exit */
+}
+
 int main(int argc, char **argv)
 {
-	enum { OPT_HVSOCK = 0x100, OPT_CONTROL, OPT_AGENT, OPT_NEVER, OPT_GATE, OPT_LOG };
+	enum { OPT_HVSOCK = 0x100, OPT_CONTROL, OPT_AGENT, OPT_NEVER, OPT_GATE, OPT_LOG,
+	       OPT_CHROOT, OPT_FORGE, OPT_SOCKETS };
 	static const struct option long_options[] = {
 		{ "hvsock", required_argument, NULL, OPT_HVSOCK },
 		{ "control", required_argument, NULL, OPT_CONTROL },
@@ -303,6 +418,9 @@ int main(int argc, char **argv)
 		{ "never-answer", no_argument, NULL, OPT_NEVER },
 		{ "gate", required_argument, NULL, OPT_GATE },
 		{ "connect-log", required_argument, NULL, OPT_LOG },
+		{ "chroot", required_argument, NULL, OPT_CHROOT },
+		{ "forge-abstract", required_argument, NULL, OPT_FORGE },
+		{ "sockets", required_argument, NULL, OPT_SOCKETS },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -334,6 +452,19 @@ int main(int argc, char **argv)
 		case OPT_LOG:
 			connect_log_path = optarg;
 			break;
+		case OPT_CHROOT:
+			chroot_dir = optarg;
+			break;
+		case OPT_FORGE:
+			forge_path = optarg;
+			break;
+		case OPT_SOCKETS:
+			socket_count = strtoul(optarg, NULL, 10);
+			if (socket_count == 0 || socket_count > 1000000) {
+				fprintf(stderr, "test-vmm: --sockets takes 1..1000000\n");
+				return 2;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -342,7 +473,9 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc || !hvsock_path || !control_path || (!agent_path && !never_answer)) {
+	if (optind != argc ||
+	    ((forge_path || socket_count) ? hvsock_path || control_path || (forge_path && socket_count)
+					  : !hvsock_path || !control_path || (!agent_path && !never_answer))) {
 		usage(stderr);
 		return 2;
 	}
@@ -354,6 +487,10 @@ int main(int argc, char **argv)
 	/* Blocked before any thread exists, so every thread inherits it. */
 	pthread_sigmask(SIG_BLOCK, &signals, NULL);
 	sigdelset(&signals, SIGPIPE);
+	if (forge_path)
+		return forge_abstract(forge_path, &signals);
+	if (socket_count)
+		return hold_sockets(socket_count, &signals);
 	signal_fd = signalfd(-1, &signals, SFD_CLOEXEC);
 	if (signal_fd < 0) {
 		perror("test-vmm: signalfd");
@@ -373,6 +510,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "test-vmm: %s: %s\n", connect_log_path, strerror(errno));
 			return 1;
 		}
+	}
+	if (chroot_dir && (chroot(chroot_dir) < 0 || chdir("/") < 0)) {
+		fprintf(stderr, "test-vmm: chroot %s: %s\n", chroot_dir, strerror(errno));
+		return 1;
 	}
 	control_fd = listen_unix(control_path, true);
 	if (control_fd < 0)
