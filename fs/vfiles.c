@@ -97,8 +97,7 @@ static int top_quarantined_render(const struct vfile_call *call, FILE *out)
 	size_t count = 0;
 	int r;
 
-	r = call->may_write ? store_quarantined_list(call->store, &vfs, &count)
-			    : store_quarantined_list_noretry(call->store, &vfs, &count);
+	r = store_quarantined_list_noretry(call->store, &vfs, &count);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < count; i++)
@@ -112,8 +111,7 @@ static int held_back_render(const struct vfile_call *call, FILE *out)
 	size_t count = 0;
 	int r;
 
-	r = call->may_write ? store_held_back_list(call->store, &vfs, &count)
-			    : store_held_back_list_noretry(call->store, &vfs, &count);
+	r = store_held_back_list_noretry(call->store, &vfs, &count);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < count; i++)
@@ -165,7 +163,7 @@ static void shuffle_groups(struct store_placement *list, size_t n, struct shuffl
 }
 
 /* Placement-facing like quarantined: fails closed (EIO) while the store is
- * unavailable, and only a writer's read retries. */
+ * unavailable. */
 static int allocatable_render(const struct vfile_call *call, FILE *out)
 {
 	_cleanup_free_ struct store_placement *list = NULL;
@@ -173,8 +171,7 @@ static int allocatable_render(const struct vfile_call *call, FILE *out)
 	size_t count = 0;
 	int r;
 
-	r = call->may_write ? store_allocatable_list(call->store, &list, &count)
-			    : store_allocatable_list_noretry(call->store, &list, &count);
+	r = store_allocatable_list_noretry(call->store, &list, &count);
 	if (r < 0)
 		return r;
 	if (getrandom(&g.state, sizeof(g.state), 0) != (ssize_t)sizeof(g.state))
@@ -191,9 +188,6 @@ static int resources_render(const struct vfile_call *call, FILE *out)
 	struct store_stats stats;
 	bool available;
 
-	/* placement-facing: retries like the other placement reads */
-	if (call->may_write)
-		store_retry_for_read(call->store);
 	store_get_stats(call->store, &stats);
 	available = store_status(call->store, reason, sizeof(reason));
 	fprintf(out, "total_slots %zu\n", stats.vfs);
@@ -487,8 +481,7 @@ static int tally_render(const struct vfile_call *call, FILE *out)
 static int vf_quarantined_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = call->may_write ? store_vf_get(call->store, call->vf, &info)
-				: store_vf_get_noretry(call->store, call->vf, &info);
+	int r = store_vf_get_noretry(call->store, call->vf, &info);
 
 	if (r < 0)
 		return r;
@@ -500,7 +493,7 @@ static int vf_quarantined_render(const struct vfile_call *call, FILE *out)
 static int vf_state_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_get(call->store, call->vf, &info);
+	int r = store_vf_get_noretry(call->store, call->vf, &info);
 
 	if (r < 0)
 		return r;
@@ -511,7 +504,7 @@ static int vf_state_render(const struct vfile_call *call, FILE *out)
 static int vf_since_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_get(call->store, call->vf, &info);
+	int r = store_vf_get_noretry(call->store, call->vf, &info);
 
 	if (r < 0)
 		return r;

@@ -73,16 +73,16 @@ enum vfile_flags {
 
 struct metrics;
 
-/* What a render or write function works on. */
+/* What a render or write function works on.  A render reads the store
+ * without retrying (the _noretry reads): whether a read may repair an
+ * unavailable store is decided once per request, from the reader's rights,
+ * by vffs.c (read_may_repair), never by a render function. */
 struct vfile_call {
 	struct store *store;
 	struct metrics *metrics; /* extra series of `metrics` (fs/metrics.h); may be NULL */
 	const char *vf;      /* per-VF files: the VF address */
 	uint64_t vf_id;      /* per-VF files: the VF's id */
 	char *outcome;       /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
-	/* The requester may write (uid 0 or the writers' group): only then may a
-	 * placement-facing read retry (repair) an unavailable store. */
-	bool may_write;
 	const char **why;    /* a write refused by a grammar says here which rule (a
 			      * static string) for the caller to log; may be NULL */
 	int64_t uid;         /* writes: the writer's uid, kept in the history */
