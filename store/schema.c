@@ -80,14 +80,17 @@ static int file_at_path(int fd, const char *path, const char *what, char *reason
 			 strerror(errno));
 		return 1;
 	}
-	if (held.st_nlink == 0) {
-		snprintf(reason, reason_size, "the %s %s was deleted under the running daemon", what,
-			 path);
+	bool gone = stat(path, &now) < 0;
+
+	if (gone && errno != ENOENT) {
+		snprintf(reason, reason_size, "cannot check the %s %s: %s", what, path,
+			 strerror(errno));
 		return 1;
 	}
-	if (stat(path, &now) < 0 || now.st_dev != held.st_dev || now.st_ino != held.st_ino) {
+	if (gone || now.st_dev != held.st_dev || now.st_ino != held.st_ino || held.st_nlink == 0) {
 		snprintf(reason, reason_size, "the %s %s was %s under the running daemon", what, path,
-			 errno == ENOENT ? "moved away" : "replaced by another file");
+			 !gone ? "replaced by another file"
+			 : held.st_nlink == 0 ? "deleted" : "moved away");
 		return 1;
 	}
 	return 0;
@@ -111,14 +114,12 @@ int files_check(struct store *s, char *reason, size_t reason_size)
 
 	if (s->db_fd < 0)
 		return 0; /* not open: the open checks */
-	errno = 0;
 	r = file_at_path(s->db_fd, s->path, "database file", reason, reason_size);
 	if (r == 0 && s->wal_fd < 0)
 		s->wal_fd = wal_open(s); /* SQLite made it since the open */
 	if (r == 0 && s->wal_fd >= 0) {
 		if (asprintf(&wal, "%s-wal", s->path) < 0)
 			return 0; /* no memory to check: the next check will */
-		errno = 0;
 		r = file_at_path(s->wal_fd, wal, "write-ahead log", reason, reason_size);
 	}
 	if (r)
