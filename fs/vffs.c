@@ -954,14 +954,17 @@ static bool requester_may_write(struct vffs *fs, fuse_req_t req)
 }
 
 /* The one place that decides whether a read may repair the store: a read
- * (at offset 0, of any file) by a requester who may write retries an
- * unavailable store (store_retry_for_read: at most once a second for the
- * whole store) before it renders; every render reads the store without
- * retrying (vfiles.h), so no other read, whoever makes it, ever repairs
- * (tests/adversarial/repair-rights.sh). */
-static void read_may_repair(struct vffs *fs, fuse_req_t req)
+ * at offset 0 of a placement-facing file (VFILE_PLACEMENT) by a requester
+ * who may write retries an unavailable store (store_retry_for_read: at
+ * most once a second for the whole store) before it renders; every render
+ * reads the store without retrying (vfiles.h), so no other read, whoever
+ * makes it, ever repairs (tests/adversarial/repair-rights.sh). */
+static void read_may_repair(struct vffs *fs, fuse_req_t req, const struct vhandle *h)
 {
-	if (fs->store && !store_status(fs->store, NULL, 0) && requester_may_write(fs, req))
+	const struct vfile *f = vfile_of(h->kind, h->index);
+
+	if (f && (f->flags & VFILE_PLACEMENT) && fs->store && !store_status(fs->store, NULL, 0) &&
+	    requester_may_write(fs, req))
 		store_retry_for_read(fs->store);
 }
 
@@ -1034,7 +1037,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	pthread_mutex_lock(&h->lock);
 	if (off == 0 || !h->rendered) {
-		read_may_repair(fs, req);
+		read_may_repair(fs, req, h);
 		r = handle_render(fs, h);
 	}
 	if (r == 0)

@@ -900,9 +900,9 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 	[TOP_THRESHOLD] = { "threshold", 0664, threshold_render, threshold_write, VFILE_NOTIFY,
 			    STORE_CHANGE_THRESHOLD },
 	/* Availability decides whether the list reads or fails. */
-	[TOP_QUARANTINED] = { "quarantined", 0444, top_quarantined_render, NULL, VFILE_NOTIFY,
+	[TOP_QUARANTINED] = { "quarantined", 0444, top_quarantined_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			      STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
-	[TOP_RESOURCES] = { "resources", 0444, resources_render, NULL, VFILE_NOTIFY,
+	[TOP_RESOURCES] = { "resources", 0444, resources_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			    STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
 				    STORE_CHANGE_STATUS },
 	[TOP_STATUS] = { "status", 0664, status_render, status_write, VFILE_NOTIFY,
@@ -913,11 +913,11 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 	 * STORE_CHANGE_BREAKER shows only here). */
 	[TOP_METRICS] = { "metrics", 0444, metrics_render, NULL, 0, 0 },
 	/* Placement-facing (placement ranks these last): fails closed. */
-	[TOP_HELD_BACK] = { "held_back", 0444, held_back_render, NULL, VFILE_NOTIFY,
+	[TOP_HELD_BACK] = { "held_back", 0444, held_back_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			    STORE_CHANGE_HELD_BACK | STORE_CHANGE_STATUS },
 	/* Placement-facing: fails closed.  Its groups follow registrations,
 	 * claims, quarantines and holds, the breaker, parents and the mode. */
-	[TOP_ALLOCATABLE] = { "allocatable", 0444, allocatable_render, NULL, VFILE_NOTIFY,
+	[TOP_ALLOCATABLE] = { "allocatable", 0444, allocatable_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			      STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
 				      STORE_CHANGE_HELD_BACK | STORE_CHANGE_PARENT |
 				      STORE_CHANGE_MODE | STORE_CHANGE_STATUS },
@@ -930,7 +930,7 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 	/* Availability decides whether it reads or fails (placement-facing). */
 	/* "0\n" or "1\n": page-cached for readers (fixed_size). */
 	[VF_QUARANTINED] = { "quarantined", 0664, vf_quarantined_render, vf_quarantined_write,
-			     VFILE_NOTIFY, STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS, 2 },
+			     VFILE_NOTIFY | VFILE_PLACEMENT, STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS, 2 },
 	[VF_FAILURES] = { "failures", 0444, failures_render, NULL, VFILE_NOTIFY,
 			  STORE_CHANGE_FAILURES },
 	[VF_REPORT] = { "report", 0664, NULL, report_write, VFILE_OUTCOME, 0 },
@@ -939,10 +939,10 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 	 * held-back set changes) or into quarantine: not every VF's state.  A
 	 * report moves it only from ok (STORE_CHANGE_FAILING): the hundredth
 	 * failure leaves it failing. */
-	[VF_STATE] = { "state", 0444, vf_state_render, NULL, VFILE_NOTIFY,
+	[VF_STATE] = { "state", 0444, vf_state_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 		       STORE_CHANGE_FAILING | STORE_CHANGE_QUARANTINE | STORE_CHANGE_HELD_BACK |
 			       STORE_CHANGE_STATUS },
-	[VF_SINCE] = { "since", 0444, vf_since_render, NULL, VFILE_NOTIFY,
+	[VF_SINCE] = { "since", 0444, vf_since_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 		       STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
 	/* Set once, by sysfs at registration or by a write. */
 	[VF_PARENT] = { "parent", 0664, vf_parent_render, vf_parent_write, VFILE_NOTIFY,

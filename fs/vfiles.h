@@ -69,14 +69,18 @@ enum vfile_flags {
 	VFILE_OUTCOME = 1 << 2, /* reads show the outcome of the last write on the handle */
 	VFILE_CLAIM_DIR = 1 << 3, /* a VFILE_DIR whose entries are the VF's claims: it can be
 				   * listed, and takes create, lookup and unlink of claims */
+	VFILE_PLACEMENT = 1 << 4, /* placement-facing: fails closed while the store is
+				   * unavailable, and a read of it by a requester who may
+				   * write first retries the store (vffs.c, read_may_repair) */
 };
 
 struct metrics;
 
 /* What a render or write function works on.  A render reads the store
  * without retrying (the _noretry reads): whether a read may repair an
- * unavailable store is decided once per request, from the reader's rights,
- * by vffs.c (read_may_repair), never by a render function. */
+ * unavailable store is decided once per request, from the reader's rights
+ * and the file's VFILE_PLACEMENT, by vffs.c (read_may_repair), never by a
+ * render function. */
 struct vfile_call {
 	struct store *store;
 	struct metrics *metrics; /* extra series of `metrics` (fs/metrics.h); may be NULL */
