@@ -14,8 +14,9 @@
  *
  * safefile_open() opens such a file in place, never through a link, and
  * safefile_dir_private() says whether anyone but its owner may write a
- * directory.  Tested by tests/common/test-safefile.c and
- * tests/adversarial/lock-symlink.sh.
+ * directory.  Tested by tests/common/test-safefile.c (safefile_replace) and
+ * tests/adversarial/lock-symlink.sh (the other two, as the store uses them
+ * for its lock file).
  */
 #ifndef VFHEALTH_SAFEFILE_H
 #define VFHEALTH_SAFEFILE_H

@@ -43,6 +43,7 @@ echo "root read $ok of the user's descriptors; $nobufs got ENOBUFS, $other anoth
 ((nobufs > 0 && other == 0)) || fail "the user's snapshots were not bounded ($line)"
 
 # Her budget is spent, not root's: root reads every file ...
+# shellcheck disable=SC2012 # names are VF addresses and file names: no newlines
 [[ $(ls "$MNT" | wc -l) -eq $((64 + ${#top[@]})) ]] || fail "root cannot list the mount: $(ls "$MNT" 2>&1 | tail -n 1)"
 for f in "${files[@]}"; do
 	[[ $(vfio read "$f") == ok* ]] || fail "root cannot read $f: $(vfio read "$f")"
@@ -51,6 +52,7 @@ grep -q "reader budget of uid 65534 spent" "$DAEMON_LOG" || fail "no log line na
 ! grep -q "reader budget of uid 0 spent" "$DAEMON_LOG" || fail "root's budget was spent"
 # ... and the sentinel polls on.
 polls=$(metric vfhealth_sentinel_polls_total)
+# shellcheck disable=SC2016 # $1 $2 $3 are the inner shell's
 wait_for 20 "the sentinel to poll again" \
 	sh -c '[ "$("$1" read "$2" | awk "\$1 == \"vfhealth_sentinel_polls_total\" { print \$2 }")" -gt "$3" ]' \
 	sh "$VFIO" "$MNT/metrics" "$((polls + 2))"

@@ -42,6 +42,7 @@ mkfifo "$T/flock.out"
 exec {holder}<>"$T/flock.out"
 # one process (setpriv execs sh execs sleep) holds the lock: the harness's
 # kill of it at exit ends it
+# shellcheck disable=SC2016 # $1 is the inner shell's
 background setpriv --reuid=65534 --regid=65534 --clear-groups \
 	sh -c 'exec 9<"$1" && flock -n 9 && echo locked && exec sleep 600' sh "$T/user/held" \
 	>"$T/flock.out"
