@@ -108,8 +108,7 @@ static int wal_open(struct store *s)
 int files_check(struct store *s, char *reason, size_t reason_size)
 {
 	_cleanup_free_ char *wal = NULL;
-	static const char advice[] = "; nothing more is written, what was acknowledged is kept:"
-				     " restart vfhealthd";
+	static const char advice[] = "; nothing more is written to it: restart vfhealthd";
 	int r;
 
 	if (s->db_fd < 0)
