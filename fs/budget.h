@@ -4,7 +4,10 @@
  *
  * Every open file and directory is charged, to the uid that opened it, the
  * bytes it keeps between requests: its handle, and the text (snapshot or
- * listing) its last read at offset 0 rendered, to the uid that read it.
+ * listing) its last read at offset 0 rendered, whoever read it: memory is
+ * charged to whoever holds it, so descriptors an unprivileged user hands to
+ * a root process (SCM_RIGHTS, a setuid program's stdin) cost her, not root
+ * (tests/adversarial/budget-lend.sh).
  * (The handle a claim's create returns is not charged: creating needs the
  * writers' group and makes at most one claim per VF; its reads are.)  A charge that would take the
  * uid past READER_BUDGET_PER_UID, or the sum over every uid but root past
@@ -17,7 +20,8 @@
  * (one text per FUSE worker).
  *
  * Thread-safe (one leaf mutex).  Test: tests/fs/test-vfiles.c (budget_*),
- * tests/fs/test-budget.sh on a real mount.
+ * tests/fs/test-budget.sh and tests/adversarial/budget-lend.sh on a real
+ * mount.
  */
 #ifndef VFHEALTH_FS_BUDGET_H
 #define VFHEALTH_FS_BUDGET_H

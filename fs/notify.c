@@ -26,7 +26,10 @@
  * is held across any call into the store or the mount.
  *  - files_lock guards the file table: per file (VF address + table index)
  *    the content generation, the mtime, and the list of open-file watches
- *    with their pending fuse_pollhandle.  Held for a few pointer operations.
+ *    that hold a pending fuse_pollhandle (a watch with none is in no list:
+ *    opening and closing a file costs O(1) however many hold it open).
+ *    Held for a few pointer operations; waking pollers takes it once per
+ *    batch of WAKE_BATCH handles.
  *  - queue_lock (a leaf) guards the dirty set, the queued write replies and
  *    the two counts of page-cached invalidations (queued, done).  The set
  *    is a bitmask of top-level files, a bitmask of per-VF files dirty for
@@ -111,9 +114,33 @@ struct watched_file {
 	uint64_t generation;
 	struct timespec mtime;
 	bool changed;
-	struct notify_watch *watches;
+	struct notify_watch *pending; /* the watches holding a poll handle, doubly linked */
+	size_t n_pending;
 	struct watched_file *next;
 };
+
+/* Under files_lock: a watch's pending handle joins or leaves its file's list. */
+static void pending_link(struct watched_file *f, struct notify_watch *w)
+{
+	w->prev = NULL;
+	w->next = f->pending;
+	if (w->next)
+		w->next->prev = w;
+	f->pending = w;
+	f->n_pending++;
+}
+
+static void pending_unlink(struct watched_file *f, struct notify_watch *w)
+{
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		f->pending = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	w->prev = w->next = NULL;
+	f->n_pending--;
+}
 
 struct dirty_vf {
 	char vf[VF_ADDR_BUFSZ];
@@ -283,11 +310,13 @@ void notifier_free(struct notifier *n)
 		struct watched_file *f = n->buckets[b];
 		while (f) {
 			struct watched_file *next = f->next;
-			for (struct notify_watch *w = f->watches; w; w = w->next)
-				if (w->pending) {
-					fuse_pollhandle_destroy(w->pending);
-					w->pending = NULL;
-				}
+			while (f->pending) {
+				struct notify_watch *w = f->pending;
+				pending_unlink(f, w);
+				fuse_pollhandle_destroy(w->pending);
+				w->pending = NULL;
+				w->file = NULL;
+			}
 			free(f);
 			f = next;
 		}
@@ -457,39 +486,46 @@ static void mark_changed(struct notifier *n, const struct notify_key *key)
 }
 
 /* Bump the file's generation and wake its pollers: after the invalidation,
- * so that a woken reader can only read the new content. */
+ * so that a woken reader can only read the new content.  The pending
+ * handles are taken in batches, each sent with files_lock released (a poll
+ * notification waits for nobody, but the lock is everyone's); only the
+ * pollers waiting when the generation moved are taken, so pollers that come
+ * back meanwhile cannot keep this going.  Nothing is allocated. */
+#define WAKE_BATCH 64
 static void wake_pollers(struct notifier *n, const struct notify_key *key)
 {
-	_cleanup_free_ struct fuse_pollhandle **handles = NULL;
-	size_t count = 0, cap = 0;
+	struct fuse_pollhandle *batch[WAKE_BATCH];
 	struct watched_file *f;
+	size_t left = 0, count;
 
 	pthread_mutex_lock(&n->files_lock);
 	f = file_find(n, key, true);
 	if (f) {
 		f->generation++;
-		for (struct notify_watch *w = f->watches; w; w = w->next)
-			if (w->pending)
-				cap++;
-		if (cap)
-			handles = calloc(cap, sizeof(*handles));
-		for (struct notify_watch *w = f->watches; handles && w; w = w->next)
-			if (w->pending) {
-				handles[count++] = w->pending;
-				w->pending = NULL;
-			}
+		left = f->n_pending;
 	}
-	pthread_mutex_unlock(&n->files_lock);
+	for (;;) {
+		for (count = 0; left > 0 && count < WAKE_BATCH && f->pending; left--) {
+			struct notify_watch *w = f->pending;
+			pending_unlink(f, w);
+			batch[count++] = w->pending;
+			w->pending = NULL;
+		}
+		pthread_mutex_unlock(&n->files_lock);
+		for (size_t i = 0; i < count; i++) {
+			int r = fuse_lowlevel_notify_poll(batch[i]);
+			if (r < 0 && r != -ENOENT)
+				log_debug("notifier: poll notification failed: %s", strerror(-r));
+			fuse_pollhandle_destroy(batch[i]);
+		}
+		if (count < WAKE_BATCH || left == 0)
+			break;
+		pthread_mutex_lock(&n->files_lock);
+	}
 	if (!f)
 		log_warn("notifier: out of memory; pollers of %s%s%s miss a change", key->vf,
 			 key->vf[0] ? "/" : "", key->vf[0] ? vf_files[key->index].name
 							  : top_files[key->index].name);
-	for (size_t i = 0; i < count; i++) {
-		int r = fuse_lowlevel_notify_poll(handles[i]);
-		if (r < 0 && r != -ENOENT)
-			log_debug("notifier: poll notification failed: %s", strerror(-r));
-		fuse_pollhandle_destroy(handles[i]);
-	}
 }
 
 /* Drop what the kernel caches of a page-cached file: its attributes and its
@@ -947,37 +983,33 @@ void notifier_reply_write(struct notifier *n, fuse_req_t req, size_t size)
 
 /* -- watches and poll ---------------------------------------------------------------- */
 
+/* O(1): a watch is linked into its file only while it holds a poll
+ * handle (notify.h), so neither add nor remove walks the file's watches. */
 int notifier_watch_add(struct notifier *n, struct notify_watch *w)
 {
 	struct watched_file *f;
 
 	pthread_mutex_lock(&n->files_lock);
 	f = file_find(n, &w->key, true);
-	if (f) {
+	w->file = f;
+	w->pending = NULL;
+	w->prev = w->next = NULL;
+	if (f)
 		w->seen_generation = f->generation;
-		w->pending = NULL;
-		w->next = f->watches;
-		f->watches = w;
-	}
 	pthread_mutex_unlock(&n->files_lock);
 	return f ? 0 : -ENOMEM;
 }
 
 void notifier_watch_remove(struct notifier *n, struct notify_watch *w)
 {
-	struct fuse_pollhandle *pending = NULL;
-	struct watched_file *f;
+	struct fuse_pollhandle *pending;
 
 	pthread_mutex_lock(&n->files_lock);
-	f = file_find(n, &w->key, false);
-	if (f)
-		for (struct notify_watch **p = &f->watches; *p; p = &(*p)->next)
-			if (*p == w) {
-				*p = w->next;
-				break;
-			}
 	pending = w->pending;
+	if (pending)
+		pending_unlink(w->file, w);
 	w->pending = NULL;
+	w->file = NULL;
 	pthread_mutex_unlock(&n->files_lock);
 	if (pending)
 		fuse_pollhandle_destroy(pending);
@@ -985,11 +1017,8 @@ void notifier_watch_remove(struct notifier *n, struct notify_watch *w)
 
 void notifier_seen(struct notifier *n, struct notify_watch *w)
 {
-	struct watched_file *f;
-
 	pthread_mutex_lock(&n->files_lock);
-	f = file_find(n, &w->key, false);
-	w->seen_generation = f ? f->generation : 0;
+	w->seen_generation = w->file ? w->file->generation : 0;
 	pthread_mutex_unlock(&n->files_lock);
 }
 
@@ -1001,16 +1030,20 @@ unsigned notifier_poll(struct notifier *n, struct notify_watch *w, struct fuse_p
 	unsigned revents = POLLIN | POLLRDNORM;
 
 	pthread_mutex_lock(&n->files_lock);
-	f = file_find(n, &w->key, false);
+	f = w->file;
 	if (f && f->generation != w->seen_generation) {
 		revents |= POLLPRI | POLLERR;
 		if (consume)
 			w->seen_generation = f->generation;
 		drop = ph; /* nothing to wait for */
-	} else if (ph) {
+	} else if (ph && f) {
 		/* One pending handle per open file: the kernel's latest one. */
 		drop = w->pending;
+		if (!drop)
+			pending_link(f, w);
 		w->pending = ph;
+	} else {
+		drop = ph;
 	}
 	pthread_mutex_unlock(&n->files_lock);
 	if (drop)

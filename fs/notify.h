@@ -72,18 +72,23 @@
 #define NOTIFY_TOUCH_PACE_MS 10
 
 struct notifier;
+struct watched_file;
 
 struct notify_key {
 	char vf[VF_ADDR_BUFSZ]; /* "" for a top-level file */
 	int index;               /* index in top_files[] or vf_files[] */
 };
 
-/* One per open file that can be polled; embedded in the open-file state. */
+/* One per open file that can be polled; embedded in the open-file state.
+ * Adding and removing one costs O(1) whatever the file's other watches: a
+ * watch is linked into its file only while it holds a pending poll handle,
+ * so waking a file's pollers costs what its waiting pollers cost. */
 struct notify_watch {
 	struct notify_key key;
 	uint64_t seen_generation;
 	struct fuse_pollhandle *pending; /* owned; destroyed on notify or removal */
-	struct notify_watch *next;       /* in the file's watch list */
+	struct watched_file *file;       /* set by notifier_watch_add; never freed before the notifier */
+	struct notify_watch *prev, *next; /* in the file's list of pending watches */
 };
 
 int notifier_new(struct fuse_session *se, const char *mountpoint, struct store *store,

@@ -55,8 +55,8 @@
  * them, their entries are the kernel's own to update, and claims' entries
  * and attributes are never cached.
  * What a handle keeps (itself, its snapshot; a directory handle's listing)
- * is charged to the reader's uid (budget.h): past the budget, that open or
- * read gets ENOBUFS.  Each open keeps its own snapshot: the budget bounds
+ * is charged to the uid that opened it, whoever reads through it (budget.h):
+ * past the budget, that open or read gets ENOBUFS.  Each open keeps its own snapshot: the budget bounds
  * them, and a rendered text is at most a VF's failures (about 1 MB).
  * Other regular files report size 0 (procfs): the size is known only by
  * rendering.  Entries are cached for 1 s, negative entries never.
@@ -108,6 +108,7 @@
 #include "store/store.h"
 #include "fs/vfiles.h"
 #include "grammar/assignment.h"
+#include "grammar/message.h"
 #include "proto/cleanup.h"
 #include "proto/log.h"
 #include "proto/path.h"
@@ -196,8 +197,7 @@ struct vhandle {
 	pid_t creator_pid;  /* bare claim (RELEASE carries no credentials) */
 	char *snapshot;
 	size_t snapshot_len;
-	uid_t snapshot_uid; /* charged snapshot_len (budget.h) */
-	uid_t open_uid;     /* charged open_charge for the handle itself */
+	uid_t open_uid;     /* who opened it: charged open_charge and snapshot_len (budget.h) */
 	size_t open_charge;
 	bool rendered;
 	bool append;        /* opened O_APPEND: the kernel picks the offset */
@@ -214,8 +214,7 @@ struct dirhandle {
 	char *buf;
 	size_t size;
 	bool plus;       /* buf holds readdirplus entries */
-	uid_t buf_uid;   /* charged size (budget.h) */
-	uid_t open_uid;  /* charged sizeof(struct dirhandle) */
+	uid_t open_uid;  /* who opened it: charged sizeof(struct dirhandle) and size (budget.h) */
 };
 
 static struct vffs *req_fs(fuse_req_t req)
@@ -702,7 +701,7 @@ static void dirhandle_free(struct vffs *fs, struct dirhandle *d)
 	if (!d)
 		return;
 	open_link_remove(fs, &d->link);
-	budget_release(fs->budget, d->buf_uid, d->size);
+	budget_release(fs->budget, d->open_uid, d->size);
 	budget_release(fs->budget, d->open_uid, sizeof(*d));
 	pthread_mutex_destroy(&d->lock);
 	free(d->buf);
@@ -793,18 +792,17 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		if (r == 0)
 			r = list_directory(fs, ino, &n, &b);
 		if (r == 0)
-			r = charge(fs, fuse_req_ctx(req)->uid, b.size);
+			r = charge(fs, d->open_uid, b.size); /* the opener's, whoever reads */
 		if (r < 0) {
 			free(b.buf);
 			pthread_mutex_unlock(&d->lock);
 			fuse_reply_err(req, -r);
 			return;
 		}
-		budget_release(fs->budget, d->buf_uid, d->size);
+		budget_release(fs->budget, d->open_uid, d->size);
 		free(d->buf);
 		d->buf = b.buf;
 		d->size = b.size;
-		d->buf_uid = fuse_req_ctx(req)->uid;
 		d->plus = plus;
 	}
 	int r = copy_window(d->buf, d->size, off, size, &reply, &len);
@@ -842,7 +840,7 @@ static void handle_free(struct vffs *fs, struct vhandle *h)
 	open_link_remove(fs, &h->link);
 	if (h->watched)
 		notifier_watch_remove(fs->notifier, &h->watch);
-	budget_release(fs->budget, h->snapshot_uid, h->snapshot_len);
+	budget_release(fs->budget, h->open_uid, h->snapshot_len);
 	budget_release(fs->budget, h->open_uid, h->open_charge);
 	pthread_mutex_destroy(&h->lock);
 	free(h->snapshot);
@@ -939,9 +937,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 /* Whether the requester may write the writable files (what
  * default_permissions grants on 0664 root:group files): uid 0, or the
- * writers' group as its group or a supplementary one.  Only that requester
- * may make a read retry (repair) an unavailable store, so the supplementary
- * groups (read from /proc) are looked up only then. */
+ * writers' group as its group or a supplementary one (read from /proc). */
 static bool requester_may_write(struct vffs *fs, fuse_req_t req)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -950,8 +946,6 @@ static bool requester_may_write(struct vffs *fs, fuse_req_t req)
 
 	if (ctx->uid == 0 || ctx->gid == fs->group)
 		return true;
-	if (!fs->store || store_status(fs->store, NULL, 0))
-		return false; /* available: no read retries, the answer does not matter */
 	n = fuse_req_getgroups(req, (int)ARRAY_SIZE(groups), groups);
 	for (int i = 0; i < n && i < (int)ARRAY_SIZE(groups); i++)
 		if (groups[i] == fs->group)
@@ -959,9 +953,25 @@ static bool requester_may_write(struct vffs *fs, fuse_req_t req)
 	return false; /* also when there are more groups than we look at: fail closed */
 }
 
-/* Render the handle's file into its snapshot, charged to uid (budget.h).
- * may_write: the requester's (requester_may_write). */
-static int handle_render(struct vffs *fs, struct vhandle *h, uid_t uid, bool may_write)
+/* The one place that decides whether a read may repair the store: a read
+ * at offset 0 of a placement-facing file (VFILE_PLACEMENT) by a requester
+ * who may write retries an unavailable store (store_retry_for_read: at
+ * most once a second for the whole store) before it renders; every render
+ * reads the store without retrying (vfiles.h), so no other read, whoever
+ * makes it, ever repairs (tests/adversarial/repair-rights.sh). */
+static void read_may_repair(struct vffs *fs, fuse_req_t req, const struct vhandle *h)
+{
+	const struct vfile *f = vfile_of(h->kind, h->index);
+
+	if (f && (f->flags & VFILE_PLACEMENT) && fs->store && !store_status(fs->store, NULL, 0) &&
+	    requester_may_write(fs, req))
+		store_retry_for_read(fs->store);
+}
+
+/* Render the handle's file into its snapshot, charged to the uid that
+ * opened the handle, whoever reads through it (budget.h): a descriptor
+ * passed to another process keeps costing its opener. */
+static int handle_render(struct vffs *fs, struct vhandle *h)
 {
 	_cleanup_free_ char *buf = NULL;
 	struct store_claim claim;
@@ -970,7 +980,6 @@ static int handle_render(struct vffs *fs, struct vhandle *h, uid_t uid, bool may
 	int r = 0;
 	struct vfile_call call = {
 		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
-		.may_write = may_write,
 	};
 
 	if (h->watched)
@@ -1006,14 +1015,13 @@ static int handle_render(struct vffs *fs, struct vhandle *h, uid_t uid, bool may
 	if (fclose(out) != 0 && r == 0)
 		r = -ENOMEM;
 	if (r == 0)
-		r = charge(fs, uid, len);
+		r = charge(fs, h->open_uid, len);
 	if (r < 0)
 		return r;
-	budget_release(fs->budget, h->snapshot_uid, h->snapshot_len);
+	budget_release(fs->budget, h->open_uid, h->snapshot_len);
 	free(h->snapshot);
 	h->snapshot = move_ptr(buf);
 	h->snapshot_len = len;
-	h->snapshot_uid = uid;
 	h->rendered = true;
 	return 0;
 }
@@ -1028,8 +1036,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int r = 0;
 
 	pthread_mutex_lock(&h->lock);
-	if (off == 0 || !h->rendered)
-		r = handle_render(fs, h, fuse_req_ctx(req)->uid, requester_may_write(fs, req));
+	if (off == 0 || !h->rendered) {
+		read_may_repair(fs, req, h);
+		r = handle_render(fs, h);
+	}
 	if (r == 0)
 		r = copy_window(h->snapshot, h->snapshot_len, off, size, &reply, &len);
 	pthread_mutex_unlock(&h->lock);
@@ -1089,20 +1099,16 @@ static void log_refused(fuse_req_t req, const char *what, const char *file, cons
 
 /* A change made through the files (a write, a claim, a release), once, at
  * notice for the operator's files and info for reports and claims: who
- * (uid, pid: the writing thread as FUSE names it) and the command, its
- * control characters shown as spaces so that it stays one line. */
+ * (uid, pid: the writing thread as FUSE names it) and the command under
+ * the message rule (message.h: one line, valid UTF-8). */
 static void log_accepted_by(uid_t uid, pid_t pid, int level, const char *what,
 			    const char *file, const char *command)
 {
 	char shown[VFILE_COMMAND_MAX + 1];
-	size_t i = 0;
+	size_t n = message_sanitize_to(command, shown, sizeof(shown));
 
-	for (; command && command[i] && i < sizeof(shown) - 1; i++)
-		shown[i] = (unsigned char)command[i] < 0x20 || command[i] == 0x7f ? ' '
-										    : command[i];
-	shown[i] = '\0';
 	log_msg(level, "%s %s accepted (uid %u, pid %d)%s%s", what, file, (unsigned)uid, (int)pid,
-		i ? ": " : "", shown);
+		n ? ": " : "", shown);
 }
 
 static void log_accepted(fuse_req_t req, int level, const char *what, const char *file,
@@ -1244,6 +1250,10 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		goto out;
 	}
 	command = malloc(size + 1);
+	if (!command) {
+		r = -ENOMEM;
+		goto out;
+	}
 	memcpy(command, buf, size);
 	command[size] = '\0';
 	strip_trailing_newline(command, &len);

@@ -97,8 +97,7 @@ static int top_quarantined_render(const struct vfile_call *call, FILE *out)
 	size_t count = 0;
 	int r;
 
-	r = call->may_write ? store_quarantined_list(call->store, &vfs, &count)
-			    : store_quarantined_list_noretry(call->store, &vfs, &count);
+	r = store_quarantined_list_noretry(call->store, &vfs, &count);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < count; i++)
@@ -112,8 +111,7 @@ static int held_back_render(const struct vfile_call *call, FILE *out)
 	size_t count = 0;
 	int r;
 
-	r = call->may_write ? store_held_back_list(call->store, &vfs, &count)
-			    : store_held_back_list_noretry(call->store, &vfs, &count);
+	r = store_held_back_list_noretry(call->store, &vfs, &count);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < count; i++)
@@ -165,7 +163,7 @@ static void shuffle_groups(struct store_placement *list, size_t n, struct shuffl
 }
 
 /* Placement-facing like quarantined: fails closed (EIO) while the store is
- * unavailable, and only a writer's read retries. */
+ * unavailable. */
 static int allocatable_render(const struct vfile_call *call, FILE *out)
 {
 	_cleanup_free_ struct store_placement *list = NULL;
@@ -173,8 +171,7 @@ static int allocatable_render(const struct vfile_call *call, FILE *out)
 	size_t count = 0;
 	int r;
 
-	r = call->may_write ? store_allocatable_list(call->store, &list, &count)
-			    : store_allocatable_list_noretry(call->store, &list, &count);
+	r = store_allocatable_list_noretry(call->store, &list, &count);
 	if (r < 0)
 		return r;
 	if (getrandom(&g.state, sizeof(g.state), 0) != (ssize_t)sizeof(g.state))
@@ -191,9 +188,6 @@ static int resources_render(const struct vfile_call *call, FILE *out)
 	struct store_stats stats;
 	bool available;
 
-	/* placement-facing: retries like the other placement reads */
-	if (call->may_write)
-		store_retry_for_read(call->store);
 	store_get_stats(call->store, &stats);
 	available = store_status(call->store, reason, sizeof(reason));
 	fprintf(out, "total_slots %zu\n", stats.vfs);
@@ -487,8 +481,7 @@ static int tally_render(const struct vfile_call *call, FILE *out)
 static int vf_quarantined_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = call->may_write ? store_vf_get(call->store, call->vf, &info)
-				: store_vf_get_noretry(call->store, call->vf, &info);
+	int r = store_vf_get_noretry(call->store, call->vf, &info);
 
 	if (r < 0)
 		return r;
@@ -500,7 +493,7 @@ static int vf_quarantined_render(const struct vfile_call *call, FILE *out)
 static int vf_state_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_get(call->store, call->vf, &info);
+	int r = store_vf_get_noretry(call->store, call->vf, &info);
 
 	if (r < 0)
 		return r;
@@ -511,7 +504,7 @@ static int vf_state_render(const struct vfile_call *call, FILE *out)
 static int vf_since_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_get(call->store, call->vf, &info);
+	int r = store_vf_get_noretry(call->store, call->vf, &info);
 
 	if (r < 0)
 		return r;
@@ -907,9 +900,9 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 	[TOP_THRESHOLD] = { "threshold", 0664, threshold_render, threshold_write, VFILE_NOTIFY,
 			    STORE_CHANGE_THRESHOLD },
 	/* Availability decides whether the list reads or fails. */
-	[TOP_QUARANTINED] = { "quarantined", 0444, top_quarantined_render, NULL, VFILE_NOTIFY,
+	[TOP_QUARANTINED] = { "quarantined", 0444, top_quarantined_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			      STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
-	[TOP_RESOURCES] = { "resources", 0444, resources_render, NULL, VFILE_NOTIFY,
+	[TOP_RESOURCES] = { "resources", 0444, resources_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			    STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
 				    STORE_CHANGE_STATUS },
 	[TOP_STATUS] = { "status", 0664, status_render, status_write, VFILE_NOTIFY,
@@ -920,11 +913,11 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 	 * STORE_CHANGE_BREAKER shows only here). */
 	[TOP_METRICS] = { "metrics", 0444, metrics_render, NULL, 0, 0 },
 	/* Placement-facing (placement ranks these last): fails closed. */
-	[TOP_HELD_BACK] = { "held_back", 0444, held_back_render, NULL, VFILE_NOTIFY,
+	[TOP_HELD_BACK] = { "held_back", 0444, held_back_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			    STORE_CHANGE_HELD_BACK | STORE_CHANGE_STATUS },
 	/* Placement-facing: fails closed.  Its groups follow registrations,
 	 * claims, quarantines and holds, the breaker, parents and the mode. */
-	[TOP_ALLOCATABLE] = { "allocatable", 0444, allocatable_render, NULL, VFILE_NOTIFY,
+	[TOP_ALLOCATABLE] = { "allocatable", 0444, allocatable_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			      STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
 				      STORE_CHANGE_HELD_BACK | STORE_CHANGE_PARENT |
 				      STORE_CHANGE_MODE | STORE_CHANGE_STATUS },
@@ -937,7 +930,7 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 	/* Availability decides whether it reads or fails (placement-facing). */
 	/* "0\n" or "1\n": page-cached for readers (fixed_size). */
 	[VF_QUARANTINED] = { "quarantined", 0664, vf_quarantined_render, vf_quarantined_write,
-			     VFILE_NOTIFY, STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS, 2 },
+			     VFILE_NOTIFY | VFILE_PLACEMENT, STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS, 2 },
 	[VF_FAILURES] = { "failures", 0444, failures_render, NULL, VFILE_NOTIFY,
 			  STORE_CHANGE_FAILURES },
 	[VF_REPORT] = { "report", 0664, NULL, report_write, VFILE_OUTCOME, 0 },
@@ -946,10 +939,10 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 	 * held-back set changes) or into quarantine: not every VF's state.  A
 	 * report moves it only from ok (STORE_CHANGE_FAILING): the hundredth
 	 * failure leaves it failing. */
-	[VF_STATE] = { "state", 0444, vf_state_render, NULL, VFILE_NOTIFY,
+	[VF_STATE] = { "state", 0444, vf_state_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 		       STORE_CHANGE_FAILING | STORE_CHANGE_QUARANTINE | STORE_CHANGE_HELD_BACK |
 			       STORE_CHANGE_STATUS },
-	[VF_SINCE] = { "since", 0444, vf_since_render, NULL, VFILE_NOTIFY,
+	[VF_SINCE] = { "since", 0444, vf_since_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 		       STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
 	/* Set once, by sysfs at registration or by a write. */
 	[VF_PARENT] = { "parent", 0664, vf_parent_render, vf_parent_write, VFILE_NOTIFY,

@@ -69,20 +69,24 @@ enum vfile_flags {
 	VFILE_OUTCOME = 1 << 2, /* reads show the outcome of the last write on the handle */
 	VFILE_CLAIM_DIR = 1 << 3, /* a VFILE_DIR whose entries are the VF's claims: it can be
 				   * listed, and takes create, lookup and unlink of claims */
+	VFILE_PLACEMENT = 1 << 4, /* placement-facing: fails closed while the store is
+				   * unavailable, and a read of it by a requester who may
+				   * write first retries the store (vffs.c, read_may_repair) */
 };
 
 struct metrics;
 
-/* What a render or write function works on. */
+/* What a render or write function works on.  A render reads the store
+ * without retrying (the _noretry reads): whether a read may repair an
+ * unavailable store is decided once per request, from the reader's rights
+ * and the file's VFILE_PLACEMENT, by vffs.c (read_may_repair), never by a
+ * render function. */
 struct vfile_call {
 	struct store *store;
 	struct metrics *metrics; /* extra series of `metrics` (fs/metrics.h); may be NULL */
 	const char *vf;      /* per-VF files: the VF address */
 	uint64_t vf_id;      /* per-VF files: the VF's id */
 	char *outcome;       /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
-	/* The requester may write (uid 0 or the writers' group): only then may a
-	 * placement-facing read retry (repair) an unavailable store. */
-	bool may_write;
 	const char **why;    /* a write refused by a grammar says here which rule (a
 			      * static string) for the caller to log; may be NULL */
 	int64_t uid;         /* writes: the writer's uid, kept in the history */

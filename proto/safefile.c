@@ -81,3 +81,40 @@ fail:
 	(void)unlinkat(dir_fd, tmp, 0);
 	return r;
 }
+
+int safefile_open(const char *path, mode_t mode)
+{
+	struct stat st;
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, mode);
+
+	if (fd < 0)
+		return negative_errno();
+	if (fstat(fd, &st) < 0) {
+		int r = negative_errno();
+		close(fd);
+		return r;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	/* O_NONBLOCK only kept a planted FIFO from blocking the open */
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		int r = negative_errno();
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+int safefile_dir_private(const char *path)
+{
+	_cleanup_free_ char *dir_copy = strdup(path);
+	struct stat st;
+
+	if (!dir_copy)
+		return -ENOMEM;
+	if (stat(dirname(dir_copy), &st) < 0)
+		return negative_errno();
+	return (st.st_mode & (S_IWGRP | S_IWOTH)) ? -EPERM : 0;
+}

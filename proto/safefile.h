@@ -12,7 +12,11 @@
  * the one it just created.  Readers see the old content or the new one,
  * never half.
  *
- * Tested by tests/common/test-safefile.c.
+ * safefile_open() opens such a file in place, never through a link, and
+ * safefile_dir_private() says whether anyone but its owner may write a
+ * directory.  Tested by tests/common/test-safefile.c (safefile_replace) and
+ * tests/adversarial/lock-symlink.sh (the other two, as the store uses them
+ * for its lock file).
  */
 #ifndef VFHEALTH_SAFEFILE_H
 #define VFHEALTH_SAFEFILE_H
@@ -27,5 +31,17 @@ typedef int (*safefile_render_fn)(void *userdata, FILE *out);
  * with what render writes, with permission bits `mode`.  Returns 0 or
  * -errno; on failure the target is untouched and no temporary is left. */
 int safefile_replace(const char *path, mode_t mode, safefile_render_fn render, void *userdata);
+
+/* Open (creating it with `mode` if missing) the regular file `path` for
+ * reading and writing, never through a symlink at its last component
+ * (O_NOFOLLOW: -ELOOP) and never a FIFO, device or directory (-EINVAL):
+ * a lock file root keeps in a directory someone else may have written.
+ * Returns the descriptor (close-on-exec) or -errno. */
+int safefile_open(const char *path, mode_t mode);
+
+/* 0 when the directory holding `path` is writable by its owner alone;
+ * -EPERM when group or others may write it (they could plant links or
+ * files there), else -errno from stat. */
+int safefile_dir_private(const char *path);
 
 #endif

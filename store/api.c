@@ -80,9 +80,11 @@ static int normalize_optional_time(const char *in, char out[static RFC3339_BUFSZ
 
 /* Placement-facing reads: a latched store retries once (at most one such
  * retry a second for the whole store, and only for a reader who may write),
- * then -EIO. */
+ * then -EIO.  They also notice the store's files vanish while no write
+ * comes (files_check_due: at most once a second, no thread of its own). */
 static int ensure_available(struct store *s, bool may_repair)
 {
+	files_check_due(s);
 	if (atomic_load(&s->available))
 		return 0;
 	return may_repair && store_retry_for_read(s) == 0 ? 0 : -EIO;

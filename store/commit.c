@@ -22,6 +22,12 @@
  * batch's callers are released: it must not block and must not call a
  * mutating store function (the leader would wait for itself).
  *
+ * Vanished files.  The leader checks, before BEGIN and after COMMIT, that
+ * the database file and its WAL are still linked and are the files at
+ * their paths (files_check, schema.c): a commit into an unlinked WAL would
+ * be acknowledged and then lost.  When not, the batch fails with -EIO and
+ * the store latches (files_lost).
+ *
  * Ambiguous commits.  When the WAL's fsync fails the frames may still be on
  * disk and reappear after a crash; the call reported -EIO and never claimed
  * success.  store_repair() reloads the mirror from the database, so the
@@ -223,6 +229,7 @@ static void run_batch(struct store *s, struct op *batch)
 {
 	struct batch_state b = { 0 };
 	bool structural = false, latched = false;
+	char lost[STORE_REASON_MAX];
 	unsigned store_wide = 0; /* STORE_CHANGE_BREAKER, STORE_CHANGE_HELD_BACK */
 	size_t registered = 0;
 	int r = 0;
@@ -235,6 +242,18 @@ static void run_batch(struct store *s, struct op *batch)
 		return;
 	}
 	s->batch_failed = false;
+	/* A commit into a file nobody will read again is no commit: the
+	 * database file and its WAL must still be the files at their paths. */
+	if (files_check(s, lost, sizeof(lost)) != 0) {
+		files_lost(s, lost);
+		pthread_mutex_unlock(&s->write_lock);
+		for (struct op *op = batch; op; op = op->next) {
+			op->rc = -EIO;
+			op_discard_changes(op);
+		}
+		commit_notify(s, STORE_CHANGE_STATUS, "", NULL);
+		return;
+	}
 	s->batch = batch;
 	r = db_exec(s, "BEGIN IMMEDIATE", "");
 	for (struct op *op = batch; op && r == 0; op = op->next) {
@@ -264,6 +283,13 @@ static void run_batch(struct store *s, struct op *batch)
 	}
 	if (!s->batch_failed && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		db_fail(s, "commit failed");
+	/* ... and still were when it was made durable (else it is not
+	 * acknowledged: -EIO, and files_lost saves what it can) */
+	if (!s->batch_failed && files_check(s, lost, sizeof(lost)) != 0) {
+		files_lost(s, lost);
+		copy_string(s->batch_error, sizeof(s->batch_error), lost);
+		s->batch_failed = true;
+	}
 
 	if (s->batch_failed) {
 		if (!sqlite3_get_autocommit(s->db))

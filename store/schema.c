@@ -67,6 +67,101 @@ void latch_unavailable(struct store *s, const char *reason)
 }
 
 
+/* -- the store's files -------------------------------------------------------- */
+
+/* fd is what we opened as path: is it still linked, and still the file there? */
+static int file_at_path(int fd, const char *path, const char *what, char *reason,
+			size_t reason_size)
+{
+	struct stat held, now;
+
+	if (fstat(fd, &held) < 0) {
+		snprintf(reason, reason_size, "cannot check the %s %s: %s", what, path,
+			 strerror(errno));
+		return 1;
+	}
+	bool gone = stat(path, &now) < 0;
+
+	if (gone && errno != ENOENT) {
+		snprintf(reason, reason_size, "cannot check the %s %s: %s", what, path,
+			 strerror(errno));
+		return 1;
+	}
+	if (gone || now.st_dev != held.st_dev || now.st_ino != held.st_ino || held.st_nlink == 0) {
+		snprintf(reason, reason_size, "the %s %s was %s under the running daemon", what, path,
+			 !gone ? "replaced by another file"
+			 : held.st_nlink == 0 ? "deleted" : "moved away");
+		return 1;
+	}
+	return 0;
+}
+
+static int wal_open(struct store *s)
+{
+	_cleanup_free_ char *wal = NULL;
+
+	if (asprintf(&wal, "%s-wal", s->path) < 0)
+		return -ENOMEM;
+	return open(wal, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+}
+
+int files_check(struct store *s, char *reason, size_t reason_size)
+{
+	_cleanup_free_ char *wal = NULL;
+	static const char advice[] = "; nothing more is written to it: restart vfhealthd";
+	int r;
+
+	if (s->db_fd < 0)
+		return 0; /* not open: the open checks */
+	r = file_at_path(s->db_fd, s->path, "database file", reason, reason_size);
+	if (r == 0 && s->wal_fd < 0)
+		s->wal_fd = wal_open(s); /* SQLite made it since the open */
+	if (r == 0 && s->wal_fd >= 0) {
+		if (asprintf(&wal, "%s-wal", s->path) < 0)
+			return 0; /* no memory to check: the next check will */
+		r = file_at_path(s->wal_fd, wal, "write-ahead log", reason, reason_size);
+	}
+	if (r)
+		strncat(reason, advice, reason_size - strlen(reason) - 1);
+	return r;
+}
+
+void files_lost(struct store *s, const char *reason)
+{
+	char ignored[STORE_REASON_MAX];
+
+	latch_unavailable(s, reason);
+	if (!s->db || s->db_fd < 0 ||
+	    file_at_path(s->db_fd, s->path, "database file", ignored, sizeof(ignored)) != 0)
+		return; /* the database file itself is gone: its WAL stays as it is */
+	if (sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_FULL, NULL, NULL) == SQLITE_OK &&
+	    fdatasync(s->db_fd) == 0)
+		log_warn("store: what the write-ahead log held is now in %s", s->path);
+	else
+		log_err("store: cannot copy the write-ahead log into %s: %s", s->path,
+			sqlite3_errmsg(s->db));
+}
+
+void files_check_due(struct store *s)
+{
+	int64_t now = monotonic_ns(), last = atomic_load(&s->files_checked_ns);
+	char reason[STORE_REASON_MAX];
+	bool lost = false;
+
+	if ((last != 0 && now - last < STORE_FILES_CHECK_INTERVAL_NS) ||
+	    !atomic_compare_exchange_strong(&s->files_checked_ns, &last, now))
+		return;
+	if (pthread_mutex_trylock(&s->write_lock) != 0)
+		return; /* a commit runs, and checks them itself */
+	if (atomic_load(&s->available) && files_check(s, reason, sizeof(reason)) != 0) {
+		files_lost(s, reason);
+		lost = true;
+	}
+	pthread_mutex_unlock(&s->write_lock);
+	if (lost)
+		commit_notify(s, STORE_CHANGE_STATUS, "", NULL);
+}
+
 /* The directories missing above the database, 0700: the database is
  * reached only through the daemon (issue 12). */
 static int mkdir_parents(const char *path)
@@ -510,11 +605,25 @@ static int db_open(struct store *s, char *reason, size_t reason_size)
 				 strerror(-r));
 			return r == -ENOMEM ? r : 1;
 		}
-		int fd = open(s->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		/* Root creates files here (the lock, the mark, SQLite's -wal and
+		 * -shm): nobody else may be able to plant names in it. */
+		if ((r = safefile_dir_private(s->path)) < 0) {
+			snprintf(reason, reason_size,
+				 r == -EPERM ? "the directory of %s is writable by group or others, who"
+					       " could plant links there; make it writable by its owner"
+					       " alone (chmod go-w) or keep the database in a directory"
+					       " of its own"
+					     : "cannot check the directory of %s: %s",
+				 s->path, strerror(-r));
+			return r == -ENOMEM ? r : 1;
+		}
+		int fd = safefile_open(s->lock_path, 0600);
 		if (fd < 0) {
-			snprintf(reason, reason_size, "cannot open %s: %s", s->lock_path,
-				 strerror(errno));
-			return 1;
+			snprintf(reason, reason_size, "cannot open %s: %s%s", s->lock_path,
+				 strerror(-fd),
+				 fd == -ELOOP ? " (it is a symbolic link: remove it)"
+				 : fd == -EINVAL ? " (not a regular file: remove it)" : "");
+			return fd == -ENOMEM ? fd : 1;
 		}
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 			int err = errno;
@@ -638,6 +747,9 @@ static int open_locked(struct store *s)
 	int r = db_open(s, reason, sizeof(reason));
 
 	if (r == 0) {
+		if (s->wal_fd >= 0)
+			close(s->wal_fd);
+		s->wal_fd = wal_open(s); /* -1 until SQLite makes it: files_check() retries */
 		atomic_fetch_add(&s->db_generation, 1); /* the listing connection reopens */
 		log_info("store: opened %s", s->path);
 		return 0;
@@ -710,8 +822,12 @@ int store_repair(struct store *s)
 			open_locked(s);
 		} else {
 			/* prove that a write commits, then trust only what is on disk */
+			char lost[STORE_REASON_MAX];
 			s->batch_failed = false;
-			if (db_exec(s, "BEGIN IMMEDIATE", "") == 0 &&
+			if (files_check(s, lost, sizeof(lost)) != 0) {
+				copy_string(s->batch_error, sizeof(s->batch_error), lost);
+				s->batch_failed = true; /* a commit would go to a file nobody reads */
+			} else if (db_exec(s, "BEGIN IMMEDIATE", "") == 0 &&
 			    db_exec(s,
 				    "INSERT INTO meta (key, value) VALUES ('repairs', 1) "
 				    "ON CONFLICT (key) DO UPDATE SET value = value + 1",
@@ -756,6 +872,7 @@ int store_open(const struct store_options *opt, struct store **ret)
 		return -ENOMEM;
 	s->lock_fd = -1;
 	s->db_fd = -1;
+	s->wal_fd = -1;
 	s->queue_tail = &s->queue_head;
 	s->cfg_threshold = opt->threshold;
 	s->cfg_max_quarantined = opt->max_quarantined;
@@ -801,6 +918,8 @@ void store_close(struct store *s)
 		sqlite3_close_v2(s->db);
 	if (s->db_fd >= 0)
 		close(s->db_fd); /* after SQLite: drops the file's flock */
+	if (s->wal_fd >= 0)
+		close(s->wal_fd);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd); /* drops the flock */
 	mirror_clear(s);

@@ -201,6 +201,8 @@ struct store {
 	pthread_mutex_t write_lock;
 	int lock_fd; /* flock'd; -1 while not held */
 	int db_fd;   /* the database file itself, flock'd; -1 while not held */
+	int wal_fd;  /* its WAL, to tell whether it is still the file at its path; -1: none yet */
+	atomic_int_fast64_t files_checked_ns; /* monotonic time of the last idle files_check */
 	sqlite3 *db;
 	struct op *batch; /* the batch the leader is running (commit.c) */
 	/* db's statements that run per operation, prepared once (db.c) */
@@ -262,6 +264,8 @@ struct store {
 
 /* Reads retry a latched store at most this often (store_retry_for_read). */
 #define STORE_READ_REPAIR_INTERVAL_NS 1000000000LL
+/* While no commit runs, reads check the store's files at most this often. */
+#define STORE_FILES_CHECK_INTERVAL_NS 1000000000LL
 
 /* -- mirror.c ------------------------------------------------------------------ */
 
@@ -379,5 +383,18 @@ void commit_notify(struct store *s, unsigned bits, const char *vf, const char *i
 
 /* Caller holds write_lock. */
 void latch_unavailable(struct store *s, const char *reason);
+
+/* Caller holds write_lock.  0 when the database file and its WAL are still
+ * linked and are the files at their paths; else 1 with the reason. */
+int files_check(struct store *s, char *reason, size_t reason_size);
+/* Caller holds write_lock; files_check() failed with reason: latch, and when
+ * only the WAL is gone (the database file is still ours), copy what the WAL
+ * holds, every acknowledged commit, into the database file (a checkpoint
+ * through the descriptors SQLite still has). */
+void files_lost(struct store *s, const char *reason);
+/* From the read paths: files_check() at most once per
+ * STORE_FILES_CHECK_INTERVAL_NS, and only when no commit holds write_lock
+ * (a commit checks them itself); a failure latches and is announced. */
+void files_check_due(struct store *s);
 
 #endif

@@ -190,6 +190,22 @@
  *                 file untouched.  To start afresh the operator removes
  *                 the mark (docs/runbook.md).
  *
+ *  Its files      before and after each group commit, and from placement
+ *                 reads at most once a second (no thread of its own), the
+ *                 store checks that the database file and its WAL are still
+ *                 linked and are the files at their paths (st_nlink;
+ *                 st_dev/st_ino against a stat of the path).  Otherwise the
+ *                 commit fails with -EIO (nothing is acknowledged that a
+ *                 restart would not find), the store latches unavailable
+ *                 with the file and what happened as the reason, and when
+ *                 only the WAL is gone its content is checkpointed into the
+ *                 database file first.  store_repair() refuses while the
+ *                 files are not the store's (restart).  PATH "-lock" is
+ *                 opened O_NOFOLLOW (proto/safefile.h), and a database
+ *                 directory writable by group or others is refused: the
+ *                 store opens unavailable with the reason.  Tests:
+ *                 tests/adversarial/vanished-files.sh, lock-symlink.sh.
+ *
  *  One writer     per database file: besides PATH "-lock", the store
  *                 flocks the database file itself, so a second store
  *                 opening the same file by any name or hard link gets

@@ -13,7 +13,7 @@ echo "hostile-writes: $iterations random inputs, seed $seed (HOSTILE_SEED=$seed 
 mnt=$MNT
 # The database on a tmpfs where we can (each accepted write is an fsync).
 dbdir=$T/db
-if mkdir -p "$dbdir" && mount -t tmpfs -o size=64m tmpfs "$dbdir" 2>/dev/null; then
+if mkdir -p "$dbdir" && mount -t tmpfs -o size=64m,mode=0700 tmpfs "$dbdir" 2>/dev/null; then
 	EXTRA_MOUNTS+=("$dbdir")
 fi
 DB=$dbdir/vfhealth.db

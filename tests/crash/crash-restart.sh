@@ -28,7 +28,7 @@ mnt=$MNT
 # so this proves the same thing as a disk, without a disk's fsync latency
 # (tens of ms on shared CI disks) deciding how many writes a round holds.
 dbdir=$T/db
-if ! mkdir -p "$dbdir" || ! mount -t tmpfs -o size=64m tmpfs "$dbdir" 2>/dev/null; then
+if ! mkdir -p "$dbdir" || ! mount -t tmpfs -o size=64m,mode=0700 tmpfs "$dbdir" 2>/dev/null; then
 	if [[ -d /dev/shm && -w /dev/shm ]]; then
 		dbdir=$(mktemp -d /dev/shm/vfhealth-proof.XXXXXX)
 		on_exit "rm -rf -- '$dbdir'"

@@ -774,6 +774,50 @@ START_TEST(test_message_sanitize)
 }
 END_TEST
 
+/* Invalid UTF-8 becomes U+FFFD, one per byte that starts no sequence;
+ * well-formed sequences pass; the output is valid UTF-8 and a fixed point. */
+START_TEST(test_message_utf8)
+{
+	char out[FAILURE_MESSAGE_MAX + 1], again[FAILURE_MESSAGE_MAX + 1], in[FAILURE_MESSAGE_MAX + 8];
+	static const struct {
+		const char *in, *want;
+	} cases[] = {
+		{ "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80" },
+		{ "a\xff" "b", "a\xef\xbf\xbd" "b" },                 /* never a UTF-8 byte */
+		{ "\x80", "\xef\xbf\xbd" },                          /* a lone continuation */
+		{ "\xc3", "\xef\xbf\xbd" },                          /* truncated at the end */
+		{ "\xc3(", "\xef\xbf\xbd(" },                        /* truncated inside */
+		{ "\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd" },          /* overlong '/' */
+		{ "\xe0\x80\xaf", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* overlong */
+		{ "\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* a surrogate */
+		{ "\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* > U+10FFFF */
+		{ "\xef\xbf\xbd", "\xef\xbf\xbd" },                  /* U+FFFD itself */
+		{ "x\x1b\xfe\n", "x \xef\xbf\xbd " },                 /* controls still spaces */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ck_assert_uint_eq(message_sanitize(cases[i].in, out), strlen(cases[i].want));
+		ck_assert_msg(strcmp(out, cases[i].want) == 0, "case %zu", i);
+		message_sanitize(out, again);
+		ck_assert_str_eq(out, again);
+	}
+	/* A replacement that would pass the cut is not written in part. */
+	memset(in, 'x', sizeof(in) - 1);
+	in[sizeof(in) - 1] = '\0';
+	in[FAILURE_MESSAGE_MAX - 1] = '\xff';
+	ck_assert_uint_eq(message_sanitize(in, out), FAILURE_MESSAGE_MAX - 1);
+	ck_assert_int_eq(out[FAILURE_MESSAGE_MAX - 2], 'x');
+	/* Every invalid byte expands to three: the output stays in bounds. */
+	memset(in, '\xff', sizeof(in) - 1);
+	ck_assert_uint_eq(message_sanitize(in, out), FAILURE_MESSAGE_MAX / 3 * 3);
+	/* The log's form: any size. */
+	char small[5];
+	ck_assert_uint_eq(message_sanitize_to("ab\xff" "cd", small, sizeof(small)), 2);
+	ck_assert_str_eq(small, "ab");
+	ck_assert_uint_eq(message_sanitize_to("\xc3\xa9\xc3\xa9", small, sizeof(small)), 4);
+}
+END_TEST
+
 /* ---- docs/limits.md states every limit -------------------------------------------- */
 
 /* true when line holds value as a whole number (not part of a longer one). */
@@ -867,6 +911,7 @@ static Suite *grammar_suite(void)
 	};
 	const TTest *const message_tests[] = {
 		test_message_sanitize,
+		test_message_utf8,
 	};
 	const TTest *const limits_tests[] = {
 		test_limits_documented,
