@@ -25,6 +25,7 @@
 #include "fs/metrics.h"
 #include "fs/notify.h"
 #include "store/store.h"
+#include "fs/claims.h"
 #include "fs/vfiles.h"
 #include "proto/cleanup.h"
 #include "proto/parse.h"
