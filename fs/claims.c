@@ -20,16 +20,24 @@
 
 enum claim_state claim_next(enum claim_state s, enum claim_event ev)
 {
+	if (s == CLAIM_POISONED || ev == CLAIM_EV_REFUSE)
+		return CLAIM_POISONED;
 	switch (ev) {
 	case CLAIM_EV_STAGE:
-		return s == CLAIM_RESERVED || s == CLAIM_RESERVED_STAGED ? CLAIM_RESERVED_STAGED
-		       : s == CLAIM_POISONED				  ? CLAIM_POISONED
-									  : CLAIM_STAGED;
-	case CLAIM_EV_REFUSE:
-		return CLAIM_POISONED;
+		return s == CLAIM_RESERVED ? CLAIM_RESERVED_STAGED
+		       : s == CLAIM_MADE   ? CLAIM_MADE_STAGED
+		       : s == CLAIM_OPEN   ? CLAIM_STAGED
+					   : s;
 	case CLAIM_EV_COMMIT:
+		return s == CLAIM_RESERVED_STAGED || s == CLAIM_MADE_STAGED ? CLAIM_MADE
+		       : s == CLAIM_STAGED				    ? CLAIM_OPEN
+									    : s;
+	case CLAIM_EV_INCOMPLETE:
+		return s;
 	case CLAIM_EV_RELEASED:
-		return s == CLAIM_POISONED ? CLAIM_POISONED : CLAIM_OPEN;
+		return CLAIM_OPEN;
+	case CLAIM_EV_REFUSE:
+		break;
 	}
 	return CLAIM_POISONED;
 }
@@ -38,6 +46,19 @@ enum claim_state claim_next(enum claim_state s, enum claim_event ev)
 static bool holds_reservation(const struct claim_handle *h)
 {
 	return h->state == CLAIM_RESERVED || h->state == CLAIM_RESERVED_STAGED;
+}
+
+/* Whether h made the claim it names, from its own reservation. */
+static bool made_claim(const struct claim_handle *h)
+{
+	return h->state == CLAIM_MADE || h->state == CLAIM_MADE_STAGED;
+}
+
+/* Whether h has lines staged. */
+static bool staged(const struct claim_handle *h)
+{
+	return h->state == CLAIM_RESERVED_STAGED || h->state == CLAIM_MADE_STAGED ||
+	       h->state == CLAIM_STAGED;
 }
 
 /* -- the grammar's view of a stored claim ------------------------------------------ */
@@ -219,12 +240,21 @@ static int handle_claim(const struct claims *c, const struct claim_handle *h,
 			: store_claim_get_by_id(c->store, h->claim_id, ret);
 }
 
-/* A refusal: nothing from h is ever committed; a reservation it made is
- * cancelled at once (the VF is free again for the next placement). */
+/* A refusal: nothing from h is committed any more; a reservation it made
+ * is cancelled at once (the VF is free again for the next placement), and a
+ * claim it made (committed by an earlier close of a duplicate of the
+ * descriptor) is released: what was sent was not a whole claim. */
 static int poison(const struct claims *c, struct claim_handle *h, int r)
 {
+	char path[CLAIM_PATH_BUFSZ];
+
 	if (holds_reservation(h))
 		store_claim_cancel(c->store, h->vf, h->claim_id);
+	if (made_claim(h) &&
+	    store_release_how(c->store, h->vf, h->instance_id, h->made_at, "refused",
+			      (int64_t)h->uid) == 0)
+		log_info("release of %s: a line written after it was made was refused",
+			 claim_path(h->vf, h->instance_id, path, sizeof(path)));
 	h->state = claim_next(h->state, CLAIM_EV_REFUSE);
 	claim_handle_free(h);
 	return r;
@@ -343,7 +373,7 @@ int claims_write(const struct claims *c, struct claim_handle *h, const char *buf
 }
 
 /* Commit what h staged: the claim from its reservation, or an update. */
-static int commit_staged(const struct claims *c, struct claim_handle *h)
+static int commit_staged(const struct claims *c, struct claim_handle *h, bool final)
 {
 	struct store_claim current, next;
 	int r;
@@ -355,10 +385,18 @@ static int commit_staged(const struct claims *c, struct claim_handle *h)
 		r = claim_confined(c, h, &current, &next, h->uid, h->pid);
 	if (r < 0)
 		return poison(c, h, r);
+	if (!final && rule_claim_watch_refusal(next.agent, next.control, next.pid) < 0) {
+		/* not whole yet: a close of a duplicate descriptor (a shell's
+		 * `>&7`) flushes between lines; the last close decides */
+		h->state = claim_next(h->state, CLAIM_EV_INCOMPLETE);
+		return -EINVAL;
+	}
 	if (current.reserved) {
 		r = store_claim_commit(c->store, &next);
 		if (r == 0) {
 			log_claim_change("claim", &next, h->uid, h->pid);
+			if (holds_reservation(h))
+				memcpy(h->made_at, next.claimed_at, sizeof(h->made_at));
 			goto done;
 		}
 		if (r != -EALREADY) {
@@ -384,17 +422,9 @@ done:
 
 int claims_flush(const struct claims *c, struct claim_handle *h)
 {
-	switch (h->state) {
-	case CLAIM_POISONED:
+	if (h->state == CLAIM_POISONED)
 		return -EINVAL;
-	case CLAIM_RESERVED_STAGED:
-	case CLAIM_STAGED:
-		return commit_staged(c, h);
-	case CLAIM_RESERVED:
-	case CLAIM_OPEN:
-		break;
-	}
-	return 0;
+	return staged(h) ? commit_staged(c, h, false) : 0;
 }
 
 void claims_release(const struct claims *c, struct claim_handle *h)
@@ -420,9 +450,11 @@ void claims_release(const struct claims *c, struct claim_handle *h)
 		}
 		break;
 	case CLAIM_RESERVED_STAGED:
+	case CLAIM_MADE_STAGED:
 	case CLAIM_STAGED:
-		(void)commit_staged(c, h); /* no close(2) is left to answer: logged */
+		(void)commit_staged(c, h, true); /* no close(2) is left to answer: logged */
 		break;
+	case CLAIM_MADE:
 	case CLAIM_OPEN:
 	case CLAIM_POISONED:
 		break;

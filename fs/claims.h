@@ -7,27 +7,40 @@
  * One open claim file is a struct claim_handle in one of the states of
  * enum claim_state; claim_next() is every transition:
  *
- *   create ----------------> RESERVED         (store_claim_reserve: EBUSY,
- *   open of a claim -------> OPEN              EEXIST at once)
- *   RESERVED  --write-->  RESERVED_STAGED     a good line is staged in the
- *   OPEN      --write-->  STAGED              handle, checked at once
- *   *_STAGED  --write-->  (same)
- *   any       --bad line--> POISONED          EINVAL now; nothing is ever
- *                                             committed from the handle, its
- *                                             reservation is cancelled, later
- *                                             writes and the close get EINVAL
- *   RESERVED_STAGED --FLUSH--> OPEN           the claim, every staged line,
- *   STAGED          --FLUSH--> OPEN           or an update; close(2) returns
- *                                             FLUSH's error; refused: POISONED
- *   RESERVED  --FLUSH-->  RESERVED            nothing staged, nothing done (a
- *                                             shell's dup2+close flushes
- *                                             before it writes)
- *   RESERVED  --RELEASE--> (gone)             a bare claim:
- *                                             store_claim_abandon() commits it
- *                                             or, while the store cannot,
- *                                             keeps it until it can
- *   POISONED  --RELEASE--> (gone)             nothing
+ *   create ----------------> RESERVED          (store_claim_reserve: EBUSY,
+ *   open of a claim -------> OPEN               EEXIST at once)
+ *   RESERVED --write--> RESERVED_STAGED        a good line is staged in the
+ *   MADE     --write--> MADE_STAGED            handle, checked at once
+ *   OPEN     --write--> STAGED
+ *   any      --bad line--> POISONED            EINVAL now; nothing is
+ *                                              committed from the handle any
+ *                                              more: its reservation is
+ *                                              cancelled, a claim it made is
+ *                                              released, later writes and the
+ *                                              close get EINVAL
+ *   RESERVED_STAGED, MADE_STAGED --FLUSH--> MADE  the claim with every staged
+ *   STAGED                       --FLUSH--> OPEN  line, or an update; close(2)
+ *                                              returns FLUSH's error;
+ *                                              refused: POISONED
+ *   *_STAGED --FLUSH, not whole yet--> (same)  agent= without its VMM yet:
+ *                                              EINVAL, kept staged (a close
+ *                                              of a dup'd descriptor, such as
+ *                                              a shell's `>&7`, flushes
+ *                                              between lines)
+ *   RESERVED, MADE, OPEN --FLUSH--> (same)     nothing staged, nothing done
+ *                                              (a shell's dup2+close flushes
+ *                                              before it writes)
+ *   RESERVED --RELEASE--> (gone)               a bare claim:
+ *                                              store_claim_abandon() commits
+ *                                              it or, while the store cannot,
+ *                                              keeps it until it can
+ *   *_STAGED --RELEASE--> (gone)               committed as at FLUSH; not
+ *                                              whole: as a bad line
+ *   others   --RELEASE--> (gone)               nothing
  *
+ * FLUSH comes with every close(2) of any descriptor of the open file, so a
+ * writer that closes duplicates between lines has each line committed by
+ * its own close; a bad line later still leaves nothing it made.
  * `release=CLAIMED_AT` written alone through a handle with nothing staged
  * acts at once (the write's errno is the store's answer).  Tests:
  * tests/fs/test-claim-whole.sh (the transitions on a real mount, bash and
@@ -52,6 +65,8 @@ struct sockdirs;
 enum claim_state {
 	CLAIM_RESERVED,        /* created here; nothing staged: RELEASE commits it bare */
 	CLAIM_RESERVED_STAGED, /* created here; lines staged: FLUSH makes the claim */
+	CLAIM_MADE,            /* created here and committed; nothing staged */
+	CLAIM_MADE_STAGED,     /* created here and committed; lines staged: FLUSH updates */
 	CLAIM_OPEN,            /* nothing staged (a claim, or another open's reservation) */
 	CLAIM_STAGED,          /* lines staged: FLUSH commits or updates */
 	CLAIM_POISONED,        /* a line was refused: nothing is committed from here */
@@ -61,6 +76,7 @@ enum claim_event {
 	CLAIM_EV_STAGE,     /* a good line was staged */
 	CLAIM_EV_REFUSE,    /* a line, or the staged claim at FLUSH, was refused */
 	CLAIM_EV_COMMIT,    /* FLUSH committed what was staged */
+	CLAIM_EV_INCOMPLETE, /* FLUSH: not a whole claim yet (agent= without its VMM) */
 	CLAIM_EV_RELEASED,  /* release= went through */
 };
 
@@ -79,6 +95,7 @@ struct claim_handle {
 	uint64_t vf_id;
 	char instance_id[INSTANCE_ID_MAX + 1];
 	uint64_t claim_id;
+	char made_at[RFC3339_BUFSZ]; /* MADE*: the claimed_at it committed */
 	char *staged;     /* the lines written since the last FLUSH, NUL-terminated */
 	size_t staged_len;
 	uint64_t written; /* bytes accepted through the handle: the next write's offset */
