@@ -156,19 +156,36 @@ static const char *claim_path(const char *vf, const char *instance, char *buf, s
 
 #define CLAIM_PATH_BUFSZ (VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 16)
 
-/* One line per change, at info, with who made it and what it says now
- * (control characters shown as spaces: one line). */
-static void log_claim_change(const char *what, const struct store_claim *c, uid_t uid, pid_t pid)
+/* The audit line of a claim made, with its claimant (the open's: RELEASE
+ * carries no credentials), and once, at notice, whether it is unwatched. */
+static void log_claimed(const struct store_claim *c, uid_t uid, pid_t pid)
 {
 	char path[CLAIM_PATH_BUFSZ];
 
-	log_info("%s %s accepted (uid %u, pid %d): claimed_at=%s agent=%s control=%s pid=%lld", what,
+	log_info("claim %s accepted (uid %u, pid %d): claimed_at=%s",
 		 claim_path(c->vf, c->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid,
-		 c->claimed_at, c->agent, c->control, (long long)c->pid);
+		 c->claimed_at);
 	if (!rule_claim_watched(c->agent))
 		log_notice("%s: claim of instance %s is unwatched: it names no agent=, so it only "
 			   "excludes the VF and no guest is polled for it",
 			   c->vf, c->instance_id);
+}
+
+/* The audit line of what a writer wrote, as every file's: its text on one
+ * line (control characters shown as spaces, the last newline dropped). */
+static void log_written(const struct claim_handle *h, const char *text, uid_t uid, pid_t pid)
+{
+	char path[CLAIM_PATH_BUFSZ], shown[ASSIGNMENT_FILE_MAX + 1];
+	size_t n = strnlen(text, sizeof(shown) - 1);
+
+	if (n && text[n - 1] == '\n')
+		n--;
+	for (size_t i = 0; i < n; i++)
+		shown[i] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? ' ' : text[i];
+	shown[n] = '\0';
+	log_info("write to %s accepted (uid %u, pid %d): %s",
+		 claim_path(h->vf, h->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid,
+		 shown);
 }
 
 static void log_claim_refused(const struct claim_handle *h, uid_t uid, pid_t pid, const char *why)
@@ -295,7 +312,7 @@ static int claim_confined(const struct claims *c, const struct claim_handle *h,
 static int claim_release_at(const struct claims *c, struct claim_handle *h, const char *when,
 			    uid_t uid, pid_t pid)
 {
-	char path[CLAIM_PATH_BUFSZ];
+	char line[RFC3339_BUFSZ + 16];
 	int r;
 
 	if (holds_reservation(h))
@@ -304,9 +321,8 @@ static int claim_release_at(const struct claims *c, struct claim_handle *h, cons
 	if (r < 0)
 		return r;
 	h->state = claim_next(h->state, CLAIM_EV_RELEASED);
-	log_info("release of %s accepted (uid %u, pid %d): release=%s",
-		 claim_path(h->vf, h->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid,
-		 when);
+	snprintf(line, sizeof(line), "release=%s", when);
+	log_written(h, line, uid, pid);
 	return 0;
 }
 
@@ -394,7 +410,7 @@ static int commit_staged(const struct claims *c, struct claim_handle *h, bool fi
 	if (current.reserved) {
 		r = store_claim_commit(c->store, &next);
 		if (r == 0) {
-			log_claim_change("claim", &next, h->uid, h->pid);
+			log_claimed(&next, h->uid, h->pid);
 			if (holds_reservation(h))
 				memcpy(h->made_at, next.claimed_at, sizeof(h->made_at));
 			goto done;
@@ -413,8 +429,8 @@ static int commit_staged(const struct claims *c, struct claim_handle *h, bool fi
 		log_claim_refused(h, h->uid, h->pid, commit_refusal(&next, r));
 		return poison(c, h, r);
 	}
-	log_claim_change("update of", &next, h->uid, h->pid);
 done:
+	log_written(h, h->staged, h->uid, h->pid);
 	claim_handle_free(h);
 	h->state = claim_next(h->state, CLAIM_EV_COMMIT);
 	return 0;
@@ -439,7 +455,7 @@ void claims_release(const struct claims *c, struct claim_handle *h)
 			break;
 		r = store_claim_abandon(c->store, &res);
 		if (r == 0)
-			log_claim_change("claim", &res, h->uid, h->pid);
+			log_claimed(&res, h->uid, h->pid);
 		else if (r == 1)
 			log_warn("%s: claim by instance %s kept reserved: the store is unavailable; "
 				 "it is committed once the store is available again",
