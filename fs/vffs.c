@@ -28,7 +28,8 @@
  *   16 + i                top_files[i]
  *   1<<60 | id<<8 | 0     the directory of the VF with store id `id`
  *   1<<60 | id<<8 | 1+i   vf_files[i] of that VF (assignments/ included)
- *   2<<60 | claim id      an assignment file
+ *   2<<60 | vf id<<36 | claim id   an assignment file (the VF's id, so
+ *                         that resolving it is a search, not a scan)
  * Caching (issue 17).  Attributes are cached long (ATTR_TIMEOUT_S; claims'
  * not at all), so default_permissions costs no GETATTR, and listings are
  * readdirplus, so a listing brings every entry's attributes.  Files whose
@@ -61,17 +62,12 @@
  * Other regular files report size 0 (procfs): the size is known only by
  * rendering.  Entries are cached for 1 s, negative entries never.
  *
- * Claims (vfhealth(5)).  create on assignments/ makes a reservation in the
- * store (nothing durable, nothing notified, no history row) and answers
- * EBUSY/EEXIST at once.  A reservation is visible by name (lookup, readdir,
- * open, read: the stamped claimed_at), so create; close; open again works
- * whenever the creator's release arrives.  The first valid write through
- * ANY handle commits it (store_claim_commit; -EALREADY when a concurrent
- * commit won: the write then updates that claim); a refused first write
- * through the creating handle cancels it; rm and release= cancel it; the
- * creating handle's release (after close(2), async) commits a bare claim
- * if it is still a reservation.  Entries of claims are not cached (timeout
- * 0): a claim's name can vanish without an unlink the kernel sees
+ * Claims (vfhealth(5)): claims.h.  create on assignments/ makes a
+ * reservation in the store and answers EBUSY/EEXIST at once; what is written
+ * through an open claim file is staged in its handle and committed at FLUSH
+ * (close(2) returns the refusal), a bare claim at RELEASE.  A reservation is
+ * visible by name from its create on.  Entries of claims are not cached
+ * (timeout 0): a claim's name can vanish without an unlink the kernel sees
  * (release=, a cancelled reservation).
  *
  * Shutdown (vffs_stop): stop the notifier while the mount still serves,
