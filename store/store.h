@@ -107,18 +107,21 @@
  *                 while the store cannot commit stays, excluding its VF,
  *                 and is committed once the store is available again
  *                 (store_repair); a restart forgets it, like every
- *                 reservation.
+ *                 reservation.  Tests: claims_reservation,
+ *                 claims_bare_kept_while_unavailable.
  *
  *  Claim identity (instance, claimed_at) is never reused on a VF: a
  *                 claimed_at the writer gives (a commit's or an update's
  *                 that differs from the stamp) must be later than every
  *                 other claim's of that VF, live or past, else -EINVAL
- *                 (rule_claimed_at_refusal).
+ *                 (rule_claimed_at_refusal).  Test:
+ *                 claims_identity_never_reused.
  *
  *  Watched        a claim naming agent= also names pid= and/or control=,
  *                 else -EINVAL (rule_claim_watch_refusal): the sentinel
  *                 dials no agent without its VMM's liveness.  A claim
  *                 without agent= only excludes its VF (rule_claim_watched).
+ *                 Test: claims_watch_rule.
  *
  *  Mode           enforce (the default) or observe, stored in the database.
  *                 In observe mode every rule runs and every state is what
