@@ -941,6 +941,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		    !from_notifier(fs, req) && store_status(fs->store, NULL, 0);
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = !h->cached;
+	/* Only a claim opened for writing acts on close (claims.h): no other
+	 * close costs a FLUSH round trip. */
+	fi->noflush = !(n.kind == VN_CLAIM && writing);
 	fi->keep_cache = h->cached;
 	if (fuse_reply_open(req, fi) < 0)
 		handle_free(fs, h); /* interrupted: no release will come */
