@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The claim lifecycle (issue 11), on the real mount:
-#  rule 3  a claim exists only after a valid first write: create reserves
-#          (EBUSY/EEXIST at once), a refused first write leaves nothing (no
+#  rule 3  a claim exists only once what an open file was sent is committed
+#          at its close: create reserves (EBUSY/EEXIST at once), a refused
+#          write leaves nothing (no
 #          claim, no history row, no notification), a restart forgets a
 #          reservation;
 #  rule 2  release=CLAIMED_AT releases that claim and nothing newer (ESTALE);
@@ -84,7 +85,7 @@ expect_err "$EBUSY" rmdir "$V"
 # A refused write through another handle leaves it be.
 expect_err "$EINVAL" put "$V/assignments/vm-a" "colour=blue"
 assert_eq "$(ls "$V/assignments")" vm-a "a reservation after another handle's refused write"
-# The first valid write through any handle commits it, with the stamp.
+# What another open writes commits it at that open's close, with the stamp.
 put "$V/assignments/vm-a" "agent=vsock:9"$'\npid='"$$"
 assert_eq "$(rows vm-a)" 1 "rows once committed by another handle's write"
 assert_match "$(cat "$V/assignments/vm-a")" "^claimed_at=$stamp"$'\nagent=vsock:9:2222\n' "what the first write said"
