@@ -916,6 +916,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* What the handle itself keeps is charged too, so that opens that never
 	 * read are bounded as well; the notifier's opens are not (budget.h). */
 	open_charge = from_notifier(fs, req) ? 0 : sizeof(*h);
+	/* a claim open for writing may stage up to a whole claim (claims.h) */
+	if (open_charge && n.kind == VN_CLAIM && writing)
+		open_charge += ASSIGNMENT_FILE_MAX;
 	r = charge(fs, uid, open_charge);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
