@@ -31,14 +31,15 @@
  *   2<<60 | vf id<<36 | claim id   an assignment file (the VF's id, so
  *                         that resolving it is a search, not a scan)
  * Caching (issue 17).  Attributes are cached long (ATTR_TIMEOUT_S; claims'
- * not at all), so default_permissions costs no GETATTR, and listings are
- * readdirplus, so a listing brings every entry's attributes.  Files whose
- * every rendering has the same length (vfile.fixed_size: VF/quarantined)
- * report that size, and a read-only open of one is keep_cache: reads are
- * served from the page cache.  Every other open is direct_io, so every read
- * reaches us: a read at offset 0 renders the file afresh (sysfs style) into
- * the handle's snapshot, later offsets are served from that snapshot so one
- * `cat` is consistent (and a page-cached length-varying file would tear).
+ * too: an inode's attributes never change), so default_permissions costs
+ * no GETATTR, and listings are readdirplus, so a listing brings every
+ * entry's attributes.  Files whose every rendering has the same length
+ * (vfile.fixed_size: VF/quarantined) report that size, and a read-only
+ * open of one is keep_cache: reads are served from the page cache.  Every
+ * other open is direct_io, so every read reaches us: a read at offset 0
+ * renders the file afresh (sysfs style) into the handle's snapshot, later
+ * offsets are served from that snapshot so one `cat` is consistent (and a
+ * page-cached length-varying file would tear).
  * What the kernel caches is made stale only by store changes, and the
  * notifier invalidates every affected page-cached inode (pages and
  * attributes) before the write that made the change is answered: op_write
@@ -54,7 +55,7 @@
  * time: a claim ends by a write (release=) as well.  Directory operations
  * (mkdir, rmdir, claims) answer at once: nothing page-cached depends on
  * them, their entries are the kernel's own to update, and claims' entries
- * and attributes are never cached.
+ * are never cached.
  * What a handle keeps (itself, its snapshot; a directory handle's listing)
  * is charged to the reader's uid (budget.h): past the budget, that open or
  * read gets ENOBUFS.  Each open keeps its own snapshot: the budget bounds
@@ -379,10 +380,13 @@ static void vnode_stat(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, s
 	st->st_atim = st->st_mtim = st->st_ctim = t;
 }
 
-/* Claims are neither: see Claims. */
+/* Every inode's attributes are fixed for its life, a claim's too (its
+ * inode is the claim: a new claim is a new inode), so each is cached long:
+ * an open of an assignment file, whose entry is not cached, costs no
+ * GETATTR after its LOOKUP. */
 static double attr_timeout(const struct vnode *n)
 {
-	return n->kind == VN_CLAIM ? 0 : ATTR_TIMEOUT_S;
+	return ATTR_TIMEOUT_S;
 }
 
 static void fill_entry(struct vffs *fs, fuse_ino_t ino, const struct vnode *n,
