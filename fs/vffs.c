@@ -28,16 +28,18 @@
  *   16 + i                top_files[i]
  *   1<<60 | id<<8 | 0     the directory of the VF with store id `id`
  *   1<<60 | id<<8 | 1+i   vf_files[i] of that VF (assignments/ included)
- *   2<<60 | claim id      an assignment file
+ *   2<<60 | vf id<<36 | claim id   an assignment file (the VF's id, so
+ *                         that resolving it is a search, not a scan)
  * Caching (issue 17).  Attributes are cached long (ATTR_TIMEOUT_S; claims'
- * not at all), so default_permissions costs no GETATTR, and listings are
- * readdirplus, so a listing brings every entry's attributes.  Files whose
- * every rendering has the same length (vfile.fixed_size: VF/quarantined)
- * report that size, and a read-only open of one is keep_cache: reads are
- * served from the page cache.  Every other open is direct_io, so every read
- * reaches us: a read at offset 0 renders the file afresh (sysfs style) into
- * the handle's snapshot, later offsets are served from that snapshot so one
- * `cat` is consistent (and a page-cached length-varying file would tear).
+ * too: an inode's attributes never change), so default_permissions costs
+ * no GETATTR, and listings are readdirplus, so a listing brings every
+ * entry's attributes.  Files whose every rendering has the same length
+ * (vfile.fixed_size: VF/quarantined) report that size, and a read-only
+ * open of one is keep_cache: reads are served from the page cache.  Every
+ * other open is direct_io, so every read reaches us: a read at offset 0
+ * renders the file afresh (sysfs style) into the handle's snapshot, later
+ * offsets are served from that snapshot so one `cat` is consistent (and a
+ * page-cached length-varying file would tear).
  * What the kernel caches is made stale only by store changes, and the
  * notifier invalidates every affected page-cached inode (pages and
  * attributes) before the write that made the change is answered: op_write
@@ -53,7 +55,7 @@
  * time: a claim ends by a write (release=) as well.  Directory operations
  * (mkdir, rmdir, claims) answer at once: nothing page-cached depends on
  * them, their entries are the kernel's own to update, and claims' entries
- * and attributes are never cached.
+ * are never cached.
  * What a handle keeps (itself, its snapshot; a directory handle's listing)
  * is charged to the uid that opened it, whoever reads through it (budget.h):
  * past the budget, that open or read gets ENOBUFS.  Each open keeps its own snapshot: the budget bounds
@@ -61,17 +63,12 @@
  * Other regular files report size 0 (procfs): the size is known only by
  * rendering.  Entries are cached for 1 s, negative entries never.
  *
- * Claims (vfhealth(5)).  create on assignments/ makes a reservation in the
- * store (nothing durable, nothing notified, no history row) and answers
- * EBUSY/EEXIST at once.  A reservation is visible by name (lookup, readdir,
- * open, read: the stamped claimed_at), so create; close; open again works
- * whenever the creator's release arrives.  The first valid write through
- * ANY handle commits it (store_claim_commit; -EALREADY when a concurrent
- * commit won: the write then updates that claim); a refused first write
- * through the creating handle cancels it; rm and release= cancel it; the
- * creating handle's release (after close(2), async) commits a bare claim
- * if it is still a reservation.  Entries of claims are not cached (timeout
- * 0): a claim's name can vanish without an unlink the kernel sees
+ * Claims (vfhealth(5)): claims.h.  create on assignments/ makes a
+ * reservation in the store and answers EBUSY/EEXIST at once; what is written
+ * through an open claim file is staged in its handle and committed at FLUSH
+ * (close(2) returns the refusal), a bare claim at RELEASE.  A reservation is
+ * visible by name from its create on.  Entries of claims are not cached
+ * (timeout 0): a claim's name can vanish without an unlink the kernel sees
  * (release=, a cancelled reservation).
  *
  * Shutdown (vffs_stop): stop the notifier while the mount still serves,
@@ -103,6 +100,7 @@
 #include <fuse_lowlevel.h>
 
 #include "fs/budget.h"
+#include "fs/claims.h"
 #include "fs/notify.h"
 #include "fs/physfn.h"
 #include "store/store.h"
@@ -123,6 +121,8 @@
 #define INO_KIND_VF 1ULL
 #define INO_KIND_CLAIM 2ULL
 #define INO_ID_MASK ((1ULL << INO_KIND_SHIFT) - 1)
+#define INO_CLAIM_ID_BITS 36 /* 2<<60 | vf id<<36 | claim id */
+#define INO_CLAIM_VF_BITS (INO_KIND_SHIFT - INO_CLAIM_ID_BITS)
 #define VF_SLOT_DIR 0
 #define GENERATION 1
 #define ENTRY_TIMEOUT_S 1.0
@@ -168,6 +168,7 @@ struct vffs {
 	atomic_bool unmounted_outside; /* the session ended without vffs_stop() */
 
 	struct sockdirs socket_dirs; /* where claims' socket paths may point */
+	struct claims claims;        /* the assignment files (claims.h) */
 	char *sysfs_root;            /* where physfn links are read (physfn.h) */
 };
 
@@ -177,7 +178,7 @@ enum vnode_kind { VN_ROOT, VN_TOP, VN_VF_DIR, VN_VF_ENTRY, VN_CLAIM };
 struct vnode {
 	enum vnode_kind kind;
 	int index;                 /* VN_TOP, VN_VF_ENTRY */
-	struct store_vf_info vf;   /* VN_VF_DIR, VN_VF_ENTRY */
+	struct store_vf_info vf;   /* VN_VF_DIR, VN_VF_ENTRY; VN_CLAIM: only its id */
 	struct store_claim claim;  /* VN_CLAIM */
 };
 
@@ -189,12 +190,7 @@ struct vhandle {
 	int index;
 	char vf[VF_ADDR_BUFSZ];
 	uint64_t vf_id;
-	char instance_id[INSTANCE_ID_MAX + 1];
-	uint64_t claim_id;
-	bool created_claim; /* this open created the claim ... */
-	bool wrote_claim;   /* ... and has written to it since */
-	uid_t creator_uid;  /* created_claim: who, for the audit line of a */
-	pid_t creator_pid;  /* bare claim (RELEASE carries no credentials) */
+	struct claim_handle claim; /* VN_CLAIM (claims.h) */
 	char *snapshot;
 	size_t snapshot_len;
 	uid_t open_uid;     /* who opened it: charged open_charge and snapshot_len (budget.h) */
@@ -257,9 +253,14 @@ static fuse_ino_t ino_vf(uint64_t id, int slot)
 	return (INO_KIND_VF << INO_KIND_SHIFT) | (id << 8) | (unsigned)slot;
 }
 
-static fuse_ino_t ino_claim(uint64_t id)
+/* A claim's VF id in its inode makes its lookup a search, not a scan; a
+ * VF id beyond INO_CLAIM_VF_BITS is left out (0) and scanned for. */
+static fuse_ino_t ino_claim(uint64_t vf_id, uint64_t id)
 {
-	return (INO_KIND_CLAIM << INO_KIND_SHIFT) | (id & INO_ID_MASK);
+	if (vf_id >> INO_CLAIM_VF_BITS)
+		vf_id = 0;
+	return (INO_KIND_CLAIM << INO_KIND_SHIFT) | (vf_id << INO_CLAIM_ID_BITS) |
+	       (id & ((1ULL << INO_CLAIM_ID_BITS) - 1));
 }
 
 static int vnode_resolve(struct vffs *fs, fuse_ino_t ino, struct vnode *n)
@@ -290,10 +291,14 @@ static int vnode_resolve(struct vffs *fs, fuse_ino_t ino, struct vnode *n)
 		return 0;
 	}
 	if (kind == INO_KIND_CLAIM) {
-		r = store_claim_get_by_id(fs->store, ino & INO_ID_MASK, &n->claim);
+		uint64_t vf_id = (ino & INO_ID_MASK) >> INO_CLAIM_ID_BITS;
+		id = ino & ((1ULL << INO_CLAIM_ID_BITS) - 1);
+		r = vf_id ? store_claim_get_on(fs->store, vf_id, id, &n->claim)
+			  : store_claim_get_by_id(fs->store, id, &n->claim);
 		if (r < 0)
 			return r;
 		n->kind = VN_CLAIM;
+		n->vf.id = vf_id;
 		return 0;
 	}
 	return -ENOENT;
@@ -374,10 +379,13 @@ static void vnode_stat(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, s
 	st->st_atim = st->st_mtim = st->st_ctim = t;
 }
 
-/* Claims are neither: see Claims. */
+/* Every inode's attributes are fixed for its life, a claim's too (its
+ * inode is the claim: a new claim is a new inode), so each is cached long:
+ * an open of an assignment file, whose entry is not cached, costs no
+ * GETATTR after its LOOKUP. */
 static double attr_timeout(const struct vnode *n)
 {
-	return n->kind == VN_CLAIM ? 0 : ATTR_TIMEOUT_S;
+	return ATTR_TIMEOUT_S;
 }
 
 static void fill_entry(struct vffs *fs, fuse_ino_t ino, const struct vnode *n,
@@ -498,7 +506,8 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 			return;
 		}
 		child.kind = VN_CLAIM;
-		ino = ino_claim(child.claim.id);
+		child.vf.id = p.vf.id;
+		ino = ino_claim(p.vf.id, child.claim.id);
 		break;
 	default:
 		fuse_reply_err(req, ENOTDIR);
@@ -661,7 +670,9 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		dirbuf_add(b, "..", ino_vf(n->vf.id, VF_SLOT_DIR), S_IFDIR, NULL);
 		for (size_t i = 0; i < count; i++) {
 			struct vnode c = { .kind = VN_CLAIM, .claim = claims[i] };
-			dirbuf_add(b, claims[i].instance_id, ino_claim(claims[i].id), S_IFREG, &c);
+			c.vf.id = n->vf.id;
+			dirbuf_add(b, claims[i].instance_id, ino_claim(n->vf.id, claims[i].id),
+				   S_IFREG, &c);
 		}
 		return b->error;
 	}
@@ -838,6 +849,8 @@ static void handle_free(struct vffs *fs, struct vhandle *h)
 	if (!h)
 		return;
 	open_link_remove(fs, &h->link);
+	if (h->kind == VN_CLAIM)
+		claim_handle_free(&h->claim);
 	if (h->watched)
 		notifier_watch_remove(fs->notifier, &h->watch);
 	budget_release(fs->budget, h->open_uid, h->snapshot_len);
@@ -852,7 +865,8 @@ static void handle_free_link(struct vffs *fs, struct open_link *l)
 	handle_free(fs, (struct vhandle *)l);
 }
 
-static struct vhandle *handle_new(struct vffs *fs, const struct vnode *n)
+static struct vhandle *handle_new(struct vffs *fs, const struct vnode *n, bool created,
+				  const struct fuse_ctx *ctx)
 {
 	struct vhandle *h = calloc(1, sizeof(*h));
 
@@ -864,8 +878,7 @@ static struct vhandle *handle_new(struct vffs *fs, const struct vnode *n)
 	h->index = n->index;
 	if (n->kind == VN_CLAIM) {
 		snprintf(h->vf, sizeof(h->vf), "%s", n->claim.vf);
-		snprintf(h->instance_id, sizeof(h->instance_id), "%s", n->claim.instance_id);
-		h->claim_id = n->claim.id;
+		claim_handle_init(&h->claim, &n->claim, n->vf.id, created, ctx->uid, ctx->pid);
 	} else if (n->kind == VN_VF_ENTRY) {
 		snprintf(h->vf, sizeof(h->vf), "%s", n->vf.vf);
 		h->vf_id = n->vf.id;
@@ -905,12 +918,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* What the handle itself keeps is charged too, so that opens that never
 	 * read are bounded as well; the notifier's opens are not (budget.h). */
 	open_charge = from_notifier(fs, req) ? 0 : sizeof(*h);
+	/* a claim open for writing may stage up to a whole claim (claims.h) */
+	if (open_charge && n.kind == VN_CLAIM && writing)
+		open_charge += ASSIGNMENT_FILE_MAX;
 	r = charge(fs, uid, open_charge);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
 	}
-	h = handle_new(fs, &n);
+	h = handle_new(fs, &n, false, fuse_req_ctx(req));
 	if (!h) {
 		budget_release(fs->budget, uid, open_charge);
 		fuse_reply_err(req, ENOMEM);
@@ -930,6 +946,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		    !from_notifier(fs, req) && store_status(fs->store, NULL, 0);
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = !h->cached;
+	/* Only a claim opened for writing acts on close (claims.h): no other
+	 * close costs a FLUSH round trip. */
+	fi->noflush = !(n.kind == VN_CLAIM && writing);
 	fi->keep_cache = h->cached;
 	if (fuse_reply_open(req, fi) < 0)
 		handle_free(fs, h); /* interrupted: no release will come */
@@ -974,7 +993,6 @@ static void read_may_repair(struct vffs *fs, fuse_req_t req, const struct vhandl
 static int handle_render(struct vffs *fs, struct vhandle *h)
 {
 	_cleanup_free_ char *buf = NULL;
-	struct store_claim claim;
 	size_t len = 0;
 	FILE *out;
 	int r = 0;
@@ -1000,14 +1018,7 @@ static int handle_render(struct vffs *fs, struct vhandle *h)
 		}
 		break;
 	case VN_CLAIM:
-		/* A reservation reads like the claim it will be.  Served from
-		 * memory, also while the store is unavailable (issue 11 rule 7):
-		 * the sentinel keeps polling the claims it lists, and a claim's
-		 * content decides no placement (tests/fs/test-failclosed.sh,
-		 * the sentinel suite's test-repair.sh). */
-		r = store_claim_lookup(fs->store, h->vf, h->instance_id, &claim);
-		if (r == 0)
-			claim_render(&claim, out);
+		r = claims_render(&fs->claims, &h->claim, out);
 		break;
 	default:
 		r = -EISDIR;
@@ -1047,45 +1058,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, -r);
 	else
 		fuse_reply_buf(req, reply, len);
-}
-
-/* `release=CLAIMED_AT` (assignment_parse_release: when is canonical): the
- * conditional release by name, decided by the store (-ESTALE when the claim
- * is a newer one; a reservation it names is cancelled).  Logged by
- * op_write's audit line, with the writer. */
-static int claim_release_if(struct vffs *fs, struct vhandle *h, const char *when, uid_t uid)
-{
-	return store_release_how(fs->store, h->vf, h->instance_id, when, "released-if", uid);
-}
-
-
-/* The confused deputy (docs/security.md): root's sentinel connects to and
- * stats what claims name, so a socket path a write sets must lie in the
- * socket directories, reached without a symlink (proto/sockdir.h).  Values
- * the write leaves as they were are not judged again. */
-static int claim_confined(struct vffs *fs, fuse_req_t req, const struct vhandle *h,
-			  const struct store_claim *current, const struct store_claim *next)
-{
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	const char *key = "control", *path = next->control;
-	struct endpoint ep;
-	int r = 0;
-
-	if (next->control[0] && strcmp(next->control, current->control) != 0)
-		r = sockdirs_check(&fs->socket_dirs, next->control);
-	if (r == 0 && next->agent[0] && strcmp(next->agent, current->agent) != 0 &&
-	    endpoint_parse(next->agent, &ep) == 0 && ep.kind != ENDPOINT_VSOCK) {
-		key = "agent";
-		path = next->agent;
-		r = sockdirs_check(&fs->socket_dirs, ep.path);
-	}
-	if (r < 0)
-		log_warn("%s: claim of instance %s: %s=%s refused (%s) for uid %u pid %d: %s", h->vf,
-			 h->instance_id, key, path,
-			 r == -EACCES ? "outside the socket directories or through a symlink"
-				      : "cannot check it",
-			 (unsigned)ctx->uid, (int)ctx->pid, strerror(-r));
-	return r;
 }
 
 /* A refused write or claim, once, at info: what, who, and which rule it broke. */
@@ -1129,97 +1101,11 @@ static const char *handle_path(const struct vhandle *h, char *buf, size_t size)
 		snprintf(buf, size, "%s/%s", h->vf, vf_files[h->index].name);
 		return buf;
 	case VN_CLAIM:
-		snprintf(buf, size, "%s/assignments/%s", h->vf, h->instance_id);
+		snprintf(buf, size, "%s/assignments/%s", h->vf, h->claim.instance_id);
 		return buf;
 	default:
 		return "?";
 	}
-}
-
-/* A reservation's commit refused: logged like a refused claim. */
-static void log_commit_refused(const struct store_claim *c, int r)
-{
-	if (r == -EBUSY || r == -EIO)
-		log_warn("%s: claim by instance %s refused: %s", c->vf, c->instance_id,
-			 strerror(-r));
-}
-
-/* The audit line of a claim made (committed), with the claimant. */
-static void log_claimed(uid_t uid, pid_t pid, const struct store_claim *c)
-{
-	char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32], at[RFC3339_BUFSZ + 16];
-
-	snprintf(path, sizeof(path), "%s/assignments/%s", c->vf, c->instance_id);
-	snprintf(at, sizeof(at), "claimed_at=%s", c->claimed_at);
-	log_accepted_by(uid, pid, LOG_INFO, "claim", path, at);
-}
-
-/* The creating handle is released without a valid write: commit the bare
- * reservation, unless a write through another handle committed it or it was
- * cancelled meanwhile (rm, a refused first write). */
-static void claim_commit_bare(struct vffs *fs, struct vhandle *h)
-{
-	struct store_claim res;
-	int r;
-
-	if (store_claim_get_by_id(fs->store, h->claim_id, &res) < 0 || !res.reserved)
-		return;
-	r = store_claim_commit(fs->store, &res);
-	if (r == 0)
-		log_claimed(h->creator_uid, h->creator_pid, &res);
-	if (r < 0 && r != -EALREADY && r != -ENOENT) {
-		log_commit_refused(&res, r);
-		store_claim_cancel(fs->store, res.vf, res.id);
-	}
-}
-
-static int claim_write(struct vffs *fs, fuse_req_t req, struct vhandle *h, char *command,
-		       const char **why)
-{
-	struct store_claim current = { 0 };
-	struct store_claim next = { 0 };
-	char release_at[RFC3339_BUFSZ];
-	bool first = h->created_claim && !h->wrote_claim;
-	int r, found;
-
-	r = assignment_parse_release(command, release_at);
-	found = store_claim_get_by_id(fs->store, h->claim_id, &current);
-	if (r > 0 && first && found == 0 && current.reserved)
-		return -ENOENT; /* the create made it: no claim to release (op_write cancels) */
-	if (r > 0)
-		return claim_release_if(fs, h, release_at, fuse_req_ctx(req)->uid);
-	if (found < 0)
-		return r < 0 ? r : found;
-	if (r == 0)
-		r = claim_parse_update(&current, command, first, &next);
-	if (r < 0) {
-		*why = claim_update_refusal(&current, command, first);
-		return r;
-	}
-	r = claim_confined(fs, req, h, &current, &next);
-	if (r < 0)
-		return r;
-	if (current.reserved) {
-		/* the first valid write, through any handle: the claim exists from
-		 * now on, as it says (one transaction, one notification) */
-		r = store_claim_commit(fs->store, &next);
-		if (r == 0) {
-			h->wrote_claim = true;
-			log_claimed(fuse_req_ctx(req)->uid, fuse_req_ctx(req)->pid,
-				    next.claimed_at[0] ? &next : &current);
-			return 0;
-		}
-		if (r != -EALREADY) {
-			log_commit_refused(&next, r);
-			return r;
-		}
-		/* committed by another handle meanwhile: update that claim */
-	}
-	r = store_claim_update(fs->store, &next);
-	if (r < 0)
-		return r;
-	h->wrote_claim = true;
-	return 0; /* logged by op_write's audit line, with the writer */
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -1237,6 +1123,20 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	if (from_notifier(fs, req)) {
 		/* The notifier's byte: it only makes the kernel emit inotify events. */
 		fuse_reply_write(req, size);
+		return;
+	}
+	if (h->kind == VN_CLAIM) {
+		/* staged whole (claims.h): committed at FLUSH, logged there */
+		pthread_mutex_lock(&h->lock);
+		r = claims_write(&fs->claims, &h->claim, buf, size, (uint64_t)off, h->append,
+				 fuse_req_ctx(req)->uid, fuse_req_ctx(req)->pid, &why);
+		pthread_mutex_unlock(&h->lock);
+		if (r < 0 && why)
+			log_refused(req, "write to", handle_path(h, path, sizeof(path)), why);
+		if (r < 0)
+			fuse_reply_err(req, -r);
+		else
+			notifier_reply_write(fs->notifier, req, size);
 		return;
 	}
 	/* One write(2) at offset 0 is one whole command.  `echo X >> file`
@@ -1273,9 +1173,6 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		r = f && f->write ? f->write(&call, command) : -EACCES;
 		break;
 	}
-	case VN_CLAIM:
-		r = claim_write(fs, req, h, command, &why);
-		break;
 	default:
 		r = -EISDIR;
 	}
@@ -1283,15 +1180,10 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 out:
 	if (r < 0 && why)
 		log_refused(req, "write to", handle_path(h, path, sizeof(path)), why);
-	/* a refused first write through the creating handle leaves nothing: its
-	 * reservation is cancelled (a no-op once it is a claim) */
-	if (r < 0 && h->kind == VN_CLAIM && h->created_claim && !h->wrote_claim)
-		store_claim_cancel(fs->store, h->vf, h->claim_id);
 	/* the operator's files at notice; reports (VFILE_OUTCOME) and claims at info */
 	if (r == 0 && !unchanged)
 		log_accepted(req,
-			     h->kind == VN_CLAIM || (h->kind == VN_VF_ENTRY &&
-						     (vf_files[h->index].flags & VFILE_OUTCOME))
+			     (h->kind == VN_VF_ENTRY && (vf_files[h->index].flags & VFILE_OUTCOME))
 				     ? LOG_INFO
 				     : LOG_NOTICE,
 			     "write to", handle_path(h, path, sizeof(path)), command);
@@ -1306,16 +1198,29 @@ out:
 		notifier_reply_write(fs->notifier, req, size);
 }
 
+/* Every close(2) of a descriptor: a claim commits what was written through
+ * it, and close(2) returns the refusal (claims.h). */
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
+	int r = 0;
+
+	if (h->kind == VN_CLAIM) {
+		pthread_mutex_lock(&h->lock);
+		r = claims_flush(&req_fs(req)->claims, &h->claim);
+		pthread_mutex_unlock(&h->lock);
+	}
+	fuse_reply_err(req, -r);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
 
-	/* The creating handle closed without a write: a bare claim.  Not at
-	 * FLUSH, which every close(2) of a dup'd descriptor sends (a shell's
-	 * redirection closes one before it writes); RELEASE is asynchronous,
-	 * so the claim commits just after the last close returns. */
-	if (h->kind == VN_CLAIM && h->created_claim && !h->wrote_claim)
-		claim_commit_bare(req_fs(req), h);
+	/* A bare claim (created, closed without a write) commits here, not at
+	 * FLUSH, which a shell's redirection sends before it writes. */
+	if (h->kind == VN_CLAIM)
+		claims_release(&req_fs(req)->claims, &h->claim);
 	handle_free(req_fs(req), h);
 	fuse_reply_err(req, 0);
 }
@@ -1339,13 +1244,12 @@ static void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 
 /* -- creating and removing ---------------------------------------------------------------- */
 
-/* Claim <vf>/assignments/<name>, or only reserve it (create: the first
- * write commits).  Only assignments/ takes new files. */
+/* Claim <vf>/assignments/<name>, or only reserve it (create: see
+ * claims.h).  Only assignments/ takes new files. */
 static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, bool reserve,
 		      struct vnode *child)
 {
 	struct vnode p = { 0 };
-	struct store_claim want = { 0 };
 	int r;
 
 	r = vnode_resolve(fs, parent, &p);
@@ -1353,25 +1257,12 @@ static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, bool
 		return r;
 	if (!vnode_is_claim_dir(&p))
 		return -EACCES;
-	if (!instance_id_valid(name))
-		return -EINVAL;
-	snprintf(want.vf, sizeof(want.vf), "%s", p.vf.vf);
-	snprintf(want.instance_id, sizeof(want.instance_id), "%s", name);
-	/* liveness evidence recorded by the daemon, not the writer; unknown ("")
-	 * when it cannot be read */
-	if (proc_boot_id(NULL, want.boot_id) < 0)
-		want.boot_id[0] = '\0';
-	/* claimed_at "": the store stamps the current time. */
-	r = reserve ? store_claim_reserve(fs->store, &want, &child->claim)
-		    : store_claim(fs->store, &want, &child->claim);
-	if (r < 0) {
-		if (r == -EBUSY || r == -EIO)
-			log_warn("%s: claim by instance %s refused: %s", want.vf, name,
-				 strerror(-r));
+	r = claims_make(&fs->claims, &p.vf, name, reserve, &child->claim);
+	if (r < 0)
 		return r;
-	}
 	memset(child, 0, offsetof(struct vnode, claim));
 	child->kind = VN_CLAIM;
+	child->vf.id = p.vf.id;
 	return 0;
 }
 
@@ -1399,18 +1290,15 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 
 	if (!make_claim_or_reply(req, parent, name, true, &child))
 		return;
-	h = handle_new(fs, &child);
+	h = handle_new(fs, &child, true, fuse_req_ctx(req));
 	if (!h) {
 		/* The caller sees a failure: do not leave the reservation behind. */
 		store_claim_cancel(fs->store, child.claim.vf, child.claim.id);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	h->created_claim = true; /* logged when it commits (a reservation until then) */
-	h->creator_uid = fuse_req_ctx(req)->uid;
-	h->creator_pid = fuse_req_ctx(req)->pid;
 	memset(&e, 0, sizeof(e));
-	e.ino = ino_claim(child.claim.id);
+	e.ino = ino_claim(child.vf.id, child.claim.id);
 	e.generation = GENERATION;
 	e.entry_timeout = 0; /* a cancelled reservation must leave no dentry */
 	vnode_stat(fs, e.ino, &child, &e.attr);
@@ -1432,8 +1320,8 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	}
 	if (!make_claim_or_reply(req, parent, name, false, &child))
 		return;
-	log_claimed(fuse_req_ctx(req)->uid, fuse_req_ctx(req)->pid, &child.claim);
-	reply_entry(req, ino_claim(child.claim.id), &child);
+	log_accepted(req, LOG_INFO, "claim", name, NULL);
+	reply_entry(req, ino_claim(child.vf.id, child.claim.id), &child);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -1551,6 +1439,7 @@ static const struct fuse_lowlevel_ops vffs_ops = {
 	.open = op_open,
 	.read = op_read,
 	.write = op_write,
+	.flush = op_flush,
 	.release = op_release,
 	.poll = op_poll,
 	.create = op_create,
@@ -1608,6 +1497,7 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 					   : VFFS_MAX_WORKERS_DEFAULT;
 	fs->status_changed = opt->status_changed;
 	fs->status_userdata = opt->status_userdata;
+	fs->claims.socket_dirs = &fs->socket_dirs;
 	if (opt->socket_dirs)
 		fs->socket_dirs = *opt->socket_dirs;
 	else
@@ -1878,6 +1768,7 @@ int vffs_start(struct vffs *fs, struct store *store)
 	if (!store)
 		return -EINVAL;
 	fs->store = store;
+	fs->claims.store = store;
 	r = notifier_new(fs->se, fs->mountpoint, fs->store, &fs->notifier);
 	if (r < 0)
 		return r;
@@ -1943,6 +1834,7 @@ void vffs_stop(struct vffs *fs)
 		 * into the notifier once it is freed. */
 		store_set_change_callback(fs->store, NULL, NULL);
 		fs->store = NULL;
+		fs->claims.store = NULL;
 	}
 }
 

@@ -134,23 +134,4 @@ extern const struct vfile vf_files[VF_FILE_COUNT];
 /* Index of name in table[count], or -1. */
 int vfile_find(const struct vfile *table, int count, const char *name);
 
-/* -- assignment files --------------------------------------------------------- */
-
-/* The assignment file of a live claim (grammar/assignment.h). */
-void claim_render(const struct store_claim *claim, FILE *out);
-
-/* Parse and validate `key=value` lines (grammar/assignment.h) into a copy of
- * `current`; touches nothing else.  may_set_claimed_at: this is the first
- * write through the handle that created the claim, so claimed_at may change;
- * else it must equal the stored one.  A write of pid= records the process's
- * start time (pid_starttime, 0 when /proc cannot tell).  -EINVAL for unknown
- * or repeated keys and bad values. */
-int claim_parse_update(const struct store_claim *current, char *command, bool may_set_claimed_at,
-		       struct store_claim *ret);
-
-/* Which rule a command claim_parse_update() refuses breaks (a static string),
- * for the log; NULL when it is accepted. */
-const char *claim_update_refusal(const struct store_claim *current, const char *command,
-				 bool may_set_claimed_at);
-
 #endif

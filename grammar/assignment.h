@@ -9,8 +9,9 @@
  * The file is "key=value" lines, rendered in this order, each key once:
  *
  *   claimed_at=     RFC 3339 UTC, canonical (nine fraction digits): the
- *                   assignment identity.  Writers: only the first write
- *                   through the handle that created the claim may change it.
+ *                   assignment identity.  Writers: only the open that
+ *                   created the claim may change it, before its close (the
+ *                   caller says so: may_set_claimed_at).
  *   agent=          the guest agent's endpoint (proto/endpoint.h), at most
  *                   AGENT_ENDPOINT_MAX bytes; writers' values are stored
  *                   canonical (port spelled out).  Empty: none.

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "grammar/message.h"
+#include "proto/log.h"
 #include "grammar/vf.h"
 #include "store/rules.h"
 #include "store/store-internal.h"
@@ -623,7 +624,7 @@ static int claim_check(const struct store_claim *c, char when[static RFC3339_BUF
 		return -ENAMETOOLONG;
 	if (c->pid < 0 || c->pid > INT32_MAX)
 		return -EINVAL;
-	return 0;
+	return rule_claim_watch_refusal(c->agent, c->control, c->pid);
 }
 
 /* Fill a claim op from a checked claim. */
@@ -681,12 +682,10 @@ static int decide_commit(const struct store *s, const struct vf_entry *e, struct
 		return -EALREADY; /* committed by a concurrent commit */
 	if (!res || res->id != op->claim_in->id || strcmp(res->instance_id, op->instance_id) != 0)
 		return -ENOENT;
+	op->when_given = op->when[0] && strcmp(op->when, res->claimed_at) != 0;
 	if (!op->when[0])
 		memcpy(op->when, res->claimed_at, sizeof(op->when));
-	return rule_claim_refusal((enum store_mode)atomic_load(&s->mode),
-				  rule_out_of_service(e->quarantined, e->held),
-				  e->claim ? e->claim->instance_id : NULL,
-				  op->instance_id);
+	return rule_commit_refusal(e->claim ? e->claim->instance_id : NULL, op->instance_id);
 }
 
 int store_claim_commit(struct store *s, const struct store_claim *c)
@@ -710,6 +709,44 @@ void store_claim_cancel(struct store *s, const char *vf, uint64_t id)
 	pthread_mutex_lock(&s->reservation_lock);
 	mirror_reservation_drop(s, vf, id);
 	pthread_mutex_unlock(&s->reservation_lock);
+}
+
+int store_claim_abandon(struct store *s, const struct store_claim *c)
+{
+	int r = store_claim_commit(s, c);
+
+	if (r != -EIO)
+		return r;
+	/* reservation_lock: a commit or cancel in between is seen (-ENOENT) */
+	pthread_mutex_lock(&s->reservation_lock);
+	if (mirror_reservation_orphan(s, c->vf, c->id) == 0)
+		r = 1;
+	pthread_mutex_unlock(&s->reservation_lock);
+	return r;
+}
+
+void claims_commit_orphaned(struct store *s)
+{
+	_cleanup_free_ struct store_claim *orphans = NULL;
+	size_t n = 0;
+
+	mirror_rdlock(s);
+	for (size_t i = 0; i < s->n_vfs; i++)
+		n += s->by_addr[i]->reservation_orphaned;
+	orphans = n ? calloc(n, sizeof(*orphans)) : NULL;
+	n = 0;
+	for (size_t i = 0; orphans && i < s->n_vfs; i++)
+		if (s->by_addr[i]->reservation_orphaned)
+			orphans[n++] = *s->by_addr[i]->reservation;
+	mirror_unlock(s);
+	for (size_t i = 0; i < n; i++) {
+		int r = store_claim_commit(s, &orphans[i]);
+		if (r < 0 && r != -EIO && r != -EALREADY && r != -ENOENT) {
+			log_warn("%s: reserved claim of instance %s not committed: %s",
+				 orphans[i].vf, orphans[i].instance_id, strerror(-r));
+			store_claim_cancel(s, orphans[i].vf, orphans[i].id);
+		}
+	}
 }
 
 /* Release (cancel) the reservation of op->instance_id on op->vf, if it holds
@@ -759,6 +796,7 @@ static int decide_claim_update(const struct store *s, const struct vf_entry *e, 
 
 	if (!live)
 		return -ENOENT;
+	op->when_given = op->when[0] && strcmp(live->claimed_at, op->when) != 0;
 	bool same = strcmp(live->agent, c->agent) == 0 && strcmp(live->control, c->control) == 0 &&
 		    live->pid == c->pid && live->pid_starttime == c->pid_starttime &&
 		    (!op->when[0] || strcmp(live->claimed_at, op->when) == 0);
@@ -888,6 +926,25 @@ int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret)
 	}
 	mirror_unlock(s);
 	return found ? 0 : -ENOENT;
+}
+
+int store_claim_get_on(struct store *s, uint64_t vf_id, uint64_t id, struct store_claim *ret)
+{
+	const struct store_claim *c = NULL;
+
+	if (!ret)
+		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	mirror_rdlock(s);
+	const struct vf_entry *e = mirror_find_by_id(s, vf_id);
+	if (e)
+		c = e->claim && e->claim->id == id ? e->claim
+		    : e->reservation && e->reservation->id == id ? e->reservation : NULL;
+	if (c)
+		*ret = *c;
+	mirror_unlock(s);
+	return c ? 0 : -ENOENT;
 }
 
 int store_claim_list(struct store *s, const char *vf, struct store_claim **ret, size_t *count)

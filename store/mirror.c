@@ -461,6 +461,22 @@ int mirror_reservation_add(struct store *s, struct store_claim *res)
 	return r;
 }
 
+int mirror_reservation_orphan(struct store *s, const char *vf, uint64_t id)
+{
+	int r = -ENOENT;
+
+	pthread_rwlock_rdlock(&s->index_lock);
+	pthread_rwlock_wrlock(&s->mirror_lock);
+	struct vf_entry *e = mirror_find(s, vf);
+	if (e && e->reservation && e->reservation->id == id) {
+		e->reservation_orphaned = true;
+		r = 0;
+	}
+	pthread_rwlock_unlock(&s->mirror_lock);
+	pthread_rwlock_unlock(&s->index_lock);
+	return r;
+}
+
 void mirror_reservation_drop(struct store *s, const char *vf, uint64_t id)
 {
 	struct store_claim *dropped = NULL;
@@ -472,6 +488,7 @@ void mirror_reservation_drop(struct store *s, const char *vf, uint64_t id)
 		counts_sub(s, e);
 		dropped = e->reservation;
 		e->reservation = NULL;
+		e->reservation_orphaned = false;
 		counts_add(s, e);
 	}
 	pthread_rwlock_unlock(&s->mirror_lock);
@@ -540,6 +557,7 @@ unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entr
 		if (e->reservation && e->claim && e->claim->id == e->reservation->id) {
 			free(e->reservation);
 			e->reservation = NULL;
+			e->reservation_orphaned = false;
 		}
 		snap->failures = NULL;
 		snap->claim = NULL;
@@ -580,6 +598,7 @@ void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry 
 			j++;
 		if (j < n && strcmp(by_addr[j]->addr, old->addr) == 0 && !by_addr[j]->claim) {
 			by_addr[j]->reservation = old->reservation;
+			by_addr[j]->reservation_orphaned = old->reservation_orphaned;
 			old->reservation = NULL;
 		}
 	}

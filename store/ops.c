@@ -393,6 +393,24 @@ static int op_mode(struct store *s, struct op *op)
 	return op_change(op, STORE_CHANGE_MODE, "", NULL);
 }
 
+/* A claimed_at the writer gave is later than every other claim's of the
+ * VF, live or past (rule_claimed_at_refusal); `self` is the claim being
+ * changed (0 for a new one). */
+static int claimed_at_check(struct store *s, const struct op *op, const struct vf_row *row,
+			    int64_t self)
+{
+	int r;
+
+	if (!op->when_given)
+		return 0;
+	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+		s, "SELECT max(claimed_at) FROM claims WHERE vf_id = ? AND id != ?", "ii", row->id,
+		self);
+	if (!st || (r = db_step(s, st)) < 0)
+		return -EIO;
+	return rule_claimed_at_refusal(r == 1 ? db_col_text(st, 0) : NULL, op->when);
+}
+
 static int op_claim(struct store *s, struct op *op, const struct vf_row *row)
 {
 	struct store_claim *out = &op->claim_out;
@@ -401,13 +419,8 @@ static int op_claim(struct store *s, struct op *op, const struct vf_row *row)
 
 	if (r < 0)
 		return r;
-	int64_t mode;
-	int found = r;
-	if ((r = db_setting(s, "mode", &mode)) < 0)
-		return r;
-	r = rule_claim_refusal((enum store_mode)mode, rule_out_of_service(row->quarantined, row->held),
-			       found == 1 ? out->instance_id : NULL, op->instance_id);
-	if (r < 0)
+	r = rule_commit_refusal(r == 1 ? out->instance_id : NULL, op->instance_id);
+	if (r < 0 || (r = claimed_at_check(s, op, row, 0)) < 0)
 		return r;
 	*out = *op->claim_in;
 	out->reserved = false;
@@ -443,6 +456,8 @@ static int op_claim_update(struct store *s, struct op *op, const struct vf_row *
 		return r;
 	if (r == 0)
 		return -ENOENT;
+	if ((r = claimed_at_check(s, op, row, claim_id)) < 0)
+		return r;
 	r = db_exec(s,
 		    "UPDATE claims SET agent = ?, control = ?, pid = ?, pid_starttime = ?, "
 		    "claimed_at = CASE WHEN ? = '' THEN claimed_at ELSE ? END WHERE id = ?",

@@ -84,6 +84,26 @@ int rule_claim_refusal(enum store_mode mode, bool out_of_service, const char *ho
 	return strcmp(holder, instance_id) == 0 ? -EEXIST : -EBUSY;
 }
 
+int rule_commit_refusal(const char *holder, const char *instance_id)
+{
+	return rule_claim_refusal(STORE_MODE_ENFORCE, false, holder, instance_id);
+}
+
+int rule_claimed_at_refusal(const char *latest, const char *given)
+{
+	return latest && latest[0] && strcmp(given, latest) <= 0 ? -EINVAL : 0;
+}
+
+int rule_claim_watch_refusal(const char *agent, const char *control, int64_t pid)
+{
+	return agent[0] && !control[0] && pid <= 0 ? -EINVAL : 0;
+}
+
+bool rule_claim_watched(const char *agent)
+{
+	return agent[0] != '\0';
+}
+
 int rule_release_refusal(const char *live_claimed_at, const char *want)
 {
 	if (!live_claimed_at)

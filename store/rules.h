@@ -79,6 +79,31 @@ size_t rule_reevaluate_take(int64_t cap, uint64_t quarantined, size_t candidates
 int rule_claim_refusal(enum store_mode mode, bool out_of_service, const char *holder,
 		       const char *instance_id);
 
+/* Committing a reservation: 0, or -EEXIST/-EBUSY when a live claim holds
+ * the VF (only a commit racing its own kind gets there).  Being out of
+ * service refuses no commit, in either mode: the reservation was a claim
+ * from its create on (rule_claim_refusal judged it then), and a hold, a
+ * quarantine or a switch to enforce does not end a live claim either. */
+int rule_commit_refusal(const char *holder, const char *instance_id);
+
+/* A claim's identity is (instance, claimed_at) and is never reused on a VF:
+ * a claimed_at the writer gives must be later than `latest`, the newest
+ * claimed_at of any other claim of that VF, live or past (NULL or "" when
+ * none): 0, or -EINVAL.  Both canonical (RFC 3339, nine fraction digits),
+ * so that text order is time order. */
+int rule_claimed_at_refusal(const char *latest, const char *given);
+
+/* What the sentinel may watch: a claim naming an agent must name its VMM's
+ * liveness (pid and/or control), so that no guest endpoint is dialled
+ * without it: -EINVAL for agent without both; 0 otherwise (a claim without
+ * agent excludes the VF and is not polled: rule_claim_watched). */
+int rule_claim_watch_refusal(const char *agent, const char *control, int64_t pid);
+#define CLAIM_WATCH_RULE "a claim naming agent= names its VMM too: pid= and/or control="
+
+/* Whether the sentinel polls a claim (it names an agent); otherwise the
+ * claim only excludes its VF. */
+bool rule_claim_watched(const char *agent);
+
 /* Releasing the claim of an instance: 0, -ENOENT (it holds no live claim:
  * live_claimed_at NULL) or -ESTALE (a conditional release, want non-empty,
  * names another claimed_at: the claim was released and made again). */

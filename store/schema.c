@@ -851,6 +851,7 @@ int store_repair(struct store *s)
 		log_info("store: available again");
 		apply_config(s);
 		notify_all(s);
+		claims_commit_orphaned(s);
 	}
 	return atomic_load(&s->available) ? 0 : -EIO;
 }

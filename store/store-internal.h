@@ -113,6 +113,9 @@ struct vf_entry {
 	struct store_claim *claim; /* the live claim, NULL when none */
 	/* a reservation (store.h): never with a claim, memory only, NULL when none */
 	struct store_claim *reservation;
+	/* its creator closed it while the store could not commit it: committed
+	 * when the store is available again (claims_commit_orphaned) */
+	bool reservation_orphaned;
 };
 
 /* A VF's committed state, read inside the transaction before COMMIT and
@@ -169,6 +172,8 @@ struct op {
 	int value; /* threshold, max_quarantined or mode */
 	int64_t uid;     /* the writer, for the history: -1 unknown */
 	const char *how; /* OP_RELEASE: how the claim ended */
+	bool when_given; /* OP_CLAIM, OP_CLAIM_UPDATE: the writer set claimed_at
+			    (rule_claimed_at_refusal), it is not the store's stamp */
 
 	int rc;
 	/* OP_FAILURE: the row it inserted (0 when none), and whether it also
@@ -306,6 +311,12 @@ void snapshot_release(struct vf_snapshot *snap);
  * the reservation `id` of vf if it is still one. */
 int mirror_reservation_add(struct store *s, struct store_claim *res);
 void mirror_reservation_drop(struct store *s, const char *vf, uint64_t id);
+/* Mark the reservation `id` of vf orphaned: 0, or -ENOENT when it is no
+ * longer one. */
+int mirror_reservation_orphan(struct store *s, const char *vf, uint64_t id);
+/* Commit every orphaned reservation (store_claim_abandon); store_repair()
+ * calls it once the store is available again. */
+void claims_commit_orphaned(struct store *s);
 /* index_lock's write side held */
 int mirror_reserve(struct store *s, size_t want);
 void mirror_clear(struct store *s);

@@ -99,7 +99,29 @@
  *                 (store_release, or store_release_if naming its claimed_at)
  *                 cancels it.  Commits and cancels of a reservation are
  *                 ordered: a commit after a cancel is -ENOENT, a second
- *                 commit -EALREADY.  A restart forgets it.
+ *                 commit -EALREADY.  A reservation is a claim for every
+ *                 rule that runs after it is made: a hold, a quarantine
+ *                 or a switch to enforce refuses no commit
+ *                 (rule_commit_refusal), as it ends no live claim.  A
+ *                 reservation whose creator is gone (store_claim_abandon)
+ *                 while the store cannot commit stays, excluding its VF,
+ *                 and is committed once the store is available again
+ *                 (store_repair); a restart forgets it, like every
+ *                 reservation.  Tests: claims_reservation,
+ *                 claims_bare_kept_while_unavailable.
+ *
+ *  Claim identity (instance, claimed_at) is never reused on a VF: a
+ *                 claimed_at the writer gives (a commit's or an update's
+ *                 that differs from the stamp) must be later than every
+ *                 other claim's of that VF, live or past, else -EINVAL
+ *                 (rule_claimed_at_refusal).  Test:
+ *                 claims_identity_never_reused.
+ *
+ *  Watched        a claim naming agent= also names pid= and/or control=,
+ *                 else -EINVAL (rule_claim_watch_refusal): the sentinel
+ *                 dials no agent without its VMM's liveness.  A claim
+ *                 without agent= only excludes its VF (rule_claim_watched).
+ *                 Test: claims_watch_rule.
  *
  *  Mode           enforce (the default) or observe, stored in the database.
  *                 In observe mode every rule runs and every state is what
@@ -510,6 +532,13 @@ int store_claim_reserve(struct store *s, const struct store_claim *c, struct sto
  * failures the reservation stays: the caller cancels it. */
 int store_claim_commit(struct store *s, const struct store_claim *c);
 
+/* The creator of the reservation c->id is gone without committing it (a
+ * bare claim): commit it as store_claim_commit(); when the store cannot
+ * write now (-EIO), keep it, excluding the VF, and commit it once the store
+ * is available again: returns 1 then.  Other errors: as
+ * store_claim_commit() (the caller cancels). */
+int store_claim_abandon(struct store *s, const struct store_claim *c);
+
 /* Drop the reservation `id` of vf, if it is still one (a no-op otherwise). */
 void store_claim_cancel(struct store *s, const char *vf, uint64_t id);
 
@@ -554,6 +583,11 @@ int store_claim_lookup(struct store *s, const char *vf, const char *instance_id,
 /* Look a live claim, or a reservation, up by id (for inode numbers: the
  * creator of a reservation holds its inode); served while unavailable. */
 int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret);
+
+/* The same, knowing the store id of its VF (store_vf_info.id): no scan, so
+ * that a lookup costs the same at VFS_MAX VFs.  -ENOENT when that VF has no
+ * such live claim or reservation. */
+int store_claim_get_on(struct store *s, uint64_t vf_id, uint64_t id, struct store_claim *ret);
 
 /* Live claims: of one VF (vf non-NULL) or all (vf NULL), sorted by vf then
  * instance; *ret malloc'd.  Served while unavailable. */

@@ -55,20 +55,20 @@ fi
 while IFS= read -r vf; do
 	[[ -n $vf ]] || continue
 	file=$mount/$vf/assignments/$instance
-	# noclobber: ">" is an O_EXCL create, so an existing claim is never reused.
-	if ! err=$( { set -o noclobber; : > "$file"; } 2>&1 ); then
+	# noclobber: ">" is an O_EXCL create, so an existing claim is never
+	# reused.  The attributes go through that same open file: the claim is
+	# made whole at its close, or not at all (vfhealth(5)).
+	if ! err=$( { set -o noclobber; printf '%s' "$attrs" > "$file"; } 2>&1 ); then
 		case $err in
 		*"Device or resource busy"*) echo "busy   $vf" >&2; continue ;;
 		*"No such file or directory"*) echo "gone   $vf" >&2; continue ;;
+		*"write error"*) die "$vf: attributes refused: ${err##*: }; nothing claimed" ;;
 		*) echo "place: cannot claim $vf: ${err##*: }" >&2; exit 1 ;;
 		esac
 	fi
-	# The attributes in one write(2) at offset 0 (dd collects them first).
-	if ! err=$(printf '%s' "$attrs" |
-		   dd of="$file" bs=4096 count=1 iflag=fullblock conv=notrunc status=none 2>&1); then
-		rm -f -- "$file"
-		die "$vf: attributes refused: ${err##*: }; claim released"
-	fi
+	# A claim refused as a whole fails only the close, which the shell does
+	# not report: it is not there to read.
+	[[ -e $file ]] || die "$vf: claim refused (vfhealthd's log says why)"
 	echo "$vf"
 	exit 0
 done <<<"$list"

@@ -9,12 +9,15 @@
 #
 # claim creates VF/assignments/INSTANCE exclusively; vfhealthd refuses with
 # EBUSY when the VF is quarantined or held by another instance (do not start
-# the VM on it), EEXIST when INSTANCE already holds it.  It then writes the
-# attributes the sentinel needs to ask the guest agent:
+# the VM on it), EEXIST when INSTANCE already holds it.  Through the same
+# open file it writes the attributes the sentinel needs to ask the guest
+# agent, committed whole when the file is closed, or not at all:
 #   agent=EP       where the agent answers (vsock:CID[:PORT], hvsock:PATH[:PORT])
 #   control=PATH   the VMM's control socket: while it exists the VM is alive
 #   pid=PID        the VMM process (its start time is recorded with it)
-# and prints the claim as vfhealthd stored it, claimed_at (the assignment's
+# --agent needs --pid and/or --control: then the claim is watched (polled).
+# Without --agent the claim only excludes the VF (a guest without the agent).
+# It prints the claim as vfhealthd stored it, claimed_at (the assignment's
 # identity, stamped at create) included.
 # release removes the file; the claim moves to the store's history.
 # Exit 0 on success, 1 when vfhealthd refused (the reason on stderr), 2 usage.
@@ -23,7 +26,7 @@ MOUNT=${MOUNT:-/run/vfhealth}
 
 # vfhealth_claim VF INSTANCE [--agent EP] [--control PATH] [--pid PID]
 vfhealth_claim() {
-	local vf=${1:?VF} instance=${2:?INSTANCE} attrs='' err
+	local vf=${1:?VF} instance=${2:?INSTANCE} attrs='' err why
 	shift 2
 	while (($#)); do
 		case $1 in
@@ -35,28 +38,27 @@ vfhealth_claim() {
 	done
 	local file=$MOUNT/$vf/assignments/$instance
 	[[ -d $MOUNT/$vf ]] || { echo "vfhealth_claim: $vf is not registered with vfhealthd" >&2; return 1; }
-	# vfhealthd takes one write(2) at offset 0 as one whole command.
 	((${#attrs} <= 4096)) || { echo "vfhealth_claim: attributes too long" >&2; return 2; }
-	# noclobber makes ">" an O_EXCL create: the create is the claim, and it
-	# fails instead of silently taking over someone else's assignment.
-	if ! err=$( { set -o noclobber; : > "$file"; } 2>&1 ); then
+	# noclobber makes ">" an O_EXCL create: the create reserves the VF, and
+	# it fails instead of silently taking over someone else's assignment.
+	# The lines written through that open file are committed when it is
+	# closed; a refused line fails its write and leaves no claim.
+	if ! err=$( { set -o noclobber; printf '%s' "$attrs" > "$file"; } 2>&1 ); then
+		case $err in
 		# bash says this itself when the file exists: EEXIST.
-		[[ $err == *"cannot overwrite existing file"* ]] && err="File exists ($instance already holds $vf)"
-		echo "vfhealth_claim: cannot claim $vf for $instance: ${err##*: }" >&2
+		*"cannot overwrite existing file"*) why="File exists ($instance already holds $vf)" ;;
+		*"write error"*) why="attributes refused: ${err##*: }" ;;
+		*) why=${err##*: } ;;
+		esac
+		echo "vfhealth_claim: cannot claim $vf for $instance: $why" >&2
 		return 1
 	fi
-	[[ -n $attrs ]] || { cat -- "$file"; return 0; }
-	# All attributes in one write(2) (bash's printf writes line by line; dd
-	# with iflag=fullblock collects them first), through a fresh open at
-	# offset 0, without O_TRUNC.
-	if ! err=$(printf '%s' "$attrs" |
-		   dd of="$file" bs=4096 count=1 iflag=fullblock conv=notrunc status=none 2>&1); then
-		# The claim exists but is unusable for the sentinel: give it back.
-		echo "vfhealth_claim: $vf: attributes refused: ${err##*: }; releasing" >&2
-		rm -f -- "$file"
+	# A claim refused as a whole (--agent without --pid or --control) fails
+	# only the close, which the shell does not report: read it back.
+	if ! cat -- "$file" 2>/dev/null; then
+		echo "vfhealth_claim: cannot claim $vf for $instance: claim refused (vfhealthd's log says why)" >&2
 		return 1
 	fi
-	cat -- "$file"
 }
 
 # vfhealth_release VF INSTANCE
@@ -73,6 +75,6 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
 	case ${1:-} in
 	claim) shift; vfhealth_claim "$@" ;;
 	release) shift; vfhealth_release "$@" ;;
-	*) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+	*) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 	esac
 fi

@@ -490,19 +490,42 @@ static size_t make_input(enum target t, char *buf, size_t size)
 
 /* ---- one attempt ------------------------------------------------------------------- */
 
+/* One write(2) through a fresh open, then its close(2), whose error counts
+ * too: a claim is committed at the close (vfhealth(5)). */
 static int do_write(const char *path, const char *buf, size_t len, bool rdwr)
 {
-	_cleanup_close_ int fd = open(path, (rdwr ? O_RDWR : O_WRONLY) | O_CLOEXEC);
+	int fd = open(path, (rdwr ? O_RDWR : O_WRONLY) | O_CLOEXEC);
 	ssize_t n;
+	int r = 0;
 
 	if (fd < 0)
 		die("open %s: %s", path, strerror(errno));
 	n = write(fd, buf, len);
 	if (n < 0)
-		return -errno;
-	if ((size_t)n != len)
+		r = -errno;
+	else if ((size_t)n != len)
 		die("%s: short write %zd of %zu", path, n, len);
-	return 0;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	return r;
+}
+
+/* Whether the claim vm-3 after u names agent= without pid= or control=:
+ * refused as a whole. */
+static bool claim_unwatchable(const struct claim_update *u)
+{
+	char agent[4300], control[4300], pid[32];
+
+	claim_value("agent", agent, sizeof(agent));
+	claim_value("control", control, sizeof(control));
+	claim_value("pid", pid, sizeof(pid));
+	if (u->agent_set)
+		snprintf(agent, sizeof(agent), "%s", u->agent);
+	if (u->control_set)
+		snprintf(control, sizeof(control), "%s", u->control);
+	if (u->pid_set)
+		snprintf(pid, sizeof(pid), "%s", u->pid ? "1" : "");
+	return agent[0] && !control[0] && !pid[0];
 }
 
 static void show(const char *buf, size_t len, char *out, size_t size)
@@ -554,6 +577,7 @@ static void attempt(enum target t, const char *buf, size_t len)
 	case T_CLAIM:
 		valid = cmd && claim_valid(cmd, &u);
 		denied = valid && claim_denied(&u);
+		valid = valid && (denied || !claim_unwatchable(&u));
 		snprintf(path, sizeof(path), "%s/%s/assignments/vm-3", mnt, vfs[CLAIMED_VF]);
 		break;
 	case T_MKDIR:

@@ -7,6 +7,9 @@
 #   sentinel_poll_no_claims   one sentinel poll with no claims    <= 0.5 s
 #   ls_top_dir                ls of the mount's top directory     <= 1 s
 #   sigterm_to_exit           SIGTERM until vfhealthd has exited  <= 5 s
+#   claim_reads_4096          one sentinel poll's claim reads     <= 0.5 s
+#                             (claims, then every assignment file)
+#                             with SCALE_CLAIMS (4096) live claims
 #
 # The ls limit is for the sanitizer build: run it from the ASan build
 # (`meson test -C build --benchmark scale --verbose`) for the figures the
@@ -120,8 +123,24 @@ echo "#   (the threshold write that quarantines every VF took $(secs $(($(now_ns
 sigterm
 busy_stop=$STOP_S
 
+# One sentinel poll's claim reads with SCALE_CLAIMS live claims spread over
+# the VFs: the claims file, then every assignment file it names (each an
+# open, by name, of a claim among every VF).
+claims=${SCALE_CLAIMS:-4096}
+fresh_db
+start_daemon --threshold 1000 --no-sentinel
+mapfile -t all < <(grep '^0000:' "$T/ls.out")
+step=$((${#all[@]} / claims))
+t0=$(now_ns)
+for ((i = 0; i < claims; i++)); do echo "pid=$$" >"$MNT/${all[i * step]}/assignments/vm-$i"; done
+echo "#   (making $claims claims took $(secs $(($(now_ns) - t0))) s)"
+read -r claim_ns n < <("$vfbench" claims "$MNT" "$rounds")
+((n == claims)) || fail "one poll read $n claims, want $claims"
+sigterm
+
 figure sentinel_poll_no_claims "$(median "${poll_s[@]}")" s 0.5
 figure ls_top_dir "$(median "${ls_s[@]}")" s 1
 figure sigterm_to_exit "$(median "${stop_s[@]}")" s 5
 figure sigterm_to_exit_while_notifying "$busy_stop" s 5
+figure claim_reads_$claims "$(secs "$claim_ns")" s 0.5
 echo "# $missed figure(s) missed their limit at $vfs VFs and $failures failures"

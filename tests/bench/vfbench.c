@@ -18,6 +18,9 @@
  *   vfbench store DB COUNT VF             the same reports through the store's API alone
  *                                         (no mount), to the VF-th VF of a populated DB
  *   vfbench latency FILE SECONDS          reads of FILE for SECONDS: count p50 p99 max (ns)
+ *   vfbench claims MOUNT ROUNDS           median ns of what one sentinel poll reads of the
+ *                                         claims: MOUNT/claims, then open+read+close of
+ *                                         every assignment file it names; and how many
  *   vfbench populate DB VFS FAILURES      a store with VFS VFs and FAILURES failures,
  *                                         through the store's own API
  *
@@ -42,9 +45,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <limits.h>
 
 #include <sqlite3.h>
 
+#include "grammar/assignment.h"
 #include "store/store.h"
 #include "proto/cleanup.h"
 #include "proto/parse.h"
@@ -85,6 +90,60 @@ static int cmd_read(const char *path, size_t rounds)
 	for (size_t i = 0; i < rounds; i++)
 		t[i] = read_once(path);
 	printf("%" PRId64 "\n", percentile(t, rounds, 0.5));
+	return 0;
+}
+
+/* The whole of a file (at most size - 1 bytes), NUL-terminated: its length. */
+static size_t read_all(const char *path, char *buf, size_t size)
+{
+	size_t len = 0;
+	ssize_t n = 1;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		perror(path);
+		exit(1);
+	}
+	while (len < size - 1 && (n = read(fd, buf + len, size - 1 - len)) > 0)
+		len += (size_t)n;
+	if (n < 0) {
+		perror(path);
+		exit(1);
+	}
+	close(fd);
+	buf[len] = '\0';
+	return len;
+}
+
+static int cmd_claims(const char *mount, size_t rounds)
+{
+	_cleanup_free_ int64_t *t = malloc(rounds * sizeof(*t));
+	_cleanup_free_ char *list = malloc(CLAIMS_FILE_MAX + 1);
+	char path[PATH_MAX], claim[4096];
+	size_t claims = 0;
+
+	if (!t || !list)
+		return 1;
+	for (size_t i = 0; i < rounds; i++) {
+		int64_t t0 = monotonic_ns();
+		char *save = NULL;
+
+		snprintf(path, sizeof(path), "%s/claims", mount);
+		read_all(path, list, CLAIMS_FILE_MAX + 1);
+		claims = 0;
+		for (char *line = strtok_r(list, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			char *sp = strchr(line, ' ');
+			if (!sp)
+				return 1;
+			*sp = '\0';
+			snprintf(path, sizeof(path), "%s/%s/assignments/%s", mount, line, sp + 1);
+			if (read_all(path, claim, sizeof(claim)) == 0)
+				return 1;
+			claims++;
+		}
+		t[i] = monotonic_ns() - t0;
+	}
+	printf("%" PRId64 " %zu\n", percentile(t, rounds, 0.5), claims);
 	return 0;
 }
 
@@ -357,6 +416,8 @@ int main(int argc, char **argv)
 	    parse_uint64(argv[3], 1, 10000000, &a) == 0 &&
 	    parse_uint64(argv[4], 0, BENCH_VFS_MAX - 1, &b) == 0)
 		return cmd_store(argv[2], (unsigned)a, (unsigned)b);
+	if (argc == 4 && strcmp(argv[1], "claims") == 0 && parse_uint64(argv[3], 1, 1000, &a) == 0)
+		return cmd_claims(argv[2], a);
 	if (argc == 4 && strcmp(argv[1], "latency") == 0)
 		return cmd_latency(argv[2], atof(argv[3]));
 	if (argc == 5 && strcmp(argv[1], "populate") == 0 &&

@@ -202,13 +202,14 @@ static int cmd_run(const char *mount, unsigned seed, unsigned round, int nvf, ch
 			snprintf(id, sizeof(id), "c%u-%u", round, op);
 			snprintf(path, sizeof(path), "%s/%s/assignments/%s", mount, vfs[i], id);
 			logf_line("try C %s %s", vfs[i], id);
-			_cleanup_close_ int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+			int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
 			if (fd < 0)
 				break;
-			/* A create only reserves; the first valid write commits the
-			 * claim durably (vfhealth(5)), so that is the acknowledgement. */
+			/* A create only reserves; the close commits what was written
+			 * durably (vfhealth(5)), so that is the acknowledgement. */
 			static const char first[] = "agent=\n";
-			if (write(fd, first, sizeof(first) - 1) != (ssize_t)sizeof(first) - 1)
+			bool written = write(fd, first, sizeof(first) - 1) == (ssize_t)sizeof(first) - 1;
+			if (close(fd) != 0 || !written)
 				break;
 			logf_line("ack C %s %s", vfs[i], id);
 			acks++;

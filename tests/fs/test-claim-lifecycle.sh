@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The claim lifecycle (issue 11), on the real mount:
-#  rule 3  a claim exists only after a valid first write: create reserves
-#          (EBUSY/EEXIST at once), a refused first write leaves nothing (no
+#  rule 3  a claim exists only once what an open file was sent is committed
+#          at its close: create reserves (EBUSY/EEXIST at once), a refused
+#          write leaves nothing (no
 #          claim, no history row, no notification), a restart forgets a
 #          reservation;
 #  rule 2  release=CLAIMED_AT releases that claim and nothing newer (ESTALE);
@@ -54,7 +55,7 @@ wait_for 10 "the notifier's event on W/tally" marker_seen "$T/iw.out"
 others=$(grep -v "^$W/" "$T/iw.out" || true)
 assert_eq "$others" "" "notifications after a refused first write"
 # The VF is free: a valid create and write claims it at once, as it says.
-put "$V/assignments/i-300" "agent=vsock:3"
+put "$V/assignments/i-300" "agent=vsock:3"$'\npid='"$$"
 assert_eq "$(ls "$V/assignments")" i-300 "a claim after a valid first write"
 assert_match "$(cat "$V/assignments/i-300")" $'\nagent=vsock:3:2222\n' "its first write"
 rm "$V/assignments/i-300"
@@ -64,7 +65,7 @@ rm "$V/assignments/i-300"
 rows() { sqlite3 "$DB" "SELECT COUNT(*) FROM claims WHERE instance_id = '$1'"; }
 touch "$W/assignments/vm-1"
 expect_err "$EBUSY" touch "$W/assignments/vm-2"
-expect_err "$EBUSY" put "$W/assignments/vm-2" "agent=vsock:3"
+expect_err "$EBUSY" put "$W/assignments/vm-2" "agent=vsock:3"$'\npid='"$$"
 exec 7>"$V/assignments/vm-a" # created, not written: a reservation
 expect_err "$EBUSY" touch "$V/assignments/vm-b"
 expect_err "$EEXIST" sh -c 'set -C; : >"$1"' sh "$V/assignments/vm-a" # O_EXCL
@@ -84,13 +85,13 @@ expect_err "$EBUSY" rmdir "$V"
 # A refused write through another handle leaves it be.
 expect_err "$EINVAL" put "$V/assignments/vm-a" "colour=blue"
 assert_eq "$(ls "$V/assignments")" vm-a "a reservation after another handle's refused write"
-# The first valid write through any handle commits it, with the stamp.
-put "$V/assignments/vm-a" "agent=vsock:9"
+# What another open writes commits it at that open's close, with the stamp.
+put "$V/assignments/vm-a" "agent=vsock:9"$'\npid='"$$"
 assert_eq "$(rows vm-a)" 1 "rows once committed by another handle's write"
 assert_match "$(cat "$V/assignments/vm-a")" "^claimed_at=$stamp"$'\nagent=vsock:9:2222\n' "what the first write said"
-echo "pid=$$" >&7 # the creator's first write updates the claim
-assert_match "$(cat "$V/assignments/vm-a")" $'\nagent=vsock:9:2222\n.*\npid='"$$"$'\n' "the creator's write"
+echo "pid=$$" >&7 # the creator's write updates the claim at its close
 exec 7>&-
+assert_match "$(cat "$V/assignments/vm-a")" $'\nagent=vsock:9:2222\n.*\npid='"$$"$'\n' "the creator's write"
 rm "$V/assignments/vm-a"
 # A refused first write through the creating handle cancels it: nothing is
 # left, not even once the handle is released.
@@ -112,7 +113,7 @@ exec 7>&-
 # racing the creator's release (a commit is idempotent; the write applies).
 for i in $(seq 1 20); do
 	: >"$V/assignments/vm-l"
-	put "$V/assignments/vm-l" "agent=vsock:$((i + 2))"
+	put "$V/assignments/vm-l" "agent=vsock:$((i + 2))"$'\npid='"$$"
 	assert_match "$(cat "$V/assignments/vm-l")" $'\nagent=vsock:'"$((i + 2))"$':2222\n' "write after create+close ($i)"
 	rm "$V/assignments/vm-l"
 done

@@ -39,7 +39,7 @@ assert_eq "$(sed -n 's/^claimed_at=//p' "$V/assignments/vm-1")" "$stamped" "clai
 
 # --- one claim per VF
 expect_err "$EBUSY" touch "$V/assignments/vm-2"
-expect_err "$EBUSY" put "$V/assignments/vm-2" "agent=vsock:3"
+expect_err "$EBUSY" put "$V/assignments/vm-2" "agent=vsock:3"$'\npid='"$$"
 assert_eq "$(ls "$V/assignments")" vm-1 "after refused claims"
 
 # --- names per instance_id rules
@@ -51,9 +51,9 @@ assert_eq "$(ls "$W/assignments")" "" "after bad names"
 # --- key=value writes, validated as a whole
 putf "$V/assignments/vm-1" 'agent=vsock:3\ncontrol=/run/vfhealth-vmm/vm-1.sock\npid=1\n'
 assert_cat "$V/assignments/vm-1" "claimed_at=$stamped"$'\nagent=vsock:3:2222\ncontrol=/run/vfhealth-vmm/vm-1.sock\npid=1\npid_starttime='"$(starttime 1)"$'\nboot_id='"$boot"
-put "$V/assignments/vm-1" "agent=hvsock:/run/cloud-hypervisor/vm-1.vsock:1024"
+put "$V/assignments/vm-1" "agent=hvsock:/run/cloud-hypervisor/vm-1.vsock:1024"$'\npid='"$$"
 assert_match "$(cat "$V/assignments/vm-1")" $'\nagent=hvsock:/run/cloud-hypervisor/vm-1.vsock:1024\ncontrol=/run/vfhealth-vmm/vm-1.sock\n' "hvsock agent"
-put "$V/assignments/vm-1" "agent=unix:/var/lib/libvirt/qemu/agent.sock"
+put "$V/assignments/vm-1" "agent=unix:/var/lib/libvirt/qemu/agent.sock"$'\npid='"$$"
 assert_match "$(cat "$V/assignments/vm-1")" $'\nagent=unix:/var/lib/libvirt/qemu/agent.sock\n' "unix agent"
 before=$(cat "$V/assignments/vm-1")
 long=/$(head -c 120 /dev/zero | tr '\0' c)
@@ -87,8 +87,8 @@ expect_err "$EINVAL" put "$V/assignments/vm-1" "boot_id=00000000-0000-0000-0000-
 put "$V/assignments/vm-1" "boot_id=$boot"
 
 # --- the creating open may name the VMM's own claimed_at with its first write
-putf "$W/assignments/vm-3" 'claimed_at=2026-11-29T06:00:00.25Z\nagent=vsock:7\n'
-assert_cat "$W/assignments/vm-3" $'claimed_at=2026-11-29T06:00:00.250000000Z\nagent=vsock:7:2222\ncontrol=\npid=\npid_starttime=\nboot_id='"$boot"
+putf "$W/assignments/vm-3" 'claimed_at=2026-11-29T06:00:00.25Z\nagent=vsock:7\npid=%s\n' "$$"
+assert_match "$(cat "$W/assignments/vm-3")" $'^claimed_at=2026-11-29T06:00:00.250000000Z\nagent=vsock:7:2222\ncontrol=\npid='"$$"$'\n'
 expect_err "$EINVAL" put "$W/assignments/vm-3" "claimed_at=2026-11-29T06:00:01Z"
 put "$W/assignments/vm-3" "claimed_at=2026-11-29T06:00:00.250Z" # the same instant
 

@@ -63,7 +63,7 @@ expect_err "$EIO" cat "$V/since"
 expect_err "$EIO" cat "$MNT/held_back"
 # Claims and every mutation fail with EIO ...
 expect_err "$EIO" touch "$V/assignments/vm-4"
-expect_err "$EIO" put "$W/assignments/vm-2" "agent=vsock:3"
+expect_err "$EIO" put "$W/assignments/vm-2" "agent=vsock:3"$'\npid='"$$"
 expect_err "$EIO" put "$MNT/threshold" 3
 expect_err "$EIO" put "$MNT/max_quarantined" 1
 expect_err "$EIO" put "$V/quarantined" 1

@@ -41,7 +41,7 @@ refused "pid= is an integer 1..4194304" "write to 0000:41:00.4/assignments/vm-1"
 refused "the keys are claimed_at, agent, control, pid" \
 	"write to 0000:41:00.4/assignments/vm-1" put "$V/assignments/vm-1" "color=blue"
 refused "agent= is an endpoint" "write to 0000:41:00.4/assignments/vm-1" \
-	put "$V/assignments/vm-1" "agent=tcp:1.2.3.4"
+	put "$V/assignments/vm-1" "agent=tcp:1.2.3.4"$'\npid='"$$"
 refused "an instance id is 1..128" "claim vm:2" touch "$V/assignments/vm:2"
 refused "a command is one write(2) at offset 0" "write to 0000:41:00.4/report" \
 	bash -c 'exec 3<>"$1" && printf "ok vm-1 -" >&3 && printf "ok vm-1 -" >&3' bash "$V/report"

@@ -16,7 +16,7 @@ ESC=$'\x1b' CR=$'\r' BEL=$'\a'
 start_daemon
 mkdir "$V"
 touch "$V/assignments/vm-1"
-put "$V/assignments/vm-1" "agent=vsock:3"
+put "$V/assignments/vm-1" "agent=vsock:3"$'\npid='"$$"
 
 # --- canonical numbers only
 for bad in 03 003 00 +3 " 3" 0x3; do
@@ -28,8 +28,8 @@ put "$MNT/max_quarantined" 0
 put "$MNT/threshold" 3
 assert_cat "$MNT/threshold" 3
 expect_err "$EINVAL" put "$V/assignments/vm-1" "pid=01"
-expect_err "$EINVAL" put "$V/assignments/vm-1" "agent=vsock:03"
-expect_err "$EINVAL" put "$V/assignments/vm-1" "agent=vsock:3:02222"
+expect_err "$EINVAL" put "$V/assignments/vm-1" "agent=vsock:03"$'\npid='"$$"
+expect_err "$EINVAL" put "$V/assignments/vm-1" "agent=vsock:3:02222"$'\npid='"$$"
 
 # --- no control characters: refused in agent= and control= ...
 for c in "$ESC" "$CR" "$BEL" $'\t' $'\x7f'; do

@@ -25,6 +25,7 @@
 #include "fs/metrics.h"
 #include "fs/notify.h"
 #include "store/store.h"
+#include "fs/claims.h"
 #include "fs/vfiles.h"
 #include "proto/cleanup.h"
 #include "proto/parse.h"
@@ -168,6 +169,40 @@ START_TEST(test_claim_parse)
 		ck_assert_msg(parse(cur, bad[i], true, out) == -EINVAL, "accepted: %s", bad[i]);
 		ck_assert_msg(memcmp(out, untouched, sizeof(*out)) == 0, "changed by: %s", bad[i]);
 	}
+}
+END_TEST
+
+/* Every transition of an open claim file (fs/claims.h), in one table. */
+START_TEST(test_claim_states)
+{
+	static const struct {
+		enum claim_state from;
+		enum claim_event ev;
+		enum claim_state to;
+	} t[] = {
+		{ CLAIM_RESERVED, CLAIM_EV_STAGE, CLAIM_RESERVED_STAGED },
+		{ CLAIM_RESERVED_STAGED, CLAIM_EV_STAGE, CLAIM_RESERVED_STAGED },
+		{ CLAIM_RESERVED_STAGED, CLAIM_EV_COMMIT, CLAIM_MADE },
+		{ CLAIM_RESERVED_STAGED, CLAIM_EV_INCOMPLETE, CLAIM_RESERVED_STAGED },
+		{ CLAIM_RESERVED_STAGED, CLAIM_EV_REFUSE, CLAIM_POISONED },
+		{ CLAIM_MADE, CLAIM_EV_STAGE, CLAIM_MADE_STAGED },
+		{ CLAIM_MADE_STAGED, CLAIM_EV_COMMIT, CLAIM_MADE },
+		{ CLAIM_MADE_STAGED, CLAIM_EV_REFUSE, CLAIM_POISONED },
+		{ CLAIM_MADE, CLAIM_EV_RELEASED, CLAIM_OPEN },
+		{ CLAIM_OPEN, CLAIM_EV_STAGE, CLAIM_STAGED },
+		{ CLAIM_STAGED, CLAIM_EV_COMMIT, CLAIM_OPEN },
+		{ CLAIM_STAGED, CLAIM_EV_INCOMPLETE, CLAIM_STAGED },
+		{ CLAIM_OPEN, CLAIM_EV_RELEASED, CLAIM_OPEN },
+		/* nothing leaves POISONED: nothing from the handle is committed */
+		{ CLAIM_POISONED, CLAIM_EV_STAGE, CLAIM_POISONED },
+		{ CLAIM_POISONED, CLAIM_EV_COMMIT, CLAIM_POISONED },
+		{ CLAIM_POISONED, CLAIM_EV_RELEASED, CLAIM_POISONED },
+		{ CLAIM_RESERVED, CLAIM_EV_REFUSE, CLAIM_POISONED },
+		{ CLAIM_RESERVED, CLAIM_EV_COMMIT, CLAIM_RESERVED }, /* nothing staged */
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(t); i++)
+		ck_assert_msg(claim_next(t[i].from, t[i].ev) == t[i].to, "transition %zu", i);
 }
 END_TEST
 
@@ -526,6 +561,7 @@ static Suite *vffs_suite(void)
 	tcase_add_test(tables, test_tables);
 	tcase_add_test(tables, test_claim_parse);
 	tcase_add_test(tables, test_claim_render);
+	tcase_add_test(tables, test_claim_states);
 	tcase_add_test(tables, test_budget);
 	suite_add_tcase(s, tables);
 

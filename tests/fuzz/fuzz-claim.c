@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdbool.h>
 
+#include "fs/claims.h"
 #include "fs/vfiles.h"
 #include "proto/cleanup.h"
 #include "proto/endpoint.h"

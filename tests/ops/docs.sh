@@ -11,14 +11,18 @@
 #    series are there) is in vfhealth(5)'s metric list, which names no other,
 #    and every series docs/detection.md lists is one of them;
 #  * the report-outcome examples of vfhealth(5) and docs/interface.md, run as
-#    printed against the mount, print the outcome they promise.
-# Skips (77) only without FUSE or man-db.
+#    printed against the mount, print the outcome they promise;
+#  * their claim examples, run as printed in bash and in dash, make the claim
+#    they show with every attribute, and release it.
+# Skips (77) only without FUSE, man-db, dash or sqlite3.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
 command -v man >/dev/null || skip "man not installed (Debian: man-db)"
 command -v col >/dev/null || skip "col not installed (Debian: bsdextrautils)"
 command -v perl >/dev/null || skip "perl not installed"
+command -v dash >/dev/null || skip "dash not installed"
+command -v sqlite3 >/dev/null || skip "sqlite3 not installed"
 cd "$source_root"
 
 errors=0
@@ -178,5 +182,38 @@ promise=$(sed -n 's/.*<&3 *# *//p' <<<"$example")
 got=$(run_example "$example")
 [[ -n $promise && $got == "$promise" ]] || bad "docs/interface.md's example printed '$got', it promises '$promise'"
 
+# ---- the claim examples, as printed, in bash and in dash ----------------------------
+
+# The VMM's control socket of docs/interface.md lies in a socket directory
+# of ours (SOCKET_DIRS), its process is this shell.
+claim_man=$(sed -n '/^EXAMPLES/,/^ *Wait for/p' "$man5" | sed -n '/^ *mkdir \/run\/vfhealth\//,/^ *rm /p')
+[[ $(grep -c assignments/ <<<"$claim_man") -ge 3 ]] || fail "no claim example in vfhealth(5)"
+claim_md=$(sed -n '/^## Claims, for VMM managers/,/^## /p' docs/interface.md |
+	awk '/^```/ { if (on) exit; if ($0 == "```sh") { on = 1; next } } on')
+[[ -n $claim_md ]] || fail "no claim example in docs/interface.md"
+# run_in SHELL TEXT: the example's lines on our mount, in SHELL.
+run_in() {
+	local script=$T/claim-example.sh
+	sed -e 's/^ *//' -e "s|/run/vfhealth/|$mnt/|g" -e "s|/run/vmm/|$T/vmm/|g" <<<"$2" > "$script"
+	(cd "$T" && VMM_PID=$$ "$1" "$script") 2>&1
+}
+rm -f "$mnt/$vf/assignments/"*
+for sh in bash dash; do
+	echo 0 > "$mnt/$vf/quarantined"   # no failure on record: it can be unregistered
+	rmdir "$mnt/$vf"                  # the man page's example registers it
+	got=$(run_in "$sh" "$claim_man")
+	if ! grep -qx 'agent=vsock:17:2222' <<<"$got" || ! grep -qx "pid=$$" <<<"$got"; then
+		bad "vfhealth(5)'s claim example in $sh did not make the claim it shows: '$got'"
+	fi
+	[[ -z $(ls "$mnt/$vf/assignments") ]] || bad "vfhealth(5)'s claim example in $sh left a claim"
+	got=$(run_in "$sh" "$claim_md")
+	[[ -z $got ]] || bad "docs/interface.md's claim example in $sh said '$got'"
+	grep -q "claim vm-7 released=.* ended=released-if " "$mnt/$vf/history" ||
+		bad "docs/interface.md's claim example in $sh did not release by claimed_at"
+	last=$(sqlite3 "$DB" "SELECT agent || ' ' || control || ' ' || pid FROM claims WHERE instance_id = 'vm-7' ORDER BY id DESC LIMIT 1")
+	[[ $last == "vsock:42:2222 $T/vmm/vm-7.ctl $$" ]] ||
+		bad "docs/interface.md's claim example in $sh claimed '$last'"
+done
+
 ((errors == 0)) || fail "$errors disagreement(s) between the docs and the mount"
-echo "docs OK: ${#pages[@]} man pages, ${#live[@]} files, ${#families[@]} metric families, 2 examples"
+echo "docs OK: ${#pages[@]} man pages, ${#live[@]} files, ${#families[@]} metric families, 6 examples"

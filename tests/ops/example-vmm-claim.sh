@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # example-vmm-claim.sh - examples/vmm/vfhealth-claim.sh against a real
 # vfhealthd: claim writes the attributes and prints the stored claim with
-# claimed_at; a second instance, a quarantined VF, an unknown VF and a bad
-# attribute are refused with exit 1 and leave no claim behind; release
+# claimed_at; a second instance, a quarantined VF, an unknown VF, a bad
+# attribute and an agent without its VMM are refused with exit 1 and leave
+# no claim behind; release
 # removes it; the functions work when the file is sourced.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
@@ -33,15 +34,19 @@ refused() { # WANT-REASON ARGS...
 	[[ $rc == 1 ]] || fail "claim $*: exit $rc, want 1: $(cat "$T/out")"
 	grep -q "$want" "$T/out" || fail "claim $*: want '$want' in: $(cat "$T/out")"
 }
-refused "busy" 0000:41:00.4 vm-2 --agent vsock:8
+refused "busy" 0000:41:00.4 vm-2 --agent vsock:8 --pid $$
 [[ ! -e $mnt/0000:41:00.4/assignments/vm-2 ]] || fail "a second claim appeared"
 refused "exists" 0000:41:00.4 vm-1
 refused "not registered" 0000:41:00.7 vm-3
 echo 1 > "$mnt/0000:41:00.5/quarantined"
-refused "busy" 0000:41:00.5 vm-4 --agent vsock:9
+refused "busy" 0000:41:00.5 vm-4 --agent vsock:9 --pid $$
 echo 0 > "$mnt/0000:41:00.5/quarantined"
 refused "attributes refused" 0000:41:00.5 vm-5 --agent tcp:1.2.3.4
 refused "attributes refused" 0000:41:00.5 vm-5 --control /run/systemd/private
+# an agent without its VMM is refused as a whole, at close: nothing is left
+refused "claim refused" 0000:41:00.5 vm-5 --agent vsock:9
+# a bad line after a good one: nothing is left either
+refused "attributes refused" 0000:41:00.5 vm-5 --pid $$ --agent tcp:1.2.3.4
 [[ -z $(ls "$mnt/0000:41:00.5/assignments") ]] || fail "a refused attribute left a claim"
 [[ $(used) == 1 ]] || fail "used_slots $(used) after refusals"
 
@@ -53,7 +58,11 @@ rc=0; "$claim" release 0000:41:00.4 vm-1 2>"$T/out" || rc=$?
 (
 	# shellcheck source=../../examples/vmm/vfhealth-claim.sh
 	. "$claim"
-	vfhealth_claim 0000:41:00.4 vm-6 --agent hvsock:/run/vfhealth-vmm/vm-6.vsock >/dev/null
+	vfhealth_claim 0000:41:00.4 vm-6 --agent hvsock:/run/vfhealth-vmm/vm-6.vsock --pid $$ >/dev/null
+	[[ -e $MOUNT/0000:41:00.4/assignments/vm-6 ]]
+	vfhealth_release 0000:41:00.4 vm-6
+	# no agent: exclusion only, accepted
+	vfhealth_claim 0000:41:00.4 vm-6 >/dev/null
 	[[ -e $MOUNT/0000:41:00.4/assignments/vm-6 ]]
 	vfhealth_release 0000:41:00.4 vm-6
 ) || fail "the sourced functions failed"

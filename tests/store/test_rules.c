@@ -118,6 +118,33 @@ START_TEST(refusals)
 	ck_assert_int_eq(rule_claim_refusal(STORE_MODE_OBSERVE, true, "vm-b", "vm-a"), -EBUSY);
 	ck_assert_int_eq(rule_claim_refusal(STORE_MODE_OBSERVE, true, "vm-a", "vm-a"), -EEXIST);
 
+	/* a reservation's commit: out of service refuses nothing (it was a
+	 * claim from its create on), one live claim per VF still */
+	ck_assert_int_eq(rule_commit_refusal(NULL, "vm-a"), 0);
+	ck_assert_int_eq(rule_commit_refusal("vm-b", "vm-a"), -EBUSY);
+	ck_assert_int_eq(rule_commit_refusal("vm-a", "vm-a"), -EEXIST);
+
+	/* claimed_at given by a writer: later than every earlier claim's */
+	ck_assert_int_eq(rule_claimed_at_refusal(NULL, "2026-11-29T07:00:01.000000000Z"), 0);
+	ck_assert_int_eq(rule_claimed_at_refusal("", "2026-11-29T07:00:01.000000000Z"), 0);
+	ck_assert_int_eq(rule_claimed_at_refusal("2026-11-29T07:00:01.000000000Z",
+						 "2026-11-29T07:00:01.000000000Z"),
+			 -EINVAL);
+	ck_assert_int_eq(rule_claimed_at_refusal("2026-11-29T07:00:01.000000000Z",
+						 "2026-11-29T07:00:00.999999999Z"),
+			 -EINVAL);
+	ck_assert_int_eq(rule_claimed_at_refusal("2026-11-29T07:00:01.000000000Z",
+						 "2026-11-29T07:00:01.000000001Z"),
+			 0);
+
+	/* watched: agent with pid and/or control; agent alone refused */
+	ck_assert_int_eq(rule_claim_watch_refusal("vsock:3:2222", "", 0), -EINVAL);
+	ck_assert_int_eq(rule_claim_watch_refusal("vsock:3:2222", "", 7), 0);
+	ck_assert_int_eq(rule_claim_watch_refusal("vsock:3:2222", "/run/vmm/a.ctl", 0), 0);
+	ck_assert_int_eq(rule_claim_watch_refusal("", "", 0), 0);
+	ck_assert(rule_claim_watched("vsock:3:2222"));
+	ck_assert(!rule_claim_watched(""));
+
 	/* release refusals: unconditional (want "" or NULL) and conditional */
 	ck_assert_int_eq(rule_release_refusal(NULL, NULL), -ENOENT);
 	ck_assert_int_eq(rule_release_refusal(NULL, "2026-11-29T07:00:01.000000000Z"), -ENOENT);

@@ -29,6 +29,7 @@
 
 #include "faultvfs.h"
 #include "store-cases.h"
+#include "store/rules.h"
 #include "store/store.h"
 #include "proto/cleanup.h"
 #include "tests/common/check-main.h"
@@ -2247,15 +2248,16 @@ START_TEST(claims_reservation)
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 1);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE boot_id = '" BOOT_ID "'"), 1);
 
-	/* quarantined meanwhile: the commit is refused, the reservation stays
-	 * for its creator to cancel */
-	struct store_claim on_b = { .vf = VF_B, .instance_id = "i-3" };
+	/* held meanwhile: the reservation is a claim, and a hold ends no claim:
+	 * the commit goes through (rule_commit_refusal) */
+	struct store_claim on_b = { .vf = VF_B, .instance_id = "i-5" };
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
-	ck_assert_int_eq(store_claim_commit(s, &res), -EBUSY);
+	ck_assert_int_eq(store_claim_commit(s, &res), 0);
 	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
-	store_claim_cancel(s, VF_B, res.id);
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), -ENOENT);
+	ck_assert(!got.reserved);
+	ck_assert_int_eq(store_release(s, VF_B, "i-5"), 0);
+	strcpy(on_b.instance_id, "i-3");
 	ck_assert_int_eq(store_clear(s, VF_B), 0);
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0); /* in service again */
 
@@ -2293,6 +2295,114 @@ START_TEST(claims_reservation)
 	ck_assert_int_eq(store_threshold_set(s, 7), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert_int_eq(store_claim_reserve(s, &after, &res), -EIO);
+	store_close(s);
+}
+END_TEST
+
+/* A claim's identity is never reused on a VF: a claimed_at the writer
+ * gives must be later than every other claim's of the VF, live or past
+ * (rule_claimed_at_refusal); the store's own stamp is not judged. */
+START_TEST(claims_identity_never_reused)
+{
+	struct store *s = open_store();
+	struct store_claim want = { .vf = VF_A, .instance_id = "i-1" }, res, got;
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	/* a first claim at T2, released: history */
+	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
+	strcpy(res.claimed_at, T2);
+	ck_assert_int_eq(store_claim_commit(s, &res), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	/* the same instance again, with the same or an earlier claimed_at: refused,
+	 * and the reservation stays for its creator to cancel */
+	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
+	strcpy(res.claimed_at, T2);
+	ck_assert_int_eq(store_claim_commit(s, &res), -EINVAL);
+	strcpy(res.claimed_at, T1);
+	ck_assert_int_eq(store_claim_commit(s, &res), -EINVAL);
+	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	ck_assert(got.reserved);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE vf_id = (SELECT id FROM vfs "
+				  "WHERE address = '" VF_A "')"),
+			 1);
+	/* another VF's history is not this one's */
+	struct store_claim on_b = { .vf = VF_B, .instance_id = "i-1" }, res_b;
+	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res_b), 0);
+	strcpy(res_b.claimed_at, T1);
+	ck_assert_int_eq(store_claim_commit(s, &res_b), 0);
+	/* later: accepted; an update may not move it back to an earlier one */
+	strcpy(res.claimed_at, "2026-11-29T07:00:02.000000001Z");
+	ck_assert_int_eq(store_claim_commit(s, &res), 0);
+	got = res;
+	strcpy(got.claimed_at, T2);
+	ck_assert_int_eq(store_claim_update(s, &got), -EINVAL);
+	/* the stamp (no claimed_at given) is the store's */
+	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
+	ck_assert_int_eq(store_claim_commit(s, &res), 0);
+	store_close(s);
+}
+END_TEST
+
+/* agent= without pid= and without control= is refused (the sentinel would
+ * dial a guest with no liveness evidence); no agent= is accepted. */
+START_TEST(claims_watch_rule)
+{
+	struct store *s = open_store();
+	struct store_claim want = { .vf = VF_A, .instance_id = "i-1" }, res, next;
+
+	reg(s, VF_A);
+	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
+	next = res;
+	strcpy(next.agent, "vsock:3:2222");
+	ck_assert_int_eq(store_claim_commit(s, &next), -EINVAL);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 0);
+	next.pid = 7;
+	ck_assert_int_eq(store_claim_commit(s, &next), 0);
+	/* an update may not drop the liveness evidence */
+	next.pid = 0;
+	ck_assert_int_eq(store_claim_update(s, &next), -EINVAL);
+	strcpy(next.control, "/run/vmm/a.ctl");
+	ck_assert_int_eq(store_claim_update(s, &next), 0);
+	/* no agent: exclusion only */
+	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_claim(s, &want, NULL), 0);
+	ck_assert(rule_claim_watched("vsock:3:2222"));
+	ck_assert(!rule_claim_watched(""));
+	store_close(s);
+}
+END_TEST
+
+/* A bare claim whose creator is gone while the store cannot commit stays a
+ * reservation, excluding its VF, and is committed once the store is
+ * available again (store_claim_abandon). */
+START_TEST(claims_bare_kept_while_unavailable)
+{
+	struct store *s = open_store();
+	struct store_claim want = { .vf = VF_A, .instance_id = "i-1" }, res, got;
+	struct store_stats st;
+
+	reg(s, VF_A);
+	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
+	faultvfs_fail_writes(SQLITE_FULL);
+	ck_assert_int_eq(store_claim_abandon(s, &res), 1);
+	ck_assert(!store_status(s, NULL, 0));
+	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &got), 0);
+	ck_assert(got.reserved);
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.claimed, 1);
+	faultvfs_fail_writes(SQLITE_OK);
+	ck_assert_int_eq(store_repair(s), 0);
+	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &got), 0);
+	ck_assert(!got.reserved);
+	ck_assert_str_eq(got.claimed_at, res.claimed_at);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL"), 1);
+	/* available: committed at once */
+	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
+	ck_assert_int_eq(store_claim_abandon(s, &res), 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL"), 1);
 	store_close(s);
 }
 END_TEST

@@ -1,0 +1,479 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * claims.c - the assignment files (claims.h): staging, commit at FLUSH, the
+ * bare claim at RELEASE, over the store's claim API.
+ */
+#include "fs/claims.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/vfiles.h"
+#include "grammar/assignment.h"
+#include "proto/cleanup.h"
+#include "proto/endpoint.h"
+#include "proto/log.h"
+#include "proto/procfs.h"
+#include "proto/sockdir.h"
+#include "store/rules.h"
+
+enum claim_state claim_next(enum claim_state s, enum claim_event ev)
+{
+	if (s == CLAIM_POISONED || ev == CLAIM_EV_REFUSE)
+		return CLAIM_POISONED;
+	switch (ev) {
+	case CLAIM_EV_STAGE:
+		return s == CLAIM_RESERVED ? CLAIM_RESERVED_STAGED
+		       : s == CLAIM_MADE   ? CLAIM_MADE_STAGED
+		       : s == CLAIM_OPEN   ? CLAIM_STAGED
+					   : s;
+	case CLAIM_EV_COMMIT:
+		return s == CLAIM_RESERVED_STAGED || s == CLAIM_MADE_STAGED ? CLAIM_MADE
+		       : s == CLAIM_STAGED				    ? CLAIM_OPEN
+									    : s;
+	case CLAIM_EV_INCOMPLETE:
+		return s;
+	case CLAIM_EV_RELEASED:
+		return CLAIM_OPEN;
+	case CLAIM_EV_REFUSE:
+		break;
+	}
+	return CLAIM_POISONED;
+}
+
+/* Whether h made the reservation it names and has not committed it. */
+static bool holds_reservation(const struct claim_handle *h)
+{
+	return h->state == CLAIM_RESERVED || h->state == CLAIM_RESERVED_STAGED;
+}
+
+/* Whether h made the claim it names, from its own reservation. */
+static bool made_claim(const struct claim_handle *h)
+{
+	return h->state == CLAIM_MADE || h->state == CLAIM_MADE_STAGED;
+}
+
+/* Whether h has lines staged. */
+static bool staged(const struct claim_handle *h)
+{
+	return h->state == CLAIM_RESERVED_STAGED || h->state == CLAIM_MADE_STAGED ||
+	       h->state == CLAIM_STAGED;
+}
+
+/* -- the grammar's view of a stored claim ------------------------------------------ */
+
+static void copy_field(char *dst, size_t size, const char *src)
+{
+	size_t n = strnlen(src, size - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* A claim and an assignment file carry the same fields, sized by one limit. */
+_Static_assert(sizeof(((struct store_claim *)0)->agent) == sizeof(((struct assignment *)0)->agent) &&
+		       sizeof(((struct store_claim *)0)->control) ==
+			       sizeof(((struct assignment *)0)->control),
+	       "claim fields are the grammar's");
+
+static void claim_to_assignment(const struct store_claim *c, struct assignment *a)
+{
+	copy_field(a->vf, sizeof(a->vf), c->vf);
+	copy_field(a->instance_id, sizeof(a->instance_id), c->instance_id);
+	copy_field(a->claimed_at, sizeof(a->claimed_at), c->claimed_at);
+	copy_field(a->agent, sizeof(a->agent), c->agent);
+	copy_field(a->control, sizeof(a->control), c->control);
+	a->pid = c->pid;
+	a->pid_starttime = c->pid_starttime;
+	copy_field(a->boot_id, sizeof(a->boot_id), c->boot_id);
+}
+
+/* The key=value lines of text applied to a copy of current (the grammar
+ * checks every line); a written pid= records its start time (0 when /proc
+ * cannot tell). */
+int claim_parse_update(const struct store_claim *current, const char *text,
+		       bool may_set_claimed_at, struct store_claim *ret)
+{
+	struct store_claim next;
+	struct assignment cur, upd;
+	unsigned written;
+	int r;
+
+	claim_to_assignment(current, &cur);
+	r = assignment_parse_update(&cur, text, may_set_claimed_at, &upd, &written);
+	if (r < 0)
+		return r;
+	next = *current;
+	memcpy(next.claimed_at, upd.claimed_at, sizeof(upd.claimed_at));
+	memcpy(next.agent, upd.agent, sizeof(upd.agent));
+	memcpy(next.control, upd.control, sizeof(upd.control));
+	next.pid = upd.pid;
+	next.pid_starttime = upd.pid_starttime;
+	if ((written & (1u << ASSIGNMENT_PID)) && next.pid > 0 &&
+	    proc_pid_starttime(NULL, next.pid, &next.pid_starttime) < 0)
+		next.pid_starttime = 0;
+	*ret = next;
+	return 0;
+}
+
+const char *claim_update_refusal(const struct store_claim *current, const char *text,
+				 bool may_set_claimed_at)
+{
+	struct assignment cur;
+
+	claim_to_assignment(current, &cur);
+	return assignment_update_refusal(&cur, text, may_set_claimed_at);
+}
+
+int claim_render(const struct store_claim *claim, FILE *out)
+{
+	struct assignment a;
+
+	claim_to_assignment(claim, &a);
+	return assignment_render(&a, out);
+}
+
+int claims_render(const struct claims *c, const struct claim_handle *h, FILE *out)
+{
+	struct store_claim claim;
+	/* By name: a reservation reads like the claim it will be.  Served from
+	 * memory, also while the store is unavailable: the sentinel keeps
+	 * polling the claims it lists, and a claim's content decides no
+	 * placement (tests/fs/test-failclosed.sh). */
+	int r = store_claim_lookup(c->store, h->vf, h->instance_id, &claim);
+
+	return r < 0 ? r : claim_render(&claim, out);
+}
+
+/* -- the log ------------------------------------------------------------------------ */
+
+static const char *claim_path(const char *vf, const char *instance, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/assignments/%s", vf, instance);
+	return buf;
+}
+
+#define CLAIM_PATH_BUFSZ (VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 16)
+
+/* The audit line of a claim made, with its claimant (the open's: RELEASE
+ * carries no credentials), and once, at notice, whether it is unwatched. */
+static void log_claimed(const struct store_claim *c, uid_t uid, pid_t pid)
+{
+	char path[CLAIM_PATH_BUFSZ];
+
+	log_info("claim %s accepted (uid %u, pid %d): claimed_at=%s",
+		 claim_path(c->vf, c->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid,
+		 c->claimed_at);
+	if (!rule_claim_watched(c->agent))
+		log_notice("%s: claim of instance %s is unwatched: it names no agent=, so it only "
+			   "excludes the VF and no guest is polled for it",
+			   c->vf, c->instance_id);
+}
+
+/* The audit line of what a writer wrote, as every file's: its text on one
+ * line (control characters shown as spaces, the last newline dropped). */
+static void log_written(const struct claim_handle *h, const char *text, uid_t uid, pid_t pid)
+{
+	char path[CLAIM_PATH_BUFSZ], shown[ASSIGNMENT_FILE_MAX + 1];
+	size_t n = strnlen(text, sizeof(shown) - 1);
+
+	if (n && text[n - 1] == '\n')
+		n--;
+	for (size_t i = 0; i < n; i++)
+		shown[i] = (unsigned char)text[i] < 0x20 || text[i] == 0x7f ? ' ' : text[i];
+	shown[n] = '\0';
+	log_info("write to %s accepted (uid %u, pid %d): %s",
+		 claim_path(h->vf, h->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid,
+		 shown);
+}
+
+static void log_claim_refused(const struct claim_handle *h, uid_t uid, pid_t pid, const char *why)
+{
+	char path[CLAIM_PATH_BUFSZ];
+
+	log_info("claim %s refused (uid %u, pid %d): %s",
+		 claim_path(h->vf, h->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid, why);
+}
+
+/* Why the store refused a complete claim, for the log. */
+static const char *commit_refusal(const struct store_claim *next, int r)
+{
+	if (r == -EINVAL && rule_claim_watch_refusal(next->agent, next->control, next->pid) < 0)
+		return CLAIM_WATCH_RULE;
+	if (r == -EINVAL)
+		return "claimed_at is later than every earlier claim's of the VF";
+	return strerror(-r);
+}
+
+/* -- making one --------------------------------------------------------------------- */
+
+int claims_make(const struct claims *c, const struct store_vf_info *vf, const char *instance,
+		bool reserve, struct store_claim *ret)
+{
+	struct store_claim want = { 0 };
+	int r;
+
+	if (!instance_id_valid(instance))
+		return -EINVAL;
+	snprintf(want.vf, sizeof(want.vf), "%s", vf->vf);
+	snprintf(want.instance_id, sizeof(want.instance_id), "%s", instance);
+	/* liveness evidence recorded by the daemon, not the writer; unknown ("")
+	 * when it cannot be read */
+	if (proc_boot_id(NULL, want.boot_id) < 0)
+		want.boot_id[0] = '\0';
+	/* claimed_at "": the store stamps the current time. */
+	r = reserve ? store_claim_reserve(c->store, &want, ret) : store_claim(c->store, &want, ret);
+	if (r == -EBUSY || r == -EIO)
+		log_warn("%s: claim by instance %s refused: %s", want.vf, instance, strerror(-r));
+	return r;
+}
+
+void claim_handle_init(struct claim_handle *h, const struct store_claim *claim, uint64_t vf_id,
+		       bool created, uid_t uid, pid_t pid)
+{
+	memset(h, 0, sizeof(*h));
+	h->vf_id = vf_id;
+	h->state = created ? CLAIM_RESERVED : CLAIM_OPEN;
+	snprintf(h->vf, sizeof(h->vf), "%s", claim->vf);
+	snprintf(h->instance_id, sizeof(h->instance_id), "%s", claim->instance_id);
+	h->claim_id = claim->id;
+	h->uid = uid;
+	h->pid = pid;
+}
+
+void claim_handle_free(struct claim_handle *h)
+{
+	free(h->staged);
+	h->staged = NULL;
+	h->staged_len = 0;
+}
+
+/* The claim (or reservation) h was opened on; -ENOENT once it is gone. */
+static int handle_claim(const struct claims *c, const struct claim_handle *h,
+			struct store_claim *ret)
+{
+	return h->vf_id ? store_claim_get_on(c->store, h->vf_id, h->claim_id, ret)
+			: store_claim_get_by_id(c->store, h->claim_id, ret);
+}
+
+/* A refusal: nothing from h is committed any more; a reservation it made
+ * is cancelled at once (the VF is free again for the next placement), and a
+ * claim it made (committed by an earlier close of a duplicate of the
+ * descriptor) is released: what was sent was not a whole claim. */
+static int poison(const struct claims *c, struct claim_handle *h, int r)
+{
+	char path[CLAIM_PATH_BUFSZ];
+
+	if (holds_reservation(h))
+		store_claim_cancel(c->store, h->vf, h->claim_id);
+	if (made_claim(h) &&
+	    store_release_how(c->store, h->vf, h->instance_id, h->made_at, "refused",
+			      (int64_t)h->uid) == 0)
+		log_info("release of %s: a line written after it was made was refused",
+			 claim_path(h->vf, h->instance_id, path, sizeof(path)));
+	h->state = claim_next(h->state, CLAIM_EV_REFUSE);
+	claim_handle_free(h);
+	return r;
+}
+
+/* The confused deputy (docs/security.md): root's sentinel connects to and
+ * stats what claims name, so a socket path a write sets must lie in the
+ * socket directories, reached without a symlink (proto/sockdir.h).  Values
+ * the write leaves as they were are not judged again. */
+static int claim_confined(const struct claims *c, const struct claim_handle *h,
+			  const struct store_claim *current, const struct store_claim *next,
+			  uid_t uid, pid_t pid)
+{
+	const char *key = "control", *path = next->control;
+	struct endpoint ep;
+	int r = 0;
+
+	if (next->control[0] && strcmp(next->control, current->control) != 0)
+		r = sockdirs_check(c->socket_dirs, next->control);
+	if (r == 0 && next->agent[0] && strcmp(next->agent, current->agent) != 0 &&
+	    endpoint_parse(next->agent, &ep) == 0 && ep.kind != ENDPOINT_VSOCK) {
+		key = "agent";
+		path = next->agent;
+		r = sockdirs_check(c->socket_dirs, ep.path);
+	}
+	if (r < 0)
+		log_warn("%s: claim of instance %s: %s=%s refused (%s) for uid %u pid %d: %s", h->vf,
+			 h->instance_id, key, path,
+			 r == -EACCES ? "outside the socket directories or through a symlink"
+				      : "cannot check it",
+			 (unsigned)uid, (int)pid, strerror(-r));
+	return r;
+}
+
+/* -- writing ------------------------------------------------------------------------ */
+
+/* `release=CLAIMED_AT` alone, with nothing staged: at once. */
+static int claim_release_at(const struct claims *c, struct claim_handle *h, const char *when,
+			    uid_t uid, pid_t pid)
+{
+	char line[RFC3339_BUFSZ + 16];
+	int r;
+
+	if (holds_reservation(h))
+		return poison(c, h, -ENOENT); /* this open made it: no claim to release */
+	r = store_release_how(c->store, h->vf, h->instance_id, when, "released-if", uid);
+	if (r < 0)
+		return r;
+	h->state = claim_next(h->state, CLAIM_EV_RELEASED);
+	snprintf(line, sizeof(line), "release=%s", when);
+	log_written(h, line, uid, pid);
+	return 0;
+}
+
+int claims_write(const struct claims *c, struct claim_handle *h, const char *buf, size_t size,
+		 uint64_t off, bool append, uid_t uid, pid_t pid, const char **why)
+{
+	_cleanup_free_ char *text = NULL;
+	char release_at[RFC3339_BUFSZ];
+	struct store_claim current, next;
+	size_t len = h->staged_len;
+	int r;
+
+	if (h->state == CLAIM_POISONED) {
+		*why = "a line written earlier through this open file was refused: nothing it "
+		       "writes is committed";
+		return -EINVAL;
+	}
+	if ((off != h->written && !append) || size == 0 || memchr(buf, '\0', size) ||
+	    len + 1 + size > ASSIGNMENT_FILE_MAX) {
+		*why = len + 1 + size > ASSIGNMENT_FILE_MAX
+			       ? "a claim is at most " PARSE_STR(ASSIGNMENT_FILE_MAX) " bytes"
+		       : size == 0 || memchr(buf, '\0', size)
+			       ? "a claim is text without NUL bytes"
+			       : "a claim's lines are written in order through one open file";
+		return poison(c, h, -EINVAL);
+	}
+	text = malloc(len + size + 2);
+	if (!text)
+		return -ENOMEM;
+	if (len)
+		memcpy(text, h->staged, len);
+	if (len && text[len - 1] != '\n')
+		text[len++] = '\n';
+	memcpy(text + len, buf, size);
+	len += size;
+	text[len] = '\0';
+
+	r = assignment_parse_release(text, release_at);
+	if (r > 0 && h->staged_len == 0) {
+		r = claim_release_at(c, h, release_at, uid, pid);
+		if (r == 0)
+			h->written += size;
+		return r;
+	}
+	/* anything else is judged as key=value lines (release= among them too) */
+	r = handle_claim(c, h, &current);
+	if (r == 0) {
+		r = claim_parse_update(&current, text, holds_reservation(h), &next);
+		if (r < 0)
+			*why = claim_update_refusal(&current, text, holds_reservation(h));
+	}
+	if (r == 0)
+		r = claim_confined(c, h, &current, &next, uid, pid);
+	if (r < 0)
+		return poison(c, h, r);
+	free(h->staged);
+	h->staged = move_ptr(text);
+	h->staged_len = len;
+	h->written += size;
+	h->state = claim_next(h->state, CLAIM_EV_STAGE);
+	h->uid = uid;
+	h->pid = pid;
+	return 0;
+}
+
+/* Commit what h staged: the claim from its reservation, or an update. */
+static int commit_staged(const struct claims *c, struct claim_handle *h, bool final)
+{
+	struct store_claim current, next;
+	int r;
+
+	r = handle_claim(c, h, &current);
+	if (r == 0)
+		r = claim_parse_update(&current, h->staged, holds_reservation(h), &next);
+	if (r == 0)
+		r = claim_confined(c, h, &current, &next, h->uid, h->pid);
+	if (r < 0)
+		return poison(c, h, r);
+	if (!final && rule_claim_watch_refusal(next.agent, next.control, next.pid) < 0) {
+		/* not whole yet: a close of a duplicate descriptor (a shell's
+		 * `>&7`) flushes between lines; the last close decides */
+		h->state = claim_next(h->state, CLAIM_EV_INCOMPLETE);
+		return -EINVAL;
+	}
+	if (current.reserved) {
+		r = store_claim_commit(c->store, &next);
+		if (r == 0) {
+			log_claimed(&next, h->uid, h->pid);
+			if (holds_reservation(h))
+				memcpy(h->made_at, next.claimed_at, sizeof(h->made_at));
+			goto done;
+		}
+		if (r != -EALREADY) {
+			log_claim_refused(h, h->uid, h->pid, commit_refusal(&next, r));
+			return poison(c, h, r);
+		}
+		/* committed by another open meanwhile: update that claim */
+		if ((r = handle_claim(c, h, &current)) < 0 ||
+		    (r = claim_parse_update(&current, h->staged, false, &next)) < 0)
+			return poison(c, h, r);
+	}
+	r = store_claim_update(c->store, &next);
+	if (r < 0) {
+		log_claim_refused(h, h->uid, h->pid, commit_refusal(&next, r));
+		return poison(c, h, r);
+	}
+done:
+	log_written(h, h->staged, h->uid, h->pid);
+	claim_handle_free(h);
+	h->state = claim_next(h->state, CLAIM_EV_COMMIT);
+	return 0;
+}
+
+int claims_flush(const struct claims *c, struct claim_handle *h)
+{
+	if (h->state == CLAIM_POISONED)
+		return -EINVAL;
+	return staged(h) ? commit_staged(c, h, false) : 0;
+}
+
+void claims_release(const struct claims *c, struct claim_handle *h)
+{
+	struct store_claim res;
+	int r;
+
+	switch (h->state) {
+	case CLAIM_RESERVED:
+		/* a bare claim: committed now, or kept until the store can */
+		if (handle_claim(c, h, &res) < 0 || !res.reserved)
+			break;
+		r = store_claim_abandon(c->store, &res);
+		if (r == 0)
+			log_claimed(&res, h->uid, h->pid);
+		else if (r == 1)
+			log_warn("%s: claim by instance %s kept reserved: the store is unavailable; "
+				 "it is committed once the store is available again",
+				 res.vf, res.instance_id);
+		else if (r != -EALREADY && r != -ENOENT) {
+			log_claim_refused(h, h->uid, h->pid, commit_refusal(&res, r));
+			store_claim_cancel(c->store, res.vf, res.id);
+		}
+		break;
+	case CLAIM_RESERVED_STAGED:
+	case CLAIM_MADE_STAGED:
+	case CLAIM_STAGED:
+		(void)commit_staged(c, h, true); /* no close(2) is left to answer: logged */
+		break;
+	case CLAIM_MADE:
+	case CLAIM_OPEN:
+	case CLAIM_POISONED:
+		break;
+	}
+	claim_handle_free(h);
+}
