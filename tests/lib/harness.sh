@@ -375,13 +375,15 @@ background() {
 }
 
 # write_once FILE CONTENT: CONTENT in a single write(2) at offset 0, as the
-# file interface takes a command (bash's printf writes line by line).
+# file interface takes a command (bash's printf writes line by line); its status is
+# the write's and the close's (a refused claim is refused at its close).
 write_once() {
-	local tmp
+	local tmp rc=0
 	tmp=$(mktemp "$T/write.XXXXXX")
 	printf '%s' "$2" >"$tmp"
-	cat -- "$tmp" >"$1"
+	cat -- "$tmp" >"$1" || rc=$?
 	rm -f -- "$tmp"
+	return "$rc"
 }
 
 # ---- exit ---------------------------------------------------------------------

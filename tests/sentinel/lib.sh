@@ -23,15 +23,20 @@ register_vf() {
 }
 
 # claim VF INSTANCE KEY=VALUE...: create the claim, then set its keys in one write.
+# claim VF ID [KEY=VALUE...]: one claim with every attribute, made through
+# the open that creates it (a refused claim leaves nothing).
 claim() {
 	local vf=$1 id=$2 content=""
 	shift 2
-	: >"$MNT/$vf/assignments/$id"
 	local kv
 	for kv in "$@"; do
 		content+="$kv"$'\n'
 	done
-	[[ -z $content ]] || write_once "$MNT/$vf/assignments/$id" "$content"
+	if [[ -z $content ]]; then
+		: >"$MNT/$vf/assignments/$id"
+	else
+		write_once "$MNT/$vf/assignments/$id" "$content"
+	fi
 }
 
 release() {
