@@ -46,10 +46,10 @@
 #include "fs/metrics.h"
 #include "store/store.h"
 #include "fs/vffs.h"
-#include "proto/cleanup.h"
-#include "proto/log.h"
-#include "proto/path.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/path.h"
+#include "common/parse.h"
 #include "sentinel/sentinel.h"
 
 #define FUSE_OPTIONS_MAX 4096

@@ -21,8 +21,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
-#include "proto/log.h"
+#include "common/cleanup.h"
+#include "common/log.h"
 #include "store/store.h"
 
 #define STATUS_MAX (STORE_REASON_MAX + 64)

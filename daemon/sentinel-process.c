@@ -51,10 +51,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
-#include "proto/log.h"
-#include "proto/path.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/path.h"
+#include "common/parse.h"
 #include "sentinel/sentinel.h"
 
 #define PROGRAM_NAME "vfhealth-sentinel"

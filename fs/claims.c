@@ -11,11 +11,11 @@
 
 #include "fs/vfiles.h"
 #include "grammar/assignment.h"
-#include "proto/cleanup.h"
-#include "proto/endpoint.h"
-#include "proto/log.h"
-#include "proto/procfs.h"
-#include "proto/sockdir.h"
+#include "common/cleanup.h"
+#include "common/endpoint.h"
+#include "common/log.h"
+#include "common/procfs.h"
+#include "common/sockdir.h"
 #include "store/rules.h"
 
 enum claim_state claim_next(enum claim_state s, enum claim_event ev)
@@ -279,7 +279,7 @@ static int poison(const struct claims *c, struct claim_handle *h, int r)
 
 /* The confused deputy (docs/security.md): root's sentinel connects to and
  * stats what claims name, so a socket path a write sets must lie in the
- * socket directories, reached without a symlink (proto/sockdir.h).  Values
+ * socket directories, reached without a symlink (common/sockdir.h).  Values
  * the write leaves as they were are not judged again. */
 static int claim_confined(const struct claims *c, const struct claim_handle *h,
 			  const struct store_claim *current, const struct store_claim *next,

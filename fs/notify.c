@@ -103,8 +103,8 @@
 #include <unistd.h>
 
 #include "fs/vfiles.h"
-#include "proto/cleanup.h"
-#include "proto/log.h"
+#include "common/cleanup.h"
+#include "common/log.h"
 
 #define FILE_BUCKETS_MIN 256 /* the file table grows by doubling past 2 files a bucket */
 #define TOUCH_BATCH_MAX 256 /* distinct paths the toucher coalesces at once */

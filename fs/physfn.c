@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "grammar/vf.h"
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 
 int physfn_read(const char *sysfs_root, const char *vf, char parent[static VF_ADDR_BUFSZ])
 {

@@ -107,13 +107,13 @@
 #include "fs/vfiles.h"
 #include "grammar/assignment.h"
 #include "grammar/message.h"
-#include "proto/cleanup.h"
-#include "proto/log.h"
-#include "proto/path.h"
-#include "proto/parse.h"
-#include "proto/procfs.h"
-#include "proto/endpoint.h"
-#include "proto/sockdir.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/path.h"
+#include "common/parse.h"
+#include "common/procfs.h"
+#include "common/endpoint.h"
+#include "common/sockdir.h"
 
 #define INO_ROOT 1
 #define INO_TOP_BASE 16

@@ -42,7 +42,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "proto/sockdir.h"
+#include "common/sockdir.h"
 
 #define VFFS_DEFAULT_MOUNTPOINT "/run/vfhealth"
 #define VFFS_MAX_WORKERS_DEFAULT 16
@@ -66,7 +66,7 @@ struct vffs_options {
 	 * the store (store_status) but must not block.  NULL for none. */
 	void (*status_changed)(void *userdata);
 	void *status_userdata;
-	/* Where the socket paths of claims may point (proto/sockdir.h): a claim
+	/* Where the socket paths of claims may point (common/sockdir.h): a claim
 	 * write naming one elsewhere gets EACCES.  NULL: the defaults. */
 	const struct sockdirs *socket_dirs;
 	/* Where sysfs is (fs/physfn.h): a VF registered here gets its parent

@@ -18,10 +18,10 @@
 #include "grammar/assignment.h"
 #include "grammar/report.h"
 #include "grammar/vf.h"
-#include "proto/cleanup.h"
-#include "proto/log.h"
-#include "proto/parse.h"
-#include "proto/procfs.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "common/procfs.h"
 #include "store/rules.h"
 
 int vfile_find(const struct vfile *table, int count, const char *name)

@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "grammar/vf.h"
-#include "proto/endpoint.h"
-#include "proto/parse.h"
-#include "proto/procfs.h"
+#include "common/endpoint.h"
+#include "common/parse.h"
+#include "common/procfs.h"
 
 /* The key table: the order is the rendered order; command keys follow. */
 static const struct {

@@ -12,20 +12,20 @@
  *                   assignment identity.  Writers: only the open that
  *                   created the claim may change it, before its close (the
  *                   caller says so: may_set_claimed_at).
- *   agent=          the guest agent's endpoint (proto/endpoint.h), at most
+ *   agent=          the guest agent's endpoint (common/endpoint.h), at most
  *                   AGENT_ENDPOINT_MAX bytes; writers' values are stored
  *                   canonical (port spelled out).  Empty: none.
  *   control=        the VMM's control socket: an absolute path of at most
  *                   CONTROL_PATH_MAX bytes without control characters.
  *   pid=            the VMM's pid, 1..PID_VALUE_MAX.  Empty: none.
  *   pid_starttime=  field 22 of /proc/PID/stat, recorded by the daemon when
- *                   pid= is written (proto/procfs.h): with the pid it names
+ *                   pid= is written (common/procfs.h): with the pid it names
  *                   one process even after the pid is reused.  Empty:
  *                   unknown.  Writers may not set it: a write may repeat
  *                   the recorded value (so what was read can be written
  *                   back), any other value is -EINVAL.
  *   boot_id=        the host's boot id when the claim was made
- *                   (proto/procfs.h), recorded by the daemon: with pid and
+ *                   (common/procfs.h), recorded by the daemon: with pid and
  *                   pid_starttime it names one process across reboots.
  *                   Empty: unknown.  Writers may only repeat it, like
  *                   pid_starttime.

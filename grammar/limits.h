@@ -9,7 +9,7 @@
  *
  *  VF_ADDR_LEN            12: "0000:41:00.4" (grammar/vf.h has the rule);
  *                         VF_ADDR_BUFSZ holds one with its NUL.
- *  INSTANCE_ID_MAX        128 characters (the rule lives in proto/parse.h,
+ *  INSTANCE_ID_MAX        128 characters (the rule lives in common/parse.h,
  *                         re-exported here so this header lists every limit).
  *  FAILURE_MESSAGE_MAX    1024 bytes of an NVRM message kept per failure; longer
  *                         ones are cut (never inside a UTF-8 sequence).
@@ -19,7 +19,7 @@
  *  CONTROL_PATH_MAX       107 bytes: a VMM's control socket is a Unix socket
  *                         path, so it must fit sun_path with its NUL.
  *  PID_VALUE_MAX          4194304: Linux's PID_MAX_LIMIT.
- *  BOOT_ID_LEN            36: a boot id, a lowercase UUID (proto/procfs.h has
+ *  BOOT_ID_LEN            36: a boot id, a lowercase UUID (common/procfs.h has
  *                         the rule); BOOT_ID_BUFSZ holds one with its NUL.
  *  ASSIGNMENT_FILE_MAX    4096 bytes: a larger assignment file is refused by
  *                         its readers (what the daemon renders is < 400).
@@ -48,9 +48,9 @@
 
 #include <sys/un.h>
 
-#include "proto/endpoint.h"
-#include "proto/parse.h" /* INSTANCE_ID_MAX, RFC3339_NANO_LEN */
-#include "proto/procfs.h" /* PROC_BOOT_ID_LEN */
+#include "common/endpoint.h"
+#include "common/parse.h" /* INSTANCE_ID_MAX, RFC3339_NANO_LEN */
+#include "common/procfs.h" /* PROC_BOOT_ID_LEN */
 
 #define VF_ADDR_LEN 12
 #define VF_ADDR_BUFSZ (VF_ADDR_LEN + 1)

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "grammar/message.h"
-#include "proto/cleanup.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/parse.h"
 
 /* ---- the command ------------------------------------------------------------ */
 

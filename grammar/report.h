@@ -11,7 +11,7 @@
  *     failed ID CLAIMED_AT|- [MESSAGE]
  *     ok ID CLAIMED_AT|-
  *
- *   ID is an instance id (proto/parse.h), CLAIMED_AT an RFC 3339 UTC time
+ *   ID is an instance id (common/parse.h), CLAIMED_AT an RFC 3339 UTC time
  *   ("-": unknown), written in canonical form.  After CLAIMED_AT and one
  *   space, the rest of the line, possibly empty, is the message; an ok
  *   command has nothing after that space.  Anything else is -EINVAL.

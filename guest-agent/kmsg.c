@@ -9,10 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
-#include "proto/log.h"
-#include "proto/parse.h"
-#include "proto/path.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "common/path.h"
 
 #define NVRM_PREFIX "NVRM:"
 

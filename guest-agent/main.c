@@ -9,8 +9,8 @@
 
 #include "guest-agent/server.h"
 #include "proto/client.h"
-#include "proto/log.h"
-#include "proto/parse.h"
+#include "common/log.h"
+#include "common/parse.h"
 
 #define SECONDS_MAX_NS (86400 * 1000000000LL)
 #define QUERY_DEFAULT_TIMEOUT_NS (5 * 1000000000LL)

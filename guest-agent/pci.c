@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 
 int pci_parse_vendor(const char *text, uint16_t *ret)
 {

@@ -14,9 +14,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
-#include "proto/log.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/parse.h"
 
 extern char **environ;
 

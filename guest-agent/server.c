@@ -57,10 +57,10 @@
 #include "guest-agent/pci.h"
 #include "guest-agent/probe.h"
 #include "guest-agent/state.h"
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "proto/frame.h"
-#include "proto/log.h"
-#include "proto/parse.h"
+#include "common/log.h"
+#include "common/parse.h"
 
 enum { POLL_SIGNAL, POLL_LISTEN, POLL_KMSG, POLL_FIXED };
 

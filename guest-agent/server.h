@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "proto/endpoint.h"
+#include "common/endpoint.h"
 
 #define AGENT_DEFAULT_KMSG "/dev/kmsg"
 #define AGENT_DEFAULT_SYSFS "/sys"

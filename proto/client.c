@@ -16,9 +16,9 @@
 #include <unistd.h>
 #include <linux/vm_sockets.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "proto/frame.h"
-#include "proto/parse.h"
+#include "common/parse.h"
 
 /* The VMM's answer to "CONNECT PORT\n" is "OK <number>\n"; anything longer
  * than this is not a VMM we understand. */

@@ -13,8 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "proto/endpoint.h"
-#include "proto/sockdir.h"
+#include "common/endpoint.h"
+#include "common/sockdir.h"
 
 #define AGENT_MESSAGE_MAX 1024 /* failure_message bytes kept; longer is cut */
 /* A failure rule's text (the agent's rules file, failure_rule on the wire):
@@ -81,7 +81,7 @@ int agent_query(const struct endpoint *ep, int64_t timeout_ns, int cancel_fd,
 		struct agent_status *ret);
 
 /* agent_query(), reaching a unix: or hvsock: socket only through the
- * descriptor sockdirs_open(dirs, path) gives (proto/sockdir.h), checked at
+ * descriptor sockdirs_open(dirs, path) gives (common/sockdir.h), checked at
  * each call: nothing outside dirs is connected to, no symlink below them is
  * followed, and hvsock's CONNECT goes only to a socket inside them.
  * -EACCES (or -ENOENT, -ENOTDIR) from that check; -ENOTSOCK when the path is

@@ -11,9 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "proto/guest.pb-c.h"
-#include "proto/parse.h"
+#include "common/parse.h"
 
 /* ---- framing ----------------------------------------------------------- */
 

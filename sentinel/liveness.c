@@ -20,8 +20,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
-#include "proto/procfs.h"
+#include "common/cleanup.h"
+#include "common/procfs.h"
 
 /* TCP_LISTEN, the state the socket diagnostics give a listening socket of
  * any family (include/net/tcp_states.h, not exported to userspace). */

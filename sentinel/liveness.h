@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * liveness.h - gathers the evidence that liveness_verdict() (rules.h) judges
- * a claim's VMM by: its pid's state and start time (proto/procfs.h), the
+ * a claim's VMM by: its pid's state and start time (common/procfs.h), the
  * host's boot id, and whether a Unix socket bound to the very file its
  * control path names is LISTENING in its network namespace.
  *

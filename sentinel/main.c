@@ -23,9 +23,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#include "proto/cleanup.h"
-#include "proto/log.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/parse.h"
 #include "sentinel/sentinel.h"
 
 enum {

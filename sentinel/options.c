@@ -6,8 +6,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "proto/log.h"
-#include "proto/parse.h"
+#include "common/log.h"
+#include "common/parse.h"
 
 _Static_assert(SOCKDIRS_MAX == 16, "SENTINEL_OPTIONS_HELP says 16");
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "sentinel/sentinel.h" /* the latency buckets */
 
 static const char *const check_result_names[CHECK_RESULT_COUNT] = {

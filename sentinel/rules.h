@@ -23,7 +23,7 @@
 #include "grammar/report.h"
 #include "grammar/vf.h"
 #include "proto/client.h"
-#include "proto/parse.h"
+#include "common/parse.h"
 
 /* ---- classify ------------------------------------------------------------ */
 

@@ -66,15 +66,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "proto/client.h"
-#include "proto/endpoint.h"
+#include "common/endpoint.h"
 #include "proto/frame.h"
-#include "proto/log.h"
-#include "proto/path.h"
-#include "proto/parse.h"
-#include "proto/procfs.h"
-#include "proto/safefile.h"
+#include "common/log.h"
+#include "common/path.h"
+#include "common/parse.h"
+#include "common/procfs.h"
+#include "common/safefile.h"
 #include "sentinel/liveness.h"
 #include "sentinel/rules.h"
 
@@ -432,7 +432,7 @@ static void check_target(struct sentinel *s, struct target *t)
 	enum check_result result;
 	int rc;
 
-	/* Checked again at the connect itself (proto/sockdir.h): a socket
+	/* Checked again at the connect itself (common/sockdir.h): a socket
 	 * swapped for a symlink since the listing is not followed. */
 	rc = agent_query_confined(&t->agent, &s->opt.socket_dirs, s->opt.poll_timeout_ns,
 				  s->cancel_fd, &status);
@@ -921,7 +921,7 @@ static int render_metrics_to(void *sentinel, FILE *out)
 
 /* Standalone: replace metrics_path atomically so a reader never sees half;
  * the directory may belong to someone else (node_exporter's textfile
- * directory), so no name in it is trusted (proto/safefile.h). */
+ * directory), so no name in it is trusted (common/safefile.h). */
 static void write_metrics_file(struct sentinel *s)
 {
 	int r;
@@ -964,7 +964,7 @@ static void repair_if_unavailable(struct sentinel *s)
 }
 
 /* Whether every socket path of c lies in the socket directories, reached
- * without a symlink (proto/sockdir.h), checked before anything else looks
+ * without a symlink (common/sockdir.h), checked before anything else looks
  * at them: a claim that does not is neither stat'ed nor polled, only
  * counted (and kept by reconcile as uncertain).  The daemon refuses such
  * writes; this catches claims stored before the directories changed and

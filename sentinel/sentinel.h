@@ -52,8 +52,8 @@
 
 #include "grammar/limits.h"
 #include "proto/client.h"
-#include "proto/parse.h"
-#include "proto/sockdir.h"
+#include "common/parse.h"
+#include "common/sockdir.h"
 
 #define SENTINEL_NS_PER_S INT64_C(1000000000)
 #define SENTINEL_DEFAULT_POLL_INTERVAL_NS (5 * SENTINEL_NS_PER_S)
@@ -77,7 +77,7 @@ struct sentinel_options {
 	const char *metrics_path;      /* standalone: after every poll and reconcile, replace
 					* this file (write + rename) with the metrics; NULL: none */
 	/* --socket-dir DIR (repeatable): where the socket paths of claims may
-	 * point (proto/sockdir.h).  The defaults until the first --socket-dir,
+	 * point (common/sockdir.h).  The defaults until the first --socket-dir,
 	 * which replaces them.  vfhealthd confines claim writes by the same. */
 	struct sockdirs socket_dirs;
 	bool socket_dirs_given;

@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "grammar/message.h"
-#include "proto/log.h"
+#include "common/log.h"
 #include "grammar/vf.h"
 #include "store/rules.h"
 #include "store/store-internal.h"

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/log.h"
+#include "common/log.h"
 #include "store/store-internal.h"
 
 /* read_lock held.  The listing connection, (re)opened when the writer's

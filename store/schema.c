@@ -41,8 +41,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto/log.h"
-#include "proto/safefile.h"
+#include "common/log.h"
+#include "common/safefile.h"
 #include "store/rules.h"
 #include "store/store-internal.h"
 

@@ -66,8 +66,8 @@
 
 #include <sqlite3.h>
 
-#include "proto/cleanup.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/parse.h"
 #include "store/store.h"
 
 #define STORE_BUSY_TIMEOUT_MS 5000

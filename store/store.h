@@ -223,7 +223,7 @@
  *                 only the WAL is gone its content is checkpointed into the
  *                 database file first.  store_repair() refuses while the
  *                 files are not the store's (restart).  PATH "-lock" is
- *                 opened O_NOFOLLOW (proto/safefile.h), and a database
+ *                 opened O_NOFOLLOW (common/safefile.h), and a database
  *                 directory writable by group or others is refused: the
  *                 store opens unavailable with the reason.  Tests:
  *                 tests/adversarial/vanished-files.sh, lock-symlink.sh.
@@ -242,7 +242,7 @@
 
 #include "grammar/limits.h"
 #include "grammar/vf.h" /* the VF address rule the store enforces */
-#include "proto/parse.h"
+#include "common/parse.h"
 
 /* Every limit of the interface is grammar/limits.h's; the store adds only: */
 #define STORE_REASON_MAX 512

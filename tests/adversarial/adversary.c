@@ -40,9 +40,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "proto/frame.h"
-#include "proto/parse.h"
+#include "common/parse.h"
 
 #define CONN_MAX 8192
 #define LISTENER_MAX 2048

@@ -43,9 +43,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
-#include "proto/endpoint.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/endpoint.h"
+#include "common/parse.h"
 
 #define COMMAND_MAX 4096
 #define SNAP_MAX (1 << 20)

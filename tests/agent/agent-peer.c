@@ -40,10 +40,10 @@
 #include <unistd.h>
 #include <linux/vm_sockets.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "proto/client.h"
 #include "proto/frame.h"
-#include "proto/parse.h"
+#include "common/parse.h"
 
 #define SEC 1000000000LL
 #define SLOW_CLIENTS 100

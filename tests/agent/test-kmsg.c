@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "guest-agent/kmsg.h"
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "tests/common/check-main.h"
 
 #define NVRM "NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)"

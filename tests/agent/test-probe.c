@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "guest-agent/probe.h"
-#include "proto/cleanup.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/parse.h"
 #include "tests/common/check-main.h"
 
 #define MS (1000 * 1000LL)

@@ -51,8 +51,8 @@
 
 #include "grammar/assignment.h"
 #include "store/store.h"
-#include "proto/cleanup.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/parse.h"
 
 #define BENCH_VFS_MAX 4096
 

@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for proto/parse.c: the strict parsers every input goes through. */
+/* Unit tests for common/parse.c: the strict parsers every input goes through. */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
-#include "proto/parse.h"
-#include "proto/path.h"
+#include "common/cleanup.h"
+#include "common/parse.h"
+#include "common/path.h"
 #include "tests/common/check-main.h"
 
 START_TEST(test_uint64)
@@ -137,7 +137,7 @@ START_TEST(test_instance_id)
 }
 END_TEST
 
-/* path_absolute (proto/path.h): absolute as given, relative from the cwd. */
+/* path_absolute (common/path.h): absolute as given, relative from the cwd. */
 START_TEST(test_path_absolute)
 {
 	_cleanup_free_ char *cwd = getcwd(NULL, 0);
@@ -152,7 +152,7 @@ START_TEST(test_path_absolute)
 }
 END_TEST
 
-/* path_read (proto/path.h): the whole file, grown past the first 4096
+/* path_read (common/path.h): the whole file, grown past the first 4096
  * bytes, NUL-terminated; -E2BIG one byte past max; -errno of the open. */
 START_TEST(test_path_read)
 {

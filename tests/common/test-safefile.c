@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for proto/safefile.c: root replaces a file in a directory other
+ * Unit tests for common/safefile.c: root replaces a file in a directory other
  * users can write without following any link they plant (issue 12, item 2).
  */
 #include <check.h>
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto/safefile.h"
+#include "common/safefile.h"
 #include "tests/common/check-main.h"
 
 static char dir[64], victim[128], target[128];

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for proto/sockdir.c: the socket directories that confine the
+ * Unit tests for common/sockdir.c: the socket directories that confine the
  * socket paths of claims (issue 12, item 1).  The lexical rule on paths
  * (inside, outside, "..", ".", "//", prefixes that are not directories), the
  * option's checks, and the resolution rule on a real tree: a socket below a
@@ -20,8 +20,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
-#include "proto/sockdir.h"
+#include "common/cleanup.h"
+#include "common/sockdir.h"
 #include "sentinel/sentinel.h" /* SENTINEL_OPTIONS_HELP lists the defaults */
 #include "tests/common/check-main.h"
 

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 
 static int fail(void)
 {

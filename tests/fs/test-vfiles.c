@@ -27,8 +27,8 @@
 #include "store/store.h"
 #include "fs/claims.h"
 #include "fs/vfiles.h"
-#include "proto/cleanup.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/parse.h"
 #include "tests/common/check-main.h"
 
 /* -- the tables ---------------------------------------------------------------- */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz-claim.c - the assignment file parser as the filesystem applies it
- * (claim_parse_update in fs/vfiles.c over grammar/assignment.c, with the
+ * (claim_parse_update in fs/claims.c over grammar/assignment.c, with the
  * pid's start time from /proc): the key=value lines a VMM manager writes to
  * VF/assignments/ID.  The first input byte says whether claimed_at may still
  * change (the first write through the creating handle); the rest is the
@@ -17,8 +17,8 @@
 
 #include "fs/claims.h"
 #include "fs/vfiles.h"
-#include "proto/cleanup.h"
-#include "proto/endpoint.h"
+#include "common/cleanup.h"
+#include "common/endpoint.h"
 #include "tests/fuzz/fuzz.h"
 
 static void check_claim(const struct store_claim *cur, const struct store_claim *c, bool may_set)

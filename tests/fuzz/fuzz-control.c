@@ -18,8 +18,8 @@
 
 #include "store/store.h"
 #include "fs/vfiles.h"
-#include "proto/cleanup.h"
-#include "proto/log.h"
+#include "common/cleanup.h"
+#include "common/log.h"
 #include "tests/fuzz/fuzz.h"
 
 #define VF_A "0000:71:00.1"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz-endpoint.c - endpoint_parse / endpoint_parse_listen (proto/endpoint.c),
+ * fuzz-endpoint.c - endpoint_parse / endpoint_parse_listen (common/endpoint.c),
  * which see the agent= key of every assignment file and the agent's --listen.
  * Invariants: failure writes nothing; an accepted endpoint formats to a
  * canonical string that parses back to the same endpoint and is a fixed
@@ -10,8 +10,8 @@
 #include <errno.h>
 #include <stdbool.h>
 
-#include "proto/cleanup.h"
-#include "proto/endpoint.h"
+#include "common/cleanup.h"
+#include "common/endpoint.h"
 #include "tests/fuzz/fuzz.h"
 
 static void check_endpoint(const char *s, bool listen)

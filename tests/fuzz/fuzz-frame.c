@@ -13,7 +13,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "proto/frame.h"
 #include "tests/fuzz/fuzz.h"
 

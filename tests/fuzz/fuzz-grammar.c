@@ -18,7 +18,7 @@
 #include "grammar/message.h"
 #include "grammar/report.h"
 #include "grammar/vf.h"
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "tests/fuzz/fuzz.h"
 
 static void fuzz_report_command(const char *s)

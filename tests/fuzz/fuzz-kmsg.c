@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "guest-agent/kmsg.h"
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "tests/fuzz/fuzz.h"
 
 static void check_record(const char *buf, size_t len)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz-parse.c - the strict value parsers every control-file write goes
- * through (proto/parse.c): integers, seconds, RFC 3339 timestamps, instance
+ * through (common/parse.c): integers, seconds, RFC 3339 timestamps, instance
  * ids.  Beyond "no crash", it checks what the parsers promise: nothing is
  * written on failure, a parsed value formats back to an accepted string, and
  * the canonical timestamp is a fixed point of normalization.
@@ -9,8 +9,8 @@
 #include <errno.h>
 #include <inttypes.h>
 
-#include "proto/cleanup.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/parse.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -9,7 +9,7 @@
  */
 #include <errno.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "proto/frame.h"
 #include "tests/fuzz/fuzz.h"
 

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 
 /* Larger than any input a target accepts (frames cap at 64 KiB); seeds are
  * small, so a bigger file is a mistake in the corpus. */

@@ -21,7 +21,7 @@
 #include "grammar/message.h"
 #include "grammar/report.h"
 #include "grammar/vf.h"
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "tests/common/check-main.h"
 
 #define T1 "2026-11-29T07:44:51.000000001Z"

@@ -45,8 +45,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/parse.h"
 
 static int read_all(int fd, char *buf, size_t size)
 {

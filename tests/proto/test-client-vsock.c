@@ -21,10 +21,10 @@
 #include <unistd.h>
 #include <linux/vm_sockets.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "proto/client.h"
 #include "proto/frame.h"
-#include "proto/parse.h"
+#include "common/parse.h"
 
 #ifndef VMADDR_CID_LOCAL
 #define VMADDR_CID_LOCAL 1

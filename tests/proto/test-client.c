@@ -25,10 +25,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "proto/client.h"
 #include "proto/frame.h"
-#include "proto/parse.h"
+#include "common/parse.h"
 #include "tests/common/check-main.h"
 
 #define MS (1000 * 1000LL)

@@ -12,10 +12,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "proto/frame.h"
 #include "proto/guest.pb-c.h"
-#include "proto/parse.h"
+#include "common/parse.h"
 #include "tests/common/check-main.h"
 
 START_TEST(test_header_limit)

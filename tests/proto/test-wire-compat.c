@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "guest-v1.pb-c.h"
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "proto/frame.h"
 #include "proto/guest.pb-c.h"
 #include "tests/common/check-main.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests for sentinel/rules.c and sentinel/options.c: the classifier,
  * the revalidation rule, the liveness verdict and the evidence gatherers
- * (proto/procfs.c and sentinel/liveness.c against a fake /proc tree and the
+ * (common/procfs.c and sentinel/liveness.c against a fake /proc tree and the
  * real one: start times, states, boot ids; the kernel's socket diagnostics,
  * also in another network namespace),
  * and the option parser.  The file grammar the sentinel speaks (assignment
@@ -23,8 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
-#include "proto/procfs.h"
+#include "common/cleanup.h"
+#include "common/procfs.h"
 #include "sentinel/liveness.h"
 #include "sentinel/rules.h"
 #include "sentinel/sentinel.h"

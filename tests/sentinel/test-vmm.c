@@ -54,7 +54,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 
 #define MAX_CONNECTIONS 512
 #define HANDSHAKE_LINE_MAX 64

@@ -7,7 +7,7 @@
 #include <check.h>
 #include <errno.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "store/rules.h"
 #include "store/store.h"
 #include "tests/common/check-main.h"

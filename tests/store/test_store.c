@@ -31,7 +31,7 @@
 #include "store-cases.h"
 #include "store/rules.h"
 #include "store/store.h"
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 #include "tests/common/check-main.h"
 
 /* A START_TEST missing from meson.build's store_cases is never registered:

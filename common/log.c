@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* log.c - the one log line format: "<N>ident: message" for journald (log.h). */
-#include "proto/log.h"
+#include "common/log.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

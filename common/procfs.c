@@ -3,7 +3,7 @@
  * procfs.c - field 22 of /proc/PID/stat and the boot id, read once for the
  * daemon and the sentinel (procfs.h).
  */
-#include "proto/procfs.h"
+#include "common/procfs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,8 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
-#include "proto/parse.h"
+#include "common/cleanup.h"
+#include "common/parse.h"
 
 /* comm is at most 64 bytes (TASK_COMM_LEN on newer kernels): a stat line
  * longer than this is not one we understand. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* sockdir.c - the socket directories' two rules.  Contract in sockdir.h. */
-#include "proto/sockdir.h"
+#include "common/sockdir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <linux/openat2.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 
 /* openat2 may say EAGAIN when a rename races the lookup; a few retries. */
 #define OPENAT2_RETRIES 8

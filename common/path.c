@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* path.c - path helpers (path.h). */
-#include "proto/path.h"
+#include "common/path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 
 char *path_absolute(const char *path)
 {

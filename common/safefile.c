@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* safefile.c - atomic, link-safe replacement of a file (safefile.h). */
-#include "proto/safefile.h"
+#include "common/safefile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "proto/cleanup.h"
+#include "common/cleanup.h"
 
 #define TEMP_ATTEMPTS 16
 

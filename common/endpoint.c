@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* endpoint.c - parse and format agent endpoints.  Contract in endpoint.h.
  * Pure functions (no I/O): fuzzable. */
-#include "proto/endpoint.h"
+#include "common/endpoint.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "proto/parse.h"
+#include "common/parse.h"
 
 /* VMADDR_CID_ANY / VMADDR_PORT_ANY, without pulling linux/vm_sockets.h into
  * every user of this file. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* parse.c - the strict parsers every user- or peer-given value goes through (parse.h). */
-#include "proto/parse.h"
+#include "common/parse.h"
 
 #include <errno.h>
 #include <stdio.h>

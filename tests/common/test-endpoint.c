@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for proto/endpoint.c: every accepted form, the default port,
+/* Unit tests for common/endpoint.c: every accepted form, the default port,
  * listen-only and connect-only forms, and the rejects (which must leave the
  * output untouched). */
 #include <check.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto/cleanup.h"
-#include "proto/endpoint.h"
+#include "common/cleanup.h"
+#include "common/endpoint.h"
 #include "tests/common/check-main.h"
 
 static struct endpoint parse_ok(const char *s)
