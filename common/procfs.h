@@ -4,7 +4,7 @@
  * ticks since boot), its state (field 3), and of the host's boot id.  A pid and its start time name one process even after
  * the pid is reused: vfhealthd records it when a claim names a pid
  * (fs/vfiles.c), the sentinel compares it, and the state (a zombie is no
- * VMM), before it judges a claim's VMM (sentinel/rules.c).  Tests: tests/sentinel/test-rules.c
+ * VMM), before it judges a claim's VMM (sentinel/verdict.c).  Tests: tests/sentinel/test-verdict.c
  * (a fake /proc tree and the real one).
  */
 #ifndef VFHEALTH_PROCFS_H

@@ -15,6 +15,7 @@
 #include <linux/openat2.h>
 
 #include "common/cleanup.h"
+#include "common/endpoint.h" /* the struct alone: nothing of libvfproto is linked */
 
 /* openat2 may say EAGAIN when a rename races the lookup; a few retries. */
 #define OPENAT2_RETRIES 8
@@ -192,4 +193,29 @@ socklen_t sockdirs_sockaddr(int fd, struct sockaddr_un *sun)
 	*sun = (struct sockaddr_un){ .sun_family = AF_UNIX };
 	n = snprintf(sun->sun_path, sizeof(sun->sun_path), "/proc/self/fd/%d", fd);
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)n + 1);
+}
+
+int sockdirs_check_claim(const struct sockdirs *d, const char *control,
+			 const struct endpoint *agent, const char **ret_key,
+			 const char **ret_path)
+{
+	int r;
+
+	if (control && control[0]) {
+		r = sockdirs_check(d, control);
+		if (r < 0) {
+			*ret_key = "control";
+			*ret_path = control;
+			return r;
+		}
+	}
+	if (agent && agent->kind != ENDPOINT_VSOCK) {
+		r = sockdirs_check(d, agent->path);
+		if (r < 0) {
+			*ret_key = "agent";
+			*ret_path = agent->path;
+			return r;
+		}
+	}
+	return 0;
 }

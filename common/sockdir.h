@@ -76,6 +76,17 @@ int sockdirs_open(const struct sockdirs *d, const char *path);
  * tell (fail closed). */
 int sockdirs_check(const struct sockdirs *d, const char *path);
 
+/* The claim rule, the one both programs apply to a claim's socket paths:
+ * control (NULL or "": none) and agent (NULL: none, or an endpoint parsed
+ * by endpoint_parse; a vsock endpoint names no path) must each pass
+ * sockdirs_check(), control first.  0 when they do; else -EACCES (or the
+ * -errno of a check that could not tell: fail closed) with *ret_key
+ * ("control" or "agent") and *ret_path (the refused path) for the log. */
+struct endpoint;
+int sockdirs_check_claim(const struct sockdirs *d, const char *control,
+			 const struct endpoint *agent, const char **ret_key,
+			 const char **ret_path);
+
 /* For a connect(2) to the Unix socket behind fd (from sockdirs_open):
  * "/proc/self/fd/N", which the kernel resolves to that very inode.  Fills
  * *sun and returns its length. */

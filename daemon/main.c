@@ -7,7 +7,7 @@
  * and runs the sentinel program as a child (sentinel-process.h), whose
  * counters it registers with the `metrics` file (fs/metrics.h).  Every rule
  * lives in those libraries; this file only wires them and orders their life
- * cycles (docs/architecture.md, "Processes and modules").
+ * cycles (docs/architecture.md, "Processes, threads and locks").
  *
  * Design notes
  * ------------
@@ -50,7 +50,7 @@
 #include "common/log.h"
 #include "common/path.h"
 #include "common/parse.h"
-#include "sentinel/sentinel.h"
+#include "sentinel/options.h"
 
 #define FUSE_OPTIONS_MAX 4096
 #define DEFAULT_DB "/var/lib/vfhealth/vfhealth.db"
@@ -332,8 +332,7 @@ int main(int argc, char **argv)
 	r = open_store(db_path, store_threshold, &store);
 	if (r < 0)
 		goto out;
-	/* The sentinel is a client of this mount and must not be a thread of
-	 * this process (sentinel-process.h says why).  Its requests wait in
+	/* A child, not a thread (sentinel-process.h).  Its requests wait in
 	 * the kernel until the FUSE loop serves them. */
 	if (run_sentinel) {
 		r = sentinel_process_spawn(sentinel_program, (const char *const *)sentinel_args,

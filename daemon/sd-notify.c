@@ -3,10 +3,14 @@
  * sd-notify.c - READY=1 and STATUS= to $NOTIFY_SOCKET (sd-notify.h).
  *
  * Threads: sd_notifier_ready() runs on the main thread; the status hook on
- * whichever store thread changed availability.  Locks: `lock` serializes
- * reading the state and sending it, so messages leave in the order the
- * states were read; it is a leaf (store_status() takes only store read
- * locks, which the hook's caller does not hold).
+ * whichever store thread changed availability.  Locks: `lock` (D1 in
+ * docs/architecture.md's lock table) is a leaf: the state is read first,
+ * with no lock of ours held (store_status() takes the store's own locks),
+ * and the lock is taken only to compare that text with the last one sent,
+ * send it (one non-blocking sendto) and record it.  Two hooks racing may
+ * send in the other order than they read; so a hook that sent re-reads the
+ * state and goes again until what it last saw was sent: the last message
+ * always shows the latest state.
  */
 #include "daemon/sd-notify.h"
 
@@ -78,12 +82,12 @@ static int send_message(const struct sd_notifier *n, const char *msg)
 	return 0;
 }
 
-/* The store's state as STATUS= shows it (lock held). */
-static void status_text(struct sd_notifier *n, char *buf, size_t size)
+/* The store's state as STATUS= shows it (no lock of ours held). */
+static void status_text(struct store *store, char *buf, size_t size)
 {
 	char reason[STORE_REASON_MAX];
 
-	if (store_status(n->store, reason, sizeof(reason)))
+	if (store_status(store, reason, sizeof(reason)))
 		snprintf(buf, size, "store available");
 	else
 		snprintf(buf, size, "store unavailable: %s", reason);
@@ -91,18 +95,22 @@ static void status_text(struct sd_notifier *n, char *buf, size_t size)
 
 int sd_notifier_ready(struct sd_notifier *n, struct store *store)
 {
-	char msg[STATUS_MAX + 64];
+	char text[STATUS_MAX], msg[STATUS_MAX + 64];
 	int r = 0;
 
+	status_text(store, text, sizeof(text));
 	pthread_mutex_lock(&n->lock);
 	n->store = store;
-	status_text(n, n->last, sizeof(n->last));
+	memcpy(n->last, text, sizeof(text));
 	if (n->addr_len) {
 		snprintf(msg, sizeof(msg), "READY=1\nMAINPID=%d\nSTATUS=%s\n", (int)getpid(),
 			 n->last);
 		r = send_message(n, msg);
 	}
 	pthread_mutex_unlock(&n->lock);
+	/* A transition between the read and the lock: its hook found no store
+	 * yet, so say it now. */
+	sd_notifier_status_changed(n);
 	return r;
 }
 
@@ -110,19 +118,29 @@ void sd_notifier_status_changed(void *userdata)
 {
 	struct sd_notifier *n = userdata;
 	char text[STATUS_MAX], msg[STATUS_MAX + 16];
+	struct store *store;
+	bool sent;
 	int r = 0;
 
 	pthread_mutex_lock(&n->lock);
-	if (n->store && n->addr_len) {
-		status_text(n, text, sizeof(text));
+	store = n->addr_len ? n->store : NULL;
+	pthread_mutex_unlock(&n->lock);
+	if (!store)
+		return;
+	do {
+		status_text(store, text, sizeof(text));
+		sent = false;
+		pthread_mutex_lock(&n->lock);
 		if (strcmp(text, n->last) != 0) {
 			snprintf(msg, sizeof(msg), "STATUS=%s\n", text);
 			r = send_message(n, msg);
-			if (r == 0)
+			if (r == 0) {
 				memcpy(n->last, text, sizeof(text));
+				sent = true;
+			}
 		}
-	}
-	pthread_mutex_unlock(&n->lock);
+		pthread_mutex_unlock(&n->lock);
+	} while (sent);
 	if (r < 0)
 		log_debug("cannot send STATUS= to $NOTIFY_SOCKET: %s", strerror(-r));
 }

@@ -9,8 +9,8 @@
  * The transitions come from the filesystem's status hook (vffs_options:
  * status_changed), called from the store thread that changed the state:
  * sd_notifier_status_changed() never blocks (MSG_DONTWAIT), re-reads the
- * state under its own lock (so the last message sent always shows the
- * latest state, whatever order hooks run in) and sends only a changed text.
+ * state and sends only a changed text; the last message sent always shows
+ * the latest state, whatever order hooks run in (sd-notify.c says how).
  * Without $NOTIFY_SOCKET every call does nothing.
  */
 #ifndef VFHEALTH_DAEMON_SD_NOTIFY_H

@@ -16,12 +16,10 @@
  * the child leaves.  PR_SET_PDEATHSIG fires when the forking *thread* ends:
  * the daemon spawns from its main thread, which lives until exit.
  *
- * Memory.  The counters (struct sentinel_counters) live in a memfd sized
- * for them and sealed against resizing, so a misbehaving child cannot make
- * the daemon's mapping fault; both sides map it MAP_SHARED and use
- * lock-free 64-bit atomics, which are address-free on Linux and so valid
- * across processes.  The child gets it as descriptor 3 (--counters-fd 3)
- * and checks its size; the daemon's metrics renderer loads it.
+ * Memory.  The counters live in a sealed memfd (sentinel/counters.h: the
+ * layout, its stamp, why it is safe across processes).  The child gets it
+ * as descriptor 3 (--counters-fd 3) and refuses another layout's; the
+ * daemon's metrics renderer checks the stamp too.
  *
  * Descriptors.  The child keeps 0, 1, 2 and the memfd: above all the
  * /dev/fuse descriptor goes (see sentinel-process.h), and the store's
@@ -55,7 +53,7 @@
 #include "common/log.h"
 #include "common/path.h"
 #include "common/parse.h"
-#include "sentinel/sentinel.h"
+#include "sentinel/counters.h"
 
 #define PROGRAM_NAME "vfhealth-sentinel"
 #define STR(x) #x
@@ -166,27 +164,6 @@ fail:
 	_exit(127);
 }
 
-/* A memfd holding a zeroed counter table, sealed at its size, and its mapping. */
-static int counters_create(int *ret_fd, struct sentinel_counters **ret_map)
-{
-	_cleanup_close_ int fd = memfd_create("vfhealth-sentinel-counters",
-					      MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	void *map;
-
-	if (fd < 0)
-		return negative_errno();
-	if (ftruncate(fd, sizeof(struct sentinel_counters)) < 0 ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
-		return negative_errno();
-	map = mmap(NULL, sizeof(struct sentinel_counters), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-		   0);
-	if (map == MAP_FAILED)
-		return negative_errno();
-	*ret_map = map;
-	*ret_fd = move_fd(fd);
-	return 0;
-}
-
 int sentinel_process_spawn(const char *program, const char *const *args, const char *mountpoint,
 			   int64_t stop_timeout_ns, struct sentinel_process **ret)
 {
@@ -222,7 +199,7 @@ int sentinel_process_spawn(const char *program, const char *const *args, const c
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
 
-	r = counters_create(&memfd, &p->counters);
+	r = sentinel_counters_create(&memfd, &p->counters);
 	if (r < 0)
 		return r;
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
@@ -257,7 +234,7 @@ int sentinel_process_spawn(const char *program, const char *const *args, const c
 	return 0;
 
 fail:
-	munmap(p->counters, sizeof(*p->counters));
+	sentinel_counters_unmap(p->counters);
 	return r;
 }
 
@@ -324,7 +301,7 @@ void sentinel_process_free(struct sentinel_process *p)
 	if (!p)
 		return;
 	sentinel_process_stop(p);
-	munmap(p->counters, sizeof(*p->counters));
+	sentinel_counters_unmap(p->counters);
 	free(p);
 }
 

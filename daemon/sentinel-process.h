@@ -4,16 +4,10 @@
  * from sentinel/main.c) as a child of vfhealthd.
  *
  * Why a process and not threads of the daemon: the sentinel is a client of
- * the daemon's own mount.  A thread blocked in a file operation on its own
- * FUSE mount cannot die: if vfhealthd is SIGKILLed (or crashes) after one of
- * its workers has taken that request, the thread waits uninterruptibly for
- * a reply nobody will send, and since it keeps the process's file table and
- * so the /dev/fuse descriptor alive, the kernel never aborts the connection.
- * The daemon never finishes dying, its database lock is never dropped, and
- * every reader of the mount hangs.  A child that holds no /dev/fuse
- * descriptor avoids all of that: the daemon always dies, the connection
- * aborts, and a child caught in a request gets ENOTCONN and dies of its
- * PR_SET_PDEATHSIG.
+ * the daemon's own mount, and such a client must never be a thread of the
+ * process that serves it (docs/architecture.md, "Processes, threads and
+ * locks", says why).  A child caught in a request when the daemon dies gets
+ * ENOTCONN and dies of its PR_SET_PDEATHSIG.
  *
  * Why exec and not a bare fork: the child shares nothing with the daemon
  * but what is passed on purpose (its options, the mountpoint, and the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * liveness.h - gathers the evidence that liveness_verdict() (rules.h) judges
+ * liveness.h - gathers the evidence that liveness_verdict() (verdict.h) judges
  * a claim's VMM by: its pid's state and start time (common/procfs.h), the
  * host's boot id, and whether a Unix socket bound to the very file its
  * control path names is LISTENING in its network namespace.
@@ -37,7 +37,7 @@
 
 #include "grammar/assignment.h"
 #include "grammar/limits.h"
-#include "sentinel/rules.h"
+#include "sentinel/verdict.h"
 
 /* The file a listening Unix socket is bound to: the device as stat(2)
  * spells st_dev, and the inode number's low 32 bits (all the socket

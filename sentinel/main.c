@@ -5,10 +5,11 @@
  *
  * vfhealthd runs this same program as its child (daemon/sentinel-process.h),
  * passing its counter table as a shared memfd with --counters-fd (and
- * --reconcile-only under its --no-sentinel).
+ * --reconcile-only under its --no-sentinel); a table of another build's
+ * layout is refused (counters.h).
  *
  * DESIGN NOTES
- * Threads: the library's (see sentinel.c); this main thread only waits.
+ * Threads: the library's (sentinel.c's design notes); this main thread only waits.
  * Signals: SIGTERM/SIGINT are blocked before the library starts its threads
  * and taken with sigwaitinfo() here, so no handler runs anywhere; then
  * sentinel_stop() (bounded by one poll timeout) and exit 0.
@@ -20,8 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -34,26 +33,6 @@ enum {
 	OPT_COUNTERS_FD,
 	OPT_RECONCILE_ONLY,
 };
-
-/* Map the counter table vfhealthd passed as descriptor fd: a memfd of
- * exactly one struct sentinel_counters (a daemon built from other sources
- * would size it differently, and is refused). */
-static int map_counters(int fd, struct sentinel_counters **ret)
-{
-	struct stat st;
-	void *map;
-
-	if (fstat(fd, &st) < 0)
-		return negative_errno();
-	if (!S_ISREG(st.st_mode) || st.st_size != (off_t)sizeof(struct sentinel_counters))
-		return -EINVAL;
-	map = mmap(NULL, sizeof(struct sentinel_counters), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-		   0);
-	if (map == MAP_FAILED)
-		return negative_errno();
-	*ret = map;
-	return 0;
-}
 
 static void usage(FILE *out)
 {
@@ -118,9 +97,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_COUNTERS_FD:
 			if (parse_uint64(optarg, 0, INT_MAX, &counters_fd) < 0 ||
-			    (r = map_counters((int)counters_fd, &counters)) < 0) {
-				fprintf(stderr, "vfhealth-sentinel: --counters-fd \"%s\" is not a counter table\n",
-					optarg);
+			    (r = sentinel_counters_map((int)counters_fd, &counters)) < 0) {
+				fprintf(stderr, "vfhealth-sentinel: --counters-fd \"%s\" is not a counter table%s\n",
+					optarg, r == -EPROTO ? " of this build's layout" : "");
 				return 2;
 			}
 			break;
@@ -165,7 +144,6 @@ int main(int argc, char **argv)
 	while (r < 0 && errno == EINTR);
 	log_info("signal %d: stopping", r > 0 ? r : 0);
 	sentinel_free(sentinel);
-	if (counters)
-		munmap(counters, sizeof(*counters));
+	sentinel_counters_unmap(counters);
 	return 0;
 }

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* options.c - the sentinel's command-line options, shared by vfhealthd and
- * vfhealth-sentinel so both spell and check them the same way. */
-#include "sentinel/sentinel.h"
+/* options.c - the sentinel's command-line options (options.h). */
+#include "sentinel/options.h"
 
 #include <errno.h>
 #include <string.h>

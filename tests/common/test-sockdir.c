@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for common/sockdir.c: the socket directories that confine the
- * socket paths of claims (issue 12, item 1).  The lexical rule on paths
+ * socket paths of claims.  The lexical rule on paths
  * (inside, outside, "..", ".", "//", prefixes that are not directories), the
  * option's checks, and the resolution rule on a real tree: a socket below a
  * directory opens, a symlink (as a middle or last component, or pointing
  * back inside) is EACCES, missing parts are ENOENT, and the fallback walk
  * without openat2 says the same.  A socket reached through the descriptor
- * is the very inode checked.
+ * is the very inode checked.  The claim rule both programs call
+ * (sockdirs_check_claim): control first, then a Unix or hybrid-vsock
+ * agent's path, a vsock agent never; what was refused is named.
  */
 #include <check.h>
 #include <errno.h>
@@ -21,8 +23,9 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/endpoint.h"
 #include "common/sockdir.h"
-#include "sentinel/sentinel.h" /* SENTINEL_OPTIONS_HELP lists the defaults */
+#include "sentinel/options.h" /* SENTINEL_OPTIONS_HELP lists the defaults */
 #include "tests/common/check-main.h"
 
 START_TEST(test_add)
@@ -196,6 +199,56 @@ START_TEST(test_open)
 }
 END_TEST
 
+START_TEST(test_claim)
+{
+	struct sockdirs d = { 0 };
+	struct endpoint vsock = { .kind = ENDPOINT_VSOCK, .cid = 3, .port = 2222 };
+	struct endpoint unix_in = { .kind = ENDPOINT_UNIX }, unix_out = { .kind = ENDPOINT_UNIX };
+	struct endpoint hv_link = { .kind = ENDPOINT_HVSOCK, .port = 2222 };
+	const char *key = NULL, *path = NULL;
+	char in[256], out_path[256];
+
+	ck_assert_int_eq(sockdirs_add(&d, root), 0);
+	path_of(in, sizeof(in), "ok/s.sock");
+	snprintf(out_path, sizeof(out_path), "%s/t.sock", out);
+	ck_assert_uint_lt(strlen(out_path), sizeof(unix_out.path));
+	memcpy(unix_in.path, in, strlen(in) + 1);
+	memcpy(unix_out.path, out_path, strlen(out_path) + 1);
+	path_of(in, sizeof(in), "link/t.sock");
+	ck_assert_uint_lt(strlen(in), sizeof(hv_link.path));
+	memcpy(hv_link.path, in, strlen(in) + 1);
+	path_of(in, sizeof(in), "ok/s.sock");
+
+	/* nothing named, or everything inside: confined, nothing written */
+	ck_assert_int_eq(sockdirs_check_claim(&d, NULL, NULL, &key, &path), 0);
+	ck_assert_int_eq(sockdirs_check_claim(&d, "", NULL, &key, &path), 0);
+	ck_assert_int_eq(sockdirs_check_claim(&d, in, &unix_in, &key, &path), 0);
+	ck_assert_ptr_null(key);
+	ck_assert_ptr_null(path);
+	/* a vsock agent names no path: whatever its CID, nothing to confine */
+	ck_assert_int_eq(sockdirs_check_claim(&d, NULL, &vsock, &key, &path), 0);
+	/* control outside */
+	ck_assert_int_eq(sockdirs_check_claim(&d, out_path, &unix_in, &key, &path), -EACCES);
+	ck_assert_str_eq(key, "control");
+	ck_assert_str_eq(path, out_path);
+	/* control first: both outside names control */
+	key = path = NULL;
+	ck_assert_int_eq(sockdirs_check_claim(&d, out_path, &unix_out, &key, &path), -EACCES);
+	ck_assert_str_eq(key, "control");
+	/* a Unix agent outside, a hybrid-vsock agent through a symlink */
+	ck_assert_int_eq(sockdirs_check_claim(&d, in, &unix_out, &key, &path), -EACCES);
+	ck_assert_str_eq(key, "agent");
+	ck_assert_str_eq(path, out_path);
+	ck_assert_int_eq(sockdirs_check_claim(&d, NULL, &hv_link, &key, &path), -EACCES);
+	ck_assert_str_eq(key, "agent");
+	ck_assert_str_eq(path, hv_link.path);
+	/* relative, or not normalized: refused like outside */
+	ck_assert_int_eq(sockdirs_check_claim(&d, "ctl.sock", NULL, &key, &path), -EACCES);
+	path_of(in, sizeof(in), "ok/../../out/t.sock");
+	ck_assert_int_eq(sockdirs_check_claim(&d, in, NULL, &key, &path), -EACCES);
+}
+END_TEST
+
 START_TEST(test_walk)
 {
 	int dirfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -261,6 +314,7 @@ static Suite *sockdir_suite(void)
 	tcase_add_checked_fixture(tree, tree_setup, tree_teardown);
 	tcase_add_test(tree, test_open);
 	tcase_add_test(tree, test_walk);
+	tcase_add_test(tree, test_claim);
 	tcase_add_test(tree, test_connect_by_fd);
 	suite_add_tcase(s, lexical);
 	suite_add_tcase(s, tree);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The sentinel finds the claims to poll in the top-level `claims` file, one
-# read per poll (issue 12.6), not by listing every VF's assignments/: it
+# read per poll, not by listing every VF's assignments/: it
 # polls what the file names and nothing else, follows the file when it
 # changes, and counts a missing file or a bad line as a list error while it
 # still polls the good lines.  Runs the standalone sentinel against a plain

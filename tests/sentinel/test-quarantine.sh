@@ -27,7 +27,7 @@ file_is "$MNT/$VF/tally" 1 || fail "tally moved past 1 on repeated polls"
 metric_ge 'vfhealth_sentinel_checks_total{result="failed"}' 6 ||
 	fail "the failed assignment was not polled repeatedly"
 file_is "$MNT/$VF/quarantined" 0 || fail "quarantined after one failure"
-# One event, one line each (issue 11.11): the guest's words from the
+# One event, one line each: the guest's words from the
 # sentinel, the store's decision from vfhealthd; repeated polls add nothing.
 [[ $(grep -c "vm-1.*failed GPU initialization" "$T/daemon.log") == 1 ]] ||
 	fail "a recorded failure must log the guest's words once, an unchanged one nothing"
@@ -36,7 +36,7 @@ grep -q "^<6>.*vf $VF: instance vm-1 (claimed $T1) failed GPU initialization: .*
 [[ $(grep -c "$VF: failed assignment of instance vm-1 recorded (1 of 2 to quarantine)" "$T/daemon.log") == 1 ]] ||
 	fail "the store's decision must be logged exactly once"
 grep -q "vm-1 $T1 " "$MNT/$VF/failures" || fail "failure not recorded against (vm-1, $T1)"
-# The agent's telemetry (issue 14.3), per claim: labels vf and instance_id.
+# The agent's telemetry, per claim: labels vf and instance_id.
 grep -Eq "^vfhealth_sentinel_agent_info\{vf=\"$VF\",instance_id=\"vm-1\",version=\"[0-9][0-9A-Za-z.+~_-]*\"\} 1$" "$MNT/metrics" ||
 	fail "no vfhealth_sentinel_agent_info for vm-1: $(grep agent_info "$MNT/metrics")"
 metric_ge "vfhealth_sentinel_agent_kmsg_records_lost_total{vf=\"$VF\",instance_id=\"vm-1\"}" 0 ||

@@ -40,7 +40,7 @@ repairs() { grep -c "sentinel: store .*repair failed" "$T/daemon.log"; }
 P_A=$(polls) L_A=$(repairs) C_A=$(wc -l <"$T/connects")
 wait_polls 4
 P_B=$(polls) L_B=$(repairs)
-# ... and keeps asking the agent: claims read from memory (issue 11 rule 7).
+# ... and keeps asking the agent: claims read from memory.
 wait_for 20 "the claim polled during the outage" lines_at_least "$T/connects" $((C_A + 2))
 grep -q '^unavailable' "$MNT/status" || fail "the store came back on a full disk"
 ((L_B - L_A <= P_B - P_A + 1)) || fail "$((L_B - L_A)) repair attempts in $((P_B - P_A)) polls"

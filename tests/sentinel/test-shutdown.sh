@@ -4,7 +4,8 @@
 # connection in flight: with queries hung on guests that never answer and a
 # 30 s poll timeout, vfhealthd (sentinel inside) and vfhealth-sentinel
 # (standalone) each exit 0 in a fraction of it, and the hung connections at
-# the VMM are closed.
+# the VMM are closed.  A sentinel asleep between passes an hour apart stops
+# at once too (the stop wakes the scheduler's wait).
 source "$(dirname "$0")/lib.sh"
 : "${VFHEALTH_SENTINEL:?}"
 
@@ -62,4 +63,20 @@ SENTINEL_PID=$!
 BG_PIDS+=("$SENTINEL_PID")
 check_stop vfhealth-sentinel "$SENTINEL_PID"
 grep -q "sentinel: stopped" "$T/sentinel.log" || fail "vfhealth-sentinel did not log its stop"
+
+# Asleep: the first reconcile done, the next pass an hour away.
+"$VFHEALTH_SENTINEL" --socket-dir "$T" --reconcile-only --reconcile-interval 3600 \
+	--metrics-file "$T/asleep.prom" "$MNT" >>"$T/sentinel.log" 2>&1 &
+SENTINEL_PID=$!
+BG_PIDS+=("$SENTINEL_PID")
+reconciled() { grep -q '^vfhealth_sentinel_reconciles_total 1$' "$T/asleep.prom" 2>/dev/null; }
+wait_for 20 "the first reconcile" reconciled
+started=$(date +%s%N)
+kill -TERM "$SENTINEL_PID"
+rc=0
+wait "$SENTINEL_PID" || rc=$?
+elapsed=$((($(date +%s%N) - started) / 1000000))
+echo "asleep: stopped in ${elapsed} ms (next pass in 3600 s)"
+((rc == 0)) || fail "the sleeping sentinel exited $rc on SIGTERM"
+((elapsed < 10000)) || fail "the sleeping sentinel took ${elapsed} ms to stop"
 echo PASS

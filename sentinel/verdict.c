@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* rules.c - the sentinel's pure decisions (rules.h). */
-#include "sentinel/rules.h"
+/* verdict.c - the sentinel's pure judgements (verdict.h). */
+#include "sentinel/verdict.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,22 +8,6 @@
 #include <time.h>
 
 #include "common/cleanup.h"
-#include "sentinel/sentinel.h" /* the latency buckets */
-
-static const char *const check_result_names[CHECK_RESULT_COUNT] = {
-	[CHECK_OK] = "ok",
-	[CHECK_FAILED] = "failed",
-	[CHECK_UNKNOWN] = "unknown",
-	[CHECK_RPC_ERROR] = "rpc_error",
-	[CHECK_UNSUPPORTED_AGENT] = "unsupported_agent",
-};
-
-const char *check_result_name(enum check_result r)
-{
-	if ((unsigned)r >= CHECK_RESULT_COUNT)
-		return "invalid";
-	return check_result_names[r];
-}
 
 enum check_result sentinel_classify(int query_rc, const struct agent_status *status)
 {

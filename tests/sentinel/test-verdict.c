@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for sentinel/rules.c and sentinel/options.c: the classifier,
+/* Unit tests for sentinel/verdict.c and sentinel/options.c: the classifier,
  * the revalidation rule, the liveness verdict and the evidence gatherers
  * (common/procfs.c and sentinel/liveness.c against a fake /proc tree and the
  * real one: start times, states, boot ids; the kernel's socket diagnostics,
@@ -26,7 +26,7 @@
 #include "common/cleanup.h"
 #include "common/procfs.h"
 #include "sentinel/liveness.h"
-#include "sentinel/rules.h"
+#include "sentinel/verdict.h"
 #include "sentinel/sentinel.h"
 #include "tests/common/check-main.h"
 
@@ -263,7 +263,7 @@ static void fake_proc_setup(void)
 {
 	char path[PATH_MAX];
 
-	snprintf(fake_root, sizeof(fake_root), "/tmp/vfsentinel-rules-XXXXXX");
+	snprintf(fake_root, sizeof(fake_root), "/tmp/vfsentinel-verdict-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(fake_root));
 	/* A well-formed stat whose comm holds ") (" to fool naive parsers. */
 	snprintf(path, sizeof(path), "%s/100", fake_root);
@@ -707,7 +707,7 @@ END_TEST
 
 /* Every series the sentinel renders has HELP and TYPE lines before its
  * samples, every check result is present (zeros included), and the names
- * are the ones the issue and the alert rules use. */
+ * are the ones the alert rules use. */
 START_TEST(test_metrics_render)
 {
 	static const char *const series[] = {
@@ -771,9 +771,9 @@ START_TEST(test_metrics_render)
 
 		if (line[0] == '#')
 			continue;
-		/* Every series under one prefix (issue 16.5), but the detection
-		 * latency histogram, whose name the fleet dashboard and issue 14
-		 * give (it is the fleet's, not the poller's). */
+		/* Every series under one prefix, but the detection latency
+		 * histogram, whose name the fleet dashboard gives (it is the
+		 * fleet's, not the poller's). */
 		ck_assert_msg(strncmp(line, "vfhealth_sentinel_", 18) == 0 ||
 				      strncmp(line, "vfhealth_detection_latency_seconds_", 35) == 0,
 			      "outside: %s", line);
@@ -795,9 +795,9 @@ START_TEST(test_metrics_render)
 }
 END_TEST
 
-static Suite *rules_suite(void)
+static Suite *verdict_suite(void)
 {
-	Suite *s = suite_create("sentinel-rules");
+	Suite *s = suite_create("sentinel-verdict");
 	TCase *tc;
 
 	tc = tcase_create("classify");
@@ -837,4 +837,4 @@ static Suite *rules_suite(void)
 	return s;
 }
 
-CHECK_MAIN(rules_suite)
+CHECK_MAIN(verdict_suite)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * rules.h - the sentinel's decisions as pure functions, so that each rule has
+ * verdict.h - the sentinel's judgements as pure functions, so that each rule has
  * a unit test that would fail if the rule were wrong (tests/sentinel/).
  *
  *  classify      agent_query()'s return code and answer -> one check result;
@@ -12,8 +12,8 @@
  * Nothing here does I/O: sentinel/liveness.c gathers the liveness evidence.
  * Conventions: 0 or -errno; outputs are written only on success.
  */
-#ifndef VFHEALTH_SENTINEL_RULES_H
-#define VFHEALTH_SENTINEL_RULES_H
+#ifndef VFHEALTH_SENTINEL_VERDICT_H
+#define VFHEALTH_SENTINEL_VERDICT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -24,20 +24,9 @@
 #include "grammar/vf.h"
 #include "proto/client.h"
 #include "common/parse.h"
+#include "sentinel/counters.h" /* enum check_result, the latency buckets */
 
 /* ---- classify ------------------------------------------------------------ */
-
-enum check_result {
-	CHECK_OK,
-	CHECK_FAILED,
-	CHECK_UNKNOWN,
-	CHECK_RPC_ERROR,         /* connect, handshake, timeout, framing, garbage */
-	CHECK_UNSUPPORTED_AGENT, /* the agent answered "unimplemented" */
-	CHECK_RESULT_COUNT,      /* (a failed listing is no check: list_errors counts it) */
-};
-
-/* "ok", "failed", "unknown", "rpc_error", "unsupported_agent" */
-const char *check_result_name(enum check_result r);
 
 /* query_rc and status as agent_query() returned them.  -EOPNOTSUPP is an old
  * agent; every other error, and an answer with a state outside the enum, is
@@ -132,7 +121,7 @@ enum liveness liveness_verdict(const struct liveness_evidence *ev, const char **
 int sentinel_latency_ns(const char *claimed_at, int64_t answered_ns, int64_t *ret_ns);
 
 /* The histogram bucket of a latency: the index of the first bound of
- * SENTINEL_LATENCY_BUCKETS (sentinel.h) it does not exceed, or
+ * SENTINEL_LATENCY_BUCKETS (counters.h) it does not exceed, or
  * SENTINEL_LATENCY_BUCKET_COUNT (+Inf). */
 size_t sentinel_latency_bucket(int64_t latency_ns);
 
