@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# confinement.sh - the confused deputy (issue 12.1, docs/security.md).  A
+# confinement.sh - the confused deputy (docs/security.md).  A
 # member of the writers' group, who cannot even enter a root-only
 # directory, tries to point root's sentinel at a socket there: directly,
 # as hvsock (CONNECT to a port of its choice), through a symlink inside the

@@ -389,7 +389,7 @@ static const char *const boundaries[] = {
 	"claimed_at=2020-01-01T00:00:00Z", "unknown=1", "agent=unix:/x\n\ncontrol=/c\n",
 	"0000:61:00.1", "0000:61:00.8", "0000:61:0g.1", "0000:61:00.10", "0000:61:00",
 	"0000:61:00.1 ", "0000:6A:00.1", "ffff:ff:ff.7", "vm-1", ".vm", "a", "-", "_",
-	/* strict values (issue 12.4): leading zeros, control characters in agent= */
+	/* strict values: leading zeros, control characters in agent= */
 	"03", "00", "0001000", "pid=01", "pid=007", "agent=vsock:03", "agent=vsock:3:02222",
 	"agent=unix:/run/a\x1b[31mb", "agent=unix:/run/a\rb", "agent=unix:/run/a\ab",
 	"agent=hvsock:/run/a\x7f:2222", "control=/run/a\x1b" "b", "failed vm-1 - \x1b[31mred\a\r",

@@ -17,7 +17,7 @@ if mkdir -p "$dbdir" && mount -t tmpfs -o size=64m,mode=0700 tmpfs "$dbdir" 2>/d
 	EXTRA_MOUNTS+=("$dbdir")
 fi
 DB=$dbdir/vfhealth.db
-# Claims' socket paths must lie in $T/sock (issue 12); the program plants a
+# Claims' socket paths must lie in $T/sock (docs/security.md); the program plants a
 # symlink there and expects EACCES for every path outside or through it.
 mkdir "$T/sock"
 SOCKET_DIRS=("$T/sock")

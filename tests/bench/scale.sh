@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# scale.sh BUILD_DIR - the documented maximum holds (issue 12.6): with
+# scale.sh BUILD_DIR - the documented maximum holds (docs/limits.md): with
 # VFS_MAX (65,536) VFs and 786,432 failures, the figures of docs/benchmarks.md
 # "At the documented maximum", one line each, as a ratio against its limit:
 #

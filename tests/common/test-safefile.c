@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for common/safefile.c: root replaces a file in a directory other
- * users can write without following any link they plant (issue 12, item 2).
+ * users can write without following any link they plant.
  */
 #include <check.h>
 #include <dirent.h>

@@ -321,7 +321,7 @@ START_TEST(test_report_command_rejects)
 		ck_assert_msg(memcmp(&c, &untouched, sizeof(c)) == 0, "changed by \"%s\"", bad[i]);
 		ck_assert_msg(report_command_refusal(bad[i]), "no reason for \"%s\"", bad[i]);
 	}
-	/* The reason names the rule broken (the daemon logs it, issue 16.3). */
+	/* The reason names the rule broken (the daemon logs it). */
 	ck_assert_str_eq(report_command_refusal("failed vm:1 -"), INSTANCE_ID_RULE);
 	ck_assert_ptr_nonnull(strstr(report_command_refusal("ok vm-1 yesterday"), "RFC 3339"));
 	ck_assert_ptr_nonnull(strstr(report_command_refusal("ok vm-1 - x"), "nothing after"));
@@ -674,7 +674,7 @@ START_TEST(test_assignment_update_rejects)
 		ck_assert_msg(memcmp(&out, &untouched, sizeof(out)) == 0, "changed by: %s", bad[i]);
 		ck_assert_msg(assignment_update_refusal(&cur, bad[i], true), "no reason: %s", bad[i]);
 	}
-	/* The reason names the rule broken (the daemon logs it, issue 16.3). */
+	/* The reason names the rule broken (the daemon logs it). */
 	ck_assert_ptr_nonnull(strstr(assignment_update_refusal(&cur, "pid=0", true), "pid="));
 	ck_assert_ptr_nonnull(strstr(assignment_update_refusal(&cur, "control=rel", true), "control="));
 	ck_assert_ptr_nonnull(strstr(assignment_update_refusal(&cur, "bogus=1", true), "the keys"));

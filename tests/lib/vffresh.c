@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * vffresh.c - the driver of the freshness stress test
- * (tests/fs/test-freshness.sh, issue 17 item 4).  Failing open is the worst
+ * (tests/fs/test-freshness.sh).  Failing open is the worst
  * bug vfhealth can have: a read that returns the state from before a write
  * that has already returned.  This program counts such reads.
  *

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cli.sh - what each program says about its command line agrees with what
-# it does (issue 16.2): every option its --help lists is accepted by its
+# it does: every option its --help lists is accepted by its
 # parser and no other is (every long option any of the programs or man
 # pages names, every short letter); each exit status its man page documents
 # is driven here, and each refusal says why; a vfhealthd without the

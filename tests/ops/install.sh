@@ -145,7 +145,7 @@ check "vfhealthd.service: Type=notify" grep -qx 'Type=notify' "$unit"
 check "vfhealthd.service: Restart=on-failure" grep -qx 'Restart=on-failure' "$unit"
 check "vfhealthd.service: ExecStart names $sbindir/vfhealthd" grep -q "^ExecStart=$sbindir/vfhealthd " "$unit"
 # vfhealthd detaches only a dead mount itself; an unmount in the unit would
-# detach a live one another vfhealthd serves (issue 11, rule 8).
+# detach a live one another vfhealthd serves (docs/architecture.md, Shutdown).
 check "vfhealthd.service: never unmounts /run/vfhealth blindly" \
 	eval "! grep -Eq '^Exec[A-Za-z]*=.*(fusermount3? -u|umount)' '$unit'"
 check "vfhealthd.service: no private mount namespace" no_private_mounts "$unit"

@@ -4,7 +4,7 @@
 # alerts (vfhealth.rules.test.yml: each alert fires on its condition and
 # stays quiet otherwise), the promtool tests of the DCGM join
 # (vfhealth-dcgm.rules.test.yml), and promtool check config on the example
-# prometheus.yml; every alert the issues ask for exists, has an absolute
+# prometheus.yml; every alert the docs promise exists, has an absolute
 # runbook_url and a test where it fires and one where it stays quiet.
 # Skips (77) only when promtool is missing.
 set -euo pipefail
@@ -21,9 +21,9 @@ promtool check rules "$dir/vfhealth.rules.yml" || fail "promtool check rules"
 promtool check rules "$dir/vfhealth-dcgm.rules.yml" || fail "promtool check rules (DCGM)"
 (cd "$dir" && promtool test rules vfhealth-dcgm.rules.test.yml) || fail "promtool test rules (DCGM)"
 
-# Every alert the issues ask for exists, by the metric it watches (issue 14:
+# Every alert the docs promise exists, by the metric it watches:
 # stale or absent metrics, a stalled sentinel, unanswering agents, held-back
-# VFs, besides the quarantine, store and breaker alerts).
+# VFs, besides the quarantine, store and breaker alerts.
 for metric in vfhealth_quarantined_vfs vfhealth_store_unavailable vfhealth_breaker_engaged \
 	      vfhealth_sentinel_liveness_uncertain_total vfhealth:sentinel_init_failures:rate1h \
 	      vfhealth_textfile_last_success_timestamp_seconds 'absent(vfhealth_textfile_' \

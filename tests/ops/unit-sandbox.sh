@@ -100,7 +100,7 @@ wait_for 20 "the agent to listen" test -S "$agent_dir/agent.sock"
 [[ $(stat -c %U "$agent_dir/agent.sock") == nobody ]] || fail "the agent socket is not nobody's"
 
 # The daemon, confined as the unit confines it.  Claims may have to name
-# socket directories (issue 12): pass them when this vfhealthd knows the option.
+# socket directories: pass them when this vfhealthd knows the option.
 extra=()
 if "$VFHEALTHD" --help 2>&1 | grep -q -- '--socket-dir'; then
 	extra+=(--socket-dir "$T")

@@ -4,7 +4,7 @@
  * agent's answer decodes with an unspecified reason and no rule; an old host
  * reads a new agent's answer (state and message) and skips the new fields; a
  * reason this host does not know (a newer agent) is unspecified, not an
- * error; a reason is sent only with UNKNOWN.  Telemetry (issue 14.3): an old
+ * error; a reason is sent only with UNKNOWN.  Telemetry: an old
  * agent's answer has none, an old host skips it, a new pair carries it with
  * the version cut to label-safe bytes and an impossible exit status as none. */
 #include <check.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Issue 11.1/11.2 with the sentinel reading a fake /proc (--proc-root):
+# Liveness and the conditional release with the sentinel reading a fake /proc (--proc-root):
 #  - a pid that runs but now has another start time than the daemon
 #    recorded (a reused pid) is dead, though a socket listens on its path;
 #  - a pid whose stat cannot be read is uncertain: kept, warned once,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Issue 11.1 with a real VMM killed by SIGKILL: its control socket file stays
+# Liveness with a real VMM killed by SIGKILL: its control socket file stays
 # behind, yet nothing listens there, so the claim is judged dead, is not
 # polled from that verdict on (its hvsock path still exists; every query
 # would count an rpc_error), and is released within two reconcile passes.

@@ -34,7 +34,7 @@ wait_for 20 "a failed repair attempt by the sentinel" \
 	grep -q "sentinel: store unavailable.*repair failed" "$T/daemon.log"
 file_is "$MNT/$VF/tally" 0 || fail "recorded while the store was unavailable"
 grep -q '^unavailable' "$MNT/status" || fail "the store came back on a full disk"
-# Issue 11.7: the sentinel keeps polling and makes ONE repair attempt per
+# During an outage the sentinel keeps polling and makes ONE repair attempt per
 # poll (a poll in progress at either end may add one).
 repairs() { grep -c "sentinel: store .*repair failed" "$T/daemon.log"; }
 P_A=$(polls) L_A=$(repairs) C_A=$(wc -l <"$T/connects")
