@@ -16,7 +16,7 @@ cd "$here"
 
 # What the build and the tests need, as Debian package names.
 build_pkgs=(gcc libc6-dev pkg-config meson ninja-build libfuse3-dev fuse3
-	    libsqlite3-dev libprotobuf-c-dev protobuf-c-compiler check)
+	    libsqlite3-dev libprotobuf-c-dev protobuf-c-compiler check libsystemd-dev)
 run_pkgs=(fuse3 sqlite3 util-linux procps)
 test_pkgs=(inotify-tools sqlite3 util-linux procps python3 valgrind e2fsprogs strace
 	   clang libclang-rt-14-dev man-db groff-base bsdextrautils)

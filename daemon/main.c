@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include <fuse_lowlevel.h>
+#include <systemd/sd-journal.h>
 
 #include "daemon/sd-notify.h"
 #include "daemon/sentinel-process.h"
@@ -71,6 +72,8 @@ static void usage(FILE *out)
 		"  -f, --foreground  do not daemonize (use under systemd, Type=notify)\n"
 		"  -o OPT[,OPT...]   extra FUSE mount options\n"
 		"  --fuse-workers N  FUSE worker threads at most, 1..%d (default %d)\n"
+		"  --log-target TARGET  auto (the journal when stderr is the journal,\n"
+		"                    else stderr), journal or stderr (default auto)\n"
 		"  -d, --debug       log debug messages and trace FUSE requests\n"
 		"  -h, --help        show this help\n"
 		"  -V, --version     show the version\n",
@@ -143,13 +146,14 @@ static int open_store(const char *path, int threshold, struct store **ret)
 int main(int argc, char **argv)
 {
 	enum { OPT_DB = 256, OPT_THRESHOLD, OPT_GROUP, OPT_SENTINEL_PROGRAM, OPT_SYSFS_ROOT,
-	       OPT_FUSE_WORKERS };
+	       OPT_FUSE_WORKERS, OPT_LOG_TARGET };
 	static const struct option long_options[] = {
 		{ "db", required_argument, NULL, OPT_DB },
 		{ "threshold", required_argument, NULL, OPT_THRESHOLD },
 		{ "group", required_argument, NULL, OPT_GROUP },
 		{ "sysfs-root", required_argument, NULL, OPT_SYSFS_ROOT },
 		{ "fuse-workers", required_argument, NULL, OPT_FUSE_WORKERS },
+		{ "log-target", required_argument, NULL, OPT_LOG_TARGET },
 		{ "sentinel-program", required_argument, NULL, OPT_SENTINEL_PROGRAM },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
@@ -181,6 +185,8 @@ int main(int argc, char **argv)
 	int c, sig = 0, r;
 
 	log_set_ident("vfhealthd");
+	log_set_journal_sender(sd_journal_sendv);
+	log_set_target(LOG_TARGET_AUTO);
 	if (!sentinel_args) {
 		log_err("out of memory");
 		return 1;
@@ -224,6 +230,23 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case OPT_LOG_TARGET: {
+			enum log_target t;
+			char *arg;
+
+			if (log_target_parse(optarg, &t) < 0) {
+				log_err("--log-target must be auto, journal or stderr, not '%s'", optarg);
+				return 2;
+			}
+			log_set_target(t);
+			/* the sentinel logs where its parent does */
+			if (asprintf(&arg, "--log-target=%s", optarg) < 0) {
+				log_err("out of memory");
+				return 1;
+			}
+			sentinel_args[n_sentinel_args++] = arg;
+			break;
+		}
 		case OPT_SENTINEL_PROGRAM:
 			sentinel_program_arg = optarg;
 			break;
@@ -289,13 +312,10 @@ int main(int argc, char **argv)
 		log_err("out of memory");
 		return 1;
 	}
-	r = sd_notifier_new(&notifier);
-	if (r == -ENOMEM) {
+	if (sd_notifier_new(&notifier) < 0) {
 		log_err("out of memory");
 		return 1;
 	}
-	if (r < 0)
-		log_warn("$NOTIFY_SOCKET is not a usable address: not notifying the service manager");
 	opt.status_changed = sd_notifier_status_changed;
 	opt.status_userdata = notifier;
 	opt.mountpoint = optind < argc ? argv[optind] : NULL;
@@ -355,6 +375,7 @@ int main(int argc, char **argv)
 	r = sd_notifier_ready(notifier, store);
 	if (r < 0)
 		log_warn("cannot notify readiness to $NOTIFY_SOCKET: %s", strerror(-r));
+	r = 0;
 
 	for (;;) {
 		if (sigwait(&shutdown_signals, &sig) != 0)

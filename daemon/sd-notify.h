@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sd-notify.h - what vfhealthd tells its service manager (sd_notify(3), by
- * hand: one datagram to $NOTIFY_SOCKET per message): READY=1 once it
+ * sd-notify.h - what vfhealthd tells its service manager (sd_notify(3) of
+ * libsystemd: one datagram to $NOTIFY_SOCKET per message): READY=1 once it
  * serves, with a STATUS= line that shows the store's state ("store
  * available" or "store unavailable: REASON"), and a new STATUS= line on
  * every availability transition after that (`systemctl status` shows it).
  *
  * The transitions come from the filesystem's status hook (vffs_options:
  * status_changed), called from the store thread that changed the state:
- * sd_notifier_status_changed() never blocks (MSG_DONTWAIT), re-reads the
- * state and sends only a changed text; the last message sent always shows
- * the latest state, whatever order hooks run in (sd-notify.c says how).
+ * sd_notifier_status_changed() re-reads the state and sends only a changed
+ * text (sd_notify(3)'s send waits only while the service manager's socket
+ * queue is full, as every Type=notify service's does); the last message
+ * sent always shows the latest state, whatever order hooks run in
+ * (sd-notify.c says how).
  * Without $NOTIFY_SOCKET every call does nothing.
  */
 #ifndef VFHEALTH_DAEMON_SD_NOTIFY_H
@@ -19,7 +21,7 @@
 struct store;
 struct sd_notifier;
 
-/* Reads $NOTIFY_SOCKET.  -EINVAL for an unusable address, -ENOMEM. */
+/* Notes whether $NOTIFY_SOCKET is set.  -ENOMEM. */
 int sd_notifier_new(struct sd_notifier **ret);
 /* READY=1, MAINPID= (this process: call it after daemonizing) and the
  * STATUS= of store, which later transitions report.  0 or -errno. */

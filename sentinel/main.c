@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <systemd/sd-journal.h>
+
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -32,6 +34,7 @@ enum {
 	OPT_VERSION,
 	OPT_COUNTERS_FD,
 	OPT_RECONCILE_ONLY,
+	OPT_LOG_TARGET,
 };
 
 static void usage(FILE *out)
@@ -44,6 +47,8 @@ static void usage(FILE *out)
 		"  -h, --help                   this text\n"
 		"  -V, --version                print the version\n"
 		"  -d, --debug                  log debug messages\n"
+		"      --log-target TARGET      auto (the journal when stderr is the journal,\n"
+		"                               else stderr), journal or stderr (default auto)\n"
 		"      --metrics-file PATH      rewrite PATH with the sentinel's metrics after\n"
 		"                               every poll (Prometheus text format)\n"
 		"      --counters-fd N          (internal, used by vfhealthd) count into the\n"
@@ -63,6 +68,7 @@ int main(int argc, char **argv)
 		{ "metrics-file", required_argument, NULL, OPT_METRICS_FILE },
 		{ "counters-fd", required_argument, NULL, OPT_COUNTERS_FD },
 		{ "reconcile-only", no_argument, NULL, OPT_RECONCILE_ONLY },
+		{ "log-target", required_argument, NULL, OPT_LOG_TARGET },
 		SENTINEL_GETOPT_OPTIONS,
 		{ 0 },
 	};
@@ -75,7 +81,11 @@ int main(int argc, char **argv)
 	siginfo_t info;
 	int c, r;
 
+	enum log_target target;
+
 	log_set_ident("vfhealth-sentinel");
+	log_set_journal_sender(sd_journal_sendv);
+	log_set_target(LOG_TARGET_AUTO);
 	sentinel_options_init(&opt);
 	while ((c = getopt_long(argc, argv, "hVd", long_options, NULL)) != -1) {
 		switch (c) {
@@ -91,6 +101,13 @@ int main(int argc, char **argv)
 			break;
 		case OPT_RECONCILE_ONLY:
 			opt.poll = false;
+			break;
+		case OPT_LOG_TARGET:
+			if (log_target_parse(optarg, &target) < 0) {
+				log_err("--log-target must be auto, journal or stderr, not '%s'", optarg);
+				return 2;
+			}
+			log_set_target(target);
 			break;
 		case OPT_METRICS_FILE:
 			opt.metrics_path = optarg;

@@ -118,6 +118,59 @@ void observe_latencies(struct sentinel *s, const struct target *targets, size_t 
 	}
 }
 
+void note_reachability(struct sentinel *s, const struct target *targets, size_t count)
+{
+	int64_t now = monotonic_ns();
+
+	for (size_t i = 0; i < count; i++) {
+		const struct target *t = &targets[i];
+		const struct assignment *c = &t->claim;
+		struct log_fields f = { .vf = c->vf, .instance = c->instance_id,
+					.claimed_at = c->claimed_at };
+		struct claim_memory *m;
+
+		if (!t->answered || !(m = claim_memory_find(s, c)))
+			continue;
+		switch (t->result) {
+		case CHECK_RPC_ERROR:
+		case CHECK_UNKNOWN:
+			break;
+		case CHECK_OK:
+		case CHECK_FAILED:
+			if (m->unreachable_why) {
+				f.result = check_result_name(t->result);
+				log_event(LOG_NOTICE, LOG_EVENT_AGENT_ANSWERING, &f,
+					  "vf %s: the agent of %s (claimed %s) answers again: %s",
+					  c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-",
+					  check_result_name(t->result));
+			}
+			m->unanswered_since_ns = 0;
+			m->unreachable_why = NULL;
+			continue;
+		default:
+			continue; /* unsupported_agent: counted, neither answer nor silence */
+		}
+		if (!m->unanswered_since_ns)
+			m->unanswered_since_ns = now;
+		if (now - m->unanswered_since_ns < s->opt.agent_grace_ns)
+			continue;
+		if (m->unreachable_why && m->unreachable_result == t->result &&
+		    strcmp(m->unreachable_why, t->why ? t->why : "") == 0)
+			continue;
+		m->unreachable_result = t->result;
+		/* static text (agent_unknown_reason_name, strerror's table) */
+		m->unreachable_why = t->why ? t->why : "";
+		f.result = check_result_name(t->result);
+		f.reason = m->unreachable_why;
+		log_event(LOG_WARNING, LOG_EVENT_AGENT_UNREACHABLE, &f,
+			  "vf %s: the agent of %s (claimed %s) has not answered for %" PRId64
+			  " s: %s (%s); its VF's health is not known",
+			  c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-",
+			  (now - m->unanswered_since_ns) / SENTINEL_NS_PER_S,
+			  check_result_name(t->result), m->unreachable_why);
+	}
+}
+
 /* The first dead verdict on a claim: from now on it is not polled (its
  * vsock CID may belong to another guest by now). */
 void mark_dead(struct claim_memory *m, const struct assignment *c, const char *reason)

@@ -20,6 +20,7 @@ void sentinel_options_init(struct sentinel_options *o)
 		.concurrency = SENTINEL_DEFAULT_CONCURRENCY,
 		.reconcile = true,
 		.reconcile_interval_ns = SENTINEL_DEFAULT_RECONCILE_INTERVAL_NS,
+		.agent_grace_ns = SENTINEL_DEFAULT_AGENT_GRACE_NS,
 		.proc_root = "/proc",
 	};
 	sockdirs_init_default(&o->socket_dirs);
@@ -50,6 +51,8 @@ int sentinel_options_apply(struct sentinel_options *o, int opt, const char *arg)
 		return apply_seconds("poll-timeout", arg, &o->poll_timeout_ns);
 	case SENTINEL_OPT_RECONCILE_INTERVAL:
 		return apply_seconds("reconcile-interval", arg, &o->reconcile_interval_ns);
+	case SENTINEL_OPT_AGENT_GRACE:
+		return apply_seconds("agent-grace", arg, &o->agent_grace_ns);
 	case SENTINEL_OPT_CONCURRENCY:
 		r = parse_uint64(arg, SENTINEL_CONCURRENCY_MIN, SENTINEL_CONCURRENCY_MAX, &n);
 		if (r < 0) {

@@ -18,6 +18,9 @@
 #define SENTINEL_DEFAULT_POLL_INTERVAL_NS (5 * SENTINEL_NS_PER_S)
 #define SENTINEL_DEFAULT_POLL_TIMEOUT_NS (5 * SENTINEL_NS_PER_S)
 #define SENTINEL_DEFAULT_RECONCILE_INTERVAL_NS (60 * SENTINEL_NS_PER_S)
+/* The agent's default --probe-window (vfhealth-agent(8)): an agent still
+ * answering unknown after it is not going to settle by itself. */
+#define SENTINEL_DEFAULT_AGENT_GRACE_NS (600 * SENTINEL_NS_PER_S)
 #define SENTINEL_DEFAULT_CONCURRENCY 64
 #define SENTINEL_CONCURRENCY_MIN 1
 #define SENTINEL_CONCURRENCY_MAX 1024
@@ -31,6 +34,8 @@ struct sentinel_options {
 	unsigned concurrency;          /* --concurrency N: queries in flight, 1..1024 */
 	bool reconcile;                /* false with --no-reconcile */
 	int64_t reconcile_interval_ns; /* --reconcile-interval S */
+	int64_t agent_grace_ns;        /* --agent-grace S: rpc_error or unknown for longer
+					* is logged (agent-unreachable) */
 	const char *proc_root;         /* where /proc is; tests point it at a fake tree */
 	const char *metrics_path;      /* standalone: after every poll and reconcile, replace
 					* this file (write + rename) with the metrics; NULL: none */
@@ -61,6 +66,7 @@ enum {
 	SENTINEL_OPT_RECONCILE_INTERVAL,
 	SENTINEL_OPT_PROC_ROOT,
 	SENTINEL_OPT_SOCKET_DIR,
+	SENTINEL_OPT_AGENT_GRACE,
 	SENTINEL_OPT_END,
 };
 
@@ -76,13 +82,16 @@ enum {
 	{ "no-reconcile", no_argument, NULL, SENTINEL_OPT_NO_RECONCILE },                \
 	{ "reconcile-interval", required_argument, NULL, SENTINEL_OPT_RECONCILE_INTERVAL }, \
 	{ "proc-root", required_argument, NULL, SENTINEL_OPT_PROC_ROOT },                \
-	{ "socket-dir", required_argument, NULL, SENTINEL_OPT_SOCKET_DIR }
+	{ "socket-dir", required_argument, NULL, SENTINEL_OPT_SOCKET_DIR },              \
+	{ "agent-grace", required_argument, NULL, SENTINEL_OPT_AGENT_GRACE }
 
 #define SENTINEL_OPTIONS_HELP                                                                   \
 	"Sentinel (polls guest agents and reports to the store):\n"                             \
 	"      --poll-interval S        seconds between polls (default 5; fractions allowed)\n"  \
 	"      --poll-timeout S         deadline of each agent query (default 5)\n"              \
 	"      --concurrency N          agent queries in flight, 1..1024 (default 64)\n"         \
+	"      --agent-grace S          log an agent that answers only rpc_error or unknown\n"  \
+	"                               for longer (default 600, the agent's probe window)\n"  \
 	"      --no-reconcile           never release claims whose VMM is dead\n"                \
 	"      --reconcile-interval S   seconds between stale-claim scans (default 60)\n"        \
 	"      --proc-root DIR          where to read PID/stat from (default /proc; tests)\n"  \

@@ -165,6 +165,7 @@ void run_poll(struct sentinel *s)
 	if (atomic_load(&s->stopping_fast))
 		return;
 	observe_latencies(s, targets, count);
+	note_reachability(s, targets, count);
 	publish_agents(s, targets, count);
 
 	int64_t duration = monotonic_ns() - started;

@@ -35,6 +35,7 @@ struct target {
 	struct endpoint agent;
 	bool answered;             /* result is set */
 	enum check_result result;
+	const char *why;           /* rpc_error: the error's text; unknown: the agent's reason */
 	int64_t answered_ns;       /* Unix time of the answer */
 	struct agent_telemetry telemetry; /* .present when the answer had some */
 };
@@ -52,6 +53,12 @@ struct claim_memory {
 				    * text), NULL when the last was not uncertain:
 				    * warned once per change */
 	bool noted_no_evidence;    /* said once that it is never polled */
+	/* agent-unreachable: since when (monotonic ns, 0: not now) its answers
+	 * have been rpc_error or unknown, and the result and reason last
+	 * logged (NULL: not logged in this streak): logged once per change */
+	int64_t unanswered_since_ns;
+	enum check_result unreachable_result;
+	const char *unreachable_why;
 	/* detection latency: timed = first listed after this process's first
 	 * listing (an older claim's "first" answer would time our restart, not
 	 * the guest); seen_*: its first failed / ok answer was observed */
@@ -131,6 +138,10 @@ void claim_memory_update(struct sentinel *s, const struct claim_list *l);
 void mark_dead(struct claim_memory *m, const struct assignment *c, const char *reason);
 /* An uncertain verdict: warned once per change of reason. */
 void note_uncertain(struct claim_memory *m, const struct assignment *c, const char *reason);
+/* Claims whose agents have answered only rpc_error or unknown for longer
+ * than the agent grace (--agent-grace): logged once per claim per change
+ * of result or reason, and once when they answer again. */
+void note_reachability(struct sentinel *s, const struct target *targets, size_t count);
 /* The first failed and first ok answer of each timed assignment, into the
  * detection latency histograms. */
 void observe_latencies(struct sentinel *s, const struct target *targets, size_t count);

@@ -33,6 +33,10 @@ static void check_target(struct sentinel *s, struct target *t)
 		return; /* shutting down: neither counted nor reported */
 	result = sentinel_classify(rc, &status);
 	t->result = result;
+	if (result == CHECK_RPC_ERROR)
+		t->why = rc < 0 && strerrordesc_np(-rc) ? strerrordesc_np(-rc) : "an answer outside the protocol";
+	else if (result == CHECK_UNKNOWN)
+		t->why = agent_unknown_reason_name(status.reason);
 	t->answered_ns = realtime_ns();
 	t->answered = true;
 	if (rc == 0)

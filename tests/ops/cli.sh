@@ -58,6 +58,7 @@ sample() {
 	*:S) echo 0.5 ;;
 	*:EP) echo "unix:$T/agent.sock" ;;
 	*:OPT*) echo ro ;;
+	*:TARGET) echo stderr ;;
 	*) fail "$1 --help: no sample value for --$2 $3" ;;
 	esac
 }
@@ -123,6 +124,7 @@ expect vfhealthd 2 "unrecognized option '--bogus'" --bogus
 expect vfhealthd 2 "--threshold" --threshold 0
 expect vfhealthd 2 "unknown group" --group no-such-group-here
 expect vfhealthd 2 "--poll-interval" --poll-interval 0
+expect vfhealthd 2 "--log-target must be auto, journal or stderr" --log-target syslog
 expect vfhealthd 2 "--sentinel-program" --sentinel-program "$T/none"
 for d in "$T"/mnt-x "$T"/mnt-y; do
 	[[ ! -e $d ]] || fail "a refused command line created $d"
