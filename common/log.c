@@ -15,6 +15,7 @@
 
 #define LINE_MAX_BYTES 2048
 #define FIELD_MAX_BYTES 1024
+#define JOURNAL_SOCKET "/run/systemd/journal/socket" /* sd_journal_sendv(3)'s */
 
 static atomic_int max_priority = LOG_INFO;
 static const char *log_ident;
@@ -94,7 +95,9 @@ void log_set_target(enum log_target t)
 	atomic_store(&stderr_tty, isatty(STDERR_FILENO) == 1);
 	switch (t) {
 	case LOG_TARGET_JOURNAL:
-		atomic_store(&journal_on, 1);
+		/* sd_journal_sendv(3) drops records silently when journald is not
+		 * there: then stderr, which someone may read. */
+		atomic_store(&journal_on, access(JOURNAL_SOCKET, F_OK) == 0 ? 1 : 0);
 		break;
 	case LOG_TARGET_STDERR:
 		atomic_store(&journal_on, 0);

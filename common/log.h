@@ -12,7 +12,8 @@
  *   auto     (the default) journal when stderr is the journal
  *            ($JOURNAL_STREAM names stderr's device and inode, as systemd
  *            sets it for StandardError=journal), else stderr.
- * A record the journal refuses (its socket is gone), or any record of a
+ * The journal chosen where journald is not (no /run/systemd/journal/socket
+ * when chosen) is stderr.  A record the journal refuses, or any record of a
  * program that did not hand log.c its sender (log_set_journal_sender: the
  * guest agent, a static binary, links no libsystemd), is written to stderr
  * instead: nothing is lost silently.

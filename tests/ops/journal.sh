@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# journal.sh - vfhealthd and its sentinel log to the journal, with fields,
+# when their stderr is the journal ($JOURNAL_STREAM), and a terminal gets
+# lines without the level prefix.  The journal is a datagram socket of the
+# test's own at /run/systemd/journal/socket (in a private mount namespace),
+# read back field by field (journal-receiver.py: the native protocol, both
+# of its forms), so no systemd is needed.  Real vfhealthd, real agents
+# behind test-vmm.  Prints one VF's story as the journal holds it.
+# Skips (77) without FUSE or where no mount namespace can be made.
+set -euo pipefail
+if [[ -z ${VFHEALTH_JOURNAL_NS:-} ]]; then
+	unshare -m --propagation private true 2>/dev/null ||
+		{ echo "SKIP: cannot make a mount namespace (needs CAP_SYS_ADMIN)"; exit 77; }
+	VFHEALTH_JOURNAL_NS=1 exec unshare -m --propagation private bash "$0" "$@"
+fi
+here=$(cd "$(dirname -- "$0")" && pwd)
+# shellcheck source=../sentinel/lib.sh
+source "$here/../sentinel/lib.sh"
+require_fuse
+
+# ---- the journal of this test -------------------------------------------------
+JOURNAL=$T/journal.jsonl
+: >"$JOURNAL"
+mount_tmpfs /run/systemd 4M
+mkdir /run/systemd/journal
+mkfifo "$T/receiver.fifo"
+python3 "$here/journal-receiver.py" /run/systemd/journal/socket "$JOURNAL" >"$T/receiver.fifo" &
+BG_PIDS+=("$!")
+read -r -t 10 line <"$T/receiver.fifo" || line=nothing
+[[ $line == bound ]] || fail "the journal receiver did not start ($line)"
+
+# records KEY=VALUE|KEY...: the records with every field given (KEY alone:
+# present, whatever its value), one JSON object a line.
+records() {
+	python3 - "$JOURNAL" "$@" <<'PY'
+import json, sys
+want = [a.split("=", 1) for a in sys.argv[2:]]
+for line in open(sys.argv[1], encoding="utf-8"):
+    r = json.loads(line)
+    if all(w[0] in r and (len(w) == 1 or r[w[0]] == w[1]) for w in want):
+        print(json.dumps(r, sort_keys=True))
+PY
+}
+count() { records "$@" | wc -l; }
+has() { (($(count "$@") > 0)); }
+# field NAME KEY=VALUE...: NAME of each matching record, one a line.
+field() {
+	local name=$1
+	shift
+	records "$@" | python3 -c 'import json,sys
+for l in sys.stdin: print(json.loads(l).get(sys.argv[1], "-"))' "$name"
+}
+# story VF: the VF's events in order, as `journalctl VF=... -o verbose` would
+# list them, one line each: EVENT INSTANCE PRIORITY MESSAGE_ID: MESSAGE.
+story() {
+	records "VF=$1" | python3 -c 'import json,sys
+for l in sys.stdin:
+    r = json.loads(l)
+    if "EVENT" in r:
+        print(r["EVENT"], r.get("INSTANCE", "-"), "PRIORITY=" + r["PRIORITY"],
+              r["MESSAGE_ID"] + ":", r["MESSAGE"])'
+}
+
+check_wellformed() {
+	! has _MALFORMED || fail "malformed journal records: $(field _MALFORMED)"
+}
+
+# ---- the daemon, its stderr the journal ---------------------------------------
+: >"$DAEMON_LOG"
+DAEMON_ENV=("JOURNAL_STREAM=$(stat -c '%d:%i' "$DAEMON_LOG")")
+VF=0000:41:00.4
+start_daemon --threshold 2 --poll-interval 0.2 --poll-timeout 1 --no-reconcile --agent-grace 1
+register_vf "$VF"
+has SYSLOG_IDENTIFIER=vfhealthd PRIORITY=6 "MESSAGE=serving $MNT" ||
+	fail "no info record 'serving $MNT' from vfhealthd in the journal"
+wait_for 20 "the sentinel's start in the journal" has SYSLOG_IDENTIFIER=vfhealth-sentinel PRIORITY=6
+
+echo "== an agent that does not answer: agent-unreachable, once per change, then agent-answering"
+start_vmm g0 # proxies to $T/g0.sock, where no agent listens yet: rpc_error
+claim "$VF" vm-0 "agent=hvsock:$T/g0.hv:2222" "control=$T/g0.ctl"
+T0=$(claimed_at "$VF" vm-0)
+wait_for 20 "agent-unreachable (rpc_error) for vm-0" \
+	has EVENT=agent-unreachable "VF=$VF" INSTANCE=vm-0 "CLAIMED_AT=$T0" RESULT=rpc_error PRIORITY=4 \
+	MESSAGE_ID=1d44bbd3c541455e9092b3d03afb404d
+wait_polls 5
+(($(count EVENT=agent-unreachable INSTANCE=vm-0 RESULT=rpc_error) == 1)) ||
+	fail "an unchanged rpc_error must be logged once: $(field MESSAGE EVENT=agent-unreachable)"
+grep -q "vf $VF: the agent of vm-0 (claimed $T0) has not answered for [0-9]* s: rpc_error" \
+	<<<"$(field MESSAGE EVENT=agent-unreachable INSTANCE=vm-0)" ||
+	fail "the message must name VF, instance and result: $(field MESSAGE EVENT=agent-unreachable)"
+# The agent comes up but cannot tell yet (its nvidia-smi fails): unknown.
+start_agent g0
+wait_for 20 "agent-unreachable (unknown) for vm-0" \
+	has EVENT=agent-unreachable "VF=$VF" INSTANCE=vm-0 RESULT=unknown
+agent_make_ok g0
+wait_for 20 "agent-answering for vm-0" \
+	has EVENT=agent-answering "VF=$VF" INSTANCE=vm-0 RESULT=ok PRIORITY=5
+release "$VF" vm-0
+
+echo "== one VF's story, from the first failure to the rescind"
+start_agent g1
+start_agent g2
+start_vmm g1
+start_vmm g2
+agent_fail g1
+agent_fail g2
+claim "$VF" vm-1 "agent=hvsock:$T/g1.hv:2222" "control=$T/g1.ctl"
+wait_for 20 "tally 1" file_is "$MNT/$VF/tally" 1
+release "$VF" vm-1
+claim "$VF" vm-2 "agent=hvsock:$T/g2.hv:2222" "control=$T/g2.ctl"
+wait_for 20 "quarantine" file_is "$MNT/$VF/quarantined" 1
+agent_make_ok g2
+wait_for 20 "rescind" file_is "$MNT/$VF/quarantined" 0
+wait_polls 2
+story "$VF"
+check_wellformed
+
+echo "== stderr stayed empty: every record went to the journal"
+stop_daemon
+! grep -E '^<[0-7]>' "$DAEMON_LOG" || fail "records on stderr although it is the journal"
+
+echo "== --log-target=journal with stderr a file; stderr where no journal is"
+: >"$T/other.log"
+"$VFHEALTHD" --log-target=journal --threshold 0 2>>"$T/other.log" && fail "--threshold 0 accepted"
+has SYSLOG_IDENTIFIER=vfhealthd PRIORITY=3 "MESSAGE=--threshold must be an integer 1..1000, not '0'" ||
+	fail "--log-target=journal did not send the refusal to the journal"
+[[ ! -s $T/other.log ]] || fail "--log-target=journal wrote to stderr: $(cat "$T/other.log")"
+rm /run/systemd/journal/socket
+"$VFHEALTHD" --log-target=journal --threshold 0 2>>"$T/other.log" && fail "--threshold 0 accepted"
+grep -qx "<3>vfhealthd: --threshold must be an integer 1..1000, not '0'" "$T/other.log" ||
+	fail "a record the journal cannot take must reach stderr: $(cat "$T/other.log")"
+
+echo "== stderr: the level prefix on a pipe or file, none on a terminal"
+out=$("$VFHEALTHD" --threshold 0 2>&1) && fail "--threshold 0 accepted"
+[[ $out == "<3>vfhealthd: --threshold must be an integer 1..1000, not '0'" ]] ||
+	fail "on a pipe: '$out'"
+out=$(script -qec "$VFHEALTHD --threshold 0" /dev/null </dev/null | tr -d '\r') && fail "--threshold 0 accepted"
+[[ $out == "vfhealthd: --threshold must be an integer 1..1000, not '0'" ]] ||
+	fail "on a terminal: '$out'"
+echo PASS
