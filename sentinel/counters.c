@@ -86,6 +86,8 @@ uint64_t sentinel_counters_layout(void)
 #undef COUNTERS_FIELD
 	FIELD(struct sentinel_agent_slot, vf)
 	FIELD(struct sentinel_agent_slot, instance_id)
+	FIELD(struct sentinel_agent_slot, claimed_at)
+	FIELD(struct sentinel_agent_slot, result)
 	FIELD(struct sentinel_agent_slot, telemetry.present)
 	FIELD(struct sentinel_agent_slot, telemetry.version)
 	FIELD(struct sentinel_agent_slot, telemetry.kmsg_records_lost)
@@ -273,8 +275,10 @@ consistent:;
 
 		a->vf[sizeof(a->vf) - 1] = '\0';
 		a->instance_id[sizeof(a->instance_id) - 1] = '\0';
+		a->claimed_at[sizeof(a->claimed_at) - 1] = '\0';
 		a->telemetry.version[sizeof(a->telemetry.version) - 1] = '\0';
-		if (!vf_address_valid(a->vf) || !instance_id_valid(a->instance_id))
+		if (!vf_address_valid(a->vf) || !instance_id_valid(a->instance_id) ||
+		    a->result >= CHECK_RESULT_COUNT)
 			continue;
 		wire_sanitize_version(a->telemetry.version, version);
 		memcpy(a->telemetry.version, version, sizeof(version));
@@ -289,12 +293,38 @@ consistent:;
 	return n;
 }
 
-/* Per claim whose agent answered in the last poll: labels vf, instance_id
- * (not "instance": Prometheus gives that label the scrape target). */
+size_t sentinel_counters_last_checks(const struct sentinel_counters *c,
+				     struct sentinel_last_check **ret)
+{
+	_cleanup_free_ struct sentinel_agent_slot *slots = NULL;
+	size_t n = agents_snapshot(c, &slots);
+	struct sentinel_last_check *checks;
+
+	*ret = NULL;
+	if (n == 0 || !(checks = calloc(n, sizeof(*checks))))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(checks[i].vf, slots[i].vf, sizeof(checks[i].vf));
+		memcpy(checks[i].instance_id, slots[i].instance_id, sizeof(checks[i].instance_id));
+		memcpy(checks[i].claimed_at, slots[i].claimed_at, sizeof(checks[i].claimed_at));
+		checks[i].result = (enum check_result)slots[i].result;
+	}
+	*ret = checks;
+	return n;
+}
+
+/* Per claim whose agent answered with telemetry in the last poll: labels
+ * vf, instance_id (not "instance": Prometheus gives that label the scrape
+ * target). */
 static void render_agents(const struct sentinel_counters *c, FILE *out)
 {
 	_cleanup_free_ struct sentinel_agent_slot *agents = NULL;
-	size_t n = agents_snapshot(c, &agents);
+	size_t n = agents_snapshot(c, &agents), kept = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (agents[i].telemetry.present)
+			agents[kept++] = agents[i];
+	n = kept;
 
 #define AGENT_COUNTER(field, name, help)                                                     \
 	fputs("# HELP " name " " help "\n# TYPE " name " counter\n", out);                  \

@@ -105,10 +105,13 @@ enum sentinel_latency_kind {
 	SENTINEL_LATENCY_KINDS,
 };
 
-/* One polled claim's agent telemetry, as its last answer told it. */
+/* One polled claim's last check: its result, and the agent's telemetry as
+ * that answer told it (telemetry.present false: none). */
 struct sentinel_agent_slot {
 	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
+	char claimed_at[RFC3339_BUFSZ];
+	uint32_t result; /* enum check_result */
 	struct agent_telemetry telemetry;
 };
 
@@ -116,7 +119,7 @@ struct sentinel_agent_slot {
 #define SENTINEL_COUNTERS_MAGIC UINT64_C(0x00746e6573686676)
 /* Bump when a field keeps its place but changes its meaning; a moved,
  * added or resized field changes the layout fingerprint by itself. */
-#define SENTINEL_COUNTERS_VERSION 1
+#define SENTINEL_COUNTERS_VERSION 2
 
 /* The shared table.  magic, version and layout stay the first fields, at
  * these offsets, in every build. */
@@ -142,9 +145,9 @@ struct sentinel_counters {
 	atomic_int_fast64_t poll_interval_ns;
 	atomic_int_fast64_t poll_timeout_ns;
 	atomic_uint_fast64_t concurrency;
-	/* The agents' telemetry from the last poll, one slot per claim whose
-	 * agent answered with some (so at most SENTINEL_MAX_TARGETS series
-	 * sets, one per live polled claim).  A sequence lock: agents_seq is odd
+	/* The last poll's checks, one slot per claim whose check ended (so at
+	 * most SENTINEL_MAX_TARGETS, one per live polled claim): its result,
+	 * and its agent's telemetry when the answer had some.  A sequence lock: agents_seq is odd
 	 * while the scheduler rewrites agents_count and the slots; a reader
 	 * copies them and keeps the copy only if agents_seq was even and
 	 * unchanged.  Pages are touched only for slots in use. */
@@ -179,6 +182,19 @@ void sentinel_counters_unmap(struct sentinel_counters *c);
  * result present.  A table of another layout renders one comment line that
  * says so, and no series.  NULL: nothing. */
 void sentinel_counters_render(void *counters, FILE *out);
+
+/* The last poll's result for each claim it checked (every result, not
+ * only the ok and failed the reports carry): vfhealth_vf_last_check. */
+struct sentinel_last_check {
+	char vf[VF_ADDR_BUFSZ];
+	char instance_id[INSTANCE_ID_MAX + 1];
+	char claimed_at[RFC3339_BUFSZ];
+	enum check_result result;
+};
+/* A consistent copy, sorted by VF then instance (*ret: free() it; NULL and
+ * 0 when none).  Entries the table holds malformed are left out. */
+size_t sentinel_counters_last_checks(const struct sentinel_counters *c,
+				     struct sentinel_last_check **ret);
 
 /* A snapshot of the counters, for tests and the standalone binary. */
 struct sentinel_stats {

@@ -39,8 +39,8 @@ bool claim_confined(struct sentinel *s, const struct assignment *c)
 	return false;
 }
 
-/* The telemetry of this poll's answers replaces the last poll's (scheduler
- * thread): claims gone or no longer answering drop out. */
+/* This poll's checks (each result, and the telemetry of answers that had
+ * some) replace the last poll's (scheduler thread): claims gone drop out. */
 static void publish_agents(struct sentinel *s, const struct target *targets, size_t count)
 {
 	struct sentinel_counters *c = s->counters;
@@ -50,12 +50,14 @@ static void publish_agents(struct sentinel *s, const struct target *targets, siz
 	atomic_thread_fence(memory_order_release);
 	for (size_t i = 0; i < count && n < SENTINEL_MAX_TARGETS; i++) {
 		const struct target *t = &targets[i];
-		if (!t->answered || !t->telemetry.present)
+		if (!t->answered)
 			continue;
 		struct sentinel_agent_slot *slot = &c->agents[n++];
 		memcpy(slot->vf, t->claim.vf, sizeof(slot->vf));
 		memcpy(slot->instance_id, t->claim.instance_id, sizeof(slot->instance_id));
-		slot->telemetry = t->telemetry;
+		memcpy(slot->claimed_at, t->claim.claimed_at, sizeof(slot->claimed_at));
+		slot->result = (uint32_t)t->result;
+		slot->telemetry = t->telemetry; /* .present false when it had none */
 	}
 	atomic_store(&c->agents_count, n);
 	atomic_fetch_add(&c->agents_seq, 1); /* even: consistent */
