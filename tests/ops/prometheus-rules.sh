@@ -28,7 +28,7 @@ for metric in vfhealth_quarantined_vfs vfhealth_store_unavailable vfhealth_break
 	      vfhealth_sentinel_liveness_uncertain_total vfhealth:sentinel_init_failures:rate1h \
 	      vfhealth_textfile_last_success_timestamp_seconds 'absent(vfhealth_textfile_' \
 	      vfhealth_sentinel_polls_total 'vfhealth_sentinel_checks_total{result=~"rpc_error|unknown"}' \
-	      'vfhealth_vf_out_of_service{reason="held-back"}'; do
+	      'vfhealth_vf_out_of_service{reason="held-back"}' vfhealth_held_vfs; do
 	python3 - "$dir/vfhealth.rules.yml" "$metric" <<'PY' || fail "no alert on $metric"
 import re, sys
 text = open(sys.argv[1]).read()
