@@ -161,10 +161,13 @@ static const char *claim_path(const char *vf, const char *instance, char *buf, s
 static void log_claimed(const struct store_claim *c, uid_t uid, pid_t pid)
 {
 	char path[CLAIM_PATH_BUFSZ];
+	struct log_fields f = { .vf = c->vf, .instance = c->instance_id,
+				.claimed_at = c->claimed_at, .has_writer = true,
+				.writer_uid = (uint32_t)uid, .writer_pid = (int32_t)pid };
 
-	log_info("claim %s accepted (uid %u, pid %d): claimed_at=%s",
-		 claim_path(c->vf, c->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid,
-		 c->claimed_at);
+	log_event(LOG_INFO, LOG_EVENT_CLAIMED, &f, "claim %s accepted (uid %u, pid %d): claimed_at=%s",
+		  claim_path(c->vf, c->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid,
+		  c->claimed_at);
 	if (!rule_claim_watched(c->agent))
 		log_notice("%s: claim of instance %s is unwatched: it names no agent=, so it only "
 			   "excludes the VF and no guest is polled for it",
@@ -191,9 +194,13 @@ static void log_written(const struct claim_handle *h, const char *text, uid_t ui
 static void log_claim_refused(const struct claim_handle *h, uid_t uid, pid_t pid, const char *why)
 {
 	char path[CLAIM_PATH_BUFSZ];
+	struct log_fields f = { .vf = h->vf, .instance = h->instance_id, .reason = why,
+				.has_writer = true, .writer_uid = (uint32_t)uid,
+				.writer_pid = (int32_t)pid };
 
-	log_info("claim %s refused (uid %u, pid %d): %s",
-		 claim_path(h->vf, h->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid, why);
+	log_event(LOG_INFO, LOG_EVENT_CLAIM_REFUSED, &f, "claim %s refused (uid %u, pid %d): %s",
+		  claim_path(h->vf, h->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid,
+		  why);
 }
 
 /* Why the store refused a complete claim, for the log. */

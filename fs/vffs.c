@@ -1162,6 +1162,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	struct vfile_call call = {
 		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
 		.outcome = h->outcome, .why = &why, .uid = fuse_req_ctx(req)->uid,
+		.pid = fuse_req_ctx(req)->pid,
 		.unchanged = &unchanged,
 	};
 	switch (h->kind) {
@@ -1337,10 +1338,14 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		r = store_release_how(fs->store, p.vf.vf, name, NULL, "released",
 				      fuse_req_ctx(req)->uid);
 		if (r == 0) {
-			char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32];
+			const struct fuse_ctx *ctx = fuse_req_ctx(req);
+			struct log_fields f = { .vf = p.vf.vf, .instance = name, .has_writer = true,
+						.writer_uid = (uint32_t)ctx->uid,
+						.writer_pid = (int32_t)ctx->pid };
 
-			snprintf(path, sizeof(path), "%s/assignments/%s", p.vf.vf, name);
-			log_accepted(req, LOG_INFO, "release of", path, NULL);
+			log_event(LOG_INFO, LOG_EVENT_RELEASED, &f,
+				  "release of %s/assignments/%s accepted (uid %u, pid %d)", p.vf.vf,
+				  name, (unsigned)ctx->uid, (int)ctx->pid);
 		}
 	}
 	fuse_reply_err(req, -r);

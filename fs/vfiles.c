@@ -61,6 +61,21 @@ static void mark_unchanged(const struct vfile_call *call)
 		*call->unchanged = true;
 }
 
+/* The fields of an event about vf (its parent from the store's memory),
+ * written by call's writer. */
+static void event_fields(const struct vfile_call *call, const char *vf, struct log_fields *f,
+			 struct store_vf_info *info)
+{
+	if (store_vf_lookup(call->store, vf, info) < 0)
+		info->parent[0] = '\0';
+	*f = (struct log_fields){ .vf = vf, .parent = info->parent };
+	if (call->uid >= 0) {
+		f->has_writer = true;
+		f->writer_uid = (uint32_t)call->uid;
+		f->writer_pid = call->pid;
+	}
+}
+
 /* -- top level ---------------------------------------------------------------- */
 
 static int threshold_render(const struct vfile_call *call, FILE *out)
@@ -73,8 +88,108 @@ static int threshold_render(const struct vfile_call *call, FILE *out)
 	return 0;
 }
 
+/* The failed assignments on record, oldest first, as "vm-c, vm-d" (an
+ * instance that failed more than one assignment once, with the count), at
+ * most ASSIGNMENTS_LOGGED of them: one log line stays short. */
+#define ASSIGNMENTS_LOGGED 8
+
+static void failed_assignments_text(const struct vfile_call *call, const char *vf, char *buf,
+				    size_t size, char last[static FAILURE_MESSAGE_MAX + 1])
+{
+	_cleanup_free_ struct store_failure *failures = NULL;
+	size_t count = 0, shown = 0, used = 0;
+	int r = store_failure_list(call->store, vf, &failures, &count);
+
+	buf[0] = '\0';
+	last[0] = '\0';
+	if (r < 0) {
+		snprintf(buf, size, "(not listed: %s)", strerror(-r));
+		return;
+	}
+	if (count) /* oldest first: the last is the newest */
+		memcpy(last, failures[count - 1].message, FAILURE_MESSAGE_MAX + 1);
+	for (size_t i = 0; i < count; i++) {
+		const char *id = failures[i].instance_id;
+		unsigned same = 0;
+		bool earlier = false;
+		for (size_t j = 0; j < count; j++) {
+			same += strcmp(failures[j].instance_id, id) == 0;
+			earlier |= j < i && strcmp(failures[j].instance_id, id) == 0;
+		}
+		if (earlier)
+			continue;
+		if (shown == ASSIGNMENTS_LOGGED) {
+			snprintf(buf + used, size - used, ", ...");
+			return;
+		}
+		int n = same > 1 ? snprintf(buf + used, size - used, "%s%s (%u assignments)",
+					    shown ? ", " : "", id, same)
+				 : snprintf(buf + used, size - used, "%s%s", shown ? ", " : "", id);
+		if (n < 0 || (size_t)n >= size - used)
+			return; /* truncated: still one line */
+		used += (size_t)n;
+		shown++;
+	}
+}
+
+/* A VF that meets the threshold, once, at err: quarantined, or held back
+ * by the breaker.  by_threshold: a lowered threshold did it (no report). */
+static void log_threshold_met(const struct vfile_call *call, const char *vf, bool held_back,
+			      unsigned tally, int threshold, bool by_threshold,
+			      const char *instance_id, const char *claimed_at)
+{
+	char list[ASSIGNMENTS_LOGGED * (INSTANCE_ID_MAX + 24) + 8];
+	char last[FAILURE_MESSAGE_MAX + 1], cap[64] = "";
+	struct store_vf_info info;
+	struct log_fields f;
+
+	failed_assignments_text(call, vf, list, sizeof(list), last);
+	event_fields(call, vf, &f, &info);
+	f.instance = instance_id;
+	f.claimed_at = claimed_at;
+	f.reason = last;
+	f.has_tally = true;
+	f.tally = tally;
+	f.threshold = threshold;
+	if (held_back)
+		snprintf(cap, sizeof(cap), "held back by the breaker (max_quarantined %d reached)",
+			 store_max_quarantined_get(call->store));
+	log_event(LOG_ERR, held_back ? LOG_EVENT_HELD_BACK : LOG_EVENT_QUARANTINED, &f,
+		  "%s: %s after %u distinct failed assignments (threshold %s%d): %s; last "
+		  "failure: %s",
+		  vf, held_back ? cap : "quarantined", tally, by_threshold ? "lowered to " : "",
+		  threshold, list, last[0] ? last : "-");
+}
+
+/* Each VF a new threshold quarantined or had the breaker hold back: its
+ * own line, as a report's would be.  Both lists are sorted by address. */
+static void log_threshold_changes(const struct vfile_call *call,
+				  const struct store_vf_info *before, size_t n_before,
+				  const struct store_vf_info *after, size_t n_after, int threshold)
+{
+	size_t j = 0;
+
+	for (size_t i = 0; i < n_after; i++) {
+		const struct store_vf_info *a = &after[i];
+		bool was_quarantined = false, was_held_back = false;
+
+		while (j < n_before && strcmp(before[j].vf, a->vf) < 0)
+			j++;
+		if (j < n_before && strcmp(before[j].vf, a->vf) == 0) {
+			was_quarantined = before[j].auto_quarantined;
+			was_held_back = before[j].state == STORE_VF_HELD_BACK;
+		}
+		if (a->auto_quarantined && !was_quarantined)
+			log_threshold_met(call, a->vf, false, a->tally, threshold, true, NULL, NULL);
+		else if (a->state == STORE_VF_HELD_BACK && !was_held_back)
+			log_threshold_met(call, a->vf, true, a->tally, threshold, true, NULL, NULL);
+	}
+}
+
 static int threshold_write(const struct vfile_call *call, char *command)
 {
+	_cleanup_free_ struct store_vf_info *before = NULL, *after = NULL;
+	size_t n_before = 0, n_after = 0;
 	int threshold, r;
 
 	r = parse_setting(call, command, THRESHOLD_MIN, THRESHOLD_MAX,
@@ -85,10 +200,16 @@ static int threshold_write(const struct vfile_call *call, char *command)
 		return r;
 	if (store_threshold_get(call->store) == threshold)
 		mark_unchanged(call);
+	/* the VFs before and after, from memory: what the new threshold did */
+	if (store_vf_list(call->store, &before, &n_before) < 0)
+		before = NULL;
 	r = store_threshold_set(call->store, threshold);
-	if (r == 0)
-		log_info("threshold set to %d", threshold);
-	return r;
+	if (r < 0)
+		return r;
+	log_event(LOG_NOTICE, LOG_EVENT_THRESHOLD_CHANGED, NULL, "threshold set to %d", threshold);
+	if (before && store_vf_list(call->store, &after, &n_after) == 0)
+		log_threshold_changes(call, before, n_before, after, n_after, threshold);
+	return 0;
 }
 
 static int top_quarantined_render(const struct vfile_call *call, FILE *out)
@@ -400,6 +521,20 @@ static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int thr
 	}
 }
 
+/* VFs out of service by their failures (from memory): an operator's hold
+ * is vfhealth_held_vfs, so that alerts tell a drain from a wedge. */
+static size_t auto_quarantined_count(struct store *store)
+{
+	_cleanup_free_ struct store_vf_info *vfs = NULL;
+	size_t n = 0, count = 0;
+
+	if (store_vf_list(store, &vfs, &n) < 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		count += vfs[i].auto_quarantined;
+	return count;
+}
+
 static int metrics_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_stats st;
@@ -409,7 +544,11 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 
 	store_get_stats(call->store, &st);
 	metric(out, "vfhealth_vfs", "gauge", "Registered VFs.", st.vfs);
-	metric(out, "vfhealth_quarantined_vfs", "gauge", "Quarantined VFs.", st.quarantined);
+	metric(out, "vfhealth_quarantined_vfs", "gauge",
+	       "VFs quarantined automatically, by failed assignments (also when held too).",
+	       auto_quarantined_count(call->store));
+	metric(out, "vfhealth_held_vfs", "gauge",
+	       "VFs held out of service by an operator (echo 1 > VF/quarantined).", st.held);
 	metric(out, "vfhealth_claimed_vfs", "gauge", "VFs with a live claim.", st.claimed);
 	metric(out, "vfhealth_allocatable_vfs", "gauge",
 	       "VFs neither quarantined nor claimed (0 while the store is unavailable).",
@@ -550,8 +689,10 @@ static int vf_parent_write(const struct vfile_call *call, char *command)
 
 /* "VF: back in service: cleared by the operator (hold lifted, quarantine
  * lifted, 2 failures dropped)", naming only what there was. */
-static void log_cleared(const char *vf, const struct store_vf_info *before)
+static void log_cleared(const struct vfile_call *call, const struct store_vf_info *before)
 {
+	struct store_vf_info info;
+	struct log_fields f;
 	char what[96] = "", failures[32] = "";
 
 	if (before->tally)
@@ -567,7 +708,9 @@ static void log_cleared(const char *vf, const struct store_vf_info *before)
 			break;
 		used += (size_t)n;
 	}
-	log_notice("%s: back in service: cleared by the operator (%s)", vf, what);
+	event_fields(call, call->vf, &f, &info);
+	log_event(LOG_NOTICE, LOG_EVENT_CLEARED, &f,
+		  "%s: back in service: cleared by the operator (%s)", call->vf, what);
 }
 
 /* `echo 1` sets the operator hold; `echo 0` lifts the hold and the
@@ -592,13 +735,17 @@ static int vf_quarantined_write(const struct vfile_call *call, char *command)
 		mark_unchanged(call);
 		log_debug("%s: already held by the operator", call->vf);
 	} else if (hold) {
-		log_notice("%s: held by the operator%s", call->vf,
-			   before.auto_quarantined ? " (also quarantined)" : "");
+		struct store_vf_info info;
+		struct log_fields f;
+
+		event_fields(call, call->vf, &f, &info);
+		log_event(LOG_NOTICE, LOG_EVENT_HELD, &f, "%s: held by the operator%s", call->vf,
+			  before.auto_quarantined ? " (also quarantined)" : "");
 	} else if (!before.quarantined && before.tally == 0) {
 		mark_unchanged(call);
 		log_debug("%s: nothing to clear", call->vf);
 	} else {
-		log_cleared(call->vf, &before);
+		log_cleared(call, &before);
 	}
 	return 0;
 }
@@ -671,78 +818,39 @@ static enum report_kind report_kind_of(enum store_outcome o)
 	return REPORT_UNCHANGED;
 }
 
-/* The failed assignments on record, oldest first, as "vm-c, vm-d" (an
- * instance that failed more than one assignment once, with the count), at
- * most ASSIGNMENTS_LOGGED of them: one log line stays short. */
-#define ASSIGNMENTS_LOGGED 8
-
-static void failed_assignments_text(const struct vfile_call *call, char *buf, size_t size)
-{
-	_cleanup_free_ struct store_failure *failures = NULL;
-	size_t count = 0, shown = 0, used = 0;
-	int r = store_failure_list(call->store, call->vf, &failures, &count);
-
-	buf[0] = '\0';
-	if (r < 0) {
-		snprintf(buf, size, "(not listed: %s)", strerror(-r));
-		return;
-	}
-	for (size_t i = 0; i < count; i++) {
-		const char *id = failures[i].instance_id;
-		unsigned same = 0;
-		bool earlier = false;
-		for (size_t j = 0; j < count; j++) {
-			same += strcmp(failures[j].instance_id, id) == 0;
-			earlier |= j < i && strcmp(failures[j].instance_id, id) == 0;
-		}
-		if (earlier)
-			continue;
-		if (shown == ASSIGNMENTS_LOGGED) {
-			snprintf(buf + used, size - used, ", ...");
-			return;
-		}
-		int n = same > 1 ? snprintf(buf + used, size - used, "%s%s (%u assignments)",
-					    shown ? ", " : "", id, same)
-				 : snprintf(buf + used, size - used, "%s%s", shown ? ", " : "", id);
-		if (n < 0 || (size_t)n >= size - used)
-			return; /* truncated: still one line */
-		used += (size_t)n;
-		shown++;
-	}
-}
-
-/* The store's decision on a report, logged once at its level: a failure
- * below the threshold is notice, a quarantine warning, a VF the breaker
- * keeps in service although it meets the threshold err (an operator must
- * look); a success that cleared failures info, one that put the VF back in
- * service notice. */
-static void log_failure_outcome(const struct vfile_call *call, const char *instance_id,
+/* The store's decision on a report, logged once at its level
+ * (vfhealthd(8), LOGGING): a failure below the threshold is notice, a
+ * quarantine, or a VF the breaker keeps in service although it meets the
+ * threshold, err; a success that cleared failures info, one that put the VF
+ * back in service notice. */
+static void log_failure_outcome(const struct vfile_call *call, const struct report_command *cmd,
 				const struct store_failure_result *res)
 {
-	char list[ASSIGNMENTS_LOGGED * (INSTANCE_ID_MAX + 24) + 8];
+	struct store_vf_info info;
+	struct log_fields f;
 
 	switch (res->outcome) {
 	case STORE_OUTCOME_QUARANTINED:
-		failed_assignments_text(call, list, sizeof(list));
-		log_warn("%s: quarantined after %u distinct failed assignments: %s", call->vf,
-			 res->tally, list);
+		log_threshold_met(call, call->vf, false, res->tally, res->threshold, false,
+				  cmd->instance_id, cmd->claimed_at);
 		return;
 	case STORE_OUTCOME_RECORDED:
 		if (res->breaker_engaged) {
-			failed_assignments_text(call, list, sizeof(list));
-			log_err("%s: held back by the breaker (max_quarantined %d reached) after %u "
-				"distinct failed assignments: %s",
-				call->vf, store_max_quarantined_get(call->store), res->tally, list);
-		} else {
-			/* Transitions only (issue 17 item 3): the first failure
-			 * moves the VF from clean to failing; later ones below
-			 * the threshold are routine (tally, failures, history,
-			 * metrics show them) and log at debug. */
-			log_msg(res->tally == 1 ? LOG_NOTICE : LOG_DEBUG,
-				"%s: failed assignment of instance %s recorded (%u of %d to "
-				"quarantine)",
-				call->vf, instance_id, res->tally, res->threshold);
+			log_threshold_met(call, call->vf, true, res->tally, res->threshold, false,
+					  cmd->instance_id, cmd->claimed_at);
+			return;
 		}
+		event_fields(call, call->vf, &f, &info);
+		f.instance = cmd->instance_id;
+		f.claimed_at = cmd->claimed_at;
+		f.reason = cmd->message;
+		f.has_tally = true;
+		f.tally = res->tally;
+		f.threshold = res->threshold;
+		log_event(LOG_NOTICE, LOG_EVENT_FAILURE_RECORDED, &f,
+			  "%s: failed assignment of instance %s recorded (%u of %d to "
+			  "quarantine): %s",
+			  call->vf, cmd->instance_id, res->tally, res->threshold, cmd->message);
 		return;
 	case STORE_OUTCOME_UNCHANGED:
 		return; /* a repeat, or a VF already out of service: no new event */
@@ -793,7 +901,7 @@ static int report_write(const struct vfile_call *call, char *command)
 		if (res.outcome == STORE_OUTCOME_UNCHANGED ||
 		    (res.outcome == STORE_OUTCOME_RECORDED && !res.breaker_engaged && res.tally > 1))
 			mark_unchanged(call);
-		log_failure_outcome(call, cmd.instance_id, &res);
+		log_failure_outcome(call, &cmd, &res);
 		return 0;
 	}
 
@@ -810,13 +918,23 @@ static int report_write(const struct vfile_call *call, char *command)
 	o.cleared = res.cleared;
 	o.rescinded = res.rescinded;
 	report_outcome_format(call->outcome, VFILE_OUTCOME_MAX, &o);
-	if (res.rescinded)
-		log_notice("%s: back in service: quarantine rescinded, instance %s succeeded (%u "
-			   "failures cleared)",
-			   call->vf, cmd.instance_id, res.cleared);
-	else if (res.cleared)
-		log_info("%s: instance %s succeeded: %u failures cleared", call->vf, cmd.instance_id,
-			 res.cleared);
+	if (res.rescinded || res.cleared) {
+		struct store_vf_info info;
+		struct log_fields f;
+
+		event_fields(call, call->vf, &f, &info);
+		f.instance = cmd.instance_id;
+		f.claimed_at = cmd.claimed_at;
+		if (res.rescinded)
+			log_event(LOG_NOTICE, LOG_EVENT_RESCINDED, &f,
+				  "%s: back in service: quarantine rescinded, instance %s succeeded "
+				  "(%u failures cleared)",
+				  call->vf, cmd.instance_id, res.cleared);
+		else
+			log_event(LOG_INFO, LOG_EVENT_FAILURES_CLEARED, &f,
+				  "%s: instance %s succeeded: %u failures cleared", call->vf,
+				  cmd.instance_id, res.cleared);
+	}
 	return 0;
 }
 

@@ -89,7 +89,8 @@ struct vfile_call {
 	char *outcome;       /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
 	const char **why;    /* a write refused by a grammar says here which rule (a
 			      * static string) for the caller to log; may be NULL */
-	int64_t uid;         /* writes: the writer's uid, kept in the history */
+	int64_t uid;         /* writes: the writer's uid, kept in the history (-1: none) */
+	int32_t pid;         /* writes: the writer's pid, for the log */
 	bool *unchanged;     /* writes: set when the command changed nothing, or
 			      * nothing but routine state (a failure below the
 			      * threshold that is not the VF's first): no audit

@@ -31,8 +31,11 @@ static void release_dead_claim(struct sentinel *s, const struct assignment *c, c
 		return;
 	}
 	atomic_fetch_add(&s->counters->claims_released, 1);
-	log_info("vf %s: released the claim of %s (claimed %s): VMM dead (%s)", c->vf,
-		 c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason);
+	log_event(LOG_INFO, LOG_EVENT_RELEASED,
+		  &(struct log_fields){ .vf = c->vf, .instance = c->instance_id,
+					.claimed_at = c->claimed_at, .reason = reason },
+		  "vf %s: released the claim of %s (claimed %s): VMM dead (%s)", c->vf,
+		  c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason);
 }
 
 /* Judge one listed claim c.  A claim the previous pass found dead is

@@ -49,12 +49,12 @@ expect_in_service "$A"
 put "$A/report" "failed vm-c $TC RmInitAdapter failed"
 assert_cat "$A/state" failing
 expect_in_service "$A"
-expect_log 5 "0000:41:00.4: failed assignment of instance vm-c recorded (1 of 2 to quarantine)"
+expect_log 5 "0000:41:00.4: failed assignment of instance vm-c recorded (1 of 2 to quarantine): RmInitAdapter failed"
 put "$A/report" "failed vm-d $TD RmInitAdapter failed"
 assert_cat "$A/state" quarantined
 since_q=$(cat "$A/since")
 assert_match "$since_q" "^$ts\$" "since of a quarantined VF"
-expect_log 4 "0000:41:00.4: quarantined after 2 distinct failed assignments: vm-c, vm-d"
+expect_log 3 "0000:41:00.4: quarantined after 2 distinct failed assignments (threshold 2): vm-c, vm-d; last failure: RmInitAdapter failed"
 assert_eq "$(log_count "times (threshold")" 0 "the misleading 'failed N times' line"
 # A repeat of a recorded failure is no new event.
 put "$A/report" "failed vm-d $TD again"
@@ -116,7 +116,7 @@ assert_eq "$out" "recorded failures=1 threshold=2" "first failure on D"
 out=$("$VFTOOL" write-read "$D/report" "failed vm-w2 $TD x")
 assert_eq "$out" "quarantined failures=2 threshold=2" "a real wedge with a hold and a cap of 1"
 assert_cat "$D/state" quarantined
-expect_log 4 "0000:41:00.7: quarantined after 2 distinct failed assignments: vm-w1, vm-w2"
+expect_log 3 "0000:41:00.7: quarantined after 2 distinct failed assignments (threshold 2): vm-w1, vm-w2; last failure: x"
 assert_cat "$MNT/held_back" ""
 
 # watch_held_back: an inotifywait that exits at the next IN_CLOSE_WRITE on
@@ -147,7 +147,7 @@ expect_in_service "$A"
 assert_cat "$A/quarantined" 0
 assert_cat "$MNT/held_back" 0000:41:00.4
 assert_cat "$MNT/quarantined" $'0000:41:00.6\n0000:41:00.7'
-expect_log 3 "0000:41:00.4: held back by the breaker (max_quarantined 1 reached) after 2 distinct failed assignments: vm-a1 (2 assignments)"
+expect_log 3 "0000:41:00.4: held back by the breaker (max_quarantined 1 reached) after 2 distinct failed assignments (threshold 2): vm-a1 (2 assignments); last failure: x"
 assert_match "$(cat "$MNT/metrics")" $'\nvfhealth_breaker_engaged 1\n' "metrics while the breaker holds"
 touch "$A/assignments/vm-z" # held back is still in service
 rm "$A/assignments/vm-z"

@@ -116,6 +116,66 @@ wait_polls 2
 story "$VF"
 check_wellformed
 
+echo "== the runbook's and the alerts' journalctl commands find what they promise"
+# journalctl [-u UNIT] [-p LEVEL] [FIELD=VALUE...]: this test's journal as
+# journalctl prints it (short format: "HOST IDENT: MESSAGE"), filtered the
+# way journalctl filters (-u vfhealthd: the daemon and its sentinel, which
+# shares its cgroup; -p: that level and more urgent).
+journalctl() {
+	local max=7 match=() ident='^(vfhealthd|vfhealth-sentinel)$'
+	while (($#)); do
+		case $1 in
+		-u) [[ $2 == vfhealthd ]] || fail "journalctl -u $2: not vfhealthd's unit"; shift 2 ;;
+		-p) case $2 in
+		    emerg) max=0 ;; alert) max=1 ;; crit) max=2 ;; err) max=3 ;;
+		    warning) max=4 ;; notice) max=5 ;; info) max=6 ;; debug) max=7 ;;
+		    *) fail "journalctl -p $2: not a level name" ;;
+		    esac
+		    shift 2 ;;
+		*=*) match+=("$1"); shift ;;
+		*) fail "journalctl $1: an argument this test does not know" ;;
+		esac
+	done
+	records "${match[@]}" | python3 -c 'import json, re, sys
+for l in sys.stdin:
+    r = json.loads(l)
+    if re.match(sys.argv[1], r.get("SYSLOG_IDENTIFIER", "")) and int(r["PRIORITY"]) <= int(sys.argv[2]):
+        print("host %s: %s" % (r["SYSLOG_IDENTIFIER"], r["MESSAGE"]))' "$ident" "$max"
+}
+# What each command the docs print must find here (an extended regex on
+# its output); a command in the docs without a promise here fails, and so
+# does a promise whose command left the docs.
+declare -A promise=(
+	["journalctl -u vfhealthd -p warning"]="vfhealth-sentinel: vf $VF: the agent of vm-0 .*rpc_error"
+	["journalctl -u vfhealthd EVENT=agent-unreachable"]="vf $VF: the agent of vm-0 \\(claimed $T0\\) has not answered for [0-9]+ s: (rpc_error|unknown)"
+	["journalctl -u vfhealthd | grep -e rpc_error -e unknown"]="vf $VF: the agent of vm-0 \\(claimed $T0\\) has not answered for [0-9]+ s: (rpc_error|unknown)"
+)
+mapfile -t commands < <(python3 - "$VFHEALTH_SOURCE_ROOT/docs/runbook.md" \
+	"$VFHEALTH_SOURCE_ROOT/examples/prometheus/vfhealth.rules.yml" <<'PY'
+import re, sys
+runbook, rules = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+found = set()
+for block in re.findall(r"```sh\n(.*?)```", runbook, re.S):
+    for line in block.splitlines():
+        if line.startswith("journalctl -u vfhealthd") and not line.startswith("journalctl -u vfhealthd --since"):
+            found.add(re.sub(r"\s+#.*$", "", line).rstrip())
+for cmd in re.findall(r"`(journalctl -u vfhealthd[^`]*)`", rules):
+    found.add(cmd)
+print("\n".join(sorted(found)))
+PY
+)
+((${#commands[@]} >= 3)) || fail "found only ${#commands[@]} journalctl commands in the docs"
+for cmd in "${commands[@]}"; do
+	[[ -n ${promise[$cmd]:-} ]] || fail "the docs print '$cmd', which this test does not run"
+done
+for cmd in "${!promise[@]}"; do
+	printf '%s\n' "${commands[@]}" | grep -qxF -- "$cmd" || fail "'$cmd' is no longer in the docs"
+	out=$(eval "$cmd") || true
+	grep -Eq -- "${promise[$cmd]}" <<<"$out" ||
+		fail "'$cmd' does not find /${promise[$cmd]}/ in: $out"
+	echo "ok: $cmd"
+done
+
 echo "== stderr stayed empty: every record went to the journal"
 stop_daemon
 ! grep -E '^<[0-7]>' "$DAEMON_LOG" || fail "records on stderr although it is the journal"
