@@ -110,11 +110,56 @@ wait_for 20 "tally 1" file_is "$MNT/$VF/tally" 1
 release "$VF" vm-1
 claim "$VF" vm-2 "agent=hvsock:$T/g2.hv:2222" "control=$T/g2.ctl"
 wait_for 20 "quarantine" file_is "$MNT/$VF/quarantined" 1
+T2=$(claimed_at "$VF" vm-2)
 agent_make_ok g2
 wait_for 20 "rescind" file_is "$MNT/$VF/quarantined" 0
 wait_polls 2
-story "$VF"
+release "$VF" vm-2
+story "$VF" | tee "$T/story"
 check_wellformed
+# The story in order, each event once, with its fields.
+mapfile -t events < <(field EVENT "VF=$VF" EVENT)
+want_events=(claimed agent-unreachable agent-unreachable agent-answering released
+	     claimed failure-recorded released claimed quarantined rescinded released)
+[[ "${events[*]}" == "${want_events[*]}" ]] ||
+	fail "VF $VF's events: '${events[*]}', want '${want_events[*]}'"
+has EVENT=failure-recorded "VF=$VF" INSTANCE=vm-1 PRIORITY=5 FAILURES=1 THRESHOLD=2 \
+	MESSAGE_ID=454761b9e4ba4e04b427153eae2e5d67 ||
+	fail "no failure-recorded record with its fields"
+field REASON EVENT=failure-recorded INSTANCE=vm-1 | grep -q "RmInitAdapter failed!" ||
+	fail "the failure-recorded record lacks the NVRM line"
+has EVENT=quarantined "VF=$VF" INSTANCE=vm-2 "CLAIMED_AT=$T2" PRIORITY=3 FAILURES=2 THRESHOLD=2 \
+	MESSAGE_ID=f94a40a0a7d54e56abf8aabc9454af4d ||
+	fail "no quarantined record at err with its fields"
+field MESSAGE EVENT=quarantined "VF=$VF" |
+	grep -q "^$VF: quarantined after 2 distinct failed assignments (threshold 2): vm-1, vm-2; last failure: NVRM: .*RmInitAdapter failed!" ||
+	fail "the quarantine's message lacks the instances, the threshold or the NVRM line"
+has EVENT=rescinded "VF=$VF" INSTANCE=vm-2 "CLAIMED_AT=$T2" PRIORITY=5 ||
+	fail "no rescinded record"
+has EVENT=claimed "VF=$VF" INSTANCE=vm-1 PRIORITY=6 WRITER_UID=0 WRITER_PID ||
+	fail "no claimed record with its writer"
+
+echo "== a lowered threshold: one quarantine record per VF; holds and clears name their writer"
+VF2=0000:41:00.5 VF3=0000:41:00.6
+register_vf "$VF2"
+register_vf "$VF3"
+for vf in "$VF2" "$VF3"; do
+	printf 'failed vm-9 - NVRM: GPU 0000:00:05.0: RmInitAdapter failed! (0x22:0x65:884)\n' >"$MNT/$vf/report"
+done
+echo 1 >"$MNT/threshold"
+for vf in "$VF2" "$VF3"; do
+	(($(count EVENT=quarantined "VF=$vf" PRIORITY=3 FAILURES=1 THRESHOLD=1) == 1)) ||
+		fail "lowering the threshold must log one quarantine of $vf: $(field MESSAGE "VF=$vf")"
+	field MESSAGE EVENT=quarantined "VF=$vf" |
+		grep -q "^$vf: quarantined after 1 distinct failed assignments (threshold lowered to 1): vm-9; last failure: NVRM: " ||
+		fail "the threshold's quarantine of $vf: $(field MESSAGE EVENT=quarantined "VF=$vf")"
+done
+has EVENT=threshold-changed PRIORITY=5 || fail "no threshold-changed record"
+echo 2 >"$MNT/threshold"
+echo 0 >"$MNT/$VF2/quarantined"
+echo 1 >"$MNT/$VF3/quarantined"
+has EVENT=cleared "VF=$VF2" PRIORITY=5 WRITER_UID=0 || fail "no cleared record with its writer"
+has EVENT=held "VF=$VF3" PRIORITY=5 WRITER_UID || fail "no held record with its writer"
 
 echo "== the runbook's and the alerts' journalctl commands find what they promise"
 # journalctl [-u UNIT] [-p LEVEL] [FIELD=VALUE...]: this test's journal as
@@ -146,7 +191,11 @@ for l in sys.stdin:
 # its output); a command in the docs without a promise here fails, and so
 # does a promise whose command left the docs.
 declare -A promise=(
+	["journalctl -u vfhealthd VF=0000:41:00.4"]="$VF: quarantined after 2 distinct failed assignments .*RmInitAdapter failed!"
+	["journalctl -u vfhealthd EVENT=quarantined"]="$VF: quarantined after 2 distinct failed assignments \\(threshold 2\\): vm-1, vm-2; last failure: NVRM"
+	["journalctl -u vfhealthd -p err"]="$VF: quarantined after 2 distinct failed assignments"
 	["journalctl -u vfhealthd -p warning"]="vfhealth-sentinel: vf $VF: the agent of vm-0 .*rpc_error"
+	["journalctl -u vfhealthd EVENT=held"]="$VF3: held by the operator"
 	["journalctl -u vfhealthd EVENT=agent-unreachable"]="vf $VF: the agent of vm-0 \\(claimed $T0\\) has not answered for [0-9]+ s: (rpc_error|unknown)"
 	["journalctl -u vfhealthd | grep -e rpc_error -e unknown"]="vf $VF: the agent of vm-0 \\(claimed $T0\\) has not answered for [0-9]+ s: (rpc_error|unknown)"
 )
@@ -157,9 +206,10 @@ runbook, rules = open(sys.argv[1]).read(), open(sys.argv[2]).read()
 found = set()
 for block in re.findall(r"```sh\n(.*?)```", runbook, re.S):
     for line in block.splitlines():
-        if line.startswith("journalctl -u vfhealthd") and not line.startswith("journalctl -u vfhealthd --since"):
+        if line.startswith("journalctl -u vfhealthd"):
             found.add(re.sub(r"\s+#.*$", "", line).rstrip())
-for cmd in re.findall(r"`(journalctl -u vfhealthd[^`]*)`", rules):
+# inline ones too (`journalctl -u vfhealthd` alone names the unit's log)
+for cmd in re.findall(r"`(journalctl -u vfhealthd [^`]+)`", runbook + rules):
     found.add(cmd)
 print("\n".join(sorted(found)))
 PY
