@@ -364,6 +364,8 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		r = metrics_add_provider(metrics, sentinel_process_render_metrics, sentinel);
+		if (r == 0)
+			r = metrics_set_check_source(metrics, sentinel_process_last_checks, sentinel);
 		if (r < 0) {
 			log_err("cannot show the sentinel's counters: %s", strerror(-r));
 			goto out;

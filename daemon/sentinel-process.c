@@ -53,6 +53,7 @@
 #include "common/log.h"
 #include "common/path.h"
 #include "common/parse.h"
+#include "fs/metrics.h"
 #include "sentinel/counters.h"
 
 #define PROGRAM_NAME "vfhealth-sentinel"
@@ -316,4 +317,27 @@ void sentinel_process_render_metrics(void *process, FILE *out)
 
 	if (p)
 		sentinel_counters_render(p->counters, out);
+}
+
+size_t sentinel_process_last_checks(void *process, struct metrics_source_check **ret)
+{
+	struct sentinel_process *p = process;
+	_cleanup_free_ struct sentinel_last_check *checks = NULL;
+	struct metrics_source_check *out;
+	size_t n;
+
+	*ret = NULL;
+	if (!p || sentinel_counters_check(p->counters) < 0)
+		return 0;
+	n = sentinel_counters_last_checks(p->counters, &checks);
+	if (n == 0 || !(out = calloc(n, sizeof(*out))))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(out[i].vf, checks[i].vf, sizeof(out[i].vf));
+		memcpy(out[i].instance_id, checks[i].instance_id, sizeof(out[i].instance_id));
+		memcpy(out[i].claimed_at, checks[i].claimed_at, sizeof(out[i].claimed_at));
+		out[i].result = check_result_name(checks[i].result);
+	}
+	*ret = out;
+	return n;
 }

@@ -59,6 +59,11 @@ pid_t sentinel_process_pid(const struct sentinel_process *p);
  * reaping it if so; logs how it ended.  For the daemon's SIGCHLD handling. */
 bool sentinel_process_exited(struct sentinel_process *p);
 
+struct metrics_source_check;
+/* The child's last check of each claim it polled (a metrics_checks_fn,
+ * fs/metrics.h: every result, for vfhealth_vf_last_check). */
+size_t sentinel_process_last_checks(void *process, struct metrics_source_check **ret);
+
 /* Render the child's counters (a metrics_render_fn, fs/metrics.h). */
 void sentinel_process_render_metrics(void *process, FILE *out);
 

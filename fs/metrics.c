@@ -26,6 +26,8 @@ struct metrics {
 	/* last checks, sorted by vf_id; guarded by lock (a leaf) */
 	struct last_check *checks;
 	size_t n_checks, cap_checks;
+	metrics_checks_fn source; /* set once, before any reader: read without the lock */
+	void *source_userdata;
 };
 
 struct last_check {
@@ -146,4 +148,21 @@ enum metrics_check metrics_last_check(struct metrics *m, uint64_t vf_id, uint64_
 		r = m->checks[pos].result;
 	pthread_mutex_unlock(&m->lock);
 	return r;
+}
+
+int metrics_set_check_source(struct metrics *m, metrics_checks_fn fn, void *userdata)
+{
+	if (!m || !fn)
+		return -EINVAL;
+	m->source = fn;
+	m->source_userdata = userdata;
+	return 0;
+}
+
+size_t metrics_source_checks(struct metrics *m, struct metrics_source_check **ret)
+{
+	*ret = NULL;
+	if (!m || !m->source)
+		return 0;
+	return m->source(m->source_userdata, ret);
 }

@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "grammar/limits.h"
+
 #define METRICS_MAX_PROVIDERS 8
 
 /* Print complete Prometheus series (with their # HELP and # TYPE lines) to
@@ -38,10 +40,11 @@ int metrics_add_provider(struct metrics *m, metrics_render_fn render, void *user
 /* Every provider's lines, in registration order.  m NULL: nothing. */
 void metrics_render_providers(struct metrics *m, FILE *out);
 
-/* The last check result of each VF's claim (vfhealth_vf_last_check), as the
- * reports written to <vf>/report tell it: the sentinel says failed or ok
- * there (it talks only through files); unknown and rpc_error never reach the
- * mount.  Kept in memory, one entry per VF id, at most VFS_MAX entries (the
+/* The last check result of each VF's claim (vfhealth_vf_last_check).  Two
+ * sources: the check source below, when one is set (the sentinel's shared
+ * table: every result, rpc_error and unknown too), and the reports written
+ * to <vf>/report (failed or ok, whoever wrote them), for a claim the source
+ * does not know.  The reports' results are  Kept in memory, one entry per VF id, at most VFS_MAX entries (the
  * oldest VF id goes when full: ids are never reused, so it is the one most
  * likely gone).  m NULL: no-op / METRICS_CHECK_NONE. */
 enum metrics_check {
@@ -54,5 +57,21 @@ void metrics_note_check(struct metrics *m, uint64_t vf_id, uint64_t claim_id,
 /* The result noted for this VF's claim claim_id; NONE when another claim's
  * (or none) was noted. */
 enum metrics_check metrics_last_check(struct metrics *m, uint64_t vf_id, uint64_t claim_id);
+
+/* One claim's last check as the check source saw it; result is a static
+ * name ("ok", "failed", "unknown", "rpc_error", "unsupported_agent"). */
+struct metrics_source_check {
+	char vf[VF_ADDR_BUFSZ];
+	char instance_id[INSTANCE_ID_MAX + 1];
+	char claimed_at[RFC3339_BUFSZ];
+	const char *result;
+};
+/* A copy of the source's checks sorted by vf, then instance_id (*ret:
+ * free() it; NULL and 0 when none).  Runs on a FUSE worker: no blocking. */
+typedef size_t (*metrics_checks_fn)(void *userdata, struct metrics_source_check **ret);
+/* Set the check source (once, before the mount serves).  -EINVAL for NULLs. */
+int metrics_set_check_source(struct metrics *m, metrics_checks_fn fn, void *userdata);
+/* The source's checks (as metrics_checks_fn); 0 without a source. */
+size_t metrics_source_checks(struct metrics *m, struct metrics_source_check **ret);
 
 #endif

@@ -468,13 +468,15 @@ static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int thr
 						   [METRICS_CHECK_OK] = "ok" };
 	_cleanup_free_ struct store_vf_info *vfs = NULL;
 	_cleanup_free_ struct store_claim *claims = NULL;
-	size_t n_vfs = 0, n_claims = 0, c = 0;
+	_cleanup_free_ struct metrics_source_check *checks = NULL;
+	size_t n_vfs = 0, n_claims = 0, c = 0, n_checks, k = 0;
 	int64_t since;
 
 	if (store_vf_list(call->store, &vfs, &n_vfs) < 0)
 		return; /* never loaded: no VFs to tell */
 	if (store_claim_list(call->store, NULL, &claims, &n_claims) < 0)
 		n_claims = 0;
+	n_checks = metrics_source_checks(call->metrics, &checks);
 
 	fputs("# HELP vfhealth_vf_out_of_service 1 while the VF is out of service, with why "
 	      "(failures, operator, held-back); 0 (no reason) while it is in service.\n"
@@ -503,21 +505,36 @@ static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int thr
 				"vfhealth_vf_out_of_service_since_timestamp_seconds{vf=\"%s\","
 				"parent=\"%s\"} %" PRId64 "\n",
 				vfs[i].vf, vfs[i].parent, since);
-	fputs("# HELP vfhealth_vf_last_check The last result the sentinel reported for the "
-	      "VF's live claim (failed or ok), where one was reported.\n"
+	fputs("# HELP vfhealth_vf_last_check The result of the last check of the VF's live "
+	      "claim (ok, failed, unknown, rpc_error, unsupported_agent), where it was "
+	      "checked.\n"
 	      "# TYPE vfhealth_vf_last_check gauge\n",
 	      out);
-	/* both lists are sorted by address: one merge walk */
+	/* the three lists are sorted by address: one merge walk */
 	for (size_t i = 0; i < n_vfs; i++) {
+		const char *result = NULL;
+
 		while (c < n_claims && strcmp(claims[c].vf, vfs[i].vf) < 0)
 			c++;
 		if (c == n_claims || strcmp(claims[c].vf, vfs[i].vf) != 0)
 			continue;
-		enum metrics_check r = metrics_last_check(call->metrics, vfs[i].id, claims[c].id);
-		if (r != METRICS_CHECK_NONE)
+		while (k < n_checks && strcmp(checks[k].vf, vfs[i].vf) < 0)
+			k++;
+		/* the sentinel's check of this very assignment, else its last report */
+		for (size_t j = k; j < n_checks && strcmp(checks[j].vf, vfs[i].vf) == 0; j++)
+			if (strcmp(checks[j].instance_id, claims[c].instance_id) == 0 &&
+			    strcmp(checks[j].claimed_at, claims[c].claimed_at) == 0)
+				result = checks[j].result;
+		if (!result) {
+			enum metrics_check r =
+				metrics_last_check(call->metrics, vfs[i].id, claims[c].id);
+			if (r != METRICS_CHECK_NONE)
+				result = check_names[r];
+		}
+		if (result)
 			fprintf(out,
 				"vfhealth_vf_last_check{vf=\"%s\",parent=\"%s\",result=\"%s\"} 1\n",
-				vfs[i].vf, vfs[i].parent, check_names[r]);
+				vfs[i].vf, vfs[i].parent, result);
 	}
 }
 

@@ -74,7 +74,9 @@ want 'vfhealth_vf_failures{vf="0000:41:00.5",parent=""}' 2
 want 'vfhealth_vf_failures{vf="0000:41:00.7",parent=""}' 0
 [[ $(grep -c '^vfhealth_vf_failures{' "$T/metrics") == 6 ]] || fail "not one failures series per VF"
 want 'vfhealth_vf_last_check{vf="0000:41:01.1",parent="",result="ok"}' 1
-[[ $(grep -c '^vfhealth_vf_last_check{' "$T/metrics") == 1 ]] || fail "a last check for a VF whose claim was never reported"
+# Every result, not only the reports' ok and failed: vm-f's agent never answers.
+want 'vfhealth_vf_last_check{vf="0000:41:00.7",parent="",result="rpc_error"}' 1
+[[ $(grep -c '^vfhealth_vf_last_check{' "$T/metrics") == 2 ]] || fail "a last check for a VF whose claim was never checked"
 grep -q '^# TYPE vfhealth_vf_out_of_service_since_timestamp_seconds gauge$' "$T/metrics" ||
 	fail "no vfhealth_vf_out_of_service_since_timestamp_seconds family"
 # since: the VF's own `since` file as a Unix time, for out-of-service VFs only.
