@@ -744,7 +744,7 @@ static int vf_quarantined_write(const struct vfile_call *call, char *command)
 		return refuse(call, "quarantined takes \"1\" (hold) or \"0\" (back in service)");
 	if ((r = store_vf_lookup(call->store, call->vf, &before)) < 0)
 		return r;
-	r = hold ? store_quarantine_manual(call->store, call->vf)
+	r = hold ? store_quarantine_manual_by(call->store, call->vf, call->uid)
 		 : store_clear_by(call->store, call->vf, call->uid);
 	if (r < 0)
 		return r;
@@ -808,7 +808,14 @@ static int history_render(const struct vfile_call *call, FILE *out)
 			snprintf(by, sizeof(by), "%" PRId64, e->by);
 		else
 			snprintf(by, sizeof(by), "-");
-		if (e->kind == STORE_HISTORY_CLAIM)
+		if (e->kind == STORE_HISTORY_HOLD) {
+			char held_by[24] = "-";
+
+			if (e->started_by >= 0)
+				snprintf(held_by, sizeof(held_by), "%" PRId64, e->started_by);
+			fprintf(out, "%s hold by=%s cleared=%s cleared_by=%s\n", e->at, held_by,
+				e->ended_at[0] ? e->ended_at : "-", e->ended_at[0] ? by : "-");
+		} else if (e->kind == STORE_HISTORY_CLAIM)
 			fprintf(out, "%s claim %s released=%s ended=%s by=%s\n", e->at,
 				e->instance_id, e->ended_at[0] ? e->ended_at : "-",
 				e->how[0] ? e->how : "-", by);
@@ -1010,5 +1017,5 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 			STORE_CHANGE_PARENT },
 	/* Read from SQLite, not the mirror: it reads while the store is latched. */
 	[VF_HISTORY] = { "history", 0444, history_render, NULL, VFILE_NOTIFY,
-			 STORE_CHANGE_FAILURES | STORE_CHANGE_CLAIMS },
+			 STORE_CHANGE_FAILURES | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE },
 };

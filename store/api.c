@@ -590,7 +590,18 @@ static int decide_operator(const struct store *s, const struct vf_entry *e, stru
 
 int store_quarantine_manual(struct store *s, const char *vf)
 {
-	return vf_action(s, OP_MANUAL, vf, decide_operator);
+	return store_quarantine_manual_by(s, vf, -1);
+}
+
+int store_quarantine_manual_by(struct store *s, const char *vf, int64_t uid)
+{
+	struct op op = { .kind = OP_MANUAL, .uid = uid };
+
+	if (!vf_address_valid(vf))
+		return -EINVAL;
+	copy_string(op.vf, sizeof(op.vf), vf);
+	int r = mutate(s, &op, decide_operator);
+	return r == DECIDE_NOOP ? 0 : r;
 }
 
 int store_clear(struct store *s, const char *vf)

@@ -123,13 +123,17 @@ static int read_history(struct store *s, const char *vf, size_t max,
 		"WITH v AS (SELECT id FROM vfs WHERE address = ?1),"
 		" h AS (SELECT 0 AS kind, c.id AS rid, c.claimed_at AS at, c.instance_id AS inst,"
 		"  '' AS assigned, c.released_at AS ended, c.ended AS how, c.released_by AS by,"
-		"  '' AS msg FROM claims c JOIN v ON c.vf_id = v.id"
+		"  '' AS msg, NULL AS sb FROM claims c JOIN v ON c.vf_id = v.id"
 		"  UNION ALL SELECT 1, f.id, f.reported_at, f.instance_id, f.assigned_at,"
-		"  f.cleared_at, f.cleared_why, f.cleared_by, f.message"
-		"  FROM failures f JOIN v ON f.vf_id = v.id),"
+		"  f.cleared_at, f.cleared_why, f.cleared_by, f.message, NULL"
+		"  FROM failures f JOIN v ON f.vf_id = v.id"
+		"  UNION ALL SELECT 2, o.id, o.held_at, '', '', o.cleared_at,"
+		"  CASE WHEN o.cleared_at IS NOT NULL THEN 'operator' END, o.cleared_by, '',"
+		"  o.held_by FROM holds o JOIN v ON o.vf_id = v.id),"
 		" r AS (SELECT h.*, COUNT(*) OVER () AS total FROM h"
 		"  ORDER BY at DESC, kind DESC, rid DESC LIMIT ?2)"
-		" SELECT r.kind, r.at, r.inst, r.assigned, r.ended, r.how, r.by, r.msg, r.total"
+		" SELECT r.kind, r.at, r.inst, r.assigned, r.ended, r.how, r.by, r.msg, r.total,"
+		" r.sb"
 		" FROM v LEFT JOIN r ON 1 ORDER BY r.at, r.kind, r.rid",
 		-1, &st, NULL);
 	if (rc == SQLITE_OK)
@@ -142,7 +146,10 @@ static int read_history(struct store *s, const char *vf, size_t max,
 		if (sqlite3_column_type(st, 0) == SQLITE_NULL || n == max)
 			continue;
 		struct store_history_entry *e = &list[n++];
-		e->kind = sqlite3_column_int(st, 0) ? STORE_HISTORY_FAILURE : STORE_HISTORY_CLAIM;
+		static const enum store_history_kind kinds[] = { STORE_HISTORY_CLAIM,
+								  STORE_HISTORY_FAILURE,
+								  STORE_HISTORY_HOLD };
+		e->kind = kinds[sqlite3_column_int(st, 0) % 3];
 		copy_string(e->at, sizeof(e->at), db_col_text(st, 1));
 		copy_string(e->instance_id, sizeof(e->instance_id), db_col_text(st, 2));
 		copy_string(e->assigned_at, sizeof(e->assigned_at), db_col_text(st, 3));
@@ -150,6 +157,9 @@ static int read_history(struct store *s, const char *vf, size_t max,
 		copy_string(e->how, sizeof(e->how), db_col_text(st, 5));
 		e->by = sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 6);
 		copy_string(e->message, sizeof(e->message), db_col_text(st, 7));
+		e->started_by = sqlite3_column_type(st, 9) == SQLITE_NULL
+					? -1
+					: sqlite3_column_int64(st, 9);
 		total = (size_t)sqlite3_column_int64(st, 8);
 	}
 	if (rc != SQLITE_DONE) {

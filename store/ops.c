@@ -105,6 +105,18 @@ static int lift_row(struct store *s, int64_t vf_id)
 		       "i", vf_id);
 }
 
+/* The open hold of a VF, if any, ends: when, by whom (uid, -1 unknown). */
+static int close_hold(struct store *s, int64_t vf_id, int64_t uid)
+{
+	char now[RFC3339_BUFSZ];
+
+	rfc3339_now(now);
+	return db_exec(s,
+		       "UPDATE holds SET cleared_at = ?, cleared_by = NULLIF(?, -1)"
+		       " WHERE vf_id = ? AND cleared_at IS NULL",
+		       "tii", now, uid, vf_id);
+}
+
 /* Back in service: no hold, no quarantine. */
 static int release_row(struct store *s, int64_t vf_id)
 {
@@ -334,9 +346,15 @@ static int op_manual(struct store *s, struct op *op, const struct vf_row *row)
 {
 	int r;
 
+	char now[RFC3339_BUFSZ];
+
 	if (rule_hold_unchanged(row->held))
 		return 0;
-	if ((r = quarantine_row(s, row->id, true)) < 0)
+	rfc3339_now(now);
+	if ((r = quarantine_row(s, row->id, true)) < 0 ||
+	    (r = db_exec(s,
+			 "INSERT INTO holds (vf_id, held_at, held_by) VALUES (?, ?, NULLIF(?, -1))",
+			 "iti", row->id, now, op->uid)) < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_QUARANTINE, op->vf, NULL);
 }
@@ -351,7 +369,7 @@ static int op_clear(struct store *s, struct op *op, const struct vf_row *row)
 	if (rule_clear_unchanged(row->quarantined, row->held, (uint64_t)n))
 		return 0;
 	if ((r = clear_failures(s, row->id, "1 = ?", 1, op->uid, "operator")) < 0 ||
-	    (r = release_row(s, row->id)) < 0)
+	    (r = close_hold(s, row->id, op->uid)) < 0 || (r = release_row(s, row->id)) < 0)
 		return r;
 	return op_change(op, (n ? STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING : 0u) |
 				     (rule_out_of_service(row->quarantined, row->held)

@@ -47,7 +47,7 @@
 #include "store/store-internal.h"
 
 #define STORE_APPLICATION_ID 0x56464831 /* 'VFH1' */
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 
 /* -- availability ----------------------------------------------------------- */
 
@@ -389,6 +389,15 @@ static int mirror_reload(struct store *s)
 	" WHERE " FAILURE_LIVE ";"                                                         \
 	"CREATE INDEX failures_vf ON failures (vf_id);"
 
+/* An operator hold, kept as history: when and by whom (uid, NULL when
+ * unknown) it was set and cleared; at most one open (cleared_at NULL) per
+ * VF, the hold `vfs.held` says is in force. */
+#define HOLDS_TABLE_SQL                                                                    \
+	"CREATE TABLE IF NOT EXISTS holds (id INTEGER PRIMARY KEY AUTOINCREMENT,"          \
+	" vf_id INTEGER NOT NULL, held_at TEXT NOT NULL, held_by INTEGER,"                 \
+	" cleared_at TEXT, cleared_by INTEGER);"                                           \
+	"CREATE INDEX IF NOT EXISTS holds_vf ON holds (vf_id);"
+
 #define SCHEMA_SQL                                                                         \
 	"BEGIN IMMEDIATE;"                                                                 \
 	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"                \
@@ -405,15 +414,16 @@ static int mirror_reload(struct store *s)
 	" boot_id TEXT NOT NULL DEFAULT '', ended TEXT, released_by INTEGER);"             \
 	"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"     \
 	"CREATE INDEX claims_vf ON claims (vf_id);"                                        \
+	HOLDS_TABLE_SQL                                                                    \
 	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0),"   \
 	" ('mode', 0);"                                                                    \
 	"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                   \
-	"PRAGMA user_version = 3;"            /* STORE_SCHEMA_VERSION */                   \
+	"PRAGMA user_version = 4;"            /* STORE_SCHEMA_VERSION */                   \
 	"COMMIT;"
 
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
 _Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
-_Static_assert(STORE_SCHEMA_VERSION == 3, "SCHEMA_SQL and the migrations name the version");
+_Static_assert(STORE_SCHEMA_VERSION == 4, "SCHEMA_SQL and the migrations name the version");
 _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
 
 /* Schema migrations, one transaction each, run at open once the checks
@@ -456,9 +466,21 @@ _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
 	"PRAGMA user_version = 3;"                                                         \
 	"COMMIT;"
 
+/* v3 -> v4: operator holds are history too (who held, who cleared); a hold
+ * in force becomes an open one, since its quarantined_at, by an unknown uid. */
+#define MIGRATE_V3_V4_SQL                                                                  \
+	"BEGIN IMMEDIATE;"                                                                 \
+	HOLDS_TABLE_SQL                                                                    \
+	"INSERT INTO holds (vf_id, held_at) SELECT id, COALESCE(quarantined_at, '-')"      \
+	" FROM vfs WHERE held = 1 AND NOT EXISTS (SELECT 1 FROM holds o"                   \
+	" WHERE o.vf_id = vfs.id AND o.cleared_at IS NULL);"                               \
+	"PRAGMA user_version = 4;"                                                         \
+	"COMMIT;"
+
 static const char *const migrations[] = {
 	[1] = MIGRATE_V1_V2_SQL,
 	[2] = MIGRATE_V2_V3_SQL,
+	[3] = MIGRATE_V3_V4_SQL,
 };
 _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "one migration per version");
 

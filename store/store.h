@@ -430,25 +430,26 @@ int store_mode_set(struct store *s, enum store_mode mode); /* -EINVAL for anothe
 
 /* -- history -------------------------------------------------------------- */
 
-enum store_history_kind { STORE_HISTORY_CLAIM, STORE_HISTORY_FAILURE };
+enum store_history_kind { STORE_HISTORY_CLAIM, STORE_HISTORY_FAILURE, STORE_HISTORY_HOLD };
 
 /* The why of a cleared failure, the how of an ended claim: one word. */
 #define STORE_HISTORY_WORD_MAX (16 + INSTANCE_ID_MAX)
 
 struct store_history_entry {
 	enum store_history_kind kind;
-	char at[RFC3339_BUFSZ];           /* claimed_at, or a failure's reported_at */
+	char at[RFC3339_BUFSZ];           /* claimed_at, a failure's reported_at, held_at */
 	char instance_id[INSTANCE_ID_MAX + 1];
 	char assigned_at[RFC3339_BUFSZ];  /* failures: "" when unknown */
 	char ended_at[RFC3339_BUFSZ];     /* released_at / cleared_at; "" while live */
+	int64_t started_by;               /* holds: the uid that held it; -1 when not known */
 	char how[STORE_HISTORY_WORD_MAX + 1]; /* claims: how it ended; failures: why cleared;
 					       * "" while live or when not recorded */
 	int64_t by;                       /* the uid that ended it; -1 when not known */
 	char message[FAILURE_MESSAGE_MAX + 1]; /* failures */
 };
 
-/* A VF's claims and failures, live and past, oldest first (by claimed_at or
- * reported_at): the newest `max` of them in *ret (malloc'd, free() it), how
+/* A VF's claims, failures and operator holds, live and past, oldest first
+ * (by claimed_at, reported_at or held_at): the newest `max` of them in *ret (malloc'd, free() it), how
  * many older ones were left out in *dropped.  Read from SQLite through the
  * listing connection like store_failure_list().  -ENOENT: not registered. */
 int store_history_list(struct store *s, const char *vf, size_t max,
@@ -493,6 +494,7 @@ int store_report_success_by(struct store *s, const char *vf, const char *instanc
 /* -- operator actions ----------------------------------------------------- */
 
 int store_quarantine_manual(struct store *s, const char *vf); /* the hold; no-op if held */
+int store_quarantine_manual_by(struct store *s, const char *vf, int64_t uid); /* uid for the history */
 int store_clear(struct store *s, const char *vf); /* hold, quarantine, failures; no-op if none */
 int store_clear_by(struct store *s, const char *vf, int64_t uid); /* uid for the history */
 

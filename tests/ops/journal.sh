@@ -126,13 +126,13 @@ want_events=(claimed agent-unreachable agent-unreachable agent-answering release
 has EVENT=failure-recorded "VF=$VF" INSTANCE=vm-1 PRIORITY=5 FAILURES=1 THRESHOLD=2 \
 	MESSAGE_ID=454761b9e4ba4e04b427153eae2e5d67 ||
 	fail "no failure-recorded record with its fields"
-field REASON EVENT=failure-recorded INSTANCE=vm-1 | grep -q "RmInitAdapter failed!" ||
+grep -q "RmInitAdapter failed!" <<<"$(field REASON EVENT=failure-recorded INSTANCE=vm-1)" ||
 	fail "the failure-recorded record lacks the NVRM line"
 has EVENT=quarantined "VF=$VF" INSTANCE=vm-2 "CLAIMED_AT=$T2" PRIORITY=3 FAILURES=2 THRESHOLD=2 \
 	MESSAGE_ID=f94a40a0a7d54e56abf8aabc9454af4d ||
 	fail "no quarantined record at err with its fields"
-field MESSAGE EVENT=quarantined "VF=$VF" |
-	grep -q "^$VF: quarantined after 2 distinct failed assignments (threshold 2): vm-1, vm-2; last failure: NVRM: .*RmInitAdapter failed!" ||
+grep -q "^$VF: quarantined after 2 distinct failed assignments (threshold 2): vm-1, vm-2; last failure: NVRM: .*RmInitAdapter failed!" \
+	<<<"$(field MESSAGE EVENT=quarantined "VF=$VF")" ||
 	fail "the quarantine's message lacks the instances, the threshold or the NVRM line"
 has EVENT=rescinded "VF=$VF" INSTANCE=vm-2 "CLAIMED_AT=$T2" PRIORITY=5 ||
 	fail "no rescinded record"
@@ -150,8 +150,8 @@ echo 1 >"$MNT/threshold"
 for vf in "$VF2" "$VF3"; do
 	(($(count EVENT=quarantined "VF=$vf" PRIORITY=3 FAILURES=1 THRESHOLD=1) == 1)) ||
 		fail "lowering the threshold must log one quarantine of $vf: $(field MESSAGE "VF=$vf")"
-	field MESSAGE EVENT=quarantined "VF=$vf" |
-		grep -q "^$vf: quarantined after 1 distinct failed assignments (threshold lowered to 1): vm-9; last failure: NVRM: " ||
+	grep -q "^$vf: quarantined after 1 distinct failed assignments (threshold lowered to 1): vm-9; last failure: NVRM: " \
+		<<<"$(field MESSAGE EVENT=quarantined "VF=$vf")" ||
 		fail "the threshold's quarantine of $vf: $(field MESSAGE EVENT=quarantined "VF=$vf")"
 done
 has EVENT=threshold-changed PRIORITY=5 || fail "no threshold-changed record"
@@ -160,6 +160,13 @@ echo 0 >"$MNT/$VF2/quarantined"
 echo 1 >"$MNT/$VF3/quarantined"
 has EVENT=cleared "VF=$VF2" PRIORITY=5 WRITER_UID=0 || fail "no cleared record with its writer"
 has EVENT=held "VF=$VF3" PRIORITY=5 WRITER_UID || fail "no held record with its writer"
+# ... and VF/history keeps the hold: who held it, who cleared it.
+grep -Eq "^[0-9]{4}-[0-9T:.-]+Z hold by=0 cleared=- cleared_by=-$" "$MNT/$VF3/history" ||
+	fail "no live hold in $VF3/history: $(cat "$MNT/$VF3/history")"
+echo 0 >"$MNT/$VF3/quarantined"
+grep -Eq "^[0-9]{4}-[0-9T:.-]+Z hold by=0 cleared=[0-9]{4}-[0-9T:.-]+Z cleared_by=0$" "$MNT/$VF3/history" ||
+	fail "no cleared hold in $VF3/history: $(cat "$MNT/$VF3/history")"
+has EVENT=cleared "VF=$VF3" PRIORITY=5 WRITER_UID=0 || fail "no cleared record for $VF3"
 
 echo "== the runbook's and the alerts' journalctl commands find what they promise"
 # journalctl [-u UNIT] [-p LEVEL] [FIELD=VALUE...]: this test's journal as
@@ -219,7 +226,7 @@ for cmd in "${commands[@]}"; do
 	[[ -n ${promise[$cmd]:-} ]] || fail "the docs print '$cmd', which this test does not run"
 done
 for cmd in "${!promise[@]}"; do
-	printf '%s\n' "${commands[@]}" | grep -qxF -- "$cmd" || fail "'$cmd' is no longer in the docs"
+	grep -qxF -- "$cmd" <<<"$(printf '%s\n' "${commands[@]}")" || fail "'$cmd' is no longer in the docs"
 	out=$(eval "$cmd") || true
 	grep -Eq -- "${promise[$cmd]}" <<<"$out" ||
 		fail "'$cmd' does not find /${promise[$cmd]}/ in: $out"

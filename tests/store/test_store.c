@@ -554,7 +554,7 @@ START_TEST(failure_listing_survives_reopen)
 
 	/* a store whose database could not be opened lists nothing */
 	store_close(s);
-	db_write("PRAGMA user_version = 4");
+	db_write("PRAGMA user_version = 5");
 	s = open_store();
 	ck_assert(!store_status(s, NULL, 0));
 	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), -EIO);
@@ -1046,7 +1046,7 @@ START_TEST(migrate_v1_to_v2)
 	 * until a success clears them */
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 4);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('vfs')"
 				  " WHERE name = 'manual'"),
 			 0);
@@ -1433,7 +1433,7 @@ START_TEST(persistence_all_state)
 	free(f);
 	/* the file is what this code writes */
 	ck_assert_int_eq(db_query("PRAGMA application_id"), 0x56464831);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 4);
 	store_close(s);
 	struct stat st;
 	ck_assert_int_eq(stat(db_path, &st), 0);
@@ -1507,13 +1507,13 @@ START_TEST(newer_schema_refused)
 
 	reg(s, VF_A);
 	store_close(s);
-	db_write("PRAGMA user_version = 4");
+	db_write("PRAGMA user_version = 5");
 	size_t len_before, len_after;
 	_cleanup_free_ char *bytes_before = read_file(db_path, &len_before);
 
 	s = open_store();
 	ck_assert(!store_status(s, reason, sizeof(reason)));
-	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 4"), "%s", reason);
+	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 5"), "%s", reason);
 	struct store_vf_info i;
 	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
 	ck_assert_int_eq(store_vf_register(s, VF_B), -EIO);
@@ -2477,7 +2477,7 @@ START_TEST(schema_v1_migrated)
 	s = open_store();
 	char reason[STORE_REASON_MAX];
 	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 4);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
 	ck_assert_str_eq(got.claimed_at, T1);
 	ck_assert_str_eq(got.boot_id, "");
@@ -2805,7 +2805,7 @@ START_TEST(migrate_v2_to_v3)
 	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2), 0);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 4);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('failures')"
 				  " WHERE name = 'cleared_at'"),
 			 1);
