@@ -68,6 +68,7 @@ check_wellformed() {
 
 # ---- the daemon, its stderr the journal ---------------------------------------
 : >"$DAEMON_LOG"
+# shellcheck disable=SC2034 # start_daemon reads it
 DAEMON_ENV=("JOURNAL_STREAM=$(stat -c '%d:%i' "$DAEMON_LOG")")
 VF=0000:41:00.4
 start_daemon --threshold 2 --poll-interval 0.2 --poll-timeout 1 --no-reconcile --agent-grace 1
