@@ -132,11 +132,12 @@ void log_set_ident(const char *ident)
 	log_ident = ident;
 }
 
-/* One event is one line: fold embedded newlines (a guest's message, say). */
+/* One event is one line, and no text a guest wrote reaches a terminal as
+ * a control sequence: control characters become spaces. */
 static void fold(char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		if (s[i] == '\n' || s[i] == '\r')
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
 			s[i] = ' ';
 }
 

@@ -194,13 +194,9 @@ static void log_written(const struct claim_handle *h, const char *text, uid_t ui
 static void log_claim_refused(const struct claim_handle *h, uid_t uid, pid_t pid, const char *why)
 {
 	char path[CLAIM_PATH_BUFSZ];
-	struct log_fields f = { .vf = h->vf, .instance = h->instance_id, .reason = why,
-				.has_writer = true, .writer_uid = (uint32_t)uid,
-				.writer_pid = (int32_t)pid };
 
-	log_event(LOG_INFO, LOG_EVENT_CLAIM_REFUSED, &f, "claim %s refused (uid %u, pid %d): %s",
-		  claim_path(h->vf, h->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid,
-		  why);
+	log_info("claim %s refused (uid %u, pid %d): %s",
+		 claim_path(h->vf, h->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid, why);
 }
 
 /* Why the store refused a complete claim, for the log. */
@@ -232,7 +228,10 @@ int claims_make(const struct claims *c, const struct store_vf_info *vf, const ch
 	/* claimed_at "": the store stamps the current time. */
 	r = reserve ? store_claim_reserve(c->store, &want, ret) : store_claim(c->store, &want, ret);
 	if (r == -EBUSY || r == -EIO)
-		log_warn("%s: claim by instance %s refused: %s", want.vf, instance, strerror(-r));
+		log_event(LOG_WARNING, LOG_EVENT_CLAIM_REFUSED,
+			  &(struct log_fields){ .vf = want.vf, .instance = instance,
+						.reason = strerror(-r) },
+			  "%s: claim by instance %s refused: %s", want.vf, instance, strerror(-r));
 	return r;
 }
 

@@ -16,6 +16,7 @@
 
 #include "fs/metrics.h"
 #include "grammar/assignment.h"
+#include "grammar/message.h"
 #include "grammar/report.h"
 #include "grammar/vf.h"
 #include "common/cleanup.h"
@@ -850,6 +851,7 @@ static enum report_kind report_kind_of(enum store_outcome o)
 static void log_failure_outcome(const struct vfile_call *call, const struct report_command *cmd,
 				const struct store_failure_result *res)
 {
+	char message[FAILURE_MESSAGE_MAX + 1];
 	struct store_vf_info info;
 	struct log_fields f;
 
@@ -864,17 +866,19 @@ static void log_failure_outcome(const struct vfile_call *call, const struct repo
 					  cmd->instance_id, cmd->claimed_at);
 			return;
 		}
+		/* as the store keeps it (grammar/message.h) */
+		message_sanitize_to(cmd->message, message, sizeof(message));
 		event_fields(call, call->vf, &f, &info);
 		f.instance = cmd->instance_id;
 		f.claimed_at = cmd->claimed_at;
-		f.reason = cmd->message;
+		f.reason = message;
 		f.has_tally = true;
 		f.tally = res->tally;
 		f.threshold = res->threshold;
 		log_event(LOG_NOTICE, LOG_EVENT_FAILURE_RECORDED, &f,
 			  "%s: failed assignment of instance %s recorded (%u of %d to "
 			  "quarantine): %s",
-			  call->vf, cmd->instance_id, res->tally, res->threshold, cmd->message);
+			  call->vf, cmd->instance_id, res->tally, res->threshold, message);
 		return;
 	case STORE_OUTCOME_UNCHANGED:
 		return; /* a repeat, or a VF already out of service: no new event */
