@@ -59,13 +59,9 @@
 
 #include <fuse_lowlevel.h>
 
+#include "fs/dirty.h"
 #include "store/store.h"
 
-/* At most this many distinct VFs are queued; beyond it the set collapses
- * into "every file of every VF", which the notifier expands from the store. */
-#define NOTIFY_MAX_QUEUED_VFS 1024
-/* Inodes queued by number (notifier_invalidate_inode). */
-#define NOTIFY_MAX_QUEUED_INODES 256
 /* The toucher's pace: inotify events for a file follow its changes at most
  * this often (the first change after a quiet spell at once, the last one
  * always); vfhealth(5), CHANGE NOTIFICATION. */
