@@ -303,6 +303,25 @@ static int claim_write_confined(const struct claims *c, const struct claim_handl
 	return r;
 }
 
+/* What text makes of h's claim: *current and *next, judged by the grammar
+ * and by the socket-path rule; why (when not NULL) gets the grammar's
+ * refusal.  Both a write (staging) and a commit judge this way. */
+static int judge_update(const struct claims *c, const struct claim_handle *h, const char *text,
+			uid_t uid, pid_t pid, struct store_claim *current,
+			struct store_claim *next, const char **why)
+{
+	int r = handle_claim(c, h, current);
+
+	if (r == 0) {
+		r = claim_parse_update(current, text, holds_reservation(h), next);
+		if (r < 0 && why)
+			*why = claim_update_refusal(current, text, holds_reservation(h));
+	}
+	if (r == 0)
+		r = claim_write_confined(c, h, current, next, uid, pid);
+	return r;
+}
+
 /* -- writing ------------------------------------------------------------------------ */
 
 /* `release=CLAIMED_AT` alone, with nothing staged: at once. */
@@ -365,14 +384,7 @@ int claims_write(const struct claims *c, struct claim_handle *h, const char *buf
 		return r;
 	}
 	/* anything else is judged as key=value lines (release= among them too) */
-	r = handle_claim(c, h, &current);
-	if (r == 0) {
-		r = claim_parse_update(&current, text, holds_reservation(h), &next);
-		if (r < 0)
-			*why = claim_update_refusal(&current, text, holds_reservation(h));
-	}
-	if (r == 0)
-		r = claim_write_confined(c, h, &current, &next, uid, pid);
+	r = judge_update(c, h, text, uid, pid, &current, &next, why);
 	if (r < 0)
 		return poison(c, h, r);
 	free(h->staged);
@@ -391,11 +403,7 @@ static int commit_staged(const struct claims *c, struct claim_handle *h, bool fi
 	struct store_claim current, next;
 	int r;
 
-	r = handle_claim(c, h, &current);
-	if (r == 0)
-		r = claim_parse_update(&current, h->staged, holds_reservation(h), &next);
-	if (r == 0)
-		r = claim_write_confined(c, h, &current, &next, h->uid, h->pid);
+	r = judge_update(c, h, h->staged, h->uid, h->pid, &current, &next, NULL);
 	if (r < 0)
 		return poison(c, h, r);
 	if (!final && rule_claim_watch_refusal(next.agent, next.control, next.pid) < 0) {
