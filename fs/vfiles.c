@@ -753,7 +753,7 @@ static void log_failure_outcome(const struct vfile_call *call, const char *insta
 				"distinct failed assignments: %s",
 				call->vf, store_max_quarantined_get(call->store), res->tally, list);
 		} else {
-			/* Transitions only (issue 17 item 3): the first failure
+			/* Transitions only: the first failure
 			 * moves the VF from clean to failing; later ones below
 			 * the threshold are routine (tally, failures, history,
 			 * metrics show them) and log at debug. */
