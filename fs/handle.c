@@ -181,8 +181,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->open_charge = open_charge;
 	h->append = (fi->flags & O_APPEND) != 0;
 	/* A fixed-size file opened for reading only is served from the page
-	 * cache, kept across opens: the notifier invalidates it before any
-	 * write that changed it is answered (notify.h).  Everything else reads
+	 * cache, kept across opens, which the notifier invalidates (the
+	 * ordering rule, docs/architecture.md).  Everything else reads
 	 * through to us: writers, the report outcome, claims, and files whose
 	 * length varies (they would tear).  While the store is unavailable
 	 * nothing is opened cached, and the open drops the cached pages (no
@@ -401,11 +401,9 @@ out:
 				     ? LOG_INFO
 				     : LOG_NOTICE,
 			     "write to", handle_path(h, path, sizeof(path)), command);
-	/* An accepted write is answered through the notifier, once what any
-	 * change queued so far affects in the page cache is invalidated
-	 * (notify.h; the ordering rule of docs/architecture.md;
-	 * tests/fs/test-freshness.sh).  Every accepted write goes that way, so
-	 * that no shortcut can skip the rule. */
+	/* An accepted write is answered through the notifier (the ordering
+	 * rule, docs/architecture.md; tests/fs/test-freshness.sh).  Every
+	 * accepted write goes that way, so that no shortcut can skip the rule. */
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else

@@ -179,7 +179,7 @@ void notifier_store_change(void *userdata, const struct store_change *change)
 	bool page_cached = any_page_cached(top_files, TOP_FILE_COUNT, top) ||
 			   any_page_cached(vf_files, VF_FILE_COUNT, vf);
 
-	/* The root's listing, which the kernel keeps (vffs.c), names the VFs. */
+	/* The root's listing, which the kernel keeps (listing.c), names the VFs. */
 	if (change->bits & STORE_CHANGE_VFS)
 		notifier_invalidate_inode(n, FUSE_ROOT_ID);
 	/* A change that names no VF is store-wide: its per-VF files change
@@ -279,13 +279,9 @@ void list_dirty_vfs(struct notifier *n, const struct dirty_set *d, bool must_lis
 	}
 }
 
-/* The ordering rule (docs/architecture.md): a change is committed (and in
- * the store's memory) before it is queued here; then this thread
- * invalidates every page-cached file it affects, then replies to the writes
- * queued with it, then wakes pollers, then hands the files to the toucher's
- * feeder, never blocking on it.  While an invalidation is queued or in
- * flight only this thread replies to writes, so no acknowledged write can
- * leave a stale page behind (tests/fs/test-freshness.sh). */
+/* The notifier thread: each drained set in the order the ordering rule
+ * (docs/architecture.md) sets, then pollers, then the feeder, on which it
+ * never blocks (tests/fs/test-freshness.sh). */
 static void *notifier_main(void *arg)
 {
 	struct notifier *n = arg;

@@ -54,8 +54,8 @@
 #define VF_SLOT_DIR 0
 #define GENERATION 1
 #define ENTRY_TIMEOUT_S 1.0
-/* Attributes change only with content (mtime, notifier.c) and are
- * invalidated with it, before any write that changed them is answered. */
+/* Attributes change only with content (mtime, watch.c) and are
+ * invalidated with it (the ordering rule, docs/architecture.md). */
 #define ATTR_TIMEOUT_S 86400.0
 /* Regular files report size 0, as procfs does: their size is not known before
  * they are rendered, and a nonzero guess makes tail, wc -c and editors trust
@@ -82,7 +82,7 @@ struct vffs {
 	struct budget *budget; /* what open files hold (budget.h) */
 	/* Every open file and directory, so that those the kernel never
 	 * released (the mount went away with them open) are freed at the end.
-	 * open_lock is a leaf (row 1 of the lock table covers the handles). */
+	 * open_lock: row 11 of the lock table. */
 	pthread_mutex_t open_lock;
 	struct open_link *open_list;
 	struct timespec start_time;

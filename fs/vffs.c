@@ -73,8 +73,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	/* Content is generated: the kernel caches pages only of fixed-size files
 	 * opened keep_cache, and attributes, and never writes back; both are
-	 * invalidated by the notifier before a write that changed them is
-	 * answered (notify.h).  No automatic invalidation (it would trust
+	 * invalidated by the notifier (the ordering rule,
+	 * docs/architecture.md).  No automatic invalidation (it would trust
 	 * mtimes); readdirplus always (a listing brings the attributes); no
 	 * atomic O_TRUNC (the kernel would set a cached file's size to 0 at
 	 * a writer's open: a SETATTR, answered with the real size, instead). */
