@@ -472,7 +472,7 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 /* Every live claim, "VF INSTANCE" lines (grammar/assignment.h): the
  * sentinel's one read per poll.  From the store's memory, like a listing of
  * assignments/, so served while the store is unavailable. */
-static int claims_render(const struct vfile_call *call, FILE *out)
+static int top_claims_render(const struct vfile_call *call, FILE *out)
 {
 	_cleanup_free_ struct store_claim *claims = NULL;
 	size_t count = 0;
@@ -866,7 +866,7 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 			      STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
 				      STORE_CHANGE_HELD_BACK | STORE_CHANGE_PARENT |
 				      STORE_CHANGE_MODE | STORE_CHANGE_STATUS },
-	[TOP_CLAIMS] = { "claims", 0444, claims_render, NULL, VFILE_NOTIFY, STORE_CHANGE_CLAIMS },
+	[TOP_CLAIMS] = { "claims", 0444, top_claims_render, NULL, VFILE_NOTIFY, STORE_CHANGE_CLAIMS },
 	[TOP_MODE] = { "mode", 0664, mode_render, mode_write, VFILE_NOTIFY, STORE_CHANGE_MODE },
 };
 
