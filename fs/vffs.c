@@ -51,11 +51,8 @@
  * then fuse_session_exit() and wake the loop thread out of its wait with
  * SIGUSR1, then unmount, which also aborts anything still in flight, then
  * detach from the store (the caller closes it).  The signal is the one
- * exception to how threads stop (docs/architecture.md, "Stopping a
- * thread"): the loop thread waits in read(2) on /dev/fuse inside libfuse,
- * which no condition variable or descriptor of ours can wake, so it is
- * interrupted (EINTR), repeatedly until it joins, since a signal may land
- * just before the read.
+ * exception to how threads stop, and why is said in docs/architecture.md
+ * ("Stopping a thread").
  */
 #include "fs/vffs-internal.h"
 
