@@ -8,7 +8,7 @@
  * once and used both by the mirror pre-checks (api.c: answer no-ops and
  * refusals without a transaction) and by the SQL operations (ops.c: decide
  * inside the transaction), so the two cannot drift.  No locks, no I/O; the
- * rules text is in store.h, the unit tests in tests/store/test_rules.c.
+ * rules text is in store.h, the unit tests in tests/store/test-rules.c.
  */
 #ifndef VFHEALTH_STORE_RULES_H
 #define VFHEALTH_STORE_RULES_H

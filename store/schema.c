@@ -163,7 +163,7 @@ void files_check_due(struct store *s)
 }
 
 /* The directories missing above the database, 0700: the database is
- * reached only through the daemon (issue 12). */
+ * reached only through the daemon. */
 static int mkdir_parents(const char *path)
 {
 	_cleanup_free_ char *dir = strdup(path);

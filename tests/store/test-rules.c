@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_rules.c - the store's decision rules (store/rules.h) as pure
+ * test-rules.c - the store's decision rules (store/rules.h) as pure
  * functions: each rule's boundaries, so a change to one shows here before it
- * shows in the store's behaviour (tests/store/test_store.c).
+ * shows in the store's behaviour (tests/store/test-store.c).
  */
 #include <check.h>
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_store.c - the store's rules (store/store.h), one Check test case per rule,
+ * test-store.c - the store's rules (store/store.h), one Check test case per rule,
  * against real SQLite files in a fresh mkdtemp directory under /tmp.  Faults
  * are injected with the faultvfs shim.  The case names are listed once, in
  * meson.build's store_cases, which registers each as its own test
@@ -1489,7 +1489,7 @@ START_TEST(exclusive_lock)
 	ck_assert_int_eq(stat(parent, &st), 0);
 	mode_t mask = umask(0);
 	umask(mask);
-	ck_assert_int_eq(st.st_mode & 0777, 0700 & ~mask); /* root's alone (issue 12) */
+	ck_assert_int_eq(st.st_mode & 0777, 0700 & ~mask); /* root's alone */
 	opt.path = "";
 	ck_assert_int_eq(store_open(&opt, &second), -EINVAL);
 	opt.path = db_path;
@@ -1690,7 +1690,7 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	ck_assert_uint_eq(o.cleared, 0);
 	ck_assert_int_eq(store_report_success(s, VF_C, "i-c", T3, &o), 0); /* fast path */
 	ck_assert_int_eq(store_clear(s, VF_C), 0); /* nothing to clear */
-	/* a hold on a quarantined VF is a change (issue 11.5), so it fails */
+	/* a hold on a quarantined VF is a change, so it fails */
 	ck_assert_int_eq(store_quarantine_manual(s, VF_A), -EIO);
 	ck_assert_int_eq(store_threshold_set(s, 2), 0);
 	/* refusals are still refusals; a claim that would succeed is -EIO */
