@@ -293,8 +293,7 @@ static int vnode_resolve(struct vffs *fs, fuse_ino_t ino, struct vnode *n)
 	if (kind == INO_KIND_CLAIM) {
 		uint64_t vf_id = (ino & INO_ID_MASK) >> INO_CLAIM_ID_BITS;
 		id = ino & ((1ULL << INO_CLAIM_ID_BITS) - 1);
-		r = vf_id ? store_claim_get_on(fs->store, vf_id, id, &n->claim)
-			  : store_claim_get_by_id(fs->store, id, &n->claim);
+		r = store_claim_get_by_id(fs->store, vf_id, id, &n->claim);
 		if (r < 0)
 			return r;
 		n->kind = VN_CLAIM;
@@ -413,14 +412,14 @@ static void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct vnode *n)
  * store_vf_lookup); a name that is no VF address is simply absent. */
 static int lookup_vf(struct vffs *fs, const char *vf, struct store_vf_info *ret)
 {
-	return vf_address_valid(vf) ? store_vf_lookup(fs->store, vf, ret) : -ENOENT;
+	return vf_address_valid(vf) ? store_vf_get(fs->store, vf, STORE_READ_MEMORY, ret) : -ENOENT;
 }
 
 /* An assignment file's name under a VF's assignments/. */
 static int lookup_claim(struct vffs *fs, const char *vf, const char *instance_id,
 			struct store_claim *ret)
 {
-	return instance_id_valid(instance_id) ? store_claim_lookup(fs->store, vf, instance_id, ret)
+	return instance_id_valid(instance_id) ? store_claim_get(fs->store, vf, instance_id, STORE_READ_MEMORY, ret)
 					      : -ENOENT;
 }
 
@@ -974,23 +973,25 @@ static bool requester_may_write(struct vffs *fs, fuse_req_t req)
 
 /* The one place that decides whether a read may repair the store: a read
  * at offset 0 of a placement-facing file (VFILE_PLACEMENT) by a requester
- * who may write retries an unavailable store (store_retry_for_read: at
- * most once a second for the whole store) before it renders; every render
- * reads the store without retrying (vfiles.h), so no other read, whoever
- * makes it, ever repairs (tests/adversarial/repair-rights.sh). */
-static void read_may_repair(struct vffs *fs, fuse_req_t req, const struct vhandle *h)
+ * who may write renders with STORE_READ_RETRY (an unavailable store is
+ * retried: store_retry_for_read, at most once a second for the whole
+ * store); every other render reads STORE_READ_NORETRY (vfiles.h), so no
+ * other read, whoever makes it, ever repairs
+ * (tests/adversarial/repair-rights.sh). */
+static enum store_read read_may_repair(struct vffs *fs, fuse_req_t req, const struct vhandle *h)
 {
 	const struct vfile *f = vfile_of(h->kind, h->index);
 
 	if (f && (f->flags & VFILE_PLACEMENT) && fs->store && !store_status(fs->store, NULL, 0) &&
 	    requester_may_write(fs, req))
-		store_retry_for_read(fs->store);
+		return STORE_READ_RETRY;
+	return STORE_READ_NORETRY;
 }
 
 /* Render the handle's file into its snapshot, charged to the uid that
  * opened the handle, whoever reads through it (budget.h): a descriptor
  * passed to another process keeps costing its opener. */
-static int handle_render(struct vffs *fs, struct vhandle *h)
+static int handle_render(struct vffs *fs, struct vhandle *h, enum store_read read)
 {
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
@@ -998,6 +999,7 @@ static int handle_render(struct vffs *fs, struct vhandle *h)
 	int r = 0;
 	struct vfile_call call = {
 		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
+		.read = read,
 	};
 
 	if (h->watched)
@@ -1048,8 +1050,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	pthread_mutex_lock(&h->lock);
 	if (off == 0 || !h->rendered) {
-		read_may_repair(fs, req, h);
-		r = handle_render(fs, h);
+		r = handle_render(fs, h, read_may_repair(fs, req, h));
 	}
 	if (r == 0)
 		r = copy_window(h->snapshot, h->snapshot_len, off, size, &reply, &len);
@@ -1334,8 +1335,8 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (r == 0 && !vnode_is_claim_dir(&p))
 		r = -EPERM; /* only claims can be removed */
 	if (r == 0) {
-		r = store_release_how(fs->store, p.vf.vf, name, NULL, "released",
-				      fuse_req_ctx(req)->uid);
+		r = store_release(fs->store, p.vf.vf, name,
+				  &(struct store_release_opts){ .uid = fuse_req_ctx(req)->uid });
 		if (r == 0) {
 			char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32];
 
@@ -1368,7 +1369,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 			 fs->sysfs_root, name, strerror(-r));
 	r = store_vf_register_parent(fs->store, name, gpu);
 	if (r == 0)
-		r = store_vf_lookup(fs->store, name, &child.vf);
+		r = store_vf_get(fs->store, name, STORE_READ_MEMORY, &child.vf);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -1745,7 +1746,7 @@ static fuse_ino_t notify_inode(void *userdata, const struct notify_key *key)
 
 	if (!key->vf[0])
 		return INO_TOP_BASE + (fuse_ino_t)key->index;
-	if (store_vf_lookup(fs->store, key->vf, &vf) < 0)
+	if (store_vf_get(fs->store, key->vf, STORE_READ_MEMORY, &vf) < 0)
 		return 0; /* gone: its inodes resolve to nothing any more */
 	return ino_vf(vf.id, 1 + key->index);
 }

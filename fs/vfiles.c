@@ -97,7 +97,7 @@ static int top_quarantined_render(const struct vfile_call *call, FILE *out)
 	size_t count = 0;
 	int r;
 
-	r = store_quarantined_list_noretry(call->store, &vfs, &count);
+	r = store_quarantined_list(call->store, call->read, &vfs, &count);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < count; i++)
@@ -111,7 +111,7 @@ static int held_back_render(const struct vfile_call *call, FILE *out)
 	size_t count = 0;
 	int r;
 
-	r = store_held_back_list_noretry(call->store, &vfs, &count);
+	r = store_held_back_list(call->store, call->read, &vfs, &count);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < count; i++)
@@ -171,7 +171,7 @@ static int allocatable_render(const struct vfile_call *call, FILE *out)
 	size_t count = 0;
 	int r;
 
-	r = store_allocatable_list_noretry(call->store, &list, &count);
+	r = store_allocatable_list(call->store, call->read, &list, &count);
 	if (r < 0)
 		return r;
 	if (getrandom(&g.state, sizeof(g.state), 0) != (ssize_t)sizeof(g.state))
@@ -188,6 +188,8 @@ static int resources_render(const struct vfile_call *call, FILE *out)
 	struct store_stats stats;
 	bool available;
 
+	if (call->read == STORE_READ_RETRY) /* counters are no read that retries */
+		store_retry_for_read(call->store);
 	store_get_stats(call->store, &stats);
 	available = store_status(call->store, reason, sizeof(reason));
 	fprintf(out, "total_slots %zu\n", stats.vfs);
@@ -481,7 +483,7 @@ static int tally_render(const struct vfile_call *call, FILE *out)
 static int vf_quarantined_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_get_noretry(call->store, call->vf, &info);
+	int r = store_vf_get(call->store, call->vf, call->read, &info);
 
 	if (r < 0)
 		return r;
@@ -493,7 +495,7 @@ static int vf_quarantined_render(const struct vfile_call *call, FILE *out)
 static int vf_state_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_get_noretry(call->store, call->vf, &info);
+	int r = store_vf_get(call->store, call->vf, call->read, &info);
 
 	if (r < 0)
 		return r;
@@ -504,7 +506,7 @@ static int vf_state_render(const struct vfile_call *call, FILE *out)
 static int vf_since_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_get_noretry(call->store, call->vf, &info);
+	int r = store_vf_get(call->store, call->vf, call->read, &info);
 
 	if (r < 0)
 		return r;
@@ -517,7 +519,7 @@ static int vf_since_render(const struct vfile_call *call, FILE *out)
 static int vf_parent_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_lookup(call->store, call->vf, &info);
+	int r = store_vf_get(call->store, call->vf, STORE_READ_MEMORY, &info);
 
 	if (r < 0)
 		return r;
@@ -536,7 +538,7 @@ static int vf_parent_write(const struct vfile_call *call, char *command)
 			*call->why = "parent: not a PCI address like 0000:41:00.0, or the VF's own";
 		return -EINVAL;
 	}
-	if ((r = store_vf_lookup(call->store, call->vf, &before)) < 0)
+	if ((r = store_vf_get(call->store, call->vf, STORE_READ_MEMORY, &before)) < 0)
 		return r;
 	r = store_vf_set_parent(call->store, call->vf, command);
 	if (r == -EBUSY && call->why)
@@ -582,10 +584,10 @@ static int vf_quarantined_write(const struct vfile_call *call, char *command)
 
 	if (!hold && strcmp(command, "0") != 0)
 		return refuse(call, "quarantined takes \"1\" (hold) or \"0\" (back in service)");
-	if ((r = store_vf_lookup(call->store, call->vf, &before)) < 0)
+	if ((r = store_vf_get(call->store, call->vf, STORE_READ_MEMORY, &before)) < 0)
 		return r;
 	r = hold ? store_quarantine_manual(call->store, call->vf)
-		 : store_clear_by(call->store, call->vf, call->uid);
+		 : store_clear(call->store, call->vf, call->uid);
 	if (r < 0)
 		return r;
 	if (hold && before.held) {
@@ -756,7 +758,7 @@ static void note_check(const struct vfile_call *call, const struct report_comman
 {
 	struct store_claim claim;
 
-	if (store_claim_lookup(call->store, call->vf, cmd->instance_id, &claim) == 0 &&
+	if (store_claim_get(call->store, call->vf, cmd->instance_id, STORE_READ_MEMORY, &claim) == 0 &&
 	    strcmp(claim.claimed_at, cmd->claimed_at) == 0)
 		metrics_note_check(call->metrics, call->vf_id, claim.id, result);
 }
@@ -799,7 +801,7 @@ static int report_write(const struct vfile_call *call, char *command)
 
 	struct store_success_result res;
 
-	r = store_report_success_by(call->store, call->vf, cmd.instance_id, cmd.claimed_at,
+	r = store_report_success(call->store, call->vf, cmd.instance_id, cmd.claimed_at,
 				    call->uid, &res);
 	if (r < 0)
 		return r;

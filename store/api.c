@@ -18,12 +18,11 @@
  * Lock order: reservation_lock, then the mirror's locks; the committer
  * (commit.c) never takes it.
  *
- * Reads: placement-facing ones (store_quarantined_list, store_held_back_list,
- * store_vf_get, store_claim_get) retry a latched store once
- * (store_retry_for_read: at most one retry a second) and then fail with
- * -EIO; their _noretry variants, for readers who may not write, never
- * retry; the others, lookups included, are answered from the mirror
- * while the store is unavailable, as long as it was ever loaded.
+ * Reads: each takes an enum store_read (read_ready): placement-facing ones
+ * retry a latched store once (store_retry_for_read: at most one retry a
+ * second) or not at all, and then fail with -EIO; reads from memory are
+ * answered from the mirror while the store is unavailable, as long as it
+ * was ever loaded.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -91,6 +90,21 @@ static int ensure_available(struct store *s, bool may_repair)
 	return may_repair && store_retry_for_read(s) == 0 ? 0 : -EIO;
 }
 
+/* The check every read makes before it copies from the mirror: a
+ * placement-facing one (ensure_available), or, from memory, only that the
+ * database was ever loaded.  -EINVAL for another value of how. */
+static int read_ready(struct store *s, enum store_read how)
+{
+	switch (how) {
+	case STORE_READ_RETRY:
+	case STORE_READ_NORETRY:
+		return ensure_available(s, how == STORE_READ_RETRY);
+	case STORE_READ_MEMORY:
+		return atomic_load(&s->loaded) ? 0 : -EIO;
+	}
+	return -EINVAL;
+}
+
 int store_retry_for_read(struct store *s)
 {
 	int64_t now = monotonic_ns(), last = atomic_load(&s->read_repair_ns);
@@ -116,16 +130,16 @@ bool store_status(struct store *s, char *reason, size_t reason_size)
 
 /* -- the one shape of a mutation ----------------------------------------------- */
 
-#define DECIDE_SUBMIT 0
-#define DECIDE_NOOP 1 /* answered from the mirror: nothing to change */
 
 /* Decide an op from the committed mirror (mirror_rdlock held): e is the
- * entry of op->vf, NULL when unknown or when the op names no VF.  Returns
- * DECIDE_SUBMIT, DECIDE_NOOP or a negative errno (a refusal). */
+ * entry of op->vf, NULL when unknown or when the op names no VF.  Returns 0
+ * (op->noop set when there is nothing to change) or a negative errno (a
+ * refusal). */
 typedef int (*decide_fn)(const struct store *s, const struct vf_entry *e, struct op *op);
 
 /* Loaded -> decide -> writable -> submit.  decide NULL: always submit.
- * Returns 0 (committed; op holds the results), DECIDE_NOOP, or -errno. */
+ * Returns 0 (committed, or op->noop: nothing to change; op holds the
+ * results) or -errno. */
 static int mutate(struct store *s, struct op *op, decide_fn decide)
 {
 	if (!atomic_load(&s->loaded))
@@ -134,7 +148,7 @@ static int mutate(struct store *s, struct op *op, decide_fn decide)
 		mirror_rdlock(s);
 		int r = decide(s, op->vf[0] ? mirror_find(s, op->vf) : NULL, op);
 		mirror_unlock(s);
-		if (r != DECIDE_SUBMIT)
+		if (r < 0 || op->noop)
 			return r;
 	}
 	/* only a change needs a writable store */
@@ -154,8 +168,7 @@ static int vf_action(struct store *s, enum op_kind kind, const char *vf, decide_
 	if (!vf_address_valid(vf))
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
-	int r = mutate(s, &op, decide);
-	return r == DECIDE_NOOP ? 0 : r;
+	return mutate(s, &op, decide);
 }
 
 int store_vf_register(struct store *s, const char *vf)
@@ -166,7 +179,7 @@ int store_vf_register(struct store *s, const char *vf)
 /* A reservation blocks unregistering like a claim (the SQL sees only claims). */
 static int decide_unregister(const struct store *s, const struct vf_entry *e, struct op *op)
 {
-	return e && e->reservation ? -EBUSY : DECIDE_SUBMIT;
+	return e && e->reservation ? -EBUSY : 0;
 }
 
 /* "" or NULL: unknown; else a VF address other than vf's. */
@@ -176,7 +189,7 @@ static int parent_check(const char *vf, const char *parent)
 		return -EINVAL;
 	if (!parent || !*parent)
 		return 0;
-	return vf_address_valid(parent) && rule_parent_set(vf, "", parent) == 0 ? 0 : -EINVAL;
+	return vf_address_valid(parent) && rule_parent_set(vf, "", parent, &(bool){ false }) == 0 ? 0 : -EINVAL;
 }
 
 int store_vf_register_parent(struct store *s, const char *vf, const char *parent)
@@ -194,8 +207,7 @@ static int decide_parent(const struct store *s, const struct vf_entry *e, struct
 {
 	if (!e)
 		return -ENOENT;
-	int r = rule_parent_set(op->vf, e->parent, op->parent);
-	return r == 1 ? DECIDE_NOOP : r; /* 0 is DECIDE_SUBMIT */
+	return rule_parent_set(op->vf, e->parent, op->parent, &op->noop);
 }
 
 int store_vf_set_parent(struct store *s, const char *vf, const char *parent)
@@ -206,8 +218,7 @@ int store_vf_set_parent(struct store *s, const char *vf, const char *parent)
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.parent, sizeof(op.parent), parent);
-	int r = mutate(s, &op, decide_parent);
-	return r == DECIDE_NOOP ? 0 : r;
+	return mutate(s, &op, decide_parent);
 }
 
 int store_vf_unregister(struct store *s, const char *vf)
@@ -226,31 +237,15 @@ static int vf_read(struct store *s, const char *vf, uint64_t id, struct store_vf
 	return e ? 0 : -ENOENT;
 }
 
-static int vf_get(struct store *s, const char *vf, struct store_vf_info *ret, bool may_repair)
+int store_vf_get(struct store *s, const char *vf, enum store_read how,
+		 struct store_vf_info *ret)
 {
+	int r;
+
 	if (!vf_address_valid(vf) || !ret)
 		return -EINVAL;
-	if (ensure_available(s, may_repair) < 0)
-		return -EIO;
-	return vf_read(s, vf, 0, ret);
-}
-
-int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret)
-{
-	return vf_get(s, vf, ret, true);
-}
-
-int store_vf_get_noretry(struct store *s, const char *vf, struct store_vf_info *ret)
-{
-	return vf_get(s, vf, ret, false);
-}
-
-int store_vf_lookup(struct store *s, const char *vf, struct store_vf_info *ret)
-{
-	if (!vf_address_valid(vf) || !ret)
-		return -EINVAL;
-	if (!atomic_load(&s->loaded))
-		return -EIO;
+	if ((r = read_ready(s, how)) < 0)
+		return r;
 	return vf_read(s, vf, 0, ret);
 }
 
@@ -293,15 +288,17 @@ static bool listed_held_back(const struct store *s, const struct vf_entry *e)
 }
 
 /* The VFs `pick` selects, sorted; `expected` (a count the mirror keeps)
- * sizes the list.  Placement-facing: retries, then -EIO. */
+ * sizes the list. */
 static int vf_select(struct store *s, const size_t *expected,
 		     bool (*pick)(const struct store *, const struct vf_entry *),
-		     char (**ret)[VF_ADDR_BUFSZ], size_t *count, bool may_repair)
+		     enum store_read how, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
 {
+	int r;
+
 	if (!ret || !count)
 		return -EINVAL;
-	if (ensure_available(s, may_repair) < 0)
-		return -EIO;
+	if ((r = read_ready(s, how)) < 0)
+		return r;
 	mirror_rdlock(s);
 	size_t cap = *expected;
 	char(*list)[VF_ADDR_BUFSZ] = calloc(MAX(cap, (size_t)1), sizeof(*list));
@@ -317,30 +314,16 @@ static int vf_select(struct store *s, const size_t *expected,
 	return 0;
 }
 
-static int quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count,
-			    bool may_repair)
+int store_quarantined_list(struct store *s, enum store_read how, char (**ret)[VF_ADDR_BUFSZ],
+			   size_t *count)
 {
-	return vf_select(s, &s->n_out_of_service, listed_out_of_service, ret, count, may_repair);
+	return vf_select(s, &s->n_out_of_service, listed_out_of_service, how, ret, count);
 }
 
-int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
+int store_held_back_list(struct store *s, enum store_read how, char (**ret)[VF_ADDR_BUFSZ],
+			 size_t *count)
 {
-	return quarantined_list(s, ret, count, true);
-}
-
-int store_quarantined_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
-{
-	return quarantined_list(s, ret, count, false);
-}
-
-int store_held_back_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
-{
-	return vf_select(s, &s->n_held_back, listed_held_back, ret, count, true);
-}
-
-int store_held_back_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
-{
-	return vf_select(s, &s->n_held_back, listed_held_back, ret, count, false);
+	return vf_select(s, &s->n_held_back, listed_held_back, how, ret, count);
 }
 
 static int compare_addr(const void *a, const void *b)
@@ -360,13 +343,15 @@ static int compare_placement(const void *a, const void *b)
 /* The allocatable VFs with their group (rule_placement_group), sorted by
  * group then address.  A parent is degraded when one of its VFs is out of
  * service: those parents are collected first, sorted, and looked up. */
-static int allocatable_list(struct store *s, struct store_placement **ret, size_t *count,
-			    bool may_repair)
+int store_allocatable_list(struct store *s, enum store_read how, struct store_placement **ret,
+			   size_t *count)
 {
+	int r;
+
 	if (!ret || !count)
 		return -EINVAL;
-	if (ensure_available(s, may_repair) < 0)
-		return -EIO;
+	if ((r = read_ready(s, how)) < 0)
+		return r;
 	enum store_mode mode = (enum store_mode)atomic_load(&s->mode);
 	mirror_rdlock(s);
 	size_t n_vfs = s->n_vfs, n_degraded = 0, n = 0;
@@ -404,16 +389,6 @@ static int allocatable_list(struct store *s, struct store_placement **ret, size_
 	return 0;
 }
 
-int store_allocatable_list(struct store *s, struct store_placement **ret, size_t *count)
-{
-	return allocatable_list(s, ret, count, true);
-}
-
-int store_allocatable_list_noretry(struct store *s, struct store_placement **ret, size_t *count)
-{
-	return allocatable_list(s, ret, count, false);
-}
-
 /* -- settings ------------------------------------------------------------------- */
 
 static int setting_get(struct store *s, const int *field)
@@ -430,15 +405,14 @@ static int decide_setting(const struct store *s, const struct vf_entry *e, struc
 {
 	int current = op->kind == OP_THRESHOLD ? s->threshold : s->max_quarantined;
 
-	return current == op->value ? DECIDE_NOOP : DECIDE_SUBMIT;
+	op->noop = current == op->value;
+	return 0;
 }
 
 static int setting_set(struct store *s, enum op_kind kind, int value)
 {
 	struct op op = { .kind = kind, .value = value };
-	int r = mutate(s, &op, decide_setting);
-
-	return r == DECIDE_NOOP ? 0 : r;
+	return mutate(s, &op, decide_setting);
 }
 
 int store_threshold_get(struct store *s)
@@ -474,7 +448,8 @@ int store_mode_get(struct store *s)
 
 static int decide_mode(const struct store *s, const struct vf_entry *e, struct op *op)
 {
-	return atomic_load(&s->mode) == op->value ? DECIDE_NOOP : DECIDE_SUBMIT;
+	op->noop = atomic_load(&s->mode) == op->value;
+	return 0;
 }
 
 int store_mode_set(struct store *s, enum store_mode mode)
@@ -483,8 +458,7 @@ int store_mode_set(struct store *s, enum store_mode mode)
 
 	if (mode != STORE_MODE_ENFORCE && mode != STORE_MODE_OBSERVE)
 		return -EINVAL;
-	int r = mutate(s, &op, decide_mode);
-	return r == DECIDE_NOOP ? 0 : r;
+	return mutate(s, &op, decide_mode);
 }
 
 /* -- reports ---------------------------------------------------------------------- */
@@ -498,7 +472,8 @@ static int decide_failure(const struct store *s, const struct vf_entry *e, struc
 						     .threshold = s->threshold };
 	bool out = rule_out_of_service(e->quarantined, e->held);
 	bool duplicate = !out && mirror_failure_recorded(e, op->instance_id, op->when);
-	return rule_failure_unchanged(out, duplicate) ? DECIDE_NOOP : DECIDE_SUBMIT;
+	op->noop = rule_failure_unchanged(out, duplicate);
+	return 0;
 }
 
 int store_report_failure(struct store *s, const char *vf, const char *instance_id,
@@ -528,17 +503,12 @@ static int decide_success(const struct store *s, const struct vf_entry *e, struc
 {
 	if (!e)
 		return -ENOENT;
-	return mirror_failure_recorded(e, op->instance_id, op->when) ? DECIDE_SUBMIT : DECIDE_NOOP;
+	op->noop = !mirror_failure_recorded(e, op->instance_id, op->when);
+	return 0;
 }
 
 int store_report_success(struct store *s, const char *vf, const char *instance_id,
-			 const char *assigned_at, struct store_success_result *ret)
-{
-	return store_report_success_by(s, vf, instance_id, assigned_at, -1, ret);
-}
-
-int store_report_success_by(struct store *s, const char *vf, const char *instance_id,
-			    const char *assigned_at, int64_t uid, struct store_success_result *ret)
+			 const char *assigned_at, int64_t uid, struct store_success_result *ret)
 {
 	struct op op = { .kind = OP_SUCCESS, .uid = uid };
 	int r;
@@ -558,14 +528,14 @@ int store_report_success_by(struct store *s, const char *vf, const char *instanc
 	if (!e)
 		return -ENOENT;
 
-	r = DECIDE_NOOP;
+	op.noop = true;
 	if (failures > 0) {
 		copy_string(op.vf, sizeof(op.vf), vf);
 		copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
 		if ((r = mutate(s, &op, decide_success)) < 0)
 			return r;
 	}
-	if (r == DECIDE_NOOP || !op.success.cleared) {
+	if (op.noop || !op.success.cleared) {
 		atomic_fetch_add(&s->ok_reports_noop, 1);
 		op.success = (struct store_success_result){ 0 };
 	} else {
@@ -585,7 +555,8 @@ static int decide_operator(const struct store *s, const struct vf_entry *e, stru
 	bool unchanged = op->kind == OP_MANUAL
 				 ? rule_hold_unchanged(e->held)
 				 : rule_clear_unchanged(e->quarantined, e->held, e->n_failures);
-	return unchanged ? DECIDE_NOOP : DECIDE_SUBMIT;
+	op->noop = unchanged;
+	return 0;
 }
 
 int store_quarantine_manual(struct store *s, const char *vf)
@@ -593,20 +564,14 @@ int store_quarantine_manual(struct store *s, const char *vf)
 	return vf_action(s, OP_MANUAL, vf, decide_operator);
 }
 
-int store_clear(struct store *s, const char *vf)
-{
-	return store_clear_by(s, vf, -1);
-}
-
-int store_clear_by(struct store *s, const char *vf, int64_t uid)
+int store_clear(struct store *s, const char *vf, int64_t uid)
 {
 	struct op op = { .kind = OP_CLEAR, .uid = uid };
 
 	if (!vf_address_valid(vf))
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
-	int r = mutate(s, &op, decide_operator);
-	return r == DECIDE_NOOP ? 0 : r;
+	return mutate(s, &op, decide_operator);
 }
 
 /* -- claims ------------------------------------------------------------------------ */
@@ -711,16 +676,19 @@ void store_claim_cancel(struct store *s, const char *vf, uint64_t id)
 	pthread_mutex_unlock(&s->reservation_lock);
 }
 
-int store_claim_abandon(struct store *s, const struct store_claim *c)
+int store_claim_abandon(struct store *s, const struct store_claim *c, bool *kept)
 {
 	int r = store_claim_commit(s, c);
 
+	*kept = false;
 	if (r != -EIO)
 		return r;
 	/* reservation_lock: a commit or cancel in between is seen (-ENOENT) */
 	pthread_mutex_lock(&s->reservation_lock);
-	if (mirror_reservation_orphan(s, c->vf, c->id) == 0)
-		r = 1;
+	if (mirror_reservation_orphan(s, c->vf, c->id) == 0) {
+		*kept = true;
+		r = 0;
+	}
 	pthread_mutex_unlock(&s->reservation_lock);
 	return r;
 }
@@ -750,23 +718,24 @@ void claims_commit_orphaned(struct store *s)
 }
 
 /* Release (cancel) the reservation of op->instance_id on op->vf, if it holds
- * one: 0 or a refusal (rule_release_refusal), 1 when it holds none (release
- * the claim, if any). */
-static int release_reservation(struct store *s, const struct op *op)
+ * one (*held): 0 or a refusal (rule_release_refusal).  When it holds none,
+ * the caller releases the claim, if any. */
+static int release_reservation(struct store *s, const struct op *op, bool *held)
 {
 	uint64_t id = 0;
-	int r = 1;
+	int r = 0;
 
 	pthread_mutex_lock(&s->reservation_lock);
 	mirror_rdlock(s);
 	const struct vf_entry *e = mirror_find(s, op->vf);
 	const struct store_claim *res = e ? e->reservation : NULL;
-	if (res && strcmp(res->instance_id, op->instance_id) == 0) {
+	*held = res && strcmp(res->instance_id, op->instance_id) == 0;
+	if (*held) {
 		r = rule_release_refusal(res->claimed_at, op->when);
 		id = res->id;
 	}
 	mirror_unlock(s);
-	if (r == 0) /* no commit can come between: reservation_lock */
+	if (*held && r == 0) /* no commit can come between: reservation_lock */
 		mirror_reservation_drop(s, op->vf, id);
 	pthread_mutex_unlock(&s->reservation_lock);
 	return r;
@@ -800,7 +769,8 @@ static int decide_claim_update(const struct store *s, const struct vf_entry *e, 
 	bool same = strcmp(live->agent, c->agent) == 0 && strcmp(live->control, c->control) == 0 &&
 		    live->pid == c->pid && live->pid_starttime == c->pid_starttime &&
 		    (!op->when[0] || strcmp(live->claimed_at, op->when) == 0);
-	return same ? DECIDE_NOOP : DECIDE_SUBMIT;
+	op->noop = same;
+	return 0;
 }
 
 int store_claim_update(struct store *s, const struct store_claim *c)
@@ -811,8 +781,7 @@ int store_claim_update(struct store *s, const struct store_claim *c)
 	if ((r = claim_check(c, op.when)) < 0)
 		return r;
 	claim_op(&op, c);
-	r = mutate(s, &op, decide_claim_update);
-	return r == DECIDE_NOOP ? 0 : r;
+	return mutate(s, &op, decide_claim_update);
 }
 
 static int decide_release(const struct store *s, const struct vf_entry *e, struct op *op)
@@ -822,35 +791,28 @@ static int decide_release(const struct store *s, const struct vf_entry *e, struc
 	return rule_release_refusal(live ? live->claimed_at : NULL, op->when);
 }
 
-int store_release(struct store *s, const char *vf, const char *instance_id)
+int store_release(struct store *s, const char *vf, const char *instance_id,
+		  const struct store_release_opts *opt)
 {
-	return store_release_how(s, vf, instance_id, NULL, "released", -1);
-}
+	static const struct store_release_opts plain = { .uid = -1 };
+	struct op op = { .kind = OP_RELEASE };
+	bool reserved;
 
-int store_release_if(struct store *s, const char *vf, const char *instance_id,
-		     const char *claimed_at)
-{
-	if (!claimed_at || !claimed_at[0])
-		return -EINVAL;
-	return store_release_how(s, vf, instance_id, claimed_at, "released-if", -1);
-}
-
-int store_release_how(struct store *s, const char *vf, const char *instance_id,
-		      const char *claimed_at, const char *how, int64_t uid)
-{
-	struct op op = { .kind = OP_RELEASE, .how = how, .uid = uid };
-
-	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !how || !how[0] ||
-	    strlen(how) > STORE_HISTORY_WORD_MAX ||
-	    (claimed_at && (!claimed_at[0] || rfc3339_normalize(claimed_at, op.when) < 0)))
+	opt = opt ? opt : &plain;
+	op.uid = opt->uid;
+	op.how = opt->how ? opt->how : opt->claimed_at ? "released-if" : "released";
+	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !op.how[0] ||
+	    strlen(op.how) > STORE_HISTORY_WORD_MAX ||
+	    (opt->claimed_at && (!opt->claimed_at[0] ||
+				 rfc3339_normalize(opt->claimed_at, op.when) < 0)))
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
 	/* op.when "" = unconditional */
 	if (!atomic_load(&s->loaded))
 		return -EIO;
-	int r = release_reservation(s, &op);
-	return r <= 0 ? r : mutate(s, &op, decide_release);
+	int r = release_reservation(s, &op, &reserved);
+	return r < 0 || reserved ? r : mutate(s, &op, decide_release);
 }
 
 /* What holds e by name: its live claim, or its reservation (reserved set). */
@@ -873,62 +835,27 @@ static int claim_read(struct store *s, const char *vf, const char *instance_id,
 	return held ? 0 : -ENOENT;
 }
 
-static int claim_get(struct store *s, const char *vf, const char *instance_id,
-		     struct store_claim *ret, bool may_repair)
-{
-	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
-		return -EINVAL;
-	if (ensure_available(s, may_repair) < 0)
-		return -EIO;
-	return claim_read(s, vf, instance_id, ret);
-}
-
 int store_claim_get(struct store *s, const char *vf, const char *instance_id,
-		    struct store_claim *ret)
+		    enum store_read how, struct store_claim *ret)
 {
-	return claim_get(s, vf, instance_id, ret, true);
-}
+	int r;
 
-int store_claim_get_noretry(struct store *s, const char *vf, const char *instance_id,
-			    struct store_claim *ret)
-{
-	return claim_get(s, vf, instance_id, ret, false);
-}
-
-int store_claim_lookup(struct store *s, const char *vf, const char *instance_id,
-		       struct store_claim *ret)
-{
 	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
 		return -EINVAL;
-	if (!atomic_load(&s->loaded))
-		return -EIO;
+	if ((r = read_ready(s, how)) < 0)
+		return r;
 	return claim_read(s, vf, instance_id, ret);
 }
 
-int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret)
+/* The claim (or reservation) `id` held on e, or NULL. */
+static const struct store_claim *claim_with_id(const struct vf_entry *e, uint64_t id)
 {
-	bool found = false;
-
-	if (!ret)
-		return -EINVAL;
-	if (!atomic_load(&s->loaded))
-		return -EIO;
-	mirror_rdlock(s);
-	/* live claims are few (one per VF); a scan keeps no second index */
-	for (size_t i = 0; i < s->n_vfs && !found; i++) {
-		const struct store_claim *c = s->by_addr[i]->claim;
-		if (!c || c->id != id)
-			c = s->by_addr[i]->reservation;
-		if (c && c->id == id) {
-			*ret = *c;
-			found = true;
-		}
-	}
-	mirror_unlock(s);
-	return found ? 0 : -ENOENT;
+	if (e->claim && e->claim->id == id)
+		return e->claim;
+	return e->reservation && e->reservation->id == id ? e->reservation : NULL;
 }
 
-int store_claim_get_on(struct store *s, uint64_t vf_id, uint64_t id, struct store_claim *ret)
+int store_claim_get_by_id(struct store *s, uint64_t vf_id, uint64_t id, struct store_claim *ret)
 {
 	const struct store_claim *c = NULL;
 
@@ -937,10 +864,14 @@ int store_claim_get_on(struct store *s, uint64_t vf_id, uint64_t id, struct stor
 	if (!atomic_load(&s->loaded))
 		return -EIO;
 	mirror_rdlock(s);
-	const struct vf_entry *e = mirror_find_by_id(s, vf_id);
-	if (e)
-		c = e->claim && e->claim->id == id ? e->claim
-		    : e->reservation && e->reservation->id == id ? e->reservation : NULL;
+	if (vf_id) {
+		const struct vf_entry *e = mirror_find_by_id(s, vf_id);
+		c = e ? claim_with_id(e, id) : NULL;
+	} else {
+		/* live claims are few (one per VF); a scan keeps no second index */
+		for (size_t i = 0; i < s->n_vfs && !c; i++)
+			c = claim_with_id(s->by_addr[i], id);
+	}
 	if (c)
 		*ret = *c;
 	mirror_unlock(s);

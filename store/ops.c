@@ -500,10 +500,11 @@ static int op_release(struct store *s, struct op *op, const struct vf_row *row)
 
 static int op_set_parent(struct store *s, struct op *op, const struct vf_row *row)
 {
-	int r = rule_parent_set(op->vf, row->parent, op->parent);
+	bool unchanged;
+	int r = rule_parent_set(op->vf, row->parent, op->parent, &unchanged);
 
-	if (r != 0)
-		return r < 0 ? r : 0;
+	if (r < 0 || unchanged)
+		return r;
 	r = db_exec(s, "UPDATE vfs SET parent = ? WHERE id = ?", "ti", op->parent, row->id);
 	if (r < 0)
 		return r;

@@ -175,6 +175,7 @@ struct op {
 	bool when_given; /* OP_CLAIM, OP_CLAIM_UPDATE: the writer set claimed_at
 			    (rule_claimed_at_refusal), it is not the store's stamp */
 
+	bool noop; /* the decision: nothing to change (answered from the mirror) */
 	int rc;
 	/* OP_FAILURE: the row it inserted (0 when none), and whether it also
 	 * cleared failures (the breaker's drop of the oldest): batch_prepare

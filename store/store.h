@@ -93,11 +93,10 @@
  *                 VF like a claim, blocks unregistering (-EBUSY), and counts
  *                 as claimed wherever placement reads (store_vf_info.claimed,
  *                 store_stats: fail closed).  It is visible by name like a
- *                 claim (store_claim_get/lookup/list/get_by_id, with
- *                 `reserved` set and its stamped claimed_at), so whoever
- *                 holds the name can reopen it; releasing it
- *                 (store_release, or store_release_if naming its claimed_at)
- *                 cancels it.  Commits and cancels of a reservation are
+ *                 claim (store_claim_get/list/get_by_id, with `reserved`
+ *                 set and its stamped claimed_at), so whoever holds the
+ *                 name can reopen it; releasing it (store_release, also
+ *                 naming its claimed_at) cancels it.  Commits and cancels of a reservation are
  *                 ordered: a commit after a cancel is -ENOENT, a second
  *                 commit -EALREADY.  A reservation is a claim for every
  *                 rule that runs after it is made: a hold, a quarantine
@@ -187,16 +186,17 @@
  *                 corruption) latches the store unavailable with a
  *                 human-readable reason.  While latched: calls that would
  *                 change state fail with -EIO; calls that would change
- *                 nothing still succeed; placement-facing reads
- *                 (store_quarantined_list, store_vf_get's quarantine bit,
- *                 store_claim_get) first retry (store_retry_for_read: a
+ *                 nothing still succeed; placement-facing reads (the
+ *                 lists, store_vf_get, store_claim_get) read
+ *                 STORE_READ_RETRY first retry (store_retry_for_read: a
  *                 store_repair at most once a second for the whole store)
- *                 and then fail with -EIO; their _noretry variants, for
- *                 readers who may not write, fail at once and never
- *                 repair; so do store_held_back_list and the state and
- *                 since of store_vf_get.  Name lookups (store_vf_lookup,
- *                 store_claim_lookup) are not placement-facing: they are
- *                 answered from memory, never retry, and work while latched.  store_repair() retries and clears the latch
+ *                 and then fail with -EIO; read STORE_READ_NORETRY, for
+ *                 readers who may not write, they fail at once and never
+ *                 repair.  Name lookups (STORE_READ_MEMORY) are not
+ *                 placement-facing: they are answered from memory, never
+ *                 retry, and work while latched.  Tests:
+ *                 fail_closed_disk_full, read_retries_rate_limited,
+ *                 lookups_served_while_unavailable.  store_repair() retries and clears the latch
  *                 when a write works again.  A database that fails
  *                 PRAGMA quick_check or cannot be parsed at open is never
  *                 overwritten: the store opens unavailable with the reason,
@@ -352,35 +352,44 @@ struct store_vf_info {
 	char parent[VF_ADDR_BUFSZ]; /* the physical function; "" when unknown */
 };
 
-/* One VF.  -ENOENT when not registered; -EIO when unavailable after a retry
- * (its quarantine bit, state and since are placement-facing reads). */
-int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret);
-/* The same for a reader who may not write: never retries (-EIO at once). */
-int store_vf_get_noretry(struct store *s, const char *vf, struct store_vf_info *ret);
+/* How a read is answered ("Fail closed" above).  Placement must read the
+ * quarantine bit, the lists and the claims it decides on with RETRY or
+ * NORETRY, which fail closed; MEMORY is for resolving names (a path lookup,
+ * an inode) and never for placement.  The filesystem picks the value in one
+ * place, from the reader's rights. */
+enum store_read {
+	STORE_READ_NORETRY, /* placement-facing, for a reader who may not write:
+			     * -EIO at once while latched, never repairs (the
+			     * zero value: a read repairs only when asked to) */
+	STORE_READ_RETRY,   /* placement-facing, for a reader who may write: a
+			     * latched store is retried (store_retry_for_read),
+			     * then -EIO */
+	STORE_READ_MEMORY,  /* from memory: never retries or repairs, served while
+			     * unavailable; -EIO only when the database could
+			     * never be loaded */
+};
 
-/* The same from memory, for resolving names (a path lookup, an inode):
- * never retries or repairs, served while unavailable.  NOT placement-facing:
- * placement must read the quarantine bit through store_vf_get(), which fails
- * closed.  -EINVAL for a bad address, -ENOENT when not registered, -EIO only
- * when the database could never be loaded. */
-int store_vf_lookup(struct store *s, const char *vf, struct store_vf_info *ret);
+/* One VF, read as `how` says.  -EINVAL for a bad address or `how`, -ENOENT
+ * when not registered, -EIO (see enum store_read).  Test:
+ * lookups_served_while_unavailable, fail_closed_disk_full. */
+int store_vf_get(struct store *s, const char *vf, enum store_read how, struct store_vf_info *ret);
 
-/* Look a VF up by its id (for inode numbers).  Served while unavailable. */
+/* One VF by its id (an inode number), from memory (STORE_READ_MEMORY). */
 int store_vf_get_by_id(struct store *s, uint64_t id, struct store_vf_info *ret);
 
 /* All registered VFs, sorted by address; *ret is malloc'd, free() it.
  * Served while unavailable (the set of VFs is not a placement decision). */
 int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count);
 
-/* The VFs out of service (quarantined or held), sorted.  Placement-facing:
- * retries, then -EIO. */
-int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
-int store_quarantined_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
+/* The VFs out of service (quarantined or held), sorted; *ret malloc'd.
+ * Placement-facing: `how` RETRY or NORETRY. */
+int store_quarantined_list(struct store *s, enum store_read how, char (**ret)[VF_ADDR_BUFSZ],
+			   size_t *count);
 
 /* The held-back VFs (in service only because of the breaker), sorted.
- * Placement-facing (placement ranks them last): retries, then -EIO. */
-int store_held_back_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
-int store_held_back_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
+ * Placement-facing (placement ranks them last). */
+int store_held_back_list(struct store *s, enum store_read how, char (**ret)[VF_ADDR_BUFSZ],
+			 size_t *count);
 
 /* The placement groups, in placement order ("Placement" above). */
 enum store_placement_group {
@@ -396,10 +405,9 @@ struct store_placement {
 };
 
 /* The allocatable VFs, sorted by group, then by address (the caller draws
- * the order within a group); *ret malloc'd.  Placement-facing: retries,
- * then -EIO; the _noretry variant fails at once. */
-int store_allocatable_list(struct store *s, struct store_placement **ret, size_t *count);
-int store_allocatable_list_noretry(struct store *s, struct store_placement **ret, size_t *count);
+ * the order within a group); *ret malloc'd.  Placement-facing. */
+int store_allocatable_list(struct store *s, enum store_read how, struct store_placement **ret,
+			   size_t *count);
 
 struct store_failure {
 	char reported_at[RFC3339_BUFSZ];
@@ -484,17 +492,16 @@ struct store_success_result {
 	bool rescinded; /* back in service: the quarantine was lifted, no hold remains */
 };
 
+/* uid: the writer, for the history (-1: unknown). */
 int store_report_success(struct store *s, const char *vf, const char *instance_id,
-			 const char *assigned_at, struct store_success_result *ret);
-/* The same, naming the uid that wrote it (-1: unknown) for the history. */
-int store_report_success_by(struct store *s, const char *vf, const char *instance_id,
-			    const char *assigned_at, int64_t uid, struct store_success_result *ret);
+			 const char *assigned_at, int64_t uid, struct store_success_result *ret);
 
 /* -- operator actions ----------------------------------------------------- */
 
 int store_quarantine_manual(struct store *s, const char *vf); /* the hold; no-op if held */
-int store_clear(struct store *s, const char *vf); /* hold, quarantine, failures; no-op if none */
-int store_clear_by(struct store *s, const char *vf, int64_t uid); /* uid for the history */
+/* Lift the hold and the quarantine, drop the failures (a no-op if none);
+ * uid: the writer, for the history (-1: unknown). */
+int store_clear(struct store *s, const char *vf, int64_t uid);
 
 /* -- claims --------------------------------------------------------------- */
 
@@ -535,9 +542,9 @@ int store_claim_commit(struct store *s, const struct store_claim *c);
 /* The creator of the reservation c->id is gone without committing it (a
  * bare claim): commit it as store_claim_commit(); when the store cannot
  * write now (-EIO), keep it, excluding the VF, and commit it once the store
- * is available again: returns 1 then.  Other errors: as
+ * is available again: 0 with *kept set then.  Other errors: as
  * store_claim_commit() (the caller cancels). */
-int store_claim_abandon(struct store *s, const struct store_claim *c);
+int store_claim_abandon(struct store *s, const struct store_claim *c, bool *kept);
 
 /* Drop the reservation `id` of vf, if it is still one (a no-op otherwise). */
 void store_claim_cancel(struct store *s, const char *vf, uint64_t id);
@@ -549,45 +556,37 @@ void store_claim_cancel(struct store *s, const char *vf, uint64_t id);
  * name the VMM's own time).  -ENOENT when not held. */
 int store_claim_update(struct store *s, const struct store_claim *c);
 
+/* How a release is made; NULL means { NULL, NULL, -1 }. */
+struct store_release_opts {
+	/* release only the claim (or reservation) with this claimed_at (any RFC
+	 * 3339 spelling, compared canonical): -ESTALE when the live claim has
+	 * another one (it was released and claimed again), and nothing changes;
+	 * -EINVAL for a bad or empty time.  NULL: whichever is live. */
+	const char *claimed_at;
+	/* how the claim ended, for the history: a word of at most
+	 * STORE_HISTORY_WORD_MAX bytes; NULL: "released", or "released-if" with
+	 * claimed_at */
+	const char *how;
+	int64_t uid; /* the uid that ended it; -1: unknown */
+};
+
 /* Release a live claim (it moves to history), or cancel a reservation
- * (nothing is left). -ENOENT when not held. */
-int store_release(struct store *s, const char *vf, const char *instance_id);
+ * (nothing is left).  -ENOENT when not held.  Test:
+ * claims_conditional_release, claims_reservation. */
+int store_release(struct store *s, const char *vf, const char *instance_id,
+		  const struct store_release_opts *opt);
 
-/* Release it (or cancel a reservation) only if its claimed_at is claimed_at
- * (any RFC 3339 spelling, compared canonical): -ESTALE when the live claim
- * has another one (it was released and claimed again), and nothing changes;
- * -ENOENT when none; -EINVAL for a bad or empty time. */
-int store_release_if(struct store *s, const char *vf, const char *instance_id,
-		     const char *claimed_at);
-
-/* store_release() (claimed_at NULL) or store_release_if(), recording how
- * the claim ended (a word: "released", "released-if", "abandoned", ...; at
- * most STORE_HISTORY_WORD_MAX bytes) and the uid that ended it (-1: unknown). */
-int store_release_how(struct store *s, const char *vf, const char *instance_id,
-		      const char *claimed_at, const char *how, int64_t uid);
-
-/* The live claim of vf by instance_id (placement-facing: retries, then -EIO).
- * -ENOENT when none. */
+/* The live claim (or reservation) of vf by instance_id, read as `how` says
+ * (enum store_read): placement reads RETRY or NORETRY, resolving a name
+ * MEMORY.  -EINVAL for a bad vf or instance id, -ENOENT when none. */
 int store_claim_get(struct store *s, const char *vf, const char *instance_id,
-		    struct store_claim *ret);
-int store_claim_get_noretry(struct store *s, const char *vf, const char *instance_id,
-			    struct store_claim *ret);
+		    enum store_read how, struct store_claim *ret);
 
-/* The same from memory, for resolving names: never retries or repairs,
- * served while unavailable; NOT placement-facing (use store_claim_get()).
- * -EINVAL for a bad vf or instance id, -ENOENT when no such live claim, -EIO
- * only when the database could never be loaded. */
-int store_claim_lookup(struct store *s, const char *vf, const char *instance_id,
-		       struct store_claim *ret);
-
-/* Look a live claim, or a reservation, up by id (for inode numbers: the
- * creator of a reservation holds its inode); served while unavailable. */
-int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret);
-
-/* The same, knowing the store id of its VF (store_vf_info.id): no scan, so
- * that a lookup costs the same at VFS_MAX VFs.  -ENOENT when that VF has no
- * such live claim or reservation. */
-int store_claim_get_on(struct store *s, uint64_t vf_id, uint64_t id, struct store_claim *ret);
+/* A live claim, or a reservation, by its id (for inode numbers: the creator
+ * of a reservation holds its inode), from memory.  vf_id: the store id of
+ * its VF (store_vf_info.id), so that a lookup costs the same at VFS_MAX VFs;
+ * 0 when not known (a scan of the live claims).  -ENOENT when none. */
+int store_claim_get_by_id(struct store *s, uint64_t vf_id, uint64_t id, struct store_claim *ret);
 
 /* Live claims: of one VF (vf non-NULL) or all (vf NULL), sorted by vf then
  * instance; *ret malloc'd.  Served while unavailable. */

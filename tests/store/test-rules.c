@@ -210,11 +210,14 @@ END_TEST
 START_TEST(parent_and_placement)
 {
 	/* a parent is set once: the same again changes nothing, another is busy */
-	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "", "0000:41:00.0"), 0);
-	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:41:00.0"), 1);
-	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:42:00.0"), -EBUSY);
+	bool unchanged = true;
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "", "0000:41:00.0", &unchanged), 0);
+	ck_assert(!unchanged);
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:41:00.0", &unchanged), 0);
+	ck_assert(unchanged);
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:42:00.0", &unchanged), -EBUSY);
 	/* a VF is not its own parent */
-	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "", "0000:41:00.4"), -EINVAL);
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "", "0000:41:00.4", &unchanged), -EINVAL);
 
 	/* out of service or claimed: not allocatable, whatever else */
 	for (int hb = 0; hb < 2; hb++)

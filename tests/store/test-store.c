@@ -115,7 +115,7 @@ static struct store_success_result ok(struct store *s, const char *vf, const cha
 {
 	struct store_success_result r = { .cleared = 99, .rescinded = true };
 
-	ck_assert_int_eq(store_report_success(s, vf, inst, at, &r), 0);
+	ck_assert_int_eq(store_report_success(s, vf, inst, at, -1, &r), 0);
 	return r;
 }
 
@@ -123,7 +123,7 @@ static struct store_vf_info info(struct store *s, const char *vf)
 {
 	struct store_vf_info i;
 
-	ck_assert_int_eq(store_vf_get(s, vf, &i), 0);
+	ck_assert_int_eq(store_vf_get(s, vf, STORE_READ_RETRY, &i), 0);
 	return i;
 }
 
@@ -211,7 +211,7 @@ START_TEST(vf_register_unregister)
 	ck_assert_int_eq(store_vf_register(s, VF_A), -EEXIST);
 	ck_assert_int_eq(store_vf_unregister(s, VF_B), -ENOENT);
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(s, VF_B, &i), -ENOENT);
+	ck_assert_int_eq(store_vf_get(s, VF_B, STORE_READ_RETRY, &i), -ENOENT);
 	uint64_t id_a = info(s, VF_A).id;
 
 	/* busy: quarantined, has failures, holds a live claim */
@@ -227,13 +227,13 @@ START_TEST(vf_register_unregister)
 	ck_assert_uint_eq(info(s, VF_B).tally, 1);
 
 	/* once idle each can go; a re-registered VF gets a new id */
-	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1), 0);
 	ck_assert_int_eq(store_vf_unregister(s, VF_A), 0);
-	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -ENOENT);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -ENOENT);
 	ck_assert_int_eq(store_vf_get_by_id(s, id_a, &i), -ENOENT);
 	reg(s, VF_A);
 	ck_assert_uint_gt(info(s, VF_A).id, info(s, VF_C).id);
-	ck_assert_int_eq(store_release(s, VF_C, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_C, "i-1", NULL), 0);
 	ck_assert_int_eq(store_vf_unregister(s, VF_C), 0);
 
 	struct store_vf_info *list;
@@ -245,7 +245,7 @@ START_TEST(vf_register_unregister)
 	free(list);
 
 	s = reopen(s);
-	ck_assert_int_eq(store_vf_get(s, VF_C, &i), -ENOENT);
+	ck_assert_int_eq(store_vf_get(s, VF_C, STORE_READ_RETRY, &i), -ENOENT);
 	ck_assert_uint_eq(info(s, VF_B).tally, 1);
 	store_close(s);
 }
@@ -403,7 +403,7 @@ START_TEST(failure_dedupe)
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_QUARANTINED);
 	ck_assert_uint_eq(r.tally, 3);
 	s = reopen(s);
-	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1), 0);
 	ck_assert_int_eq(report_fail(s, VF_A, "i-2", ""), STORE_OUTCOME_RECORDED);
 	ck_assert_int_eq(report_fail(s, VF_A, "i-2", NULL), STORE_OUTCOME_UNCHANGED);
 	s = reopen(s);
@@ -582,9 +582,9 @@ START_TEST(report_bad_input_changes_nothing)
 	ck_assert_int_eq(store_report_failure(s, VF_A, "i-1", "2026-02-30T00:00:00Z", "m", &r),
 			 -EINVAL);
 	ck_assert_int_eq(store_report_failure(s, VF_B, "i-1", T1, "m", &r), -ENOENT);
-	ck_assert_int_eq(store_report_success(s, VF_A, "i 1", T1, &o), -EINVAL);
-	ck_assert_int_eq(store_report_success(s, VF_A, "i-1", "now", &o), -EINVAL);
-	ck_assert_int_eq(store_report_success(s, VF_B, "i-1", T1, &o), -ENOENT);
+	ck_assert_int_eq(store_report_success(s, VF_A, "i 1", T1, -1, &o), -EINVAL);
+	ck_assert_int_eq(store_report_success(s, VF_A, "i-1", "now", -1, &o), -EINVAL);
+	ck_assert_int_eq(store_report_success(s, VF_B, "i-1", T1, -1, &o), -ENOENT);
 	ck_assert_uint_eq(commits(s), before);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	store_close(s);
@@ -721,13 +721,13 @@ START_TEST(operator_clear)
 	report_fail(s, VF_A, "i-1", T1);
 	report_fail(s, VF_A, "i-2", T2);
 	ck_assert(info(s, VF_A).quarantined);
-	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1), 0);
 	ck_assert(!info(s, VF_A).quarantined);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_clear(s, VF_B), 0); /* clean: no-op */
+	ck_assert_int_eq(store_clear(s, VF_B, -1), 0); /* clean: no-op */
 	ck_assert_uint_eq(commits(s), before);
-	ck_assert_int_eq(store_clear(s, VF_C), -ENOENT);
+	ck_assert_int_eq(store_clear(s, VF_C, -1), -ENOENT);
 	s = reopen(s);
 	ck_assert(!info(s, VF_A).quarantined);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_at IS NULL"), 0);
@@ -780,14 +780,14 @@ START_TEST(hold_sticky_over_quarantine)
 	ck_assert_str_eq(h.since, q.since);
 	char(*list)[VF_ADDR_BUFSZ];
 	size_t n;
-	ck_assert_int_eq(store_quarantined_list(s, &list, &n), 0);
+	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &list, &n), 0);
 	ck_assert_uint_eq(n, 1);
 	ck_assert_str_eq(list[0], VF_A);
 	free(list);
 
 	/* echo 0 lifts everything */
 	report_fail(s, VF_A, "i-4", T3); /* unchanged: held */
-	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1), 0);
 	h = info(s, VF_A);
 	ck_assert(!h.quarantined && !h.held && !h.auto_quarantined);
 	ck_assert_int_eq(h.state, STORE_VF_OK);
@@ -796,11 +796,11 @@ START_TEST(hold_sticky_over_quarantine)
 
 	/* a hold on a VF with failures, quarantined on top of nothing: clear
 	 * drops both the hold and the failures */
-	ck_assert_int_eq(store_release(s, VF_A, "i-9"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-9", NULL), 0);
 	report_fail(s, VF_A, "i-5", T1);
 	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_FAILING);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
-	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1), 0);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_OK);
 	s = reopen(s);
@@ -868,13 +868,13 @@ START_TEST(state_and_since)
 	ck_assert_int_eq(all[1].state, STORE_VF_HELD);
 	free(all);
 	faultvfs_fail_writes(SQLITE_IOERR);
-	ck_assert_int_eq(store_clear(s, VF_B), -EIO);
-	ck_assert_int_eq(store_vf_get(s, VF_B, &i), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_B, -1), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_B, STORE_READ_RETRY, &i), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	/* Read-triggered retries are rate-limited (read_retries_rate_limited):
 	 * the operator's repair brings it back. */
 	ck_assert_int_eq(store_repair(s), 0);
-	ck_assert_int_eq(store_vf_get(s, VF_B, &i), 0);
+	ck_assert_int_eq(store_vf_get(s, VF_B, STORE_READ_RETRY, &i), 0);
 	ck_assert_int_eq(i.state, STORE_VF_HELD);
 	store_close(s);
 }
@@ -912,7 +912,7 @@ START_TEST(breaker_counts_automatic_only)
 	ck_assert(bits & STORE_CHANGE_HELD_BACK);
 	ck_assert_int_eq(info(s, VF_C).state, STORE_VF_HELD_BACK);
 	ck_assert_str_eq(info(s, VF_C).since, ""); /* in service */
-	ck_assert_int_eq(store_held_back_list(s, &list, &n), 0);
+	ck_assert_int_eq(store_held_back_list(s, STORE_READ_RETRY, &list, &n), 0);
 	ck_assert_uint_eq(n, 1);
 	ck_assert_str_eq(list[0], VF_C);
 	free(list);
@@ -924,7 +924,7 @@ START_TEST(breaker_counts_automatic_only)
 	ck_assert_uint_eq(st.allocatable, 1); /* C: held back, still in service */
 
 	s = reopen(s); /* derived: survives */
-	ck_assert_int_eq(store_held_back_list(s, &list, &n), 0);
+	ck_assert_int_eq(store_held_back_list(s, STORE_READ_RETRY, &list, &n), 0);
 	ck_assert_uint_eq(n, 1);
 	free(list);
 
@@ -934,13 +934,13 @@ START_TEST(breaker_counts_automatic_only)
 	ck_assert_int_eq(store_quarantine_manual(s, VF_C), 0);
 	ck_assert(bits & STORE_CHANGE_HELD_BACK);
 	ck_assert(bits & STORE_CHANGE_BREAKER);
-	ck_assert_int_eq(store_held_back_list(s, &list, &n), 0);
+	ck_assert_int_eq(store_held_back_list(s, STORE_READ_RETRY, &list, &n), 0);
 	ck_assert_uint_eq(n, 0);
 	free(list);
 	store_get_stats(s, &st);
 	ck_assert(!st.breaker_engaged);
 	/* lifting the hold drops C's failures: nothing comes back */
-	ck_assert_int_eq(store_clear(s, VF_C), 0);
+	ck_assert_int_eq(store_clear(s, VF_C, -1), 0);
 	ck_assert_int_eq(info(s, VF_C).state, STORE_VF_OK);
 
 	/* raising the cap re-evaluates automatic candidates only: A stays held,
@@ -952,7 +952,7 @@ START_TEST(breaker_counts_automatic_only)
 	/* the held-back list fails closed */
 	faultvfs_fail_writes(SQLITE_IOERR);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_C), -EIO);
-	ck_assert_int_eq(store_held_back_list(s, &list, &n), -EIO);
+	ck_assert_int_eq(store_held_back_list(s, STORE_READ_RETRY, &list, &n), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	store_close(s);
 }
@@ -1030,7 +1030,7 @@ START_TEST(migrate_v1_to_v2)
 	ck_assert_int_eq(store_threshold_get(s), 2);
 	ck_assert_int_eq(store_max_quarantined_get(s), 1);
 	struct store_claim got;
-	ck_assert_int_eq(store_claim_get(s, "0000:41:00.5", "i-e", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, "0000:41:00.5", "i-e", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.agent, "vsock:3:5000");
 	ck_assert_int_eq(got.pid_starttime, 8);
 	/* the cap of 1 is C's; the holds do not count */
@@ -1079,7 +1079,7 @@ START_TEST(migrate_failure_rolls_back)
 	ck_assert_msg(strstr(reason, "cannot migrate") && strstr(reason, "schema version 1"), "%s",
 		      reason);
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -EIO);
 	store_close(s);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 1);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM vfs WHERE manual = 1"), 2);
@@ -1120,8 +1120,8 @@ START_TEST(mode_observe_claims)
 	s = reopen(s);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_OBSERVE);
 	ck_assert_int_eq(store_mode_set(s, STORE_MODE_ENFORCE), 0);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &c), 0); /* the live claim stays */
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &c), 0); /* the live claim stays */
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY); /* refused from now on */
 	s = reopen(s);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
@@ -1148,20 +1148,20 @@ START_TEST(failures_soft_deleted_history)
 	ck_assert_uint_eq(n, 0);
 	free(h);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0); /* stamped now: before the reports */
-	ck_assert_int_eq(store_release_how(s, VF_A, "i-1", got.claimed_at, "released-if", 65534),
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = got.claimed_at, .how = "released-if", .uid = 65534 }),
 			 0);
 	report_fail(s, VF_A, "i-1", T1);
 	report_fail(s, VF_A, "i-2", T2);
 	ck_assert(info(s, VF_A).quarantined);
 	struct store_success_result r;
-	ck_assert_int_eq(store_report_success_by(s, VF_A, "i-2", T2, 7, &r), 0);
+	ck_assert_int_eq(store_report_success(s, VF_A, "i-2", T2, 7, &r), 0);
 	ck_assert_uint_eq(r.cleared, 2);
 	ck_assert(r.rescinded);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	/* cleared: the same assignment failing again is new */
 	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_RECORDED);
 	ck_assert_uint_eq(info(s, VF_A).tally, 1);
-	ck_assert_int_eq(store_clear_by(s, VF_A, 0), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, 0), 0);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	struct store_failure *f;
 	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), 0);
@@ -1216,8 +1216,8 @@ START_TEST(claims_one_live_per_vf)
 	ck_assert_int_eq(store_claim(s, &c, NULL), -EEXIST);
 	struct store_claim other = { .vf = VF_A, .instance_id = "i-2" };
 	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-2", &got), -ENOENT);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-2", STORE_READ_RETRY, &got), -ENOENT);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_int_eq(got.pid, 42);
 
 	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
@@ -1233,9 +1233,9 @@ START_TEST(claims_one_live_per_vf)
 	ck_assert_uint_eq(st.quarantined, 1);
 	ck_assert_uint_eq(st.allocatable, 0);
 
-	ck_assert_int_eq(store_release(s, VF_A, "i-2"), -ENOENT);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-2", NULL), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), -ENOENT);
 	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY); /* B still quarantined */
 	strcpy(other.vf, VF_A);
 	ck_assert_int_eq(store_claim(s, &other, NULL), 0);
@@ -1257,7 +1257,7 @@ START_TEST(claims_stamp_normalize_history)
 	ck_assert_str_ge(got.claimed_at, before);
 	ck_assert_str_le(got.claimed_at, after);
 	ck_assert_uint_gt(got.id, 0);
-	ck_assert_int_eq(store_claim_get_by_id(s, got.id, &again), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, got.id, &again), 0);
 	ck_assert_str_eq(again.claimed_at, got.claimed_at);
 
 	/* the first write may name the VMM's own time: normalized */
@@ -1268,7 +1268,7 @@ START_TEST(claims_stamp_normalize_history)
 	upd.pid = 1234;
 	upd.pid_starttime = 987654321;
 	ck_assert_int_eq(store_claim_update(s, &upd), 0);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &again), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &again), 0);
 	ck_assert_str_eq(again.claimed_at, "2026-11-29T07:44:51.500000000Z");
 	ck_assert_str_eq(again.agent, "vsock:42:9999");
 	ck_assert_uint_eq(again.pid_starttime, 987654321);
@@ -1277,7 +1277,7 @@ START_TEST(claims_stamp_normalize_history)
 	upd.claimed_at[0] = '\0';
 	upd.pid = 99;
 	ck_assert_int_eq(store_claim_update(s, &upd), 0);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &again), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &again), 0);
 	ck_assert_str_eq(again.claimed_at, "2026-11-29T07:44:51.500000000Z");
 	ck_assert_int_eq(again.pid, 99);
 
@@ -1290,7 +1290,7 @@ START_TEST(claims_stamp_normalize_history)
 	struct store_claim stranger = { .vf = VF_A, .instance_id = "i-9" };
 	ck_assert_int_eq(store_claim_update(s, &stranger), -ENOENT);
 
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	struct store_claim c2 = { .vf = VF_A, .instance_id = "i-2" };
 	strcpy(c2.claimed_at, "2026-11-29T08:00:00Z");
 	ck_assert_int_eq(store_claim(s, &c2, &got), 0);
@@ -1395,7 +1395,7 @@ START_TEST(persistence_all_state)
 	ck_assert_int_eq(store_claim(s, &c, &got), 0);
 	struct store_claim old = { .vf = VF_B, .instance_id = "i-old" };
 	ck_assert_int_eq(store_claim(s, &old, NULL), 0);
-	ck_assert_int_eq(store_release(s, VF_B, "i-old"), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-old", NULL), 0);
 	struct store_vf_info *before, *after;
 	size_t nb, na;
 	ck_assert_int_eq(store_vf_list(s, &before, &nb), 0);
@@ -1411,7 +1411,7 @@ START_TEST(persistence_all_state)
 	ck_assert(info(s, "0000:41:00.4").held);
 	ck_assert_uint_eq(info(s, VF_B).tally, 1);
 	struct store_claim now;
-	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", &now), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", STORE_READ_RETRY, &now), 0);
 	ck_assert_mem_eq(&now, &got, sizeof(now));
 	struct store_claim *live;
 	size_t nl;
@@ -1420,7 +1420,7 @@ START_TEST(persistence_all_state)
 	free(live);
 	char(*q)[VF_ADDR_BUFSZ];
 	size_t nq;
-	ck_assert_int_eq(store_quarantined_list(s, &q, &nq), 0);
+	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &nq), 0);
 	ck_assert_uint_eq(nq, 2);
 	ck_assert_str_eq(q[0], VF_A);
 	ck_assert_str_eq(q[1], "0000:41:00.4");
@@ -1515,7 +1515,7 @@ START_TEST(newer_schema_refused)
 	ck_assert(!store_status(s, reason, sizeof(reason)));
 	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 4"), "%s", reason);
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -EIO);
 	ck_assert_int_eq(store_vf_register(s, VF_B), -EIO);
 	ck_assert_int_eq(store_repair(s), -EIO);
 	store_close(s);
@@ -1554,11 +1554,11 @@ START_TEST(corrupt_file_never_overwritten)
 	ck_assert_int_eq(store_vf_register(s, VF_A), -EIO);
 	char(*q)[VF_ADDR_BUFSZ];
 	size_t n;
-	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
+	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &n), -EIO);
 	struct store_vf_info i; /* nothing in memory to look up */
-	ck_assert_int_eq(store_vf_lookup(s, VF_A, &i), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_MEMORY, &i), -EIO);
 	struct store_claim c;
-	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &c), -EIO);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_MEMORY, &c), -EIO);
 	ck_assert_int_eq(store_repair(s), -EIO);
 	struct store_stats st;
 	store_get_stats(s, &st);
@@ -1615,7 +1615,7 @@ START_TEST(damaged_pages_fail_quick_check)
 	ck_assert_ptr_null(strchr(reason, '\n')); /* one line for the status file */
 	ck_assert_int_eq(store_repair(s), -EIO);
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(s, "0000:01:00.0", &i), -EIO);
+	ck_assert_int_eq(store_vf_get(s, "0000:01:00.0", STORE_READ_RETRY, &i), -EIO);
 	ck_assert_int_eq(store_vf_register(s, VF_A), -EIO);
 	store_close(s);
 	_cleanup_free_ char *after = read_file(db_path, &len_after);
@@ -1675,21 +1675,21 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	/* mutations fail ... */
 	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5"), -EIO);
 	ck_assert_int_eq(store_report_failure(s, VF_B, "i-5", T3, "m", &r), -EIO);
-	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1), -EIO);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_B), -EIO);
 	ck_assert_int_eq(store_threshold_set(s, 5), -EIO);
-	ck_assert_int_eq(store_release(s, VF_C, "i-c"), -EIO);
-	ck_assert_int_eq(store_report_success(s, VF_B, "i-3", T1, NULL), -EIO);
+	ck_assert_int_eq(store_release(s, VF_C, "i-c", NULL), -EIO);
+	ck_assert_int_eq(store_report_success(s, VF_B, "i-3", T1, -1, NULL), -EIO);
 	/* ... no-ops succeed ... */
 	ck_assert_int_eq(store_report_failure(s, VF_B, "i-3", T1, "m", &r), 0);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_UNCHANGED);
 	ck_assert_int_eq(store_report_failure(s, VF_A, "i-9", T3, "m", &r), 0);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_UNCHANGED);
 	struct store_success_result o;
-	ck_assert_int_eq(store_report_success(s, VF_B, "i-9", T3, &o), 0);
+	ck_assert_int_eq(store_report_success(s, VF_B, "i-9", T3, -1, &o), 0);
 	ck_assert_uint_eq(o.cleared, 0);
-	ck_assert_int_eq(store_report_success(s, VF_C, "i-c", T3, &o), 0); /* fast path */
-	ck_assert_int_eq(store_clear(s, VF_C), 0); /* nothing to clear */
+	ck_assert_int_eq(store_report_success(s, VF_C, "i-c", T3, -1, &o), 0); /* fast path */
+	ck_assert_int_eq(store_clear(s, VF_C, -1), 0); /* nothing to clear */
 	/* a hold on a quarantined VF is a change, so it fails */
 	ck_assert_int_eq(store_quarantine_manual(s, VF_A), -EIO);
 	ck_assert_int_eq(store_threshold_set(s, 2), 0);
@@ -1698,18 +1698,18 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	ck_assert_int_eq(store_claim(s, &want, NULL), -EBUSY);
 	strcpy(want.vf, VF_C);
 	ck_assert_int_eq(store_claim(s, &want, NULL), -EBUSY);
-	ck_assert_int_eq(store_release(s, VF_C, "i-new"), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_C, "i-new", NULL), -ENOENT);
 	strcpy(want.vf, VF_B);
 	ck_assert_int_eq(store_claim(s, &want, NULL), -EIO);
 	/* ... placement-facing reads retry once, then fail ... */
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -EIO);
 	char(*q)[VF_ADDR_BUFSZ];
 	size_t n;
-	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
-	ck_assert_int_eq(store_held_back_list(s, &q, &n), -EIO);
+	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &n), -EIO);
+	ck_assert_int_eq(store_held_back_list(s, STORE_READ_RETRY, &q, &n), -EIO);
 	struct store_claim c;
-	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", &c), -EIO);
+	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", STORE_READ_RETRY, &c), -EIO);
 	/* ... the rest is still served */
 	struct store_vf_info *list;
 	ck_assert_int_eq(store_vf_list(s, &list, &n), 0);
@@ -1760,34 +1760,34 @@ START_TEST(lookups_served_while_unavailable)
 	struct store_claim c;
 
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1), -EIO);
 	ck_assert(!store_status(s, NULL, 0));
 	faultvfs_fail_writes(SQLITE_OK); /* a retry would now succeed */
 	uint64_t before = commits(s);
 
-	ck_assert_int_eq(store_vf_lookup(s, VF_A, &i), 0);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_MEMORY, &i), 0);
 	ck_assert_str_eq(i.vf, VF_A);
 	ck_assert(i.quarantined);
 	ck_assert_uint_eq(i.tally, 2);
-	ck_assert_int_eq(store_vf_lookup(s, "0000:41:00.5", &i), -ENOENT);
-	ck_assert_int_eq(store_vf_lookup(s, "0000:41:00.8", &i), -EINVAL);
-	ck_assert_int_eq(store_vf_lookup(s, VF_A, NULL), -EINVAL);
-	ck_assert_int_eq(store_claim_lookup(s, VF_C, "i-c", &c), 0);
+	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", STORE_READ_MEMORY, &i), -ENOENT);
+	ck_assert_int_eq(store_vf_get(s, "0000:41:00.8", STORE_READ_MEMORY, &i), -EINVAL);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_MEMORY, NULL), -EINVAL);
+	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", STORE_READ_MEMORY, &c), 0);
 	ck_assert_str_eq(c.vf, VF_C);
 	ck_assert_str_eq(c.instance_id, "i-c");
 	struct store_claim by_id;
-	ck_assert_int_eq(store_claim_get_by_id(s, c.id, &by_id), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, c.id, &by_id), 0);
 	ck_assert_str_eq(by_id.instance_id, "i-c");
-	ck_assert_int_eq(store_claim_lookup(s, VF_C, "i-other", &c), -ENOENT);
-	ck_assert_int_eq(store_claim_lookup(s, VF_B, "i-c", &c), -ENOENT);
-	ck_assert_int_eq(store_claim_lookup(s, VF_C, "bad id", &c), -EINVAL);
-	ck_assert_int_eq(store_claim_lookup(s, "bad", "i-c", &c), -EINVAL);
+	ck_assert_int_eq(store_claim_get(s, VF_C, "i-other", STORE_READ_MEMORY, &c), -ENOENT);
+	ck_assert_int_eq(store_claim_get(s, VF_B, "i-c", STORE_READ_MEMORY, &c), -ENOENT);
+	ck_assert_int_eq(store_claim_get(s, VF_C, "bad id", STORE_READ_MEMORY, &c), -EINVAL);
+	ck_assert_int_eq(store_claim_get(s, "bad", "i-c", STORE_READ_MEMORY, &c), -EINVAL);
 
 	/* none of that retried: still latched, nothing committed */
 	ck_assert(!store_status(s, NULL, 0));
 	ck_assert_uint_eq(commits(s), before);
 	/* a placement-facing read does retry, and now repairs */
-	ck_assert_int_eq(store_vf_get(s, VF_A, &i), 0);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), 0);
 	ck_assert(store_status(s, NULL, 0));
 	store_close(s);
 }
@@ -1808,13 +1808,13 @@ START_TEST(repair_clears_latch)
 	ck_assert(store_status(s, NULL, 0));
 	assert_populated_state(s);
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", &i), -ENOENT);
+	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", STORE_READ_RETRY, &i), -ENOENT);
 	reg(s, "0000:41:00.5");
 	ck_assert_int_eq(report_fail(s, VF_B, "i-4", T2), STORE_OUTCOME_QUARANTINED);
 
 	/* a placement read on a latched store repairs by itself once writes work */
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert(info(s, VF_A).quarantined);
 	ck_assert(store_status(s, NULL, 0));
@@ -1822,7 +1822,7 @@ START_TEST(repair_clears_latch)
 	s = reopen(s);
 	ck_assert(info(s, VF_B).quarantined);
 	ck_assert(info(s, VF_A).quarantined);
-	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", &i), 0);
+	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", STORE_READ_RETRY, &i), 0);
 	store_close(s);
 }
 END_TEST
@@ -1895,7 +1895,7 @@ static void *success_thread(void *arg)
 {
 	struct report_job *j = arg;
 
-	j->rc = store_report_success(j->s, j->vf, j->instance, T1, &j->success);
+	j->rc = store_report_success(j->s, j->vf, j->instance, T1, -1, &j->success);
 	return NULL;
 }
 
@@ -2104,7 +2104,7 @@ static void on_change(void *userdata, const struct store_change *c)
 	strcpy(seen->instance[seen->n], c->instance_id);
 	/* no store lock is held: reading back works and shows the new state */
 	struct store_vf_info i;
-	if (c->vf[0] && store_vf_get(seen->s, c->vf, &i) == 0)
+	if (c->vf[0] && store_vf_get(seen->s, c->vf, STORE_READ_RETRY, &i) == 0)
 		seen->quarantined_when_notified[seen->n] = i.quarantined;
 	seen->n++;
 }
@@ -2150,7 +2150,7 @@ START_TEST(change_callback)
 	ck_assert_uint_eq(seen.bits[8], STORE_CHANGE_FAILURES);
 	ck_assert_uint_eq(seen.bits[9], STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING);
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert_int_eq(seen.n, 11);
 	ck_assert_uint_eq(seen.bits[10], STORE_CHANGE_STATUS);
@@ -2191,10 +2191,10 @@ START_TEST(claims_reservation)
 	ck_assert_uint_eq(st.allocatable, 1);
 	ck_assert(info(s, VF_A).claimed);
 	/* ... and so do names, marked reserved, with the stamped claimed_at */
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert(got.reserved);
 	ck_assert_str_eq(got.claimed_at, res.claimed_at);
-	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_MEMORY, &got), 0);
 	ck_assert_uint_eq(got.id, res.id);
 	struct store_claim *live;
 	size_t n;
@@ -2202,7 +2202,7 @@ START_TEST(claims_reservation)
 	ck_assert_uint_eq(n, 1);
 	ck_assert(live[0].reserved);
 	free(live);
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
 	ck_assert_str_eq(got.instance_id, "i-1");
 	ck_assert(got.reserved);
 	/* nothing durable, nothing announced */
@@ -2213,7 +2213,7 @@ START_TEST(claims_reservation)
 	/* cancelled: nothing is left, and the id is never used again */
 	store_claim_cancel(s, VF_A, res.id);
 	store_claim_cancel(s, VF_A, res.id); /* a no-op now */
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), -ENOENT);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), -ENOENT);
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.claimed, 0);
 	ck_assert(!info(s, VF_A).claimed);
@@ -2236,7 +2236,7 @@ START_TEST(claims_reservation)
 	ck_assert_int_eq(store_claim_commit(s, &res), -EALREADY);
 	ck_assert_int_eq(seen.n, 1);
 	ck_assert_uint_eq(seen.bits[0], STORE_CHANGE_CLAIMS);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_uint_eq(got.id, res.id); /* the inode its creator holds */
 	ck_assert_str_eq(got.claimed_at, T1);
 	ck_assert_str_eq(got.agent, "vsock:3:2222");
@@ -2254,26 +2254,26 @@ START_TEST(claims_reservation)
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
 	ck_assert(!got.reserved);
-	ck_assert_int_eq(store_release(s, VF_B, "i-5"), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-5", NULL), 0);
 	strcpy(on_b.instance_id, "i-3");
-	ck_assert_int_eq(store_clear(s, VF_B), 0);
+	ck_assert_int_eq(store_clear(s, VF_B, -1), 0);
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0); /* in service again */
 
 	/* released by name (rm, release=) before any commit: cancelled, nothing
 	 * is left, and a later commit finds nothing */
 	int changes = seen.n;
 	uint64_t before_release = commits(s);
-	ck_assert_int_eq(store_release_if(s, VF_B, "i-3", T2), -ESTALE);
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
-	ck_assert_int_eq(store_release_if(s, VF_B, "i-3", res.claimed_at), 0);
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3", &(struct store_release_opts){ .claimed_at = T2, .uid = -1 }), -ESTALE);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3", &(struct store_release_opts){ .claimed_at = res.claimed_at, .uid = -1 }), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), -ENOENT);
 	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
-	ck_assert_int_eq(store_release(s, VF_B, "i-3"), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3", NULL), 0);
 	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
-	ck_assert_int_eq(store_release(s, VF_B, "i-3"), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3", NULL), -ENOENT);
 	ck_assert(!info(s, VF_B).claimed);
 	ck_assert_uint_eq(commits(s), before_release);
 	ck_assert_int_eq(seen.n, changes);
@@ -2289,9 +2289,9 @@ START_TEST(claims_reservation)
 	ck_assert_int_eq(store_claim(s, &after, &got), 0);
 	ck_assert_uint_gt(got.id, committed);
 	/* while unavailable: refused with EIO at once */
-	ck_assert_int_eq(store_release(s, VF_B, "i-4"), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-4", NULL), 0);
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A), 0); /* clean: a no-op, no commit */
+	ck_assert_int_eq(store_clear(s, VF_A, -1), 0); /* clean: a no-op, no commit */
 	ck_assert_int_eq(store_threshold_set(s, 7), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert_int_eq(store_claim_reserve(s, &after, &res), -EIO);
@@ -2313,7 +2313,7 @@ START_TEST(claims_identity_never_reused)
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
 	strcpy(res.claimed_at, T2);
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	/* the same instance again, with the same or an earlier claimed_at: refused,
 	 * and the reservation stays for its creator to cancel */
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
@@ -2321,7 +2321,7 @@ START_TEST(claims_identity_never_reused)
 	ck_assert_int_eq(store_claim_commit(s, &res), -EINVAL);
 	strcpy(res.claimed_at, T1);
 	ck_assert_int_eq(store_claim_commit(s, &res), -EINVAL);
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
 	ck_assert(got.reserved);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE vf_id = (SELECT id FROM vfs "
 				  "WHERE address = '" VF_A "')"),
@@ -2338,7 +2338,7 @@ START_TEST(claims_identity_never_reused)
 	strcpy(got.claimed_at, T2);
 	ck_assert_int_eq(store_claim_update(s, &got), -EINVAL);
 	/* the stamp (no claimed_at given) is the store's */
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
 	store_close(s);
@@ -2366,7 +2366,7 @@ START_TEST(claims_watch_rule)
 	strcpy(next.control, "/run/vmm/a.ctl");
 	ck_assert_int_eq(store_claim_update(s, &next), 0);
 	/* no agent: exclusion only */
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	ck_assert_int_eq(store_claim(s, &want, NULL), 0);
 	ck_assert(rule_claim_watched("vsock:3:2222"));
 	ck_assert(!rule_claim_watched(""));
@@ -2382,26 +2382,29 @@ START_TEST(claims_bare_kept_while_unavailable)
 	struct store *s = open_store();
 	struct store_claim want = { .vf = VF_A, .instance_id = "i-1" }, res, got;
 	struct store_stats st;
+	bool kept = false;
 
 	reg(s, VF_A);
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_claim_abandon(s, &res), 1);
+	ck_assert_int_eq(store_claim_abandon(s, &res, &kept), 0);
+	ck_assert(kept);
 	ck_assert(!store_status(s, NULL, 0));
-	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_MEMORY, &got), 0);
 	ck_assert(got.reserved);
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.claimed, 1);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert_int_eq(store_repair(s), 0);
-	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_MEMORY, &got), 0);
 	ck_assert(!got.reserved);
 	ck_assert_str_eq(got.claimed_at, res.claimed_at);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL"), 1);
 	/* available: committed at once */
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
-	ck_assert_int_eq(store_claim_abandon(s, &res), 0);
+	ck_assert_int_eq(store_claim_abandon(s, &res, &kept), 0);
+	ck_assert(!kept);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL"), 1);
 	store_close(s);
 }
@@ -2414,29 +2417,29 @@ START_TEST(claims_conditional_release)
 	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .claimed_at = T1 }, got;
 
 	reg(s, VF_A);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T1), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = T1, .uid = -1 }), -ENOENT);
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T2), -ESTALE);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", ""), -EINVAL);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", "yesterday"), -EINVAL);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-2", T1), -ENOENT);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = T2, .uid = -1 }), -ESTALE);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = "", .uid = -1 }), -EINVAL);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = "yesterday", .uid = -1 }), -EINVAL);
+	ck_assert_int_eq(store_release(s, VF_A, "i-2", &(struct store_release_opts){ .claimed_at = T1, .uid = -1 }), -ENOENT);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	/* another spelling of the same instant */
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", "2026-11-29t07:00:01.000z"), 0);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), -ENOENT);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T1), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = "2026-11-29t07:00:01.000z", .uid = -1 }), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = T1, .uid = -1 }), -ENOENT);
 
 	/* released and claimed again meanwhile: the old identity releases nothing */
 	strcpy(c.claimed_at, T2);
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T1), -ESTALE);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = T1, .uid = -1 }), -ESTALE);
 	ck_assert_uint_eq(commits(s), before); /* decided without a transaction */
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.claimed_at, T2);
 	s = reopen(s);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T2), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = T2, .uid = -1 }), 0);
 	store_close(s);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL"), 0);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 2);
@@ -2478,15 +2481,15 @@ START_TEST(schema_v1_migrated)
 	char reason[STORE_REASON_MAX];
 	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.claimed_at, T1);
 	ck_assert_str_eq(got.boot_id, "");
 	ck_assert_uint_eq(info(s, VF_A).tally, 1);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	strcpy(c.boot_id, BOOT_ID);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0);
 	s = reopen(s);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.boot_id, BOOT_ID);
 	store_close(s);
 }
@@ -2527,7 +2530,7 @@ START_TEST(lost_database_never_new)
 	ck_assert_msg(strstr(reason, "empty") && strstr(reason, db_path), "%s", reason);
 	char(*q)[VF_ADDR_BUFSZ];
 	size_t n;
-	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
+	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &n), -EIO);
 	ck_assert_int_eq(store_vf_register(s, VF_B), -EIO);
 	ck_assert_int_eq(store_repair(s), -EIO);
 	store_close(s);
@@ -2547,7 +2550,7 @@ START_TEST(lost_database_never_new)
 	ck_assert_int_eq(unlink(mark), 0);
 	ck_assert_int_eq(store_repair(s), 0);
 	ck_assert(store_status(s, NULL, 0));
-	ck_assert_int_eq(store_quarantined_list(s, &q, &n), 0);
+	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &n), 0);
 	ck_assert_uint_eq(n, 0);
 	free(q);
 	ck_assert_int_eq(stat(mark, &st), 0);
@@ -2586,7 +2589,7 @@ START_TEST(one_writer_per_file)
 	/* once it is gone, the link opens: the same database */
 	ck_assert_int_eq(store_open(&opt, &second), 0);
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(second, VF_B, &i), 0);
+	ck_assert_int_eq(store_vf_get(second, VF_B, STORE_READ_RETRY, &i), 0);
 	store_close(second);
 }
 END_TEST
@@ -2602,19 +2605,19 @@ START_TEST(read_retries_rate_limited)
 	size_t n;
 
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1), -EIO);
 	ck_assert(!store_status(s, NULL, 0));
 	uint64_t before = repairs(s);
 	for (int k = 0; k < 300; k++) {
-		ck_assert_int_eq(store_vf_get_noretry(s, VF_A, &i), -EIO);
-		ck_assert_int_eq(store_quarantined_list_noretry(s, &q, &n), -EIO);
-		ck_assert_int_eq(store_claim_get_noretry(s, VF_C, "i-c", &c), -EIO);
+		ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_NORETRY, &i), -EIO);
+		ck_assert_int_eq(store_quarantined_list(s, STORE_READ_NORETRY, &q, &n), -EIO);
+		ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", STORE_READ_NORETRY, &c), -EIO);
 	}
 	ck_assert_uint_eq(repairs(s), before);
 	int64_t start = monotonic_ns();
 	for (int k = 0; k < 300; k++) {
-		ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
-		ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
+		ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -EIO);
+		ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &n), -EIO);
 	}
 	int64_t seconds = (monotonic_ns() - start) / 1000000000 + 1;
 	ck_assert_uint_ge(repairs(s), before + 1);
@@ -2622,15 +2625,15 @@ START_TEST(read_retries_rate_limited)
 
 	/* writes work again: a reader who may not write still gets -EIO ... */
 	faultvfs_fail_writes(SQLITE_OK);
-	ck_assert_int_eq(store_vf_get_noretry(s, VF_A, &i), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_NORETRY, &i), -EIO);
 	ck_assert(!store_status(s, NULL, 0));
 	/* ... and one who may repairs once the second has passed */
 	int64_t deadline = monotonic_ns() + 5000000000LL;
-	while (store_vf_get(s, VF_A, &i) != 0)
+	while (store_vf_get(s, VF_A, STORE_READ_RETRY, &i) != 0)
 		ck_assert_int_lt(monotonic_ns(), deadline);
 	ck_assert(i.quarantined);
 	ck_assert(store_status(s, NULL, 0));
-	ck_assert_int_eq(store_vf_get_noretry(s, VF_A, &i), 0);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_NORETRY, &i), 0);
 	store_close(s);
 }
 END_TEST
@@ -2654,7 +2657,7 @@ START_TEST(parent_set_once_persisted)
 	/* bad input: -EINVAL, nothing registered */
 	ck_assert_int_eq(store_vf_register_parent(s, VF_C, "0000:40:00"), -EINVAL);
 	ck_assert_int_eq(store_vf_register_parent(s, VF_C, VF_C), -EINVAL);
-	ck_assert_int_eq(store_vf_get(s, VF_C, &i), -ENOENT);
+	ck_assert_int_eq(store_vf_get(s, VF_C, STORE_READ_RETRY, &i), -ENOENT);
 	ck_assert_int_eq(store_vf_register_parent(s, VF_A, PF_2), -EEXIST);
 
 	uint64_t before = commits(s);
@@ -2677,7 +2680,7 @@ START_TEST(parent_set_once_persisted)
 	ck_assert_str_eq(info(s, VF_A).parent, PF_1);
 	ck_assert_str_eq(info(s, VF_B).parent, PF_2);
 	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_1), -EBUSY);
-	ck_assert_int_eq(store_vf_lookup(s, VF_B, &i), 0);
+	ck_assert_int_eq(store_vf_get(s, VF_B, STORE_READ_MEMORY, &i), 0);
 	ck_assert_str_eq(i.parent, PF_2);
 
 	/* a change that would be one fails closed while unavailable; a no-op
@@ -2715,7 +2718,7 @@ START_TEST(allocatable_order)
 	for (size_t i = 0; i < ARRAY_SIZE(vfs); i++)
 		ck_assert_int_eq(store_vf_register_parent(s, vfs[i], parents[i]), 0);
 	/* all clean: one group, by address */
-	ck_assert_int_eq(store_allocatable_list(s, &p, &n), 0);
+	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, ARRAY_SIZE(vfs));
 	for (size_t i = 0; i < n; i++) {
 		ck_assert_str_eq(p[i].vf, vfs[i]);
@@ -2735,7 +2738,7 @@ START_TEST(allocatable_order)
 	ck_assert_int_eq(report_fail(s, "0000:60:00.5", "i-5", T2), STORE_OUTCOME_RECORDED);
 	ck_assert_int_eq(info(s, "0000:60:00.5").state, STORE_VF_HELD_BACK);
 
-	ck_assert_int_eq(store_allocatable_list(s, &p, &n), 0);
+	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, 4);
 	ck_assert_str_eq(p[0].vf, "0000:50:00.4");
 	ck_assert_int_eq(p[0].group, STORE_PLACE_CLEAN_PARENT);
@@ -2754,15 +2757,15 @@ START_TEST(allocatable_order)
 	/* learning a parent moves a VF: 60:00.4 (quarantined) is PF_2's, so
 	 * 50:00.4 joins the degraded group */
 	ck_assert_int_eq(store_vf_set_parent(s, "0000:60:00.4", PF_2), 0);
-	ck_assert_int_eq(store_allocatable_list_noretry(s, &p, &n), 0);
+	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_NORETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, 4);
 	ck_assert_str_eq(p[0].vf, "0000:40:00.4");
 	ck_assert_str_eq(p[2].vf, "0000:50:00.4");
 	ck_assert_int_eq(p[2].group, STORE_PLACE_DEGRADED_PARENT);
 	free(p);
 	/* back in service: PF_1 is clean again */
-	ck_assert_int_eq(store_clear(s, "0000:40:00.6"), 0);
-	ck_assert_int_eq(store_allocatable_list(s, &p, &n), 0);
+	ck_assert_int_eq(store_clear(s, "0000:40:00.6", -1), 0);
+	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, 5);
 	ck_assert_str_eq(p[0].vf, "0000:40:00.4");
 	ck_assert_int_eq(p[2].group, STORE_PLACE_CLEAN_PARENT);
@@ -2774,10 +2777,10 @@ START_TEST(allocatable_order)
 	/* fail closed: -EIO while latched (the retry fails too while the
 	 * fault lasts; the _noretry variant does not try) */
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, "0000:60:00.4"), -EIO);
+	ck_assert_int_eq(store_clear(s, "0000:60:00.4", -1), -EIO);
 	p = NULL;
-	ck_assert_int_eq(store_allocatable_list_noretry(s, &p, &n), -EIO);
-	ck_assert_int_eq(store_allocatable_list(s, &p, &n), -EIO);
+	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_NORETRY, &p, &n), -EIO);
+	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_RETRY, &p, &n), -EIO);
 	ck_assert_ptr_null(p);
 	faultvfs_fail_writes(SQLITE_OK);
 	store_close(s);
