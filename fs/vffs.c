@@ -409,7 +409,7 @@ static void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct vnode *n)
 /* -- names: resolved from the store's memory, also while it is unavailable ------------ */
 
 /* A VF directory's name (a path lookup, not a placement decision: see
- * store_vf_lookup); a name that is no VF address is simply absent. */
+ * STORE_READ_MEMORY); a name that is no VF address is simply absent. */
 static int lookup_vf(struct vffs *fs, const char *vf, struct store_vf_info *ret)
 {
 	return vf_address_valid(vf) ? store_vf_get(fs->store, vf, STORE_READ_MEMORY, ret) : -ENOENT;

@@ -164,9 +164,12 @@
  *                 has no VF out of service (an unknown parent counts as
  *                 such a parent), then the VFs of parents that have one,
  *                 then the held-back VFs, whatever their parent.  The order
- *                 within a group is the reader's to draw (at random).  In
- *                 observe mode every unclaimed VF is allocatable: those
- *                 enforcement would refuse rank with the held-back ones.
+ *                 within a group is drawn at random for each read
+ *                 (getrandom(2); placement.h).  In observe mode every
+ *                 unclaimed VF is allocatable: those enforcement would
+ *                 refuse rank with the held-back ones.  Tests:
+ *                 allocatable_order; test-rules.c placement_groups,
+ *                 placement_shuffle.
  *
  *  State          each VF's state, derived: held (an operator hold, whatever
  *                 else), quarantined (automatically), held-back, failing
@@ -325,9 +328,10 @@ int store_vf_register(struct store *s, const char *vf);
 int store_vf_register_parent(struct store *s, const char *vf, const char *parent);
 int store_vf_unregister(struct store *s, const char *vf);
 
-/* Set the parent GPU once ("Parent GPU" above): 0 (also when it already is
- * that parent), -EBUSY when another is set, -EINVAL, -ENOENT, -EIO. */
-int store_vf_set_parent(struct store *s, const char *vf, const char *parent);
+/* Set the parent GPU once ("Parent GPU" above): 0 (*unchanged, when
+ * non-NULL, says it already was that parent), -EBUSY when another is set,
+ * -EINVAL, -ENOENT, -EIO.  Test: parent_set_once_persisted. */
+int store_vf_set_parent(struct store *s, const char *vf, const char *parent, bool *unchanged);
 
 enum store_vf_state {
 	STORE_VF_OK,
@@ -404,8 +408,9 @@ struct store_placement {
 	enum store_placement_group group; /* never STORE_PLACE_NONE here */
 };
 
-/* The allocatable VFs, sorted by group, then by address (the caller draws
- * the order within a group); *ret malloc'd.  Placement-facing. */
+/* The allocatable VFs in placement order: group by group, the order within
+ * a group drawn for this read; *ret malloc'd.  Placement-facing; -EIO also
+ * when no random seed can be had. */
 int store_allocatable_list(struct store *s, enum store_read how, struct store_placement **ret,
 			   size_t *count);
 
@@ -471,11 +476,24 @@ enum store_outcome {
 };
 const char *store_outcome_name(enum store_outcome o); /* "unchanged", ... */
 
+/* How many distinct instances a failure result names (for one log line). */
+#define STORE_INSTANCES_SHOWN 8
+
 struct store_failure_result {
 	enum store_outcome outcome;
 	unsigned tally;
 	int threshold;
 	bool breaker_engaged; /* this report would have quarantined but hit the cap */
+	int max_quarantined;  /* the cap the decision was made against (breaker_engaged) */
+	/* QUARANTINED or breaker_engaged: the distinct instances of the failures
+	 * on record, oldest first, with how many assignments each; at most
+	 * STORE_INSTANCES_SHOWN, more_instances when there are more */
+	struct store_failed_instance {
+		char instance_id[INSTANCE_ID_MAX + 1];
+		unsigned assignments;
+	} instances[STORE_INSTANCES_SHOWN];
+	size_t n_instances;
+	bool more_instances;
 };
 
 /* assigned_at: canonical RFC 3339 (see rfc3339_normalize) or "" / NULL when
@@ -498,10 +516,20 @@ int store_report_success(struct store *s, const char *vf, const char *instance_i
 
 /* -- operator actions ----------------------------------------------------- */
 
-int store_quarantine_manual(struct store *s, const char *vf); /* the hold; no-op if held */
+/* What an operator action found (the decision, for the caller's log line). */
+struct store_operator_result {
+	bool unchanged;        /* nothing to do: already held / nothing to clear */
+	bool held;             /* held by the operator before */
+	bool auto_quarantined; /* quarantined by failures before */
+	bool quarantined;      /* out of service before */
+	unsigned tally;        /* failures on record before */
+};
+
+/* Set the hold (a no-op if held).  ret may be NULL. */
+int store_quarantine_manual(struct store *s, const char *vf, struct store_operator_result *ret);
 /* Lift the hold and the quarantine, drop the failures (a no-op if none);
  * uid: the writer, for the history (-1: unknown). */
-int store_clear(struct store *s, const char *vf, int64_t uid);
+int store_clear(struct store *s, const char *vf, int64_t uid, struct store_operator_result *ret);
 
 /* -- claims --------------------------------------------------------------- */
 

@@ -217,7 +217,7 @@ START_TEST(vf_register_unregister)
 	/* busy: quarantined, has failures, holds a live claim */
 	reg(s, VF_B);
 	reg(s, VF_C);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, NULL), 0);
 	ck_assert_int_eq(store_vf_unregister(s, VF_A), -EBUSY);
 	report_fail(s, VF_B, "i-1", T1);
 	ck_assert_int_eq(store_vf_unregister(s, VF_B), -EBUSY);
@@ -227,7 +227,7 @@ START_TEST(vf_register_unregister)
 	ck_assert_uint_eq(info(s, VF_B).tally, 1);
 
 	/* once idle each can go; a re-registered VF gets a new id */
-	ck_assert_int_eq(store_clear(s, VF_A, -1), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), 0);
 	ck_assert_int_eq(store_vf_unregister(s, VF_A), 0);
 	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -ENOENT);
 	ck_assert_int_eq(store_vf_get_by_id(s, id_a, &i), -ENOENT);
@@ -402,8 +402,15 @@ START_TEST(failure_dedupe)
 	ck_assert_int_eq(store_report_failure(s, VF_A, "i-2", NULL, "m", &r), 0);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_QUARANTINED);
 	ck_assert_uint_eq(r.tally, 3);
+	/* the decision names the instances behind it, oldest first */
+	ck_assert_uint_eq(r.n_instances, 2);
+	ck_assert(!r.more_instances);
+	ck_assert_str_eq(r.instances[0].instance_id, "i-1");
+	ck_assert_uint_eq(r.instances[0].assignments, 2);
+	ck_assert_str_eq(r.instances[1].instance_id, "i-2");
+	ck_assert_uint_eq(r.instances[1].assignments, 1);
 	s = reopen(s);
-	ck_assert_int_eq(store_clear(s, VF_A, -1), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), 0);
 	ck_assert_int_eq(report_fail(s, VF_A, "i-2", ""), STORE_OUTCOME_RECORDED);
 	ck_assert_int_eq(report_fail(s, VF_A, "i-2", NULL), STORE_OUTCOME_UNCHANGED);
 	s = reopen(s);
@@ -686,20 +693,20 @@ START_TEST(manual_quarantine_not_lifted_by_success)
 
 	reg(s, VF_A);
 	reg(s, VF_B);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, NULL), 0);
 	ck_assert(info(s, VF_A).quarantined);
 	ck_assert(info(s, VF_A).held);
 	ck_assert(!info(s, VF_A).auto_quarantined);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0); /* no-op */
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, NULL), 0); /* no-op */
 	ck_assert_uint_eq(commits(s), before);
 	struct store_success_result r = ok(s, VF_A, "i-1", T1);
 	ck_assert(!r.rescinded);
 
 	/* manual on top of recorded failures: clearing them does not lift it */
 	report_fail(s, VF_B, "i-1", T1);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, NULL), 0);
 	r = ok(s, VF_B, "i-1", T1);
 	ck_assert_uint_eq(r.cleared, 1);
 	ck_assert(!r.rescinded);
@@ -721,13 +728,23 @@ START_TEST(operator_clear)
 	report_fail(s, VF_A, "i-1", T1);
 	report_fail(s, VF_A, "i-2", T2);
 	ck_assert(info(s, VF_A).quarantined);
-	ck_assert_int_eq(store_clear(s, VF_A, -1), 0);
+	struct store_operator_result o;
+	ck_assert_int_eq(store_clear(s, VF_A, -1, &o), 0);
+	ck_assert(!o.unchanged && o.auto_quarantined && !o.held && o.quarantined);
+	ck_assert_uint_eq(o.tally, 2);
 	ck_assert(!info(s, VF_A).quarantined);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_clear(s, VF_B, -1), 0); /* clean: no-op */
+	ck_assert_int_eq(store_clear(s, VF_B, -1, &o), 0); /* clean: no-op */
+	ck_assert(o.unchanged);
 	ck_assert_uint_eq(commits(s), before);
-	ck_assert_int_eq(store_clear(s, VF_C, -1), -ENOENT);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, &o), 0);
+	ck_assert(!o.unchanged && !o.held);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, &o), 0);
+	ck_assert(o.unchanged && o.held);
+	ck_assert_uint_eq(commits(s), before + 1);
+	ck_assert_int_eq(store_clear(s, VF_B, -1, NULL), 0);
+	ck_assert_int_eq(store_clear(s, VF_C, -1, NULL), -ENOENT);
 	s = reopen(s);
 	ck_assert(!info(s, VF_A).quarantined);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_at IS NULL"), 0);
@@ -755,7 +772,7 @@ START_TEST(hold_sticky_over_quarantine)
 
 	/* the hold goes on top of the quarantine: a change, not a no-op */
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, NULL), 0);
 	ck_assert_uint_eq(commits(s), before + 1);
 	struct store_vf_info h = info(s, VF_A);
 	ck_assert(h.held && h.auto_quarantined && h.quarantined);
@@ -787,7 +804,7 @@ START_TEST(hold_sticky_over_quarantine)
 
 	/* echo 0 lifts everything */
 	report_fail(s, VF_A, "i-4", T3); /* unchanged: held */
-	ck_assert_int_eq(store_clear(s, VF_A, -1), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), 0);
 	h = info(s, VF_A);
 	ck_assert(!h.quarantined && !h.held && !h.auto_quarantined);
 	ck_assert_int_eq(h.state, STORE_VF_OK);
@@ -799,8 +816,8 @@ START_TEST(hold_sticky_over_quarantine)
 	ck_assert_int_eq(store_release(s, VF_A, "i-9", NULL), 0);
 	report_fail(s, VF_A, "i-5", T1);
 	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_FAILING);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
-	ck_assert_int_eq(store_clear(s, VF_A, -1), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, NULL), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), 0);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_OK);
 	s = reopen(s);
@@ -829,7 +846,7 @@ START_TEST(state_and_since)
 	ck_assert_str_eq(i.since, ""); /* failing is in service */
 
 	/* hold: out of service from now, canonical RFC 3339 */
-	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, NULL), 0);
 	i = info(s, VF_B);
 	ck_assert_int_eq(i.state, STORE_VF_HELD);
 	char canon[RFC3339_BUFSZ];
@@ -868,7 +885,7 @@ START_TEST(state_and_since)
 	ck_assert_int_eq(all[1].state, STORE_VF_HELD);
 	free(all);
 	faultvfs_fail_writes(SQLITE_IOERR);
-	ck_assert_int_eq(store_clear(s, VF_B, -1), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_B, -1, NULL), -EIO);
 	ck_assert_int_eq(store_vf_get(s, VF_B, STORE_READ_RETRY, &i), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	/* Read-triggered retries are rate-limited (read_retries_rate_limited):
@@ -899,7 +916,7 @@ START_TEST(breaker_counts_automatic_only)
 	reg(s, VF_B);
 	reg(s, VF_C);
 	/* a hold (drained for maintenance) does not use the cap of 1 */
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, NULL), 0);
 	report_fail(s, VF_B, "i-1", T1);
 	ck_assert_int_eq(report_fail(s, VF_B, "i-2", T2), STORE_OUTCOME_QUARANTINED);
 	/* the cap is now reached by B's automatic quarantine: C is held back */
@@ -931,7 +948,7 @@ START_TEST(breaker_counts_automatic_only)
 	/* a hold on the held-back VF takes it out of the set */
 	bits = 0;
 	store_set_change_callback(s, collect_change_bits, &bits);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_C), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_C, NULL), 0);
 	ck_assert(bits & STORE_CHANGE_HELD_BACK);
 	ck_assert(bits & STORE_CHANGE_BREAKER);
 	ck_assert_int_eq(store_held_back_list(s, STORE_READ_RETRY, &list, &n), 0);
@@ -940,7 +957,7 @@ START_TEST(breaker_counts_automatic_only)
 	store_get_stats(s, &st);
 	ck_assert(!st.breaker_engaged);
 	/* lifting the hold drops C's failures: nothing comes back */
-	ck_assert_int_eq(store_clear(s, VF_C, -1), 0);
+	ck_assert_int_eq(store_clear(s, VF_C, -1, NULL), 0);
 	ck_assert_int_eq(info(s, VF_C).state, STORE_VF_OK);
 
 	/* raising the cap re-evaluates automatic candidates only: A stays held,
@@ -951,7 +968,7 @@ START_TEST(breaker_counts_automatic_only)
 
 	/* the held-back list fails closed */
 	faultvfs_fail_writes(SQLITE_IOERR);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_C), -EIO);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_C, NULL), -EIO);
 	ck_assert_int_eq(store_held_back_list(s, STORE_READ_RETRY, &list, &n), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	store_close(s);
@@ -1161,7 +1178,7 @@ START_TEST(failures_soft_deleted_history)
 	/* cleared: the same assignment failing again is new */
 	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_RECORDED);
 	ck_assert_uint_eq(info(s, VF_A).tally, 1);
-	ck_assert_int_eq(store_clear(s, VF_A, 0), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, 0, NULL), 0);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	struct store_failure *f;
 	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), 0);
@@ -1220,7 +1237,7 @@ START_TEST(claims_one_live_per_vf)
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_int_eq(got.pid, 42);
 
-	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, NULL), 0);
 	other.vf[0] = '\0';
 	strcpy(other.vf, VF_B);
 	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY);
@@ -1340,6 +1357,8 @@ START_TEST(breaker)
 					STORE_CHANGE_HELD_BACK);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
 	ck_assert(r.breaker_engaged);
+	ck_assert_int_gt(r.max_quarantined, 0);
+	ck_assert_uint_gt(r.n_instances, 0);
 	ck_assert_uint_eq(r.tally, 2);
 	ck_assert(!info(s, VF_B).quarantined);
 	store_get_stats(s, &st);
@@ -1388,7 +1407,7 @@ START_TEST(persistence_all_state)
 	report_fail(s, VF_A, "i-2", T2);
 	report_fail(s, VF_A, "i-3", T3); /* quarantined */
 	report_fail(s, VF_B, "i-4", T1);
-	ck_assert_int_eq(store_quarantine_manual(s, "0000:41:00.4"), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, "0000:41:00.4", NULL), 0);
 	strcpy(c.agent, "vsock:3:5000");
 	strcpy(c.control, "/run/c.sock");
 	strcpy(c.boot_id, BOOT_ID);
@@ -1675,8 +1694,8 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	/* mutations fail ... */
 	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5"), -EIO);
 	ck_assert_int_eq(store_report_failure(s, VF_B, "i-5", T3, "m", &r), -EIO);
-	ck_assert_int_eq(store_clear(s, VF_A, -1), -EIO);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_B), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), -EIO);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, NULL), -EIO);
 	ck_assert_int_eq(store_threshold_set(s, 5), -EIO);
 	ck_assert_int_eq(store_release(s, VF_C, "i-c", NULL), -EIO);
 	ck_assert_int_eq(store_report_success(s, VF_B, "i-3", T1, -1, NULL), -EIO);
@@ -1689,9 +1708,9 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	ck_assert_int_eq(store_report_success(s, VF_B, "i-9", T3, -1, &o), 0);
 	ck_assert_uint_eq(o.cleared, 0);
 	ck_assert_int_eq(store_report_success(s, VF_C, "i-c", T3, -1, &o), 0); /* fast path */
-	ck_assert_int_eq(store_clear(s, VF_C, -1), 0); /* nothing to clear */
+	ck_assert_int_eq(store_clear(s, VF_C, -1, NULL), 0); /* nothing to clear */
 	/* a hold on a quarantined VF is a change, so it fails */
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), -EIO);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, NULL), -EIO);
 	ck_assert_int_eq(store_threshold_set(s, 2), 0);
 	/* refusals are still refusals; a claim that would succeed is -EIO */
 	struct store_claim want = { .vf = VF_A, .instance_id = "i-new" };
@@ -1760,7 +1779,7 @@ START_TEST(lookups_served_while_unavailable)
 	struct store_claim c;
 
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A, -1), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), -EIO);
 	ck_assert(!store_status(s, NULL, 0));
 	faultvfs_fail_writes(SQLITE_OK); /* a retry would now succeed */
 	uint64_t before = commits(s);
@@ -1814,7 +1833,7 @@ START_TEST(repair_clears_latch)
 
 	/* a placement read on a latched store repairs by itself once writes work */
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A, -1), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert(info(s, VF_A).quarantined);
 	ck_assert(store_status(s, NULL, 0));
@@ -2150,7 +2169,7 @@ START_TEST(change_callback)
 	ck_assert_uint_eq(seen.bits[8], STORE_CHANGE_FAILURES);
 	ck_assert_uint_eq(seen.bits[9], STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING);
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A, -1), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert_int_eq(seen.n, 11);
 	ck_assert_uint_eq(seen.bits[10], STORE_CHANGE_STATUS);
@@ -2252,13 +2271,13 @@ START_TEST(claims_reservation)
 	 * the commit goes through (rule_commit_refusal) */
 	struct store_claim on_b = { .vf = VF_B, .instance_id = "i-5" };
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, NULL), 0);
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
 	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
 	ck_assert(!got.reserved);
 	ck_assert_int_eq(store_release(s, VF_B, "i-5", NULL), 0);
 	strcpy(on_b.instance_id, "i-3");
-	ck_assert_int_eq(store_clear(s, VF_B, -1), 0);
+	ck_assert_int_eq(store_clear(s, VF_B, -1, NULL), 0);
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0); /* in service again */
 
 	/* released by name (rm, release=) before any commit: cancelled, nothing
@@ -2291,7 +2310,7 @@ START_TEST(claims_reservation)
 	/* while unavailable: refused with EIO at once */
 	ck_assert_int_eq(store_release(s, VF_B, "i-4", NULL), 0);
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A, -1), 0); /* clean: a no-op, no commit */
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), 0); /* clean: a no-op, no commit */
 	ck_assert_int_eq(store_threshold_set(s, 7), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert_int_eq(store_claim_reserve(s, &after, &res), -EIO);
@@ -2520,7 +2539,7 @@ START_TEST(lost_database_never_new)
 	ck_assert_int_eq(stat(mark, &st), 0);
 	ck_assert_int_eq(st.st_mode & 0777, 0600);
 	reg(s, VF_A);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, NULL), 0);
 	store_close(s);
 
 	/* emptied: refused, and left empty */
@@ -2595,7 +2614,7 @@ START_TEST(one_writer_per_file)
 END_TEST
 
 /* Rule 7: reads retry a latched store at most once a second, and never for
- * a reader who may not write (the _noretry variants). */
+ * a reader who may not write (STORE_READ_NORETRY). */
 START_TEST(read_retries_rate_limited)
 {
 	struct store *s = populated();
@@ -2605,7 +2624,7 @@ START_TEST(read_retries_rate_limited)
 	size_t n;
 
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A, -1), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), -EIO);
 	ck_assert(!store_status(s, NULL, 0));
 	uint64_t before = repairs(s);
 	for (int k = 0; k < 300; k++) {
@@ -2661,25 +2680,28 @@ START_TEST(parent_set_once_persisted)
 	ck_assert_int_eq(store_vf_register_parent(s, VF_A, PF_2), -EEXIST);
 
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_1), 0); /* its own: a no-op */
+	bool unchanged = false;
+	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_1, &unchanged), 0); /* its own: a no-op */
+	ck_assert(unchanged);
 	ck_assert_uint_eq(commits(s), before);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2), -EBUSY);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, ""), -EINVAL);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, NULL), -EINVAL);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, "0000:50:00.0x"), -EINVAL);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, VF_B), -EINVAL);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_C, PF_2), -ENOENT);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2, NULL), -EBUSY);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, "", NULL), -EINVAL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, "0000:50:00.0x", NULL), -EINVAL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, VF_B, NULL), -EINVAL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_C, PF_2, NULL), -ENOENT);
 	ck_assert_str_eq(info(s, VF_B).parent, "");
 	ck_assert_uint_eq(commits(s), before);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_2), 0);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_2, &unchanged), 0);
+	ck_assert(!unchanged);
 	ck_assert_str_eq(info(s, VF_B).parent, PF_2);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_1), -EBUSY);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_1, NULL), -EBUSY);
 
 	/* persisted; and still set once after a restart */
 	s = reopen(s);
 	ck_assert_str_eq(info(s, VF_A).parent, PF_1);
 	ck_assert_str_eq(info(s, VF_B).parent, PF_2);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_1), -EBUSY);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_1, NULL), -EBUSY);
 	ck_assert_int_eq(store_vf_get(s, VF_B, STORE_READ_MEMORY, &i), 0);
 	ck_assert_str_eq(i.parent, PF_2);
 
@@ -2687,8 +2709,8 @@ START_TEST(parent_set_once_persisted)
 	 * still answers */
 	reg(s, VF_C);
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_C, PF_1), -EIO);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_C, PF_1, NULL), -EIO);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_1, NULL), 0);
 	faultvfs_fail_writes(SQLITE_OK);
 	store_close(s);
 	/* a damaged parent column is refused at open, never served */
@@ -2705,6 +2727,27 @@ END_TEST
  * parents, then parents with a VF out of service, then held back), by
  * address within a group; changes follow holds, claims, parents; fails
  * closed. */
+/* store_allocatable_list() draws the order within a group: check that the
+ * groups come in order, then sort each group by address to compare. */
+static int allocatable_sorted(struct store *s, enum store_read how, struct store_placement **p,
+			      size_t *n)
+{
+	int r = store_allocatable_list(s, how, p, n);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 1; i < *n; i++)
+		ck_assert_int_le((*p)[i - 1].group, (*p)[i].group);
+	for (size_t i = 1; i < *n; i++)
+		for (size_t j = i; j > 0 && (*p)[j - 1].group == (*p)[j].group &&
+				   strcmp((*p)[j - 1].vf, (*p)[j].vf) > 0; j--) {
+			struct store_placement t = (*p)[j];
+			(*p)[j] = (*p)[j - 1];
+			(*p)[j - 1] = t;
+		}
+	return 0;
+}
+
 START_TEST(allocatable_order)
 {
 	struct store *s = open_with(2, 1, FAULTVFS_NAME);
@@ -2718,7 +2761,7 @@ START_TEST(allocatable_order)
 	for (size_t i = 0; i < ARRAY_SIZE(vfs); i++)
 		ck_assert_int_eq(store_vf_register_parent(s, vfs[i], parents[i]), 0);
 	/* all clean: one group, by address */
-	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_RETRY, &p, &n), 0);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, ARRAY_SIZE(vfs));
 	for (size_t i = 0; i < n; i++) {
 		ck_assert_str_eq(p[i].vf, vfs[i]);
@@ -2729,7 +2772,7 @@ START_TEST(allocatable_order)
 	/* PF_1 gets a VF out of service (a hold), PF_2 a claimed VF (still
 	 * clean), 60:00.4 is quarantined (no parent known: nobody else is
 	 * degraded by it), 60:00.5 held back by the cap of 1 */
-	ck_assert_int_eq(store_quarantine_manual(s, "0000:40:00.6"), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, "0000:40:00.6", NULL), 0);
 	struct store_claim c = { .vf = "0000:50:00.5", .instance_id = "i-1" };
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 	report_fail(s, "0000:60:00.4", "i-2", T1);
@@ -2738,7 +2781,7 @@ START_TEST(allocatable_order)
 	ck_assert_int_eq(report_fail(s, "0000:60:00.5", "i-5", T2), STORE_OUTCOME_RECORDED);
 	ck_assert_int_eq(info(s, "0000:60:00.5").state, STORE_VF_HELD_BACK);
 
-	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_RETRY, &p, &n), 0);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, 4);
 	ck_assert_str_eq(p[0].vf, "0000:50:00.4");
 	ck_assert_int_eq(p[0].group, STORE_PLACE_CLEAN_PARENT);
@@ -2756,16 +2799,16 @@ START_TEST(allocatable_order)
 
 	/* learning a parent moves a VF: 60:00.4 (quarantined) is PF_2's, so
 	 * 50:00.4 joins the degraded group */
-	ck_assert_int_eq(store_vf_set_parent(s, "0000:60:00.4", PF_2), 0);
-	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_NORETRY, &p, &n), 0);
+	ck_assert_int_eq(store_vf_set_parent(s, "0000:60:00.4", PF_2, NULL), 0);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_NORETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, 4);
 	ck_assert_str_eq(p[0].vf, "0000:40:00.4");
 	ck_assert_str_eq(p[2].vf, "0000:50:00.4");
 	ck_assert_int_eq(p[2].group, STORE_PLACE_DEGRADED_PARENT);
 	free(p);
 	/* back in service: PF_1 is clean again */
-	ck_assert_int_eq(store_clear(s, "0000:40:00.6", -1), 0);
-	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_RETRY, &p, &n), 0);
+	ck_assert_int_eq(store_clear(s, "0000:40:00.6", -1, NULL), 0);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, 5);
 	ck_assert_str_eq(p[0].vf, "0000:40:00.4");
 	ck_assert_int_eq(p[2].group, STORE_PLACE_CLEAN_PARENT);
@@ -2775,12 +2818,12 @@ START_TEST(allocatable_order)
 	free(p);
 
 	/* fail closed: -EIO while latched (the retry fails too while the
-	 * fault lasts; the _noretry variant does not try) */
+	 * fault lasts; STORE_READ_NORETRY does not try) */
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, "0000:60:00.4", -1), -EIO);
+	ck_assert_int_eq(store_clear(s, "0000:60:00.4", -1, NULL), -EIO);
 	p = NULL;
-	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_NORETRY, &p, &n), -EIO);
-	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_RETRY, &p, &n), -EIO);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_NORETRY, &p, &n), -EIO);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), -EIO);
 	ck_assert_ptr_null(p);
 	faultvfs_fail_writes(SQLITE_OK);
 	store_close(s);
@@ -2794,7 +2837,7 @@ START_TEST(migrate_v2_to_v3)
 	struct store *s = open_store();
 
 	ck_assert_int_eq(store_vf_register_parent(s, VF_A, PF_1), 0);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, NULL), 0);
 	reg(s, VF_B);
 	store_close(s);
 	db_write(V3_TO_V2_SQL);
@@ -2805,7 +2848,7 @@ START_TEST(migrate_v2_to_v3)
 	ck_assert(a.held);
 	ck_assert_str_eq(a.parent, "");
 	ck_assert_str_eq(info(s, VF_B).parent, "");
-	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2), 0);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2, NULL), 0);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 3);
