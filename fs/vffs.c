@@ -1367,7 +1367,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	if (r < 0 && r != -ENOENT && vf_address_valid(name))
 		log_warn("%s: parent GPU unknown: %s/bus/pci/devices/%s/physfn: %s", name,
 			 fs->sysfs_root, name, strerror(-r));
-	r = store_vf_register_parent(fs->store, name, gpu);
+	r = store_vf_register(fs->store, name, gpu);
 	if (r == 0)
 		r = store_vf_get(fs->store, name, STORE_READ_MEMORY, &child.vf);
 	if (r < 0) {

@@ -158,11 +158,6 @@ static int vf_action(struct store *s, enum op_kind kind, const char *vf, decide_
 	return mutate(s, &op, decide);
 }
 
-int store_vf_register(struct store *s, const char *vf)
-{
-	return vf_action(s, OP_REGISTER, vf, NULL);
-}
-
 /* A reservation blocks unregistering like a claim (the SQL sees only claims). */
 static int decide_unregister(const struct store *s, const struct vf_entry *e, struct op *op)
 {
@@ -179,9 +174,9 @@ static int parent_check(const char *vf, const char *parent)
 	return vf_address_valid(parent) && rule_parent_set(vf, "", parent, &(bool){ false }) == 0 ? 0 : -EINVAL;
 }
 
-int store_vf_register_parent(struct store *s, const char *vf, const char *parent)
+int store_vf_register(struct store *s, const char *vf, const char *parent)
 {
-	struct op op = { .kind = OP_REGISTER };
+	struct op op = { .kind = OP_REGISTER, .uid = -1 };
 
 	if (parent_check(vf, parent) < 0)
 		return -EINVAL;

@@ -321,11 +321,10 @@ void store_set_change_callback(struct store *s, store_change_fn fn, void *userda
 
 /* -- VFs ------------------------------------------------------------------ */
 
-/* -EEXIST when registered, -EMLINK once VFS_MAX are (grammar/limits.h). */
-int store_vf_register(struct store *s, const char *vf);
-/* The same with the VF's parent GPU (NULL or "": unknown); -EINVAL for a bad
- * parent or the VF itself. */
-int store_vf_register_parent(struct store *s, const char *vf, const char *parent);
+/* Register vf with its parent GPU (NULL or "": unknown).  -EEXIST when
+ * registered, -EMLINK once VFS_MAX are (grammar/limits.h), -EINVAL for a
+ * bad address or parent, or the VF as its own parent. */
+int store_vf_register(struct store *s, const char *vf, const char *parent);
 int store_vf_unregister(struct store *s, const char *vf);
 
 /* Set the parent GPU once ("Parent GPU" above): 0 (*unchanged, when

@@ -56,8 +56,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	struct store_options opt = { .path = path, .threshold = 3, .max_quarantined = -1 };
 	fuzz_check(store_open(&opt, &store) == 0);
 	atexit(teardown);
-	fuzz_check(store_vf_register(store, VF_A) == 0);
-	fuzz_check(store_vf_register(store, VF_B) == 0);
+	fuzz_check(store_vf_register(store, VF_A, NULL) == 0);
+	fuzz_check(store_vf_register(store, VF_B, NULL) == 0);
 	fuzz_check(store_claim(store, &claim, NULL) == 0);
 	fuzz_check(store_vf_get(store, VF_A, STORE_READ_RETRY, &info) == 0);
 	id_a = info.id;

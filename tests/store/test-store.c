@@ -98,7 +98,7 @@ static struct store *reopen(struct store *s)
 
 static void reg(struct store *s, const char *vf)
 {
-	ck_assert_int_eq(store_vf_register(s, vf), 0);
+	ck_assert_int_eq(store_vf_register(s, vf, NULL), 0);
 }
 
 static enum store_outcome report_fail(struct store *s, const char *vf, const char *inst, const char *at)
@@ -190,10 +190,10 @@ START_TEST(vf_address_validation)
 		ck_assert_msg(vf_address_valid(good[i]), "%s", good[i]);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		ck_assert_msg(!vf_address_valid(bad[i]), "%s", bad[i] ? bad[i] : "NULL");
-		ck_assert_int_eq(store_vf_register(s, bad[i]), -EINVAL);
+		ck_assert_int_eq(store_vf_register(s, bad[i], NULL), -EINVAL);
 	}
 	ck_assert(!vf_address_valid(upper));
-	ck_assert_int_eq(store_vf_register(s, upper), -EINVAL);
+	ck_assert_int_eq(store_vf_register(s, upper, NULL), -EINVAL);
 	struct store_stats st;
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.vfs, 0);
@@ -208,7 +208,7 @@ START_TEST(vf_register_unregister)
 	struct store_claim c = { .vf = VF_C, .instance_id = "i-1" };
 
 	reg(s, VF_A);
-	ck_assert_int_eq(store_vf_register(s, VF_A), -EEXIST);
+	ck_assert_int_eq(store_vf_register(s, VF_A, NULL), -EEXIST);
 	ck_assert_int_eq(store_vf_unregister(s, VF_B), -ENOENT);
 	struct store_vf_info i;
 	ck_assert_int_eq(store_vf_get(s, VF_B, STORE_READ_RETRY, &i), -ENOENT);
@@ -262,10 +262,10 @@ START_TEST(vf_limit)
 	struct store_stats st;
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.vfs, VFS_MAX);
-	ck_assert_int_eq(store_vf_register(s, VF_A), -EMLINK);
+	ck_assert_int_eq(store_vf_register(s, VF_A, NULL), -EMLINK);
 	ck_assert_int_eq(store_vf_unregister(s, "0000:00:00.0"), 0);
 	reg(s, VF_A);
-	ck_assert_int_eq(store_vf_register(s, VF_B), -EMLINK);
+	ck_assert_int_eq(store_vf_register(s, VF_B, NULL), -EMLINK);
 	store_close(s);
 }
 END_TEST
@@ -1535,7 +1535,7 @@ START_TEST(newer_schema_refused)
 	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 4"), "%s", reason);
 	struct store_vf_info i;
 	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -EIO);
-	ck_assert_int_eq(store_vf_register(s, VF_B), -EIO);
+	ck_assert_int_eq(store_vf_register(s, VF_B, NULL), -EIO);
 	ck_assert_int_eq(store_repair(s), -EIO);
 	store_close(s);
 	_cleanup_free_ char *bytes_after = read_file(db_path, &len_after);
@@ -1570,7 +1570,7 @@ START_TEST(corrupt_file_never_overwritten)
 	struct store *s = open_store();
 	ck_assert(!store_status(s, reason, sizeof(reason)));
 	ck_assert_msg(strstr(reason, "not a database"), "%s", reason);
-	ck_assert_int_eq(store_vf_register(s, VF_A), -EIO);
+	ck_assert_int_eq(store_vf_register(s, VF_A, NULL), -EIO);
 	char(*q)[VF_ADDR_BUFSZ];
 	size_t n;
 	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &n), -EIO);
@@ -1635,7 +1635,7 @@ START_TEST(damaged_pages_fail_quick_check)
 	ck_assert_int_eq(store_repair(s), -EIO);
 	struct store_vf_info i;
 	ck_assert_int_eq(store_vf_get(s, "0000:01:00.0", STORE_READ_RETRY, &i), -EIO);
-	ck_assert_int_eq(store_vf_register(s, VF_A), -EIO);
+	ck_assert_int_eq(store_vf_register(s, VF_A, NULL), -EIO);
 	store_close(s);
 	_cleanup_free_ char *after = read_file(db_path, &len_after);
 	ck_assert_uint_eq(len_before, len_after);
@@ -1692,7 +1692,7 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	ck_assert_uint_eq(st.allocatable, 0);
 
 	/* mutations fail ... */
-	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5"), -EIO);
+	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5", NULL), -EIO);
 	ck_assert_int_eq(store_report_failure(s, VF_B, "i-5", T3, "m", &r), -EIO);
 	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), -EIO);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_B, NULL), -EIO);
@@ -1817,7 +1817,7 @@ START_TEST(repair_clears_latch)
 	struct store *s = populated();
 	char reason[STORE_REASON_MAX];
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5"), -EIO);
+	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5", NULL), -EIO);
 	ck_assert_int_eq(store_repair(s), -EIO); /* still failing */
 	ck_assert(!store_status(s, reason, sizeof(reason)));
 	ck_assert_msg(strstr(reason, "database or disk is full"), "%s", reason);
@@ -2550,7 +2550,7 @@ START_TEST(lost_database_never_new)
 	char(*q)[VF_ADDR_BUFSZ];
 	size_t n;
 	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &n), -EIO);
-	ck_assert_int_eq(store_vf_register(s, VF_B), -EIO);
+	ck_assert_int_eq(store_vf_register(s, VF_B, NULL), -EIO);
 	ck_assert_int_eq(store_repair(s), -EIO);
 	store_close(s);
 	ck_assert_int_eq(stat(db_path, &st), 0);
@@ -2669,15 +2669,15 @@ START_TEST(parent_set_once_persisted)
 	struct store *s = open_store();
 	struct store_vf_info i;
 
-	ck_assert_int_eq(store_vf_register_parent(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
 	reg(s, VF_B);
 	ck_assert_str_eq(info(s, VF_A).parent, PF_1);
 	ck_assert_str_eq(info(s, VF_B).parent, "");
 	/* bad input: -EINVAL, nothing registered */
-	ck_assert_int_eq(store_vf_register_parent(s, VF_C, "0000:40:00"), -EINVAL);
-	ck_assert_int_eq(store_vf_register_parent(s, VF_C, VF_C), -EINVAL);
+	ck_assert_int_eq(store_vf_register(s, VF_C, "0000:40:00"), -EINVAL);
+	ck_assert_int_eq(store_vf_register(s, VF_C, VF_C), -EINVAL);
 	ck_assert_int_eq(store_vf_get(s, VF_C, STORE_READ_RETRY, &i), -ENOENT);
-	ck_assert_int_eq(store_vf_register_parent(s, VF_A, PF_2), -EEXIST);
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_2), -EEXIST);
 
 	uint64_t before = commits(s);
 	bool unchanged = false;
@@ -2759,7 +2759,7 @@ START_TEST(allocatable_order)
 	size_t n = 0;
 
 	for (size_t i = 0; i < ARRAY_SIZE(vfs); i++)
-		ck_assert_int_eq(store_vf_register_parent(s, vfs[i], parents[i]), 0);
+		ck_assert_int_eq(store_vf_register(s, vfs[i], parents[i]), 0);
 	/* all clean: one group, by address */
 	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, ARRAY_SIZE(vfs));
@@ -2836,7 +2836,7 @@ START_TEST(migrate_v2_to_v3)
 {
 	struct store *s = open_store();
 
-	ck_assert_int_eq(store_vf_register_parent(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_A, NULL), 0);
 	reg(s, VF_B);
 	store_close(s);
