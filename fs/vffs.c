@@ -419,8 +419,9 @@ static int lookup_vf(struct vffs *fs, const char *vf, struct store_vf_info *ret)
 static int lookup_claim(struct vffs *fs, const char *vf, const char *instance_id,
 			struct store_claim *ret)
 {
-	return instance_id_valid(instance_id) ? store_claim_get(fs->store, vf, instance_id, STORE_READ_MEMORY, ret)
-					      : -ENOENT;
+	if (!instance_id_valid(instance_id))
+		return -ENOENT;
+	return store_claim_get(fs->store, vf, instance_id, STORE_READ_MEMORY, ret);
 }
 
 /* -- lookup and attributes -------------------------------------------------------------- */

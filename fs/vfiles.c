@@ -695,7 +695,8 @@ static void note_check(const struct vfile_call *call, const struct report_comman
 {
 	struct store_claim claim;
 
-	if (store_claim_get(call->store, call->vf, cmd->instance_id, STORE_READ_MEMORY, &claim) == 0 &&
+	if (store_claim_get(call->store, call->vf, cmd->instance_id, STORE_READ_MEMORY,
+			    &claim) == 0 &&
 	    strcmp(claim.claimed_at, cmd->claimed_at) == 0)
 		metrics_note_check(call->metrics, call->vf_id, claim.id, result);
 }

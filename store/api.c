@@ -171,7 +171,10 @@ static int parent_check(const char *vf, const char *parent)
 		return -EINVAL;
 	if (!parent || !*parent)
 		return 0;
-	return vf_address_valid(parent) && rule_parent_set(vf, "", parent, &(bool){ false }) == 0 ? 0 : -EINVAL;
+	bool unchanged;
+	if (!vf_address_valid(parent) || rule_parent_set(vf, "", parent, &unchanged) < 0)
+		return -EINVAL;
+	return 0;
 }
 
 int store_vf_register(struct store *s, const char *vf, const char *parent)

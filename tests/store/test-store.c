@@ -38,6 +38,8 @@
  * let the compiler say so, whatever the build's werror setting. */
 #pragma GCC diagnostic error "-Wunused-variable"
 
+/* store_release() of the claim with this claimed_at, by an unknown uid */
+#define RELEASE_IF(at) (&(struct store_release_opts){ .claimed_at = (at), .uid = -1 })
 #define VF_A "0000:41:00.1"
 #define VF_B "0000:41:00.2"
 #define VF_C "0000:41:00.3"
@@ -1165,8 +1167,9 @@ START_TEST(failures_soft_deleted_history)
 	ck_assert_uint_eq(n, 0);
 	free(h);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0); /* stamped now: before the reports */
-	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = got.claimed_at, .how = "released-if", .uid = 65534 }),
-			 0);
+	struct store_release_opts by_nobody = { .claimed_at = got.claimed_at,
+						.how = "released-if", .uid = 65534 };
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", &by_nobody), 0);
 	report_fail(s, VF_A, "i-1", T1);
 	report_fail(s, VF_A, "i-2", T2);
 	ck_assert(info(s, VF_A).quarantined);
@@ -2284,9 +2287,9 @@ START_TEST(claims_reservation)
 	 * is left, and a later commit finds nothing */
 	int changes = seen.n;
 	uint64_t before_release = commits(s);
-	ck_assert_int_eq(store_release(s, VF_B, "i-3", &(struct store_release_opts){ .claimed_at = T2, .uid = -1 }), -ESTALE);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3", RELEASE_IF(T2)), -ESTALE);
 	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
-	ck_assert_int_eq(store_release(s, VF_B, "i-3", &(struct store_release_opts){ .claimed_at = res.claimed_at, .uid = -1 }), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3", RELEASE_IF(res.claimed_at)), 0);
 	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), -ENOENT);
 	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
@@ -2436,29 +2439,29 @@ START_TEST(claims_conditional_release)
 	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .claimed_at = T1 }, got;
 
 	reg(s, VF_A);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = T1, .uid = -1 }), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T1)), -ENOENT);
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = T2, .uid = -1 }), -ESTALE);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = "", .uid = -1 }), -EINVAL);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = "yesterday", .uid = -1 }), -EINVAL);
-	ck_assert_int_eq(store_release(s, VF_A, "i-2", &(struct store_release_opts){ .claimed_at = T1, .uid = -1 }), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T2)), -ESTALE);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF("")), -EINVAL);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF("yesterday")), -EINVAL);
+	ck_assert_int_eq(store_release(s, VF_A, "i-2", RELEASE_IF(T1)), -ENOENT);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	/* another spelling of the same instant */
-	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = "2026-11-29t07:00:01.000z", .uid = -1 }), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF("2026-11-29t07:00:01.000z")), 0);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), -ENOENT);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = T1, .uid = -1 }), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T1)), -ENOENT);
 
 	/* released and claimed again meanwhile: the old identity releases nothing */
 	strcpy(c.claimed_at, T2);
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = T1, .uid = -1 }), -ESTALE);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T1)), -ESTALE);
 	ck_assert_uint_eq(commits(s), before); /* decided without a transaction */
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.claimed_at, T2);
 	s = reopen(s);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1", &(struct store_release_opts){ .claimed_at = T2, .uid = -1 }), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T2)), 0);
 	store_close(s);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL"), 0);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 2);
