@@ -49,6 +49,8 @@
  *                   reported and the message; if the tally now meets the
  *                   threshold the VF is quarantined: QUARANTINED, else
  *                   RECORDED.  The tally is the number of recorded failures.
+ *                 A quarantine or a hold-back also names the instances
+ *                 behind it (the caller's log line).  Test: failure_dedupe.
  *
  *  Success report (vf, instance_id, assigned_at) -> (cleared, rescinded):
  *                 - no recorded failures: (0, false), on a fast path that
@@ -69,7 +71,9 @@
  *                 no failure is recorded.  store_clear(): lift the hold and
  *                 the automatic quarantine and drop every failure (the last
  *                 step of the recovery runbook); a no-op on a VF with none
- *                 of them.
+ *                 of them.  Both report what they found (struct
+ *                 store_operator_result), so the caller logs what changed
+ *                 without asking again.  Test: operator_clear.
  *
  *  Claims         at most one live claim per VF.  Claiming a VF out of
  *                 service (in enforce mode), or one another instance
