@@ -163,7 +163,7 @@ void files_check_due(struct store *s)
 }
 
 /* The directories missing above the database, 0700: the database is
- * reached only through the daemon (issue 12). */
+ * reached only through the daemon. */
 static int mkdir_parents(const char *path)
 {
 	_cleanup_free_ char *dir = strdup(path);
@@ -314,7 +314,7 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 			const char *parent = db_col_text(st, 5);
 			if (!vf_address_valid(e->addr) ||
 			    (parent[0] && (!vf_address_valid(parent) ||
-					   rule_parent_set(e->addr, "", parent) < 0))) {
+					   rule_parent_set(e->addr, "", parent, &(bool){ false }) < 0))) {
 				s->batch_failed = true;
 				snprintf(s->batch_error, sizeof(s->batch_error),
 					 "database content invalid: VF address '%s' (parent '%.16s')",
