@@ -141,7 +141,7 @@ int claims_render(const struct claims *c, const struct claim_handle *h, FILE *ou
 	 * memory, also while the store is unavailable: the sentinel keeps
 	 * polling the claims it lists, and a claim's content decides no
 	 * placement (tests/fs/test-failclosed.sh). */
-	int r = store_claim_lookup(c->store, h->vf, h->instance_id, &claim);
+	int r = store_claim_get(c->store, h->vf, h->instance_id, STORE_READ_MEMORY, &claim);
 
 	return r < 0 ? r : claim_render(&claim, out);
 }
@@ -259,8 +259,7 @@ void claim_handle_free(struct claim_handle *h)
 static int handle_claim(const struct claims *c, const struct claim_handle *h,
 			struct store_claim *ret)
 {
-	return h->vf_id ? store_claim_get_on(c->store, h->vf_id, h->claim_id, ret)
-			: store_claim_get_by_id(c->store, h->claim_id, ret);
+	return store_claim_get_by_id(c->store, h->vf_id, h->claim_id, ret);
 }
 
 /* A refusal: nothing from h is committed any more; a reservation it made
@@ -274,8 +273,9 @@ static int poison(const struct claims *c, struct claim_handle *h, int r)
 	if (holds_reservation(h))
 		store_claim_cancel(c->store, h->vf, h->claim_id);
 	if (made_claim(h) &&
-	    store_release_how(c->store, h->vf, h->instance_id, h->made_at, "refused",
-			      (int64_t)h->uid) == 0)
+	    store_release(c->store, h->vf, h->instance_id,
+			  &(struct store_release_opts){ .claimed_at = h->made_at, .how = "refused",
+							.uid = (int64_t)h->uid }) == 0)
 		log_info("release of %s: a line written after it was made was refused",
 			 claim_path(h->vf, h->instance_id, path, sizeof(path)));
 	h->state = claim_next(h->state, CLAIM_EV_REFUSE);
@@ -339,7 +339,9 @@ static int claim_release_at(const struct claims *c, struct claim_handle *h, cons
 
 	if (holds_reservation(h))
 		return poison(c, h, -ENOENT); /* this open made it: no claim to release */
-	r = store_release_how(c->store, h->vf, h->instance_id, when, "released-if", uid);
+	r = store_release(c->store, h->vf, h->instance_id,
+			  &(struct store_release_opts){ .claimed_at = when, .how = "released-if",
+							.uid = uid });
 	if (r < 0)
 		return r;
 	h->state = claim_next(h->state, CLAIM_EV_RELEASED);
@@ -464,10 +466,11 @@ void claims_release(const struct claims *c, struct claim_handle *h)
 		/* a bare claim: committed now, or kept until the store can */
 		if (handle_claim(c, h, &res) < 0 || !res.reserved)
 			break;
-		r = store_claim_abandon(c->store, &res);
-		if (r == 0)
+		bool kept;
+		r = store_claim_abandon(c->store, &res, &kept);
+		if (r == 0 && !kept)
 			log_claimed(&res, h->uid, h->pid);
-		else if (r == 1)
+		else if (r == 0)
 			log_warn("%s: claim by instance %s kept reserved: the store is unavailable; "
 				 "it is committed once the store is available again",
 				 res.vf, res.instance_id);

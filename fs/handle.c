@@ -219,23 +219,25 @@ static bool requester_may_write(struct vffs *fs, fuse_req_t req)
 
 /* The one place that decides whether a read may repair the store: a read
  * at offset 0 of a placement-facing file (VFILE_PLACEMENT) by a requester
- * who may write retries an unavailable store (store_retry_for_read: at
- * most once a second for the whole store) before it renders; every render
- * reads the store without retrying (vfiles.h), so no other read, whoever
- * makes it, ever repairs (tests/adversarial/repair-rights.sh). */
-static void read_may_repair(struct vffs *fs, fuse_req_t req, const struct vhandle *h)
+ * who may write renders with STORE_READ_RETRY (an unavailable store is
+ * retried: store_retry_for_read, at most once a second for the whole
+ * store); every other render reads STORE_READ_NORETRY (vfiles.h), so no
+ * other read, whoever makes it, ever repairs
+ * (tests/adversarial/repair-rights.sh). */
+static enum store_read read_may_repair(struct vffs *fs, fuse_req_t req, const struct vhandle *h)
 {
 	const struct vfile *f = vfile_of(h->kind, h->index);
 
 	if (f && (f->flags & VFILE_PLACEMENT) && fs->store && !store_status(fs->store, NULL, 0) &&
 	    requester_may_write(fs, req))
-		store_retry_for_read(fs->store);
+		return STORE_READ_RETRY;
+	return STORE_READ_NORETRY;
 }
 
 /* Render the handle's file into its snapshot, charged to the uid that
  * opened the handle, whoever reads through it (budget.h): a descriptor
  * passed to another process keeps costing its opener. */
-static int handle_render(struct vffs *fs, struct vhandle *h)
+static int handle_render(struct vffs *fs, struct vhandle *h, enum store_read read)
 {
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
@@ -243,6 +245,7 @@ static int handle_render(struct vffs *fs, struct vhandle *h)
 	int r = 0;
 	struct vfile_call call = {
 		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
+		.read = read,
 	};
 
 	if (h->watched)
@@ -293,8 +296,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 	pthread_mutex_lock(&h->lock);
 	if (off == 0 || !h->rendered) {
-		read_may_repair(fs, req, h);
-		r = handle_render(fs, h);
+		r = handle_render(fs, h, read_may_repair(fs, req, h));
 	}
 	if (r == 0)
 		r = copy_window(h->snapshot, h->snapshot_len, off, size, &reply, &len);

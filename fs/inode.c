@@ -67,8 +67,7 @@ int vnode_resolve(struct vffs *fs, fuse_ino_t ino, struct vnode *n)
 	if (kind == INO_KIND_CLAIM) {
 		uint64_t vf_id = (ino & INO_ID_MASK) >> INO_CLAIM_ID_BITS;
 		id = ino & ((1ULL << INO_CLAIM_ID_BITS) - 1);
-		r = vf_id ? store_claim_get_on(fs->store, vf_id, id, &n->claim)
-			  : store_claim_get_by_id(fs->store, id, &n->claim);
+		r = store_claim_get_by_id(fs->store, vf_id, id, &n->claim);
 		if (r < 0)
 			return r;
 		n->kind = VN_CLAIM;
@@ -183,18 +182,19 @@ void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct vnode *n)
 
 
 /* A VF directory's name (a path lookup, not a placement decision: see
- * store_vf_lookup); a name that is no VF address is simply absent. */
+ * STORE_READ_MEMORY); a name that is no VF address is simply absent. */
 int lookup_vf(struct vffs *fs, const char *vf, struct store_vf_info *ret)
 {
-	return vf_address_valid(vf) ? store_vf_lookup(fs->store, vf, ret) : -ENOENT;
+	return vf_address_valid(vf) ? store_vf_get(fs->store, vf, STORE_READ_MEMORY, ret) : -ENOENT;
 }
 
 /* An assignment file's name under a VF's assignments/. */
 int lookup_claim(struct vffs *fs, const char *vf, const char *instance_id,
 			struct store_claim *ret)
 {
-	return instance_id_valid(instance_id) ? store_claim_lookup(fs->store, vf, instance_id, ret)
-					      : -ENOENT;
+	if (!instance_id_valid(instance_id))
+		return -ENOENT;
+	return store_claim_get(fs->store, vf, instance_id, STORE_READ_MEMORY, ret);
 }
 
 

@@ -285,8 +285,8 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (r == 0 && !vnode_is_claim_dir(&p))
 		r = -EPERM; /* only claims can be removed */
 	if (r == 0) {
-		r = store_release_how(fs->store, p.vf.vf, name, NULL, "released",
-				      fuse_req_ctx(req)->uid);
+		r = store_release(fs->store, p.vf.vf, name,
+				  &(struct store_release_opts){ .uid = fuse_req_ctx(req)->uid });
 		if (r == 0) {
 			const struct fuse_ctx *ctx = fuse_req_ctx(req);
 			struct log_fields f = { .vf = p.vf.vf, .instance = name, .has_writer = true,
@@ -321,9 +321,9 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	if (r < 0 && r != -ENOENT && vf_address_valid(name))
 		log_warn("%s: parent GPU unknown: %s/bus/pci/devices/%s/physfn: %s", name,
 			 fs->sysfs_root, name, strerror(-r));
-	r = store_vf_register_parent(fs->store, name, gpu);
+	r = store_vf_register(fs->store, name, gpu);
 	if (r == 0)
-		r = store_vf_lookup(fs->store, name, &child.vf);
+		r = store_vf_get(fs->store, name, STORE_READ_MEMORY, &child.vf);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -539,7 +539,7 @@ static fuse_ino_t notify_inode(void *userdata, const struct notify_key *key)
 
 	if (!key->vf[0])
 		return INO_TOP_BASE + (fuse_ino_t)key->index;
-	if (store_vf_lookup(fs->store, key->vf, &vf) < 0)
+	if (store_vf_get(fs->store, key->vf, STORE_READ_MEMORY, &vf) < 0)
 		return 0; /* gone: its inodes resolve to nothing any more */
 	return ino_vf(vf.id, 1 + key->index);
 }

@@ -12,7 +12,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "fs/metrics.h"
 #include "grammar/assignment.h"
@@ -67,7 +66,7 @@ static void mark_unchanged(const struct vfile_call *call)
 static void event_fields(const struct vfile_call *call, const char *vf, struct log_fields *f,
 			 struct store_vf_info *info)
 {
-	if (store_vf_lookup(call->store, vf, info) < 0)
+	if (store_vf_get(call->store, vf, STORE_READ_MEMORY, info) < 0)
 		info->parent[0] = '\0';
 	*f = (struct log_fields){ .vf = vf, .parent = info->parent };
 	if (call->uid >= 0) {
@@ -263,13 +262,14 @@ static int threshold_write(const struct vfile_call *call, char *command)
 
 /* A list of VF addresses, one a line. */
 static int vf_list_render(const struct vfile_call *call, FILE *out,
-			  int (*list)(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count))
+			  int (*list)(struct store *s, enum store_read how,
+				      char (**ret)[VF_ADDR_BUFSZ], size_t *count))
 {
 	_cleanup_free_ char(*vfs)[VF_ADDR_BUFSZ] = NULL;
 	size_t count = 0;
 	int r;
 
-	r = list(call->store, &vfs, &count);
+	r = list(call->store, call->read, &vfs, &count);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < count; i++)
@@ -279,72 +279,25 @@ static int vf_list_render(const struct vfile_call *call, FILE *out,
 
 static int top_quarantined_render(const struct vfile_call *call, FILE *out)
 {
-	return vf_list_render(call, out, store_quarantined_list_noretry);
+	return vf_list_render(call, out, store_quarantined_list);
 }
 
 static int held_back_render(const struct vfile_call *call, FILE *out)
 {
-	return vf_list_render(call, out, store_held_back_list_noretry);
-}
-
-/* The placement order's random part: splitmix64 seeded from getrandom(2)
- * once per render, so each open draws a fresh order; a uniform index by
- * rejection (no modulo bias).  Not a secret, but not guessable by a guest
- * that would steer its next assignment either. */
-struct shuffle_rng {
-	uint64_t state;
-};
-
-static uint64_t rng_next(struct shuffle_rng *g)
-{
-	uint64_t z = (g->state += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-/* uniform in [0, bound), bound > 0 */
-static uint64_t rng_below(struct shuffle_rng *g, uint64_t bound)
-{
-	uint64_t limit = UINT64_MAX - UINT64_MAX % bound, v;
-
-	do
-		v = rng_next(g);
-	while (v >= limit);
-	return v % bound;
-}
-
-/* Fisher-Yates within each run of one group (the list is sorted by group). */
-static void shuffle_groups(struct store_placement *list, size_t n, struct shuffle_rng *g)
-{
-	for (size_t start = 0, end; start < n; start = end) {
-		for (end = start + 1; end < n && list[end].group == list[start].group; end++)
-			;
-		for (size_t i = end - 1; i > start; i--) {
-			size_t j = start + (size_t)rng_below(g, i - start + 1);
-			struct store_placement t = list[i];
-			list[i] = list[j];
-			list[j] = t;
-		}
-	}
+	return vf_list_render(call, out, store_held_back_list);
 }
 
 /* Placement-facing like quarantined: fails closed (EIO) while the store is
- * unavailable. */
+ * unavailable.  The order is the store's (store/placement.c). */
 static int allocatable_render(const struct vfile_call *call, FILE *out)
 {
 	_cleanup_free_ struct store_placement *list = NULL;
-	struct shuffle_rng g;
 	size_t count = 0;
 	int r;
 
-	r = store_allocatable_list_noretry(call->store, &list, &count);
+	r = store_allocatable_list(call->store, call->read, &list, &count);
 	if (r < 0)
 		return r;
-	if (getrandom(&g.state, sizeof(g.state), 0) != (ssize_t)sizeof(g.state))
-		return -EIO; /* no randomness: no order that a guest could predict */
-	shuffle_groups(list, count, &g);
 	for (size_t i = 0; i < count; i++)
 		fprintf(out, "%s\n", list[i].vf);
 	return 0;
@@ -356,6 +309,8 @@ static int resources_render(const struct vfile_call *call, FILE *out)
 	struct store_stats stats;
 	bool available;
 
+	if (call->read == STORE_READ_RETRY) /* counters are no read that retries */
+		store_retry_for_read(call->store);
 	store_get_stats(call->store, &stats);
 	available = store_status(call->store, reason, sizeof(reason));
 	fprintf(out, "total_slots %zu\n", stats.vfs);
@@ -666,7 +621,7 @@ static int tally_render(const struct vfile_call *call, FILE *out)
 static int vf_quarantined_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_get_noretry(call->store, call->vf, &info);
+	int r = store_vf_get(call->store, call->vf, call->read, &info);
 
 	if (r < 0)
 		return r;
@@ -678,7 +633,7 @@ static int vf_quarantined_render(const struct vfile_call *call, FILE *out)
 static int vf_state_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_get_noretry(call->store, call->vf, &info);
+	int r = store_vf_get(call->store, call->vf, call->read, &info);
 
 	if (r < 0)
 		return r;
@@ -689,7 +644,7 @@ static int vf_state_render(const struct vfile_call *call, FILE *out)
 static int vf_since_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_get_noretry(call->store, call->vf, &info);
+	int r = store_vf_get(call->store, call->vf, call->read, &info);
 
 	if (r < 0)
 		return r;
@@ -702,7 +657,7 @@ static int vf_since_render(const struct vfile_call *call, FILE *out)
 static int vf_parent_render(const struct vfile_call *call, FILE *out)
 {
 	struct store_vf_info info;
-	int r = store_vf_lookup(call->store, call->vf, &info);
+	int r = store_vf_get(call->store, call->vf, STORE_READ_MEMORY, &info);
 
 	if (r < 0)
 		return r;
@@ -713,7 +668,7 @@ static int vf_parent_render(const struct vfile_call *call, FILE *out)
 /* Set once: the same address again changes nothing, another EBUSY. */
 static int vf_parent_write(const struct vfile_call *call, char *command)
 {
-	struct store_vf_info before;
+	bool unchanged;
 	int r;
 
 	if (!vf_address_valid(command) || strcmp(command, call->vf) == 0) {
@@ -721,21 +676,19 @@ static int vf_parent_write(const struct vfile_call *call, char *command)
 			*call->why = "parent: not a PCI address like 0000:41:00.0, or the VF's own";
 		return -EINVAL;
 	}
-	if ((r = store_vf_lookup(call->store, call->vf, &before)) < 0)
-		return r;
-	r = store_vf_set_parent(call->store, call->vf, command);
+	r = store_vf_set_parent(call->store, call->vf, command, &unchanged);
 	if (r == -EBUSY && call->why)
 		*call->why = "parent: already set to another GPU (set once)";
 	if (r < 0)
 		return r;
-	if (strcmp(before.parent, command) != 0)
+	if (!unchanged)
 		log_info("%s: parent GPU set to %s", call->vf, command);
 	return 0;
 }
 
 /* "VF: back in service: cleared by the operator (hold lifted, quarantine
  * lifted, 2 failures dropped)", naming only what there was. */
-static void log_cleared(const struct vfile_call *call, const struct store_vf_info *before)
+static void log_cleared(const struct vfile_call *call, const struct store_operator_result *before)
 {
 	struct store_vf_info info;
 	struct log_fields f;
@@ -761,23 +714,21 @@ static void log_cleared(const struct vfile_call *call, const struct store_vf_inf
 
 /* `echo 1` sets the operator hold; `echo 0` lifts the hold and the
  * quarantine and drops the failures.  What it changed is logged once (a
- * repeated command, which changes nothing, at debug level); the state
- * before comes from memory, for the log line only. */
+ * repeated command, which changes nothing, at debug level), from what the
+ * store's decision found. */
 static int vf_quarantined_write(const struct vfile_call *call, char *command)
 {
-	struct store_vf_info before;
+	struct store_operator_result before;
 	bool hold = strcmp(command, "1") == 0;
 	int r;
 
 	if (!hold && strcmp(command, "0") != 0)
 		return refuse(call, "quarantined takes \"1\" (hold) or \"0\" (back in service)");
-	if ((r = store_vf_lookup(call->store, call->vf, &before)) < 0)
-		return r;
-	r = hold ? store_quarantine_manual_by(call->store, call->vf, call->uid)
-		 : store_clear_by(call->store, call->vf, call->uid);
+	r = hold ? store_quarantine_manual(call->store, call->vf, call->uid, &before)
+		 : store_clear(call->store, call->vf, call->uid, &before);
 	if (r < 0)
 		return r;
-	if (hold && before.held) {
+	if (hold && before.unchanged) {
 		mark_unchanged(call);
 		log_debug("%s: already held by the operator", call->vf);
 	} else if (hold) {
@@ -787,7 +738,7 @@ static int vf_quarantined_write(const struct vfile_call *call, char *command)
 		event_fields(call, call->vf, &f, &info);
 		log_event(LOG_NOTICE, LOG_EVENT_HELD, &f, "%s: held by the operator%s", call->vf,
 			  before.auto_quarantined ? " (also quarantined)" : "");
-	} else if (!before.quarantined && before.tally == 0) {
+	} else if (before.unchanged) {
 		mark_unchanged(call);
 		log_debug("%s: nothing to clear", call->vf);
 	} else {
@@ -803,6 +754,8 @@ static int failures_render(const struct vfile_call *call, FILE *out)
 	int r;
 
 	r = store_failure_list(call->store, call->vf, &failures, &count);
+	if (r < 0 && r != -ENOENT)
+		log_warn("%s: listing the failures failed: %s", call->vf, strerror(-r));
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < count; i++) {
@@ -827,6 +780,8 @@ static int history_render(const struct vfile_call *call, FILE *out)
 	int r;
 
 	r = store_history_list(call->store, call->vf, HISTORY_MAX, &h, &count, &dropped);
+	if (r < 0 && r != -ENOENT)
+		log_warn("%s: listing the history failed: %s", call->vf, strerror(-r));
 	if (r < 0)
 		return r;
 	if (dropped)
@@ -920,7 +875,8 @@ static void note_check(const struct vfile_call *call, const struct report_comman
 {
 	struct store_claim claim;
 
-	if (store_claim_lookup(call->store, call->vf, cmd->instance_id, &claim) == 0 &&
+	if (store_claim_get(call->store, call->vf, cmd->instance_id, STORE_READ_MEMORY,
+			    &claim) == 0 &&
 	    strcmp(claim.claimed_at, cmd->claimed_at) == 0)
 		metrics_note_check(call->metrics, call->vf_id, claim.id, result);
 }
@@ -963,7 +919,7 @@ static int report_write(const struct vfile_call *call, char *command)
 
 	struct store_success_result res;
 
-	r = store_report_success_by(call->store, call->vf, cmd.instance_id, cmd.claimed_at,
+	r = store_report_success(call->store, call->vf, cmd.instance_id, cmd.claimed_at,
 				    call->uid, &res);
 	if (r < 0)
 		return r;

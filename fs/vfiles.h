@@ -76,16 +76,19 @@ enum vfile_flags {
 
 struct metrics;
 
-/* What a render or write function works on.  A render reads the store
- * without retrying (the _noretry reads): whether a read may repair an
- * unavailable store is decided once per request, from the reader's rights
- * and the file's VFILE_PLACEMENT, by handle.c (read_may_repair), never by a
- * render function. */
+/* What a render or write function works on.  A render reads the store as
+ * `read` says: whether a read may repair an unavailable store is decided
+ * once per request, from the reader's rights and the file's
+ * VFILE_PLACEMENT, by handle.c (read_may_repair), never by a render
+ * function. */
 struct vfile_call {
 	struct store *store;
 	struct metrics *metrics; /* extra series of `metrics` (fs/metrics.h); may be NULL */
 	const char *vf;      /* per-VF files: the VF address */
 	uint64_t vf_id;      /* per-VF files: the VF's id */
+	enum store_read read; /* renders: how placement-facing reads are made
+			       * (STORE_READ_NORETRY, the zero value, unless
+			       * read_may_repair said otherwise) */
 	char *outcome;       /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
 	const char **why;    /* a write refused by a grammar says here which rule (a
 			      * static string) for the caller to log; may be NULL */

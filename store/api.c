@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * api.c - the store's public entry points (store.h): argument checks, the
- * one shape every mutation takes, and the reads served from the mirror.
+ * api.c - the store's public entry points (store.h) but the claims'
+ * (claims.c): argument checks, the one shape every mutation takes, and the
+ * reads served from the mirror.
  *
  * A mutation is: validate (the entry point) -> mutate(): the store must be
  * loaded -> decide from the committed mirror (a decide_fn, using the pure
@@ -9,21 +10,11 @@
  * answered even while latched) -> the store must be writable -> submit to
  * group commit (commit.c) and wait until durable.
  *
- * Reservations (the first step of a claim) are decided and kept in the
- * mirror alone (mirror.c): a claim is committed only from one, so one VF
- * never has two holders.  reservation_lock is held across a commit's whole
- * mutate() and across a cancel, so a cancel (rm) either comes first (the
- * commit finds nothing: -ENOENT) or sees the claim (and releases it), and a
- * second commit of one reservation finds the first's claim (-EALREADY).
- * Lock order: reservation_lock, then the mirror's locks; the committer
- * (commit.c) never takes it.
- *
- * Reads: placement-facing ones (store_quarantined_list, store_held_back_list,
- * store_vf_get, store_claim_get) retry a latched store once
- * (store_retry_for_read: at most one retry a second) and then fail with
- * -EIO; their _noretry variants, for readers who may not write, never
- * retry; the others, lookups included, are answered from the mirror
- * while the store is unavailable, as long as it was ever loaded.
+ * Reads: each takes an enum store_read (read_ready): placement-facing ones
+ * retry a latched store once (store_retry_for_read: at most one retry a
+ * second) or not at all, and then fail with -EIO; reads from memory are
+ * answered from the mirror while the store is unavailable, as long as it
+ * was ever loaded.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,6 +23,7 @@
 #include "grammar/message.h"
 #include "common/log.h"
 #include "grammar/vf.h"
+#include "store/placement.h"
 #include "store/rules.h"
 #include "store/store-internal.h"
 
@@ -70,7 +62,7 @@ const char *store_mode_name(enum store_mode mode)
 }
 
 /* "" or NULL -> ""; else the canonical form, -EINVAL when unparseable. */
-static int normalize_optional_time(const char *in, char out[static RFC3339_BUFSZ])
+int normalize_optional_time(const char *in, char out[static RFC3339_BUFSZ])
 {
 	if (!in || !*in) {
 		out[0] = '\0';
@@ -89,6 +81,21 @@ static int ensure_available(struct store *s, bool may_repair)
 	if (atomic_load(&s->available))
 		return 0;
 	return may_repair && store_retry_for_read(s) == 0 ? 0 : -EIO;
+}
+
+/* The check every read makes before it copies from the mirror: a
+ * placement-facing one (ensure_available), or, from memory, only that the
+ * database was ever loaded.  -EINVAL for another value of how. */
+int read_ready(struct store *s, enum store_read how)
+{
+	switch (how) {
+	case STORE_READ_RETRY:
+	case STORE_READ_NORETRY:
+		return ensure_available(s, how == STORE_READ_RETRY);
+	case STORE_READ_MEMORY:
+		return atomic_load(&s->loaded) ? 0 : -EIO;
+	}
+	return -EINVAL;
 }
 
 int store_retry_for_read(struct store *s)
@@ -116,17 +123,11 @@ bool store_status(struct store *s, char *reason, size_t reason_size)
 
 /* -- the one shape of a mutation ----------------------------------------------- */
 
-#define DECIDE_SUBMIT 0
-#define DECIDE_NOOP 1 /* answered from the mirror: nothing to change */
-
-/* Decide an op from the committed mirror (mirror_rdlock held): e is the
- * entry of op->vf, NULL when unknown or when the op names no VF.  Returns
- * DECIDE_SUBMIT, DECIDE_NOOP or a negative errno (a refusal). */
-typedef int (*decide_fn)(const struct store *s, const struct vf_entry *e, struct op *op);
 
 /* Loaded -> decide -> writable -> submit.  decide NULL: always submit.
- * Returns 0 (committed; op holds the results), DECIDE_NOOP, or -errno. */
-static int mutate(struct store *s, struct op *op, decide_fn decide)
+ * Returns 0 (committed, or op->noop: nothing to change; op holds the
+ * results) or -errno. */
+int mutate(struct store *s, struct op *op, decide_fn decide)
 {
 	if (!atomic_load(&s->loaded))
 		return -EIO;
@@ -134,7 +135,7 @@ static int mutate(struct store *s, struct op *op, decide_fn decide)
 		mirror_rdlock(s);
 		int r = decide(s, op->vf[0] ? mirror_find(s, op->vf) : NULL, op);
 		mirror_unlock(s);
-		if (r != DECIDE_SUBMIT)
+		if (r < 0 || op->noop)
 			return r;
 	}
 	/* only a change needs a writable store */
@@ -154,19 +155,13 @@ static int vf_action(struct store *s, enum op_kind kind, const char *vf, decide_
 	if (!vf_address_valid(vf))
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
-	int r = mutate(s, &op, decide);
-	return r == DECIDE_NOOP ? 0 : r;
-}
-
-int store_vf_register(struct store *s, const char *vf)
-{
-	return vf_action(s, OP_REGISTER, vf, NULL);
+	return mutate(s, &op, decide);
 }
 
 /* A reservation blocks unregistering like a claim (the SQL sees only claims). */
 static int decide_unregister(const struct store *s, const struct vf_entry *e, struct op *op)
 {
-	return e && e->reservation ? -EBUSY : DECIDE_SUBMIT;
+	return e && e->reservation ? -EBUSY : 0;
 }
 
 /* "" or NULL: unknown; else a VF address other than vf's. */
@@ -176,12 +171,15 @@ static int parent_check(const char *vf, const char *parent)
 		return -EINVAL;
 	if (!parent || !*parent)
 		return 0;
-	return vf_address_valid(parent) && rule_parent_set(vf, "", parent) == 0 ? 0 : -EINVAL;
+	bool unchanged;
+	if (!vf_address_valid(parent) || rule_parent_set(vf, "", parent, &unchanged) < 0)
+		return -EINVAL;
+	return 0;
 }
 
-int store_vf_register_parent(struct store *s, const char *vf, const char *parent)
+int store_vf_register(struct store *s, const char *vf, const char *parent)
 {
-	struct op op = { .kind = OP_REGISTER };
+	struct op op = { .kind = OP_REGISTER, .uid = -1 };
 
 	if (parent_check(vf, parent) < 0)
 		return -EINVAL;
@@ -194,20 +192,23 @@ static int decide_parent(const struct store *s, const struct vf_entry *e, struct
 {
 	if (!e)
 		return -ENOENT;
-	int r = rule_parent_set(op->vf, e->parent, op->parent);
-	return r == 1 ? DECIDE_NOOP : r; /* 0 is DECIDE_SUBMIT */
+	return rule_parent_set(op->vf, e->parent, op->parent, &op->noop);
 }
 
-int store_vf_set_parent(struct store *s, const char *vf, const char *parent)
+int store_vf_set_parent(struct store *s, const char *vf, const char *parent, bool *unchanged)
 {
 	struct op op = { .kind = OP_SET_PARENT };
+	int r;
 
 	if (!parent || !*parent || parent_check(vf, parent) < 0)
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.parent, sizeof(op.parent), parent);
-	int r = mutate(s, &op, decide_parent);
-	return r == DECIDE_NOOP ? 0 : r;
+	if ((r = mutate(s, &op, decide_parent)) < 0)
+		return r;
+	if (unchanged)
+		*unchanged = op.noop;
+	return 0;
 }
 
 int store_vf_unregister(struct store *s, const char *vf)
@@ -226,31 +227,15 @@ static int vf_read(struct store *s, const char *vf, uint64_t id, struct store_vf
 	return e ? 0 : -ENOENT;
 }
 
-static int vf_get(struct store *s, const char *vf, struct store_vf_info *ret, bool may_repair)
+int store_vf_get(struct store *s, const char *vf, enum store_read how,
+		 struct store_vf_info *ret)
 {
+	int r;
+
 	if (!vf_address_valid(vf) || !ret)
 		return -EINVAL;
-	if (ensure_available(s, may_repair) < 0)
-		return -EIO;
-	return vf_read(s, vf, 0, ret);
-}
-
-int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret)
-{
-	return vf_get(s, vf, ret, true);
-}
-
-int store_vf_get_noretry(struct store *s, const char *vf, struct store_vf_info *ret)
-{
-	return vf_get(s, vf, ret, false);
-}
-
-int store_vf_lookup(struct store *s, const char *vf, struct store_vf_info *ret)
-{
-	if (!vf_address_valid(vf) || !ret)
-		return -EINVAL;
-	if (!atomic_load(&s->loaded))
-		return -EIO;
+	if ((r = read_ready(s, how)) < 0)
+		return r;
 	return vf_read(s, vf, 0, ret);
 }
 
@@ -293,15 +278,17 @@ static bool listed_held_back(const struct store *s, const struct vf_entry *e)
 }
 
 /* The VFs `pick` selects, sorted; `expected` (a count the mirror keeps)
- * sizes the list.  Placement-facing: retries, then -EIO. */
+ * sizes the list. */
 static int vf_select(struct store *s, const size_t *expected,
 		     bool (*pick)(const struct store *, const struct vf_entry *),
-		     char (**ret)[VF_ADDR_BUFSZ], size_t *count, bool may_repair)
+		     enum store_read how, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
 {
+	int r;
+
 	if (!ret || !count)
 		return -EINVAL;
-	if (ensure_available(s, may_repair) < 0)
-		return -EIO;
+	if ((r = read_ready(s, how)) < 0)
+		return r;
 	mirror_rdlock(s);
 	size_t cap = *expected;
 	char(*list)[VF_ADDR_BUFSZ] = calloc(MAX(cap, (size_t)1), sizeof(*list));
@@ -317,101 +304,55 @@ static int vf_select(struct store *s, const size_t *expected,
 	return 0;
 }
 
-static int quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count,
-			    bool may_repair)
+int store_quarantined_list(struct store *s, enum store_read how, char (**ret)[VF_ADDR_BUFSZ],
+			   size_t *count)
 {
-	return vf_select(s, &s->n_out_of_service, listed_out_of_service, ret, count, may_repair);
+	return vf_select(s, &s->n_out_of_service, listed_out_of_service, how, ret, count);
 }
 
-int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
+int store_held_back_list(struct store *s, enum store_read how, char (**ret)[VF_ADDR_BUFSZ],
+			 size_t *count)
 {
-	return quarantined_list(s, ret, count, true);
+	return vf_select(s, &s->n_held_back, listed_held_back, how, ret, count);
 }
 
-int store_quarantined_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
+/* The allocatable VFs in placement order (placement.c): what placement
+ * needs of each VF is copied under the mirror's lock, the order is drawn
+ * without it. */
+int store_allocatable_list(struct store *s, enum store_read how, struct store_placement **ret,
+			   size_t *count)
 {
-	return quarantined_list(s, ret, count, false);
-}
+	_cleanup_free_ struct placement_vf *vfs = NULL;
+	_cleanup_free_ struct store_placement *list = NULL;
+	uint64_t seed;
+	size_t n = 0;
+	int r;
 
-int store_held_back_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
-{
-	return vf_select(s, &s->n_held_back, listed_held_back, ret, count, true);
-}
-
-int store_held_back_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
-{
-	return vf_select(s, &s->n_held_back, listed_held_back, ret, count, false);
-}
-
-static int compare_addr(const void *a, const void *b)
-{
-	return strcmp(a, b);
-}
-
-static int compare_placement(const void *a, const void *b)
-{
-	const struct store_placement *x = a, *y = b;
-
-	if (x->group != y->group)
-		return x->group < y->group ? -1 : 1;
-	return strcmp(x->vf, y->vf);
-}
-
-/* The allocatable VFs with their group (rule_placement_group), sorted by
- * group then address.  A parent is degraded when one of its VFs is out of
- * service: those parents are collected first, sorted, and looked up. */
-static int allocatable_list(struct store *s, struct store_placement **ret, size_t *count,
-			    bool may_repair)
-{
 	if (!ret || !count)
 		return -EINVAL;
-	if (ensure_available(s, may_repair) < 0)
-		return -EIO;
+	if ((r = read_ready(s, how)) < 0)
+		return r;
+	if ((r = placement_seed(&seed)) < 0)
+		return r;
 	enum store_mode mode = (enum store_mode)atomic_load(&s->mode);
 	mirror_rdlock(s);
-	size_t n_vfs = s->n_vfs, n_degraded = 0, n = 0;
-	char(*degraded)[VF_ADDR_BUFSZ] = calloc(MAX(s->n_out_of_service, (size_t)1),
-						 sizeof(*degraded));
-	struct store_placement *list = calloc(MAX(n_vfs, (size_t)1), sizeof(*list));
-	for (size_t i = 0; degraded && i < n_vfs && n_degraded < s->n_out_of_service; i++) {
+	vfs = calloc(MAX(s->n_vfs, (size_t)1), sizeof(*vfs));
+	list = calloc(MAX(s->n_vfs, (size_t)1), sizeof(*list));
+	for (size_t i = 0; vfs && list && i < s->n_vfs; i++, n++) {
 		const struct vf_entry *e = s->by_addr[i];
-		if (e->parent[0] && listed_out_of_service(s, e))
-			memcpy(degraded[n_degraded++], e->parent, VF_ADDR_BUFSZ);
-	}
-	qsort(degraded, n_degraded, sizeof(*degraded), compare_addr);
-	for (size_t i = 0; degraded && list && i < n_vfs; i++) {
-		const struct vf_entry *e = s->by_addr[i];
-		bool parent_degraded = e->parent[0] && bsearch(e->parent, degraded, n_degraded,
-							       sizeof(*degraded), compare_addr);
-		enum store_placement_group g = rule_placement_group(
-			mode, listed_out_of_service(s, e), e->claim || e->reservation,
-			listed_held_back(s, e), parent_degraded); /* a reservation is taken */
-		if (g == STORE_PLACE_NONE)
-			continue;
-		memcpy(list[n].vf, e->addr, VF_ADDR_BUFSZ);
-		list[n++].group = g;
+		memcpy(vfs[i].vf, e->addr, VF_ADDR_BUFSZ);
+		memcpy(vfs[i].parent, e->parent, VF_ADDR_BUFSZ);
+		vfs[i].out_of_service = listed_out_of_service(s, e);
+		vfs[i].claimed = e->claim || e->reservation; /* a reservation is taken */
+		vfs[i].held_back = listed_held_back(s, e);
 	}
 	mirror_unlock(s);
-	bool ok = degraded && list;
-	free(degraded);
-	if (!ok) {
-		free(list);
+	if (!vfs || !list)
 		return -ENOMEM;
-	}
-	qsort(list, n, sizeof(*list), compare_placement);
-	*ret = list;
-	*count = n;
+	if ((r = placement_order(mode, vfs, n, seed, list, count)) < 0)
+		return r;
+	*ret = move_ptr(list);
 	return 0;
-}
-
-int store_allocatable_list(struct store *s, struct store_placement **ret, size_t *count)
-{
-	return allocatable_list(s, ret, count, true);
-}
-
-int store_allocatable_list_noretry(struct store *s, struct store_placement **ret, size_t *count)
-{
-	return allocatable_list(s, ret, count, false);
 }
 
 /* -- settings ------------------------------------------------------------------- */
@@ -430,15 +371,14 @@ static int decide_setting(const struct store *s, const struct vf_entry *e, struc
 {
 	int current = op->kind == OP_THRESHOLD ? s->threshold : s->max_quarantined;
 
-	return current == op->value ? DECIDE_NOOP : DECIDE_SUBMIT;
+	op->noop = current == op->value;
+	return 0;
 }
 
 static int setting_set(struct store *s, enum op_kind kind, int value)
 {
 	struct op op = { .kind = kind, .value = value };
-	int r = mutate(s, &op, decide_setting);
-
-	return r == DECIDE_NOOP ? 0 : r;
+	return mutate(s, &op, decide_setting);
 }
 
 int store_threshold_get(struct store *s)
@@ -474,7 +414,8 @@ int store_mode_get(struct store *s)
 
 static int decide_mode(const struct store *s, const struct vf_entry *e, struct op *op)
 {
-	return atomic_load(&s->mode) == op->value ? DECIDE_NOOP : DECIDE_SUBMIT;
+	op->noop = atomic_load(&s->mode) == op->value;
+	return 0;
 }
 
 int store_mode_set(struct store *s, enum store_mode mode)
@@ -483,8 +424,7 @@ int store_mode_set(struct store *s, enum store_mode mode)
 
 	if (mode != STORE_MODE_ENFORCE && mode != STORE_MODE_OBSERVE)
 		return -EINVAL;
-	int r = mutate(s, &op, decide_mode);
-	return r == DECIDE_NOOP ? 0 : r;
+	return mutate(s, &op, decide_mode);
 }
 
 /* -- reports ---------------------------------------------------------------------- */
@@ -498,7 +438,8 @@ static int decide_failure(const struct store *s, const struct vf_entry *e, struc
 						     .threshold = s->threshold };
 	bool out = rule_out_of_service(e->quarantined, e->held);
 	bool duplicate = !out && mirror_failure_recorded(e, op->instance_id, op->when);
-	return rule_failure_unchanged(out, duplicate) ? DECIDE_NOOP : DECIDE_SUBMIT;
+	op->noop = rule_failure_unchanged(out, duplicate);
+	return 0;
 }
 
 int store_report_failure(struct store *s, const char *vf, const char *instance_id,
@@ -528,17 +469,12 @@ static int decide_success(const struct store *s, const struct vf_entry *e, struc
 {
 	if (!e)
 		return -ENOENT;
-	return mirror_failure_recorded(e, op->instance_id, op->when) ? DECIDE_SUBMIT : DECIDE_NOOP;
+	op->noop = !mirror_failure_recorded(e, op->instance_id, op->when);
+	return 0;
 }
 
 int store_report_success(struct store *s, const char *vf, const char *instance_id,
-			 const char *assigned_at, struct store_success_result *ret)
-{
-	return store_report_success_by(s, vf, instance_id, assigned_at, -1, ret);
-}
-
-int store_report_success_by(struct store *s, const char *vf, const char *instance_id,
-			    const char *assigned_at, int64_t uid, struct store_success_result *ret)
+			 const char *assigned_at, int64_t uid, struct store_success_result *ret)
 {
 	struct op op = { .kind = OP_SUCCESS, .uid = uid };
 	int r;
@@ -558,14 +494,14 @@ int store_report_success_by(struct store *s, const char *vf, const char *instanc
 	if (!e)
 		return -ENOENT;
 
-	r = DECIDE_NOOP;
+	op.noop = true;
 	if (failures > 0) {
 		copy_string(op.vf, sizeof(op.vf), vf);
 		copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
 		if ((r = mutate(s, &op, decide_success)) < 0)
 			return r;
 	}
-	if (r == DECIDE_NOOP || !op.success.cleared) {
+	if (op.noop || !op.success.cleared) {
 		atomic_fetch_add(&s->ok_reports_noop, 1);
 		op.success = (struct store_success_result){ 0 };
 	} else {
@@ -582,408 +518,44 @@ static int decide_operator(const struct store *s, const struct vf_entry *e, stru
 {
 	if (!e)
 		return -ENOENT;
-	bool unchanged = op->kind == OP_MANUAL
-				 ? rule_hold_unchanged(e->held)
-				 : rule_clear_unchanged(e->quarantined, e->held, e->n_failures);
-	return unchanged ? DECIDE_NOOP : DECIDE_SUBMIT;
+	op->noop = op->kind == OP_MANUAL
+			   ? rule_hold_unchanged(e->held)
+			   : rule_clear_unchanged(e->quarantined, e->held, e->n_failures);
+	op->operator = (struct store_operator_result){
+		.unchanged = op->noop,
+		.held = e->held,
+		.auto_quarantined = e->quarantined,
+		.quarantined = rule_out_of_service(e->quarantined, e->held),
+		.tally = (unsigned)e->n_failures,
+	};
+	return 0;
 }
 
-int store_quarantine_manual(struct store *s, const char *vf)
+static int operator_action(struct store *s, enum op_kind kind, const char *vf, int64_t uid,
+			   struct store_operator_result *ret)
 {
-	return store_quarantine_manual_by(s, vf, -1);
-}
-
-int store_quarantine_manual_by(struct store *s, const char *vf, int64_t uid)
-{
-	struct op op = { .kind = OP_MANUAL, .uid = uid };
+	struct op op = { .kind = kind, .uid = uid };
+	int r;
 
 	if (!vf_address_valid(vf))
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
-	int r = mutate(s, &op, decide_operator);
-	return r == DECIDE_NOOP ? 0 : r;
-}
-
-int store_clear(struct store *s, const char *vf)
-{
-	return store_clear_by(s, vf, -1);
-}
-
-int store_clear_by(struct store *s, const char *vf, int64_t uid)
-{
-	struct op op = { .kind = OP_CLEAR, .uid = uid };
-
-	if (!vf_address_valid(vf))
-		return -EINVAL;
-	copy_string(op.vf, sizeof(op.vf), vf);
-	int r = mutate(s, &op, decide_operator);
-	return r == DECIDE_NOOP ? 0 : r;
-}
-
-/* -- claims ------------------------------------------------------------------------ */
-
-static int claim_check(const struct store_claim *c, char when[static RFC3339_BUFSZ])
-{
-	if (!c || !vf_address_valid(c->vf) || !instance_id_valid(c->instance_id))
-		return -EINVAL;
-	if (strnlen(c->claimed_at, sizeof(c->claimed_at)) >= sizeof(c->claimed_at) ||
-	    normalize_optional_time(c->claimed_at, when) < 0)
-		return -EINVAL;
-	if (strnlen(c->agent, sizeof(c->agent)) >= sizeof(c->agent) ||
-	    strnlen(c->control, sizeof(c->control)) >= sizeof(c->control) ||
-	    strnlen(c->boot_id, sizeof(c->boot_id)) >= sizeof(c->boot_id))
-		return -ENAMETOOLONG;
-	if (c->pid < 0 || c->pid > INT32_MAX)
-		return -EINVAL;
-	return rule_claim_watch_refusal(c->agent, c->control, c->pid);
-}
-
-/* Fill a claim op from a checked claim. */
-static void claim_op(struct op *op, const struct store_claim *c)
-{
-	op->claim_in = c;
-	copy_string(op->vf, sizeof(op->vf), c->vf);
-	copy_string(op->instance_id, sizeof(op->instance_id), c->instance_id);
-}
-
-/* The live claim of e when op's instance holds it, else NULL. */
-static const struct store_claim *held_claim(const struct vf_entry *e, const struct op *op)
-{
-	return e && e->claim && strcmp(e->claim->instance_id, op->instance_id) == 0 ? e->claim
-										       : NULL;
-}
-
-int store_claim_reserve(struct store *s, const struct store_claim *c, struct store_claim *ret)
-{
-	char when[RFC3339_BUFSZ];
-	int r;
-
-	if (!ret)
-		return -EINVAL;
-	if ((r = claim_check(c, when)) < 0)
+	if ((r = mutate(s, &op, decide_operator)) < 0)
 		return r;
-	if (!atomic_load(&s->loaded))
-		return -EIO;
-	struct store_claim *res = malloc(sizeof(*res));
-	if (!res)
-		return -ENOMEM;
-	*res = *c;
-	res->reserved = true;
-	if (when[0])
-		memcpy(res->claimed_at, when, sizeof(when));
-	else
-		rfc3339_now(res->claimed_at);
-	*ret = *res; /* before the mirror owns it */
-	if ((r = mirror_reservation_add(s, res)) < 0) {
-		free(res);
-		return r;
-	}
-	ret->id = res->id; /* the mirror does not change it */
+	if (ret)
+		*ret = op.operator;
 	return 0;
 }
 
-/* Commit: only the reservation named, of the same instance; the VF may have
- * been quarantined meanwhile. */
-static int decide_commit(const struct store *s, const struct vf_entry *e, struct op *op)
+int store_quarantine_manual(struct store *s, const char *vf, int64_t uid,
+			    struct store_operator_result *ret)
 {
-	const struct store_claim *res = e ? e->reservation : NULL;
-
-	if (e && e->claim && e->claim->id == op->claim_in->id &&
-	    strcmp(e->claim->instance_id, op->instance_id) == 0)
-		return -EALREADY; /* committed by a concurrent commit */
-	if (!res || res->id != op->claim_in->id || strcmp(res->instance_id, op->instance_id) != 0)
-		return -ENOENT;
-	op->when_given = op->when[0] && strcmp(op->when, res->claimed_at) != 0;
-	if (!op->when[0])
-		memcpy(op->when, res->claimed_at, sizeof(op->when));
-	return rule_commit_refusal(e->claim ? e->claim->instance_id : NULL, op->instance_id);
+	return operator_action(s, OP_MANUAL, vf, uid, ret);
 }
 
-int store_claim_commit(struct store *s, const struct store_claim *c)
+int store_clear(struct store *s, const char *vf, int64_t uid, struct store_operator_result *ret)
 {
-	struct op op = { .kind = OP_CLAIM };
-	int r;
-
-	if ((r = claim_check(c, op.when)) < 0)
-		return r;
-	claim_op(&op, c);
-	pthread_mutex_lock(&s->reservation_lock);
-	r = mutate(s, &op, decide_commit);
-	pthread_mutex_unlock(&s->reservation_lock);
-	return r;
-}
-
-void store_claim_cancel(struct store *s, const char *vf, uint64_t id)
-{
-	if (!vf_address_valid(vf))
-		return;
-	pthread_mutex_lock(&s->reservation_lock);
-	mirror_reservation_drop(s, vf, id);
-	pthread_mutex_unlock(&s->reservation_lock);
-}
-
-int store_claim_abandon(struct store *s, const struct store_claim *c)
-{
-	int r = store_claim_commit(s, c);
-
-	if (r != -EIO)
-		return r;
-	/* reservation_lock: a commit or cancel in between is seen (-ENOENT) */
-	pthread_mutex_lock(&s->reservation_lock);
-	if (mirror_reservation_orphan(s, c->vf, c->id) == 0)
-		r = 1;
-	pthread_mutex_unlock(&s->reservation_lock);
-	return r;
-}
-
-void claims_commit_orphaned(struct store *s)
-{
-	_cleanup_free_ struct store_claim *orphans = NULL;
-	size_t n = 0;
-
-	mirror_rdlock(s);
-	for (size_t i = 0; i < s->n_vfs; i++)
-		n += s->by_addr[i]->reservation_orphaned;
-	orphans = n ? calloc(n, sizeof(*orphans)) : NULL;
-	n = 0;
-	for (size_t i = 0; orphans && i < s->n_vfs; i++)
-		if (s->by_addr[i]->reservation_orphaned)
-			orphans[n++] = *s->by_addr[i]->reservation;
-	mirror_unlock(s);
-	for (size_t i = 0; i < n; i++) {
-		int r = store_claim_commit(s, &orphans[i]);
-		if (r < 0 && r != -EIO && r != -EALREADY && r != -ENOENT) {
-			log_warn("%s: reserved claim of instance %s not committed: %s",
-				 orphans[i].vf, orphans[i].instance_id, strerror(-r));
-			store_claim_cancel(s, orphans[i].vf, orphans[i].id);
-		}
-	}
-}
-
-/* Release (cancel) the reservation of op->instance_id on op->vf, if it holds
- * one: 0 or a refusal (rule_release_refusal), 1 when it holds none (release
- * the claim, if any). */
-static int release_reservation(struct store *s, const struct op *op)
-{
-	uint64_t id = 0;
-	int r = 1;
-
-	pthread_mutex_lock(&s->reservation_lock);
-	mirror_rdlock(s);
-	const struct vf_entry *e = mirror_find(s, op->vf);
-	const struct store_claim *res = e ? e->reservation : NULL;
-	if (res && strcmp(res->instance_id, op->instance_id) == 0) {
-		r = rule_release_refusal(res->claimed_at, op->when);
-		id = res->id;
-	}
-	mirror_unlock(s);
-	if (r == 0) /* no commit can come between: reservation_lock */
-		mirror_reservation_drop(s, op->vf, id);
-	pthread_mutex_unlock(&s->reservation_lock);
-	return r;
-}
-
-int store_claim(struct store *s, const struct store_claim *c, struct store_claim *ret)
-{
-	struct store_claim res;
-	int r;
-
-	if ((r = store_claim_reserve(s, c, &res)) < 0)
-		return r;
-	if ((r = store_claim_commit(s, &res)) < 0) {
-		store_claim_cancel(s, res.vf, res.id);
-		return r;
-	}
-	if (ret) {
-		*ret = res;
-		ret->reserved = false; /* committed */
-	}
-	return 0;
-}
-
-static int decide_claim_update(const struct store *s, const struct vf_entry *e, struct op *op)
-{
-	const struct store_claim *live = held_claim(e, op), *c = op->claim_in;
-
-	if (!live)
-		return -ENOENT;
-	op->when_given = op->when[0] && strcmp(live->claimed_at, op->when) != 0;
-	bool same = strcmp(live->agent, c->agent) == 0 && strcmp(live->control, c->control) == 0 &&
-		    live->pid == c->pid && live->pid_starttime == c->pid_starttime &&
-		    (!op->when[0] || strcmp(live->claimed_at, op->when) == 0);
-	return same ? DECIDE_NOOP : DECIDE_SUBMIT;
-}
-
-int store_claim_update(struct store *s, const struct store_claim *c)
-{
-	struct op op = { .kind = OP_CLAIM_UPDATE };
-	int r;
-
-	if ((r = claim_check(c, op.when)) < 0)
-		return r;
-	claim_op(&op, c);
-	r = mutate(s, &op, decide_claim_update);
-	return r == DECIDE_NOOP ? 0 : r;
-}
-
-static int decide_release(const struct store *s, const struct vf_entry *e, struct op *op)
-{
-	const struct store_claim *live = held_claim(e, op);
-
-	return rule_release_refusal(live ? live->claimed_at : NULL, op->when);
-}
-
-int store_release(struct store *s, const char *vf, const char *instance_id)
-{
-	return store_release_how(s, vf, instance_id, NULL, "released", -1);
-}
-
-int store_release_if(struct store *s, const char *vf, const char *instance_id,
-		     const char *claimed_at)
-{
-	if (!claimed_at || !claimed_at[0])
-		return -EINVAL;
-	return store_release_how(s, vf, instance_id, claimed_at, "released-if", -1);
-}
-
-int store_release_how(struct store *s, const char *vf, const char *instance_id,
-		      const char *claimed_at, const char *how, int64_t uid)
-{
-	struct op op = { .kind = OP_RELEASE, .how = how, .uid = uid };
-
-	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !how || !how[0] ||
-	    strlen(how) > STORE_HISTORY_WORD_MAX ||
-	    (claimed_at && (!claimed_at[0] || rfc3339_normalize(claimed_at, op.when) < 0)))
-		return -EINVAL;
-	copy_string(op.vf, sizeof(op.vf), vf);
-	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
-	/* op.when "" = unconditional */
-	if (!atomic_load(&s->loaded))
-		return -EIO;
-	int r = release_reservation(s, &op);
-	return r <= 0 ? r : mutate(s, &op, decide_release);
-}
-
-/* What holds e by name: its live claim, or its reservation (reserved set). */
-static const struct store_claim *entry_holder(const struct vf_entry *e)
-{
-	return e->claim ? e->claim : e->reservation;
-}
-
-/* Copy the live claim (or reservation) of vf by instance_id from the mirror. */
-static int claim_read(struct store *s, const char *vf, const char *instance_id,
-		      struct store_claim *ret)
-{
-	mirror_rdlock(s);
-	struct vf_entry *e = mirror_find(s, vf);
-	const struct store_claim *c = e ? entry_holder(e) : NULL;
-	bool held = c && strcmp(c->instance_id, instance_id) == 0;
-	if (held)
-		*ret = *c;
-	mirror_unlock(s);
-	return held ? 0 : -ENOENT;
-}
-
-static int claim_get(struct store *s, const char *vf, const char *instance_id,
-		     struct store_claim *ret, bool may_repair)
-{
-	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
-		return -EINVAL;
-	if (ensure_available(s, may_repair) < 0)
-		return -EIO;
-	return claim_read(s, vf, instance_id, ret);
-}
-
-int store_claim_get(struct store *s, const char *vf, const char *instance_id,
-		    struct store_claim *ret)
-{
-	return claim_get(s, vf, instance_id, ret, true);
-}
-
-int store_claim_get_noretry(struct store *s, const char *vf, const char *instance_id,
-			    struct store_claim *ret)
-{
-	return claim_get(s, vf, instance_id, ret, false);
-}
-
-int store_claim_lookup(struct store *s, const char *vf, const char *instance_id,
-		       struct store_claim *ret)
-{
-	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !ret)
-		return -EINVAL;
-	if (!atomic_load(&s->loaded))
-		return -EIO;
-	return claim_read(s, vf, instance_id, ret);
-}
-
-int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret)
-{
-	bool found = false;
-
-	if (!ret)
-		return -EINVAL;
-	if (!atomic_load(&s->loaded))
-		return -EIO;
-	mirror_rdlock(s);
-	/* live claims are few (one per VF); a scan keeps no second index */
-	for (size_t i = 0; i < s->n_vfs && !found; i++) {
-		const struct store_claim *c = s->by_addr[i]->claim;
-		if (!c || c->id != id)
-			c = s->by_addr[i]->reservation;
-		if (c && c->id == id) {
-			*ret = *c;
-			found = true;
-		}
-	}
-	mirror_unlock(s);
-	return found ? 0 : -ENOENT;
-}
-
-int store_claim_get_on(struct store *s, uint64_t vf_id, uint64_t id, struct store_claim *ret)
-{
-	const struct store_claim *c = NULL;
-
-	if (!ret)
-		return -EINVAL;
-	if (!atomic_load(&s->loaded))
-		return -EIO;
-	mirror_rdlock(s);
-	const struct vf_entry *e = mirror_find_by_id(s, vf_id);
-	if (e)
-		c = e->claim && e->claim->id == id ? e->claim
-		    : e->reservation && e->reservation->id == id ? e->reservation : NULL;
-	if (c)
-		*ret = *c;
-	mirror_unlock(s);
-	return c ? 0 : -ENOENT;
-}
-
-int store_claim_list(struct store *s, const char *vf, struct store_claim **ret, size_t *count)
-{
-	if ((vf && !vf_address_valid(vf)) || !ret || !count)
-		return -EINVAL;
-	if (!atomic_load(&s->loaded))
-		return -EIO;
-	mirror_rdlock(s);
-	struct vf_entry *one = vf ? mirror_find(s, vf) : NULL;
-	size_t n = vf ? (one && entry_holder(one)) : s->n_claimed;
-	struct store_claim *list = calloc(MAX(n, (size_t)1), sizeof(*list));
-	size_t filled = 0;
-	for (size_t i = 0; list && i < s->n_vfs && filled < n; i++) {
-		const struct vf_entry *e = s->by_addr[i];
-		if (entry_holder(e) && (!vf || e == one))
-			list[filled++] = *entry_holder(e);
-	}
-	mirror_unlock(s);
-	if (vf && !one) {
-		free(list);
-		return -ENOENT;
-	}
-	if (!list)
-		return -ENOMEM;
-	*ret = list;
-	*count = filled;
-	return 0;
+	return operator_action(s, OP_CLEAR, vf, uid, ret);
 }
 
 /* -- counters ---------------------------------------------------------------------- */

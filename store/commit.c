@@ -139,7 +139,7 @@ static bool batch_store_wide(const struct op *batch)
  * false when anything else in the batch changed the VF's failures (or its
  * existence): then its keys are read again whole.  A report that only
  * appended a row is the common case: its VF's other keys are the mirror's
- * (issue 17 item 3: no commit re-reads all of a VF's failures).  The batch
+ * (no commit re-reads all of a VF's failures).  The batch
  * has no store-wide op (batch_store_wide()), so an op changed only its own
  * VF: one look at each op, not at each change (a threshold write changes
  * every VF). */

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
 #include "store/store-internal.h"
 
 /* read_lock held.  The listing connection, (re)opened when the writer's
@@ -38,8 +37,6 @@ static int read_db_ready(struct store *s)
 	int rc = sqlite3_open_v2(s->path, &s->read_db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX,
 				 s->vfs_name);
 	if (rc != SQLITE_OK) {
-		log_warn("store: cannot open %s for reading: %s", s->path,
-			 s->read_db ? sqlite3_errmsg(s->read_db) : sqlite3_errstr(rc));
 		sqlite3_close_v2(s->read_db);
 		s->read_db = NULL;
 		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
@@ -87,11 +84,8 @@ static int read_failures(struct store *s, const char *vf, struct store_failure *
 		copy_string(f->assigned_at, sizeof(f->assigned_at), db_col_text(st, 3));
 		copy_string(f->message, sizeof(f->message), db_col_text(st, 4));
 	}
-	if (rc != SQLITE_DONE) {
-		log_warn("store: listing the failures of %s failed: %s", vf,
-			 sqlite3_errmsg(s->read_db));
+	if (rc != SQLITE_DONE)
 		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
-	}
 	if (!found)
 		return -ENOENT;
 	if (!list && !(list = calloc(1, sizeof(*list))))
@@ -162,11 +156,8 @@ static int read_history(struct store *s, const char *vf, size_t max,
 					: sqlite3_column_int64(st, 9);
 		total = (size_t)sqlite3_column_int64(st, 8);
 	}
-	if (rc != SQLITE_DONE) {
-		log_warn("store: listing the history of %s failed: %s", vf,
-			 sqlite3_errmsg(s->read_db));
+	if (rc != SQLITE_DONE)
 		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
-	}
 	if (!found)
 		return -ENOENT;
 	*ret = list;
@@ -176,39 +167,31 @@ static int read_history(struct store *s, const char *vf, size_t max,
 	return 0;
 }
 
-int store_history_list(struct store *s, const char *vf, size_t max,
-		       struct store_history_entry **ret, size_t *count, size_t *dropped)
-{
-	if (!vf_address_valid(vf) || !ret || !count || !dropped)
-		return -EINVAL;
-	if (!atomic_load(&s->loaded))
-		return -EIO;
-	pthread_mutex_lock(&s->read_lock);
-	int r = read_db_ready(s);
-	if (r == 0)
-		r = read_history(s, vf, max, ret, count, dropped);
-	if (r == -EIO) {
-		sqlite3_close_v2(s->read_db);
-		s->read_db = NULL;
-	}
-	pthread_mutex_unlock(&s->read_lock);
-	return r;
-}
+/* What a listing reads, for listing_run(). */
+struct listing {
+	const char *vf;
+	size_t max;
+	struct store_failure **failures;
+	struct store_history_entry **history;
+	size_t *count, *dropped;
+};
 
 /* Not served from the mirror (it keeps no messages): read from SQLite
  * through the listing connection, which WAL lets read while the writer
  * commits, so a listing never waits behind an fsync, and which still
- * serves the committed rows while a failed commit has latched the store. */
-int store_failure_list(struct store *s, const char *vf, struct store_failure **ret, size_t *count)
+ * serves the committed rows while a failed commit has latched the store.
+ * An error says the caller's errno; the caller logs it. */
+static int listing_run(struct store *s, const struct listing *l)
 {
-	if (!vf_address_valid(vf) || !ret || !count)
+	if (!vf_address_valid(l->vf) || !l->count || (l->history && !l->dropped))
 		return -EINVAL;
 	if (!atomic_load(&s->loaded))
 		return -EIO; /* the database could not be opened */
 	pthread_mutex_lock(&s->read_lock);
 	int r = read_db_ready(s);
 	if (r == 0)
-		r = read_failures(s, vf, ret, count);
+		r = l->failures ? read_failures(s, l->vf, l->failures, l->count)
+				: read_history(s, l->vf, l->max, l->history, l->count, l->dropped);
 	if (r == -EIO) {
 		/* start afresh next time (the file may have been replaced) */
 		sqlite3_close_v2(s->read_db);
@@ -218,3 +201,18 @@ int store_failure_list(struct store *s, const char *vf, struct store_failure **r
 	return r;
 }
 
+int store_history_list(struct store *s, const char *vf, size_t max,
+		       struct store_history_entry **ret, size_t *count, size_t *dropped)
+{
+	if (!ret)
+		return -EINVAL;
+	return listing_run(s, &(struct listing){ .vf = vf, .max = max, .history = ret,
+						 .count = count, .dropped = dropped });
+}
+
+int store_failure_list(struct store *s, const char *vf, struct store_failure **ret, size_t *count)
+{
+	if (!ret)
+		return -EINVAL;
+	return listing_run(s, &(struct listing){ .vf = vf, .failures = ret, .count = count });
+}

@@ -240,6 +240,32 @@ static int op_unregister(struct store *s, struct op *op, const struct vf_row *ro
 	return op_change(op, STORE_CHANGE_VFS, op->vf, NULL);
 }
 
+/* The distinct instances of the VF's live failures, oldest first, into
+ * res (what the caller's log line of a quarantine or a hold-back names):
+ * read in the transaction that decided, so no second query follows it. */
+static int failed_instances(struct store *s, int64_t vf_id, struct store_failure_result *res)
+{
+	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(s,
+		"SELECT instance_id, COUNT(*) FROM failures WHERE vf_id = ? AND " FAILURE_LIVE
+		" GROUP BY instance_id ORDER BY MIN(id) LIMIT ?",
+		"ii", vf_id, (int64_t)STORE_INSTANCES_SHOWN + 1);
+	int r;
+
+	if (!st)
+		return -EIO;
+	res->n_instances = 0;
+	while ((r = db_step(s, st)) == 1) {
+		if (res->n_instances == STORE_INSTANCES_SHOWN) {
+			res->more_instances = true;
+			continue;
+		}
+		struct store_failed_instance *f = &res->instances[res->n_instances++];
+		copy_string(f->instance_id, sizeof(f->instance_id), db_col_text(st, 0));
+		f->assignments = (unsigned)sqlite3_column_int64(st, 1);
+	}
+	return r;
+}
+
 static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 {
 	int64_t threshold, tally, dup;
@@ -303,10 +329,15 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 			break;
 		case RULE_HOLD_BACK:
 			op->failure.breaker_engaged = true;
+			op->failure.max_quarantined = (int)cap;
 			break;
 		case RULE_RECORD:
 			break;
 		}
+		if ((op->failure.outcome == STORE_OUTCOME_QUARANTINED ||
+		     op->failure.breaker_engaged) &&
+		    (r = failed_instances(s, row->id, &op->failure)) < 0)
+			return r;
 	}
 	return op_change(op, bits, op->vf, NULL);
 }
@@ -518,10 +549,11 @@ static int op_release(struct store *s, struct op *op, const struct vf_row *row)
 
 static int op_set_parent(struct store *s, struct op *op, const struct vf_row *row)
 {
-	int r = rule_parent_set(op->vf, row->parent, op->parent);
+	bool unchanged;
+	int r = rule_parent_set(op->vf, row->parent, op->parent, &unchanged);
 
-	if (r != 0)
-		return r < 0 ? r : 0;
+	if (r < 0 || unchanged)
+		return r;
 	r = db_exec(s, "UPDATE vfs SET parent = ? WHERE id = ?", "ti", op->parent, row->id);
 	if (r < 0)
 		return r;

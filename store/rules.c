@@ -137,13 +137,17 @@ enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, i
 	return tally > 0 ? STORE_VF_FAILING : STORE_VF_OK;
 }
 
-int rule_parent_set(const char *vf, const char *current, const char *parent)
+int rule_parent_set(const char *vf, const char *current, const char *parent, bool *unchanged)
 {
+	*unchanged = false;
 	if (strcmp(vf, parent) == 0)
 		return -EINVAL;
 	if (!current[0])
 		return 0;
-	return strcmp(current, parent) == 0 ? 1 : -EBUSY;
+	if (strcmp(current, parent) != 0)
+		return -EBUSY;
+	*unchanged = true;
+	return 0;
 }
 
 enum store_placement_group rule_placement_group(enum store_mode mode, bool out_of_service,

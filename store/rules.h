@@ -8,7 +8,7 @@
  * once and used both by the mirror pre-checks (api.c: answer no-ops and
  * refusals without a transaction) and by the SQL operations (ops.c: decide
  * inside the transaction), so the two cannot drift.  No locks, no I/O; the
- * rules text is in store.h, the unit tests in tests/store/test_rules.c.
+ * rules text is in store.h, the unit tests in tests/store/test-rules.c.
  */
 #ifndef VFHEALTH_STORE_RULES_H
 #define VFHEALTH_STORE_RULES_H
@@ -122,10 +122,11 @@ bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally);
  * (rule_held_back) over failing (failures on record below the threshold). */
 enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold);
 
-/* Setting a VF's parent GPU: 0 (set it), 1 (it already is that parent:
- * nothing to do), -EINVAL (the VF itself) or -EBUSY (another parent is set).
- * current: "" when unknown.  Addresses are valid (the caller checked). */
-int rule_parent_set(const char *vf, const char *current, const char *parent);
+/* Setting a VF's parent GPU: 0 (set it; *unchanged when it already is that
+ * parent: nothing to do), -EINVAL (the VF itself) or -EBUSY (another parent
+ * is set).  current: "" when unknown.  Addresses are valid (the caller
+ * checked). */
+int rule_parent_set(const char *vf, const char *current, const char *parent, bool *unchanged);
 
 /* The placement group of a VF (store.h, "Placement"): STORE_PLACE_NONE when
  * claimed, or out of service in enforce mode; held-back VFs last whatever

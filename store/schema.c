@@ -63,7 +63,9 @@ void latch_unavailable(struct store *s, const char *reason)
 	/* Once per transition: a failed retry keeps the store unavailable
 	 * (the open's own failure is the caller's to report). */
 	if (was_available)
-		log_err("store: unavailable: %s", s->reason);
+		log_event(LOG_ERR, LOG_EVENT_STORE_UNAVAILABLE,
+			  &(struct log_fields){ .reason = s->reason }, "store: unavailable: %s",
+			  s->reason);
 }
 
 
@@ -163,7 +165,7 @@ void files_check_due(struct store *s)
 }
 
 /* The directories missing above the database, 0700: the database is
- * reached only through the daemon (issue 12). */
+ * reached only through the daemon. */
 static int mkdir_parents(const char *path)
 {
 	_cleanup_free_ char *dir = strdup(path);
@@ -314,7 +316,7 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 			const char *parent = db_col_text(st, 5);
 			if (!vf_address_valid(e->addr) ||
 			    (parent[0] && (!vf_address_valid(parent) ||
-					   rule_parent_set(e->addr, "", parent) < 0))) {
+					   rule_parent_set(e->addr, "", parent, &(bool){ false }) < 0))) {
 				s->batch_failed = true;
 				snprintf(s->batch_error, sizeof(s->batch_error),
 					 "database content invalid: VF address '%s' (parent '%.16s')",
@@ -870,7 +872,7 @@ int store_repair(struct store *s)
 	}
 	pthread_mutex_unlock(&s->write_lock);
 	if (recovered) {
-		log_info("store: available again");
+		log_event(LOG_NOTICE, LOG_EVENT_STORE_AVAILABLE, NULL, "store: available again");
 		apply_config(s);
 		notify_all(s);
 		claims_commit_orphaned(s);

@@ -8,7 +8,10 @@
  *
  *   api.c      the public entry points: validate, decide from the mirror,
  *              submit (one shape for all of them), and the reads
+ *   claims.c   the claim entry points: reservations, commits, releases
  *   rules.c    the decisions as pure functions
+ *   placement.c the placement order (placement.h): groups, and the draw
+ *              within each group
  *   mirror.c   the in-memory mirror: index, failure keys, counts, applying
  *   db.c       SQLite helpers and row readers (callers hold write_lock)
  *   ops.c      the SQL operations, run inside the batch transaction, and
@@ -26,7 +29,7 @@
  * sentinel workers.  A mutation is queued as an `op` and the first caller to
  * find no commit leader becomes the leader and runs the batch (commit.c).
  *
- * Locks: rows 2-6 of the lock table in docs/architecture.md (the one
+ * Locks: rows 1b-6 of the lock table in docs/architecture.md (the one
  * statement of the order).  Local detail: write_lock also guards
  * batch_failed / batch_error, the running batch and the statement cache
  * (db.c); index_lock's write side is also taken when the
@@ -41,7 +44,7 @@
  * the VF's live failure count from the mirror (batch_named_before(),
  * commit.c) and its keys are the mirror's plus what the batch appended:
  * no commit re-reads or re-counts all of a VF's failures
- * (tests/store/test_store.c, group_commit, checks the memory against the
+ * (tests/store/test-store.c, group_commit, checks the memory against the
  * disk).
  *
  * Reads are served from the mirror, which is written only after a
@@ -175,6 +178,7 @@ struct op {
 	bool when_given; /* OP_CLAIM, OP_CLAIM_UPDATE: the writer set claimed_at
 			    (rule_claimed_at_refusal), it is not the store's stamp */
 
+	bool noop; /* the decision: nothing to change (answered from the mirror) */
 	int rc;
 	/* OP_FAILURE: the row it inserted (0 when none), and whether it also
 	 * cleared failures (the breaker's drop of the oldest): batch_prepare
@@ -184,6 +188,7 @@ struct op {
 	bool failures_cleared;
 	struct store_failure_result failure;
 	struct store_success_result success;
+	struct store_operator_result operator; /* OP_MANUAL, OP_CLEAR: what decide found */
 	struct store_claim claim_out;
 
 	struct store_change *changes; /* malloc'd, for the callback */
@@ -220,7 +225,7 @@ struct store {
 	char batch_error[STORE_REASON_MAX];
 
 	/* orders a reservation's commit with its cancel and with other commits
-	 * of it (api.c); taken before any other lock, never by the committer */
+	 * of it (claims.c); taken before any other lock, never by the committer */
 	pthread_mutex_t reservation_lock;
 
 	pthread_rwlock_t index_lock;
@@ -317,6 +322,23 @@ int mirror_reservation_orphan(struct store *s, const char *vf, uint64_t id);
 /* Commit every orphaned reservation (store_claim_abandon); store_repair()
  * calls it once the store is available again. */
 void claims_commit_orphaned(struct store *s);
+
+/* -- api.c, for claims.c ---------------------------------------------------- */
+
+/* Decide an op from the committed mirror (mirror_rdlock held): e is the
+ * entry of op->vf, NULL when unknown or when the op names no VF.  Returns 0
+ * (op->noop set when there is nothing to change) or a negative errno (a
+ * refusal). */
+typedef int (*decide_fn)(const struct store *s, const struct vf_entry *e, struct op *op);
+/* Loaded -> decide -> writable -> submit.  decide NULL: always submit.
+ * Returns 0 (committed, or op->noop: nothing to change; op holds the
+ * results) or -errno. */
+int mutate(struct store *s, struct op *op, decide_fn decide);
+/* The check every read makes before it copies from the mirror (enum
+ * store_read). */
+int read_ready(struct store *s, enum store_read how);
+/* in: canonical RFC 3339, "" or NULL (unknown) -> out ("" when unknown). */
+int normalize_optional_time(const char *in, char out[static RFC3339_BUFSZ]);
 /* index_lock's write side held */
 int mirror_reserve(struct store *s, size_t want);
 void mirror_clear(struct store *s);

@@ -49,6 +49,8 @@
  *                   reported and the message; if the tally now meets the
  *                   threshold the VF is quarantined: QUARANTINED, else
  *                   RECORDED.  The tally is the number of recorded failures.
+ *                 A quarantine or a hold-back also names the instances
+ *                 behind it (the caller's log line).  Test: failure_dedupe.
  *
  *  Success report (vf, instance_id, assigned_at) -> (cleared, rescinded):
  *                 - no recorded failures: (0, false), on a fast path that
@@ -69,7 +71,9 @@
  *                 no failure is recorded.  store_clear(): lift the hold and
  *                 the automatic quarantine and drop every failure (the last
  *                 step of the recovery runbook); a no-op on a VF with none
- *                 of them.
+ *                 of them.  Both report what they found (struct
+ *                 store_operator_result), so the caller logs what changed
+ *                 without asking again.  Test: operator_clear.
  *
  *  Claims         at most one live claim per VF.  Claiming a VF out of
  *                 service (in enforce mode), or one another instance
@@ -93,11 +97,10 @@
  *                 VF like a claim, blocks unregistering (-EBUSY), and counts
  *                 as claimed wherever placement reads (store_vf_info.claimed,
  *                 store_stats: fail closed).  It is visible by name like a
- *                 claim (store_claim_get/lookup/list/get_by_id, with
- *                 `reserved` set and its stamped claimed_at), so whoever
- *                 holds the name can reopen it; releasing it
- *                 (store_release, or store_release_if naming its claimed_at)
- *                 cancels it.  Commits and cancels of a reservation are
+ *                 claim (store_claim_get/list/get_by_id, with `reserved`
+ *                 set and its stamped claimed_at), so whoever holds the
+ *                 name can reopen it; releasing it (store_release, also
+ *                 naming its claimed_at) cancels it.  Commits and cancels of a reservation are
  *                 ordered: a commit after a cancel is -ENOENT, a second
  *                 commit -EALREADY.  A reservation is a claim for every
  *                 rule that runs after it is made: a hold, a quarantine
@@ -165,9 +168,12 @@
  *                 has no VF out of service (an unknown parent counts as
  *                 such a parent), then the VFs of parents that have one,
  *                 then the held-back VFs, whatever their parent.  The order
- *                 within a group is the reader's to draw (at random).  In
- *                 observe mode every unclaimed VF is allocatable: those
- *                 enforcement would refuse rank with the held-back ones.
+ *                 within a group is drawn at random for each read
+ *                 (getrandom(2); placement.h).  In observe mode every
+ *                 unclaimed VF is allocatable: those enforcement would
+ *                 refuse rank with the held-back ones.  Tests:
+ *                 allocatable_order; test-rules.c placement_groups,
+ *                 placement_shuffle.
  *
  *  State          each VF's state, derived: held (an operator hold, whatever
  *                 else), quarantined (automatically), held-back, failing
@@ -187,16 +193,17 @@
  *                 corruption) latches the store unavailable with a
  *                 human-readable reason.  While latched: calls that would
  *                 change state fail with -EIO; calls that would change
- *                 nothing still succeed; placement-facing reads
- *                 (store_quarantined_list, store_vf_get's quarantine bit,
- *                 store_claim_get) first retry (store_retry_for_read: a
+ *                 nothing still succeed; placement-facing reads (the
+ *                 lists, store_vf_get, store_claim_get) read
+ *                 STORE_READ_RETRY first retry (store_retry_for_read: a
  *                 store_repair at most once a second for the whole store)
- *                 and then fail with -EIO; their _noretry variants, for
- *                 readers who may not write, fail at once and never
- *                 repair; so do store_held_back_list and the state and
- *                 since of store_vf_get.  Name lookups (store_vf_lookup,
- *                 store_claim_lookup) are not placement-facing: they are
- *                 answered from memory, never retry, and work while latched.  store_repair() retries and clears the latch
+ *                 and then fail with -EIO; read STORE_READ_NORETRY, for
+ *                 readers who may not write, they fail at once and never
+ *                 repair.  Name lookups (STORE_READ_MEMORY) are not
+ *                 placement-facing: they are answered from memory, never
+ *                 retry, and work while latched.  Tests:
+ *                 fail_closed_disk_full, read_retries_rate_limited,
+ *                 lookups_served_while_unavailable.  store_repair() retries and clears the latch
  *                 when a write works again.  A database that fails
  *                 PRAGMA quick_check or cannot be parsed at open is never
  *                 overwritten: the store opens unavailable with the reason,
@@ -318,16 +325,16 @@ void store_set_change_callback(struct store *s, store_change_fn fn, void *userda
 
 /* -- VFs ------------------------------------------------------------------ */
 
-/* -EEXIST when registered, -EMLINK once VFS_MAX are (grammar/limits.h). */
-int store_vf_register(struct store *s, const char *vf);
-/* The same with the VF's parent GPU (NULL or "": unknown); -EINVAL for a bad
- * parent or the VF itself. */
-int store_vf_register_parent(struct store *s, const char *vf, const char *parent);
+/* Register vf with its parent GPU (NULL or "": unknown).  -EEXIST when
+ * registered, -EMLINK once VFS_MAX are (grammar/limits.h), -EINVAL for a
+ * bad address or parent, or the VF as its own parent. */
+int store_vf_register(struct store *s, const char *vf, const char *parent);
 int store_vf_unregister(struct store *s, const char *vf);
 
-/* Set the parent GPU once ("Parent GPU" above): 0 (also when it already is
- * that parent), -EBUSY when another is set, -EINVAL, -ENOENT, -EIO. */
-int store_vf_set_parent(struct store *s, const char *vf, const char *parent);
+/* Set the parent GPU once ("Parent GPU" above): 0 (*unchanged, when
+ * non-NULL, says it already was that parent), -EBUSY when another is set,
+ * -EINVAL, -ENOENT, -EIO.  Test: parent_set_once_persisted. */
+int store_vf_set_parent(struct store *s, const char *vf, const char *parent, bool *unchanged);
 
 enum store_vf_state {
 	STORE_VF_OK,
@@ -352,35 +359,44 @@ struct store_vf_info {
 	char parent[VF_ADDR_BUFSZ]; /* the physical function; "" when unknown */
 };
 
-/* One VF.  -ENOENT when not registered; -EIO when unavailable after a retry
- * (its quarantine bit, state and since are placement-facing reads). */
-int store_vf_get(struct store *s, const char *vf, struct store_vf_info *ret);
-/* The same for a reader who may not write: never retries (-EIO at once). */
-int store_vf_get_noretry(struct store *s, const char *vf, struct store_vf_info *ret);
+/* How a read is answered ("Fail closed" above).  Placement must read the
+ * quarantine bit, the lists and the claims it decides on with RETRY or
+ * NORETRY, which fail closed; MEMORY is for resolving names (a path lookup,
+ * an inode) and never for placement.  The filesystem picks the value in one
+ * place, from the reader's rights. */
+enum store_read {
+	STORE_READ_NORETRY, /* placement-facing, for a reader who may not write:
+			     * -EIO at once while latched, never repairs (the
+			     * zero value: a read repairs only when asked to) */
+	STORE_READ_RETRY,   /* placement-facing, for a reader who may write: a
+			     * latched store is retried (store_retry_for_read),
+			     * then -EIO */
+	STORE_READ_MEMORY,  /* from memory: never retries or repairs, served while
+			     * unavailable; -EIO only when the database could
+			     * never be loaded */
+};
 
-/* The same from memory, for resolving names (a path lookup, an inode):
- * never retries or repairs, served while unavailable.  NOT placement-facing:
- * placement must read the quarantine bit through store_vf_get(), which fails
- * closed.  -EINVAL for a bad address, -ENOENT when not registered, -EIO only
- * when the database could never be loaded. */
-int store_vf_lookup(struct store *s, const char *vf, struct store_vf_info *ret);
+/* One VF, read as `how` says.  -EINVAL for a bad address or `how`, -ENOENT
+ * when not registered, -EIO (see enum store_read).  Test:
+ * lookups_served_while_unavailable, fail_closed_disk_full. */
+int store_vf_get(struct store *s, const char *vf, enum store_read how, struct store_vf_info *ret);
 
-/* Look a VF up by its id (for inode numbers).  Served while unavailable. */
+/* One VF by its id (an inode number), from memory (STORE_READ_MEMORY). */
 int store_vf_get_by_id(struct store *s, uint64_t id, struct store_vf_info *ret);
 
 /* All registered VFs, sorted by address; *ret is malloc'd, free() it.
  * Served while unavailable (the set of VFs is not a placement decision). */
 int store_vf_list(struct store *s, struct store_vf_info **ret, size_t *count);
 
-/* The VFs out of service (quarantined or held), sorted.  Placement-facing:
- * retries, then -EIO. */
-int store_quarantined_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
-int store_quarantined_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
+/* The VFs out of service (quarantined or held), sorted; *ret malloc'd.
+ * Placement-facing: `how` RETRY or NORETRY. */
+int store_quarantined_list(struct store *s, enum store_read how, char (**ret)[VF_ADDR_BUFSZ],
+			   size_t *count);
 
 /* The held-back VFs (in service only because of the breaker), sorted.
- * Placement-facing (placement ranks them last): retries, then -EIO. */
-int store_held_back_list(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
-int store_held_back_list_noretry(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
+ * Placement-facing (placement ranks them last). */
+int store_held_back_list(struct store *s, enum store_read how, char (**ret)[VF_ADDR_BUFSZ],
+			 size_t *count);
 
 /* The placement groups, in placement order ("Placement" above). */
 enum store_placement_group {
@@ -395,11 +411,11 @@ struct store_placement {
 	enum store_placement_group group; /* never STORE_PLACE_NONE here */
 };
 
-/* The allocatable VFs, sorted by group, then by address (the caller draws
- * the order within a group); *ret malloc'd.  Placement-facing: retries,
- * then -EIO; the _noretry variant fails at once. */
-int store_allocatable_list(struct store *s, struct store_placement **ret, size_t *count);
-int store_allocatable_list_noretry(struct store *s, struct store_placement **ret, size_t *count);
+/* The allocatable VFs in placement order: group by group, the order within
+ * a group drawn for this read; *ret malloc'd.  Placement-facing; -EIO also
+ * when no random seed can be had. */
+int store_allocatable_list(struct store *s, enum store_read how, struct store_placement **ret,
+			   size_t *count);
 
 struct store_failure {
 	char reported_at[RFC3339_BUFSZ];
@@ -464,11 +480,24 @@ enum store_outcome {
 };
 const char *store_outcome_name(enum store_outcome o); /* "unchanged", ... */
 
+/* How many distinct instances a failure result names (for one log line). */
+#define STORE_INSTANCES_SHOWN 8
+
 struct store_failure_result {
 	enum store_outcome outcome;
 	unsigned tally;
 	int threshold;
 	bool breaker_engaged; /* this report would have quarantined but hit the cap */
+	int max_quarantined;  /* the cap the decision was made against (breaker_engaged) */
+	/* QUARANTINED or breaker_engaged: the distinct instances of the failures
+	 * on record, oldest first, with how many assignments each; at most
+	 * STORE_INSTANCES_SHOWN, more_instances when there are more */
+	struct store_failed_instance {
+		char instance_id[INSTANCE_ID_MAX + 1];
+		unsigned assignments;
+	} instances[STORE_INSTANCES_SHOWN];
+	size_t n_instances;
+	bool more_instances;
 };
 
 /* assigned_at: canonical RFC 3339 (see rfc3339_normalize) or "" / NULL when
@@ -485,18 +514,28 @@ struct store_success_result {
 	bool rescinded; /* back in service: the quarantine was lifted, no hold remains */
 };
 
+/* uid: the writer, for the history (-1: unknown). */
 int store_report_success(struct store *s, const char *vf, const char *instance_id,
-			 const char *assigned_at, struct store_success_result *ret);
-/* The same, naming the uid that wrote it (-1: unknown) for the history. */
-int store_report_success_by(struct store *s, const char *vf, const char *instance_id,
-			    const char *assigned_at, int64_t uid, struct store_success_result *ret);
+			 const char *assigned_at, int64_t uid, struct store_success_result *ret);
 
 /* -- operator actions ----------------------------------------------------- */
 
-int store_quarantine_manual(struct store *s, const char *vf); /* the hold; no-op if held */
-int store_quarantine_manual_by(struct store *s, const char *vf, int64_t uid); /* uid for the history */
-int store_clear(struct store *s, const char *vf); /* hold, quarantine, failures; no-op if none */
-int store_clear_by(struct store *s, const char *vf, int64_t uid); /* uid for the history */
+/* What an operator action found (the decision, for the caller's log line). */
+struct store_operator_result {
+	bool unchanged;        /* nothing to do: already held / nothing to clear */
+	bool held;             /* held by the operator before */
+	bool auto_quarantined; /* quarantined by failures before */
+	bool quarantined;      /* out of service before */
+	unsigned tally;        /* failures on record before */
+};
+
+/* Set the hold (a no-op if held); uid: the writer, for the history (-1:
+ * unknown).  ret may be NULL. */
+int store_quarantine_manual(struct store *s, const char *vf, int64_t uid,
+			    struct store_operator_result *ret);
+/* Lift the hold and the quarantine, drop the failures (a no-op if none);
+ * uid: the writer, for the history (-1: unknown). */
+int store_clear(struct store *s, const char *vf, int64_t uid, struct store_operator_result *ret);
 
 /* -- claims --------------------------------------------------------------- */
 
@@ -537,9 +576,9 @@ int store_claim_commit(struct store *s, const struct store_claim *c);
 /* The creator of the reservation c->id is gone without committing it (a
  * bare claim): commit it as store_claim_commit(); when the store cannot
  * write now (-EIO), keep it, excluding the VF, and commit it once the store
- * is available again: returns 1 then.  Other errors: as
+ * is available again: 0 with *kept set then.  Other errors: as
  * store_claim_commit() (the caller cancels). */
-int store_claim_abandon(struct store *s, const struct store_claim *c);
+int store_claim_abandon(struct store *s, const struct store_claim *c, bool *kept);
 
 /* Drop the reservation `id` of vf, if it is still one (a no-op otherwise). */
 void store_claim_cancel(struct store *s, const char *vf, uint64_t id);
@@ -551,45 +590,37 @@ void store_claim_cancel(struct store *s, const char *vf, uint64_t id);
  * name the VMM's own time).  -ENOENT when not held. */
 int store_claim_update(struct store *s, const struct store_claim *c);
 
+/* How a release is made; NULL means { NULL, NULL, -1 }. */
+struct store_release_opts {
+	/* release only the claim (or reservation) with this claimed_at (any RFC
+	 * 3339 spelling, compared canonical): -ESTALE when the live claim has
+	 * another one (it was released and claimed again), and nothing changes;
+	 * -EINVAL for a bad or empty time.  NULL: whichever is live. */
+	const char *claimed_at;
+	/* how the claim ended, for the history: a word of at most
+	 * STORE_HISTORY_WORD_MAX bytes; NULL: "released", or "released-if" with
+	 * claimed_at */
+	const char *how;
+	int64_t uid; /* the uid that ended it; -1: unknown */
+};
+
 /* Release a live claim (it moves to history), or cancel a reservation
- * (nothing is left). -ENOENT when not held. */
-int store_release(struct store *s, const char *vf, const char *instance_id);
+ * (nothing is left).  -ENOENT when not held.  Test:
+ * claims_conditional_release, claims_reservation. */
+int store_release(struct store *s, const char *vf, const char *instance_id,
+		  const struct store_release_opts *opt);
 
-/* Release it (or cancel a reservation) only if its claimed_at is claimed_at
- * (any RFC 3339 spelling, compared canonical): -ESTALE when the live claim
- * has another one (it was released and claimed again), and nothing changes;
- * -ENOENT when none; -EINVAL for a bad or empty time. */
-int store_release_if(struct store *s, const char *vf, const char *instance_id,
-		     const char *claimed_at);
-
-/* store_release() (claimed_at NULL) or store_release_if(), recording how
- * the claim ended (a word: "released", "released-if", "abandoned", ...; at
- * most STORE_HISTORY_WORD_MAX bytes) and the uid that ended it (-1: unknown). */
-int store_release_how(struct store *s, const char *vf, const char *instance_id,
-		      const char *claimed_at, const char *how, int64_t uid);
-
-/* The live claim of vf by instance_id (placement-facing: retries, then -EIO).
- * -ENOENT when none. */
+/* The live claim (or reservation) of vf by instance_id, read as `how` says
+ * (enum store_read): placement reads RETRY or NORETRY, resolving a name
+ * MEMORY.  -EINVAL for a bad vf or instance id, -ENOENT when none. */
 int store_claim_get(struct store *s, const char *vf, const char *instance_id,
-		    struct store_claim *ret);
-int store_claim_get_noretry(struct store *s, const char *vf, const char *instance_id,
-			    struct store_claim *ret);
+		    enum store_read how, struct store_claim *ret);
 
-/* The same from memory, for resolving names: never retries or repairs,
- * served while unavailable; NOT placement-facing (use store_claim_get()).
- * -EINVAL for a bad vf or instance id, -ENOENT when no such live claim, -EIO
- * only when the database could never be loaded. */
-int store_claim_lookup(struct store *s, const char *vf, const char *instance_id,
-		       struct store_claim *ret);
-
-/* Look a live claim, or a reservation, up by id (for inode numbers: the
- * creator of a reservation holds its inode); served while unavailable. */
-int store_claim_get_by_id(struct store *s, uint64_t id, struct store_claim *ret);
-
-/* The same, knowing the store id of its VF (store_vf_info.id): no scan, so
- * that a lookup costs the same at VFS_MAX VFs.  -ENOENT when that VF has no
- * such live claim or reservation. */
-int store_claim_get_on(struct store *s, uint64_t vf_id, uint64_t id, struct store_claim *ret);
+/* A live claim, or a reservation, by its id (for inode numbers: the creator
+ * of a reservation holds its inode), from memory.  vf_id: the store id of
+ * its VF (store_vf_info.id), so that a lookup costs the same at VFS_MAX VFs;
+ * 0 when not known (a scan of the live claims).  -ENOENT when none. */
+int store_claim_get_by_id(struct store *s, uint64_t vf_id, uint64_t id, struct store_claim *ret);
 
 /* Live claims: of one VF (vf non-NULL) or all (vf NULL), sorted by vf then
  * instance; *ret malloc'd.  Served while unavailable. */

@@ -344,7 +344,7 @@ static int cmd_populate(const char *path, unsigned vfs, unsigned failures)
 		return 1;
 	for (unsigned i = 0; i < vfs; i++) {
 		vf_name(i, vf);
-		r = store_vf_register(s, vf);
+		r = store_vf_register(s, vf, NULL);
 		if (r < 0 && r != -EEXIST)
 			return 1;
 	}

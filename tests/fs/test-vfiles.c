@@ -263,7 +263,7 @@ static void *register_vfs(void *arg)
 	for (int i = job->first; i < vf_count && job->result == 0; i += job->step) {
 		char vf[VF_ADDR_BUFSZ];
 		vf_name(i, vf);
-		job->result = store_vf_register(store, vf);
+		job->result = store_vf_register(store, vf, NULL);
 	}
 	return NULL;
 }

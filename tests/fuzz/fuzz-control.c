@@ -56,12 +56,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	struct store_options opt = { .path = path, .threshold = 3, .max_quarantined = -1 };
 	fuzz_check(store_open(&opt, &store) == 0);
 	atexit(teardown);
-	fuzz_check(store_vf_register(store, VF_A) == 0);
-	fuzz_check(store_vf_register(store, VF_B) == 0);
+	fuzz_check(store_vf_register(store, VF_A, NULL) == 0);
+	fuzz_check(store_vf_register(store, VF_B, NULL) == 0);
 	fuzz_check(store_claim(store, &claim, NULL) == 0);
-	fuzz_check(store_vf_get(store, VF_A, &info) == 0);
+	fuzz_check(store_vf_get(store, VF_A, STORE_READ_RETRY, &info) == 0);
 	id_a = info.id;
-	fuzz_check(store_vf_get(store, VF_B, &info) == 0);
+	fuzz_check(store_vf_get(store, VF_B, STORE_READ_RETRY, &info) == 0);
 	id_b = info.id;
 	return 0;
 }
@@ -86,7 +86,7 @@ static char *state(void)
 		struct store_vf_info info;
 		size_t n = 0;
 
-		fuzz_check(store_vf_get(store, vfs[i], &info) == 0);
+		fuzz_check(store_vf_get(store, vfs[i], STORE_READ_RETRY, &info) == 0);
 		fuzz_check(store_failure_list(store, vfs[i], &fl, &n) == 0);
 		fprintf(f, "%s tally=%u q=%d held=%d claimed=%d\n", vfs[i], info.tally,
 			info.quarantined, info.held, info.claimed);

@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_rules.c - the store's decision rules (store/rules.h) as pure
+ * test-rules.c - the store's decision rules (store/rules.h) as pure
  * functions: each rule's boundaries, so a change to one shows here before it
- * shows in the store's behaviour (tests/store/test_store.c).
+ * shows in the store's behaviour (tests/store/test-store.c); and the
+ * placement order (store/placement.h), pure but for its seed.
  */
 #include <check.h>
 #include <errno.h>
 
 #include "common/cleanup.h"
+#include <string.h>
+
+#include "store/placement.h"
 #include "store/rules.h"
 #include "store/store.h"
 #include "tests/common/check-main.h"
@@ -210,11 +214,14 @@ END_TEST
 START_TEST(parent_and_placement)
 {
 	/* a parent is set once: the same again changes nothing, another is busy */
-	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "", "0000:41:00.0"), 0);
-	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:41:00.0"), 1);
-	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:42:00.0"), -EBUSY);
+	bool unchanged = true;
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "", "0000:41:00.0", &unchanged), 0);
+	ck_assert(!unchanged);
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:41:00.0", &unchanged), 0);
+	ck_assert(unchanged);
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:42:00.0", &unchanged), -EBUSY);
 	/* a VF is not its own parent */
-	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "", "0000:41:00.4"), -EINVAL);
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "", "0000:41:00.4", &unchanged), -EINVAL);
 
 	/* out of service or claimed: not allocatable, whatever else */
 	for (int hb = 0; hb < 2; hb++)
@@ -244,11 +251,90 @@ START_TEST(parent_and_placement)
 }
 END_TEST
 
+/* Six VFs: 40:00.4-.6 of PF 41 (one out of service), 50:00.4-.5 of PF 51
+ * (one claimed), 60:00.4 of an unknown parent, held back. */
+static const struct placement_vf placement_vfs[] = {
+	{ "0000:40:00.4", "0000:41:00.0", false, false, false },
+	{ "0000:40:00.5", "0000:41:00.0", false, false, false },
+	{ "0000:40:00.6", "0000:41:00.0", true, false, false },
+	{ "0000:50:00.4", "0000:51:00.0", false, false, false },
+	{ "0000:50:00.5", "0000:51:00.0", false, true, false },
+	{ "0000:60:00.4", "", false, false, true },
+	{ "0000:70:00.4", "", false, false, false },
+	{ "0000:70:00.5", "", false, false, false },
+};
+
+START_TEST(placement_groups)
+{
+	struct store_placement out[ARRAY_SIZE(placement_vfs)];
+	size_t n = 99;
+
+	ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
+					 ARRAY_SIZE(placement_vfs), 42, out, &n), 0);
+	/* out of service and claimed are not allocatable */
+	ck_assert_uint_eq(n, 6);
+	/* clean parents (51, unknown) first, then 41's, then the held-back */
+	for (size_t i = 0; i < 3; i++) {
+		ck_assert_int_eq(out[i].group, STORE_PLACE_CLEAN_PARENT);
+		ck_assert(strcmp(out[i].vf, "0000:50:00.4") == 0 ||
+			  strncmp(out[i].vf, "0000:70:00.", 11) == 0);
+	}
+	for (size_t i = 3; i < 5; i++) {
+		ck_assert_int_eq(out[i].group, STORE_PLACE_DEGRADED_PARENT);
+		ck_assert(strncmp(out[i].vf, "0000:40:00.", 11) == 0);
+	}
+	ck_assert_int_eq(out[5].group, STORE_PLACE_HELD_BACK);
+	ck_assert_str_eq(out[5].vf, "0000:60:00.4");
+	/* observe mode: the VF enforcement refuses ranks with the held-back */
+	ck_assert_int_eq(placement_order(STORE_MODE_OBSERVE, placement_vfs,
+					 ARRAY_SIZE(placement_vfs), 42, out, &n), 0);
+	ck_assert_uint_eq(n, 7);
+	ck_assert_int_eq(out[5].group, STORE_PLACE_HELD_BACK);
+	ck_assert_int_eq(out[6].group, STORE_PLACE_HELD_BACK);
+}
+END_TEST
+
+/* The draw: one seed, one order; the seeds give every order of a group of
+ * three, and nothing moves across groups. */
+START_TEST(placement_shuffle)
+{
+	struct store_placement a[ARRAY_SIZE(placement_vfs)], b[ARRAY_SIZE(placement_vfs)];
+	size_t n = 0, m = 0;
+	bool seen[3][3] = { { false } };
+
+	ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
+					 ARRAY_SIZE(placement_vfs), 7, a, &n), 0);
+	ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
+					 ARRAY_SIZE(placement_vfs), 7, b, &m), 0);
+	ck_assert_uint_eq(n, m);
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_str_eq(a[i].vf, b[i].vf);
+		ck_assert_int_eq(a[i].group, b[i].group);
+	}
+	for (uint64_t seed = 0; seed < 200; seed++) {
+		ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
+						 ARRAY_SIZE(placement_vfs), seed, a, &n), 0);
+		/* which clean VF comes at which of the clean group's three places */
+		static const char *const clean[] = { "0000:50:00.4", "0000:70:00.4",
+						     "0000:70:00.5" };
+		for (size_t i = 0; i < 3; i++)
+			for (size_t j = 0; j < 3; j++)
+				if (strcmp(a[i].vf, clean[j]) == 0)
+					seen[i][j] = true;
+	}
+	for (size_t i = 0; i < 3; i++)
+		for (size_t j = 0; j < 3; j++)
+			ck_assert_msg(seen[i][j], "%s never drawn at place %zu", "a clean VF", i);
+	uint64_t seed = 0;
+	ck_assert_int_eq(placement_seed(&seed), 0);
+}
+END_TEST
+
 static Suite *rules_suite(void)
 {
 	const TTest *tests[] = { threshold_cap_and_breaker, failure_reports,
 				 success_and_reevaluation, refusals, vf_state,
-				 parent_and_placement };
+				 parent_and_placement, placement_groups, placement_shuffle };
 	Suite *suite = suite_create("store-rules");
 	TCase *tc = tcase_create("rules");
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test_store.c - the store's rules (store/store.h), one Check test case per rule,
+ * test-store.c - the store's rules (store/store.h), one Check test case per rule,
  * against real SQLite files in a fresh mkdtemp directory under /tmp.  Faults
  * are injected with the faultvfs shim.  The case names are listed once, in
  * meson.build's store_cases, which registers each as its own test
@@ -38,6 +38,8 @@
  * let the compiler say so, whatever the build's werror setting. */
 #pragma GCC diagnostic error "-Wunused-variable"
 
+/* store_release() of the claim with this claimed_at, by an unknown uid */
+#define RELEASE_IF(at) (&(struct store_release_opts){ .claimed_at = (at), .uid = -1 })
 #define VF_A "0000:41:00.1"
 #define VF_B "0000:41:00.2"
 #define VF_C "0000:41:00.3"
@@ -98,7 +100,7 @@ static struct store *reopen(struct store *s)
 
 static void reg(struct store *s, const char *vf)
 {
-	ck_assert_int_eq(store_vf_register(s, vf), 0);
+	ck_assert_int_eq(store_vf_register(s, vf, NULL), 0);
 }
 
 static enum store_outcome report_fail(struct store *s, const char *vf, const char *inst, const char *at)
@@ -115,7 +117,7 @@ static struct store_success_result ok(struct store *s, const char *vf, const cha
 {
 	struct store_success_result r = { .cleared = 99, .rescinded = true };
 
-	ck_assert_int_eq(store_report_success(s, vf, inst, at, &r), 0);
+	ck_assert_int_eq(store_report_success(s, vf, inst, at, -1, &r), 0);
 	return r;
 }
 
@@ -123,7 +125,7 @@ static struct store_vf_info info(struct store *s, const char *vf)
 {
 	struct store_vf_info i;
 
-	ck_assert_int_eq(store_vf_get(s, vf, &i), 0);
+	ck_assert_int_eq(store_vf_get(s, vf, STORE_READ_RETRY, &i), 0);
 	return i;
 }
 
@@ -190,10 +192,10 @@ START_TEST(vf_address_validation)
 		ck_assert_msg(vf_address_valid(good[i]), "%s", good[i]);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		ck_assert_msg(!vf_address_valid(bad[i]), "%s", bad[i] ? bad[i] : "NULL");
-		ck_assert_int_eq(store_vf_register(s, bad[i]), -EINVAL);
+		ck_assert_int_eq(store_vf_register(s, bad[i], NULL), -EINVAL);
 	}
 	ck_assert(!vf_address_valid(upper));
-	ck_assert_int_eq(store_vf_register(s, upper), -EINVAL);
+	ck_assert_int_eq(store_vf_register(s, upper, NULL), -EINVAL);
 	struct store_stats st;
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.vfs, 0);
@@ -208,16 +210,16 @@ START_TEST(vf_register_unregister)
 	struct store_claim c = { .vf = VF_C, .instance_id = "i-1" };
 
 	reg(s, VF_A);
-	ck_assert_int_eq(store_vf_register(s, VF_A), -EEXIST);
+	ck_assert_int_eq(store_vf_register(s, VF_A, NULL), -EEXIST);
 	ck_assert_int_eq(store_vf_unregister(s, VF_B), -ENOENT);
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(s, VF_B, &i), -ENOENT);
+	ck_assert_int_eq(store_vf_get(s, VF_B, STORE_READ_RETRY, &i), -ENOENT);
 	uint64_t id_a = info(s, VF_A).id;
 
 	/* busy: quarantined, has failures, holds a live claim */
 	reg(s, VF_B);
 	reg(s, VF_C);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, -1, NULL), 0);
 	ck_assert_int_eq(store_vf_unregister(s, VF_A), -EBUSY);
 	report_fail(s, VF_B, "i-1", T1);
 	ck_assert_int_eq(store_vf_unregister(s, VF_B), -EBUSY);
@@ -227,13 +229,13 @@ START_TEST(vf_register_unregister)
 	ck_assert_uint_eq(info(s, VF_B).tally, 1);
 
 	/* once idle each can go; a re-registered VF gets a new id */
-	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), 0);
 	ck_assert_int_eq(store_vf_unregister(s, VF_A), 0);
-	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -ENOENT);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -ENOENT);
 	ck_assert_int_eq(store_vf_get_by_id(s, id_a, &i), -ENOENT);
 	reg(s, VF_A);
 	ck_assert_uint_gt(info(s, VF_A).id, info(s, VF_C).id);
-	ck_assert_int_eq(store_release(s, VF_C, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_C, "i-1", NULL), 0);
 	ck_assert_int_eq(store_vf_unregister(s, VF_C), 0);
 
 	struct store_vf_info *list;
@@ -245,7 +247,7 @@ START_TEST(vf_register_unregister)
 	free(list);
 
 	s = reopen(s);
-	ck_assert_int_eq(store_vf_get(s, VF_C, &i), -ENOENT);
+	ck_assert_int_eq(store_vf_get(s, VF_C, STORE_READ_RETRY, &i), -ENOENT);
 	ck_assert_uint_eq(info(s, VF_B).tally, 1);
 	store_close(s);
 }
@@ -262,10 +264,10 @@ START_TEST(vf_limit)
 	struct store_stats st;
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.vfs, VFS_MAX);
-	ck_assert_int_eq(store_vf_register(s, VF_A), -EMLINK);
+	ck_assert_int_eq(store_vf_register(s, VF_A, NULL), -EMLINK);
 	ck_assert_int_eq(store_vf_unregister(s, "0000:00:00.0"), 0);
 	reg(s, VF_A);
-	ck_assert_int_eq(store_vf_register(s, VF_B), -EMLINK);
+	ck_assert_int_eq(store_vf_register(s, VF_B, NULL), -EMLINK);
 	store_close(s);
 }
 END_TEST
@@ -402,8 +404,15 @@ START_TEST(failure_dedupe)
 	ck_assert_int_eq(store_report_failure(s, VF_A, "i-2", NULL, "m", &r), 0);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_QUARANTINED);
 	ck_assert_uint_eq(r.tally, 3);
+	/* the decision names the instances behind it, oldest first */
+	ck_assert_uint_eq(r.n_instances, 2);
+	ck_assert(!r.more_instances);
+	ck_assert_str_eq(r.instances[0].instance_id, "i-1");
+	ck_assert_uint_eq(r.instances[0].assignments, 2);
+	ck_assert_str_eq(r.instances[1].instance_id, "i-2");
+	ck_assert_uint_eq(r.instances[1].assignments, 1);
 	s = reopen(s);
-	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), 0);
 	ck_assert_int_eq(report_fail(s, VF_A, "i-2", ""), STORE_OUTCOME_RECORDED);
 	ck_assert_int_eq(report_fail(s, VF_A, "i-2", NULL), STORE_OUTCOME_UNCHANGED);
 	s = reopen(s);
@@ -582,9 +591,9 @@ START_TEST(report_bad_input_changes_nothing)
 	ck_assert_int_eq(store_report_failure(s, VF_A, "i-1", "2026-02-30T00:00:00Z", "m", &r),
 			 -EINVAL);
 	ck_assert_int_eq(store_report_failure(s, VF_B, "i-1", T1, "m", &r), -ENOENT);
-	ck_assert_int_eq(store_report_success(s, VF_A, "i 1", T1, &o), -EINVAL);
-	ck_assert_int_eq(store_report_success(s, VF_A, "i-1", "now", &o), -EINVAL);
-	ck_assert_int_eq(store_report_success(s, VF_B, "i-1", T1, &o), -ENOENT);
+	ck_assert_int_eq(store_report_success(s, VF_A, "i 1", T1, -1, &o), -EINVAL);
+	ck_assert_int_eq(store_report_success(s, VF_A, "i-1", "now", -1, &o), -EINVAL);
+	ck_assert_int_eq(store_report_success(s, VF_B, "i-1", T1, -1, &o), -ENOENT);
 	ck_assert_uint_eq(commits(s), before);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	store_close(s);
@@ -686,20 +695,20 @@ START_TEST(manual_quarantine_not_lifted_by_success)
 
 	reg(s, VF_A);
 	reg(s, VF_B);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, -1, NULL), 0);
 	ck_assert(info(s, VF_A).quarantined);
 	ck_assert(info(s, VF_A).held);
 	ck_assert(!info(s, VF_A).auto_quarantined);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0); /* no-op */
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, -1, NULL), 0); /* no-op */
 	ck_assert_uint_eq(commits(s), before);
 	struct store_success_result r = ok(s, VF_A, "i-1", T1);
 	ck_assert(!r.rescinded);
 
 	/* manual on top of recorded failures: clearing them does not lift it */
 	report_fail(s, VF_B, "i-1", T1);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, -1, NULL), 0);
 	r = ok(s, VF_B, "i-1", T1);
 	ck_assert_uint_eq(r.cleared, 1);
 	ck_assert(!r.rescinded);
@@ -721,13 +730,23 @@ START_TEST(operator_clear)
 	report_fail(s, VF_A, "i-1", T1);
 	report_fail(s, VF_A, "i-2", T2);
 	ck_assert(info(s, VF_A).quarantined);
-	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	struct store_operator_result o;
+	ck_assert_int_eq(store_clear(s, VF_A, -1, &o), 0);
+	ck_assert(!o.unchanged && o.auto_quarantined && !o.held && o.quarantined);
+	ck_assert_uint_eq(o.tally, 2);
 	ck_assert(!info(s, VF_A).quarantined);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_clear(s, VF_B), 0); /* clean: no-op */
+	ck_assert_int_eq(store_clear(s, VF_B, -1, &o), 0); /* clean: no-op */
+	ck_assert(o.unchanged);
 	ck_assert_uint_eq(commits(s), before);
-	ck_assert_int_eq(store_clear(s, VF_C), -ENOENT);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, -1, &o), 0);
+	ck_assert(!o.unchanged && !o.held);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, -1, &o), 0);
+	ck_assert(o.unchanged && o.held);
+	ck_assert_uint_eq(commits(s), before + 1);
+	ck_assert_int_eq(store_clear(s, VF_B, -1, NULL), 0);
+	ck_assert_int_eq(store_clear(s, VF_C, -1, NULL), -ENOENT);
 	s = reopen(s);
 	ck_assert(!info(s, VF_A).quarantined);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_at IS NULL"), 0);
@@ -755,7 +774,7 @@ START_TEST(hold_sticky_over_quarantine)
 
 	/* the hold goes on top of the quarantine: a change, not a no-op */
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, -1, NULL), 0);
 	ck_assert_uint_eq(commits(s), before + 1);
 	struct store_vf_info h = info(s, VF_A);
 	ck_assert(h.held && h.auto_quarantined && h.quarantined);
@@ -780,14 +799,14 @@ START_TEST(hold_sticky_over_quarantine)
 	ck_assert_str_eq(h.since, q.since);
 	char(*list)[VF_ADDR_BUFSZ];
 	size_t n;
-	ck_assert_int_eq(store_quarantined_list(s, &list, &n), 0);
+	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &list, &n), 0);
 	ck_assert_uint_eq(n, 1);
 	ck_assert_str_eq(list[0], VF_A);
 	free(list);
 
 	/* echo 0 lifts everything */
 	report_fail(s, VF_A, "i-4", T3); /* unchanged: held */
-	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), 0);
 	h = info(s, VF_A);
 	ck_assert(!h.quarantined && !h.held && !h.auto_quarantined);
 	ck_assert_int_eq(h.state, STORE_VF_OK);
@@ -796,11 +815,11 @@ START_TEST(hold_sticky_over_quarantine)
 
 	/* a hold on a VF with failures, quarantined on top of nothing: clear
 	 * drops both the hold and the failures */
-	ck_assert_int_eq(store_release(s, VF_A, "i-9"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-9", NULL), 0);
 	report_fail(s, VF_A, "i-5", T1);
 	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_FAILING);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
-	ck_assert_int_eq(store_clear(s, VF_A), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, -1, NULL), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), 0);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_OK);
 	s = reopen(s);
@@ -829,7 +848,7 @@ START_TEST(state_and_since)
 	ck_assert_str_eq(i.since, ""); /* failing is in service */
 
 	/* hold: out of service from now, canonical RFC 3339 */
-	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, -1, NULL), 0);
 	i = info(s, VF_B);
 	ck_assert_int_eq(i.state, STORE_VF_HELD);
 	char canon[RFC3339_BUFSZ];
@@ -868,13 +887,13 @@ START_TEST(state_and_since)
 	ck_assert_int_eq(all[1].state, STORE_VF_HELD);
 	free(all);
 	faultvfs_fail_writes(SQLITE_IOERR);
-	ck_assert_int_eq(store_clear(s, VF_B), -EIO);
-	ck_assert_int_eq(store_vf_get(s, VF_B, &i), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_B, -1, NULL), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_B, STORE_READ_RETRY, &i), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	/* Read-triggered retries are rate-limited (read_retries_rate_limited):
 	 * the operator's repair brings it back. */
 	ck_assert_int_eq(store_repair(s), 0);
-	ck_assert_int_eq(store_vf_get(s, VF_B, &i), 0);
+	ck_assert_int_eq(store_vf_get(s, VF_B, STORE_READ_RETRY, &i), 0);
 	ck_assert_int_eq(i.state, STORE_VF_HELD);
 	store_close(s);
 }
@@ -899,7 +918,7 @@ START_TEST(breaker_counts_automatic_only)
 	reg(s, VF_B);
 	reg(s, VF_C);
 	/* a hold (drained for maintenance) does not use the cap of 1 */
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, -1, NULL), 0);
 	report_fail(s, VF_B, "i-1", T1);
 	ck_assert_int_eq(report_fail(s, VF_B, "i-2", T2), STORE_OUTCOME_QUARANTINED);
 	/* the cap is now reached by B's automatic quarantine: C is held back */
@@ -912,7 +931,7 @@ START_TEST(breaker_counts_automatic_only)
 	ck_assert(bits & STORE_CHANGE_HELD_BACK);
 	ck_assert_int_eq(info(s, VF_C).state, STORE_VF_HELD_BACK);
 	ck_assert_str_eq(info(s, VF_C).since, ""); /* in service */
-	ck_assert_int_eq(store_held_back_list(s, &list, &n), 0);
+	ck_assert_int_eq(store_held_back_list(s, STORE_READ_RETRY, &list, &n), 0);
 	ck_assert_uint_eq(n, 1);
 	ck_assert_str_eq(list[0], VF_C);
 	free(list);
@@ -924,23 +943,23 @@ START_TEST(breaker_counts_automatic_only)
 	ck_assert_uint_eq(st.allocatable, 1); /* C: held back, still in service */
 
 	s = reopen(s); /* derived: survives */
-	ck_assert_int_eq(store_held_back_list(s, &list, &n), 0);
+	ck_assert_int_eq(store_held_back_list(s, STORE_READ_RETRY, &list, &n), 0);
 	ck_assert_uint_eq(n, 1);
 	free(list);
 
 	/* a hold on the held-back VF takes it out of the set */
 	bits = 0;
 	store_set_change_callback(s, collect_change_bits, &bits);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_C), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_C, -1, NULL), 0);
 	ck_assert(bits & STORE_CHANGE_HELD_BACK);
 	ck_assert(bits & STORE_CHANGE_BREAKER);
-	ck_assert_int_eq(store_held_back_list(s, &list, &n), 0);
+	ck_assert_int_eq(store_held_back_list(s, STORE_READ_RETRY, &list, &n), 0);
 	ck_assert_uint_eq(n, 0);
 	free(list);
 	store_get_stats(s, &st);
 	ck_assert(!st.breaker_engaged);
 	/* lifting the hold drops C's failures: nothing comes back */
-	ck_assert_int_eq(store_clear(s, VF_C), 0);
+	ck_assert_int_eq(store_clear(s, VF_C, -1, NULL), 0);
 	ck_assert_int_eq(info(s, VF_C).state, STORE_VF_OK);
 
 	/* raising the cap re-evaluates automatic candidates only: A stays held,
@@ -951,8 +970,8 @@ START_TEST(breaker_counts_automatic_only)
 
 	/* the held-back list fails closed */
 	faultvfs_fail_writes(SQLITE_IOERR);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_C), -EIO);
-	ck_assert_int_eq(store_held_back_list(s, &list, &n), -EIO);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_C, -1, NULL), -EIO);
+	ck_assert_int_eq(store_held_back_list(s, STORE_READ_RETRY, &list, &n), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	store_close(s);
 }
@@ -1030,7 +1049,7 @@ START_TEST(migrate_v1_to_v2)
 	ck_assert_int_eq(store_threshold_get(s), 2);
 	ck_assert_int_eq(store_max_quarantined_get(s), 1);
 	struct store_claim got;
-	ck_assert_int_eq(store_claim_get(s, "0000:41:00.5", "i-e", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, "0000:41:00.5", "i-e", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.agent, "vsock:3:5000");
 	ck_assert_int_eq(got.pid_starttime, 8);
 	/* the cap of 1 is C's; the holds do not count */
@@ -1079,7 +1098,7 @@ START_TEST(migrate_failure_rolls_back)
 	ck_assert_msg(strstr(reason, "cannot migrate") && strstr(reason, "schema version 1"), "%s",
 		      reason);
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -EIO);
 	store_close(s);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 1);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM vfs WHERE manual = 1"), 2);
@@ -1120,8 +1139,8 @@ START_TEST(mode_observe_claims)
 	s = reopen(s);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_OBSERVE);
 	ck_assert_int_eq(store_mode_set(s, STORE_MODE_ENFORCE), 0);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &c), 0); /* the live claim stays */
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &c), 0); /* the live claim stays */
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY); /* refused from now on */
 	s = reopen(s);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
@@ -1148,20 +1167,21 @@ START_TEST(failures_soft_deleted_history)
 	ck_assert_uint_eq(n, 0);
 	free(h);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0); /* stamped now: before the reports */
-	ck_assert_int_eq(store_release_how(s, VF_A, "i-1", got.claimed_at, "released-if", 65534),
-			 0);
+	struct store_release_opts by_nobody = { .claimed_at = got.claimed_at,
+						.how = "released-if", .uid = 65534 };
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", &by_nobody), 0);
 	report_fail(s, VF_A, "i-1", T1);
 	report_fail(s, VF_A, "i-2", T2);
 	ck_assert(info(s, VF_A).quarantined);
 	struct store_success_result r;
-	ck_assert_int_eq(store_report_success_by(s, VF_A, "i-2", T2, 7, &r), 0);
+	ck_assert_int_eq(store_report_success(s, VF_A, "i-2", T2, 7, &r), 0);
 	ck_assert_uint_eq(r.cleared, 2);
 	ck_assert(r.rescinded);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	/* cleared: the same assignment failing again is new */
 	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_RECORDED);
 	ck_assert_uint_eq(info(s, VF_A).tally, 1);
-	ck_assert_int_eq(store_clear_by(s, VF_A, 0), 0);
+	ck_assert_int_eq(store_clear(s, VF_A, 0, NULL), 0);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
 	struct store_failure *f;
 	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), 0);
@@ -1216,11 +1236,11 @@ START_TEST(claims_one_live_per_vf)
 	ck_assert_int_eq(store_claim(s, &c, NULL), -EEXIST);
 	struct store_claim other = { .vf = VF_A, .instance_id = "i-2" };
 	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-2", &got), -ENOENT);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-2", STORE_READ_RETRY, &got), -ENOENT);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_int_eq(got.pid, 42);
 
-	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, -1, NULL), 0);
 	other.vf[0] = '\0';
 	strcpy(other.vf, VF_B);
 	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY);
@@ -1233,9 +1253,9 @@ START_TEST(claims_one_live_per_vf)
 	ck_assert_uint_eq(st.quarantined, 1);
 	ck_assert_uint_eq(st.allocatable, 0);
 
-	ck_assert_int_eq(store_release(s, VF_A, "i-2"), -ENOENT);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-2", NULL), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), -ENOENT);
 	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY); /* B still quarantined */
 	strcpy(other.vf, VF_A);
 	ck_assert_int_eq(store_claim(s, &other, NULL), 0);
@@ -1257,7 +1277,7 @@ START_TEST(claims_stamp_normalize_history)
 	ck_assert_str_ge(got.claimed_at, before);
 	ck_assert_str_le(got.claimed_at, after);
 	ck_assert_uint_gt(got.id, 0);
-	ck_assert_int_eq(store_claim_get_by_id(s, got.id, &again), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, got.id, &again), 0);
 	ck_assert_str_eq(again.claimed_at, got.claimed_at);
 
 	/* the first write may name the VMM's own time: normalized */
@@ -1268,7 +1288,7 @@ START_TEST(claims_stamp_normalize_history)
 	upd.pid = 1234;
 	upd.pid_starttime = 987654321;
 	ck_assert_int_eq(store_claim_update(s, &upd), 0);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &again), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &again), 0);
 	ck_assert_str_eq(again.claimed_at, "2026-11-29T07:44:51.500000000Z");
 	ck_assert_str_eq(again.agent, "vsock:42:9999");
 	ck_assert_uint_eq(again.pid_starttime, 987654321);
@@ -1277,7 +1297,7 @@ START_TEST(claims_stamp_normalize_history)
 	upd.claimed_at[0] = '\0';
 	upd.pid = 99;
 	ck_assert_int_eq(store_claim_update(s, &upd), 0);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &again), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &again), 0);
 	ck_assert_str_eq(again.claimed_at, "2026-11-29T07:44:51.500000000Z");
 	ck_assert_int_eq(again.pid, 99);
 
@@ -1290,7 +1310,7 @@ START_TEST(claims_stamp_normalize_history)
 	struct store_claim stranger = { .vf = VF_A, .instance_id = "i-9" };
 	ck_assert_int_eq(store_claim_update(s, &stranger), -ENOENT);
 
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	struct store_claim c2 = { .vf = VF_A, .instance_id = "i-2" };
 	strcpy(c2.claimed_at, "2026-11-29T08:00:00Z");
 	ck_assert_int_eq(store_claim(s, &c2, &got), 0);
@@ -1340,6 +1360,8 @@ START_TEST(breaker)
 					STORE_CHANGE_HELD_BACK);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
 	ck_assert(r.breaker_engaged);
+	ck_assert_int_gt(r.max_quarantined, 0);
+	ck_assert_uint_gt(r.n_instances, 0);
 	ck_assert_uint_eq(r.tally, 2);
 	ck_assert(!info(s, VF_B).quarantined);
 	store_get_stats(s, &st);
@@ -1388,14 +1410,14 @@ START_TEST(persistence_all_state)
 	report_fail(s, VF_A, "i-2", T2);
 	report_fail(s, VF_A, "i-3", T3); /* quarantined */
 	report_fail(s, VF_B, "i-4", T1);
-	ck_assert_int_eq(store_quarantine_manual(s, "0000:41:00.4"), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, "0000:41:00.4", -1, NULL), 0);
 	strcpy(c.agent, "vsock:3:5000");
 	strcpy(c.control, "/run/c.sock");
 	strcpy(c.boot_id, BOOT_ID);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0);
 	struct store_claim old = { .vf = VF_B, .instance_id = "i-old" };
 	ck_assert_int_eq(store_claim(s, &old, NULL), 0);
-	ck_assert_int_eq(store_release(s, VF_B, "i-old"), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-old", NULL), 0);
 	struct store_vf_info *before, *after;
 	size_t nb, na;
 	ck_assert_int_eq(store_vf_list(s, &before, &nb), 0);
@@ -1411,7 +1433,7 @@ START_TEST(persistence_all_state)
 	ck_assert(info(s, "0000:41:00.4").held);
 	ck_assert_uint_eq(info(s, VF_B).tally, 1);
 	struct store_claim now;
-	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", &now), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", STORE_READ_RETRY, &now), 0);
 	ck_assert_mem_eq(&now, &got, sizeof(now));
 	struct store_claim *live;
 	size_t nl;
@@ -1420,7 +1442,7 @@ START_TEST(persistence_all_state)
 	free(live);
 	char(*q)[VF_ADDR_BUFSZ];
 	size_t nq;
-	ck_assert_int_eq(store_quarantined_list(s, &q, &nq), 0);
+	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &nq), 0);
 	ck_assert_uint_eq(nq, 2);
 	ck_assert_str_eq(q[0], VF_A);
 	ck_assert_str_eq(q[1], "0000:41:00.4");
@@ -1489,7 +1511,7 @@ START_TEST(exclusive_lock)
 	ck_assert_int_eq(stat(parent, &st), 0);
 	mode_t mask = umask(0);
 	umask(mask);
-	ck_assert_int_eq(st.st_mode & 0777, 0700 & ~mask); /* root's alone (issue 12) */
+	ck_assert_int_eq(st.st_mode & 0777, 0700 & ~mask); /* root's alone */
 	opt.path = "";
 	ck_assert_int_eq(store_open(&opt, &second), -EINVAL);
 	opt.path = db_path;
@@ -1515,8 +1537,8 @@ START_TEST(newer_schema_refused)
 	ck_assert(!store_status(s, reason, sizeof(reason)));
 	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 5"), "%s", reason);
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
-	ck_assert_int_eq(store_vf_register(s, VF_B), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -EIO);
+	ck_assert_int_eq(store_vf_register(s, VF_B, NULL), -EIO);
 	ck_assert_int_eq(store_repair(s), -EIO);
 	store_close(s);
 	_cleanup_free_ char *bytes_after = read_file(db_path, &len_after);
@@ -1551,14 +1573,14 @@ START_TEST(corrupt_file_never_overwritten)
 	struct store *s = open_store();
 	ck_assert(!store_status(s, reason, sizeof(reason)));
 	ck_assert_msg(strstr(reason, "not a database"), "%s", reason);
-	ck_assert_int_eq(store_vf_register(s, VF_A), -EIO);
+	ck_assert_int_eq(store_vf_register(s, VF_A, NULL), -EIO);
 	char(*q)[VF_ADDR_BUFSZ];
 	size_t n;
-	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
+	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &n), -EIO);
 	struct store_vf_info i; /* nothing in memory to look up */
-	ck_assert_int_eq(store_vf_lookup(s, VF_A, &i), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_MEMORY, &i), -EIO);
 	struct store_claim c;
-	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &c), -EIO);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_MEMORY, &c), -EIO);
 	ck_assert_int_eq(store_repair(s), -EIO);
 	struct store_stats st;
 	store_get_stats(s, &st);
@@ -1615,8 +1637,8 @@ START_TEST(damaged_pages_fail_quick_check)
 	ck_assert_ptr_null(strchr(reason, '\n')); /* one line for the status file */
 	ck_assert_int_eq(store_repair(s), -EIO);
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(s, "0000:01:00.0", &i), -EIO);
-	ck_assert_int_eq(store_vf_register(s, VF_A), -EIO);
+	ck_assert_int_eq(store_vf_get(s, "0000:01:00.0", STORE_READ_RETRY, &i), -EIO);
+	ck_assert_int_eq(store_vf_register(s, VF_A, NULL), -EIO);
 	store_close(s);
 	_cleanup_free_ char *after = read_file(db_path, &len_after);
 	ck_assert_uint_eq(len_before, len_after);
@@ -1673,43 +1695,43 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	ck_assert_uint_eq(st.allocatable, 0);
 
 	/* mutations fail ... */
-	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5"), -EIO);
+	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5", NULL), -EIO);
 	ck_assert_int_eq(store_report_failure(s, VF_B, "i-5", T3, "m", &r), -EIO);
-	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_B), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), -EIO);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, -1, NULL), -EIO);
 	ck_assert_int_eq(store_threshold_set(s, 5), -EIO);
-	ck_assert_int_eq(store_release(s, VF_C, "i-c"), -EIO);
-	ck_assert_int_eq(store_report_success(s, VF_B, "i-3", T1, NULL), -EIO);
+	ck_assert_int_eq(store_release(s, VF_C, "i-c", NULL), -EIO);
+	ck_assert_int_eq(store_report_success(s, VF_B, "i-3", T1, -1, NULL), -EIO);
 	/* ... no-ops succeed ... */
 	ck_assert_int_eq(store_report_failure(s, VF_B, "i-3", T1, "m", &r), 0);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_UNCHANGED);
 	ck_assert_int_eq(store_report_failure(s, VF_A, "i-9", T3, "m", &r), 0);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_UNCHANGED);
 	struct store_success_result o;
-	ck_assert_int_eq(store_report_success(s, VF_B, "i-9", T3, &o), 0);
+	ck_assert_int_eq(store_report_success(s, VF_B, "i-9", T3, -1, &o), 0);
 	ck_assert_uint_eq(o.cleared, 0);
-	ck_assert_int_eq(store_report_success(s, VF_C, "i-c", T3, &o), 0); /* fast path */
-	ck_assert_int_eq(store_clear(s, VF_C), 0); /* nothing to clear */
-	/* a hold on a quarantined VF is a change (issue 11.5), so it fails */
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), -EIO);
+	ck_assert_int_eq(store_report_success(s, VF_C, "i-c", T3, -1, &o), 0); /* fast path */
+	ck_assert_int_eq(store_clear(s, VF_C, -1, NULL), 0); /* nothing to clear */
+	/* a hold on a quarantined VF is a change, so it fails */
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, -1, NULL), -EIO);
 	ck_assert_int_eq(store_threshold_set(s, 2), 0);
 	/* refusals are still refusals; a claim that would succeed is -EIO */
 	struct store_claim want = { .vf = VF_A, .instance_id = "i-new" };
 	ck_assert_int_eq(store_claim(s, &want, NULL), -EBUSY);
 	strcpy(want.vf, VF_C);
 	ck_assert_int_eq(store_claim(s, &want, NULL), -EBUSY);
-	ck_assert_int_eq(store_release(s, VF_C, "i-new"), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_C, "i-new", NULL), -ENOENT);
 	strcpy(want.vf, VF_B);
 	ck_assert_int_eq(store_claim(s, &want, NULL), -EIO);
 	/* ... placement-facing reads retry once, then fail ... */
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -EIO);
 	char(*q)[VF_ADDR_BUFSZ];
 	size_t n;
-	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
-	ck_assert_int_eq(store_held_back_list(s, &q, &n), -EIO);
+	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &n), -EIO);
+	ck_assert_int_eq(store_held_back_list(s, STORE_READ_RETRY, &q, &n), -EIO);
 	struct store_claim c;
-	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", &c), -EIO);
+	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", STORE_READ_RETRY, &c), -EIO);
 	/* ... the rest is still served */
 	struct store_vf_info *list;
 	ck_assert_int_eq(store_vf_list(s, &list, &n), 0);
@@ -1760,34 +1782,34 @@ START_TEST(lookups_served_while_unavailable)
 	struct store_claim c;
 
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), -EIO);
 	ck_assert(!store_status(s, NULL, 0));
 	faultvfs_fail_writes(SQLITE_OK); /* a retry would now succeed */
 	uint64_t before = commits(s);
 
-	ck_assert_int_eq(store_vf_lookup(s, VF_A, &i), 0);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_MEMORY, &i), 0);
 	ck_assert_str_eq(i.vf, VF_A);
 	ck_assert(i.quarantined);
 	ck_assert_uint_eq(i.tally, 2);
-	ck_assert_int_eq(store_vf_lookup(s, "0000:41:00.5", &i), -ENOENT);
-	ck_assert_int_eq(store_vf_lookup(s, "0000:41:00.8", &i), -EINVAL);
-	ck_assert_int_eq(store_vf_lookup(s, VF_A, NULL), -EINVAL);
-	ck_assert_int_eq(store_claim_lookup(s, VF_C, "i-c", &c), 0);
+	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", STORE_READ_MEMORY, &i), -ENOENT);
+	ck_assert_int_eq(store_vf_get(s, "0000:41:00.8", STORE_READ_MEMORY, &i), -EINVAL);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_MEMORY, NULL), -EINVAL);
+	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", STORE_READ_MEMORY, &c), 0);
 	ck_assert_str_eq(c.vf, VF_C);
 	ck_assert_str_eq(c.instance_id, "i-c");
 	struct store_claim by_id;
-	ck_assert_int_eq(store_claim_get_by_id(s, c.id, &by_id), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, c.id, &by_id), 0);
 	ck_assert_str_eq(by_id.instance_id, "i-c");
-	ck_assert_int_eq(store_claim_lookup(s, VF_C, "i-other", &c), -ENOENT);
-	ck_assert_int_eq(store_claim_lookup(s, VF_B, "i-c", &c), -ENOENT);
-	ck_assert_int_eq(store_claim_lookup(s, VF_C, "bad id", &c), -EINVAL);
-	ck_assert_int_eq(store_claim_lookup(s, "bad", "i-c", &c), -EINVAL);
+	ck_assert_int_eq(store_claim_get(s, VF_C, "i-other", STORE_READ_MEMORY, &c), -ENOENT);
+	ck_assert_int_eq(store_claim_get(s, VF_B, "i-c", STORE_READ_MEMORY, &c), -ENOENT);
+	ck_assert_int_eq(store_claim_get(s, VF_C, "bad id", STORE_READ_MEMORY, &c), -EINVAL);
+	ck_assert_int_eq(store_claim_get(s, "bad", "i-c", STORE_READ_MEMORY, &c), -EINVAL);
 
 	/* none of that retried: still latched, nothing committed */
 	ck_assert(!store_status(s, NULL, 0));
 	ck_assert_uint_eq(commits(s), before);
 	/* a placement-facing read does retry, and now repairs */
-	ck_assert_int_eq(store_vf_get(s, VF_A, &i), 0);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), 0);
 	ck_assert(store_status(s, NULL, 0));
 	store_close(s);
 }
@@ -1798,7 +1820,7 @@ START_TEST(repair_clears_latch)
 	struct store *s = populated();
 	char reason[STORE_REASON_MAX];
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5"), -EIO);
+	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5", NULL), -EIO);
 	ck_assert_int_eq(store_repair(s), -EIO); /* still failing */
 	ck_assert(!store_status(s, reason, sizeof(reason)));
 	ck_assert_msg(strstr(reason, "database or disk is full"), "%s", reason);
@@ -1808,13 +1830,13 @@ START_TEST(repair_clears_latch)
 	ck_assert(store_status(s, NULL, 0));
 	assert_populated_state(s);
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", &i), -ENOENT);
+	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", STORE_READ_RETRY, &i), -ENOENT);
 	reg(s, "0000:41:00.5");
 	ck_assert_int_eq(report_fail(s, VF_B, "i-4", T2), STORE_OUTCOME_QUARANTINED);
 
 	/* a placement read on a latched store repairs by itself once writes work */
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert(info(s, VF_A).quarantined);
 	ck_assert(store_status(s, NULL, 0));
@@ -1822,7 +1844,7 @@ START_TEST(repair_clears_latch)
 	s = reopen(s);
 	ck_assert(info(s, VF_B).quarantined);
 	ck_assert(info(s, VF_A).quarantined);
-	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", &i), 0);
+	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", STORE_READ_RETRY, &i), 0);
 	store_close(s);
 }
 END_TEST
@@ -1895,7 +1917,7 @@ static void *success_thread(void *arg)
 {
 	struct report_job *j = arg;
 
-	j->rc = store_report_success(j->s, j->vf, j->instance, T1, &j->success);
+	j->rc = store_report_success(j->s, j->vf, j->instance, T1, -1, &j->success);
 	return NULL;
 }
 
@@ -2104,7 +2126,7 @@ static void on_change(void *userdata, const struct store_change *c)
 	strcpy(seen->instance[seen->n], c->instance_id);
 	/* no store lock is held: reading back works and shows the new state */
 	struct store_vf_info i;
-	if (c->vf[0] && store_vf_get(seen->s, c->vf, &i) == 0)
+	if (c->vf[0] && store_vf_get(seen->s, c->vf, STORE_READ_RETRY, &i) == 0)
 		seen->quarantined_when_notified[seen->n] = i.quarantined;
 	seen->n++;
 }
@@ -2150,7 +2172,7 @@ START_TEST(change_callback)
 	ck_assert_uint_eq(seen.bits[8], STORE_CHANGE_FAILURES);
 	ck_assert_uint_eq(seen.bits[9], STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING);
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert_int_eq(seen.n, 11);
 	ck_assert_uint_eq(seen.bits[10], STORE_CHANGE_STATUS);
@@ -2191,10 +2213,10 @@ START_TEST(claims_reservation)
 	ck_assert_uint_eq(st.allocatable, 1);
 	ck_assert(info(s, VF_A).claimed);
 	/* ... and so do names, marked reserved, with the stamped claimed_at */
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert(got.reserved);
 	ck_assert_str_eq(got.claimed_at, res.claimed_at);
-	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_MEMORY, &got), 0);
 	ck_assert_uint_eq(got.id, res.id);
 	struct store_claim *live;
 	size_t n;
@@ -2202,7 +2224,7 @@ START_TEST(claims_reservation)
 	ck_assert_uint_eq(n, 1);
 	ck_assert(live[0].reserved);
 	free(live);
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
 	ck_assert_str_eq(got.instance_id, "i-1");
 	ck_assert(got.reserved);
 	/* nothing durable, nothing announced */
@@ -2213,7 +2235,7 @@ START_TEST(claims_reservation)
 	/* cancelled: nothing is left, and the id is never used again */
 	store_claim_cancel(s, VF_A, res.id);
 	store_claim_cancel(s, VF_A, res.id); /* a no-op now */
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), -ENOENT);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), -ENOENT);
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.claimed, 0);
 	ck_assert(!info(s, VF_A).claimed);
@@ -2236,7 +2258,7 @@ START_TEST(claims_reservation)
 	ck_assert_int_eq(store_claim_commit(s, &res), -EALREADY);
 	ck_assert_int_eq(seen.n, 1);
 	ck_assert_uint_eq(seen.bits[0], STORE_CHANGE_CLAIMS);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_uint_eq(got.id, res.id); /* the inode its creator holds */
 	ck_assert_str_eq(got.claimed_at, T1);
 	ck_assert_str_eq(got.agent, "vsock:3:2222");
@@ -2252,28 +2274,28 @@ START_TEST(claims_reservation)
 	 * the commit goes through (rule_commit_refusal) */
 	struct store_claim on_b = { .vf = VF_B, .instance_id = "i-5" };
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_B), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, -1, NULL), 0);
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
 	ck_assert(!got.reserved);
-	ck_assert_int_eq(store_release(s, VF_B, "i-5"), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-5", NULL), 0);
 	strcpy(on_b.instance_id, "i-3");
-	ck_assert_int_eq(store_clear(s, VF_B), 0);
+	ck_assert_int_eq(store_clear(s, VF_B, -1, NULL), 0);
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0); /* in service again */
 
 	/* released by name (rm, release=) before any commit: cancelled, nothing
 	 * is left, and a later commit finds nothing */
 	int changes = seen.n;
 	uint64_t before_release = commits(s);
-	ck_assert_int_eq(store_release_if(s, VF_B, "i-3", T2), -ESTALE);
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
-	ck_assert_int_eq(store_release_if(s, VF_B, "i-3", res.claimed_at), 0);
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3", RELEASE_IF(T2)), -ESTALE);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3", RELEASE_IF(res.claimed_at)), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), -ENOENT);
 	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
-	ck_assert_int_eq(store_release(s, VF_B, "i-3"), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3", NULL), 0);
 	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
-	ck_assert_int_eq(store_release(s, VF_B, "i-3"), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3", NULL), -ENOENT);
 	ck_assert(!info(s, VF_B).claimed);
 	ck_assert_uint_eq(commits(s), before_release);
 	ck_assert_int_eq(seen.n, changes);
@@ -2289,9 +2311,9 @@ START_TEST(claims_reservation)
 	ck_assert_int_eq(store_claim(s, &after, &got), 0);
 	ck_assert_uint_gt(got.id, committed);
 	/* while unavailable: refused with EIO at once */
-	ck_assert_int_eq(store_release(s, VF_B, "i-4"), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-4", NULL), 0);
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A), 0); /* clean: a no-op, no commit */
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), 0); /* clean: a no-op, no commit */
 	ck_assert_int_eq(store_threshold_set(s, 7), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert_int_eq(store_claim_reserve(s, &after, &res), -EIO);
@@ -2313,7 +2335,7 @@ START_TEST(claims_identity_never_reused)
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
 	strcpy(res.claimed_at, T2);
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	/* the same instance again, with the same or an earlier claimed_at: refused,
 	 * and the reservation stays for its creator to cancel */
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
@@ -2321,7 +2343,7 @@ START_TEST(claims_identity_never_reused)
 	ck_assert_int_eq(store_claim_commit(s, &res), -EINVAL);
 	strcpy(res.claimed_at, T1);
 	ck_assert_int_eq(store_claim_commit(s, &res), -EINVAL);
-	ck_assert_int_eq(store_claim_get_by_id(s, res.id, &got), 0);
+	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
 	ck_assert(got.reserved);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE vf_id = (SELECT id FROM vfs "
 				  "WHERE address = '" VF_A "')"),
@@ -2338,7 +2360,7 @@ START_TEST(claims_identity_never_reused)
 	strcpy(got.claimed_at, T2);
 	ck_assert_int_eq(store_claim_update(s, &got), -EINVAL);
 	/* the stamp (no claimed_at given) is the store's */
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
 	store_close(s);
@@ -2366,7 +2388,7 @@ START_TEST(claims_watch_rule)
 	strcpy(next.control, "/run/vmm/a.ctl");
 	ck_assert_int_eq(store_claim_update(s, &next), 0);
 	/* no agent: exclusion only */
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	ck_assert_int_eq(store_claim(s, &want, NULL), 0);
 	ck_assert(rule_claim_watched("vsock:3:2222"));
 	ck_assert(!rule_claim_watched(""));
@@ -2382,26 +2404,29 @@ START_TEST(claims_bare_kept_while_unavailable)
 	struct store *s = open_store();
 	struct store_claim want = { .vf = VF_A, .instance_id = "i-1" }, res, got;
 	struct store_stats st;
+	bool kept = false;
 
 	reg(s, VF_A);
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_claim_abandon(s, &res), 1);
+	ck_assert_int_eq(store_claim_abandon(s, &res, &kept), 0);
+	ck_assert(kept);
 	ck_assert(!store_status(s, NULL, 0));
-	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_MEMORY, &got), 0);
 	ck_assert(got.reserved);
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.claimed, 1);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert_int_eq(store_repair(s), 0);
-	ck_assert_int_eq(store_claim_lookup(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_MEMORY, &got), 0);
 	ck_assert(!got.reserved);
 	ck_assert_str_eq(got.claimed_at, res.claimed_at);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL"), 1);
 	/* available: committed at once */
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
-	ck_assert_int_eq(store_claim_abandon(s, &res), 0);
+	ck_assert_int_eq(store_claim_abandon(s, &res, &kept), 0);
+	ck_assert(!kept);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL"), 1);
 	store_close(s);
 }
@@ -2414,29 +2439,29 @@ START_TEST(claims_conditional_release)
 	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .claimed_at = T1 }, got;
 
 	reg(s, VF_A);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T1), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T1)), -ENOENT);
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T2), -ESTALE);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", ""), -EINVAL);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", "yesterday"), -EINVAL);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-2", T1), -ENOENT);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T2)), -ESTALE);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF("")), -EINVAL);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF("yesterday")), -EINVAL);
+	ck_assert_int_eq(store_release(s, VF_A, "i-2", RELEASE_IF(T1)), -ENOENT);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	/* another spelling of the same instant */
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", "2026-11-29t07:00:01.000z"), 0);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), -ENOENT);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T1), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF("2026-11-29t07:00:01.000z")), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), -ENOENT);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T1)), -ENOENT);
 
 	/* released and claimed again meanwhile: the old identity releases nothing */
 	strcpy(c.claimed_at, T2);
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T1), -ESTALE);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T1)), -ESTALE);
 	ck_assert_uint_eq(commits(s), before); /* decided without a transaction */
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.claimed_at, T2);
 	s = reopen(s);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
-	ck_assert_int_eq(store_release_if(s, VF_A, "i-1", T2), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T2)), 0);
 	store_close(s);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL"), 0);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 2);
@@ -2478,15 +2503,15 @@ START_TEST(schema_v1_migrated)
 	char reason[STORE_REASON_MAX];
 	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 4);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.claimed_at, T1);
 	ck_assert_str_eq(got.boot_id, "");
 	ck_assert_uint_eq(info(s, VF_A).tally, 1);
-	ck_assert_int_eq(store_release(s, VF_A, "i-1"), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	strcpy(c.boot_id, BOOT_ID);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0);
 	s = reopen(s);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", &got), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.boot_id, BOOT_ID);
 	store_close(s);
 }
@@ -2517,7 +2542,7 @@ START_TEST(lost_database_never_new)
 	ck_assert_int_eq(stat(mark, &st), 0);
 	ck_assert_int_eq(st.st_mode & 0777, 0600);
 	reg(s, VF_A);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, -1, NULL), 0);
 	store_close(s);
 
 	/* emptied: refused, and left empty */
@@ -2527,8 +2552,8 @@ START_TEST(lost_database_never_new)
 	ck_assert_msg(strstr(reason, "empty") && strstr(reason, db_path), "%s", reason);
 	char(*q)[VF_ADDR_BUFSZ];
 	size_t n;
-	ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
-	ck_assert_int_eq(store_vf_register(s, VF_B), -EIO);
+	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &n), -EIO);
+	ck_assert_int_eq(store_vf_register(s, VF_B, NULL), -EIO);
 	ck_assert_int_eq(store_repair(s), -EIO);
 	store_close(s);
 	ck_assert_int_eq(stat(db_path, &st), 0);
@@ -2547,7 +2572,7 @@ START_TEST(lost_database_never_new)
 	ck_assert_int_eq(unlink(mark), 0);
 	ck_assert_int_eq(store_repair(s), 0);
 	ck_assert(store_status(s, NULL, 0));
-	ck_assert_int_eq(store_quarantined_list(s, &q, &n), 0);
+	ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &n), 0);
 	ck_assert_uint_eq(n, 0);
 	free(q);
 	ck_assert_int_eq(stat(mark, &st), 0);
@@ -2586,13 +2611,13 @@ START_TEST(one_writer_per_file)
 	/* once it is gone, the link opens: the same database */
 	ck_assert_int_eq(store_open(&opt, &second), 0);
 	struct store_vf_info i;
-	ck_assert_int_eq(store_vf_get(second, VF_B, &i), 0);
+	ck_assert_int_eq(store_vf_get(second, VF_B, STORE_READ_RETRY, &i), 0);
 	store_close(second);
 }
 END_TEST
 
 /* Rule 7: reads retry a latched store at most once a second, and never for
- * a reader who may not write (the _noretry variants). */
+ * a reader who may not write (STORE_READ_NORETRY). */
 START_TEST(read_retries_rate_limited)
 {
 	struct store *s = populated();
@@ -2602,19 +2627,19 @@ START_TEST(read_retries_rate_limited)
 	size_t n;
 
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, VF_A), -EIO);
+	ck_assert_int_eq(store_clear(s, VF_A, -1, NULL), -EIO);
 	ck_assert(!store_status(s, NULL, 0));
 	uint64_t before = repairs(s);
 	for (int k = 0; k < 300; k++) {
-		ck_assert_int_eq(store_vf_get_noretry(s, VF_A, &i), -EIO);
-		ck_assert_int_eq(store_quarantined_list_noretry(s, &q, &n), -EIO);
-		ck_assert_int_eq(store_claim_get_noretry(s, VF_C, "i-c", &c), -EIO);
+		ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_NORETRY, &i), -EIO);
+		ck_assert_int_eq(store_quarantined_list(s, STORE_READ_NORETRY, &q, &n), -EIO);
+		ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", STORE_READ_NORETRY, &c), -EIO);
 	}
 	ck_assert_uint_eq(repairs(s), before);
 	int64_t start = monotonic_ns();
 	for (int k = 0; k < 300; k++) {
-		ck_assert_int_eq(store_vf_get(s, VF_A, &i), -EIO);
-		ck_assert_int_eq(store_quarantined_list(s, &q, &n), -EIO);
+		ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -EIO);
+		ck_assert_int_eq(store_quarantined_list(s, STORE_READ_RETRY, &q, &n), -EIO);
 	}
 	int64_t seconds = (monotonic_ns() - start) / 1000000000 + 1;
 	ck_assert_uint_ge(repairs(s), before + 1);
@@ -2622,15 +2647,15 @@ START_TEST(read_retries_rate_limited)
 
 	/* writes work again: a reader who may not write still gets -EIO ... */
 	faultvfs_fail_writes(SQLITE_OK);
-	ck_assert_int_eq(store_vf_get_noretry(s, VF_A, &i), -EIO);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_NORETRY, &i), -EIO);
 	ck_assert(!store_status(s, NULL, 0));
 	/* ... and one who may repairs once the second has passed */
 	int64_t deadline = monotonic_ns() + 5000000000LL;
-	while (store_vf_get(s, VF_A, &i) != 0)
+	while (store_vf_get(s, VF_A, STORE_READ_RETRY, &i) != 0)
 		ck_assert_int_lt(monotonic_ns(), deadline);
 	ck_assert(i.quarantined);
 	ck_assert(store_status(s, NULL, 0));
-	ck_assert_int_eq(store_vf_get_noretry(s, VF_A, &i), 0);
+	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_NORETRY, &i), 0);
 	store_close(s);
 }
 END_TEST
@@ -2647,45 +2672,48 @@ START_TEST(parent_set_once_persisted)
 	struct store *s = open_store();
 	struct store_vf_info i;
 
-	ck_assert_int_eq(store_vf_register_parent(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
 	reg(s, VF_B);
 	ck_assert_str_eq(info(s, VF_A).parent, PF_1);
 	ck_assert_str_eq(info(s, VF_B).parent, "");
 	/* bad input: -EINVAL, nothing registered */
-	ck_assert_int_eq(store_vf_register_parent(s, VF_C, "0000:40:00"), -EINVAL);
-	ck_assert_int_eq(store_vf_register_parent(s, VF_C, VF_C), -EINVAL);
-	ck_assert_int_eq(store_vf_get(s, VF_C, &i), -ENOENT);
-	ck_assert_int_eq(store_vf_register_parent(s, VF_A, PF_2), -EEXIST);
+	ck_assert_int_eq(store_vf_register(s, VF_C, "0000:40:00"), -EINVAL);
+	ck_assert_int_eq(store_vf_register(s, VF_C, VF_C), -EINVAL);
+	ck_assert_int_eq(store_vf_get(s, VF_C, STORE_READ_RETRY, &i), -ENOENT);
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_2), -EEXIST);
 
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_1), 0); /* its own: a no-op */
+	bool unchanged = false;
+	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_1, &unchanged), 0); /* its own: a no-op */
+	ck_assert(unchanged);
 	ck_assert_uint_eq(commits(s), before);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2), -EBUSY);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, ""), -EINVAL);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, NULL), -EINVAL);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, "0000:50:00.0x"), -EINVAL);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, VF_B), -EINVAL);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_C, PF_2), -ENOENT);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2, NULL), -EBUSY);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, "", NULL), -EINVAL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, "0000:50:00.0x", NULL), -EINVAL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, VF_B, NULL), -EINVAL);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_C, PF_2, NULL), -ENOENT);
 	ck_assert_str_eq(info(s, VF_B).parent, "");
 	ck_assert_uint_eq(commits(s), before);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_2), 0);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_2, &unchanged), 0);
+	ck_assert(!unchanged);
 	ck_assert_str_eq(info(s, VF_B).parent, PF_2);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_1), -EBUSY);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_1, NULL), -EBUSY);
 
 	/* persisted; and still set once after a restart */
 	s = reopen(s);
 	ck_assert_str_eq(info(s, VF_A).parent, PF_1);
 	ck_assert_str_eq(info(s, VF_B).parent, PF_2);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_1), -EBUSY);
-	ck_assert_int_eq(store_vf_lookup(s, VF_B, &i), 0);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_1, NULL), -EBUSY);
+	ck_assert_int_eq(store_vf_get(s, VF_B, STORE_READ_MEMORY, &i), 0);
 	ck_assert_str_eq(i.parent, PF_2);
 
 	/* a change that would be one fails closed while unavailable; a no-op
 	 * still answers */
 	reg(s, VF_C);
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_C, PF_1), -EIO);
-	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_C, PF_1, NULL), -EIO);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_1, NULL), 0);
 	faultvfs_fail_writes(SQLITE_OK);
 	store_close(s);
 	/* a damaged parent column is refused at open, never served */
@@ -2702,6 +2730,27 @@ END_TEST
  * parents, then parents with a VF out of service, then held back), by
  * address within a group; changes follow holds, claims, parents; fails
  * closed. */
+/* store_allocatable_list() draws the order within a group: check that the
+ * groups come in order, then sort each group by address to compare. */
+static int allocatable_sorted(struct store *s, enum store_read how, struct store_placement **p,
+			      size_t *n)
+{
+	int r = store_allocatable_list(s, how, p, n);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 1; i < *n; i++)
+		ck_assert_int_le((*p)[i - 1].group, (*p)[i].group);
+	for (size_t i = 1; i < *n; i++)
+		for (size_t j = i; j > 0 && (*p)[j - 1].group == (*p)[j].group &&
+				   strcmp((*p)[j - 1].vf, (*p)[j].vf) > 0; j--) {
+			struct store_placement t = (*p)[j];
+			(*p)[j] = (*p)[j - 1];
+			(*p)[j - 1] = t;
+		}
+	return 0;
+}
+
 START_TEST(allocatable_order)
 {
 	struct store *s = open_with(2, 1, FAULTVFS_NAME);
@@ -2713,9 +2762,9 @@ START_TEST(allocatable_order)
 	size_t n = 0;
 
 	for (size_t i = 0; i < ARRAY_SIZE(vfs); i++)
-		ck_assert_int_eq(store_vf_register_parent(s, vfs[i], parents[i]), 0);
+		ck_assert_int_eq(store_vf_register(s, vfs[i], parents[i]), 0);
 	/* all clean: one group, by address */
-	ck_assert_int_eq(store_allocatable_list(s, &p, &n), 0);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, ARRAY_SIZE(vfs));
 	for (size_t i = 0; i < n; i++) {
 		ck_assert_str_eq(p[i].vf, vfs[i]);
@@ -2726,7 +2775,7 @@ START_TEST(allocatable_order)
 	/* PF_1 gets a VF out of service (a hold), PF_2 a claimed VF (still
 	 * clean), 60:00.4 is quarantined (no parent known: nobody else is
 	 * degraded by it), 60:00.5 held back by the cap of 1 */
-	ck_assert_int_eq(store_quarantine_manual(s, "0000:40:00.6"), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, "0000:40:00.6", -1, NULL), 0);
 	struct store_claim c = { .vf = "0000:50:00.5", .instance_id = "i-1" };
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 	report_fail(s, "0000:60:00.4", "i-2", T1);
@@ -2735,7 +2784,7 @@ START_TEST(allocatable_order)
 	ck_assert_int_eq(report_fail(s, "0000:60:00.5", "i-5", T2), STORE_OUTCOME_RECORDED);
 	ck_assert_int_eq(info(s, "0000:60:00.5").state, STORE_VF_HELD_BACK);
 
-	ck_assert_int_eq(store_allocatable_list(s, &p, &n), 0);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, 4);
 	ck_assert_str_eq(p[0].vf, "0000:50:00.4");
 	ck_assert_int_eq(p[0].group, STORE_PLACE_CLEAN_PARENT);
@@ -2753,16 +2802,16 @@ START_TEST(allocatable_order)
 
 	/* learning a parent moves a VF: 60:00.4 (quarantined) is PF_2's, so
 	 * 50:00.4 joins the degraded group */
-	ck_assert_int_eq(store_vf_set_parent(s, "0000:60:00.4", PF_2), 0);
-	ck_assert_int_eq(store_allocatable_list_noretry(s, &p, &n), 0);
+	ck_assert_int_eq(store_vf_set_parent(s, "0000:60:00.4", PF_2, NULL), 0);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_NORETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, 4);
 	ck_assert_str_eq(p[0].vf, "0000:40:00.4");
 	ck_assert_str_eq(p[2].vf, "0000:50:00.4");
 	ck_assert_int_eq(p[2].group, STORE_PLACE_DEGRADED_PARENT);
 	free(p);
 	/* back in service: PF_1 is clean again */
-	ck_assert_int_eq(store_clear(s, "0000:40:00.6"), 0);
-	ck_assert_int_eq(store_allocatable_list(s, &p, &n), 0);
+	ck_assert_int_eq(store_clear(s, "0000:40:00.6", -1, NULL), 0);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, 5);
 	ck_assert_str_eq(p[0].vf, "0000:40:00.4");
 	ck_assert_int_eq(p[2].group, STORE_PLACE_CLEAN_PARENT);
@@ -2772,12 +2821,12 @@ START_TEST(allocatable_order)
 	free(p);
 
 	/* fail closed: -EIO while latched (the retry fails too while the
-	 * fault lasts; the _noretry variant does not try) */
+	 * fault lasts; STORE_READ_NORETRY does not try) */
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_clear(s, "0000:60:00.4"), -EIO);
+	ck_assert_int_eq(store_clear(s, "0000:60:00.4", -1, NULL), -EIO);
 	p = NULL;
-	ck_assert_int_eq(store_allocatable_list_noretry(s, &p, &n), -EIO);
-	ck_assert_int_eq(store_allocatable_list(s, &p, &n), -EIO);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_NORETRY, &p, &n), -EIO);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), -EIO);
 	ck_assert_ptr_null(p);
 	faultvfs_fail_writes(SQLITE_OK);
 	store_close(s);
@@ -2790,8 +2839,8 @@ START_TEST(migrate_v2_to_v3)
 {
 	struct store *s = open_store();
 
-	ck_assert_int_eq(store_vf_register_parent(s, VF_A, PF_1), 0);
-	ck_assert_int_eq(store_quarantine_manual(s, VF_A), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, -1, NULL), 0);
 	reg(s, VF_B);
 	store_close(s);
 	db_write(V3_TO_V2_SQL);
@@ -2802,7 +2851,7 @@ START_TEST(migrate_v2_to_v3)
 	ck_assert(a.held);
 	ck_assert_str_eq(a.parent, "");
 	ck_assert_str_eq(info(s, VF_B).parent, "");
-	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2), 0);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2, NULL), 0);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 4);
