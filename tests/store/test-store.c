@@ -1225,6 +1225,44 @@ START_TEST(failures_soft_deleted_history)
 }
 END_TEST
 
+/* Operator holds are history too: who held (uid), when, who cleared; a
+ * repeated hold adds nothing; a hold in force is an open entry; it
+ * survives a reopen. */
+START_TEST(holds_in_history)
+{
+	struct store *s = open_store();
+	struct store_history_entry *h;
+	size_t n, dropped;
+
+	reg(s, VF_A);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, 1000, NULL), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, 1001, NULL), 0); /* already held */
+	ck_assert_int_eq(store_history_list(s, VF_A, 10, &h, &n, &dropped), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(h[0].kind, STORE_HISTORY_HOLD);
+	ck_assert_int_eq(h[0].started_by, 1000);
+	ck_assert_str_eq(h[0].ended_at, "");
+	ck_assert_int_eq(h[0].by, -1);
+	free(h);
+	s = reopen(s);
+	ck_assert_int_eq(store_clear(s, VF_A, 1002, NULL), 0);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_A, -1, NULL), 0); /* a writer unknown */
+	ck_assert_int_eq(store_history_list(s, VF_A, 10, &h, &n, &dropped), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(h[0].kind, STORE_HISTORY_HOLD);
+	ck_assert_int_eq(h[0].started_by, 1000);
+	ck_assert_str_ne(h[0].ended_at, "");
+	ck_assert_str_eq(h[0].how, "operator");
+	ck_assert_int_eq(h[0].by, 1002);
+	ck_assert_int_eq(h[1].kind, STORE_HISTORY_HOLD);
+	ck_assert_int_eq(h[1].started_by, -1);
+	ck_assert_str_eq(h[1].ended_at, "");
+	free(h);
+	store_close(s);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM holds WHERE cleared_at IS NULL"), 1);
+}
+END_TEST
+
 START_TEST(claims_one_live_per_vf)
 {
 	struct store *s = open_store();
@@ -2859,6 +2897,10 @@ START_TEST(migrate_v2_to_v3)
 				  " WHERE name = 'cleared_at'"),
 			 1);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM vfs WHERE parent = '" PF_2 "'"), 1);
+	/* v4: the hold in force is an open hold of an unknown writer */
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM holds WHERE cleared_at IS NULL"
+				  " AND held_by IS NULL"),
+			 1);
 }
 END_TEST
 
