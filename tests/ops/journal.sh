@@ -71,6 +71,7 @@ check_wellformed() {
 # shellcheck disable=SC2034 # start_daemon reads it
 DAEMON_ENV=("JOURNAL_STREAM=$(stat -c '%d:%i' "$DAEMON_LOG")")
 VF=0000:41:00.4
+mount_tmpfs "$T/db" 4m 0700 # filled below: the store fails closed
 start_daemon --threshold 2 --poll-interval 0.2 --poll-timeout 1 --no-reconcile --agent-grace 1
 register_vf "$VF"
 has SYSLOG_IDENTIFIER=vfhealthd PRIORITY=6 "MESSAGE=serving $MNT" ||
@@ -233,6 +234,16 @@ for cmd in "${!promise[@]}"; do
 		fail "'$cmd' does not find /${promise[$cmd]}/ in: $out"
 	echo "ok: $cmd"
 done
+
+echo "== the store failing closed and serving again: one record each"
+dd if=/dev/zero of="$T/db/fill" bs=64k 2>/dev/null || true
+printf 'failed vm-10 - NVRM: x\n' >"$MNT/$VF2/report" 2>/dev/null || true
+wait_for 20 "store-unavailable" has EVENT=store-unavailable PRIORITY=3 \
+	MESSAGE_ID=8f8b09c4f76c4bb7bef8be02cb7c2da9 REASON
+rm "$T/db/fill"
+echo repair >"$MNT/status" 2>/dev/null || true # or the sentinel's own repair did it
+wait_for 20 "store-available" has EVENT=store-available PRIORITY=5
+(($(count EVENT=store-unavailable) == 1)) || fail "the store's failure must be one record"
 
 echo "== stderr stayed empty: every record went to the journal"
 stop_daemon
