@@ -147,11 +147,11 @@ void claims_commit_orphaned(struct store *s)
 
 	mirror_rdlock(s);
 	for (size_t i = 0; i < s->n_vfs; i++)
-		n += s->by_addr[i]->reservation_orphaned;
+		n += s->by_addr[i]->reservation_state == RESERVATION_KEPT;
 	orphans = n ? calloc(n, sizeof(*orphans)) : NULL;
 	n = 0;
 	for (size_t i = 0; orphans && i < s->n_vfs; i++)
-		if (s->by_addr[i]->reservation_orphaned)
+		if (s->by_addr[i]->reservation_state == RESERVATION_KEPT)
 			orphans[n++] = *s->by_addr[i]->reservation;
 	mirror_unlock(s);
 	for (size_t i = 0; i < n; i++) {

@@ -439,6 +439,26 @@ const char *mirror_holder(const struct vf_entry *e)
 	return e->claim ? e->claim->instance_id : e->reservation ? e->reservation->instance_id : NULL;
 }
 
+/* The one place a VF's reservation changes state (rule_reservation_next):
+ * 0, or -EINVAL for no transition (nothing changes).  MADE takes res; a
+ * transition to NONE hands the reservation back in *gone (to free after
+ * the locks are dropped), NULL otherwise.  Under mirror_lock's write side. */
+static int reservation_apply(struct vf_entry *e, enum reservation_event ev,
+			     struct store_claim *res, struct store_claim **gone)
+{
+	int next = rule_reservation_next(e->reservation_state, ev);
+
+	*gone = NULL;
+	if (next < 0)
+		return next;
+	if (ev == RESERVATION_MADE)
+		e->reservation = res;
+	else if (next == RESERVATION_NONE)
+		*gone = move_ptr(e->reservation);
+	e->reservation_state = (enum reservation_state)next;
+	return 0;
+}
+
 int mirror_reservation_add(struct store *s, struct store_claim *res)
 {
 	pthread_rwlock_rdlock(&s->index_lock);
@@ -451,9 +471,12 @@ int mirror_reservation_add(struct store *s, struct store_claim *res)
 	if (r == 0 && !atomic_load(&s->available))
 		r = -EIO; /* it could not be committed */
 	if (r == 0) {
-		res->id = s->next_claim_id++;
+		struct store_claim *gone;
+
 		counts_sub(s, e);
-		e->reservation = res;
+		r = reservation_apply(e, RESERVATION_MADE, res, &gone);
+		if (r == 0)
+			res->id = s->next_claim_id++;
 		counts_add(s, e);
 	}
 	pthread_rwlock_unlock(&s->mirror_lock);
@@ -469,8 +492,9 @@ int mirror_reservation_orphan(struct store *s, const char *vf, uint64_t id)
 	pthread_rwlock_wrlock(&s->mirror_lock);
 	struct vf_entry *e = mirror_find(s, vf);
 	if (e && e->reservation && e->reservation->id == id) {
-		e->reservation_orphaned = true;
-		r = 0;
+		struct store_claim *gone;
+
+		r = reservation_apply(e, RESERVATION_ABANDONED, NULL, &gone);
 	}
 	pthread_rwlock_unlock(&s->mirror_lock);
 	pthread_rwlock_unlock(&s->index_lock);
@@ -486,9 +510,7 @@ void mirror_reservation_drop(struct store *s, const char *vf, uint64_t id)
 	struct vf_entry *e = mirror_find(s, vf);
 	if (e && e->reservation && e->reservation->id == id) {
 		counts_sub(s, e);
-		dropped = e->reservation;
-		e->reservation = NULL;
-		e->reservation_orphaned = false;
+		(void)reservation_apply(e, RESERVATION_CANCELLED, NULL, &dropped);
 		counts_add(s, e);
 	}
 	pthread_rwlock_unlock(&s->mirror_lock);
@@ -555,9 +577,10 @@ unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entr
 		e->claim = snap->claim;
 		/* a committed reservation is the claim now */
 		if (e->reservation && e->claim && e->claim->id == e->reservation->id) {
-			free(e->reservation);
-			e->reservation = NULL;
-			e->reservation_orphaned = false;
+			struct store_claim *gone;
+
+			(void)reservation_apply(e, RESERVATION_COMMITTED, NULL, &gone);
+			free(gone);
 		}
 		snap->failures = NULL;
 		snap->claim = NULL;
@@ -597,9 +620,10 @@ void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry 
 		while (j < n && strcmp(by_addr[j]->addr, old->addr) < 0)
 			j++;
 		if (j < n && strcmp(by_addr[j]->addr, old->addr) == 0 && !by_addr[j]->claim) {
-			by_addr[j]->reservation = old->reservation;
-			by_addr[j]->reservation_orphaned = old->reservation_orphaned;
-			old->reservation = NULL;
+			/* moved whole, state and all: no transition */
+			by_addr[j]->reservation = move_ptr(old->reservation);
+			by_addr[j]->reservation_state = old->reservation_state;
+			old->reservation_state = RESERVATION_NONE;
 		}
 	}
 	if (next_claim_id > s->next_claim_id)

@@ -159,3 +159,17 @@ enum store_placement_group rule_placement_group(enum store_mode mode, bool out_o
 		return STORE_PLACE_HELD_BACK;
 	return parent_degraded ? STORE_PLACE_DEGRADED_PARENT : STORE_PLACE_CLEAN_PARENT;
 }
+
+int rule_reservation_next(enum reservation_state s, enum reservation_event ev)
+{
+	switch (ev) {
+	case RESERVATION_MADE:
+		return s == RESERVATION_NONE ? RESERVATION_HELD : -EINVAL;
+	case RESERVATION_ABANDONED:
+		return s == RESERVATION_HELD ? RESERVATION_KEPT : -EINVAL;
+	case RESERVATION_COMMITTED:
+	case RESERVATION_CANCELLED:
+		return s != RESERVATION_NONE ? RESERVATION_NONE : -EINVAL;
+	}
+	return -EINVAL;
+}

@@ -19,6 +19,27 @@
 
 #include "store/store.h" /* enum store_vf_state */
 
+/* A VF's reservation (store.h, Reservations), in memory only:
+ *
+ *   NONE --made--> HELD          store_claim_reserve(): its creator holds it
+ *   HELD --abandoned--> KEPT     the creator closed it while the store could
+ *                                not commit it: kept, excluding the VF, and
+ *                                committed once the store is available
+ *   HELD, KEPT --committed--> NONE   it is the VF's claim now
+ *   HELD, KEPT --cancelled--> NONE   dropped, nothing left
+ *
+ * Every other pair is no transition: -EINVAL, and the caller changes
+ * nothing.  Tests: tests/store/test-rules.c (reservation_transitions). */
+enum reservation_state { RESERVATION_NONE, RESERVATION_HELD, RESERVATION_KEPT };
+enum reservation_event {
+	RESERVATION_MADE,
+	RESERVATION_ABANDONED,
+	RESERVATION_COMMITTED,
+	RESERVATION_CANCELLED,
+};
+/* The state after ev in state s (>= 0), or -EINVAL. */
+int rule_reservation_next(enum reservation_state s, enum reservation_event ev);
+
 /* A VF is out of service (claims refused, listed as quarantined, placement
  * skips it) when it is automatically quarantined or held by the operator:
  * two separate bits, so that neither lifts the other. */

@@ -71,6 +71,7 @@
 
 #include "common/cleanup.h"
 #include "common/parse.h"
+#include "store/rules.h"
 #include "store/store.h"
 
 #define STORE_BUSY_TIMEOUT_MS 5000
@@ -114,11 +115,12 @@ struct vf_entry {
 	const char *failure_ids;      /* inside the failures block; not freed alone */
 	size_t n_failures;
 	struct store_claim *claim; /* the live claim, NULL when none */
-	/* a reservation (store.h): never with a claim, memory only, NULL when none */
+	/* a reservation (store.h): never with a claim, memory only; NULL exactly
+	 * when reservation_state is RESERVATION_NONE.  Its states and
+	 * transitions: rule_reservation_next() (rules.h); mirror_reservation_set()
+	 * is the one place they are applied. */
 	struct store_claim *reservation;
-	/* its creator closed it while the store could not commit it: committed
-	 * when the store is available again (claims_commit_orphaned) */
-	bool reservation_orphaned;
+	enum reservation_state reservation_state;
 };
 
 /* A VF's committed state, read inside the transaction before COMMIT and

@@ -110,8 +110,10 @@
  *                 while the store cannot commit stays, excluding its VF,
  *                 and is committed once the store is available again
  *                 (store_repair); a restart forgets it, like every
- *                 reservation.  Tests: claims_reservation,
- *                 claims_bare_kept_while_unavailable.
+ *                 reservation.  Its states (held, kept) and every
+ *                 transition: rule_reservation_next() (rules.h).  Tests:
+ *                 claims_reservation, claims_bare_kept_while_unavailable,
+ *                 reservation_transitions.
  *
  *  Claim identity (instance, claimed_at) is never reused on a VF: a
  *                 claimed_at the writer gives (a commit's or an update's

@@ -330,11 +330,42 @@ START_TEST(placement_shuffle)
 }
 END_TEST
 
+/* Every (state, event) pair of a reservation: the table in rules.h, no
+ * other transition. */
+START_TEST(reservation_transitions)
+{
+	static const struct {
+		enum reservation_state from;
+		enum reservation_event ev;
+		int to; /* -EINVAL: no transition */
+	} table[] = {
+		{ RESERVATION_NONE, RESERVATION_MADE, RESERVATION_HELD },
+		{ RESERVATION_NONE, RESERVATION_ABANDONED, -EINVAL },
+		{ RESERVATION_NONE, RESERVATION_COMMITTED, -EINVAL },
+		{ RESERVATION_NONE, RESERVATION_CANCELLED, -EINVAL },
+		{ RESERVATION_HELD, RESERVATION_MADE, -EINVAL },
+		{ RESERVATION_HELD, RESERVATION_ABANDONED, RESERVATION_KEPT },
+		{ RESERVATION_HELD, RESERVATION_COMMITTED, RESERVATION_NONE },
+		{ RESERVATION_HELD, RESERVATION_CANCELLED, RESERVATION_NONE },
+		{ RESERVATION_KEPT, RESERVATION_MADE, -EINVAL },
+		{ RESERVATION_KEPT, RESERVATION_ABANDONED, -EINVAL },
+		{ RESERVATION_KEPT, RESERVATION_COMMITTED, RESERVATION_NONE },
+		{ RESERVATION_KEPT, RESERVATION_CANCELLED, RESERVATION_NONE },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(table); i++)
+		ck_assert_msg(rule_reservation_next(table[i].from, table[i].ev) == table[i].to,
+			      "row %zu: %d, want %d", i,
+			      rule_reservation_next(table[i].from, table[i].ev), table[i].to);
+}
+END_TEST
+
 static Suite *rules_suite(void)
 {
 	const TTest *tests[] = { threshold_cap_and_breaker, failure_reports,
 				 success_and_reevaluation, refusals, vf_state,
-				 parent_and_placement, placement_groups, placement_shuffle };
+				 parent_and_placement, placement_groups, placement_shuffle,
+				 reservation_transitions };
 	Suite *suite = suite_create("store-rules");
 	TCase *tc = tcase_create("rules");
 
