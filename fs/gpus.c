@@ -123,3 +123,23 @@ int gpu_history_render(const struct vfile_call *call, FILE *out)
 	}
 	return 0;
 }
+
+void gpu_metrics_render(struct store *s, FILE *out)
+{
+	static const enum store_gpu_state states[] = { STORE_GPU_SERVING, STORE_GPU_DRAINING,
+						       STORE_GPU_DRAINED };
+	_cleanup_free_ struct store_gpu_info *gpus = NULL;
+	size_t count = 0;
+
+	fputs("# HELP vfhealth_gpu_state 1 for the state the parent GPU is in (serving, "
+	      "draining, drained), 0 for the others.\n"
+	      "# TYPE vfhealth_gpu_state gauge\n",
+	      out);
+	if (store_gpu_list(s, &gpus, &count) < 0)
+		return; /* never loaded: no GPUs to tell */
+	for (size_t i = 0; i < count; i++)
+		for (size_t j = 0; j < ARRAY_SIZE(states); j++)
+			fprintf(out, "vfhealth_gpu_state{parent=\"%s\",state=\"%s\"} %d\n",
+				gpus[i].parent, store_gpu_state_name(states[j]),
+				gpus[i].state == states[j]);
+}

@@ -17,6 +17,10 @@ int gpu_state_render(const struct vfile_call *call, FILE *out);
 int gpu_drain_render(const struct vfile_call *call, FILE *out);
 int gpu_drain_write(const struct vfile_call *call, char *command);
 int gpu_history_render(const struct vfile_call *call, FILE *out);
+/* The GPU families of `metrics`: vfhealth_gpu_state, one series per GPU and
+ * state, 1 for the state it is in (a drain is shown apart from the VFs'
+ * quarantines). */
+void gpu_metrics_render(struct store *s, FILE *out);
 
 /* A GPU's address as 32 bits (domain, bus, device, function), for its
  * inode numbers, and back; -EINVAL for no address. */

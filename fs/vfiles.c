@@ -421,6 +421,7 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 	       "Attempts to bring the unavailable store back since start.", st.repairs);
 	metrics_render_info(call, out, threshold, max_quarantined, mode);
 	metrics_render_vfs(call, out, threshold);
+	gpu_metrics_render(call->store, out);
 	metrics_render_providers(call->metrics, out);
 	return 0;
 }

@@ -7,7 +7,8 @@
 # live claims stay (draining) until they end (drained), other GPUs serve,
 # allocatable watchers are woken; it is no quarantine; bad input changes
 # nothing, also through one descriptor; only writers may drain; the drain
-# and its history survive a restart; `echo 0` serves again.
+# and its history survive a restart; `echo 0` serves again; metrics show
+# each GPU's state apart from quarantines.
 source "$(dirname "$0")/lib.sh"
 require_fuse
 command -v inotifywait >/dev/null || skip "inotifywait (inotify-tools) is missing"
@@ -82,6 +83,12 @@ touch "$MNT/0000:42:00.1/assignments/vm-other" # another GPU serves
 # no quarantine: the VFs' own state and the breaker's count are untouched
 assert_cat "$MNT/0000:41:00.2/state" ok
 assert_cat "$MNT/quarantined" ""
+# shown apart in metrics
+gpu_series() { grep "^vfhealth_gpu_state{parent=\"0000:41:00.0\"" "$MNT/metrics"; }
+assert_eq "$(gpu_series | tr '\n' ' ')" \
+	'vfhealth_gpu_state{parent="0000:41:00.0",state="serving"} 0 vfhealth_gpu_state{parent="0000:41:00.0",state="draining"} 1 vfhealth_gpu_state{parent="0000:41:00.0",state="drained"} 0 ' \
+	"vfhealth_gpu_state while draining"
+grep -qx 'vfhealth_quarantined_vfs 0' "$MNT/metrics" || fail "a drain counted as a quarantine"
 # again: a no-op, nothing in the history
 put "$G/drain" 1
 assert_eq "$(grep -c . "$G/history")" 1 "history lines"
@@ -91,6 +98,7 @@ assert_match "$(cat "$G/history")" "^[0-9T:.-]+Z drain by=0$" "history"
 rm "$MNT/0000:41:00.1/assignments/vm-live"
 assert_cat "$G/state" drained
 expect_err "$EBUSY" touch "$MNT/0000:41:00.1/assignments/vm-live"
+assert_match "$(gpu_series)" 'state="drained"\} 1' "vfhealth_gpu_state when drained"
 
 # --- a restart keeps the drain
 stop_daemon
