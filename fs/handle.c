@@ -127,6 +127,8 @@ struct vhandle *handle_new(struct vffs *fs, const struct vnode *n, bool created,
 	} else if (n->kind == VN_VF_ENTRY) {
 		snprintf(h->vf, sizeof(h->vf), "%s", n->vf.vf);
 		h->vf_id = n->vf.id;
+	} else if (n->kind == VN_GPU_ENTRY) {
+		memcpy(h->vf, n->gpu, sizeof(h->vf));
 	}
 	if (vnode_key(n, &h->watch.key)) {
 		const struct vfile *f = vfile_of(n->kind, n->index);
@@ -150,7 +152,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!vnode_get_or_reply(req, ino, &n))
 		return;
 	f = vfile_of(n.kind, n.index);
-	if (n.kind == VN_ROOT || n.kind == VN_VF_DIR || (f && (f->flags & VFILE_DIR))) {
+	if (n.kind == VN_ROOT || n.kind == VN_VF_DIR || n.kind == VN_GPU_DIR ||
+	    (f && (f->flags & VFILE_DIR))) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
@@ -268,6 +271,9 @@ static int handle_render(struct vffs *fs, struct vhandle *h, enum store_read rea
 	case VN_CLAIM:
 		r = claims_render(&fs->claims, &h->claim, out);
 		break;
+	case VN_GPU_ENTRY:
+		r = gpu_files[h->index].render(&call, out);
+		break;
 	default:
 		r = -EISDIR;
 	}
@@ -318,6 +324,9 @@ static const char *handle_path(const struct vhandle *h, char *buf, size_t size)
 		return buf;
 	case VN_CLAIM:
 		snprintf(buf, size, "%s/assignments/%s", h->vf, h->claim.instance_id);
+		return buf;
+	case VN_GPU_ENTRY:
+		snprintf(buf, size, "gpus/%s/%s", h->vf, gpu_files[h->index].name);
 		return buf;
 	default:
 		return "?";
@@ -383,7 +392,8 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	};
 	switch (h->kind) {
 	case VN_TOP:
-	case VN_VF_ENTRY: {
+	case VN_VF_ENTRY:
+	case VN_GPU_ENTRY: {
 		const struct vfile *f = vfile_of(h->kind, h->index);
 		if (h->kind == VN_VF_ENTRY)
 			h->outcome[0] = '\0'; /* a refused report leaves no outcome */

@@ -11,12 +11,17 @@
  *   1<<60 | id<<8 | 1+i   vf_files[i] of that VF (assignments/ included)
  *   2<<60 | vf id<<36 | claim id   an assignment file (the VF's id, so
  *                         that resolving it is a search, not a scan)
+ *   3<<60 | addr<<8 | 0   the directory of the parent GPU whose address
+ *                         packs to addr (fs/gpus.h: a GPU has no store id)
+ *   3<<60 | addr<<8 | 1+i gpu_files[i] of that GPU
  * Files whose every rendering has the same length (vfile.fixed_size:
  * VF/quarantined) report that size; other regular files report size 0
  * (procfs): the size is known only by rendering.  Entries are cached for
  * 1 s, negative entries never; attributes long (vffs.c, Caching).
  */
 #include "fs/vffs-internal.h"
+
+#include "fs/gpus.h"
 
 #include <errno.h>
 #include <string.h>
@@ -35,6 +40,25 @@ fuse_ino_t ino_claim(uint64_t vf_id, uint64_t id)
 		vf_id = 0;
 	return (INO_KIND_CLAIM << INO_KIND_SHIFT) | (vf_id << INO_CLAIM_ID_BITS) |
 	       (id & ((1ULL << INO_CLAIM_ID_BITS) - 1));
+}
+
+fuse_ino_t ino_gpu(const char *gpu, int slot)
+{
+	uint32_t packed;
+
+	if (gpu_addr_pack(gpu, &packed) < 0)
+		return 0;
+	return (INO_KIND_GPU << INO_KIND_SHIFT) | ((uint64_t)packed << 8) | (unsigned)slot;
+}
+
+/* A GPU directory's name: a parent some registered VF names (from memory,
+ * like a VF's name). */
+int lookup_gpu(struct vffs *fs, const char *gpu)
+{
+	struct store_gpu_info g;
+
+	return vf_address_valid(gpu) ? store_gpu_get(fs->store, gpu, STORE_READ_MEMORY, &g)
+				     : -ENOENT;
 }
 
 int vnode_resolve(struct vffs *fs, fuse_ino_t ino, struct vnode *n)
@@ -61,6 +85,17 @@ int vnode_resolve(struct vffs *fs, fuse_ino_t ino, struct vnode *n)
 		if (r < 0)
 			return r;
 		n->kind = slot == VF_SLOT_DIR ? VN_VF_DIR : VN_VF_ENTRY;
+		n->index = (int)slot - 1;
+		return 0;
+	}
+	if (kind == INO_KIND_GPU) {
+		unsigned slot = ino & 0xff;
+		if (slot > GPU_FILE_COUNT || ((ino & INO_ID_MASK) >> 40))
+			return -ENOENT;
+		gpu_addr_unpack((uint32_t)((ino & INO_ID_MASK) >> 8), n->gpu);
+		if ((r = lookup_gpu(fs, n->gpu)) < 0)
+			return r;
+		n->kind = slot == 0 ? VN_GPU_DIR : VN_GPU_ENTRY;
 		n->index = (int)slot - 1;
 		return 0;
 	}
@@ -104,7 +139,10 @@ bool vnode_key(const struct vnode *n, struct notify_key *key)
  * root, VF directories and claims. */
 const struct vfile *vfile_of(enum vnode_kind kind, int index)
 {
-	return kind == VN_TOP ? &top_files[index] : kind == VN_VF_ENTRY ? &vf_files[index] : NULL;
+	return kind == VN_TOP	     ? &top_files[index]
+	       : kind == VN_VF_ENTRY  ? &vf_files[index]
+	       : kind == VN_GPU_ENTRY ? &gpu_files[index]
+				      : NULL;
 }
 
 void vnode_stat(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, struct stat *st)
@@ -126,6 +164,13 @@ void vnode_stat(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, struct s
 	case VN_VF_DIR:
 		st->st_mode = S_IFDIR | 0755;
 		st->st_nlink = 3;
+		break;
+	case VN_GPU_DIR:
+		st->st_mode = S_IFDIR | 0755;
+		st->st_nlink = 2;
+		break;
+	case VN_GPU_ENTRY:
+		f = &gpu_files[n->index];
 		break;
 	case VN_TOP:
 		f = &top_files[n->index];

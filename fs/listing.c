@@ -75,7 +75,8 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		dirbuf_add(b, "..", INO_ROOT, S_IFDIR, NULL);
 		for (int i = 0; i < TOP_FILE_COUNT; i++) {
 			struct vnode c = { .kind = VN_TOP, .index = i };
-			dirbuf_add(b, top_files[i].name, INO_TOP_BASE + (fuse_ino_t)i, S_IFREG, &c);
+			dirbuf_add(b, top_files[i].name, INO_TOP_BASE + (fuse_ino_t)i,
+				   (top_files[i].flags & VFILE_DIR) ? S_IFDIR : S_IFREG, &c);
 		}
 		for (size_t i = 0; i < count; i++) {
 			struct vnode c = { .kind = VN_VF_DIR, .vf = vfs[i] };
@@ -111,6 +112,33 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		}
 		return b->error;
 	}
+	case VN_TOP: {
+		_cleanup_free_ struct store_gpu_info *gpus = NULL;
+		size_t count = 0;
+
+		if (n->index != TOP_GPUS)
+			return -ENOTDIR;
+		r = store_gpu_list(fs->store, &gpus, &count);
+		if (r < 0 && r != -EIO)
+			return r;
+		dirbuf_add(b, ".", ino, S_IFDIR, NULL);
+		dirbuf_add(b, "..", INO_ROOT, S_IFDIR, NULL);
+		for (size_t i = 0; i < count; i++) {
+			struct vnode c = { .kind = VN_GPU_DIR };
+			memcpy(c.gpu, gpus[i].parent, sizeof(c.gpu));
+			dirbuf_add(b, gpus[i].parent, ino_gpu(gpus[i].parent, 0), S_IFDIR, &c);
+		}
+		return b->error;
+	}
+	case VN_GPU_DIR:
+		dirbuf_add(b, ".", ino, S_IFDIR, NULL);
+		dirbuf_add(b, "..", INO_TOP_BASE + TOP_GPUS, S_IFDIR, NULL);
+		for (int i = 0; i < GPU_FILE_COUNT; i++) {
+			struct vnode c = { .kind = VN_GPU_ENTRY, .index = i };
+			memcpy(c.gpu, n->gpu, sizeof(c.gpu));
+			dirbuf_add(b, gpu_files[i].name, ino_gpu(n->gpu, 1 + i), S_IFREG, &c);
+		}
+		return b->error;
 	default:
 		return -ENOTDIR;
 	}
@@ -142,8 +170,8 @@ void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	if (!vnode_get_or_reply(req, ino, &n))
 		return;
-	if (n.kind == VN_TOP || n.kind == VN_CLAIM ||
-	    (n.kind == VN_VF_ENTRY && !vnode_is_claim_dir(&n))) {
+	if ((n.kind == VN_TOP && !(top_files[n.index].flags & VFILE_DIR)) || n.kind == VN_CLAIM ||
+	    n.kind == VN_GPU_ENTRY || (n.kind == VN_VF_ENTRY && !vnode_is_claim_dir(&n))) {
 		fuse_reply_err(req, ENOTDIR);
 		return;
 	}

@@ -48,6 +48,7 @@
 #define INO_KIND_SHIFT 60
 #define INO_KIND_VF 1ULL
 #define INO_KIND_CLAIM 2ULL
+#define INO_KIND_GPU 3ULL /* 3<<60 | packed address<<8 | slot (fs/gpus.h) */
 #define INO_ID_MASK ((1ULL << INO_KIND_SHIFT) - 1)
 #define INO_CLAIM_ID_BITS 36 /* 2<<60 | vf id<<36 | claim id */
 #define INO_CLAIM_VF_BITS (INO_KIND_SHIFT - INO_CLAIM_ID_BITS)
@@ -100,13 +101,14 @@ struct vffs {
 	char *sysfs_root;            /* where physfn links are read (physfn.h) */
 };
 
-enum vnode_kind { VN_ROOT, VN_TOP, VN_VF_DIR, VN_VF_ENTRY, VN_CLAIM };
+enum vnode_kind { VN_ROOT, VN_TOP, VN_VF_DIR, VN_VF_ENTRY, VN_CLAIM, VN_GPU_DIR, VN_GPU_ENTRY };
 
 /* What an inode number names, resolved against the store. */
 struct vnode {
 	enum vnode_kind kind;
-	int index;                 /* VN_TOP, VN_VF_ENTRY */
+	int index;                 /* VN_TOP, VN_VF_ENTRY, VN_GPU_ENTRY */
 	struct store_vf_info vf;   /* VN_VF_DIR, VN_VF_ENTRY; VN_CLAIM: only its id */
+	char gpu[VF_ADDR_BUFSZ];   /* VN_GPU_DIR, VN_GPU_ENTRY: the GPU's address */
 	struct store_claim claim;  /* VN_CLAIM */
 };
 
@@ -177,6 +179,9 @@ void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 /* inode.c */
 fuse_ino_t ino_vf(uint64_t id, int slot);
 fuse_ino_t ino_claim(uint64_t vf_id, uint64_t id);
+/* 0 for no GPU address */
+fuse_ino_t ino_gpu(const char *gpu, int slot);
+int lookup_gpu(struct vffs *fs, const char *gpu);
 int vnode_resolve(struct vffs *fs, fuse_ino_t ino, struct vnode *n);
 bool vnode_is_claim_dir(const struct vnode *n);
 bool vnode_key(const struct vnode *n, struct notify_key *key);

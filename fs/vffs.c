@@ -111,6 +111,31 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		child.kind = VN_VF_DIR;
 		ino = ino_vf(child.vf.id, VF_SLOT_DIR);
 		break;
+	case VN_TOP:
+		if (p.index != TOP_GPUS) {
+			fuse_reply_err(req, ENOTDIR);
+			return;
+		}
+		r = lookup_gpu(fs, name);
+		if (r < 0) {
+			fuse_reply_err(req, -r);
+			return;
+		}
+		child.kind = VN_GPU_DIR;
+		snprintf(child.gpu, sizeof(child.gpu), "%s", name);
+		ino = ino_gpu(name, 0);
+		break;
+	case VN_GPU_DIR:
+		i = vfile_find(gpu_files, GPU_FILE_COUNT, name);
+		if (i < 0) {
+			fuse_reply_err(req, ENOENT);
+			return;
+		}
+		child.kind = VN_GPU_ENTRY;
+		child.index = i;
+		memcpy(child.gpu, p.gpu, sizeof(child.gpu));
+		ino = ino_gpu(p.gpu, 1 + i);
+		break;
 	case VN_VF_DIR:
 		i = vfile_find(vf_files, VF_FILE_COUNT, name);
 		if (i < 0) {

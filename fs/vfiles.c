@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs/gpus.h"
 #include "fs/metrics.h"
 #include "grammar/assignment.h"
 #include "grammar/message.h"
@@ -586,6 +587,7 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 	       "Attempts to bring the unavailable store back since start.", st.repairs);
 	metrics_render_info(call, out, threshold, max_quarantined, mode);
 	metrics_render_vfs(call, out, threshold);
+	gpu_metrics_render(call->store, out);
 	metrics_render_providers(call->metrics, out);
 	return 0;
 }
@@ -960,7 +962,7 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 			      STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
 	[TOP_RESOURCES] = { "resources", 0444, resources_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			    STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
-				    STORE_CHANGE_STATUS },
+				    STORE_CHANGE_STATUS | STORE_CHANGE_GPU },
 	[TOP_STATUS] = { "status", 0664, status_render, status_write, VFILE_NOTIFY,
 			 STORE_CHANGE_STATUS },
 	[TOP_MAX_QUARANTINED] = { "max_quarantined", 0664, max_quarantined_render,
@@ -972,13 +974,25 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 	[TOP_HELD_BACK] = { "held_back", 0444, held_back_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			    STORE_CHANGE_HELD_BACK | STORE_CHANGE_STATUS },
 	/* Placement-facing: fails closed.  Its groups follow registrations,
-	 * claims, quarantines and holds, the breaker, parents and the mode. */
+	 * claims, quarantines and holds, the breaker, parents, the mode and
+	 * drains. */
 	[TOP_ALLOCATABLE] = { "allocatable", 0444, allocatable_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			      STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
 				      STORE_CHANGE_HELD_BACK | STORE_CHANGE_PARENT |
-				      STORE_CHANGE_MODE | STORE_CHANGE_STATUS },
+				      STORE_CHANGE_MODE | STORE_CHANGE_STATUS | STORE_CHANGE_GPU },
 	[TOP_CLAIMS] = { "claims", 0444, top_claims_render, NULL, VFILE_NOTIFY, STORE_CHANGE_CLAIMS },
 	[TOP_MODE] = { "mode", 0664, mode_render, mode_write, VFILE_NOTIFY, STORE_CHANGE_MODE },
+	[TOP_GPUS] = { "gpus", 0755, NULL, NULL, VFILE_DIR, 0 },
+};
+
+/* Read through at every read (not notified: their inodes are no VF's). */
+const struct vfile gpu_files[GPU_FILE_COUNT] = {
+	[GPU_VFS] = { "vfs", 0444, gpu_vfs_render, NULL, 0, 0 },
+	/* Placement-facing: a drain takes VFs out of placement. */
+	[GPU_STATE] = { "state", 0444, gpu_state_render, NULL, VFILE_PLACEMENT, 0 },
+	[GPU_DRAIN] = { "drain", 0664, gpu_drain_render, gpu_drain_write, VFILE_PLACEMENT, 0 },
+	/* Read from SQLite, not the mirror. */
+	[GPU_HISTORY] = { "history", 0444, gpu_history_render, NULL, 0, 0 },
 };
 
 const struct vfile vf_files[VF_FILE_COUNT] = {

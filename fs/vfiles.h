@@ -2,8 +2,8 @@
 /*
  * vfiles.h - THE table of virtual files under /run/vfhealth (see vfhealth(5)).
  *
- * top_files[] lists the top-level files and vf_files[] the entries of a VF
- * directory; lookup, getattr, readdir, open, read, write and the notifier
+ * top_files[] lists the top-level files, vf_files[] the entries of a VF
+ * directory and gpu_files[] those of a parent GPU's (gpus/PF/); lookup, getattr, readdir, open, read, write and the notifier
  * all go through these two tables, indexed by the enums below.  No other
  * code names these files, nor knows which store change alters which file:
  * that is the table's `changes` column (see struct vfile).
@@ -47,6 +47,7 @@ enum top_file_index {
 	TOP_ALLOCATABLE,
 	TOP_CLAIMS,
 	TOP_MODE,
+	TOP_GPUS, /* the gpus/ directory: one directory per parent GPU */
 	TOP_FILE_COUNT
 };
 
@@ -61,6 +62,15 @@ enum vf_file_index {
 	VF_PARENT,
 	VF_HISTORY,
 	VF_FILE_COUNT
+};
+
+/* The entries of a parent GPU's directory, gpus/PF/ (fs/gpus.h). */
+enum gpu_file_index {
+	GPU_VFS,
+	GPU_STATE,
+	GPU_DRAIN, /* new entries go last: the index names the inode */
+	GPU_HISTORY,
+	GPU_FILE_COUNT
 };
 
 enum vfile_flags {
@@ -84,7 +94,7 @@ struct metrics;
 struct vfile_call {
 	struct store *store;
 	struct metrics *metrics; /* extra series of `metrics` (fs/metrics.h); may be NULL */
-	const char *vf;      /* per-VF files: the VF address */
+	const char *vf;      /* per-VF files: the VF address; per-GPU files: the GPU's */
 	uint64_t vf_id;      /* per-VF files: the VF's id */
 	enum store_read read; /* renders: how placement-facing reads are made
 			       * (STORE_READ_NORETRY, the zero value, unless
@@ -134,6 +144,7 @@ static inline bool vfile_page_cached(const struct vfile *f)
 
 extern const struct vfile top_files[TOP_FILE_COUNT];
 extern const struct vfile vf_files[VF_FILE_COUNT];
+extern const struct vfile gpu_files[GPU_FILE_COUNT];
 
 /* Index of name in table[count], or -1. */
 int vfile_find(const struct vfile *table, int count, const char *name);

@@ -338,13 +338,16 @@ int store_allocatable_list(struct store *s, enum store_read how, struct store_pl
 	mirror_rdlock(s);
 	vfs = calloc(MAX(s->n_vfs, (size_t)1), sizeof(*vfs));
 	list = calloc(MAX(s->n_vfs, (size_t)1), sizeof(*list));
-	for (size_t i = 0; vfs && list && i < s->n_vfs; i++, n++) {
+	for (size_t i = 0; vfs && list && i < s->n_vfs; i++) {
 		const struct vf_entry *e = s->by_addr[i];
-		memcpy(vfs[i].vf, e->addr, VF_ADDR_BUFSZ);
-		memcpy(vfs[i].parent, e->parent, VF_ADDR_BUFSZ);
-		vfs[i].out_of_service = listed_out_of_service(s, e);
-		vfs[i].claimed = e->claim || e->reservation; /* a reservation is taken */
-		vfs[i].held_back = listed_held_back(s, e);
+		if (gpu_refuses_claims_locked(s, e->parent))
+			continue; /* its GPU is drained: no candidate, in any mode */
+		memcpy(vfs[n].vf, e->addr, VF_ADDR_BUFSZ);
+		memcpy(vfs[n].parent, e->parent, VF_ADDR_BUFSZ);
+		vfs[n].out_of_service = listed_out_of_service(s, e);
+		vfs[n].claimed = e->claim || e->reservation; /* a reservation is taken */
+		vfs[n].held_back = listed_held_back(s, e);
+		n++;
 	}
 	mirror_unlock(s);
 	if (!vfs || !list)
@@ -564,10 +567,14 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 {
 	memset(ret, 0, sizeof(*ret));
 	mirror_rdlock(s);
-	size_t both = 0;
-	for (size_t i = 0; i < s->n_vfs; i++)
-		both += listed_out_of_service(s, s->by_addr[i]) &&
-			(s->by_addr[i]->claim || s->by_addr[i]->reservation);
+	size_t both = 0, drained = 0;
+	for (size_t i = 0; i < s->n_vfs; i++) {
+		const struct vf_entry *e = s->by_addr[i];
+		bool out = listed_out_of_service(s, e), claimed = e->claim || e->reservation;
+		both += out && claimed;
+		/* a VF of a drained GPU that would otherwise be allocatable */
+		drained += !out && !claimed && gpu_refuses_claims_locked(s, e->parent);
+	}
 	ret->vfs = s->n_vfs;
 	ret->quarantined = s->n_out_of_service;
 	ret->held = s->n_held;
@@ -576,7 +583,7 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 	ret->available = atomic_load(&s->available);
 	/* what enforcement would allocate, in observe mode too (resources) */
 	ret->allocatable =
-		ret->available ? s->n_vfs - s->n_out_of_service - s->n_claimed + both : 0;
+		ret->available ? s->n_vfs - s->n_out_of_service - s->n_claimed + both - drained : 0;
 	ret->breaker_engaged = mirror_breaker_engaged(s);
 	mirror_unlock(s);
 	for (size_t i = 0; i < ARRAY_SIZE(ret->failed_reports); i++)

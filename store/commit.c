@@ -307,6 +307,7 @@ static void run_batch(struct store *s, struct op *batch)
 					  structural);
 		atomic_store(&s->mode, b.mode);
 	}
+	gpus_apply_batch(s, batch, !s->batch_failed);
 	batch_state_release(&b);
 	pthread_mutex_unlock(&s->write_lock);
 

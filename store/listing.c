@@ -167,12 +167,53 @@ static int read_history(struct store *s, const char *vf, size_t max,
 	return 0;
 }
 
+/* read_lock held.  A GPU's events, like read_history(). */
+static int read_gpu_history(struct store *s, const char *parent, size_t max,
+			    struct store_gpu_event **ret, size_t *count, size_t *dropped)
+{
+	_cleanup_free_ struct store_gpu_event *list = NULL;
+	_cleanup_stmt_ sqlite3_stmt *st = NULL;
+	size_t n = 0, total = 0;
+	int rc;
+
+	list = calloc(MAX(max, (size_t)1), sizeof(*list));
+	if (!list)
+		return -ENOMEM;
+	rc = sqlite3_prepare_v2(
+		s->read_db,
+		"SELECT at, event, by, total FROM (SELECT id, at, event, by,"
+		" COUNT(*) OVER () AS total FROM gpu_history WHERE parent = ?1"
+		" ORDER BY id DESC LIMIT ?2) ORDER BY id",
+		-1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(st, 1, parent, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_int64(st, 2, (int64_t)MIN(max, (size_t)INT64_MAX));
+	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		rc = SQLITE_OK;
+		if (n == max)
+			continue;
+		struct store_gpu_event *e = &list[n++];
+		copy_string(e->at, sizeof(e->at), db_col_text(st, 0));
+		copy_string(e->event, sizeof(e->event), db_col_text(st, 1));
+		e->by = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
+		total = (size_t)sqlite3_column_int64(st, 3);
+	}
+	if (rc != SQLITE_DONE)
+		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+	*ret = move_ptr(list);
+	*count = n;
+	*dropped = total - n;
+	return 0;
+}
+
 /* What a listing reads, for listing_run(). */
 struct listing {
 	const char *vf;
 	size_t max;
 	struct store_failure **failures;
 	struct store_history_entry **history;
+	struct store_gpu_event **gpu_history; /* vf names the GPU */
 	size_t *count, *dropped;
 };
 
@@ -183,15 +224,18 @@ struct listing {
  * An error says the caller's errno; the caller logs it. */
 static int listing_run(struct store *s, const struct listing *l)
 {
-	if (!vf_address_valid(l->vf) || !l->count || (l->history && !l->dropped))
+	if (!vf_address_valid(l->vf) || !l->count ||
+	    ((l->history || l->gpu_history) && !l->dropped))
 		return -EINVAL;
 	if (!atomic_load(&s->loaded))
 		return -EIO; /* the database could not be opened */
 	pthread_mutex_lock(&s->read_lock);
 	int r = read_db_ready(s);
 	if (r == 0)
-		r = l->failures ? read_failures(s, l->vf, l->failures, l->count)
-				: read_history(s, l->vf, l->max, l->history, l->count, l->dropped);
+		r = l->failures      ? read_failures(s, l->vf, l->failures, l->count)
+		    : l->gpu_history ? read_gpu_history(s, l->vf, l->max, l->gpu_history, l->count,
+							l->dropped)
+				     : read_history(s, l->vf, l->max, l->history, l->count, l->dropped);
 	if (r == -EIO) {
 		/* start afresh next time (the file may have been replaced) */
 		sqlite3_close_v2(s->read_db);
@@ -207,6 +251,15 @@ int store_history_list(struct store *s, const char *vf, size_t max,
 	if (!ret)
 		return -EINVAL;
 	return listing_run(s, &(struct listing){ .vf = vf, .max = max, .history = ret,
+						 .count = count, .dropped = dropped });
+}
+
+int store_gpu_history(struct store *s, const char *parent, size_t max,
+		      struct store_gpu_event **ret, size_t *count, size_t *dropped)
+{
+	if (!ret)
+		return -EINVAL;
+	return listing_run(s, &(struct listing){ .vf = parent, .max = max, .gpu_history = ret,
 						 .count = count, .dropped = dropped });
 }
 

@@ -468,6 +468,9 @@ int mirror_reservation_add(struct store *s, struct store_claim *res)
 					  rule_out_of_service(e->quarantined, e->held), mirror_holder(e),
 					  res->instance_id) : -ENOENT;
 
+	if (r == 0 && gpu_refuses_claims_locked(s, e->parent))
+		r = -EBUSY; /* its GPU is drained: a drain is the operator's, in any mode */
+
 	if (r == 0 && !atomic_load(&s->available))
 		r = -EIO; /* it could not be committed */
 	if (r == 0) {

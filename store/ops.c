@@ -52,6 +52,11 @@ static int op_change(struct op *op, unsigned bits, const char *vf, const char *i
 	return op_change_append(op, bits, vf, instance_id);
 }
 
+int op_change_gpu(struct op *op)
+{
+	return op_change(op, STORE_CHANGE_GPU, "", NULL);
+}
+
 void op_discard_changes(struct op *op)
 {
 	free(op->changes);
@@ -583,6 +588,8 @@ int ops_exec(struct store *s, struct op *op)
 		return op_setting(s, op, "max_quarantined", STORE_CHANGE_MAX_QUARANTINED);
 	case OP_MODE:
 		return op_mode(s, op);
+	case OP_DRAIN:
+		return gpus_op_drain(s, op);
 	default:
 		break;
 	}

@@ -47,7 +47,7 @@
 #include "store/store-internal.h"
 
 #define STORE_APPLICATION_ID 0x56464831 /* 'VFH1' */
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 
 /* -- availability ----------------------------------------------------------- */
 
@@ -362,6 +362,8 @@ static int mirror_reload(struct store *s)
 	int64_t threshold, max_quarantined, mode, next_claim_id = 1;
 	int r = db_load(s, &li, &threshold, &max_quarantined, &mode, &next_claim_id);
 
+	if (r == 0)
+		r = gpus_load(s);
 	if (r < 0) {
 		loaded_index_free(&li);
 		if (!s->batch_failed) {
@@ -400,6 +402,15 @@ static int mirror_reload(struct store *s)
 	" cleared_at TEXT, cleared_by INTEGER);"                                           \
 	"CREATE INDEX IF NOT EXISTS holds_vf ON holds (vf_id);"
 
+/* A parent GPU that is not serving has a row in gpus (its phase, enum
+ * gpu_phase); every start and end of a drain is a row of gpu_history with
+ * who asked (NULL when unknown). */
+#define GPUS_TABLES_SQL                                                                    \
+	"CREATE TABLE gpus (parent TEXT PRIMARY KEY, phase INTEGER NOT NULL);"             \
+	"CREATE TABLE gpu_history (id INTEGER PRIMARY KEY AUTOINCREMENT,"                  \
+	" parent TEXT NOT NULL, at TEXT NOT NULL, event TEXT NOT NULL, by INTEGER);"       \
+	"CREATE INDEX gpu_history_parent ON gpu_history (parent);"
+
 #define SCHEMA_SQL                                                                         \
 	"BEGIN IMMEDIATE;"                                                                 \
 	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"                \
@@ -417,15 +428,16 @@ static int mirror_reload(struct store *s)
 	"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"     \
 	"CREATE INDEX claims_vf ON claims (vf_id);"                                        \
 	HOLDS_TABLE_SQL                                                                    \
+	GPUS_TABLES_SQL                                                                    \
 	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0),"   \
 	" ('mode', 0);"                                                                    \
 	"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                   \
-	"PRAGMA user_version = 4;"            /* STORE_SCHEMA_VERSION */                   \
+	"PRAGMA user_version = 5;"            /* STORE_SCHEMA_VERSION */                   \
 	"COMMIT;"
 
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
 _Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
-_Static_assert(STORE_SCHEMA_VERSION == 4, "SCHEMA_SQL and the migrations name the version");
+_Static_assert(STORE_SCHEMA_VERSION == 5, "SCHEMA_SQL and the migrations name the version");
 _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
 
 /* Schema migrations, one transaction each, run at open once the checks
@@ -479,10 +491,19 @@ _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
 	"PRAGMA user_version = 4;"                                                         \
 	"COMMIT;"
 
+/* v4 -> v5: parent GPUs' drains and their history; every GPU of a v4
+ * database serves (it had no drain). */
+#define MIGRATE_V4_V5_SQL                                                                  \
+	"BEGIN IMMEDIATE;"                                                                 \
+	GPUS_TABLES_SQL                                                                    \
+	"PRAGMA user_version = 5;"                                                         \
+	"COMMIT;"
+
 static const char *const migrations[] = {
 	[1] = MIGRATE_V1_V2_SQL,
 	[2] = MIGRATE_V2_V3_SQL,
 	[3] = MIGRATE_V3_V4_SQL,
+	[4] = MIGRATE_V4_V5_SQL,
 };
 _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -955,6 +976,7 @@ void store_close(struct store *s)
 	pthread_rwlock_destroy(&s->index_lock);
 	pthread_mutex_destroy(&s->reservation_lock);
 	pthread_mutex_destroy(&s->write_lock);
+	free(s->gpus);
 	free(s->path);
 	free(s->lock_path);
 	free(s->mark_path);

@@ -20,7 +20,8 @@
  *              the change callback
  *   schema.c   open, schema, load, repair, close; the unavailable latch
  *   listing.c  the read-only listing connection (store_failure_list,
- *              store_history_list)
+ *              store_history_list, store_gpu_history)
+ *   gpus.c     a parent GPU's drain: its phase, the claims it refuses
  *
  * Design notes
  * ============
@@ -148,6 +149,22 @@ struct failure_builder {
 	size_t used, ids_cap;
 };
 
+/* -- GPUs (gpus.c) ------------------------------------------------------------- */
+
+/* A parent GPU's phase as the `gpus` table stores it (the integer is on
+ * disk: never renumber).  The state shown (store_gpu_state) derives from
+ * it and the GPU's claims. */
+enum gpu_phase {
+	GPU_PHASE_SERVING = 0, /* never stored: a GPU without a row serves */
+	GPU_PHASE_DRAIN = 1,   /* drained or draining */
+	GPU_PHASE_COUNT,
+};
+
+struct gpu_entry {
+	char parent[VF_ADDR_BUFSZ];
+	enum gpu_phase phase;
+};
+
 /* -- ops (ops.c) and the queue (commit.c) -------------------------------------- */
 
 enum op_kind {
@@ -164,6 +181,7 @@ enum op_kind {
 	OP_RELEASE,
 	OP_SET_PARENT,
 	OP_MODE,
+	OP_DRAIN,
 };
 
 struct op {
@@ -171,12 +189,13 @@ struct op {
 	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
 	char when[RFC3339_BUFSZ]; /* assigned_at, or claimed_at ("" = none) */
-	char parent[VF_ADDR_BUFSZ]; /* OP_REGISTER, OP_SET_PARENT ("" = unknown) */
+	char parent[VF_ADDR_BUFSZ]; /* OP_REGISTER, OP_SET_PARENT ("" = unknown); OP_DRAIN */
 	const char *message;      /* sanitized, owned by the caller */
 	const struct store_claim *claim_in;
-	int value; /* threshold, max_quarantined or mode */
+	int value; /* threshold, max_quarantined, mode or (OP_DRAIN) enum gpu_phase */
 	int64_t uid;     /* the writer, for the history: -1 unknown */
 	const char *how; /* OP_RELEASE: how the claim ended */
+	bool gpu_applied; /* OP_DRAIN: changed the GPU's phase (gpus_apply_batch) */
 	bool when_given; /* OP_CLAIM, OP_CLAIM_UPDATE: the writer set claimed_at
 			    (rule_claimed_at_refusal), it is not the store's stamp */
 
@@ -249,6 +268,10 @@ struct store {
 	size_t n_claimed; /* VFs with a claim or a reservation */
 	uint64_t next_claim_id; /* a reservation's id: above every claims.id ever used */
 	size_t n_held_back;
+	/* the GPUs not serving (gpus.c), unsorted: few */
+	struct gpu_entry *gpus;
+	size_t n_gpus, cap_gpus;
+	size_t gpus_pending; /* OP_DRAINs of the running batch (under write_lock too) */
 
 	pthread_mutex_t queue_lock;
 	pthread_cond_t queue_cond;
@@ -406,6 +429,23 @@ int ops_exec(struct store *s, struct op *op);
  * store-wide change (commit.c). */
 bool batch_named_before(const struct store *s, const struct op *op);
 void op_discard_changes(struct op *op);
+
+/* -- gpus.c ---------------------------------------------------------------------- */
+
+/* mirror_lock held: parent's phase (SERVING for "" or a GPU without a row);
+ * whether it refuses new claims and leaves placement. */
+enum gpu_phase gpu_phase_locked(const struct store *s, const char *parent);
+bool gpu_refuses_claims_locked(const struct store *s, const char *parent);
+/* OP_DRAIN inside the batch. */
+int gpus_op_drain(struct store *s, struct op *op);
+/* After the batch (write_lock held): apply its committed drains to the
+ * mirror (cannot fail: the ops reserved the room). */
+void gpus_apply_batch(struct store *s, struct op *batch, bool committed);
+/* write_lock held: load the `gpus` table into the mirror; -EIO with
+ * batch_error set for a row this code does not write. */
+int gpus_load(struct store *s);
+/* ops.c: record a GPU change on the op (store-wide: it names no VF). */
+int op_change_gpu(struct op *op);
 
 /* -- commit.c ------------------------------------------------------------------ */
 

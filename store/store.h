@@ -177,6 +177,24 @@
  *                 allocatable_order; test-rules.c placement_groups,
  *                 placement_shuffle.
  *
+ *  GPUs           a parent GPU is any parent a registered VF names.  A
+ *                 drain (store_gpu_drain) is the operator's, persisted:
+ *                 from the commit on, every VF of the GPU refuses new
+ *                 claims and reservations (-EBUSY, in observe mode too: it
+ *                 is no judgement of health) and leaves the allocatable
+ *                 list and store_stats.allocatable; live claims and
+ *                 reservations stay.  A claim racing the drain either
+ *                 holds its reservation before the drain is applied (it
+ *                 lives) or is refused.  The GPU reads `draining` while a
+ *                 VF of it has a claim or reservation, `drained` when none
+ *                 has, `serving` once the drain ends.  A drain is no
+ *                 quarantine: no VF's bits, tally or the breaker's count
+ *                 change.  Each start and end is kept in the GPU's history
+ *                 with who asked.  A phase in the database this code does
+ *                 not write fails the open (unavailable).  Tests:
+ *                 gpu_drain_refuses_claims, gpu_drain_persisted,
+ *                 gpu_drain_unknown_phase_fails_closed.
+ *
  *  State          each VF's state, derived: held (an operator hold, whatever
  *                 else), quarantined (automatically), held-back, failing
  *                 (failures on record below the threshold), ok.
@@ -309,6 +327,7 @@ enum store_change_bits {
 	STORE_CHANGE_PARENT = 1 << 9,     /* vf's parent GPU was set */
 	STORE_CHANGE_MODE = 1 << 10,      /* enforce <-> observe */
 	STORE_CHANGE_FAILING = 1 << 11,   /* vf's tally went between 0 and not (ok <-> failing) */
+	STORE_CHANGE_GPU = 1 << 12,       /* a GPU's drain started or ended (names no VF) */
 };
 
 struct store_change {
@@ -472,6 +491,50 @@ struct store_history_entry {
  * listing connection like store_failure_list().  -ENOENT: not registered. */
 int store_history_list(struct store *s, const char *vf, size_t max,
 		       struct store_history_entry **ret, size_t *count, size_t *dropped);
+
+/* -- GPUs ("GPUs" above) -------------------------------------------------- */
+
+enum store_gpu_state {
+	STORE_GPU_SERVING,
+	STORE_GPU_DRAINING, /* drained, with a claim or reservation left on it */
+	STORE_GPU_DRAINED,
+};
+/* "serving", "draining", "drained" */
+const char *store_gpu_state_name(enum store_gpu_state state);
+
+struct store_gpu_info {
+	char parent[VF_ADDR_BUFSZ];
+	enum store_gpu_state state;
+	size_t vfs;     /* registered VFs naming it */
+	size_t claimed; /* of them, with a live claim or a reservation */
+};
+
+/* One GPU, read as `how` says.  -EINVAL for a bad address, -ENOENT when no
+ * registered VF names it, -EIO (enum store_read). */
+int store_gpu_get(struct store *s, const char *parent, enum store_read how,
+		  struct store_gpu_info *ret);
+/* Every GPU, sorted by address; *ret malloc'd.  From memory. */
+int store_gpu_list(struct store *s, struct store_gpu_info **ret, size_t *count);
+/* The registered VFs of a GPU, sorted; *ret malloc'd.  -ENOENT: none. */
+int store_gpu_vfs(struct store *s, const char *parent, char (**ret)[VF_ADDR_BUFSZ],
+		  size_t *count);
+/* Start (drain true) or end a drain; uid: the writer, for the history.
+ * *unchanged (may be NULL) when it already was so (no commit).  -EINVAL,
+ * -ENOENT (no VF names it), -EIO while unavailable. */
+int store_gpu_drain(struct store *s, const char *parent, bool drain, int64_t uid,
+		    bool *unchanged);
+
+struct store_gpu_event {
+	char at[RFC3339_BUFSZ];
+	char event[STORE_HISTORY_WORD_MAX + 1]; /* "drain", "undrain" */
+	int64_t by; /* the uid that asked; -1 when not known */
+};
+
+/* A GPU's history, oldest first: the newest `max` events in *ret
+ * (malloc'd), how many older ones were left out in *dropped.  Through the
+ * listing connection like store_history_list(). */
+int store_gpu_history(struct store *s, const char *parent, size_t max,
+		      struct store_gpu_event **ret, size_t *count, size_t *dropped);
 
 /* -- reports -------------------------------------------------------------- */
 

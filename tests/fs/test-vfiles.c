@@ -44,7 +44,8 @@ static void check_table(const struct vfile *table, int count)
 			ck_assert_uint_eq(f->changes, 0);
 			ck_assert(f->render == NULL);
 			ck_assert(f->write == NULL);
-			ck_assert_int_eq(f->mode, 0775);
+			/* writable only where entries are made (claims) */
+			ck_assert_int_eq(f->mode, (f->flags & VFILE_CLAIM_DIR) ? 0775 : 0755);
 			continue;
 		}
 		/* Writable by owner and group exactly when there is a write handler. */
@@ -64,6 +65,7 @@ START_TEST(test_tables)
 {
 	check_table(top_files, TOP_FILE_COUNT);
 	check_table(vf_files, VF_FILE_COUNT);
+	check_table(gpu_files, GPU_FILE_COUNT);
 	ck_assert_str_eq(top_files[TOP_THRESHOLD].name, "threshold");
 	ck_assert_str_eq(vf_files[VF_REPORT].name, "report");
 	ck_assert(!(top_files[TOP_METRICS].flags & VFILE_NOTIFY)); /* never notified */

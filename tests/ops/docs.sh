@@ -4,7 +4,7 @@
 #    each names every other vfhealth page under SEE ALSO, and the overview's
 #    list of installed man pages names every page;
 #  * every file and directory of a live mount (the top level, a VF directory,
-#    its assignments/ and a claim) appears in vfhealth(5) and in
+#    its assignments/, a claim and a GPU directory) appears in vfhealth(5) and in
 #    docs/interface.md, in the right section, with the mode ls -l shows, and
 #    neither document lists one the mount does not have;
 #  * every metric family of a live `metrics` (the sentinel running, so its
@@ -57,6 +57,7 @@ vf=0000:41:00.4
 start_daemon --poll-interval 0.2 --poll-timeout 0.5
 mkdir "$mnt/$vf" "$mnt/0000:41:00.5"
 : > "$mnt/$vf/assignments/vm-1"
+echo 0000:41:00.0 > "$mnt/$vf/parent"
 
 man5=$T/vfhealth.5.txt
 render docs/man/vfhealth.5 > "$man5"
@@ -91,12 +92,14 @@ ls -l "$mnt" "$mnt/$vf" "$mnt/$vf/assignments"   # for the log
 add_live top top "$mnt"
 add_live vf vf "$mnt/$vf"
 add_live vf assignments "$mnt/$vf/assignments"
+add_live gpu gpu "$mnt/gpus/0000:41:00.0"
 mapfile -t live < <(printf '%s\n' "${live[@]}" | sort -u)   # two VF/ directories
 
 # The entries vfhealth(5) lists, "SECTION|NAME|(MODE)", and interface.md's
 # table rows, "SECTION|NAME|MODE" (its modes read "r 0444", "dir 0755").
 man_entries() {
 	awk '/^TOP-LEVEL FILES/ { s = "top"; next } /^PER-VF FILES/ { s = "vf"; next }
+	     /^PER-GPU FILES/ { s = "gpu"; next }
 	     /^[A-Z]/ { s = "" }
 	     s != "" && match($0, /^       [^ ]+ \((r|rw|directory), [0-7]+\)$/) {
 		sub(/^ +/, ""); n = $0; sub(/ .*/, "", n); m = $0; sub(/^[^ ]+ /, "", m)
@@ -104,6 +107,7 @@ man_entries() {
 }
 md_entries() {
 	awk -F' *\\| *' '/^## Top level/ { s = "top"; next } /^## Per VF/ { s = "vf"; next }
+	     /^## Per GPU/ { s = "gpu"; next }
 	     /^## / { s = "" }
 	     s != "" && $2 ~ /^`/ { n = $2; gsub(/`/, "", n); sub(/\/ID$/, "/INSTANCE_ID", n); print s "|" n "|" $3 }' docs/interface.md
 }

@@ -563,7 +563,7 @@ START_TEST(failure_listing_survives_reopen)
 
 	/* a store whose database could not be opened lists nothing */
 	store_close(s);
-	db_write("PRAGMA user_version = 5");
+	db_write("PRAGMA user_version = 6"); /* newer than this code */
 	s = open_store();
 	ck_assert(!store_status(s, NULL, 0));
 	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), -EIO);
@@ -1065,7 +1065,7 @@ START_TEST(migrate_v1_to_v2)
 	 * until a success clears them */
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 4);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 5);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('vfs')"
 				  " WHERE name = 'manual'"),
 			 0);
@@ -1493,7 +1493,7 @@ START_TEST(persistence_all_state)
 	free(f);
 	/* the file is what this code writes */
 	ck_assert_int_eq(db_query("PRAGMA application_id"), 0x56464831);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 4);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 5);
 	store_close(s);
 	struct stat st;
 	ck_assert_int_eq(stat(db_path, &st), 0);
@@ -1567,7 +1567,7 @@ START_TEST(newer_schema_refused)
 
 	reg(s, VF_A);
 	store_close(s);
-	db_write("PRAGMA user_version = 5");
+	db_write("PRAGMA user_version = 6"); /* newer than this code */
 	size_t len_before, len_after;
 	_cleanup_free_ char *bytes_before = read_file(db_path, &len_before);
 
@@ -2509,7 +2509,9 @@ END_TEST
 /* What a version 2 vfhealthd wrote, made from a current database: no
  * parents, no mode, no history of cleared failures or of how claims ended
  * (the v3 failures table had a UNIQUE constraint of its own). */
+#define V5_TO_V4_SQL "DROP TABLE gpus; DROP TABLE gpu_history; PRAGMA user_version = 4;"
 #define V3_TO_V2_SQL                                                                       \
+	V5_TO_V4_SQL                                                                       \
 	"DROP INDEX claims_vf;"                                                            \
 	"ALTER TABLE claims DROP COLUMN ended; ALTER TABLE claims DROP COLUMN released_by;" \
 	"DELETE FROM meta WHERE key = 'mode';"                                             \
@@ -2540,7 +2542,7 @@ START_TEST(schema_v1_migrated)
 	s = open_store();
 	char reason[STORE_REASON_MAX];
 	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 4);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 5);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.claimed_at, T1);
 	ck_assert_str_eq(got.boot_id, "");
@@ -2892,7 +2894,7 @@ START_TEST(migrate_v2_to_v3)
 	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2, NULL), 0);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 4);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 5);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('failures')"
 				  " WHERE name = 'cleared_at'"),
 			 1);
@@ -2901,6 +2903,251 @@ START_TEST(migrate_v2_to_v3)
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM holds WHERE cleared_at IS NULL"
 				  " AND held_by IS NULL"),
 			 1);
+}
+END_TEST
+
+/* -- GPUs (store.h, "GPUs") ------------------------------------------------- */
+
+static enum store_gpu_state gpu_state(struct store *s, const char *parent)
+{
+	struct store_gpu_info g;
+
+	ck_assert_int_eq(store_gpu_get(s, parent, STORE_READ_RETRY, &g), 0);
+	return g.state;
+}
+
+static bool allocatable_has(struct store *s, const char *vf)
+{
+	_cleanup_free_ struct store_placement *p = NULL;
+	size_t n = 0;
+	bool found = false;
+
+	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_RETRY, &p, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		found |= strcmp(p[i].vf, vf) == 0;
+	return found;
+}
+
+static struct store_claim gpu_claim(const char *vf, const char *inst)
+{
+	struct store_claim c = { 0 };
+
+	snprintf(c.vf, sizeof(c.vf), "%s", vf);
+	snprintf(c.instance_id, sizeof(c.instance_id), "%s", inst);
+	return c;
+}
+
+/* A drain refuses every new claim and reservation of the GPU's VFs and
+ * takes them out of placement at once; live claims and reservations stay
+ * (draining) until they end (drained); other GPUs serve; no quarantine;
+ * ending it serves again. */
+START_TEST(gpu_drain_refuses_claims)
+{
+	struct store *s = open_store();
+	struct store_gpu_info g;
+	struct store_stats st;
+	bool unchanged = true;
+
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_B, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_C, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, "0000:50:00.4", PF_2), 0);
+	ck_assert_int_eq(store_gpu_get(s, PF_1, STORE_READ_RETRY, &g), 0);
+	ck_assert_uint_eq(g.vfs, 3);
+	ck_assert_int_eq(g.state, STORE_GPU_SERVING);
+	ck_assert_int_eq(store_gpu_get(s, "0000:60:00.0", STORE_READ_RETRY, &g), -ENOENT);
+	ck_assert_int_eq(store_gpu_get(s, "gpu0", STORE_READ_RETRY, &g), -EINVAL);
+	ck_assert_int_eq(store_gpu_drain(s, "0000:60:00.0", true, 0, NULL), -ENOENT);
+	ck_assert_int_eq(store_gpu_drain(s, "0000:40:00", true, 0, NULL), -EINVAL);
+
+	/* a live claim and a live reservation before the drain */
+	struct store_claim a = gpu_claim(VF_A, "i-a"), b = gpu_claim(VF_B, "i-b"), res, refused;
+	ck_assert_int_eq(store_claim(s, &a, NULL), 0);
+	ck_assert_int_eq(store_claim_reserve(s, &b, &res), 0);
+	ck_assert(allocatable_has(s, VF_C));
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 1000, &unchanged), 0);
+	ck_assert(!unchanged);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINING);
+	ck_assert_int_eq(gpu_state(s, PF_2), STORE_GPU_SERVING);
+	/* at once: no new claim, no reservation, out of placement, in any mode */
+	struct store_claim c = gpu_claim(VF_C, "i-c");
+	ck_assert_int_eq(store_claim(s, &c, NULL), -EBUSY);
+	ck_assert_int_eq(store_claim_reserve(s, &c, &refused), -EBUSY);
+	ck_assert(!allocatable_has(s, VF_C));
+	ck_assert(allocatable_has(s, "0000:50:00.4"));
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.allocatable, 1);
+	ck_assert_uint_eq(st.quarantined, 0); /* a drain is no quarantine */
+	ck_assert(!info(s, VF_C).quarantined);
+	ck_assert_int_eq(store_mode_set(s, STORE_MODE_OBSERVE), 0);
+	ck_assert_int_eq(store_claim(s, &c, NULL), -EBUSY);
+	ck_assert(!allocatable_has(s, VF_C));
+	ck_assert_int_eq(store_mode_set(s, STORE_MODE_ENFORCE), 0);
+	/* the reservation made before commits (it is a claim); a drain again is a no-op */
+	ck_assert_int_eq(store_claim_commit(s, &res), 0);
+	uint64_t before = commits(s);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 1000, &unchanged), 0);
+	ck_assert(unchanged);
+	ck_assert_uint_eq(commits(s), before);
+	/* draining while any claim lives, drained once none does */
+	ck_assert_int_eq(store_release(s, VF_A, "i-a", NULL), 0);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINING);
+	ck_assert_int_eq(store_release(s, VF_B, "i-b", NULL), 0);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINED);
+	ck_assert_int_eq(store_claim(s, &a, NULL), -EBUSY);
+	/* ending it serves again */
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, false, 0, &unchanged), 0);
+	ck_assert(!unchanged);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_SERVING);
+	ck_assert(allocatable_has(s, VF_C));
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.allocatable, 3);
+
+	/* the history says who asked */
+	_cleanup_free_ struct store_gpu_event *h = NULL;
+	size_t n, dropped;
+	ck_assert_int_eq(store_gpu_history(s, PF_1, 10, &h, &n, &dropped), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(dropped, 0);
+	ck_assert_str_eq(h[0].event, "drain");
+	ck_assert_int_eq(h[0].by, 1000);
+	ck_assert_str_eq(h[1].event, "undrain");
+	ck_assert_int_eq(h[1].by, 0);
+	free(h);
+	h = NULL;
+	ck_assert_int_eq(store_gpu_history(s, PF_1, 1, &h, &n, &dropped), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(dropped, 1);
+	ck_assert_str_eq(h[0].event, "undrain");
+
+	/* fails closed while unavailable: no drain is lost unsaid */
+	faultvfs_fail_writes(SQLITE_FULL);
+	ck_assert_int_eq(store_gpu_drain(s, PF_2, true, 0, NULL), -EIO);
+	faultvfs_fail_writes(SQLITE_OK);
+	ck_assert_int_eq(store_gpu_get(s, PF_2, STORE_READ_NORETRY, &g), -EIO);
+	store_close(s);
+}
+END_TEST
+
+/* A claim racing the drain: each either holds its VF before the drain is
+ * applied (and lives: the GPU is draining) or is refused; none is accepted
+ * after the drain returned. */
+struct drain_race {
+	struct store *s;
+	atomic_bool go;
+	int rc[4];
+	bool after[4];
+	atomic_bool drained;
+};
+
+static void *drain_race_claimer(void *arg)
+{
+	struct drain_race *d = arg;
+	static const char *const vfs[] = { VF_A, VF_B, VF_C, "0000:41:00.4" };
+	static atomic_int next;
+	int i = atomic_fetch_add(&next, 1);
+
+	while (!atomic_load(&d->go))
+		;
+	struct store_claim c = gpu_claim(vfs[i], "i-race");
+	bool was_drained = atomic_load(&d->drained);
+	d->rc[i] = store_claim(d->s, &c, NULL);
+	d->after[i] = was_drained;
+	return NULL;
+}
+
+START_TEST(gpu_drain_claim_race)
+{
+	struct drain_race d = { .s = open_store() };
+	static const char *const vfs[] = { VF_A, VF_B, VF_C, "0000:41:00.4" };
+	pthread_t t[4];
+
+	for (size_t i = 0; i < 4; i++)
+		ck_assert_int_eq(store_vf_register(d.s, vfs[i], PF_1), 0);
+	for (size_t i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, drain_race_claimer, &d), 0);
+	atomic_store(&d.go, true);
+	ck_assert_int_eq(store_gpu_drain(d.s, PF_1, true, 0, NULL), 0);
+	atomic_store(&d.drained, true);
+	for (size_t i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+	size_t live = 0;
+	for (size_t i = 0; i < 4; i++) {
+		ck_assert_msg(d.rc[i] == 0 || d.rc[i] == -EBUSY, "claim %zu: %d", i, d.rc[i]);
+		ck_assert_msg(!(d.after[i] && d.rc[i] == 0), "claim %zu accepted after the drain", i);
+		live += d.rc[i] == 0;
+		ck_assert(!allocatable_has(d.s, vfs[i]));
+	}
+	ck_assert_int_eq(gpu_state(d.s, PF_1), live ? STORE_GPU_DRAINING : STORE_GPU_DRAINED);
+	store_close(d.s);
+}
+END_TEST
+
+/* A drain survives a restart; a phase this code does not write fails the
+ * open closed (unavailable), never serves. */
+START_TEST(gpu_drain_persisted)
+{
+	struct store *s = open_store();
+	struct store_claim c = gpu_claim(VF_B, "i-b");
+
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_B, PF_1), 0);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 7, NULL), 0);
+	s = reopen(s);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINING);
+	ck_assert(!allocatable_has(s, VF_A));
+	struct store_claim a = gpu_claim(VF_A, "i-a");
+	ck_assert_int_eq(store_claim(s, &a, NULL), -EBUSY);
+	ck_assert_int_eq(store_release(s, VF_B, "i-b", NULL), 0);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINED);
+	store_close(s);
+	ck_assert_int_eq(db_query("SELECT phase FROM gpus WHERE parent = '" PF_1 "'"), 1);
+}
+END_TEST
+
+START_TEST(gpu_drain_unknown_phase_fails_closed)
+{
+	struct store *s = open_store();
+	char reason[STORE_REASON_MAX];
+
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	store_close(s);
+	db_write("INSERT INTO gpus (parent, phase) VALUES ('" PF_1 "', 9)");
+	s = open_store();
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, "invalid"), "%s", reason);
+	_cleanup_free_ struct store_placement *p = NULL;
+	size_t n;
+	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_RETRY, &p, &n), -EIO);
+	struct store_claim a = gpu_claim(VF_A, "i-a");
+	ck_assert_int_ne(store_claim(s, &a, NULL), 0);
+	store_close(s);
+	/* a serving phase is never stored: a row saying so is as unknown */
+	db_write("UPDATE gpus SET phase = 0");
+	s = open_store();
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	store_close(s);
+}
+END_TEST
+
+/* v4 -> v5: every GPU serves, the data stays, drains work after. */
+START_TEST(migrate_v4_to_v5)
+{
+	struct store *s = open_store();
+
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	store_close(s);
+	db_write(V5_TO_V4_SQL);
+	s = open_store();
+	char reason[STORE_REASON_MAX];
+	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_SERVING);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL), 0);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINED);
+	store_close(s);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 5);
 }
 END_TEST
 
