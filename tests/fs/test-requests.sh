@@ -18,7 +18,7 @@ mkdir "$V"
 # read_counted FILE: cat FILE as its own process, its output in OUT; then
 # waits for that process's RELEASE (sent after close(2) returns) and sets
 # OPS to the requests that process caused, in order ("OPEN RELEASE").
-OPS= OUT=
+OPS='' OUT='' NODE=''
 read_counted() {
 	local file=$1 from pidfile=$T/cat.pid pid
 	from=$(wc -l <"$DAEMON_LOG")
@@ -49,6 +49,7 @@ put_touched() {
 		tail -n +"$((from + 1))" "$DAEMON_LOG" | awk -v node="$NODE" -v op="$1" '
 			/opcode: / { n = $7; sub(",", "", n) } /opcode: / && $4 == op && n == node' | wc -l
 	}
+	# shellcheck disable=SC2016 # expanded by eval, at every try
 	wait_for 10 "the toucher's write of $1" eval '(($(node_ops WRITE) >= 2 && $(node_ops RELEASE) >= 2))'
 }
 
