@@ -11,11 +11,17 @@
  *                size 0 and opened direct_io, as a top-level list is
  * What vfhealthd costs above this is its own; what this costs above tmpfs is
  * the kernel's round trip to a server (run-benchmarks.sh prints both).
+ * WORKERS (default 16, vfhealthd's default) is the loop's threads at most;
+ * 0 serves from one thread (fuse_session_loop): how much of the round trip
+ * is the multi-threaded loop's (its idle threads are woken in turn, the one
+ * that waited longest first, so a lone reader's requests land on a thread
+ * that is cold, often on the other CPU).
  *
- *   fusefloor MOUNTPOINT LIST_FILE      serve until unmounted or SIGTERM
+ *   fusefloor MOUNTPOINT LIST_FILE [WORKERS]   serve until unmounted or SIGTERM
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -128,9 +134,10 @@ int main(int argc, char **argv)
 	int r = 1;
 
 	FILE *list;
+	long workers = argc == 4 ? strtol(argv[3], NULL, 10) : WORKERS;
 
-	if (argc != 3) {
-		fprintf(stderr, "usage: fusefloor MOUNTPOINT LIST_FILE\n");
+	if ((argc != 3 && argc != 4) || workers < 0 || workers > 256) {
+		fprintf(stderr, "usage: fusefloor MOUNTPOINT LIST_FILE [WORKERS]\n");
 		return 2;
 	}
 	list = fopen(argv[2], "re");
@@ -144,12 +151,14 @@ int main(int argc, char **argv)
 	if (!se)
 		return 1;
 	if (fuse_set_signal_handlers(se) == 0 && fuse_session_mount(se, argv[1]) == 0) {
-		cfg = fuse_loop_cfg_create();
+		cfg = workers ? fuse_loop_cfg_create() : NULL;
 		if (cfg) {
 			fuse_loop_cfg_set_clone_fd(cfg, 0);
-			fuse_loop_cfg_set_max_threads(cfg, WORKERS);
+			fuse_loop_cfg_set_max_threads(cfg, (unsigned)workers);
 			r = fuse_session_loop_mt(se, cfg) < 0;
 			fuse_loop_cfg_destroy(cfg);
+		} else if (!workers) {
+			r = fuse_session_loop(se) < 0;
 		}
 		fuse_session_unmount(se);
 	}

@@ -84,30 +84,35 @@ read_batches=${BENCH_READ_BATCHES:-1000}
 read_batch=${BENCH_READ_BATCH:-100}
 # The floor: a FUSE server that only answers (fusefloor.c), serving a
 # keep_cache file as VF/quarantined is served and a direct_io list as the
-# top-level lists are, with the same content.
-floor=$T/floor
-mkdir -p "$floor"
+# top-level lists are, with the same content: with vfhealthd's loop
+# (libfuse's, 16 threads at most), and from one thread.
+floor=$T/floor floor1=$T/floor1
+mkdir -p "$floor" "$floor1"
 # One VF out of service, so that the top-level list has a line to read.
 [[ $(vfio write "$mnt/$(vf_name 1000)/quarantined" 1) == ok ]] || fail "hold $(vf_name 1000)"
 vf_read "$mnt/quarantined" >"$tree/quarantined"
 background "$FUSEFLOOR" "$floor" "$tree/quarantined"
-EXTRA_MOUNTS+=("$floor")
+background "$FUSEFLOOR" "$floor1" "$tree/quarantined" 0
+EXTRA_MOUNTS+=("$floor" "$floor1")
 wait_for 10 "fusefloor to mount" is_mounted "$floor"
+wait_for 10 "fusefloor to mount" is_mounted "$floor1"
 cmp -s <(cat "$floor/list") "$tree/quarantined" || fail "fusefloor's list differs from the mount's"
 
-# reads NAME TARGET MOUNT_FILE TMPFS_FILE FLOOR_FILE
+# reads NAME TARGET FILE: FILE under the mount, the tmpfs tree and both floors.
 reads() {
-	local name=$1 target=$2 l0 fs tmpfs fl
+	local name=$1 target=$2 l0 fs tmpfs fl fl1
 	l0=$(load)
-	read -r fs tmpfs fl < <("$vfbench" reads "$read_batches" "$read_batch" "$3" "$4" "$5")
+	read -r fs tmpfs fl fl1 < <("$vfbench" reads "$read_batches" "$read_batch" \
+		"$mnt/$3" "$tree/$3" "$floor/$4" "$floor1/$4")
 	echo "#   ($name: $read_batches interleaved batches of $read_batch, medians of the batch means:" \
-		"mount $(us "$fs") us, tmpfs $(us "$tmpfs") us, FUSE floor $(us "$fl") us;" \
-		"mount/floor $(awk -v a="$fs" -v b="$fl" 'BEGIN { printf "%.2f", a / b }');" \
+		"mount $(us "$fs") us, tmpfs $(us "$tmpfs") us, FUSE floor $(us "$fl") us" \
+		"(mount/floor $(awk -v a="$fs" -v b="$fl" 'BEGIN { printf "%.2f", a / b }')), one-thread" \
+		"FUSE floor $(us "$fl1") us ($(awk -v a="$fl1" -v b="$tmpfs" 'BEGIN { printf "%.2f", a / b }')x tmpfs);" \
 		"load average before $l0, after $(load))"
 	figure "$name" "$(us "$fs")" us "$(us "$tmpfs")" us "<=" "$target"
 }
-reads read_quarantined_median 8 "$mnt/$vf/quarantined" "$tree/$vf/quarantined" "$floor/quarantined"
-reads read_top_quarantined_median 12 "$mnt/quarantined" "$tree/quarantined" "$floor/list"
+reads read_quarantined_median 8 "$vf/quarantined" quarantined
+reads read_top_quarantined_median 12 quarantined list
 
 l0=$(load)
 read -r fs_ls fs_entries tmpfs_ls tmpfs_entries < <("$vfbench" lss "$ls_rounds" "$mnt" "$tree")
