@@ -18,7 +18,7 @@ mkdir "$V"
 # read_counted FILE: cat FILE as its own process, its output in OUT; then
 # waits for that process's RELEASE (sent after close(2) returns) and sets
 # OPS to the requests that process caused, in order ("OPEN RELEASE").
-OPS='' OUT='' NODE=''
+OPS='' OUT=''
 read_counted() {
 	local file=$1 from pidfile=$T/cat.pid pid
 	from=$(wc -l <"$DAEMON_LOG")
@@ -34,23 +34,31 @@ read_counted() {
 	wait_for 10 "the RELEASE of cat $file" eval 'requests_of | grep -qx RELEASE'
 	OPS=$(requests_of | tr '\n' ' ')
 	OPS=${OPS% }
-	NODE=$(tail -n +"$((from + 1))" "$DAEMON_LOG" | awk -v pid="$pid" '/opcode: OPEN / && $NF == pid { sub(",", "", $7); print $7 }')
 }
 
-# put_touched FILE TEXT: put, then wait until the notifier's toucher has
-# written FILE too (its second WRITE and RELEASE on FILE's node, NODE from
-# the last read_counted of FILE): a write through the mount drops the
-# cached attributes once more, and watchers see it as IN_MODIFY.
+# put_touched FILE TEXT [OTHER...]: put, then wait until the notifier's
+# toucher has written FILE too (a second WRITE and RELEASE on its node,
+# after put's) and each OTHER file the change affects (one each): a write
+# through the mount drops the cached attributes once more, and its RELEASE
+# (pid 0) would count as a reader's.  A node is its inode number.
 put_touched() {
-	local from
+	local file=$1 text=$2 from f
+	shift 2
 	from=$(wc -l <"$DAEMON_LOG")
-	put "$1" "$2"
-	node_ops() {
-		tail -n +"$((from + 1))" "$DAEMON_LOG" | awk -v node="$NODE" -v op="$1" '
+	put "$file" "$text"
+	node_ops() { # NODE OPCODE
+		tail -n +"$((from + 1))" "$DAEMON_LOG" | awk -v node="$1" -v op="$2" '
 			/opcode: / { n = $7; sub(",", "", n) } /opcode: / && $4 == op && n == node' | wc -l
 	}
-	# shellcheck disable=SC2016 # expanded by eval, at every try
-	wait_for 10 "the toucher's write of $1" eval '(($(node_ops WRITE) >= 2 && $(node_ops RELEASE) >= 2))'
+	touched() { # FILE MIN
+		local node
+		node=$(stat -c %i "$1")
+		(($(node_ops "$node" WRITE) >= $2 && $(node_ops "$node" RELEASE) >= $2))
+	}
+	wait_for 10 "the toucher's write of $file" touched "$file" 2
+	for f in "$@"; do
+		wait_for 10 "the toucher's write of $f" touched "$f" 1
+	done
 }
 
 # The trace names every request with its pid (what read_counted relies on).
@@ -80,13 +88,13 @@ steady "before a change" 0
 # mtime, READ to refill the page; the toucher's write is waited for here,
 # since it drops the attributes once more), then one GETATTR for the atime
 # the READ dropped, then the cost is OPEN + RELEASE again.
-put_touched "$V/quarantined" 1
+put_touched "$V/quarantined" 1 "$MNT/quarantined"
 read_counted "$V/quarantined"
 assert_eq "$OUT" 1 "the read after the change"
 assert_match "$OPS" "READ" "the read after the change reaches the daemon"
 read_counted "$V/quarantined"
 steady "after a change" 1
-put "$V/quarantined" 0
+put_touched "$V/quarantined" 0 "$MNT/quarantined"
 read_counted "$V/quarantined"
 assert_eq "$OUT" 0 "the read after the release"
 
