@@ -5,7 +5,7 @@
  * a member of the writers' group cannot steer root's sentinel at a socket or
  * a path of its choice (the confused deputy, docs/security.md).  The one
  * rule for both sides of the mount: vfhealthd refuses a claim write that
- * names a path outside the directories (EACCES, fs/vffs.c), the sentinel
+ * names a path outside the directories (EACCES, fs/claims.c), the sentinel
  * skips such a claim and reaches every socket through sockdirs_open().
  *
  * Lexical rule (pure, sockdirs_find): PATH is absolute and normalized (no

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * budget.h - what open files may hold in the daemon's memory (issue 12.3).
+ * budget.h - what open files may hold in the daemon's memory.
  *
  * Every open file and directory is charged, to the uid that opened it, the
  * bytes it keeps between requests: its handle, and the text (snapshot or

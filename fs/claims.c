@@ -278,31 +278,47 @@ static int poison(const struct claims *c, struct claim_handle *h, int r)
 }
 
 /* The confused deputy (docs/security.md): root's sentinel connects to and
- * stats what claims name, so a socket path a write sets must lie in the
- * socket directories, reached without a symlink (common/sockdir.h).  Values
+ * stats what claims name, so a socket path a write sets must pass the claim
+ * rule both programs apply (sockdirs_check_claim, common/sockdir.h).  Values
  * the write leaves as they were are not judged again. */
-static int claim_confined(const struct claims *c, const struct claim_handle *h,
-			  const struct store_claim *current, const struct store_claim *next,
-			  uid_t uid, pid_t pid)
+static int claim_write_confined(const struct claims *c, const struct claim_handle *h,
+				const struct store_claim *current, const struct store_claim *next,
+				uid_t uid, pid_t pid)
 {
-	const char *key = "control", *path = next->control;
+	bool control = next->control[0] && strcmp(next->control, current->control) != 0;
+	bool agent = next->agent[0] && strcmp(next->agent, current->agent) != 0;
+	const char *key = NULL, *path = NULL;
 	struct endpoint ep;
-	int r = 0;
+	int r;
 
-	if (next->control[0] && strcmp(next->control, current->control) != 0)
-		r = sockdirs_check(c->socket_dirs, next->control);
-	if (r == 0 && next->agent[0] && strcmp(next->agent, current->agent) != 0 &&
-	    endpoint_parse(next->agent, &ep) == 0 && ep.kind != ENDPOINT_VSOCK) {
-		key = "agent";
-		path = next->agent;
-		r = sockdirs_check(c->socket_dirs, ep.path);
-	}
+	r = sockdirs_check_claim(c->socket_dirs, control ? next->control : NULL,
+				 agent && endpoint_parse(next->agent, &ep) == 0 ? &ep : NULL, &key,
+				 &path);
 	if (r < 0)
 		log_warn("%s: claim of instance %s: %s=%s refused (%s) for uid %u pid %d: %s", h->vf,
-			 h->instance_id, key, path,
+			 h->instance_id, key, strcmp(key, "agent") == 0 ? next->agent : path,
 			 r == -EACCES ? "outside the socket directories or through a symlink"
 				      : "cannot check it",
 			 (unsigned)uid, (int)pid, strerror(-r));
+	return r;
+}
+
+/* What text makes of h's claim: *current and *next, judged by the grammar
+ * and by the socket-path rule; why (when not NULL) gets the grammar's
+ * refusal.  Both a write (staging) and a commit judge this way. */
+static int judge_update(const struct claims *c, const struct claim_handle *h, const char *text,
+			uid_t uid, pid_t pid, struct store_claim *current,
+			struct store_claim *next, const char **why)
+{
+	int r = handle_claim(c, h, current);
+
+	if (r == 0) {
+		r = claim_parse_update(current, text, holds_reservation(h), next);
+		if (r < 0 && why)
+			*why = claim_update_refusal(current, text, holds_reservation(h));
+	}
+	if (r == 0)
+		r = claim_write_confined(c, h, current, next, uid, pid);
 	return r;
 }
 
@@ -368,14 +384,7 @@ int claims_write(const struct claims *c, struct claim_handle *h, const char *buf
 		return r;
 	}
 	/* anything else is judged as key=value lines (release= among them too) */
-	r = handle_claim(c, h, &current);
-	if (r == 0) {
-		r = claim_parse_update(&current, text, holds_reservation(h), &next);
-		if (r < 0)
-			*why = claim_update_refusal(&current, text, holds_reservation(h));
-	}
-	if (r == 0)
-		r = claim_confined(c, h, &current, &next, uid, pid);
+	r = judge_update(c, h, text, uid, pid, &current, &next, why);
 	if (r < 0)
 		return poison(c, h, r);
 	free(h->staged);
@@ -394,11 +403,7 @@ static int commit_staged(const struct claims *c, struct claim_handle *h, bool fi
 	struct store_claim current, next;
 	int r;
 
-	r = handle_claim(c, h, &current);
-	if (r == 0)
-		r = claim_parse_update(&current, h->staged, holds_reservation(h), &next);
-	if (r == 0)
-		r = claim_confined(c, h, &current, &next, h->uid, h->pid);
+	r = judge_update(c, h, h->staged, h->uid, h->pid, &current, &next, NULL);
 	if (r < 0)
 		return poison(c, h, r);
 	if (!final && rule_claim_watch_refusal(next.agent, next.control, next.pid) < 0) {

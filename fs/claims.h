@@ -47,7 +47,7 @@
  * dash), tests/fs/test-claim-lifecycle.sh, tests/fs/test-claims.sh.
  *
  * Locks: none of its own; a handle is used under its vhandle's mutex
- * (vffs.c), the store takes its own.
+ * (vffs-internal.h), the store takes its own.
  */
 #ifndef VFHEALTH_FS_CLAIMS_H
 #define VFHEALTH_FS_CLAIMS_H

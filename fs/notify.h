@@ -22,25 +22,18 @@
  *    most every NOTIFY_TOUCH_PACE_MS, and its last change always gets one.
  *    The filesystem's open and write handlers recognize the helper
  *    (fuse_req_ctx()->pid == notifier_writer_pid()) and change nothing.  A
- *    process, not a thread: see notify.c.
+ *    process, not a thread: see toucher.c.
  *  - Poll is sysfs-style: a watch (one per open file) remembers the content
  *    generation it has seen; notifier_poll() reports POLLPRI|POLLERR (plus
  *    POLLIN|POLLRDNORM) once the file's generation moved past it, and
  *    notifier_seen() (called by a read at offset 0) catches up.
  *  - Files are named by a notify_key: the VF address ("" for the top level)
  *    and the index in the vfiles.h table.
- *  - Invalidation and write replies (the ordering rule of
- *    docs/architecture.md).  For each drained set the notifier thread
- *    records the files' mtimes, invalidates the page-cached inodes
- *    (fuse_lowlevel_notify_inval_inode: attributes and pages; it waits for
- *    reads in flight on those pages), replies to every write queued by
- *    notifier_reply_write() up to the drain, then announces the files.  A
- *    store change is queued (by the change callback) before its writer's
- *    reply is, so the reply always follows the invalidation; a write is
- *    answered by its worker only when no invalidation is queued or in
- *    flight.  No FUSE worker ever waits for this thread: a worker that did
- *    could hold the only worker a read needs while the thread waits for
- *    that read's page.
+ *  - Invalidation and write replies: the ordering rule of
+ *    docs/architecture.md, applied by notifier_reply_write() and the
+ *    notifier thread (notify.c).  No FUSE worker ever waits for this
+ *    thread: a worker that did could hold the only worker a read needs
+ *    while the thread waits for that read's page.
  *  - notifier_start() forks the helper: call it before the process has
  *    other threads.  notifier_stop() must run while the mount is still
  *    served: the helper may be inside an open() on the mount.  It drops
@@ -59,13 +52,9 @@
 
 #include <fuse_lowlevel.h>
 
+#include "fs/dirty.h"
 #include "store/store.h"
 
-/* At most this many distinct VFs are queued; beyond it the set collapses
- * into "every file of every VF", which the notifier expands from the store. */
-#define NOTIFY_MAX_QUEUED_VFS 1024
-/* Inodes queued by number (notifier_invalidate_inode). */
-#define NOTIFY_MAX_QUEUED_INODES 256
 /* The toucher's pace: inotify events for a file follow its changes at most
  * this often (the first change after a quiet spell at once, the last one
  * always); vfhealth(5), CHANGE NOTIFICATION. */

@@ -63,60 +63,97 @@ static void mark_unchanged(const struct vfile_call *call)
 
 /* -- top level ---------------------------------------------------------------- */
 
+/* An integer setting of the store (threshold, max_quarantined): read back
+ * as one number, written as one, logged when it changes. */
+struct int_setting {
+	const char *name;
+	int min, max;
+	const char *rule; /* why a value is refused */
+	int (*get)(struct store *s);
+	int (*set)(struct store *s, int value);
+};
+
+static const struct int_setting threshold_setting = {
+	.name = "threshold",
+	.min = THRESHOLD_MIN,
+	.max = THRESHOLD_MAX,
+	.rule = "the threshold is a whole number from " PARSE_STR(THRESHOLD_MIN) " to " PARSE_STR(
+		THRESHOLD_MAX) ", without sign or leading zeros",
+	.get = store_threshold_get,
+	.set = store_threshold_set,
+};
+
+static const struct int_setting max_quarantined_setting = {
+	.name = "max_quarantined",
+	.min = 0,
+	.max = VFS_MAX,
+	.rule = "max_quarantined is a whole number from 0 (no cap) to " PARSE_STR(
+		VFS_MAX) ", without sign or leading zeros",
+	.get = store_max_quarantined_get,
+	.set = store_max_quarantined_set,
+};
+
+static int setting_render(const struct int_setting *setting, const struct vfile_call *call,
+			  FILE *out)
+{
+	int value = setting->get(call->store);
+
+	if (value < 0)
+		return value;
+	fprintf(out, "%d\n", value);
+	return 0;
+}
+
+static int setting_write(const struct int_setting *setting, const struct vfile_call *call,
+			 char *command)
+{
+	int value, r;
+
+	r = parse_setting(call, command, setting->min, setting->max, setting->rule, &value);
+	if (r < 0)
+		return r;
+	if (setting->get(call->store) == value)
+		mark_unchanged(call);
+	r = setting->set(call->store, value);
+	if (r == 0)
+		log_info("%s set to %d", setting->name, value);
+	return r;
+}
+
 static int threshold_render(const struct vfile_call *call, FILE *out)
 {
-	int threshold = store_threshold_get(call->store);
-
-	if (threshold < 0)
-		return threshold;
-	fprintf(out, "%d\n", threshold);
-	return 0;
+	return setting_render(&threshold_setting, call, out);
 }
 
 static int threshold_write(const struct vfile_call *call, char *command)
 {
-	int threshold, r;
+	return setting_write(&threshold_setting, call, command);
+}
 
-	r = parse_setting(call, command, THRESHOLD_MIN, THRESHOLD_MAX,
-			  "the threshold is a whole number from " PARSE_STR(THRESHOLD_MIN) " to " PARSE_STR(
-				  THRESHOLD_MAX) ", without sign or leading zeros",
-			  &threshold);
+/* A list of VF addresses, one a line. */
+static int vf_list_render(const struct vfile_call *call, FILE *out,
+			  int (*list)(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count))
+{
+	_cleanup_free_ char(*vfs)[VF_ADDR_BUFSZ] = NULL;
+	size_t count = 0;
+	int r;
+
+	r = list(call->store, &vfs, &count);
 	if (r < 0)
 		return r;
-	if (store_threshold_get(call->store) == threshold)
-		mark_unchanged(call);
-	r = store_threshold_set(call->store, threshold);
-	if (r == 0)
-		log_info("threshold set to %d", threshold);
-	return r;
+	for (size_t i = 0; i < count; i++)
+		fprintf(out, "%s\n", vfs[i]);
+	return 0;
 }
 
 static int top_quarantined_render(const struct vfile_call *call, FILE *out)
 {
-	_cleanup_free_ char(*vfs)[VF_ADDR_BUFSZ] = NULL;
-	size_t count = 0;
-	int r;
-
-	r = store_quarantined_list_noretry(call->store, &vfs, &count);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < count; i++)
-		fprintf(out, "%s\n", vfs[i]);
-	return 0;
+	return vf_list_render(call, out, store_quarantined_list_noretry);
 }
 
 static int held_back_render(const struct vfile_call *call, FILE *out)
 {
-	_cleanup_free_ char(*vfs)[VF_ADDR_BUFSZ] = NULL;
-	size_t count = 0;
-	int r;
-
-	r = store_held_back_list_noretry(call->store, &vfs, &count);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < count; i++)
-		fprintf(out, "%s\n", vfs[i]);
-	return 0;
+	return vf_list_render(call, out, store_held_back_list_noretry);
 }
 
 /* The placement order's random part: splitmix64 seeded from getrandom(2)
@@ -226,30 +263,12 @@ static int status_write(const struct vfile_call *call, char *command)
 
 static int max_quarantined_render(const struct vfile_call *call, FILE *out)
 {
-	int max = store_max_quarantined_get(call->store);
-
-	if (max < 0)
-		return max;
-	fprintf(out, "%d\n", max);
-	return 0;
+	return setting_render(&max_quarantined_setting, call, out);
 }
 
 static int max_quarantined_write(const struct vfile_call *call, char *command)
 {
-	int max, r;
-
-	r = parse_setting(call, command, 0, VFS_MAX,
-			  "max_quarantined is a whole number from 0 (no cap) to " PARSE_STR(
-				  VFS_MAX) ", without sign or leading zeros",
-			  &max);
-	if (r < 0)
-		return r;
-	if (store_max_quarantined_get(call->store) == max)
-		mark_unchanged(call);
-	r = store_max_quarantined_set(call->store, max);
-	if (r == 0)
-		log_info("max_quarantined set to %d", max);
-	return r;
+	return setting_write(&max_quarantined_setting, call, command);
 }
 
 static int mode_render(const struct vfile_call *call, FILE *out)
@@ -453,7 +472,7 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 /* Every live claim, "VF INSTANCE" lines (grammar/assignment.h): the
  * sentinel's one read per poll.  From the store's memory, like a listing of
  * assignments/, so served while the store is unavailable. */
-static int claims_render(const struct vfile_call *call, FILE *out)
+static int top_claims_render(const struct vfile_call *call, FILE *out)
 {
 	_cleanup_free_ struct store_claim *claims = NULL;
 	size_t count = 0;
@@ -734,7 +753,7 @@ static void log_failure_outcome(const struct vfile_call *call, const char *insta
 				"distinct failed assignments: %s",
 				call->vf, store_max_quarantined_get(call->store), res->tally, list);
 		} else {
-			/* Transitions only (issue 17 item 3): the first failure
+			/* Transitions only: the first failure
 			 * moves the VF from clean to failing; later ones below
 			 * the threshold are routine (tally, failures, history,
 			 * metrics show them) and log at debug. */
@@ -847,7 +866,7 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 			      STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
 				      STORE_CHANGE_HELD_BACK | STORE_CHANGE_PARENT |
 				      STORE_CHANGE_MODE | STORE_CHANGE_STATUS },
-	[TOP_CLAIMS] = { "claims", 0444, claims_render, NULL, VFILE_NOTIFY, STORE_CHANGE_CLAIMS },
+	[TOP_CLAIMS] = { "claims", 0444, top_claims_render, NULL, VFILE_NOTIFY, STORE_CHANGE_CLAIMS },
 	[TOP_MODE] = { "mode", 0664, mode_render, mode_write, VFILE_NOTIFY, STORE_CHANGE_MODE },
 };
 

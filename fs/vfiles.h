@@ -71,7 +71,7 @@ enum vfile_flags {
 				   * listed, and takes create, lookup and unlink of claims */
 	VFILE_PLACEMENT = 1 << 4, /* placement-facing: fails closed while the store is
 				   * unavailable, and a read of it by a requester who may
-				   * write first retries the store (vffs.c, read_may_repair) */
+				   * write first retries the store (handle.c, read_may_repair) */
 };
 
 struct metrics;
@@ -79,7 +79,7 @@ struct metrics;
 /* What a render or write function works on.  A render reads the store
  * without retrying (the _noretry reads): whether a read may repair an
  * unavailable store is decided once per request, from the reader's rights
- * and the file's VFILE_PLACEMENT, by vffs.c (read_may_repair), never by a
+ * and the file's VFILE_PLACEMENT, by handle.c (read_may_repair), never by a
  * render function. */
 struct vfile_call {
 	struct store *store;
@@ -112,16 +112,16 @@ struct vfile {
 	unsigned changes;
 	/* Nonzero: every rendering is exactly this many bytes, so the file
 	 * reports it as its size and read-only opens are served from the page
-	 * cache (keep_cache, vffs.c), which the notifier invalidates before any
-	 * write that changed it is answered (notify.h).  Such a file must be
+	 * cache (keep_cache, handle.c), which the notifier invalidates (the
+	 * ordering rule, docs/architecture.md).  Such a file must be
 	 * VFILE_NOTIFY.  0: the size is only known by rendering: size 0 and
 	 * direct_io (a page-cached file whose length changes tears: size from
 	 * one moment, content from a later one). */
 	unsigned fixed_size;
 };
 
-/* Whether readers of f are served from the page cache: its inode must be
- * invalidated before a write that changed it is answered (notify.h); every
+/* Whether readers of f are served from the page cache: its inode falls
+ * under the ordering rule (docs/architecture.md); every
  * other file reads through to the daemon at every read. */
 static inline bool vfile_page_cached(const struct vfile *f)
 {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The reader memory budget (issue 12.3, fs/budget.h): what the open files of
+# The reader memory budget (fs/budget.h): what the open files of
 # one uid hold in the daemon is bounded by READER_BUDGET_PER_UID (32 MiB),
 # and of every uid but root by READER_BUDGET_TOTAL (128 MiB).  An
 # unprivileged user who opens a 1 MB `failures` file hundreds of times and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The claim lifecycle (issue 11), on the real mount:
+# The claim lifecycle, on the real mount:
 #  rule 3  a claim exists only once what an open file was sent is committed
 #          at its close: create reserves (EBUSY/EEXIST at once), a refused
 #          write leaves nothing (no

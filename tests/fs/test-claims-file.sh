@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The top-level `claims` file (issue 12.6, vfhealth(5)): exactly the live
+# The top-level `claims` file (vfhealth(5)): exactly the live
 # claims, one "VF INSTANCE" line each, sorted by VF -- the same set as every
 # VF's assignments/ listed one by one -- after claims, refusals, releases and
 # re-claims; readable by anyone, never writable; a change wakes its pollers

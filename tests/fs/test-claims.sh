@@ -64,7 +64,7 @@ for bad in "agent=tcp:10.0.0.1:22" "agent=vsock:" "agent=vsock:x" "agent=unix:re
 	expect_err "$EINVAL" put "$V/assignments/vm-1" "$bad"
 done
 assert_eq "$(cat "$V/assignments/vm-1")" "$before" "claim after bad writes"
-# Socket paths outside the socket directories (issue 12): EACCES, nothing changed.
+# Socket paths outside the socket directories: EACCES, nothing changed.
 for bad in "agent=unix:/run/systemd/private" "agent=hvsock:/run/dbus/x.sock:22" \
 	"control=/etc/shadow" "control=/var/run/libvirt/qemu/x" "control=/run/vfhealth-vmm/../x" \
 	"agent=unix:/run/vfhealth-vmm/./a.sock"; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The daemon and its database under failure (issue 11, rules 7-10):
+# The daemon and its database under failure:
 #  - a second vfhealthd on a live mount exits 1 naming it, and the first
 #    still serves (placement still sees its quarantine set);
 #  - a second vfhealthd on a hard link of the database never becomes a writer;

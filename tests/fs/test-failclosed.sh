@@ -26,7 +26,7 @@ if command -v inotifywait >/dev/null; then
 fi
 quarantined_events() { grep -c '^quarantined CLOSE_WRITE' "$T/iw.out" || true; }
 
-# VF/quarantined is served from the page cache (issue 17): read it, and hold
+# VF/quarantined is served from the page cache: read it, and hold
 # a descriptor on it, before the store fails.
 # pread_held FD: what a re-read at offset 0 of a held descriptor returns
 pread_held() {
@@ -89,7 +89,7 @@ assert_match "$metrics" $'\nvfhealth_store_unavailable 1\n' "metrics while unava
 assert_eq "$(ls "$MNT" | grep -c :)" 2 "VFs listed while unavailable"
 assert_cat "$V/tally" 1
 assert_eq "$(ls "$W/assignments")" vm-2 "claims listed while unavailable"
-# Claims read from memory (issue 11 rule 7: the sentinel keeps polling them),
+# Claims read from memory (the sentinel keeps polling them),
 # as an unprivileged reader too, without a repair on its behalf.
 assert_cat "$MNT/claims" "0000:41:00.5 vm-2"
 assert_match "$(cat "$W/assignments/vm-2")" $'^claimed_at=20[0-9:.TZ-]+\nagent=\ncontrol=\npid=\n' "a claim read while unavailable"

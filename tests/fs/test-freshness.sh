@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Freshness under stress (issue 17 item 4): no read may show the state from
+# Freshness under stress: no read may show the state from
 # before a write that returned -- a stale `quarantined` is failing open.
 # tests/lib/vffresh.c does the work (its design notes say how):
 #  1. pairs: FRESHNESS_VFS VFs, each toggled by its own writer every round,

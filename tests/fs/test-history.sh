@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The audit trail (issue 13.4) on a real mount: every change made through
+# The audit trail on a real mount: every change made through
 # the files is logged once with the writer's uid and pid and the command;
 # VF/history shows the VF's claims (how each ended, by which uid) and its
 # failures, also those a success or `echo 0` cleared (when, by whom, why),

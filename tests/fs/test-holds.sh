@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Operator holds, the breaker and the log (issue 11, rules 5, 6 and 11), on a
+# Operator holds, the breaker and the log, on a
 # real mount: `echo 1 > VF/quarantined` is a hold that no success lifts, also
 # on an automatically quarantined VF; `echo 0` lifts everything; VF/state and
 # VF/since follow the lifecycle and survive a restart; max_quarantined counts

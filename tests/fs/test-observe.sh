@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Observe mode (issue 13.3) on a real mount: `mode` reads enforce by default
+# Observe mode on a real mount: `mode` reads enforce by default
 # and takes enforce or observe from root or the writers' group; in observe
 # mode the rules run and the files show what enforcement would do (state,
 # quarantined, resources) while claims on a VF out of service succeed (one

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Placement (issue 13.1, 13.2) on a real mount: each VF's parent GPU, read
+# Placement on a real mount: each VF's parent GPU, read
 # from its sysfs physfn link at registration (--sysfs-root, a tree of our
 # own) or written once to VF/parent, and persisted; `allocatable` lists the
 # VFs a claim may take, in placement order: VFs of GPUs with no VF out of

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # A refused write says, once, in the daemon's log at info level, which rule
-# it broke and who wrote it (uid, pid): the writer got a bare EINVAL
-# (issue 16.3).  Each refusal here adds exactly one "refused" line, naming
+# it broke and who wrote it (uid, pid): the writer got a bare EINVAL.
+# Each refusal here adds exactly one "refused" line, naming
 # the rule; an accepted write adds none.
 source "$(dirname "$0")/lib.sh"
 require_fuse

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Strict values and honest sizes (issue 12.4, 12.5): numbers have one
+# Strict values and honest sizes: numbers have one
 # spelling (no sign, no leading zero); no control character reaches a
 # reader (agent= and control= refuse them, report messages are sanitized);
 # read-only files refuse truncation and time changes with EACCES even for

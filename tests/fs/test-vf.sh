@@ -28,7 +28,7 @@ for f in tally failures state since; do
 	assert_eq "$(stat -c '%a %s' "$V/$f")" "444 0" "stat $f"
 done
 assert_eq "$(stat -c '%a %s' "$V/report")" "664 0" "stat report"
-# "0\n" or "1\n": the one file with a known size (page-cached, issue 17)
+# "0\n" or "1\n": the one file with a known size (page-cached)
 assert_eq "$(stat -c '%a %s' "$V/quarantined")" "664 2" "stat quarantined"
 # Inodes are stable: the same numbers on every lookup.
 ino=$(stat -c %i "$V/tally")

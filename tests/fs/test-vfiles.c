@@ -2,7 +2,7 @@
 /*
  * Unit tests for the parts of libvffs that need no mount: the virtual file
  * tables (vfiles.c), the assignment parser, the notifier's mapping,
- * coalescing and poll bookkeeping (notify.c) and the metrics providers
+ * coalescing and poll bookkeeping (notify.c, watch.c) and the metrics providers
  * (metrics.c) against a real store, and the reader budget (budget.c).
  *
  * Design notes: each test runs in its own forked process (Check's default).

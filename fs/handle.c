@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * handle.c - open files and the read path: the list of open files and
+ * directories, handles, open, read, write, flush, release, poll, and what
+ * a handle is charged.
+ *
+ * A read at offset 0 renders the file afresh (sysfs style) into the
+ * handle's snapshot; later offsets are served from that snapshot, so one
+ * `cat` is consistent.  The handle mutex serializes reads and writes on one
+ * open file, so one `cat` sees one snapshot and a write's outcome is read
+ * back by the same handle.  What a handle keeps (itself, its snapshot; a
+ * directory handle's listing) is charged to the uid that opened it,
+ * whoever reads through it (budget.h): past the budget, that open or read
+ * gets ENOBUFS.  Each open keeps its own snapshot: the budget bounds them,
+ * and a rendered text is at most a VF's failures (about 1 MB).
+ */
+#include "fs/vffs-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Charge uid for what an open file keeps (budget.h); a spent budget is
+ * logged at most once per BUDGET_LOG_INTERVAL_S. */
+int charge(struct vffs *fs, uid_t uid, size_t bytes)
+{
+	bool uid_spent;
+	int r = budget_charge(fs->budget, uid, bytes, &uid_spent);
+
+	if (r == -ENOBUFS && budget_log_due(fs->budget, uid_spent, monotonic_ns())) {
+		if (uid_spent)
+			log_warn("reader budget of uid %u spent: its open files hold %zu of %d "
+				 "bytes; its opens and reads get ENOBUFS until it closes some",
+				 (unsigned)uid, budget_held(fs->budget, uid), READER_BUDGET_PER_UID);
+		else
+			log_warn("reader budget of all users spent: open files of users other "
+				 "than root hold %zu of %d bytes; opens and reads by uid %u and "
+				 "other non-root users get ENOBUFS until some are closed",
+				 budget_total(fs->budget), READER_BUDGET_TOTAL, (unsigned)uid);
+	}
+	return r;
+}
+
+void open_link_add(struct vffs *fs, struct open_link *l,
+			  void (*free_fn)(struct vffs *, struct open_link *))
+{
+	l->free = free_fn;
+	pthread_mutex_lock(&fs->open_lock);
+	l->prev = NULL;
+	l->next = fs->open_list;
+	if (l->next)
+		l->next->prev = l;
+	fs->open_list = l;
+	pthread_mutex_unlock(&fs->open_lock);
+}
+
+void open_link_remove(struct vffs *fs, struct open_link *l)
+{
+	pthread_mutex_lock(&fs->open_lock);
+	if (l->prev)
+		l->prev->next = l->next;
+	else if (fs->open_list == l)
+		fs->open_list = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	l->prev = l->next = NULL;
+	pthread_mutex_unlock(&fs->open_lock);
+}
+
+/* Copy buf[off, off + size) clipped to len into a fresh allocation, so the
+ * caller can reply after unlocking: a release may free buf as soon as the
+ * kernel has the reply.  *ret is NULL and *ret_len 0 past the end. */
+int copy_window(const char *buf, size_t len, off_t off, size_t size, char **ret,
+		       size_t *ret_len)
+{
+	*ret = NULL;
+	*ret_len = 0;
+	if (off < 0 || (size_t)off >= len)
+		return 0;
+	*ret_len = MIN(len - (size_t)off, size);
+	*ret = malloc(*ret_len);
+	if (!*ret)
+		return -ENOMEM;
+	memcpy(*ret, buf + off, *ret_len);
+	return 0;
+}
+
+
+void handle_free(struct vffs *fs, struct vhandle *h)
+{
+	if (!h)
+		return;
+	open_link_remove(fs, &h->link);
+	if (h->kind == VN_CLAIM)
+		claim_handle_free(&h->claim);
+	if (h->watched)
+		notifier_watch_remove(fs->notifier, &h->watch);
+	budget_release(fs->budget, h->open_uid, h->snapshot_len);
+	budget_release(fs->budget, h->open_uid, h->open_charge);
+	pthread_mutex_destroy(&h->lock);
+	free(h->snapshot);
+	free(h);
+}
+
+static void handle_free_link(struct vffs *fs, struct open_link *l)
+{
+	handle_free(fs, (struct vhandle *)l);
+}
+
+struct vhandle *handle_new(struct vffs *fs, const struct vnode *n, bool created,
+				  const struct fuse_ctx *ctx)
+{
+	struct vhandle *h = calloc(1, sizeof(*h));
+
+	if (!h)
+		return NULL;
+	pthread_mutex_init(&h->lock, NULL);
+	open_link_add(fs, &h->link, handle_free_link);
+	h->kind = n->kind;
+	h->index = n->index;
+	if (n->kind == VN_CLAIM) {
+		snprintf(h->vf, sizeof(h->vf), "%s", n->claim.vf);
+		claim_handle_init(&h->claim, &n->claim, n->vf.id, created, ctx->uid, ctx->pid);
+	} else if (n->kind == VN_VF_ENTRY) {
+		snprintf(h->vf, sizeof(h->vf), "%s", n->vf.vf);
+		h->vf_id = n->vf.id;
+	}
+	if (vnode_key(n, &h->watch.key)) {
+		const struct vfile *f = vfile_of(n->kind, n->index);
+		if (f && (f->flags & VFILE_NOTIFY) && notifier_watch_add(fs->notifier, &h->watch) == 0)
+			h->watched = true;
+	}
+	return h;
+}
+
+void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct vffs *fs = req_fs(req);
+	struct vnode n;
+	const struct vfile *f = NULL;
+	struct vhandle *h;
+	bool writing = (fi->flags & O_ACCMODE) != O_RDONLY;
+	uid_t uid = fuse_req_ctx(req)->uid;
+	size_t open_charge;
+	int r;
+
+	if (!vnode_get_or_reply(req, ino, &n))
+		return;
+	f = vfile_of(n.kind, n.index);
+	if (n.kind == VN_ROOT || n.kind == VN_VF_DIR || (f && (f->flags & VFILE_DIR))) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	/* Like sysfs: even root cannot open a read-only attribute for writing;
+	 * only the notifier's ignored one-byte writes get through. */
+	if (writing && f && !f->write && !from_notifier(fs, req)) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	/* What the handle itself keeps is charged too, so that opens that never
+	 * read are bounded as well; the notifier's opens are not (budget.h). */
+	open_charge = from_notifier(fs, req) ? 0 : sizeof(*h);
+	/* a claim open for writing may stage up to a whole claim (claims.h) */
+	if (open_charge && n.kind == VN_CLAIM && writing)
+		open_charge += ASSIGNMENT_FILE_MAX;
+	r = charge(fs, uid, open_charge);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	h = handle_new(fs, &n, false, fuse_req_ctx(req));
+	if (!h) {
+		budget_release(fs->budget, uid, open_charge);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h->open_uid = uid;
+	h->open_charge = open_charge;
+	h->append = (fi->flags & O_APPEND) != 0;
+	/* A fixed-size file opened for reading only is served from the page
+	 * cache, kept across opens, which the notifier invalidates (the
+	 * ordering rule, docs/architecture.md).  Everything else reads
+	 * through to us: writers, the report outcome, claims, and files whose
+	 * length varies (they would tear).  While the store is unavailable
+	 * nothing is opened cached, and the open drops the cached pages (no
+	 * keep_cache): the read reaches us and fails closed. */
+	h->cached = !writing && f && vfile_page_cached(f) &&
+		    !from_notifier(fs, req) && store_status(fs->store, NULL, 0);
+	fi->fh = (uintptr_t)h;
+	fi->direct_io = !h->cached;
+	/* Only a claim opened for writing acts on close (claims.h): no other
+	 * close costs a FLUSH round trip. */
+	fi->noflush = !(n.kind == VN_CLAIM && writing);
+	fi->keep_cache = h->cached;
+	if (fuse_reply_open(req, fi) < 0)
+		handle_free(fs, h); /* interrupted: no release will come */
+}
+
+/* Whether the requester may write the writable files (what
+ * default_permissions grants on 0664 root:group files): uid 0, or the
+ * writers' group as its group or a supplementary one (read from /proc). */
+static bool requester_may_write(struct vffs *fs, fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[64];
+	int n;
+
+	if (ctx->uid == 0 || ctx->gid == fs->group)
+		return true;
+	n = fuse_req_getgroups(req, (int)ARRAY_SIZE(groups), groups);
+	for (int i = 0; i < n && i < (int)ARRAY_SIZE(groups); i++)
+		if (groups[i] == fs->group)
+			return true;
+	return false; /* also when there are more groups than we look at: fail closed */
+}
+
+/* The one place that decides whether a read may repair the store: a read
+ * at offset 0 of a placement-facing file (VFILE_PLACEMENT) by a requester
+ * who may write retries an unavailable store (store_retry_for_read: at
+ * most once a second for the whole store) before it renders; every render
+ * reads the store without retrying (vfiles.h), so no other read, whoever
+ * makes it, ever repairs (tests/adversarial/repair-rights.sh). */
+static void read_may_repair(struct vffs *fs, fuse_req_t req, const struct vhandle *h)
+{
+	const struct vfile *f = vfile_of(h->kind, h->index);
+
+	if (f && (f->flags & VFILE_PLACEMENT) && fs->store && !store_status(fs->store, NULL, 0) &&
+	    requester_may_write(fs, req))
+		store_retry_for_read(fs->store);
+}
+
+/* Render the handle's file into its snapshot, charged to the uid that
+ * opened the handle, whoever reads through it (budget.h): a descriptor
+ * passed to another process keeps costing its opener. */
+static int handle_render(struct vffs *fs, struct vhandle *h)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	FILE *out;
+	int r = 0;
+	struct vfile_call call = {
+		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
+	};
+
+	if (h->watched)
+		notifier_seen(fs->notifier, &h->watch); /* before reading the state */
+	out = open_memstream(&buf, &len);
+	if (!out)
+		return -ENOMEM;
+	switch (h->kind) {
+	case VN_TOP:
+		r = top_files[h->index].render(&call, out);
+		break;
+	case VN_VF_ENTRY:
+		if (vf_files[h->index].flags & VFILE_OUTCOME) {
+			if (h->outcome[0])
+				fprintf(out, "%s\n", h->outcome);
+		} else if (vf_files[h->index].render) {
+			r = vf_files[h->index].render(&call, out);
+		}
+		break;
+	case VN_CLAIM:
+		r = claims_render(&fs->claims, &h->claim, out);
+		break;
+	default:
+		r = -EISDIR;
+	}
+	if (fclose(out) != 0 && r == 0)
+		r = -ENOMEM;
+	if (r == 0)
+		r = charge(fs, h->open_uid, len);
+	if (r < 0)
+		return r;
+	budget_release(fs->budget, h->open_uid, h->snapshot_len);
+	free(h->snapshot);
+	h->snapshot = move_ptr(buf);
+	h->snapshot_len = len;
+	h->rendered = true;
+	return 0;
+}
+
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct vffs *fs = req_fs(req);
+	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
+	_cleanup_free_ char *reply = NULL;
+	size_t len = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&h->lock);
+	if (off == 0 || !h->rendered) {
+		read_may_repair(fs, req, h);
+		r = handle_render(fs, h);
+	}
+	if (r == 0)
+		r = copy_window(h->snapshot, h->snapshot_len, off, size, &reply, &len);
+	pthread_mutex_unlock(&h->lock);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_buf(req, reply, len);
+}
+
+/* The path of h's file under the mountpoint, for the log. */
+static const char *handle_path(const struct vhandle *h, char *buf, size_t size)
+{
+	switch (h->kind) {
+	case VN_TOP:
+		return top_files[h->index].name;
+	case VN_VF_ENTRY:
+		snprintf(buf, size, "%s/%s", h->vf, vf_files[h->index].name);
+		return buf;
+	case VN_CLAIM:
+		snprintf(buf, size, "%s/assignments/%s", h->vf, h->claim.instance_id);
+		return buf;
+	default:
+		return "?";
+	}
+}
+
+void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct vffs *fs = req_fs(req);
+	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
+	_cleanup_free_ char *command = NULL;
+	const char *why = NULL;
+	char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32];
+	size_t len = size;
+	bool unchanged = false;
+	int r = -EINVAL;
+
+	if (from_notifier(fs, req)) {
+		/* The notifier's byte: it only makes the kernel emit inotify events. */
+		fuse_reply_write(req, size);
+		return;
+	}
+	if (h->kind == VN_CLAIM) {
+		/* staged whole (claims.h): committed at FLUSH, logged there */
+		pthread_mutex_lock(&h->lock);
+		r = claims_write(&fs->claims, &h->claim, buf, size, (uint64_t)off, h->append,
+				 fuse_req_ctx(req)->uid, fuse_req_ctx(req)->pid, &why);
+		pthread_mutex_unlock(&h->lock);
+		if (r < 0 && why)
+			log_refused(req, "write to", handle_path(h, path, sizeof(path)), why);
+		if (r < 0)
+			fuse_reply_err(req, -r);
+		else
+			notifier_reply_write(fs->notifier, req, size);
+		return;
+	}
+	/* One write(2) at offset 0 is one whole command.  `echo X >> file`
+	 * (O_APPEND) cannot choose its offset: there every write is one. */
+	if ((off != 0 && !h->append) || size == 0 || size > VFILE_COMMAND_MAX ||
+	    memchr(buf, '\0', size)) {
+		why = size > VFILE_COMMAND_MAX ? "a command is at most " PARSE_STR(VFILE_COMMAND_MAX) " bytes"
+		      : size == 0 || memchr(buf, '\0', size) ? "a command is text without NUL bytes"
+							     : "a command is one write(2) at offset 0";
+		r = -EINVAL;
+		goto out;
+	}
+	command = malloc(size + 1);
+	if (!command) {
+		r = -ENOMEM;
+		goto out;
+	}
+	memcpy(command, buf, size);
+	command[size] = '\0';
+	strip_trailing_newline(command, &len);
+
+	pthread_mutex_lock(&h->lock);
+	struct vfile_call call = {
+		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
+		.outcome = h->outcome, .why = &why, .uid = fuse_req_ctx(req)->uid,
+		.unchanged = &unchanged,
+	};
+	switch (h->kind) {
+	case VN_TOP:
+	case VN_VF_ENTRY: {
+		const struct vfile *f = vfile_of(h->kind, h->index);
+		if (h->kind == VN_VF_ENTRY)
+			h->outcome[0] = '\0'; /* a refused report leaves no outcome */
+		r = f && f->write ? f->write(&call, command) : -EACCES;
+		break;
+	}
+	default:
+		r = -EISDIR;
+	}
+	pthread_mutex_unlock(&h->lock);
+out:
+	if (r < 0 && why)
+		log_refused(req, "write to", handle_path(h, path, sizeof(path)), why);
+	/* the operator's files at notice; reports (VFILE_OUTCOME) and claims at info */
+	if (r == 0 && !unchanged)
+		log_accepted(req,
+			     (h->kind == VN_VF_ENTRY && (vf_files[h->index].flags & VFILE_OUTCOME))
+				     ? LOG_INFO
+				     : LOG_NOTICE,
+			     "write to", handle_path(h, path, sizeof(path)), command);
+	/* An accepted write is answered through the notifier (the ordering
+	 * rule, docs/architecture.md; tests/fs/test-freshness.sh).  Every
+	 * accepted write goes that way, so that no shortcut can skip the rule. */
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		notifier_reply_write(fs->notifier, req, size);
+}
+
+/* Every close(2) of a descriptor: a claim commits what was written through
+ * it, and close(2) returns the refusal (claims.h). */
+void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
+	int r = 0;
+
+	if (h->kind == VN_CLAIM) {
+		pthread_mutex_lock(&h->lock);
+		r = claims_flush(&req_fs(req)->claims, &h->claim);
+		pthread_mutex_unlock(&h->lock);
+	}
+	fuse_reply_err(req, -r);
+}
+
+void op_release_file(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
+
+	/* A bare claim (created, closed without a write) commits here, not at
+	 * FLUSH, which a shell's redirection sends before it writes. */
+	if (h->kind == VN_CLAIM)
+		claims_release(&req_fs(req)->claims, &h->claim);
+	handle_free(req_fs(req), h);
+	fuse_reply_err(req, 0);
+}
+
+void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		    struct fuse_pollhandle *ph)
+{
+	struct vffs *fs = req_fs(req);
+	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
+
+	if (!h->watched) {
+		/* Never changes on its own (report, assignments, metrics): always readable. */
+		if (ph)
+			fuse_pollhandle_destroy(ph);
+		fuse_reply_poll(req, POLLIN | POLLRDNORM);
+		return;
+	}
+	/* A page-cached handle's re-read may never reach us: report once. */
+	fuse_reply_poll(req, notifier_poll(fs->notifier, &h->watch, ph, h->cached));
+}

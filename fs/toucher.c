@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * toucher.c - inotify events for the virtual files: the toucher process,
+ * which writes through the mount, and the paced feeder thread, which hands
+ * it the files that changed (notify-internal.h).
+ *
+ * Why a process: a daemon thread blocked in open() on its own mount cannot
+ * die.  If vfhealthd is SIGKILLed after a worker has taken that request, the
+ * thread waits uninterruptibly for a reply nobody will send, and as it keeps
+ * the process's file table (so the /dev/fuse descriptor) alive, the kernel
+ * never aborts the connection: the process never finishes dying and every
+ * client of the mount hangs.  The toucher holds no /dev/fuse descriptor
+ * (it closes every inherited one), so the daemon always dies, the
+ * connection aborts, and a toucher caught in a request gets ENOTCONN and
+ * dies of its PR_SET_PDEATHSIG.  It is forked in notifier_start(), before
+ * the threads and the FUSE loop exist, reads one path per line from a
+ * socket pair, and exits at EOF or when the daemon dies.
+ *
+ * The feeder sends each file of its set to the toucher, which opens it
+ * through the mount, writes one byte and closes it: the kernel turns that
+ * into IN_MODIFY and IN_CLOSE_WRITE for watchers of the file and of its
+ * directory, and drops the file's cached mtime (the kernel does after every
+ * write), so a watcher's stat shows the change.  The open and write reach
+ * our own FUSE handlers, which see the toucher's pid
+ * (notifier_writer_pid()) and change nothing.  The feeder is paced: a batch
+ * at most every NOTIFY_TOUCH_PACE_MS, the first change after a quiet spell
+ * at once, and whatever changes meanwhile joins the next batch, so a file
+ * changing 1000 times a second costs about 100 touches, not 1000, and the
+ * last change is always followed by one.  The socket to the toucher may
+ * fill up: then the feeder waits, holding no lock; the notifier never
+ * does.  touch_lock (a leaf) guards the feeder's set.
+ */
+#include "fs/notify-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/vfiles.h"
+#include "common/cleanup.h"
+#include "common/log.h"
+
+#define TOUCH_BATCH_MAX 256 /* distinct paths the toucher coalesces at once */
+
+/* Make the kernel emit IN_MODIFY and IN_CLOSE_WRITE: have the toucher write
+ * one byte through the mount.  Our write handler recognizes it and ignores it. */
+static void touch_through_mount(struct notifier *n, const struct notify_key *key)
+{
+	char line[PATH_MAX];
+	int len;
+
+	if (key->vf[0])
+		len = snprintf(line, sizeof(line), "%s/%s/%s\n", n->mountpoint, key->vf,
+			       vf_files[key->index].name);
+	else
+		len = snprintf(line, sizeof(line), "%s/%s\n", n->mountpoint,
+			       top_files[key->index].name);
+	if (len <= 0 || (size_t)len >= sizeof(line) || n->touch_fd < 0)
+		return;
+	for (size_t sent = 0; sent < (size_t)len;) {
+		/* MSG_NOSIGNAL: a dead helper is an error here, not a SIGPIPE. */
+		ssize_t w = send(n->touch_fd, line + sent, (size_t)len - sent, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (!n->touch_failed)
+				log_warn("notifier: the inotify helper is gone (%s); inotify watchers miss changes",
+					 strerror(errno));
+			n->touch_failed = true;
+			return;
+		}
+		sent += (size_t)w;
+	}
+}
+
+/* Open each path O_WRONLY, write a byte, close. */
+static void touch_paths(const char *const *paths, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int fd = open(paths[i], O_WRONLY | O_CLOEXEC | O_NOCTTY);
+
+		/* ENOENT: the VF went away meanwhile; nobody can watch it any more. */
+		if (fd >= 0) {
+			if (write(fd, "\n", 1) < 0) {
+				/* nothing to do: the watchers miss this one */
+			}
+			close(fd);
+		}
+	}
+}
+
+/* The toucher: one path per line; each distinct path of what has arrived is
+ * touched once. */
+static _Noreturn void toucher_main(int in_fd)
+{
+	char buf[2 * PATH_MAX];
+	size_t len = 0;
+
+	for (;;) {
+		ssize_t n = read(in_fd, buf + len, sizeof(buf) - len);
+		char *start = buf, *nl;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			_exit(0); /* EOF: the notifier stopped (or died) */
+		len += (size_t)n;
+		/* Coalesce: every path queued by now is touched once, however
+		 * often it was sent (one IN_MODIFY tells a watcher to re-read;
+		 * a second would only cost the mount four more requests). */
+		const char *paths[TOUCH_BATCH_MAX];
+		size_t n_paths = 0;
+
+		while ((nl = memchr(start, '\n', len - (size_t)(start - buf)))) {
+			bool seen = false;
+
+			*nl = '\0';
+			for (size_t i = 0; i < n_paths && !seen; i++)
+				seen = strcmp(paths[i], start) == 0;
+			if (!seen && n_paths == TOUCH_BATCH_MAX) {
+				touch_paths(paths, n_paths);
+				n_paths = 0;
+			}
+			if (!seen)
+				paths[n_paths++] = start;
+			start = nl + 1;
+		}
+		touch_paths(paths, n_paths);
+		len -= (size_t)(start - buf);
+		memmove(buf, start, len);
+		if (len == sizeof(buf))
+			len = 0; /* no newline in a full buffer: cannot be ours */
+	}
+}
+
+/* Fork the toucher.  Called before any thread of ours exists. */
+int toucher_start(struct notifier *n)
+{
+	int fds[2];
+	pid_t parent = getpid(), pid;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
+		return negative_errno();
+	pid = fork();
+	if (pid < 0) {
+		int r = negative_errno();
+		close(fds[0]);
+		close(fds[1]);
+		return r;
+	}
+	if (pid == 0) {
+		int in_fd = fds[0];
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(0);
+		/* Above all the /dev/fuse descriptor must go (see the notes). */
+		if (in_fd > 3)
+			close_range(3, (unsigned)in_fd - 1, 0);
+		close_range((unsigned)in_fd + 1, ~0U, 0);
+		toucher_main(in_fd);
+	}
+	close(fds[0]);
+	n->touch_fd = fds[1];
+	atomic_store(&n->writer_pid, (int)pid);
+	return 0;
+}
+
+void toucher_stop(struct notifier *n)
+{
+	pid_t pid = (pid_t)atomic_load(&n->writer_pid);
+
+	if (n->touch_fd >= 0) {
+		close(n->touch_fd);
+		n->touch_fd = -1;
+	}
+	if (pid > 0) {
+		/* Not left to drain the socket: its paths name files of a mount
+		 * about to go away.  Killed inside a request, it just abandons it. */
+		kill(pid, SIGKILL);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		atomic_store(&n->writer_pid, 0);
+	}
+}
+
+/* Into the feeder's set: only the first file of a batch wakes it (it waits
+ * for a first file, then for its pace). */
+void touch_add(struct notifier *n, unsigned top, const char *vf, unsigned files,
+		      unsigned all_vfs)
+{
+	pthread_mutex_lock(&n->touch_lock);
+	if (dirty_empty(&n->touch))
+		pthread_cond_signal(&n->touch_cond);
+	dirty_add(&n->touch, top, vf, files, all_vfs);
+	pthread_mutex_unlock(&n->touch_lock);
+}
+
+void hand_to_feeder(struct notifier *n, const struct dirty_set *d)
+{
+	touch_add(n, d->top, NULL, 0, d->all_vfs);
+	for (size_t v = 0; v < d->count; v++)
+		touch_add(n, 0, d->vfs[v].vf, d->vfs[v].files & ~d->all_vfs, 0);
+}
+
+/* The feeder: sends what changed to the toucher, one path a line, each file
+ * of the set once; blocks on the socket (the toucher may be slow), so that
+ * the notifier never does. */
+void *feeder_main(void *arg)
+{
+	struct notifier *n = arg;
+	struct dirty_set *d = &n->fed;
+
+	struct timespec next_batch = { 0 };
+
+	block_signals();
+	for (;;) {
+		_cleanup_free_ struct store_vf_info *list = NULL;
+		size_t count = 0;
+
+		pthread_mutex_lock(&n->touch_lock);
+		while (!n->touch_stop && dirty_empty(&n->touch))
+			pthread_cond_wait(&n->touch_cond, &n->touch_lock);
+		/* Paced: what changes before the next batch is due joins it, so
+		 * a file changing 1000 times a second costs a touch a pace. */
+		while (!n->touch_stop &&
+		       pthread_cond_timedwait(&n->touch_cond, &n->touch_lock, &next_batch) != ETIMEDOUT)
+			;
+		if (n->touch_stop) {
+			pthread_mutex_unlock(&n->touch_lock);
+			break;
+		}
+		dirty_take(d, &n->touch);
+		pthread_mutex_unlock(&n->touch_lock);
+		clock_gettime(CLOCK_MONOTONIC, &next_batch);
+		next_batch.tv_nsec += NOTIFY_TOUCH_PACE_MS * 1000000L;
+		if (next_batch.tv_nsec >= 1000000000L) {
+			next_batch.tv_sec++;
+			next_batch.tv_nsec -= 1000000000L;
+		}
+		list_dirty_vfs(n, d, false, &list, &count);
+		each_dirty_file(n, d, list, count, true, touch_through_mount);
+	}
+	return NULL;
+}
