@@ -5,7 +5,14 @@
  * line of numbers on stdout.
  *
  *   vfbench read FILE ROUNDS              median ns of open+read+close of FILE
+ *   vfbench reads BATCHES BATCH FILE...   the same of each FILE, interleaved: BATCHES
+ *                                         rounds, each one batch of BATCH reads of every
+ *                                         FILE in turn; per FILE the median over its
+ *                                         batches of a batch's mean, in ns, on one line
  *   vfbench ls DIR ROUNDS                 median ns of readdir+fstatat of every entry
+ *   vfbench lss ROUNDS DIR...             the same of each DIR, interleaved (one listing
+ *                                         of every DIR in turn, ROUNDS times): the medians
+ *                                         and the entries of each, on one line
  *   vfbench ingest MOUNT WRITERS COUNT [FIRST]
  *                                         durable "failed" reports per second through
  *                                         VF/report files, WRITERS threads, each its own
@@ -14,7 +21,8 @@
  *                                         earlier one), COUNT reports in all
  *   vfbench sqlite DB COUNT               the same rows committed one by one by a bare
  *                                         SQLite loop (WAL, synchronous=FULL, BEGIN
- *                                         IMMEDIATE, the store's failures table)
+ *                                         IMMEDIATE, the store's failures table), timed
+ *                                         after COUNT untimed commits and a checkpoint
  *   vfbench store DB COUNT VF             the same reports through the store's API alone
  *                                         (no mount), to the VF-th VF of a populated DB
  *   vfbench latency FILE SECONDS          reads of FILE for SECONDS: count p50 p99 max (ns)
@@ -93,6 +101,31 @@ static int cmd_read(const char *path, size_t rounds)
 	return 0;
 }
 
+/* Interleaved, so that every file sees the same machine: a shared host's
+ * speed drifts within seconds, and a figure and its limit measured minutes
+ * apart can differ by the drift alone. */
+static int cmd_reads(size_t batches, size_t batch, char **files, size_t n)
+{
+	_cleanup_free_ int64_t *t = malloc(batches * n * sizeof(*t));
+
+	if (!t)
+		return 1;
+	for (size_t f = 0; f < n; f++) /* warm: lookups, attributes, pages */
+		for (size_t i = 0; i < batch; i++)
+			read_once(files[f]);
+	for (size_t b = 0; b < batches; b++)
+		for (size_t f = 0; f < n; f++) {
+			int64_t t0 = monotonic_ns();
+			for (size_t i = 0; i < batch; i++)
+				read_once(files[f]);
+			t[f * batches + b] = (monotonic_ns() - t0) / (int64_t)batch;
+		}
+	for (size_t f = 0; f < n; f++)
+		printf("%s%" PRId64, f ? " " : "", percentile(t + f * batches, batches, 0.5));
+	printf("\n");
+	return 0;
+}
+
 /* The whole of a file (at most size - 1 bytes), NUL-terminated: its length. */
 static size_t read_all(const char *path, char *buf, size_t size)
 {
@@ -147,34 +180,44 @@ static int cmd_claims(const char *mount, size_t rounds)
 	return 0;
 }
 
-static int cmd_ls(const char *dir, size_t rounds)
+/* One listing of dir with an fstatat of every entry (ls -l): ns, or -1. */
+static int64_t list_once(const char *dir, size_t *entries)
 {
-	_cleanup_free_ int64_t *t = malloc(rounds * sizeof(*t));
-	size_t entries = 0;
+	int64_t t0 = monotonic_ns();
+	_cleanup_closedir_ DIR *d = opendir(dir);
+	struct dirent *de;
+	struct stat st;
 
-	if (!t)
-		return 1;
-	for (size_t i = 0; i < rounds; i++) {
-		int64_t t0 = monotonic_ns();
-		_cleanup_closedir_ DIR *d = opendir(dir);
-		struct dirent *de;
-		struct stat st;
-
-		if (!d) {
-			perror(dir);
-			return 1;
-		}
-		entries = 0;
-		while ((de = readdir(d))) {
-			if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-				perror(de->d_name);
-				return 1;
-			}
-			entries++;
-		}
-		t[i] = monotonic_ns() - t0;
+	if (!d) {
+		perror(dir);
+		return -1;
 	}
-	printf("%" PRId64 " %zu\n", percentile(t, rounds, 0.5), entries);
+	*entries = 0;
+	while ((de = readdir(d))) {
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			perror(de->d_name);
+			return -1;
+		}
+		(*entries)++;
+	}
+	return monotonic_ns() - t0;
+}
+
+static int cmd_lss(size_t rounds, char **dirs, size_t n)
+{
+	_cleanup_free_ int64_t *t = malloc(rounds * n * sizeof(*t));
+	_cleanup_free_ size_t *entries = calloc(n, sizeof(*entries));
+
+	if (!t || !entries)
+		return 1;
+	for (size_t r = 0; r < rounds; r++)
+		for (size_t d = 0; d < n; d++)
+			if ((t[d * rounds + r] = list_once(dirs[d], &entries[d])) < 0)
+				return 1;
+	for (size_t d = 0; d < n; d++)
+		printf("%s%" PRId64 " %zu", d ? " " : "", percentile(t + d * rounds, rounds, 0.5),
+		       entries[d]);
+	printf("\n");
 	return 0;
 }
 
@@ -280,8 +323,20 @@ static int cmd_sqlite(const char *path, unsigned count)
 		fprintf(stderr, "vfbench: %s\n", sqlite3_errmsg(db));
 		return 1;
 	}
-	int64_t t0 = monotonic_ns();
-	for (unsigned i = 0; i < count; i++) {
+	/* A first pass, not timed, then a checkpoint that restarts the WAL: the
+	 * timed pass overwrites WAL frames already on disk, as a long-running
+	 * store's commits do, instead of growing a new file (an fdatasync that
+	 * also syncs the file's size, which would flatter the mount). */
+	int64_t t0 = 0;
+	for (unsigned i = 0; i < 2 * count; i++) {
+		if (i == count) {
+			if (sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_RESTART, NULL, NULL) !=
+			    SQLITE_OK) {
+				fprintf(stderr, "vfbench: %s\n", sqlite3_errmsg(db));
+				return 1;
+			}
+			t0 = monotonic_ns();
+		}
 		snprintf(id, sizeof(id), "bench-0-%u", i);
 		rfc3339_now(at);
 		rfc3339_now(now);
@@ -404,7 +459,12 @@ int main(int argc, char **argv)
 	if (argc == 4 && strcmp(argv[1], "read") == 0 && parse_uint64(argv[3], 1, 100000000, &a) == 0)
 		return cmd_read(argv[2], a);
 	if (argc == 4 && strcmp(argv[1], "ls") == 0 && parse_uint64(argv[3], 1, 100000000, &a) == 0)
-		return cmd_ls(argv[2], a);
+		return cmd_lss(a, argv + 2, 1);
+	if (argc >= 5 && strcmp(argv[1], "reads") == 0 &&
+	    parse_uint64(argv[2], 1, 1000000, &a) == 0 && parse_uint64(argv[3], 1, 1000000, &b) == 0)
+		return cmd_reads(a, b, argv + 4, (size_t)argc - 4);
+	if (argc >= 4 && strcmp(argv[1], "lss") == 0 && parse_uint64(argv[2], 1, 1000000, &a) == 0)
+		return cmd_lss(a, argv + 3, (size_t)argc - 3);
 	if ((argc == 5 || argc == 6) && strcmp(argv[1], "ingest") == 0 &&
 	    parse_uint64(argv[3], 1, 1024, &a) == 0 && parse_uint64(argv[4], 1, 10000000, &b) == 0 &&
 	    (argc == 5 || parse_uint64(argv[5], 0, BENCH_VFS_MAX, &c) == 0))
