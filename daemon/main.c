@@ -66,6 +66,8 @@ static void usage(FILE *out)
 		"  --db PATH         the health database (default %s)\n"
 		"  --threshold N     failed assignments that quarantine a VF, %d..%d\n"
 		"                    (default: keep the stored value, %d on a new database)\n"
+		"  --init-window S   a VMM dead within S seconds of its claim makes the VF\n"
+		"                    suspect, 0..%d, 0 off (default %d)\n"
 		"  --group NAME      group that may write the files (default root)\n"
 		"  --sysfs-root DIR  where sysfs is, for VFs' parent GPUs (default /sys)\n"
 		"  -f, --foreground  do not daemonize (use under systemd, Type=notify)\n"
@@ -75,7 +77,8 @@ static void usage(FILE *out)
 		"  -h, --help        show this help\n"
 		"  -V, --version     show the version\n",
 		VFFS_DEFAULT_MOUNTPOINT, DEFAULT_DB, THRESHOLD_MIN, THRESHOLD_MAX,
-		THRESHOLD_DEFAULT, VFFS_MAX_WORKERS_MAX, VFFS_MAX_WORKERS_DEFAULT);
+		THRESHOLD_DEFAULT, INIT_WINDOW_MAX_S, INIT_WINDOW_DEFAULT_S, VFFS_MAX_WORKERS_MAX,
+		VFFS_MAX_WORKERS_DEFAULT);
 	fprintf(out, "\n%s%s", SENTINEL_OPTIONS_HELP, SENTINEL_NO_SENTINEL_HELP);
 	fprintf(out, "      --sentinel-program PATH  the vfhealth-sentinel to run (default: the one\n"
 		     "                               beside vfhealthd, else in %s)\n",
@@ -123,9 +126,10 @@ static void free_strvp(char ***v)
 }
 
 /* Open the store and say, once, whether it serves. */
-static int open_store(const char *path, int threshold, struct store **ret)
+static int open_store(const char *path, int threshold, int64_t init_window_s, struct store **ret)
 {
-	struct store_options so = { .path = path, .threshold = threshold, .max_quarantined = -1 };
+	struct store_options so = { .path = path, .threshold = threshold, .max_quarantined = -1,
+				    .init_window_s = init_window_s };
 	char reason[STORE_REASON_MAX];
 	int r;
 
@@ -143,10 +147,11 @@ static int open_store(const char *path, int threshold, struct store **ret)
 int main(int argc, char **argv)
 {
 	enum { OPT_DB = 256, OPT_THRESHOLD, OPT_GROUP, OPT_SENTINEL_PROGRAM, OPT_SYSFS_ROOT,
-	       OPT_FUSE_WORKERS };
+	       OPT_FUSE_WORKERS, OPT_INIT_WINDOW };
 	static const struct option long_options[] = {
 		{ "db", required_argument, NULL, OPT_DB },
 		{ "threshold", required_argument, NULL, OPT_THRESHOLD },
+		{ "init-window", required_argument, NULL, OPT_INIT_WINDOW },
 		{ "group", required_argument, NULL, OPT_GROUP },
 		{ "sysfs-root", required_argument, NULL, OPT_SYSFS_ROOT },
 		{ "fuse-workers", required_argument, NULL, OPT_FUSE_WORKERS },
@@ -176,7 +181,7 @@ int main(int argc, char **argv)
 	char fuse_options[FUSE_OPTIONS_MAX] = "";
 	bool foreground = false;
 	sigset_t shutdown_signals;
-	uint64_t threshold;
+	uint64_t threshold, init_window = INIT_WINDOW_DEFAULT_S;
 	int store_threshold = 0;
 	int c, sig = 0, r;
 
@@ -198,6 +203,13 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			store_threshold = (int)threshold;
+			break;
+		case OPT_INIT_WINDOW:
+			if (parse_uint64(optarg, 0, INIT_WINDOW_MAX_S, &init_window) < 0) {
+				log_err("--init-window must be an integer 0..%d (seconds), not '%s'",
+					INIT_WINDOW_MAX_S, optarg);
+				return 2;
+			}
 			break;
 		case OPT_FUSE_WORKERS: {
 			uint64_t workers;
@@ -329,7 +341,7 @@ int main(int argc, char **argv)
 		log_err("cannot daemonize");
 		goto out;
 	}
-	r = open_store(db_path, store_threshold, &store);
+	r = open_store(db_path, store_threshold, (int64_t)init_window, &store);
 	if (r < 0)
 		goto out;
 	/* A child, not a thread (sentinel-process.h).  Its requests wait in

@@ -120,7 +120,10 @@ static int read_history(struct store *s, const char *vf, size_t max,
 		"  '' AS msg FROM claims c JOIN v ON c.vf_id = v.id"
 		"  UNION ALL SELECT 1, f.id, f.reported_at, f.instance_id, f.assigned_at,"
 		"  f.cleared_at, f.cleared_why, f.cleared_by, f.message"
-		"  FROM failures f JOIN v ON f.vf_id = v.id),"
+		"  FROM failures f JOIN v ON f.vf_id = v.id"
+		"  UNION ALL SELECT 2, u.id, u.since, u.instance_id, u.claimed_at,"
+		"  u.cleared_at, u.cleared_why, NULL, u.died_at"
+		"  FROM suspects u JOIN v ON u.vf_id = v.id),"
 		" r AS (SELECT h.*, COUNT(*) OVER () AS total FROM h"
 		"  ORDER BY at DESC, kind DESC, rid DESC LIMIT ?2)"
 		" SELECT r.kind, r.at, r.inst, r.assigned, r.ended, r.how, r.by, r.msg, r.total"
@@ -136,14 +139,25 @@ static int read_history(struct store *s, const char *vf, size_t max,
 		if (sqlite3_column_type(st, 0) == SQLITE_NULL || n == max)
 			continue;
 		struct store_history_entry *e = &list[n++];
-		e->kind = sqlite3_column_int(st, 0) ? STORE_HISTORY_FAILURE : STORE_HISTORY_CLAIM;
+		static const enum store_history_kind kinds[] = {
+			STORE_HISTORY_CLAIM, STORE_HISTORY_FAILURE, STORE_HISTORY_SUSPECT };
+		int kind = sqlite3_column_int(st, 0);
+		e->kind = kind >= 0 && kind < 3 ? kinds[kind] : STORE_HISTORY_CLAIM;
 		copy_string(e->at, sizeof(e->at), db_col_text(st, 1));
 		copy_string(e->instance_id, sizeof(e->instance_id), db_col_text(st, 2));
 		copy_string(e->assigned_at, sizeof(e->assigned_at), db_col_text(st, 3));
 		copy_string(e->ended_at, sizeof(e->ended_at), db_col_text(st, 4));
 		copy_string(e->how, sizeof(e->how), db_col_text(st, 5));
 		e->by = sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 6);
-		copy_string(e->message, sizeof(e->message), db_col_text(st, 7));
+		if (e->kind == STORE_HISTORY_SUSPECT) {
+			int64_t claimed_ns, died_ns;
+			copy_string(e->died_at, sizeof(e->died_at), db_col_text(st, 7));
+			if (rfc3339_to_ns(e->assigned_at, &claimed_ns) == 0 &&
+			    rfc3339_to_ns(e->died_at, &died_ns) == 0)
+				e->died_after_ms = (died_ns - claimed_ns) / 1000000;
+		} else {
+			copy_string(e->message, sizeof(e->message), db_col_text(st, 7));
+		}
 		total = (size_t)sqlite3_column_int64(st, 8);
 	}
 	if (rc != SQLITE_DONE)
