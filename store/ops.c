@@ -553,8 +553,12 @@ static int crash_suspicion(struct store *s, struct op *op, const struct vf_row *
 	/* store_release() refused a died_at before the claim or after its own
 	 * now; this now is later still */
 	if (rfc3339_to_ns(op->when, &claimed_ns) < 0 || rfc3339_to_ns(died_at, &died_ns) < 0 ||
-	    rfc3339_to_ns(now, &now_ns) < 0 || rule_crash_time_refusal(claimed_ns, died_ns, now_ns) < 0)
+	    rfc3339_to_ns(now, &now_ns) < 0)
 		return -EINVAL;
+	/* the write's own time before the claim (its writer named a time to
+	 * come): no death in the window can be told; the release stands */
+	if (rule_crash_time_refusal(claimed_ns, died_ns, now_ns) < 0)
+		return 0;
 	if (row->suspect_since[0] || !rule_crash_suspect(s->init_window_ns, claimed_ns, died_ns))
 		return 0;
 	r = db_exec(s,
