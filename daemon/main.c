@@ -67,7 +67,7 @@ static void usage(FILE *out)
 		"  --threshold N     failed assignments that quarantine a VF, %d..%d\n"
 		"                    (default: keep the stored value, %d on a new database)\n"
 		"  --init-window S   a VMM dead within S seconds of its claim makes the VF\n"
-		"                    suspect, 0..%d, 0 off (default %d)\n"
+		"                    suspect, at most %d, 0 off (default %d)\n"
 		"  --group NAME      group that may write the files (default root)\n"
 		"  --sysfs-root DIR  where sysfs is, for VFs' parent GPUs (default /sys)\n"
 		"  -f, --foreground  do not daemonize (use under systemd, Type=notify)\n"
@@ -126,10 +126,11 @@ static void free_strvp(char ***v)
 }
 
 /* Open the store and say, once, whether it serves. */
-static int open_store(const char *path, int threshold, int64_t init_window_s, struct store **ret)
+static int open_store(const char *path, int threshold, int64_t init_window_ns,
+		      struct store **ret)
 {
 	struct store_options so = { .path = path, .threshold = threshold, .max_quarantined = -1,
-				    .init_window_s = init_window_s };
+				    .init_window_ns = init_window_ns };
 	char reason[STORE_REASON_MAX];
 	int r;
 
@@ -181,7 +182,8 @@ int main(int argc, char **argv)
 	char fuse_options[FUSE_OPTIONS_MAX] = "";
 	bool foreground = false;
 	sigset_t shutdown_signals;
-	uint64_t threshold, init_window = INIT_WINDOW_DEFAULT_S;
+	uint64_t threshold;
+	int64_t init_window_ns = (int64_t)INIT_WINDOW_DEFAULT_S * 1000000000;
 	int store_threshold = 0;
 	int c, sig = 0, r;
 
@@ -205,8 +207,12 @@ int main(int argc, char **argv)
 			store_threshold = (int)threshold;
 			break;
 		case OPT_INIT_WINDOW:
-			if (parse_uint64(optarg, 0, INIT_WINDOW_MAX_S, &init_window) < 0) {
-				log_err("--init-window must be an integer 0..%d (seconds), not '%s'",
+			/* 0 turns it off; else seconds, a fraction allowed */
+			if (strcmp(optarg, "0") == 0) {
+				init_window_ns = 0;
+			} else if (parse_seconds(optarg, (int64_t)INIT_WINDOW_MAX_S * 1000000000,
+						 &init_window_ns) < 0) {
+				log_err("--init-window must be 0 or seconds up to %d, not '%s'",
 					INIT_WINDOW_MAX_S, optarg);
 				return 2;
 			}
@@ -341,7 +347,7 @@ int main(int argc, char **argv)
 		log_err("cannot daemonize");
 		goto out;
 	}
-	r = open_store(db_path, store_threshold, (int64_t)init_window, &store);
+	r = open_store(db_path, store_threshold, init_window_ns, &store);
 	if (r < 0)
 		goto out;
 	/* A child, not a thread (sentinel-process.h).  Its requests wait in

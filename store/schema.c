@@ -884,7 +884,7 @@ int store_repair(struct store *s)
 int store_open(const struct store_options *opt, struct store **ret)
 {
 	if (!opt || !ret || !opt->path || !*opt->path || strlen(opt->path) >= PATH_MAX - 8 ||
-	    opt->init_window_s < 0 || opt->init_window_s > INIT_WINDOW_MAX_S)
+	    opt->init_window_ns < 0 || opt->init_window_ns > (int64_t)INIT_WINDOW_MAX_S * 1000000000)
 		return -EINVAL;
 	if (opt->threshold != 0 &&
 	    (opt->threshold < THRESHOLD_MIN || opt->threshold > THRESHOLD_MAX))
@@ -903,7 +903,7 @@ int store_open(const struct store_options *opt, struct store **ret)
 	s->queue_tail = &s->queue_head;
 	s->cfg_threshold = opt->threshold;
 	s->cfg_max_quarantined = opt->max_quarantined;
-	s->init_window_ns = opt->init_window_s * 1000000000;
+	s->init_window_ns = opt->init_window_ns;
 	pthread_mutex_init(&s->write_lock, NULL);
 	pthread_mutex_init(&s->reservation_lock, NULL);
 	pthread_rwlock_init(&s->index_lock, NULL);

@@ -284,8 +284,8 @@ struct store_options {
 	int threshold;        /* 0: keep the stored value (default 2 on a new db) */
 	int max_quarantined;  /* -1: keep the stored value (default 0 = no cap) */
 	const char *vfs_name; /* SQLite VFS to use (tests inject faults); NULL = default */
-	int64_t init_window_s; /* the init window ("Suspect" above), seconds, at most
-				* INIT_WINDOW_MAX_S; 0: off */
+	int64_t init_window_ns; /* the init window ("Suspect" above), nanoseconds, at
+				 * most INIT_WINDOW_MAX_S seconds; 0: off */
 };
 
 /* Open (creating if needed: "Lost database" above) the database.  Returns 0

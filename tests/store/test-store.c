@@ -2872,7 +2872,8 @@ END_TEST
 static struct store *open_window(int64_t window_s)
 {
 	struct store_options opt = { .path = db_path, .max_quarantined = -1,
-				     .vfs_name = FAULTVFS_NAME, .init_window_s = window_s };
+				     .vfs_name = FAULTVFS_NAME,
+				     .init_window_ns = window_s * 1000000000 };
 	struct store *s = NULL;
 
 	ck_assert_int_eq(store_open(&opt, &s), 0);
@@ -3006,9 +3007,9 @@ START_TEST(suspect_lifecycle)
 	ck_assert_int_eq(crash(s, VF_C, "i-7", T3, NULL, NULL), 0);
 	ck_assert(!info(s, VF_C).suspect);
 	store_close(s);
-	struct store_options bad = { .path = db_path, .max_quarantined = -1, .init_window_s = -1 };
+	struct store_options bad = { .path = db_path, .max_quarantined = -1, .init_window_ns = -1 };
 	ck_assert_int_eq(store_open(&bad, &s), -EINVAL);
-	bad.init_window_s = INIT_WINDOW_MAX_S + 1;
+	bad.init_window_ns = (INIT_WINDOW_MAX_S + 1) * 1000000000LL;
 	ck_assert_int_eq(store_open(&bad, &s), -EINVAL);
 }
 END_TEST
