@@ -12,9 +12,10 @@ errors=0
 bad() { echo "FAIL: $*" >&2; errors=$((errors + 1)); }
 
 # "file name" for every declaration: struct members and file-scope statics.
+mapfile -t dirs < <(ls -d common proto grammar store fs sentinel daemon guest-agent 2>/dev/null)
 declared=$(grep -rnoE --include='*.[ch]' \
 	'\bpthread_(mutex|rwlock|cond|spinlock)_t[[:space:]]+[A-Za-z_][A-Za-z0-9_]*[[:space:]]*(;|=)' \
-	$(ls -d common proto grammar store fs sentinel daemon guest-agent 2>/dev/null) |
+	"${dirs[@]}" |
 	sed -E 's/^([^:]+):[0-9]+:pthread_[a-z]+_t[[:space:]]+([A-Za-z0-9_]+).*/\1 \2/' | sort -u)
 [[ -n $declared ]] || { echo "FAIL: found no lock at all: the pattern is wrong" >&2; exit 1; }
 
@@ -36,7 +37,9 @@ done <<<"$declared"
 
 # Every row's files exist and declare every lock the row names.
 while IFS='|' read -r _ num locks _ files _; do
+	# shellcheck disable=SC2016 # backquotes are the table's, not the shell's
 	mapfile -t rfiles < <(grep -oE '`[a-z-]+/[A-Za-z0-9_.-]+\.[ch]`' <<<"$files" | tr -d '`')
+	# shellcheck disable=SC2016
 	mapfile -t rlocks < <(grep -oE '`[A-Za-z_.]+`' <<<"$locks" | tr -d '`' | sed 's/.*\.//')
 	((${#rfiles[@]})) || { bad "row $num names no file"; continue; }
 	for f in "${rfiles[@]}"; do [[ -f $f ]] || bad "row $num names $f, which does not exist"; done
