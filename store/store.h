@@ -208,7 +208,8 @@
  *                 schema; a newer schema is refused with a clear reason; an
  *                 older one is migrated at open, keeping its data (version
  *                 1: a manual quarantine becomes an operator hold;
- *                 version 2: every VF's parent is unknown).
+ *                 version 2: every VF's parent is unknown; version 3: no
+ *                 VF is suspect).
  *
  *  Fail closed    a failed commit (disk full, I/O error, read-only file,
  *                 corruption) latches the store unavailable with a
