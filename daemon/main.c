@@ -67,6 +67,8 @@ static void usage(FILE *out)
 		"  --db PATH         the health database (default %s)\n"
 		"  --threshold N     failed assignments that quarantine a VF, %d..%d\n"
 		"                    (default: keep the stored value, %d on a new database)\n"
+		"  --init-window S   a VMM dead within S seconds of its claim makes the VF\n"
+		"                    suspect, at most %d, 0 off (default %d)\n"
 		"  --group NAME      group that may write the files (default root)\n"
 		"  --sysfs-root DIR  where sysfs is, for VFs' parent GPUs (default /sys)\n"
 		"  -f, --foreground  do not daemonize (use under systemd, Type=notify)\n"
@@ -78,7 +80,8 @@ static void usage(FILE *out)
 		"  -h, --help        show this help\n"
 		"  -V, --version     show the version\n",
 		VFFS_DEFAULT_MOUNTPOINT, DEFAULT_DB, THRESHOLD_MIN, THRESHOLD_MAX,
-		THRESHOLD_DEFAULT, VFFS_MAX_WORKERS_MAX, VFFS_MAX_WORKERS_DEFAULT);
+		THRESHOLD_DEFAULT, INIT_WINDOW_MAX_S, INIT_WINDOW_DEFAULT_S, VFFS_MAX_WORKERS_MAX,
+		VFFS_MAX_WORKERS_DEFAULT);
 	fprintf(out, "\n%s%s", SENTINEL_OPTIONS_HELP, SENTINEL_NO_SENTINEL_HELP);
 	fprintf(out, "      --sentinel-program PATH  the vfhealth-sentinel to run (default: the one\n"
 		     "                               beside vfhealthd, else in %s)\n",
@@ -126,9 +129,11 @@ static void free_strvp(char ***v)
 }
 
 /* Open the store and say, once, whether it serves. */
-static int open_store(const char *path, int threshold, struct store **ret)
+static int open_store(const char *path, int threshold, int64_t init_window_ns,
+		      struct store **ret)
 {
-	struct store_options so = { .path = path, .threshold = threshold, .max_quarantined = -1 };
+	struct store_options so = { .path = path, .threshold = threshold, .max_quarantined = -1,
+				    .init_window_ns = init_window_ns };
 	char reason[STORE_REASON_MAX];
 	int r;
 
@@ -146,10 +151,11 @@ static int open_store(const char *path, int threshold, struct store **ret)
 int main(int argc, char **argv)
 {
 	enum { OPT_DB = 256, OPT_THRESHOLD, OPT_GROUP, OPT_SENTINEL_PROGRAM, OPT_SYSFS_ROOT,
-	       OPT_FUSE_WORKERS, OPT_LOG_TARGET };
+	       OPT_FUSE_WORKERS, OPT_LOG_TARGET, OPT_INIT_WINDOW };
 	static const struct option long_options[] = {
 		{ "db", required_argument, NULL, OPT_DB },
 		{ "threshold", required_argument, NULL, OPT_THRESHOLD },
+		{ "init-window", required_argument, NULL, OPT_INIT_WINDOW },
 		{ "group", required_argument, NULL, OPT_GROUP },
 		{ "sysfs-root", required_argument, NULL, OPT_SYSFS_ROOT },
 		{ "fuse-workers", required_argument, NULL, OPT_FUSE_WORKERS },
@@ -181,6 +187,7 @@ int main(int argc, char **argv)
 	bool foreground = false;
 	sigset_t shutdown_signals;
 	uint64_t threshold;
+	int64_t init_window_ns = (int64_t)INIT_WINDOW_DEFAULT_S * 1000000000;
 	int store_threshold = 0;
 	int c, sig = 0, r;
 
@@ -204,6 +211,17 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			store_threshold = (int)threshold;
+			break;
+		case OPT_INIT_WINDOW:
+			/* 0 turns it off; else seconds, a fraction allowed */
+			if (strcmp(optarg, "0") == 0) {
+				init_window_ns = 0;
+			} else if (parse_seconds(optarg, (int64_t)INIT_WINDOW_MAX_S * 1000000000,
+						 &init_window_ns) < 0) {
+				log_err("--init-window must be 0 or seconds up to %d, not '%s'",
+					INIT_WINDOW_MAX_S, optarg);
+				return 2;
+			}
 			break;
 		case OPT_FUSE_WORKERS: {
 			uint64_t workers;
@@ -349,7 +367,7 @@ int main(int argc, char **argv)
 		log_err("cannot daemonize");
 		goto out;
 	}
-	r = open_store(db_path, store_threshold, &store);
+	r = open_store(db_path, store_threshold, init_window_ns, &store);
 	if (r < 0)
 		goto out;
 	/* A child, not a thread (sentinel-process.h).  Its requests wait in

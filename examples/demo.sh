@@ -181,17 +181,20 @@ step "Mounting vfhealthd on $mount (database $workdir/vfhealth.db)"
 mkdir -p -- "$mount"
 # The guests' sockets live in the work directory: the claims may name it.
 "$vfhealthd" -f --db "$workdir/vfhealth.db" --threshold 2 --socket-dir "$workdir" \
-	--poll-interval "$poll_interval" --poll-timeout 2 "$mount" >>"$workdir/vfhealthd.log" 2>&1 &
+	--poll-interval "$poll_interval" --poll-timeout 2 --reconcile-interval 1 \
+	"$mount" >>"$workdir/vfhealthd.log" 2>&1 &
 daemon_pid=$!
 mounted() { [[ -e $mount/status ]]; }
 wait_for "vfhealthd to mount" 20 mounted
 echo "  vfhealthd runs as pid $daemon_pid; its log is $workdir/vfhealthd.log"
 
-# Five VFs: three guests run on .4, .5 and .7 in the end, .6 is wedged and
-# 41:01.0 stays free, for "What to try next" to claim.
-vfs=(0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:41:00.7 0000:41:01.0)
+# Six VFs: three guests run on .4, .5 and .7 in the end, .6 is wedged,
+# 41:01.1 loses its VMM during init (suspect), and 41:01.0 stays free, for
+# "What to try next" to claim.
+vfs=(0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:41:00.7 0000:41:01.0 0000:41:01.1)
 wedged=0000:41:00.6
 spare=0000:41:01.0
+early=0000:41:01.1
 step "Registering ${#vfs[@]} VFs of GPU 0000:41:00.0 (mkdir)"
 for vf in "${vfs[@]}"; do mkdir "$mount/$vf"; done
 show "ls $mount"
@@ -291,8 +294,25 @@ fi
 sed 's/^/  /' "$workdir/refused"
 assign vm-e 0000:41:00.7
 
+step "vm-f's VMM is killed (SIGKILL) just after its claim, while the VF initializes"
+start_guest vm-f healthy
+assign vm-f "$early"
+kill -KILL "${vmm_pid[vm-f]}"
+wait "${vmm_pid[vm-f]}" 2>/dev/null || true
+echo "  vm-f's VMM is gone; no guest has reported anything about $early"
+suspect_is() { [[ $(cat "$mount/$1/state") == suspect ]]; }
+wait_for "reconcile to release vm-f's claim" 20 suspect_is "$early"
+show "cat $mount/$early/state"
+show "grep ' suspect ' $mount/$early/history"
+show "cat $mount/allocatable"
+if [[ $(tail -n 1 "$mount/allocatable") != "$early" ]]; then
+	echo "demo: FAILED: the suspect VF $early is not last in allocatable" >&2
+	exit 1
+fi
+echo "  $early moved to the back of allocatable before any guest failed on it (the next guest's OK clears it)"
+
 step "Metrics (Prometheus text, for node_exporter's textfile collector)"
-show "grep -E '^vfhealth_(vfs|quarantined_vfs|store_unavailable|breaker_engaged|sentinel_init_failures_total|sentinel_quarantines_total|sentinel_checks_total)' $mount/metrics"
+show "grep -E '^vfhealth_(vfs|quarantined_vfs|store_unavailable|breaker_engaged|sentinel_init_failures_total|sentinel_quarantines_total|sentinel_checks_total|vf_suspect)' $mount/metrics"
 
 # The check --once (and the test) relies on: exactly the wedged VF.
 kill -0 "$daemon_pid" 2>/dev/null || daemon_died
@@ -310,7 +330,7 @@ fi
 # "What to try next", one list: what is printed is exactly this, and
 # tests/ops/demo-next-steps.sh runs every line of it, in order, against the
 # demo's final state (vm-d on the wedged VF, vm-a, vm-b and vm-e on .4, .5
-# and .7, $spare free).  Lines starting with # are comments; a command that
+# and .7, $spare free, $early free and suspect).  Lines starting with # are comments; a command that
 # runs until interrupted says "# until Ctrl-C".
 next_steps=(
 	"ls $mount $mount/$wedged"

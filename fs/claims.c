@@ -6,6 +6,7 @@
 #include "fs/claims.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -331,21 +332,35 @@ static int judge_update(const struct claims *c, const struct claim_handle *h, co
 /* -- writing ------------------------------------------------------------------------ */
 
 /* `release=CLAIMED_AT` alone, with nothing staged: at once. */
-static int claim_release_at(const struct claims *c, struct claim_handle *h, const char *when,
-			    uid_t uid, pid_t pid)
+static int claim_release_at(const struct claims *c, struct claim_handle *h,
+			    const struct assignment_release *rel, uid_t uid, pid_t pid)
 {
-	char line[RFC3339_BUFSZ + 16];
+	char line[2 * RFC3339_BUFSZ + 48];
+	bool suspect = false;
+	int64_t after_ms = 0;
 	int r;
 
 	if (holds_reservation(h))
 		return poison(c, h, -ENOENT); /* this open made it: no claim to release */
 	r = store_release(c->store, h->vf, h->instance_id,
-			  &(struct store_release_opts){ .claimed_at = when, .how = "released-if",
-							.uid = uid });
+			  &(struct store_release_opts){
+				  .claimed_at = rel->claimed_at,
+				  .how = rel->crashed ? "crashed" : "released-if",
+				  .crashed = rel->crashed,
+				  .died_at = rel->died_at[0] ? rel->died_at : NULL,
+				  .uid = uid,
+				  .suspect_began = &suspect,
+				  .died_after_ms = &after_ms });
 	if (r < 0)
 		return r;
 	h->state = claim_next(h->state, CLAIM_EV_RELEASED);
-	snprintf(line, sizeof(line), "release=%s", when);
+	snprintf(line, sizeof(line), "release=%s%s%s%s", rel->claimed_at,
+		 rel->crashed ? " ended=crash" : "", rel->died_at[0] ? " died_at=" : "",
+		 rel->died_at);
+	if (suspect)
+		log_notice("vf %s: suspect: the VMM of %s (claimed %s) died %" PRId64 ".%03" PRId64
+			   " s after its claim, within the init window",
+			   h->vf, h->instance_id, rel->claimed_at, after_ms / 1000, after_ms % 1000);
 	log_written(h, line, uid, pid);
 	return 0;
 }
@@ -354,7 +369,7 @@ int claims_write(const struct claims *c, struct claim_handle *h, const char *buf
 		 uint64_t off, bool append, uid_t uid, pid_t pid, const char **why)
 {
 	_cleanup_free_ char *text = NULL;
-	char release_at[RFC3339_BUFSZ];
+	struct assignment_release release;
 	struct store_claim current, next;
 	size_t len = h->staged_len;
 	int r;
@@ -384,9 +399,9 @@ int claims_write(const struct claims *c, struct claim_handle *h, const char *buf
 	len += size;
 	text[len] = '\0';
 
-	r = assignment_parse_release(text, release_at);
+	r = assignment_parse_release(text, &release);
 	if (r > 0 && h->staged_len == 0) {
-		r = claim_release_at(c, h, release_at, uid, pid);
+		r = claim_release_at(c, h, &release, uid, pid);
 		if (r == 0)
 			h->written += size;
 		return r;

@@ -438,6 +438,7 @@ static const char *vf_out_of_service_reason(const struct store_vf_info *info, in
 		return "held-back";
 	case STORE_VF_OK:
 	case STORE_VF_FAILING:
+	case STORE_VF_SUSPECT:
 		break;
 	}
 	return NULL;
@@ -473,6 +474,13 @@ static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int thr
 			"vfhealth_vf_out_of_service{vf=\"%s\",parent=\"%s\",reason=\"%s\"} %d\n",
 			vfs[i].vf, vfs[i].parent, reason ? reason : "", reason != NULL);
 	}
+	fputs("# HELP vfhealth_vf_suspect 1 while the VF is suspect: the VMM of its last claim "
+	      "died within the init window.\n"
+	      "# TYPE vfhealth_vf_suspect gauge\n",
+	      out);
+	for (size_t i = 0; i < n_vfs; i++)
+		fprintf(out, "vfhealth_vf_suspect{vf=\"%s\",parent=\"%s\"} %d\n", vfs[i].vf,
+			vfs[i].parent, vfs[i].suspect);
 	fputs("# HELP vfhealth_vf_failures Failed assignments on record for the VF.\n"
 	      "# TYPE vfhealth_vf_failures gauge\n",
 	      out);
@@ -579,6 +587,14 @@ static int metrics_render(const struct vfile_call *call, FILE *out)
 		st.ok_reports_cleared);
 	fprintf(out, "vfhealth_reports_total{kind=\"ok\",outcome=\"unchanged\"} %" PRIu64 "\n",
 		st.ok_reports_noop);
+	fputs("# HELP vfhealth_suspect_total Suspect VFs that stopped being suspect, by how: "
+	      "confirmed (quarantined) or cleared (an OK, the operator).\n"
+	      "# TYPE vfhealth_suspect_total counter\n",
+	      out);
+	fprintf(out, "vfhealth_suspect_total{outcome=\"confirmed\"} %" PRIu64 "\n",
+		st.suspect_confirmed);
+	fprintf(out, "vfhealth_suspect_total{outcome=\"cleared\"} %" PRIu64 "\n",
+		st.suspect_cleared);
 	metric(out, "vfhealth_store_commits_total", "counter",
 	       "Durable store transactions since start.", st.commits);
 	metric(out, "vfhealth_store_commit_failures_total", "counter",
@@ -745,6 +761,8 @@ static int vf_quarantined_write(const struct vfile_call *call, char *command)
 		log_debug("%s: nothing to clear", call->vf);
 	} else {
 		log_cleared(call, &before);
+		if (before.suspect)
+			log_notice("%s: no longer suspect: cleared by the operator", call->vf);
 	}
 	return 0;
 }
@@ -774,11 +792,18 @@ static int failures_render(const struct vfile_call *call, FILE *out)
  *   # N older entries dropped
  *   CLAIMED_AT claim INSTANCE released=AT|- ended=HOW|- by=UID|-
  *   REPORTED_AT failure INSTANCE assigned=AT|- cleared=AT|- why=WHY|- by=UID|- MESSAGE */
+/* ms as seconds with three decimals: "12.345s". */
+static const char *seconds_ms(int64_t ms, char *buf, size_t size)
+{
+	snprintf(buf, size, "%" PRId64 ".%03" PRId64 "s", ms / 1000, ms % 1000);
+	return buf;
+}
+
 static int history_render(const struct vfile_call *call, FILE *out)
 {
 	_cleanup_free_ struct store_history_entry *h = NULL;
 	size_t count = 0, dropped = 0;
-	char by[24];
+	char by[24], after[32];
 	int r;
 
 	r = store_history_list(call->store, call->vf, HISTORY_MAX, &h, &count, &dropped);
@@ -805,6 +830,11 @@ static int history_render(const struct vfile_call *call, FILE *out)
 			fprintf(out, "%s claim %s released=%s ended=%s by=%s\n", e->at,
 				e->instance_id, e->ended_at[0] ? e->ended_at : "-",
 				e->how[0] ? e->how : "-", by);
+		else if (e->kind == STORE_HISTORY_SUSPECT)
+			fprintf(out, "%s suspect %s claimed=%s died=%s after=%s cleared=%s why=%s\n",
+				e->at, e->instance_id, e->assigned_at, e->died_at,
+				seconds_ms(e->died_after_ms, after, sizeof(after)),
+				e->ended_at[0] ? e->ended_at : "-", e->how[0] ? e->how : "-");
 		else
 			fprintf(out, "%s failure %s assigned=%s cleared=%s why=%s by=%s%s%s\n",
 				e->at, e->instance_id, e->assigned_at[0] ? e->assigned_at : "-",
@@ -916,6 +946,10 @@ static int report_write(const struct vfile_call *call, char *command)
 		    (res.outcome == STORE_OUTCOME_RECORDED && !res.breaker_engaged && res.tally > 1))
 			mark_unchanged(call);
 		log_failure_outcome(call, &cmd, &res);
+		if (res.suspect_confirmed)
+			log_notice("%s: suspicion confirmed: quarantined after its VMM died in "
+				   "its init window, instance %s failed",
+				   call->vf, cmd.instance_id);
 		return 0;
 	}
 
@@ -926,8 +960,11 @@ static int report_write(const struct vfile_call *call, char *command)
 	if (r < 0)
 		return r;
 	note_check(call, &cmd, METRICS_CHECK_OK);
-	if (!res.cleared)
+	if (!res.cleared && !res.suspect_cleared)
 		mark_unchanged(call);
+	if (res.suspect_cleared)
+		log_notice("%s: no longer suspect: instance %s (claimed %s) succeeded", call->vf,
+			   cmd.instance_id, cmd.claimed_at);
 	o.kind = REPORT_CLEARED;
 	o.cleared = res.cleared;
 	o.rescinded = res.rescinded;
@@ -974,12 +1011,13 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 	[TOP_HELD_BACK] = { "held_back", 0444, held_back_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			    STORE_CHANGE_HELD_BACK | STORE_CHANGE_STATUS },
 	/* Placement-facing: fails closed.  Its groups follow registrations,
-	 * claims, quarantines and holds, the breaker, parents, the mode and
-	 * drains. */
+	 * claims, quarantines and holds, the breaker, parents, suspicions, the
+	 * mode and drains. */
 	[TOP_ALLOCATABLE] = { "allocatable", 0444, allocatable_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 			      STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
 				      STORE_CHANGE_HELD_BACK | STORE_CHANGE_PARENT |
-				      STORE_CHANGE_MODE | STORE_CHANGE_STATUS | STORE_CHANGE_GPU },
+				      STORE_CHANGE_MODE | STORE_CHANGE_SUSPECT | STORE_CHANGE_STATUS |
+				      STORE_CHANGE_GPU },
 	[TOP_CLAIMS] = { "claims", 0444, top_claims_render, NULL, VFILE_NOTIFY, STORE_CHANGE_CLAIMS },
 	[TOP_MODE] = { "mode", 0664, mode_render, mode_write, VFILE_NOTIFY, STORE_CHANGE_MODE },
 	[TOP_GPUS] = { "gpus", 0755, NULL, NULL, VFILE_DIR, 0 },
@@ -1011,13 +1049,14 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 	 * failure leaves it failing. */
 	[VF_STATE] = { "state", 0444, vf_state_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 		       STORE_CHANGE_FAILING | STORE_CHANGE_QUARANTINE | STORE_CHANGE_HELD_BACK |
-			       STORE_CHANGE_STATUS },
+			       STORE_CHANGE_SUSPECT | STORE_CHANGE_STATUS },
 	[VF_SINCE] = { "since", 0444, vf_since_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
-		       STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
+		       STORE_CHANGE_QUARANTINE | STORE_CHANGE_SUSPECT | STORE_CHANGE_STATUS },
 	/* Set once, by sysfs at registration or by a write. */
 	[VF_PARENT] = { "parent", 0664, vf_parent_render, vf_parent_write, VFILE_NOTIFY,
 			STORE_CHANGE_PARENT },
 	/* Read from SQLite, not the mirror: it reads while the store is latched. */
 	[VF_HISTORY] = { "history", 0444, history_render, NULL, VFILE_NOTIFY,
-			 STORE_CHANGE_FAILURES | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE },
+			 STORE_CHANGE_FAILURES | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
+				 STORE_CHANGE_SUSPECT },
 };

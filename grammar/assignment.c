@@ -24,6 +24,8 @@ static const struct {
 	[ASSIGNMENT_PID_STARTTIME] = { "pid_starttime", false },
 	[ASSIGNMENT_BOOT_ID] = { "boot_id", false },
 	[ASSIGNMENT_RELEASE] = { "release", true },
+	[ASSIGNMENT_ENDED] = { "ended", true },
+	[ASSIGNMENT_DIED_AT] = { "died_at", true },
 };
 
 const char *assignment_key_name(enum assignment_key key)
@@ -79,7 +81,7 @@ struct parse_ctx {
 	const struct assignment *current; /* writer: the claim as it is */
 	bool may_set_claimed_at;          /* writer */
 	bool scan;                        /* only note which keys are named */
-	char *release;                    /* a release command: where its time goes */
+	struct assignment_release *release; /* a release command: where it goes */
 	const char **why;                 /* writer: NULL, or where to say which rule broke */
 };
 
@@ -200,7 +202,23 @@ static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignm
 				      "release= is an RFC 3339 UTC time (the claim's claimed_at)");
 		if (!ctx->release)
 			return refuse(ctx, -EINVAL, "release= is written alone");
-		memcpy(ctx->release, canonical, sizeof(canonical));
+		memcpy(ctx->release->claimed_at, canonical, sizeof(canonical));
+		return 0;
+	case ASSIGNMENT_ENDED:
+		if (!ctx->writer)
+			return 0;
+		if (!ctx->release || len != strlen("crash") || memcmp(value, "crash", len) != 0)
+			return refuse(ctx, -EINVAL, "ended=crash is written with release= alone");
+		ctx->release->crashed = true;
+		return 0;
+	case ASSIGNMENT_DIED_AT:
+		if (!ctx->writer)
+			return 0;
+		if (!ctx->release || terminate(raw, sizeof(raw), value, len) < 0 ||
+		    rfc3339_normalize(raw, canonical) < 0)
+			return refuse(ctx, -EINVAL,
+				      "died_at= is an RFC 3339 UTC time, written with ended=crash");
+		memcpy(ctx->release->died_at, canonical, sizeof(canonical));
 		return 0;
 	case ASSIGNMENT_COMMAND_END:
 		break;
@@ -240,7 +258,8 @@ static int parse_lines(const struct parse_ctx *ctx, struct assignment *a, const 
 			if (ctx->writer)
 				return refuse(ctx, -EINVAL,
 					      "the keys are claimed_at, agent, control, pid, "
-					      "pid_starttime and boot_id, or release alone");
+					      "pid_starttime and boot_id, or release (with ended "
+					      "and died_at) alone");
 			continue; /* a key from a newer daemon */
 		}
 		if (*seen & (1u << key))
@@ -279,25 +298,27 @@ int assignment_parse(const char *vf, const char *instance_id, const char *text, 
 	return 0;
 }
 
-int assignment_parse_release(const char *command, char claimed_at[static RFC3339_BUFSZ])
+int assignment_parse_release(const char *command, struct assignment_release *ret)
 {
+	const unsigned release = 1u << ASSIGNMENT_RELEASE, ended = 1u << ASSIGNMENT_ENDED,
+		       died_at = 1u << ASSIGNMENT_DIED_AT;
 	struct parse_ctx ctx = { .writer = true, .scan = true };
 	struct assignment scratch = { 0 };
-	char canonical[RFC3339_BUFSZ];
+	struct assignment_release r = { 0 };
 	unsigned seen;
 
-	/* first which keys it names (no value is looked at), then the time */
+	/* first which keys it names (no value is looked at), then the values */
 	if (parse_lines(&ctx, &scratch, command, strlen(command), &seen) < 0)
 		return -EINVAL;
-	if (!(seen & (1u << ASSIGNMENT_RELEASE)))
+	if (!(seen & (release | ended | died_at)))
 		return 0;
-	if (seen != 1u << ASSIGNMENT_RELEASE)
-		return -EINVAL; /* a command key is written alone */
+	if (seen != release && seen != (release | ended) && seen != (release | ended | died_at))
+		return -EINVAL; /* command keys alone; ended= with its release, died_at= with both */
 	ctx.scan = false;
-	ctx.release = canonical;
+	ctx.release = &r;
 	if (parse_lines(&ctx, &scratch, command, strlen(command), &seen) < 0)
 		return -EINVAL;
-	memcpy(claimed_at, canonical, RFC3339_BUFSZ);
+	*ret = r;
 	return 1;
 }
 

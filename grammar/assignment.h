@@ -30,10 +30,18 @@
  *                   Empty: unknown.  Writers may only repeat it, like
  *                   pid_starttime.
  *
- * Command keys are written, never rendered: a command names one alone.
+ * Command keys are written, never rendered: a release is the release=
+ * line, with ended= and died_at= at most, and no key of the file.
  *
  *   release=        CLAIMED_AT (any RFC 3339 spelling): release the claim iff
  *                   its claimed_at is that instant (assignment_parse_release).
+ *   ended=          crash: said with release= only: the claim ended because
+ *                   its VMM died (killed or crashed), not by its manager's
+ *                   choice.  A death within the init window after
+ *                   claimed_at makes the VF suspect (store.h, Suspect).
+ *   died_at=        RFC 3339: said with ended=crash only, when the VMM was
+ *                   known dead (the sentinel: its first dead verdict);
+ *                   absent: the time of the write.
  *
  * An empty value unsets a key.  Empty lines are ignored.  A line without
  * '=', an empty key or a repeated key is -EINVAL.  Readers ignore keys they
@@ -59,10 +67,13 @@ enum assignment_key {
 	ASSIGNMENT_KEY_COUNT, /* the keys of the file, above */
 	/* command keys, after the file's: never rendered, never in a file */
 	ASSIGNMENT_RELEASE = ASSIGNMENT_KEY_COUNT,
+	ASSIGNMENT_ENDED,
+	ASSIGNMENT_DIED_AT,
 	ASSIGNMENT_COMMAND_END
 };
 
-/* "claimed_at", ..., "boot_id", "release"; NULL for others. */
+/* "claimed_at", ..., "boot_id", "release", "ended", "died_at"; NULL for
+ * others. */
 const char *assignment_key_name(enum assignment_key key);
 
 struct assignment {
@@ -89,12 +100,20 @@ int assignment_render(const struct assignment *a, FILE *out);
 int assignment_parse(const char *vf, const char *instance_id, const char *text, size_t len,
 		     struct assignment *ret);
 
-/* Writer: whether command (NUL-terminated) is a release command, the one
- * line release=CLAIMED_AT (empty lines aside): 1 with the instant, canonical,
- * in claimed_at; 0 when it names no release (an update: see below); -EINVAL
- * when it names release with another key or a bad time, or is not key=value
- * lines. */
-int assignment_parse_release(const char *command, char claimed_at[static RFC3339_BUFSZ]);
+/* A release command. */
+struct assignment_release {
+	char claimed_at[RFC3339_BUFSZ]; /* the claim it releases, canonical */
+	bool crashed;                   /* ended=crash */
+	char died_at[RFC3339_BUFSZ];    /* canonical; "" when not said */
+};
+
+/* Writer: whether command (NUL-terminated) is a release command, the line
+ * release=CLAIMED_AT with at most ended=crash and died_at=TIME (empty lines
+ * aside): 1 with *ret set; 0 when it names none of them (an update: see
+ * below); -EINVAL when it names a command key with a key of the file, ended=
+ * or died_at= without release=, died_at= without ended=crash, another ended=
+ * than crash, or a bad time, or is not key=value lines. */
+int assignment_parse_release(const char *command, struct assignment_release *ret);
 
 /* Writer: apply the key=value lines of command (NUL-terminated) to a copy of
  * current and store it in *ret; touches nothing else.  may_set_claimed_at:

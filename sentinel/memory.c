@@ -178,12 +178,19 @@ void mark_dead(struct claim_memory *m, const struct assignment *c, const char *r
 	if (!m || m->dead)
 		return;
 	m->dead = true;
+	rfc3339_now(m->dead_at);
 	log_event(LOG_INFO, LOG_EVENT_VMM_DEAD,
 		  &(struct log_fields){ .vf = c->vf, .instance = c->instance_id,
 					.claimed_at = c->claimed_at, .reason = reason },
 		  "vf %s: the VMM of %s (claimed %s) looks dead (%s): no longer polled; released "
 		  "when the next reconcile finds it dead too",
 		  c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason);
+}
+
+void note_alive(struct claim_memory *m)
+{
+	if (m)
+		rfc3339_now(m->alive_at);
 }
 
 /* A claim judged uncertain: warned once per change of reason (a claim of a

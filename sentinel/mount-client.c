@@ -320,9 +320,9 @@ void repair_if_unavailable(struct sentinel *s)
 /* The conditional release: it releases that assignment (c->claimed_at) and
  * nothing newer, so a VMM manager that released and re-claimed meanwhile
  * keeps its new claim (ESTALE). */
-int release_claim(const struct sentinel *s, const struct assignment *c)
+int release_claim(const struct sentinel *s, const struct assignment *c, const char *died_at)
 {
-	char path[PATH_MAX], command[sizeof("release=") + RFC3339_BUFSZ];
+	char path[PATH_MAX], command[64 + 2 * RFC3339_BUFSZ];
 	int len, r;
 
 	r = mount_path(s, path, sizeof(path), c->vf, "assignments", c->instance_id);
@@ -332,6 +332,8 @@ int release_claim(const struct sentinel *s, const struct assignment *c)
 		/* No identity to name (never so with this daemon): the
 		 * re-read just before is all we have. */
 		return unlink(path) < 0 ? negative_errno() : 0;
-	len = snprintf(command, sizeof(command), "release=%s\n", c->claimed_at);
+	/* its VMM died: the store judges the init window (ended=crash) */
+	len = snprintf(command, sizeof(command), "release=%s\nended=crash\n%s%s%s", c->claimed_at,
+		       died_at ? "died_at=" : "", died_at ? died_at : "", died_at ? "\n" : "");
 	return write_command(path, command, (size_t)len, NULL, 0, NULL);
 }

@@ -100,6 +100,7 @@ static enum sentinel_watch watch_claim(struct sentinel *s, struct liveness_pass 
 		note_uncertain(m, c, reason);
 		return SENTINEL_WATCH_UNCERTAIN;
 	case LIVENESS_ALIVE:
+		note_alive(m);
 		if (m)
 			m->uncertain_why = NULL;
 		break;

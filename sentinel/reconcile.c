@@ -15,9 +15,15 @@
 
 /* Release c, judged dead twice (release_claim(): that assignment and
  * nothing newer). */
-static void release_dead_claim(struct sentinel *s, const struct assignment *c, const char *reason)
+static void release_dead_claim(struct sentinel *s, const struct claim_memory *m,
+			       const struct assignment *c, const char *reason)
 {
-	int r = release_claim(s, c);
+	char now[RFC3339_BUFSZ];
+
+	rfc3339_now(now);
+	int r = release_claim(s, c,
+			      sentinel_death_time(c->claimed_at, m->alive_at, m->timed, m->dead_at,
+						  now));
 
 	if (r == -ESTALE) {
 		log_info("vf %s: the claim of %s was released and made again since %s: kept",
@@ -74,7 +80,7 @@ static void reconcile_claim(struct sentinel *s, struct liveness_pass *pass,
 		 * before it bound its control socket is not dead. */
 		if (m && m->seen_dead && judged->pid == c->pid &&
 		    strcmp(judged->control, c->control) == 0)
-			release_dead_claim(s, judged, reason);
+			release_dead_claim(s, m, judged, reason);
 		else
 			mark_dead(m, judged, reason);
 		break;
@@ -83,10 +89,12 @@ static void reconcile_claim(struct sentinel *s, struct liveness_pass *pass,
 		note_uncertain(m, judged, reason);
 		break;
 	case LIVENESS_ALIVE:
+		note_alive(m);
 		if (m)
 			m->uncertain_why = NULL;
 		if (m && m->dead) {
 			m->dead = false;
+			m->dead_at[0] = '\0';
 			log_info("vf %s: the VMM of %s (claimed %s) is alive (%s): polled again",
 				 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-",
 				 reason);

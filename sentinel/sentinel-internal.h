@@ -49,6 +49,8 @@ struct claim_memory {
 	bool dead;      /* judged dead (by a poll or a reconcile): never polled again,
 			 * unless a reconcile finds it alive (its VMM was starting) */
 	bool seen_dead; /* the previous reconcile found it dead */
+	char alive_at[RFC3339_BUFSZ]; /* the last alive verdict, "" when none */
+	char dead_at[RFC3339_BUFSZ];  /* the first dead verdict of this death, "" when none */
 	const char *uncertain_why; /* the reason of the last uncertain verdict (static
 				    * text), NULL when the last was not uncertain:
 				    * warned once per change */
@@ -127,7 +129,8 @@ void report(struct sentinel *s, const struct assignment *c, enum check_result re
 void repair_if_unavailable(struct sentinel *s);
 /* Release exactly the assignment c names (`release=CLAIMED_AT`): 0,
  * -ESTALE (released and made again since), -ENOENT, or -errno. */
-int release_claim(const struct sentinel *s, const struct assignment *c);
+/* died_at: NULL, or the death time to name (sentinel_death_time). */
+int release_claim(const struct sentinel *s, const struct assignment *c, const char *died_at);
 
 /* ---- memory.c: the memory of past claims (scheduler thread) -------------------- */
 
@@ -136,6 +139,8 @@ struct claim_memory *claim_memory_find(struct sentinel *s, const struct assignme
 void claim_memory_update(struct sentinel *s, const struct claim_list *l);
 /* The first dead verdict on a claim: from now on it is not polled. */
 void mark_dead(struct claim_memory *m, const struct assignment *c, const char *reason);
+/* A claim judged alive: when, for the death time of a later release. */
+void note_alive(struct claim_memory *m);
 /* An uncertain verdict: warned once per change of reason. */
 void note_uncertain(struct claim_memory *m, const struct assignment *c, const char *reason);
 /* Claims whose agents have answered only rpc_error or unknown for longer

@@ -166,3 +166,16 @@ size_t sentinel_latency_bucket(int64_t latency_ns)
 		i++;
 	return i;
 }
+
+const char *sentinel_death_time(const char *claimed_at, const char *alive_at,
+				bool watched_from_claim, const char *dead_at, const char *now)
+{
+	const char *t = alive_at[0] ? alive_at : watched_from_claim ? claimed_at : dead_at;
+
+	/* canonical: text order is time order */
+	if (!claimed_at[0] || !t[0] || strcmp(claimed_at, now) > 0)
+		return NULL;
+	if (strcmp(t, claimed_at) < 0)
+		t = claimed_at;
+	return strcmp(t, now) > 0 ? now : t;
+}

@@ -5,7 +5,8 @@
  *
  *  classify      agent_query()'s return code and answer -> one check result;
  *  revalidate    whether an answer is reported against the assignment asked;
- *  liveness      the evidence about a claim's VMM -> dead / alive / uncertain.
+ *  liveness      the evidence about a claim's VMM -> dead / alive / uncertain;
+ *  death time    what a dead VMM's release says of when it died.
  *
  * The file interface's grammar (assignment files, report commands and their
  * outcomes, VF addresses, limits) is grammar/'s, shared with the daemon.
@@ -112,6 +113,25 @@ struct liveness_evidence {
  * and boot id makes its claim alive or uncertain.  *reason (static) says
  * why. */
 enum liveness liveness_verdict(const struct liveness_evidence *ev, const char **reason);
+
+/* ---- death time -------------------------------------------------------------- */
+
+/* The died_at= a release of a claim whose VMM died names (all canonical
+ * RFC 3339, "" when unknown), for the store's init-window rule.  The exit
+ * time itself is unknown: the death lies between the last alive verdict
+ * (alive_at) and the first dead one (dead_at), which are a poll or
+ * reconcile interval apart.  The earliest time it may have died is named,
+ * so that a VMM killed in its init window is never judged to have died
+ * after it (a VMM that died up to one interval after the window may be
+ * judged inside it: a VF that waits at the back of placement until one OK):
+ * alive_at; else, for a claim first listed after this sentinel's first
+ * listing (watched_from_claim), claimed_at (it was never seen alive);
+ * else dead_at (a claim older than this sentinel: nothing is known).
+ * Never before claimed_at.  NULL: name none (the store takes the write's
+ * time), when the choice or claimed_at is unknown, or claimed_at is after
+ * now (a claim whose writer named a time to come). */
+const char *sentinel_death_time(const char *claimed_at, const char *alive_at,
+				bool watched_from_claim, const char *dead_at, const char *now);
 
 /* ---- detection latency ------------------------------------------------------ */
 

@@ -50,6 +50,7 @@ const char *store_vf_state_name(enum store_vf_state state)
 		[STORE_VF_QUARANTINED] = "quarantined",
 		[STORE_VF_HELD] = "held",
 		[STORE_VF_HELD_BACK] = "held-back",
+		[STORE_VF_SUSPECT] = "suspect",
 	};
 
 	return (size_t)state < ARRAY_SIZE(names) && names[state] ? names[state] : "unknown";
@@ -347,6 +348,7 @@ int store_allocatable_list(struct store *s, enum store_read how, struct store_pl
 		vfs[n].out_of_service = listed_out_of_service(s, e);
 		vfs[n].claimed = e->claim || e->reservation; /* a reservation is taken */
 		vfs[n].held_back = listed_held_back(s, e);
+		vfs[n].suspect = e->suspect_since[0] != '\0';
 		n++;
 	}
 	mirror_unlock(s);
@@ -463,6 +465,8 @@ int store_report_failure(struct store *s, const char *vf, const char *instance_i
 	if ((r = mutate(s, &op, decide_failure)) < 0)
 		return r;
 	atomic_fetch_add(&s->failed_reports[op.failure.outcome], 1);
+	if (op.failure.suspect_confirmed)
+		atomic_fetch_add(&s->suspect_confirmed, 1);
 	if (ret)
 		*ret = op.failure;
 	return 0;
@@ -472,7 +476,8 @@ static int decide_success(const struct store *s, const struct vf_entry *e, struc
 {
 	if (!e)
 		return -ENOENT;
-	op->noop = !mirror_failure_recorded(e, op->instance_id, op->when);
+	op->noop = !mirror_failure_recorded(e, op->instance_id, op->when) &&
+		   !e->suspect_since[0];
 	return 0;
 }
 
@@ -493,12 +498,13 @@ int store_report_success(struct store *s, const char *vf, const char *instance_i
 	pthread_rwlock_rdlock(&s->index_lock);
 	struct vf_entry *e = mirror_find(s, vf);
 	unsigned failures = e ? atomic_load(&e->failure_count) : 0;
+	bool suspect = e && atomic_load(&e->suspect);
 	pthread_rwlock_unlock(&s->index_lock);
 	if (!e)
 		return -ENOENT;
 
 	op.noop = true;
-	if (failures > 0) {
+	if (failures > 0 || suspect) {
 		copy_string(op.vf, sizeof(op.vf), vf);
 		copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
 		if ((r = mutate(s, &op, decide_success)) < 0)
@@ -506,10 +512,15 @@ int store_report_success(struct store *s, const char *vf, const char *instance_i
 	}
 	if (op.noop || !op.success.cleared) {
 		atomic_fetch_add(&s->ok_reports_noop, 1);
-		op.success = (struct store_success_result){ 0 };
+		op.success.cleared = 0;
+		op.success.rescinded = false;
 	} else {
 		atomic_fetch_add(&s->ok_reports_cleared, 1);
 	}
+	if (op.noop)
+		op.success.suspect_cleared = false;
+	if (op.success.suspect_cleared)
+		atomic_fetch_add(&s->suspect_cleared, 1);
 	if (ret)
 		*ret = op.success;
 	return 0;
@@ -523,13 +534,15 @@ static int decide_operator(const struct store *s, const struct vf_entry *e, stru
 		return -ENOENT;
 	op->noop = op->kind == OP_MANUAL
 			   ? rule_hold_unchanged(e->held)
-			   : rule_clear_unchanged(e->quarantined, e->held, e->n_failures);
+			   : rule_clear_unchanged(e->quarantined, e->held, e->n_failures,
+						  e->suspect_since[0] != '\0');
 	op->operator = (struct store_operator_result){
 		.unchanged = op->noop,
 		.held = e->held,
 		.auto_quarantined = e->quarantined,
 		.quarantined = rule_out_of_service(e->quarantined, e->held),
 		.tally = (unsigned)e->n_failures,
+		.suspect = e->suspect_since[0] != '\0',
 	};
 	return 0;
 }
@@ -545,6 +558,8 @@ static int operator_action(struct store *s, enum op_kind kind, const char *vf, i
 	copy_string(op.vf, sizeof(op.vf), vf);
 	if ((r = mutate(s, &op, decide_operator)) < 0)
 		return r;
+	if (kind == OP_CLEAR && !op.operator.unchanged && op.operator.suspect)
+		atomic_fetch_add(&s->suspect_cleared, 1);
 	if (ret)
 		*ret = op.operator;
 	return 0;
@@ -579,6 +594,7 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 	ret->quarantined = s->n_out_of_service;
 	ret->held = s->n_held;
 	ret->held_back = s->n_held_back;
+	ret->suspect = s->n_suspect;
 	ret->claimed = s->n_claimed;
 	ret->available = atomic_load(&s->available);
 	/* what enforcement would allocate, in observe mode too (resources) */
@@ -590,6 +606,8 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 		ret->failed_reports[i] = atomic_load(&s->failed_reports[i]);
 	ret->ok_reports_cleared = atomic_load(&s->ok_reports_cleared);
 	ret->ok_reports_noop = atomic_load(&s->ok_reports_noop);
+	ret->suspect_confirmed = atomic_load(&s->suspect_confirmed);
+	ret->suspect_cleared = atomic_load(&s->suspect_cleared);
 	ret->commits = atomic_load(&s->commits);
 	ret->commit_failures = atomic_load(&s->commit_failures);
 	ret->repairs = atomic_load(&s->repairs);

@@ -247,19 +247,43 @@ int store_release(struct store *s, const char *vf, const char *instance_id,
 
 	opt = opt ? opt : &plain;
 	op.uid = opt->uid;
-	op.how = opt->how ? opt->how : opt->claimed_at ? "released-if" : "released";
+	op.how = opt->how                ? opt->how
+		 : opt->crashed          ? "crashed"
+		 : opt->claimed_at       ? "released-if"
+					 : "released";
 	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !op.how[0] ||
 	    strlen(op.how) > STORE_HISTORY_WORD_MAX ||
 	    (opt->claimed_at && (!opt->claimed_at[0] ||
-				 rfc3339_normalize(opt->claimed_at, op.when) < 0)))
+				 rfc3339_normalize(opt->claimed_at, op.when) < 0)) ||
+	    (opt->crashed && !opt->claimed_at) || (opt->died_at && !opt->crashed))
 		return -EINVAL;
+	op.crashed = opt->crashed;
+	if (opt->died_at) {
+		/* a VMM does not die before its claim, nor in the future */
+		char now[RFC3339_BUFSZ];
+		int64_t claimed_ns, died_ns, now_ns;
+		rfc3339_now(now);
+		if (rfc3339_normalize(opt->died_at, op.died_at) < 0 ||
+		    rfc3339_to_ns(op.when, &claimed_ns) < 0 ||
+		    rfc3339_to_ns(op.died_at, &died_ns) < 0 || rfc3339_to_ns(now, &now_ns) < 0 ||
+		    rule_crash_time_refusal(claimed_ns, died_ns, now_ns) < 0)
+			return -EINVAL;
+	}
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
 	/* op.when "" = unconditional */
 	if (!atomic_load(&s->loaded))
 		return -EIO;
 	int r = release_reservation(s, &op, &reserved);
-	return r < 0 || reserved ? r : mutate(s, &op, decide_release);
+	if (r < 0 || reserved)
+		return r;
+	if ((r = mutate(s, &op, decide_release)) < 0)
+		return r;
+	if (opt->suspect_began)
+		*opt->suspect_began = op.suspect_began;
+	if (opt->died_after_ms)
+		*opt->died_after_ms = op.died_after_ms;
+	return 0;
 }
 
 /* What holds e by name: its live claim, or its reservation (reserved set). */

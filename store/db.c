@@ -227,11 +227,28 @@ void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim
 	copy_string(c->boot_id, sizeof(c->boot_id), db_col_text(st, col + 7));
 }
 
+int rfc3339_to_ns(const char *s, int64_t *ret)
+{
+	char canonical[RFC3339_BUFSZ];
+	int64_t sec, frac = 0;
+
+	/* canonical: YYYY-MM-DDTHH:MM:SS.fffffffffZ */
+	if (rfc3339_normalize(s, canonical) < 0 || rfc3339_to_unix(canonical, &sec) < 0)
+		return -EINVAL;
+	for (int i = 20; i < 29; i++)
+		frac = frac * 10 + (canonical[i] - '0');
+	/* past 2262 the nanoseconds leave int64_t: no time this store keeps */
+	if (__builtin_mul_overflow(sec, (int64_t)1000000000, ret) ||
+	    __builtin_add_overflow(*ret, frac, ret))
+		return -EINVAL;
+	return 0;
+}
+
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 {
 	sqlite3_stmt *st = db_cached_prepare(s,
-					      "SELECT id, quarantined, held, quarantined_at, parent"
-					      " FROM vfs WHERE address = ?",
+					      "SELECT id, quarantined, held, quarantined_at, parent, "
+					      SUSPECT_SINCE_SQL " FROM vfs WHERE address = ?",
 					      "t", addr);
 	if (!st)
 		return -EIO;
@@ -242,6 +259,7 @@ int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 		row->held = sqlite3_column_int(st, 2) != 0;
 		copy_string(row->since, sizeof(row->since), db_col_text(st, 3));
 		copy_string(row->parent, sizeof(row->parent), db_col_text(st, 4));
+		copy_string(row->suspect_since, sizeof(row->suspect_since), db_col_text(st, 5));
 	}
 	db_uncache(s, st);
 	return r < 0 ? r : r == 0 ? -ENOENT : 0;
@@ -299,6 +317,7 @@ static int snapshot_with(struct store *s, const char *addr, struct vf_snapshot *
 	snap->held = row.held;
 	memcpy(snap->since, row.since, sizeof(snap->since));
 	memcpy(snap->parent, row.parent, sizeof(snap->parent));
+	memcpy(snap->suspect_since, row.suspect_since, sizeof(snap->suspect_since));
 
 	{
 		struct failure_builder b = { 0 };

@@ -123,7 +123,10 @@ static int read_history(struct store *s, const char *vf, size_t max,
 		"  FROM failures f JOIN v ON f.vf_id = v.id"
 		"  UNION ALL SELECT 2, o.id, o.held_at, '', '', o.cleared_at,"
 		"  CASE WHEN o.cleared_at IS NOT NULL THEN 'operator' END, o.cleared_by, '',"
-		"  o.held_by FROM holds o JOIN v ON o.vf_id = v.id),"
+		"  o.held_by FROM holds o JOIN v ON o.vf_id = v.id"
+		"  UNION ALL SELECT 3, u.id, u.since, u.instance_id, u.claimed_at,"
+		"  u.cleared_at, u.cleared_why, NULL, u.died_at, NULL"
+		"  FROM suspects u JOIN v ON u.vf_id = v.id),"
 		" r AS (SELECT h.*, COUNT(*) OVER () AS total FROM h"
 		"  ORDER BY at DESC, kind DESC, rid DESC LIMIT ?2)"
 		" SELECT r.kind, r.at, r.inst, r.assigned, r.ended, r.how, r.by, r.msg, r.total,"
@@ -140,17 +143,27 @@ static int read_history(struct store *s, const char *vf, size_t max,
 		if (sqlite3_column_type(st, 0) == SQLITE_NULL || n == max)
 			continue;
 		struct store_history_entry *e = &list[n++];
-		static const enum store_history_kind kinds[] = { STORE_HISTORY_CLAIM,
-								  STORE_HISTORY_FAILURE,
-								  STORE_HISTORY_HOLD };
-		e->kind = kinds[sqlite3_column_int(st, 0) % 3];
+		static const enum store_history_kind kinds[] = {
+			STORE_HISTORY_CLAIM, STORE_HISTORY_FAILURE, STORE_HISTORY_HOLD,
+			STORE_HISTORY_SUSPECT };
+		int kind = sqlite3_column_int(st, 0);
+		e->kind = kind >= 0 && kind < (int)ARRAY_SIZE(kinds) ? kinds[kind]
+								 : STORE_HISTORY_CLAIM;
 		copy_string(e->at, sizeof(e->at), db_col_text(st, 1));
 		copy_string(e->instance_id, sizeof(e->instance_id), db_col_text(st, 2));
 		copy_string(e->assigned_at, sizeof(e->assigned_at), db_col_text(st, 3));
 		copy_string(e->ended_at, sizeof(e->ended_at), db_col_text(st, 4));
 		copy_string(e->how, sizeof(e->how), db_col_text(st, 5));
 		e->by = sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 6);
-		copy_string(e->message, sizeof(e->message), db_col_text(st, 7));
+		if (e->kind == STORE_HISTORY_SUSPECT) {
+			int64_t claimed_ns, died_ns;
+			copy_string(e->died_at, sizeof(e->died_at), db_col_text(st, 7));
+			if (rfc3339_to_ns(e->assigned_at, &claimed_ns) == 0 &&
+			    rfc3339_to_ns(e->died_at, &died_ns) == 0)
+				e->died_after_ms = (died_ns - claimed_ns) / 1000000;
+		} else {
+			copy_string(e->message, sizeof(e->message), db_col_text(st, 7));
+		}
 		e->started_by = sqlite3_column_type(st, 9) == SQLITE_NULL
 					? -1
 					: sqlite3_column_int64(st, 9);

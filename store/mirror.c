@@ -316,6 +316,7 @@ static void counts_sub(struct store *s, const struct vf_entry *e)
 	s->n_out_of_service -= entry_out_of_service(e);
 	s->n_claimed -= e->claim || e->reservation;
 	s->n_held_back -= entry_held_back(s, e);
+	s->n_suspect -= e->suspect_since[0] != '\0';
 }
 
 static void counts_add(struct store *s, const struct vf_entry *e)
@@ -325,11 +326,13 @@ static void counts_add(struct store *s, const struct vf_entry *e)
 	s->n_out_of_service += entry_out_of_service(e);
 	s->n_claimed += e->claim || e->reservation;
 	s->n_held_back += entry_held_back(s, e);
+	s->n_suspect += e->suspect_since[0] != '\0';
 }
 
 static void counts_recompute(struct store *s)
 {
 	s->n_quarantined = s->n_held = s->n_out_of_service = s->n_claimed = s->n_held_back = 0;
+	s->n_suspect = 0;
 	for (size_t i = 0; i < s->n_vfs; i++)
 		counts_add(s, s->by_addr[i]);
 }
@@ -426,9 +429,13 @@ void mirror_fill_info(const struct store *s, const struct vf_entry *e,
 	info->quarantined = entry_out_of_service(e);
 	info->auto_quarantined = e->quarantined;
 	info->held = e->held;
-	info->state = rule_vf_state(e->quarantined, e->held, e->n_failures, s->threshold);
+	info->suspect = e->suspect_since[0] != '\0';
+	info->state = rule_vf_state(e->quarantined, e->held, e->n_failures, s->threshold,
+				    info->suspect);
 	if (info->quarantined)
 		memcpy(info->since, e->since, sizeof(info->since));
+	else if (info->state == STORE_VF_SUSPECT)
+		memcpy(info->since, e->suspect_since, sizeof(info->since));
 	info->claimed = e->claim || e->reservation; /* placement: a reservation is taken */
 	copy_string(info->parent, sizeof(info->parent), e->parent); /* no bytes past the NUL */
 }
@@ -574,6 +581,7 @@ unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entr
 		e->held = snap->held;
 		memcpy(e->since, snap->since, sizeof(e->since));
 		memcpy(e->parent, snap->parent, sizeof(e->parent));
+		memcpy(e->suspect_since, snap->suspect_since, sizeof(e->suspect_since));
 		e->failures = snap->failures;
 		e->failure_ids = snap->failure_ids;
 		e->n_failures = snap->n_failures;
@@ -588,6 +596,7 @@ unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entr
 		snap->failures = NULL;
 		snap->claim = NULL;
 		atomic_store(&e->failure_count, (unsigned)e->n_failures);
+		atomic_store(&e->suspect, e->suspect_since[0] != '\0');
 		counts_add(s, e);
 		held_back_changed |= was_held_back != entry_held_back(s, e);
 	}

@@ -122,6 +122,22 @@ static int close_hold(struct store *s, int64_t vf_id, int64_t uid)
 		       "tii", now, uid, vf_id);
 }
 
+/* End the VF's live suspicion, if any, saying why; *ended: there was one. */
+static int end_suspicion(struct store *s, int64_t vf_id, const char *why, bool *ended)
+{
+	char now[RFC3339_BUFSZ];
+	int r;
+
+	rfc3339_now(now);
+	r = db_exec(s, "UPDATE suspects SET cleared_at = ?, cleared_why = ?"
+		       " WHERE vf_id = ? AND cleared_at IS NULL",
+		    "tti", now, why, vf_id);
+	if (r < 0)
+		return r;
+	*ended = sqlite3_changes(s->db) > 0;
+	return 0;
+}
+
 /* Back in service: no hold, no quarantine. */
 static int release_row(struct store *s, int64_t vf_id)
 {
@@ -327,10 +343,13 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 			return r;
 		switch (rule_after_failure((uint64_t)tally, threshold, cap, (uint64_t)quarantined)) {
 		case RULE_QUARANTINE:
-			if ((r = quarantine_row(s, row->id, false)) < 0)
+			if ((r = quarantine_row(s, row->id, false)) < 0 ||
+			    (r = end_suspicion(s, row->id, "quarantined",
+					       &op->failure.suspect_confirmed)) < 0)
 				return r;
 			op->failure.outcome = STORE_OUTCOME_QUARANTINED;
-			bits |= STORE_CHANGE_QUARANTINE;
+			bits |= STORE_CHANGE_QUARANTINE |
+				(op->failure.suspect_confirmed ? STORE_CHANGE_SUSPECT : 0u);
 			break;
 		case RULE_HOLD_BACK:
 			op->failure.breaker_engaged = true;
@@ -353,6 +372,23 @@ static int op_success(struct store *s, struct op *op, const struct vf_row *row)
 	int r;
 
 	op->success = (struct store_success_result){ 0 };
+	char why[STORE_HISTORY_WORD_MAX + 1];
+	/* a guest of a later assignment than the one whose VMM died worked:
+	 * the suspicion ends (an older one's success proves nothing) */
+	if (row->suspect_since[0] && op->when[0]) {
+		char now[RFC3339_BUFSZ];
+		rfc3339_now(now);
+		snprintf(why, sizeof(why), "ok:%s", op->instance_id);
+		r = db_exec(s, "UPDATE suspects SET cleared_at = ?, cleared_why = ?"
+			       " WHERE vf_id = ? AND cleared_at IS NULL AND claimed_at < ?",
+			    "ttit", now, why, row->id, op->when);
+		if (r < 0)
+			return r;
+		op->success.suspect_cleared = sqlite3_changes(s->db) > 0;
+		if (op->success.suspect_cleared &&
+		    (r = op_change(op, STORE_CHANGE_SUSPECT, op->vf, NULL)) < 0)
+			return r;
+	}
 	r = db_int(s, &match,
 		   "SELECT id FROM failures WHERE vf_id = ? AND instance_id = ? AND assigned_at = ?"
 		   " AND " FAILURE_LIVE,
@@ -360,7 +396,6 @@ static int op_success(struct store *s, struct op *op, const struct vf_row *row)
 	if (r <= 0)
 		return r;
 	/* this assignment worked: it and every older failure are history */
-	char why[STORE_HISTORY_WORD_MAX + 1];
 	snprintf(why, sizeof(why), "success:%s", op->instance_id);
 	if ((r = live_failures(s, op, row, &remaining)) < 0 ||
 	    (r = clear_failures(s, row->id, "id <= ?", match, op->uid, why)) < 0)
@@ -402,12 +437,16 @@ static int op_clear(struct store *s, struct op *op, const struct vf_row *row)
 
 	if ((r = live_failures(s, op, row, &n)) < 0)
 		return r;
-	if (rule_clear_unchanged(row->quarantined, row->held, (uint64_t)n))
+	bool suspect = row->suspect_since[0] != '\0';
+
+	if (rule_clear_unchanged(row->quarantined, row->held, (uint64_t)n, suspect))
 		return 0;
 	if ((r = clear_failures(s, row->id, "1 = ?", 1, op->uid, "operator")) < 0 ||
-	    (r = close_hold(s, row->id, op->uid)) < 0 || (r = release_row(s, row->id)) < 0)
+	    (r = close_hold(s, row->id, op->uid)) < 0 || (r = release_row(s, row->id)) < 0 ||
+	    (r = end_suspicion(s, row->id, "operator", &suspect)) < 0)
 		return r;
 	return op_change(op, (n ? STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING : 0u) |
+				     (suspect ? STORE_CHANGE_SUSPECT : 0u) |
 				     (rule_out_of_service(row->quarantined, row->held)
 					      ? STORE_CHANGE_QUARANTINE
 					      : 0u),
@@ -522,6 +561,42 @@ static int op_claim_update(struct store *s, struct op *op, const struct vf_row *
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
 }
 
+/* A claim (op->when, its claimed_at) released because its VMM died: the
+ * VF becomes suspect when the death falls in the init window
+ * (rule_crash_suspect) and it is not suspect already.  op->suspect_began
+ * and op->died_after_ms say so. */
+static int crash_suspicion(struct store *s, struct op *op, const struct vf_row *row,
+			   const char *now)
+{
+	const char *died_at = op->died_at[0] ? op->died_at : now;
+	int64_t claimed_ns, died_ns, now_ns;
+	int r;
+
+	op->suspect_began = false;
+	/* store_release() refused a died_at before the claim or after its own
+	 * now; this now is later still */
+	if (rfc3339_to_ns(op->when, &claimed_ns) < 0 || rfc3339_to_ns(died_at, &died_ns) < 0 ||
+	    rfc3339_to_ns(now, &now_ns) < 0)
+		return -EINVAL;
+	/* the write's own time before the claim (its writer named a time to
+	 * come): no death in the window can be told; the release stands */
+	if (rule_crash_time_refusal(claimed_ns, died_ns, now_ns) < 0)
+		return 0;
+	if (row->suspect_since[0] || !rule_crash_suspect(s->init_window_ns, claimed_ns, died_ns))
+		return 0;
+	r = db_exec(s,
+		    "INSERT INTO suspects (vf_id, since, instance_id, claimed_at, died_at)"
+		    " VALUES (?, ?, ?, ?, ?)",
+		    "ittt"
+		    "t",
+		    row->id, now, op->instance_id, op->when, died_at);
+	if (r < 0)
+		return r;
+	op->suspect_began = true;
+	op->died_after_ms = (died_ns - claimed_ns) / 1000000;
+	return 0;
+}
+
 static int op_release(struct store *s, struct op *op, const struct vf_row *row)
 {
 	char now[RFC3339_BUFSZ];
@@ -549,7 +624,12 @@ static int op_release(struct store *s, struct op *op, const struct vf_row *row)
 		    "ttii", now, op->how ? op->how : "released", op->uid, claim_id);
 	if (r < 0)
 		return r;
-	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
+	unsigned bits = STORE_CHANGE_CLAIMS;
+	if (op->crashed && (r = crash_suspicion(s, op, row, now)) < 0)
+		return r;
+	if (op->suspect_began)
+		bits |= STORE_CHANGE_SUSPECT;
+	return op_change(op, bits, op->vf, op->instance_id);
 }
 
 static int op_set_parent(struct store *s, struct op *op, const struct vf_row *row)

@@ -80,7 +80,8 @@ int placement_order(enum store_mode mode, const struct placement_vf *vfs, size_t
 		bool parent_degraded = v->parent[0] && bsearch(v->parent, degraded, n_degraded,
 							       sizeof(*degraded), compare_addr);
 		enum store_placement_group g = rule_placement_group(
-			mode, v->out_of_service, v->claimed, v->held_back, parent_degraded);
+			mode, v->out_of_service, v->claimed, v->held_back, v->suspect,
+			parent_degraded);
 		if (g == STORE_PLACE_NONE)
 			continue;
 		memcpy(out[k].vf, v->vf, VF_ADDR_BUFSZ);

@@ -23,6 +23,7 @@ struct placement_vf {
 	bool out_of_service;
 	bool claimed; /* a live claim or a reservation */
 	bool held_back;
+	bool suspect;
 };
 
 /* The allocatable VFs among vfs[0..n) (sorted by address), into out (room

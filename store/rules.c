@@ -121,12 +121,13 @@ bool rule_hold_unchanged(bool held)
 	return held;
 }
 
-bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally)
+bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally, bool suspect)
 {
-	return !quarantined && !held && tally == 0;
+	return !quarantined && !held && tally == 0 && !suspect;
 }
 
-enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold)
+enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold,
+				  bool suspect)
 {
 	if (held)
 		return STORE_VF_HELD;
@@ -134,7 +135,19 @@ enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, i
 		return STORE_VF_QUARANTINED;
 	if (rule_held_back(quarantined, held, tally, threshold))
 		return STORE_VF_HELD_BACK;
+	if (suspect)
+		return STORE_VF_SUSPECT;
 	return tally > 0 ? STORE_VF_FAILING : STORE_VF_OK;
+}
+
+bool rule_crash_suspect(int64_t window_ns, int64_t claimed_ns, int64_t died_ns)
+{
+	return window_ns > 0 && died_ns >= claimed_ns && died_ns - claimed_ns <= window_ns;
+}
+
+int rule_crash_time_refusal(int64_t claimed_ns, int64_t died_ns, int64_t now_ns)
+{
+	return died_ns < claimed_ns || died_ns > now_ns ? -EINVAL : 0;
 }
 
 int rule_parent_set(const char *vf, const char *current, const char *parent, bool *unchanged)
@@ -151,12 +164,15 @@ int rule_parent_set(const char *vf, const char *current, const char *parent, boo
 }
 
 enum store_placement_group rule_placement_group(enum store_mode mode, bool out_of_service,
-						bool claimed, bool held_back, bool parent_degraded)
+						bool claimed, bool held_back, bool suspect,
+						bool parent_degraded)
 {
 	if (claimed || (out_of_service && mode != STORE_MODE_OBSERVE))
 		return STORE_PLACE_NONE;
 	if (held_back || out_of_service)
 		return STORE_PLACE_HELD_BACK;
+	if (suspect)
+		return STORE_PLACE_SUSPECT;
 	return parent_degraded ? STORE_PLACE_DEGRADED_PARENT : STORE_PLACE_CLEAN_PARENT;
 }
 

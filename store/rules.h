@@ -137,11 +137,25 @@ int rule_unregister_refusal(bool out_of_service, uint64_t tally, bool claimed);
  * automatically quarantined VF does set the hold), clearing a VF with no
  * hold, no quarantine and no failure. */
 bool rule_hold_unchanged(bool held);
-bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally);
+bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally, bool suspect);
 
 /* What the VF's `state` file says: held wins over quarantined; held-back
- * (rule_held_back) over failing (failures on record below the threshold). */
-enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold);
+ * (rule_held_back) over suspect, suspect over failing (failures on record
+ * below the threshold): placement ranks a suspect VF lower than a failing
+ * one. */
+enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold,
+				  bool suspect);
+
+/* A claim whose VMM died makes its VF suspect when the death falls within
+ * the init window after the claim (store.h, "Suspect"): window_ns > 0 and
+ * claimed_ns <= died_ns <= claimed_ns + window_ns (nanoseconds since the
+ * epoch).  A death before the claim is a writer's error the caller refuses
+ * (rule_crash_time_refusal); here it is no suspicion. */
+bool rule_crash_suspect(int64_t window_ns, int64_t claimed_ns, int64_t died_ns);
+
+/* A death time a writer gives: 0, or -EINVAL before claimed_ns or after
+ * now_ns (a VMM does not die before its claim nor in the future). */
+int rule_crash_time_refusal(int64_t claimed_ns, int64_t died_ns, int64_t now_ns);
 
 /* Setting a VF's parent GPU: 0 (set it; *unchanged when it already is that
  * parent: nothing to do), -EINVAL (the VF itself) or -EBUSY (another parent
@@ -152,9 +166,10 @@ int rule_parent_set(const char *vf, const char *current, const char *parent, boo
 /* The placement group of a VF (store.h, "Placement"): STORE_PLACE_NONE when
  * claimed, or out of service in enforce mode; held-back VFs last whatever
  * their parent, and in observe mode the VFs enforcement would refuse with
- * them; parent_degraded: its parent is known and has a VF out of service. */
+ * them; suspect VFs just before them, whatever their parent;
+ * parent_degraded: its parent is known and has a VF out of service. */
 enum store_placement_group rule_placement_group(enum store_mode mode, bool out_of_service,
-						bool claimed,
-						bool held_back, bool parent_degraded);
+						bool claimed, bool held_back, bool suspect,
+						bool parent_degraded);
 
 #endif

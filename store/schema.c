@@ -47,7 +47,7 @@
 #include "store/store-internal.h"
 
 #define STORE_APPLICATION_ID 0x56464831 /* 'VFH1' */
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 
 /* -- availability ----------------------------------------------------------- */
 
@@ -256,7 +256,10 @@ static int db_load_failures(struct store *s, struct loaded_index *li)
 	}
 	failure_builder_free(&b);
 	for (size_t i = 0; i < li->n; i++)
+	{
 		atomic_store(&li->by_addr[i]->failure_count, (unsigned)li->by_addr[i]->n_failures);
+		atomic_store(&li->by_addr[i]->suspect, li->by_addr[i]->suspect_since[0] != '\0');
+	}
 	return r;
 }
 
@@ -298,8 +301,8 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 	{
 		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
 			s,
-			"SELECT id, address, quarantined, held, quarantined_at, parent FROM vfs"
-			" ORDER BY address",
+			"SELECT id, address, quarantined, held, quarantined_at, parent, " SUSPECT_SINCE_SQL
+			" FROM vfs ORDER BY address",
 			"");
 		if (!st)
 			return -EIO;
@@ -313,6 +316,7 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 			e->quarantined = sqlite3_column_int(st, 2) != 0;
 			e->held = sqlite3_column_int(st, 3) != 0;
 			copy_string(e->since, sizeof(e->since), db_col_text(st, 4));
+			copy_string(e->suspect_since, sizeof(e->suspect_since), db_col_text(st, 6));
 			const char *parent = db_col_text(st, 5);
 			if (!vf_address_valid(e->addr) ||
 			    (parent[0] && (!vf_address_valid(parent) ||
@@ -411,6 +415,17 @@ static int mirror_reload(struct store *s)
 	" parent TEXT NOT NULL, at TEXT NOT NULL, event TEXT NOT NULL, by INTEGER);"       \
 	"CREATE INDEX gpu_history_parent ON gpu_history (parent);"
 
+/* A VF's suspicions (store.h, Suspect): since (when it became suspect),
+ * the claim whose VMM died (instance_id, claimed_at) and when it was known
+ * dead; cleared_at/cleared_why when it ended (`ok:INSTANCE`, `operator`,
+ * `quarantined`).  At most one live (cleared_at NULL) per VF. */
+#define SUSPECTS_TABLE_SQL                                                                 \
+	"CREATE TABLE suspects (id INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
+	" vf_id INTEGER NOT NULL, since TEXT NOT NULL, instance_id TEXT NOT NULL,"         \
+	" claimed_at TEXT NOT NULL, died_at TEXT NOT NULL, cleared_at TEXT,"               \
+	" cleared_why TEXT);"                                                              \
+	"CREATE UNIQUE INDEX suspects_live ON suspects (vf_id) WHERE cleared_at IS NULL;"
+
 #define SCHEMA_SQL                                                                         \
 	"BEGIN IMMEDIATE;"                                                                 \
 	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"                \
@@ -429,15 +444,16 @@ static int mirror_reload(struct store *s)
 	"CREATE INDEX claims_vf ON claims (vf_id);"                                        \
 	HOLDS_TABLE_SQL                                                                    \
 	GPUS_TABLES_SQL                                                                    \
+	SUSPECTS_TABLE_SQL                                                                 \
 	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0),"   \
 	" ('mode', 0);"                                                                    \
 	"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                   \
-	"PRAGMA user_version = 5;"            /* STORE_SCHEMA_VERSION */                   \
+	"PRAGMA user_version = 6;"            /* STORE_SCHEMA_VERSION */                   \
 	"COMMIT;"
 
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
 _Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
-_Static_assert(STORE_SCHEMA_VERSION == 5, "SCHEMA_SQL and the migrations name the version");
+_Static_assert(STORE_SCHEMA_VERSION == 6, "SCHEMA_SQL and the migrations name the version");
 _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
 
 /* Schema migrations, one transaction each, run at open once the checks
@@ -499,11 +515,20 @@ _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
 	"PRAGMA user_version = 5;"                                                         \
 	"COMMIT;"
 
+/* v5 -> v6: suspect VFs (store.h, Suspect), a table of their own; a v5
+ * database never had one. */
+#define MIGRATE_V5_V6_SQL                                                                  \
+	"BEGIN IMMEDIATE;"                                                                 \
+	SUSPECTS_TABLE_SQL                                                                 \
+	"PRAGMA user_version = 6;"                                                         \
+	"COMMIT;"
+
 static const char *const migrations[] = {
 	[1] = MIGRATE_V1_V2_SQL,
 	[2] = MIGRATE_V2_V3_SQL,
 	[3] = MIGRATE_V3_V4_SQL,
 	[4] = MIGRATE_V4_V5_SQL,
+	[5] = MIGRATE_V5_V6_SQL,
 };
 _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -903,7 +928,8 @@ int store_repair(struct store *s)
 
 int store_open(const struct store_options *opt, struct store **ret)
 {
-	if (!opt || !ret || !opt->path || !*opt->path || strlen(opt->path) >= PATH_MAX - 8)
+	if (!opt || !ret || !opt->path || !*opt->path || strlen(opt->path) >= PATH_MAX - 8 ||
+	    opt->init_window_ns < 0 || opt->init_window_ns > (int64_t)INIT_WINDOW_MAX_S * 1000000000)
 		return -EINVAL;
 	if (opt->threshold != 0 &&
 	    (opt->threshold < THRESHOLD_MIN || opt->threshold > THRESHOLD_MAX))
@@ -922,6 +948,7 @@ int store_open(const struct store_options *opt, struct store **ret)
 	s->queue_tail = &s->queue_head;
 	s->cfg_threshold = opt->threshold;
 	s->cfg_max_quarantined = opt->max_quarantined;
+	s->init_window_ns = opt->init_window_ns;
 	pthread_mutex_init(&s->write_lock, NULL);
 	pthread_mutex_init(&s->reservation_lock, NULL);
 	pthread_rwlock_init(&s->index_lock, NULL);

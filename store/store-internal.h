@@ -108,10 +108,12 @@ struct vf_entry {
 	char addr[VF_ADDR_BUFSZ];
 	uint64_t id;
 	atomic_uint failure_count; /* == n_failures; read without mirror_lock */
+	atomic_bool suspect;       /* == suspect_since[0] != 0; read without mirror_lock */
 	bool quarantined; /* automatically, by failures */
 	bool held;        /* by the operator */
 	char since[RFC3339_BUFSZ]; /* out of service since; "" while in service */
 	char parent[VF_ADDR_BUFSZ]; /* the physical function; "" when unknown */
+	char suspect_since[RFC3339_BUFSZ]; /* "" when not suspect (store.h, Suspect) */
 	struct failure_key *failures; /* oldest first; one block with failure_ids */
 	const char *failure_ids;      /* inside the failures block; not freed alone */
 	size_t n_failures;
@@ -134,6 +136,7 @@ struct vf_snapshot {
 	bool held;
 	char since[RFC3339_BUFSZ];
 	char parent[VF_ADDR_BUFSZ];
+	char suspect_since[RFC3339_BUFSZ];
 	struct failure_key *failures;
 	const char *failure_ids;
 	size_t n_failures;
@@ -196,6 +199,10 @@ struct op {
 	int64_t uid;     /* the writer, for the history: -1 unknown */
 	const char *how; /* OP_RELEASE: how the claim ended */
 	bool gpu_applied; /* OP_DRAIN: changed the GPU's phase (gpus_apply_batch) */
+	bool crashed;    /* OP_RELEASE: its VMM died ("Suspect") */
+	char died_at[RFC3339_BUFSZ]; /* OP_RELEASE, crashed: "" = now */
+	bool suspect_began;      /* OP_RELEASE: the VF became suspect */
+	int64_t died_after_ms;   /* ... its VMM dead this long after the claim */
 	bool when_given; /* OP_CLAIM, OP_CLAIM_UPDATE: the writer set claimed_at
 			    (rule_claimed_at_refusal), it is not the store's stamp */
 
@@ -228,6 +235,7 @@ struct store {
 	char *vfs_name;
 	int cfg_threshold;
 	int cfg_max_quarantined;
+	int64_t init_window_ns; /* store.h, Suspect; 0: off */
 
 	pthread_mutex_t write_lock;
 	int lock_fd; /* flock'd; -1 while not held */
@@ -272,6 +280,7 @@ struct store {
 	struct gpu_entry *gpus;
 	size_t n_gpus, cap_gpus;
 	size_t gpus_pending; /* OP_DRAINs of the running batch (under write_lock too) */
+	size_t n_suspect;
 
 	pthread_mutex_t queue_lock;
 	pthread_cond_t queue_cond;
@@ -291,6 +300,8 @@ struct store {
 	atomic_uint_fast64_t failed_reports[3];
 	atomic_uint_fast64_t ok_reports_cleared;
 	atomic_uint_fast64_t ok_reports_noop;
+	atomic_uint_fast64_t suspect_confirmed;
+	atomic_uint_fast64_t suspect_cleared;
 	atomic_uint_fast64_t commits;
 	atomic_uint_fast64_t commit_failures;
 	atomic_uint_fast64_t repairs;   /* store_repair() attempts on an unavailable store */
@@ -406,9 +417,19 @@ struct vf_row {
 	bool held;
 	char since[RFC3339_BUFSZ]; /* "" while in service */
 	char parent[VF_ADDR_BUFSZ]; /* "" when unknown */
+	char suspect_since[RFC3339_BUFSZ]; /* "" when not suspect */
 };
 
+/* The VF's live suspicion's since, NULL when none: a column of a SELECT
+ * FROM vfs. */
+#define SUSPECT_SINCE_SQL                                                                  \
+	"(SELECT since FROM suspects WHERE vf_id = vfs.id AND cleared_at IS NULL)"
+
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row);
+
+/* Nanoseconds since the epoch of an RFC 3339 time (any spelling): 0 or
+ * -EINVAL (also past int64_t's nanoseconds, in 2262). */
+int rfc3339_to_ns(const char *s, int64_t *ret);
 int db_setting(struct store *s, const char *key, int64_t *ret);
 int db_failure_count(struct store *s, int64_t vf_id, int64_t *ret);
 int db_quarantined_count(struct store *s, int64_t *ret);

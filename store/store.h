@@ -53,7 +53,9 @@
  *                 behind it (the caller's log line).  Test: failure_dedupe.
  *
  *  Success report (vf, instance_id, assigned_at) -> (cleared, rescinded):
- *                 - no recorded failures: (0, false), on a fast path that
+ *                 - a suspect VF is suspect no longer (whatever else);
+ *                 - no recorded failures and not suspect: (0, false), on a
+ *                   fast path that
  *                   takes no write transaction and no lock that claims or
  *                   failure reports hold, and that succeeds even while the
  *                   store is unavailable;
@@ -196,8 +198,25 @@
  *                 gpu_drain_unknown_phase_fails_closed.
  *
  *  State          each VF's state, derived: held (an operator hold, whatever
- *                 else), quarantined (automatically), held-back, failing
- *                 (failures on record below the threshold), ok.
+ *                 else), quarantined (automatically), held-back, suspect,
+ *                 failing (failures on record below the threshold), ok.
+ *
+ *  Suspect        a claim released with `crashed` (its VMM died: the
+ *                 sentinel found it dead, or its manager says so) whose
+ *                 death falls within the init window after its claimed_at
+ *                 (rule_crash_suspect: died_at - claimed_at <= window,
+ *                 window > 0) makes its VF suspect, with a history entry
+ *                 (which claim, when it died) and `since`.  A plain release
+ *                 never does.  A suspect VF stays in service and claimable:
+ *                 no threshold, no breaker count; placement ranks it after
+ *                 the clean and degraded-parent groups, before the
+ *                 held-back ones.  It ends (the history says why) with the
+ *                 next success report on the VF (`ok:INSTANCE`), the
+ *                 operator's store_clear (`operator`), or a quarantine
+ *                 (`quarantined`: confirmed); a second crash while suspect
+ *                 changes nothing.  Persisted (table suspects).  Tests:
+ *                 suspect_lifecycle, migrate_v3_to_v4; test-rules.c
+ *                 crash_suspect.
  *
  *  Durability     every acknowledged mutation is committed durably before the
  *                 call returns (WAL, synchronous=FULL, BEGIN IMMEDIATE).
@@ -207,7 +226,8 @@
  *                 schema; a newer schema is refused with a clear reason; an
  *                 older one is migrated at open, keeping its data (version
  *                 1: a manual quarantine becomes an operator hold;
- *                 version 2: every VF's parent is unknown).
+ *                 version 2: every VF's parent is unknown; version 3: no
+ *                 VF is suspect).
  *
  *  Fail closed    a failed commit (disk full, I/O error, read-only file,
  *                 corruption) latches the store unavailable with a
@@ -273,6 +293,8 @@
 
 /* Every limit of the interface is grammar/limits.h's; the store adds only: */
 #define STORE_REASON_MAX 512
+#define INIT_WINDOW_MAX_S 86400 /* a day: longer is no init window */
+#define INIT_WINDOW_DEFAULT_S 60 /* vfhealthd --init-window */
 
 struct store;
 
@@ -281,6 +303,8 @@ struct store_options {
 	int threshold;        /* 0: keep the stored value (default 2 on a new db) */
 	int max_quarantined;  /* -1: keep the stored value (default 0 = no cap) */
 	const char *vfs_name; /* SQLite VFS to use (tests inject faults); NULL = default */
+	int64_t init_window_ns; /* the init window ("Suspect" above), nanoseconds, at
+				 * most INIT_WINDOW_MAX_S seconds; 0: off */
 };
 
 /* Open (creating if needed: "Lost database" above) the database.  Returns 0
@@ -328,6 +352,7 @@ enum store_change_bits {
 	STORE_CHANGE_MODE = 1 << 10,      /* enforce <-> observe */
 	STORE_CHANGE_FAILING = 1 << 11,   /* vf's tally went between 0 and not (ok <-> failing) */
 	STORE_CHANGE_GPU = 1 << 12,       /* a GPU's drain started or ended (names no VF) */
+	STORE_CHANGE_SUSPECT = 1 << 13,   /* vf became suspect or stopped being it */
 };
 
 struct store_change {
@@ -363,8 +388,9 @@ enum store_vf_state {
 	STORE_VF_QUARANTINED, /* automatically, by failures */
 	STORE_VF_HELD,        /* by the operator (whether quarantined or not) */
 	STORE_VF_HELD_BACK,   /* meets the threshold; the breaker keeps it in service */
+	STORE_VF_SUSPECT,     /* in service; its last VMM died in its init window */
 };
-/* "ok", "failing", "quarantined", "held", "held-back" */
+/* "ok", "failing", "quarantined", "held", "held-back", "suspect" */
 const char *store_vf_state_name(enum store_vf_state state);
 
 struct store_vf_info {
@@ -375,7 +401,9 @@ struct store_vf_info {
 	bool auto_quarantined; /* quarantined by failures (counts against the cap) */
 	bool held;           /* held by the operator */
 	enum store_vf_state state;
-	char since[RFC3339_BUFSZ]; /* when it went out of service; "" while in service */
+	char since[RFC3339_BUFSZ]; /* when it went out of service, or became suspect
+				    * while in service; "" otherwise */
+	bool suspect;        /* "Suspect" above; in service or not */
 	bool claimed;        /* has a live claim or a reservation */
 	char parent[VF_ADDR_BUFSZ]; /* the physical function; "" when unknown */
 };
@@ -423,6 +451,7 @@ int store_held_back_list(struct store *s, enum store_read how, char (**ret)[VF_A
 enum store_placement_group {
 	STORE_PLACE_CLEAN_PARENT,    /* its parent has no VF out of service (or is unknown) */
 	STORE_PLACE_DEGRADED_PARENT, /* its parent has a VF out of service */
+	STORE_PLACE_SUSPECT,         /* suspect, whatever its parent */
 	STORE_PLACE_HELD_BACK,       /* in service only because of the breaker */
 	STORE_PLACE_NONE,            /* not allocatable: out of service or claimed */
 };
@@ -467,20 +496,30 @@ int store_mode_set(struct store *s, enum store_mode mode); /* -EINVAL for anothe
 
 /* -- history -------------------------------------------------------------- */
 
-enum store_history_kind { STORE_HISTORY_CLAIM, STORE_HISTORY_FAILURE, STORE_HISTORY_HOLD };
+enum store_history_kind {
+	STORE_HISTORY_CLAIM,
+	STORE_HISTORY_FAILURE,
+	STORE_HISTORY_HOLD,
+	STORE_HISTORY_SUSPECT,
+};
 
 /* The why of a cleared failure, the how of an ended claim: one word. */
 #define STORE_HISTORY_WORD_MAX (16 + INSTANCE_ID_MAX)
 
 struct store_history_entry {
 	enum store_history_kind kind;
-	char at[RFC3339_BUFSZ];           /* claimed_at, a failure's reported_at, held_at */
+	char at[RFC3339_BUFSZ];           /* claimed_at, a failure's reported_at, held_at, or
+					   * when the VF became suspect */
 	char instance_id[INSTANCE_ID_MAX + 1];
-	char assigned_at[RFC3339_BUFSZ];  /* failures: "" when unknown */
+	char assigned_at[RFC3339_BUFSZ];  /* failures: "" when unknown; suspect: the
+					   * claimed_at of the claim whose VMM died */
+	char died_at[RFC3339_BUFSZ];      /* suspect: when its VMM was known dead */
+	int64_t died_after_ms;            /* suspect: died_at - the claim's claimed_at */
 	char ended_at[RFC3339_BUFSZ];     /* released_at / cleared_at; "" while live */
 	int64_t started_by;               /* holds: the uid that held it; -1 when not known */
-	char how[STORE_HISTORY_WORD_MAX + 1]; /* claims: how it ended; failures: why cleared;
-					       * "" while live or when not recorded */
+	char how[STORE_HISTORY_WORD_MAX + 1]; /* claims: how it ended; failures, suspect:
+					       * why cleared; "" while live or when not
+					       * recorded */
 	int64_t by;                       /* the uid that ended it; -1 when not known */
 	char message[FAILURE_MESSAGE_MAX + 1]; /* failures */
 };
@@ -563,6 +602,7 @@ struct store_failure_result {
 	} instances[STORE_INSTANCES_SHOWN];
 	size_t n_instances;
 	bool more_instances;
+	bool suspect_confirmed; /* QUARANTINED: the VF was suspect ("Suspect" above) */
 };
 
 /* assigned_at: canonical RFC 3339 (see rfc3339_normalize) or "" / NULL when
@@ -577,6 +617,7 @@ int store_report_failure(struct store *s, const char *vf, const char *instance_i
 struct store_success_result {
 	unsigned cleared;
 	bool rescinded; /* back in service: the quarantine was lifted, no hold remains */
+	bool suspect_cleared; /* the VF was suspect and is no longer ("Suspect" above) */
 };
 
 /* uid: the writer, for the history (-1: unknown). */
@@ -592,6 +633,7 @@ struct store_operator_result {
 	bool auto_quarantined; /* quarantined by failures before */
 	bool quarantined;      /* out of service before */
 	unsigned tally;        /* failures on record before */
+	bool suspect;          /* suspect before (store_clear ends it) */
 };
 
 /* Set the hold (a no-op if held); uid: the writer, for the history (-1:
@@ -664,8 +706,17 @@ struct store_release_opts {
 	const char *claimed_at;
 	/* how the claim ended, for the history: a word of at most
 	 * STORE_HISTORY_WORD_MAX bytes; NULL: "released", or "released-if" with
-	 * claimed_at */
+	 * claimed_at, or "crashed" with crashed */
 	const char *how;
+	/* its VMM died ("Suspect" above): with claimed_at only */
+	bool crashed;
+	/* crashed: when the VMM was known dead (any RFC 3339 spelling; not
+	 * before claimed_at, not in the future: -EINVAL); NULL: now */
+	const char *died_at;
+	/* when non-NULL, set on success: this release made the VF suspect, its
+	 * VMM dead *died_after_ms after the claim */
+	bool *suspect_began;
+	int64_t *died_after_ms;
 	int64_t uid; /* the uid that ended it; -1: unknown */
 };
 
@@ -706,6 +757,9 @@ struct store_stats {
 	uint64_t failed_reports[3]; /* indexed by enum store_outcome */
 	uint64_t ok_reports_cleared;   /* success reports that cleared something */
 	uint64_t ok_reports_noop;      /* success reports that changed nothing */
+	size_t suspect;                /* VFs suspect now */
+	uint64_t suspect_confirmed;    /* suspect VFs quarantined since open */
+	uint64_t suspect_cleared;      /* suspect VFs cleared (an OK, the operator) since open */
 	uint64_t commits;              /* durable transactions since open */
 	uint64_t commit_failures;
 	uint64_t repairs;              /* store_repair() attempts on an unavailable store */

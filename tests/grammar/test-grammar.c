@@ -622,7 +622,8 @@ START_TEST(test_assignment_update)
 }
 END_TEST
 
-/* release=CLAIMED_AT: a command key, written alone, any RFC 3339 spelling. */
+/* release=CLAIMED_AT: a command key, written alone or with ended=crash (and
+ * died_at=), any RFC 3339 spelling. */
 START_TEST(test_assignment_release)
 {
 	static const char *const bad[] = {
@@ -634,23 +635,48 @@ START_TEST(test_assignment_release)
 		"release=" T1 "\nrelease=" T1,
 		"release=" T1 "\nbogus=1",
 		"release",
+		"ended=crash",
+		"ended=crash\npid=3",
+		"release=" T1 "\nended=crashed",
+		"release=" T1 "\nended=",
+		"release=" T1 "\nended=crash\nended=crash",
+		"died_at=" T1,
+		"ended=crash\ndied_at=" T1,
+		"release=" T1 "\ndied_at=" T1,
+		"release=" T1 "\nended=crash\ndied_at=soon",
+		"release=" T1 "\nended=crash\ndied_at=",
+		"release=" T1 "\nended=crash\npid=3",
 	};
 	struct assignment cur = sample(), out;
-	char at[RFC3339_BUFSZ];
+	struct assignment_release at;
 
-	ck_assert_int_eq(assignment_parse_release("release=2026-11-29t07:44:51.000000001z", at), 1);
-	ck_assert_str_eq(at, T1);
-	ck_assert_int_eq(assignment_parse_release("\nrelease=" T1 "\n\n", at), 1);
-	ck_assert_str_eq(at, T1);
+	ck_assert_int_eq(assignment_parse_release("release=2026-11-29t07:44:51.000000001z", &at), 1);
+	ck_assert_str_eq(at.claimed_at, T1);
+	ck_assert(!at.crashed);
+	ck_assert_int_eq(assignment_parse_release("\nrelease=" T1 "\n\n", &at), 1);
+	ck_assert_str_eq(at.claimed_at, T1);
+	/* a death said with its release, in either order */
+	ck_assert_int_eq(assignment_parse_release("ended=crash\nrelease=" T1, &at), 1);
+	ck_assert_str_eq(at.claimed_at, T1);
+	ck_assert(at.crashed);
+	ck_assert_str_eq(at.died_at, "");
+	ck_assert_int_eq(assignment_parse_release("\nrelease=" T1 "\nended=crash\n"
+						  "died_at=2026-11-29T07:44:52Z\n", &at), 1);
+	ck_assert(at.crashed);
+	ck_assert_str_eq(at.died_at, "2026-11-29T07:44:52.000000000Z");
 	/* not a release: an update, left to assignment_parse_update() */
-	ck_assert_int_eq(assignment_parse_release("agent=vsock:3\npid=7", at), 0);
-	ck_assert_int_eq(assignment_parse_release("", at), 0);
+	ck_assert_int_eq(assignment_parse_release("agent=vsock:3\npid=7", &at), 0);
+	ck_assert_int_eq(assignment_parse_release("", &at), 0);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		ck_assert_msg(assignment_parse_release(bad[i], at) == -EINVAL, "accepted: %s", bad[i]);
-	/* an update may not name it; a reader ignores it (never rendered) */
+		ck_assert_msg(assignment_parse_release(bad[i], &at) == -EINVAL, "accepted: %s", bad[i]);
+	/* an update may not name them; a reader ignores them (never rendered) */
 	ck_assert_int_eq(assignment_parse_update(&cur, "release=" T1, true, &out, NULL), -EINVAL);
+	ck_assert_int_eq(assignment_parse_update(&cur, "ended=crash", true, &out, NULL), -EINVAL);
+	ck_assert_int_eq(assignment_parse_update(&cur, "died_at=" T1, true, &out, NULL), -EINVAL);
 	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", "release=x\npid=3\n", 16, &out), 0);
 	ck_assert_int_eq(out.pid, 3);
+	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", "ended=x\npid=4\n", 14, &out), 0);
+	ck_assert_int_eq(out.pid, 4);
 }
 END_TEST
 

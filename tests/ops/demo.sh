@@ -2,7 +2,8 @@
 # demo.sh - examples/demo.sh cannot rot: run it with --once against the
 # build under test.  It must mount vfhealthd, run simulated guests behind
 # test-vmm, see the sentinel quarantine the wedged VF after two failed
-# assignments, verify that itself, and clean up (no mount, no child left).
+# assignments and a VF whose VMM was killed during init move to the back of
+# allocatable, verify that itself, and clean up (no mount, no child left).
 # Without --mount it mounts in its work directory, not on /run/vfhealth.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
@@ -26,6 +27,8 @@ if [[ $rc != 0 ]]; then
 	fail "demo --once exited $rc"
 fi
 grep -q "quarantined after two failed assignments" "$out" || { cat "$out" >&2; fail "the demo did not report the quarantine"; }
+grep -q "moved to the back of allocatable before any guest failed on it" "$out" ||
+	{ cat "$out" >&2; fail "the demo did not show the suspect VF"; }
 # Without --mount it mounts in its work directory, never on /run/vfhealth.
 grep -qxF "==> Mounting vfhealthd on $work/mnt (database $work/vfhealth.db)" "$out" ||
 	{ cat "$out" >&2; fail "the demo did not mount on $work/mnt"; }

@@ -795,6 +795,30 @@ START_TEST(test_metrics_render)
 }
 END_TEST
 
+/* The earliest time a dead VMM may have died: its last alive verdict, else
+ * its claim's time when watched from it, else the first dead verdict; never
+ * before the claim nor after now; none for a claim from the future. */
+START_TEST(test_death_time)
+{
+	const char *claimed = "2026-11-29T07:00:01.000000000Z",
+		   *alive = "2026-11-29T07:00:30.000000000Z",
+		   *dead = "2026-11-29T07:01:30.000000000Z",
+		   *now = "2026-11-29T07:02:00.000000000Z",
+		   *before = "2026-11-29T07:00:00.000000000Z";
+
+	ck_assert_str_eq(sentinel_death_time(claimed, alive, true, dead, now), alive);
+	ck_assert_str_eq(sentinel_death_time(claimed, alive, false, dead, now), alive);
+	ck_assert_str_eq(sentinel_death_time(claimed, "", true, dead, now), claimed);
+	ck_assert_str_eq(sentinel_death_time(claimed, "", false, dead, now), dead);
+	ck_assert_str_eq(sentinel_death_time(claimed, before, false, dead, now), claimed);
+	ck_assert_str_eq(sentinel_death_time(claimed, "", false, "2026-11-29T07:03:00.000000000Z", now),
+			 now);
+	ck_assert_ptr_null(sentinel_death_time(claimed, "", false, "", now));
+	ck_assert_ptr_null(sentinel_death_time("", alive, true, dead, now));
+	ck_assert_ptr_null(sentinel_death_time("2026-11-29T08:00:00.000000000Z", "", true, dead, now));
+}
+END_TEST
+
 static Suite *verdict_suite(void)
 {
 	Suite *s = suite_create("sentinel-verdict");
@@ -827,6 +851,10 @@ static Suite *verdict_suite(void)
 	tcase_add_test(tc, test_boot_id);
 	tcase_add_test(tc, test_gather);
 	tcase_add_test(tc, test_gather_other_netns);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("death_time");
+	tcase_add_test(tc, test_death_time);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("options");

@@ -177,29 +177,36 @@ START_TEST(refusals)
 	 * automatically quarantined one gets the hold) */
 	ck_assert(rule_hold_unchanged(true));
 	ck_assert(!rule_hold_unchanged(false));
-	ck_assert(rule_clear_unchanged(false, false, 0));
-	ck_assert(!rule_clear_unchanged(true, false, 0));
-	ck_assert(!rule_clear_unchanged(false, true, 0));
-	ck_assert(!rule_clear_unchanged(false, false, 1)); /* held back or below the threshold */
+	ck_assert(rule_clear_unchanged(false, false, 0, false));
+	ck_assert(!rule_clear_unchanged(true, false, 0, false));
+	ck_assert(!rule_clear_unchanged(false, true, 0, false));
+	ck_assert(!rule_clear_unchanged(false, false, 1, false)); /* held back or below the threshold */
+	ck_assert(!rule_clear_unchanged(false, false, 0, true));  /* suspect: echo 0 ends it */
 }
 END_TEST
 
 START_TEST(vf_state)
 {
 	/* held wins over everything */
-	ck_assert_int_eq(rule_vf_state(true, true, 5, 2), STORE_VF_HELD);
-	ck_assert_int_eq(rule_vf_state(false, true, 0, 2), STORE_VF_HELD);
-	ck_assert_int_eq(rule_vf_state(false, true, 3, 2), STORE_VF_HELD); /* not held-back */
+	ck_assert_int_eq(rule_vf_state(true, true, 5, 2, false), STORE_VF_HELD);
+	ck_assert_int_eq(rule_vf_state(false, true, 0, 2, false), STORE_VF_HELD);
+	ck_assert_int_eq(rule_vf_state(false, true, 3, 2, false), STORE_VF_HELD); /* not held-back */
 	/* then the automatic quarantine */
-	ck_assert_int_eq(rule_vf_state(true, false, 2, 2), STORE_VF_QUARANTINED);
-	ck_assert_int_eq(rule_vf_state(true, false, 0, 2), STORE_VF_QUARANTINED);
+	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, false), STORE_VF_QUARANTINED);
+	ck_assert_int_eq(rule_vf_state(true, false, 0, 2, false), STORE_VF_QUARANTINED);
 	/* in service: held back when the tally meets the threshold */
-	ck_assert_int_eq(rule_vf_state(false, false, 2, 2), STORE_VF_HELD_BACK);
-	ck_assert_int_eq(rule_vf_state(false, false, 9, 2), STORE_VF_HELD_BACK);
+	ck_assert_int_eq(rule_vf_state(false, false, 2, 2, false), STORE_VF_HELD_BACK);
+	ck_assert_int_eq(rule_vf_state(false, false, 9, 2, false), STORE_VF_HELD_BACK);
 	/* failing below it, ok with nothing on record */
-	ck_assert_int_eq(rule_vf_state(false, false, 1, 2), STORE_VF_FAILING);
-	ck_assert_int_eq(rule_vf_state(false, false, 0, 2), STORE_VF_OK);
-	ck_assert_int_eq(rule_vf_state(false, false, 0, 1), STORE_VF_OK);
+	ck_assert_int_eq(rule_vf_state(false, false, 1, 2, false), STORE_VF_FAILING);
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, false), STORE_VF_OK);
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 1, false), STORE_VF_OK);
+	/* suspect: below held-back, above failing and ok */
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, true), STORE_VF_SUSPECT);
+	ck_assert_int_eq(rule_vf_state(false, false, 1, 2, true), STORE_VF_SUSPECT);
+	ck_assert_int_eq(rule_vf_state(false, false, 2, 2, true), STORE_VF_HELD_BACK);
+	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, true), STORE_VF_QUARANTINED);
+	ck_assert_int_eq(rule_vf_state(false, true, 0, 2, true), STORE_VF_HELD);
 
 	/* the names the state file shows */
 	ck_assert_str_eq(store_vf_state_name(STORE_VF_OK), "ok");
@@ -207,6 +214,7 @@ START_TEST(vf_state)
 	ck_assert_str_eq(store_vf_state_name(STORE_VF_QUARANTINED), "quarantined");
 	ck_assert_str_eq(store_vf_state_name(STORE_VF_HELD), "held");
 	ck_assert_str_eq(store_vf_state_name(STORE_VF_HELD_BACK), "held-back");
+	ck_assert_str_eq(store_vf_state_name(STORE_VF_SUSPECT), "suspect");
 	ck_assert_str_eq(store_vf_state_name((enum store_vf_state)99), "unknown");
 }
 END_TEST
@@ -226,28 +234,61 @@ START_TEST(parent_and_placement)
 	/* out of service or claimed: not allocatable, whatever else */
 	for (int hb = 0; hb < 2; hb++)
 		for (int deg = 0; deg < 2; deg++) {
-			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, false, hb, deg), STORE_PLACE_NONE);
-			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, true, hb, deg), STORE_PLACE_NONE);
-			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, true, hb, deg), STORE_PLACE_NONE);
+			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, false, hb, false, deg), STORE_PLACE_NONE);
+			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, true, hb, false, deg), STORE_PLACE_NONE);
+			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, true, hb, false, deg), STORE_PLACE_NONE);
 		}
 	/* held back: last, whatever its parent */
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, false), STORE_PLACE_HELD_BACK);
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, false, false), STORE_PLACE_HELD_BACK);
 	/* observe mode: out of service is allocatable, last; claimed is not */
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, false, false, false),
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, false, false, false, false),
 			 STORE_PLACE_HELD_BACK);
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, true, false, false),
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, true, false, false, false),
 			 STORE_PLACE_NONE);
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, false, false, false, true),
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, false, false, false, false, true),
 			 STORE_PLACE_DEGRADED_PARENT);
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, true), STORE_PLACE_HELD_BACK);
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, false, true), STORE_PLACE_HELD_BACK);
 	/* the parent decides between the first two groups */
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, false),
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, false, false),
 			 STORE_PLACE_CLEAN_PARENT);
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, true),
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, false, true),
 			 STORE_PLACE_DEGRADED_PARENT);
+	/* suspect: after both parent groups whatever its parent, before held back */
+	for (int deg = 0; deg < 2; deg++) {
+		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, true, deg),
+				 STORE_PLACE_SUSPECT);
+		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, true, deg),
+				 STORE_PLACE_HELD_BACK);
+		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, true, false, true, deg),
+				 STORE_PLACE_NONE); /* claimed */
+		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, false, false, true, deg),
+				 STORE_PLACE_NONE); /* out of service */
+	}
 	/* the groups' order is the placement order */
 	ck_assert_int_lt(STORE_PLACE_CLEAN_PARENT, STORE_PLACE_DEGRADED_PARENT);
-	ck_assert_int_lt(STORE_PLACE_DEGRADED_PARENT, STORE_PLACE_HELD_BACK);
+	ck_assert_int_lt(STORE_PLACE_DEGRADED_PARENT, STORE_PLACE_SUSPECT);
+	ck_assert_int_lt(STORE_PLACE_SUSPECT, STORE_PLACE_HELD_BACK);
+}
+END_TEST
+
+/* The init window: a death from the claim to window after it, inclusive;
+ * a window of 0 is off; a death time before the claim or in the future is
+ * refused. */
+START_TEST(crash_suspect)
+{
+	const int64_t s = 1000000000, claimed = 1764000000 * s, window = 60 * s;
+
+	ck_assert(rule_crash_suspect(window, claimed, claimed));
+	ck_assert(rule_crash_suspect(window, claimed, claimed + s));
+	ck_assert(rule_crash_suspect(window, claimed, claimed + window));
+	ck_assert(!rule_crash_suspect(window, claimed, claimed + window + 1));
+	ck_assert(!rule_crash_suspect(window, claimed, claimed - 1));
+	ck_assert(!rule_crash_suspect(0, claimed, claimed + s));
+	ck_assert(!rule_crash_suspect(-1, claimed, claimed));
+	ck_assert_int_eq(rule_crash_time_refusal(claimed, claimed, claimed), 0);
+	ck_assert_int_eq(rule_crash_time_refusal(claimed, claimed + s, claimed + 2 * s), 0);
+	ck_assert_int_eq(rule_crash_time_refusal(claimed, claimed - 1, claimed + s), -EINVAL);
+	ck_assert_int_eq(rule_crash_time_refusal(claimed, claimed + 2 * s, claimed + s), -EINVAL);
 }
 END_TEST
 
@@ -365,7 +406,7 @@ static Suite *rules_suite(void)
 	const TTest *tests[] = { threshold_cap_and_breaker, failure_reports,
 				 success_and_reevaluation, refusals, vf_state,
 				 parent_and_placement, placement_groups, placement_shuffle,
-				 reservation_transitions };
+				 reservation_transitions, crash_suspect };
 	Suite *suite = suite_create("store-rules");
 	TCase *tc = tcase_create("rules");
 

@@ -563,7 +563,7 @@ START_TEST(failure_listing_survives_reopen)
 
 	/* a store whose database could not be opened lists nothing */
 	store_close(s);
-	db_write("PRAGMA user_version = 6"); /* newer than this code */
+	db_write("PRAGMA user_version = 7"); /* newer than this code */
 	s = open_store();
 	ck_assert(!store_status(s, NULL, 0));
 	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), -EIO);
@@ -1065,7 +1065,7 @@ START_TEST(migrate_v1_to_v2)
 	 * until a success clears them */
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 5);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 6);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('vfs')"
 				  " WHERE name = 'manual'"),
 			 0);
@@ -1493,7 +1493,7 @@ START_TEST(persistence_all_state)
 	free(f);
 	/* the file is what this code writes */
 	ck_assert_int_eq(db_query("PRAGMA application_id"), 0x56464831);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 5);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 6);
 	store_close(s);
 	struct stat st;
 	ck_assert_int_eq(stat(db_path, &st), 0);
@@ -1567,13 +1567,13 @@ START_TEST(newer_schema_refused)
 
 	reg(s, VF_A);
 	store_close(s);
-	db_write("PRAGMA user_version = 6"); /* newer than this code */
+	db_write("PRAGMA user_version = 7"); /* newer than this code */
 	size_t len_before, len_after;
 	_cleanup_free_ char *bytes_before = read_file(db_path, &len_before);
 
 	s = open_store();
 	ck_assert(!store_status(s, reason, sizeof(reason)));
-	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 6"), "%s", reason);
+	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 7"), "%s", reason);
 	struct store_vf_info i;
 	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -EIO);
 	ck_assert_int_eq(store_vf_register(s, VF_B, NULL), -EIO);
@@ -2509,7 +2509,10 @@ END_TEST
 /* What a version 2 vfhealthd wrote, made from a current database: no
  * parents, no mode, no history of cleared failures or of how claims ended
  * (the v3 failures table had a UNIQUE constraint of its own). */
-#define V5_TO_V4_SQL "DROP TABLE gpus; DROP TABLE gpu_history; PRAGMA user_version = 4;"
+/* A version 6 database taken back to version 5: no suspects table; then to
+ * version 4: no GPU drains. */
+#define V6_TO_V5_SQL "DROP INDEX suspects_live; DROP TABLE suspects; PRAGMA user_version = 5;"
+#define V5_TO_V4_SQL V6_TO_V5_SQL "DROP TABLE gpus; DROP TABLE gpu_history; PRAGMA user_version = 4;"
 #define V3_TO_V2_SQL                                                                       \
 	V5_TO_V4_SQL                                                                       \
 	"DROP INDEX claims_vf;"                                                            \
@@ -2542,7 +2545,7 @@ START_TEST(schema_v1_migrated)
 	s = open_store();
 	char reason[STORE_REASON_MAX];
 	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 5);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 6);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.claimed_at, T1);
 	ck_assert_str_eq(got.boot_id, "");
@@ -2894,7 +2897,7 @@ START_TEST(migrate_v2_to_v3)
 	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2, NULL), 0);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 5);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 6);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('failures')"
 				  " WHERE name = 'cleared_at'"),
 			 1);
@@ -3147,7 +3150,249 @@ START_TEST(migrate_v4_to_v5)
 	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL), 0);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINED);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 5);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 6);
+}
+END_TEST
+
+/* A store with an init window of window_s seconds. */
+static struct store *open_window(int64_t window_s)
+{
+	struct store_options opt = { .path = db_path, .max_quarantined = -1,
+				     .vfs_name = FAULTVFS_NAME,
+				     .init_window_ns = window_s * 1000000000 };
+	struct store *s = NULL;
+
+	ck_assert_int_eq(store_open(&opt, &s), 0);
+	return s;
+}
+
+static void claim_at(struct store *s, const char *vf, const char *inst, const char *at)
+{
+	struct store_claim c = { .instance_id = "", .claimed_at = "" };
+
+	strcpy(c.vf, vf);
+	strcpy(c.instance_id, inst);
+	strcpy(c.claimed_at, at);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+}
+
+/* Release inst's claim at claimed_at, its VMM dead at died_at (NULL: now):
+ * whether the VF became suspect (-errno on a refusal). */
+static int crash(struct store *s, const char *vf, const char *inst, const char *claimed_at,
+		 const char *died_at, int64_t *after_ms)
+{
+	bool began = false;
+	int r = store_release(s, vf, inst,
+			      &(struct store_release_opts){ .claimed_at = claimed_at,
+							    .crashed = true,
+							    .died_at = died_at,
+							    .uid = -1,
+							    .suspect_began = &began,
+							    .died_after_ms = after_ms });
+	return r < 0 ? r : began;
+}
+
+#define T1_PLUS_1S "2026-11-29T07:00:02.000000000Z"
+#define T1_PLUS_61S "2026-11-29T07:01:02.000000000Z"
+
+/* A VMM that dies within the init window makes its VF suspect: claimable,
+ * ranked after every clean VF and before the held-back ones, persisted; a
+ * death after the window, a plain release, a window of 0 do not; bad death
+ * times change nothing. */
+START_TEST(suspect_lifecycle)
+{
+	struct store *s = open_window(60);
+	struct store_placement *p;
+	int64_t after = -1;
+	size_t n;
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	reg(s, VF_C);
+	claim_at(s, VF_A, "i-1", T1);
+	/* refused: a death before the claim, in the future, without ended=crash */
+	ck_assert_int_eq(crash(s, VF_A, "i-1", T1, "2026-11-29T07:00:00Z", NULL), -EINVAL);
+	ck_assert_int_eq(crash(s, VF_A, "i-1", T1, "2999-01-01T00:00:00Z", NULL), -EINVAL);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1",
+				       &(struct store_release_opts){ .claimed_at = T1,
+								     .died_at = T1_PLUS_1S,
+								     .uid = -1 }),
+			 -EINVAL);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1",
+				       &(struct store_release_opts){ .crashed = true, .uid = -1 }),
+			 -EINVAL);
+	ck_assert(info(s, VF_A).claimed);
+	/* dead 1 s after its claim: suspect */
+	ck_assert_int_eq(crash(s, VF_A, "i-1", T1, T1_PLUS_1S, &after), 1);
+	ck_assert_int_eq(after, 1000);
+	struct store_vf_info a = info(s, VF_A);
+	ck_assert_int_eq(a.state, STORE_VF_SUSPECT);
+	ck_assert(a.suspect);
+	ck_assert(!a.quarantined);
+	ck_assert(!a.claimed);
+	ck_assert_str_ne(a.since, "");
+	ck_assert_uint_eq(a.tally, 0);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.suspect, 1);
+	ck_assert_uint_eq(st.quarantined, 0);
+	ck_assert_uint_eq(st.allocatable, 3);
+	/* ranked last among the clean VFs, every read */
+	for (int i = 0; i < 8; i++) {
+		ck_assert_int_eq(store_allocatable_list(s, STORE_READ_RETRY, &p, &n), 0);
+		ck_assert_uint_eq(n, 3);
+		ck_assert_str_eq(p[2].vf, VF_A);
+		ck_assert_int_eq(p[2].group, STORE_PLACE_SUSPECT);
+		ck_assert_int_eq(p[0].group, STORE_PLACE_CLEAN_PARENT);
+		free(p);
+	}
+	/* the history says which claim and how long after it its VMM died */
+	struct store_history_entry *h;
+	size_t dropped;
+	ck_assert_int_eq(store_history_list(s, VF_A, 100, &h, &n, &dropped), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(h[0].kind, STORE_HISTORY_CLAIM);
+	ck_assert_str_eq(h[0].how, "crashed");
+	ck_assert_int_eq(h[1].kind, STORE_HISTORY_SUSPECT);
+	ck_assert_str_eq(h[1].instance_id, "i-1");
+	ck_assert_str_eq(h[1].assigned_at, T1);
+	ck_assert_str_eq(h[1].died_at, T1_PLUS_1S);
+	ck_assert_int_eq(h[1].died_after_ms, 1000);
+	ck_assert_str_eq(h[1].ended_at, "");
+	free(h);
+	/* a restart keeps it */
+	char since[RFC3339_BUFSZ];
+	strcpy(since, a.since);
+	store_close(s);
+	s = open_window(60);
+	a = info(s, VF_A);
+	ck_assert_int_eq(a.state, STORE_VF_SUSPECT);
+	ck_assert_str_eq(a.since, since);
+	/* claimable; a second crash while suspect changes nothing */
+	claim_at(s, VF_A, "i-2", T2);
+	ck_assert_int_eq(crash(s, VF_A, "i-2", T2, NULL, NULL), 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM suspects"), 1);
+
+	/* dead at the window's end: suspect; a second after it: not */
+	claim_at(s, VF_B, "i-3", T1);
+	ck_assert_int_eq(crash(s, VF_B, "i-3", T1, T1_PLUS_61S, NULL), 0);
+	ck_assert_int_eq(info(s, VF_B).state, STORE_VF_OK);
+	claim_at(s, VF_B, "i-4", T2);
+	ck_assert_int_eq(crash(s, VF_B, "i-4", T2, "2026-11-29T07:01:02.000000000Z", NULL), 1);
+	/* a plain release, conditional or not, never */
+	claim_at(s, VF_C, "i-5", T1);
+	ck_assert_int_eq(store_release(s, VF_C, "i-5", RELEASE_IF(T1)), 0);
+	claim_at(s, VF_C, "i-6", T2);
+	ck_assert_int_eq(store_release(s, VF_C, "i-6", NULL), 0);
+	ck_assert_int_eq(info(s, VF_C).state, STORE_VF_OK);
+	store_close(s);
+
+	/* a window of 0 is off */
+	s = open_window(0);
+	claim_at(s, VF_C, "i-7", T3);
+	ck_assert_int_eq(crash(s, VF_C, "i-7", T3, NULL, NULL), 0);
+	ck_assert(!info(s, VF_C).suspect);
+	store_close(s);
+	struct store_options bad = { .path = db_path, .max_quarantined = -1, .init_window_ns = -1 };
+	ck_assert_int_eq(store_open(&bad, &s), -EINVAL);
+	bad.init_window_ns = (INIT_WINDOW_MAX_S + 1) * 1000000000LL;
+	ck_assert_int_eq(store_open(&bad, &s), -EINVAL);
+}
+END_TEST
+
+/* A suspicion ends with the next success of a later assignment (not an
+ * older one's), with the operator's clear, or with a quarantine (confirmed);
+ * failures on a suspect VF count as usual. */
+START_TEST(suspect_ends)
+{
+	struct store *s = open_window(60);
+	struct store_stats st;
+	struct store_success_result ok_r;
+	struct store_operator_result op_r;
+	struct store_history_entry *h;
+	size_t n, dropped;
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	reg(s, VF_C);
+	claim_at(s, VF_A, "i-1", T1);
+	ck_assert_int_eq(crash(s, VF_A, "i-1", T1, T1_PLUS_1S, NULL), 1);
+	/* an older assignment's success proves nothing */
+	ck_assert_int_eq(store_report_success(s, VF_A, "i-0", "2026-11-29T06:00:00Z", -1, &ok_r), 0);
+	ck_assert(!ok_r.suspect_cleared);
+	ck_assert_int_eq(store_report_success(s, VF_A, "i-1", T1, -1, &ok_r), 0);
+	ck_assert(!ok_r.suspect_cleared);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_SUSPECT);
+	/* the next guest's does */
+	ck_assert_int_eq(store_report_success(s, VF_A, "i-2", T2, -1, &ok_r), 0);
+	ck_assert(ok_r.suspect_cleared);
+	ck_assert_uint_eq(ok_r.cleared, 0);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_OK);
+	ck_assert_str_eq(info(s, VF_A).since, "");
+	ck_assert_int_eq(store_history_list(s, VF_A, 100, &h, &n, &dropped), 0);
+	ck_assert_int_eq(h[n - 1].kind, STORE_HISTORY_SUSPECT);
+	ck_assert_str_eq(h[n - 1].how, "ok:i-2");
+	ck_assert_str_ne(h[n - 1].ended_at, "");
+	free(h);
+
+	/* failures count as usual: one is below the threshold (still suspect,
+	 * ranked as such), the second quarantines and confirms it */
+	claim_at(s, VF_B, "i-3", T1);
+	ck_assert_int_eq(crash(s, VF_B, "i-3", T1, T1_PLUS_1S, NULL), 1);
+	ck_assert_int_eq(report_fail(s, VF_B, "i-4", T2), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(info(s, VF_B).state, STORE_VF_SUSPECT);
+	ck_assert_uint_eq(info(s, VF_B).tally, 1);
+	struct store_failure_result fr;
+	ck_assert_int_eq(store_report_failure(s, VF_B, "i-5", T3, "NVRM: RmInitAdapter failed!", &fr), 0);
+	ck_assert_int_eq(fr.outcome, STORE_OUTCOME_QUARANTINED);
+	ck_assert(fr.suspect_confirmed);
+	ck_assert_int_eq(info(s, VF_B).state, STORE_VF_QUARANTINED);
+	ck_assert(!info(s, VF_B).suspect);
+
+	/* the operator's clear ends it, on a VF with nothing else to clear */
+	claim_at(s, VF_C, "i-6", T1);
+	ck_assert_int_eq(crash(s, VF_C, "i-6", T1, T1_PLUS_1S, NULL), 1);
+	ck_assert_int_eq(store_clear(s, VF_C, 0, &op_r), 0);
+	ck_assert(!op_r.unchanged);
+	ck_assert(op_r.suspect);
+	ck_assert_int_eq(info(s, VF_C).state, STORE_VF_OK);
+	ck_assert_int_eq(store_clear(s, VF_C, 0, &op_r), 0);
+	ck_assert(op_r.unchanged);
+
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.suspect, 0);
+	ck_assert_uint_eq(st.suspect_confirmed, 1);
+	ck_assert_uint_eq(st.suspect_cleared, 2);
+	s = reopen(s);
+	ck_assert(!info(s, VF_A).suspect);
+	ck_assert(!info(s, VF_C).suspect);
+	store_close(s);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM suspects WHERE cleared_at IS NULL"), 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM suspects WHERE cleared_why = 'quarantined'"), 1);
+}
+END_TEST
+
+/* A version 5 database gains the suspects table, keeps its rows, and its
+ * VFs are not suspect. */
+START_TEST(migrate_v5_to_v6)
+{
+	struct store *s = open_window(60);
+
+	reg(s, VF_A);
+	claim_at(s, VF_A, "i-1", T1);
+	store_close(s);
+	db_write(V6_TO_V5_SQL);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'suspects'"), 0);
+	s = open_window(60);
+	char reason[STORE_REASON_MAX];
+	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_OK);
+	ck_assert(info(s, VF_A).claimed);
+	ck_assert_int_eq(crash(s, VF_A, "i-1", T1, T1_PLUS_1S, NULL), 1);
+	s = reopen(s);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_SUSPECT);
+	store_close(s);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 6);
 }
 END_TEST
 

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# style.sh - every C file of the tree is formatted as .clang-format says
+# (`clang-format --dry-run --Werror`), so that a reader sees one style and a
+# diff shows only what changed.  Run `clang-format -i FILE` to fix one.
+set -euo pipefail
+. "$(dirname -- "$0")/lib.sh"
+
+cd "$source_root"
+command -v clang-format >/dev/null || skip "clang-format not installed (Debian: clang-format)"
+[[ -f .clang-format ]] || fail "no .clang-format at the top of the tree"
+mapfile -t files < <(find common proto grammar store fs sentinel daemon guest-agent tests \
+	-name '*.[ch]' -not -path '*/corpus/*' | sort)
+((${#files[@]} >= 100)) || fail "found only ${#files[@]} C files"
+bad=()
+for f in "${files[@]}"; do
+	clang-format --dry-run --Werror -- "$f" 2>/dev/null || bad+=("$f")
+done
+((${#bad[@]} == 0)) || fail "not formatted as .clang-format says (clang-format -i): ${bad[*]}"
+echo "style OK: ${#files[@]} C files"
