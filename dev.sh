@@ -19,7 +19,7 @@ build_pkgs=(gcc libc6-dev pkg-config meson ninja-build libfuse3-dev fuse3
 	    libsqlite3-dev libprotobuf-c-dev protobuf-c-compiler check libsystemd-dev)
 run_pkgs=(fuse3 sqlite3 util-linux procps)
 test_pkgs=(inotify-tools sqlite3 util-linux procps python3 valgrind e2fsprogs strace
-	   clang libclang-rt-14-dev man-db groff-base bsdextrautils)
+	   clang libclang-rt-14-dev man-db groff-base bsdextrautils clang-format)
 # promtool (checks the metrics and the alert rules) ships in Debian's prometheus.
 promtool_pkg=prometheus
 # node_exporter scrapes the textfile example; shellcheck lints every script.
