@@ -53,26 +53,26 @@ static inline void closedirp(DIR **d)
 
 /* Take ownership out of a _cleanup_ variable. */
 /* __extension__: statement expressions are GNU C; -Wpedantic stays quiet. */
-#define move_ptr(p)                          \
-	__extension__({                      \
-		__typeof__(p) __tmp = (p);   \
-		(p) = NULL;                  \
-		__tmp;                       \
+#define move_ptr(p)                        \
+	__extension__({                    \
+		__typeof__(p) __tmp = (p); \
+		(p) = NULL;                \
+		__tmp;                     \
 	})
 
-#define move_fd(fd)                          \
-	__extension__({                      \
-		int __tmp = (fd);            \
-		(fd) = -1;                   \
-		__tmp;                       \
+#define move_fd(fd)               \
+	__extension__({           \
+		int __tmp = (fd); \
+		(fd) = -1;        \
+		__tmp;            \
 	})
 
 /* Define a cleanup helper for a type with a destructor that takes T*. */
-#define DEFINE_CLEANUP_FUNC(type, func)               \
-	static inline void func##p(type **p)          \
-	{                                             \
-		if (*p)                               \
-			func(*p);                     \
+#define DEFINE_CLEANUP_FUNC(type, func)      \
+	static inline void func##p(type **p) \
+	{                                    \
+		if (*p)                      \
+			func(*p);            \
 	}
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

@@ -65,8 +65,8 @@ int log_target_parse(const char *s, enum log_target *ret)
 
 const char *log_target_name(enum log_target t)
 {
-	return (unsigned)t < sizeof(target_names) / sizeof(target_names[0]) ? target_names[t]
-									      : "invalid";
+	return (unsigned)t < sizeof(target_names) / sizeof(target_names[0]) ? target_names[t] :
+									      "invalid";
 }
 
 /* $JOURNAL_STREAM is "DEVICE:INODE" of the stream systemd connected; it is
@@ -188,8 +188,7 @@ static void add_field(struct field_buf *b, const char *fmt, ...)
 	b->n++;
 }
 
-static int send_journal(int prio, enum log_event e, const struct log_fields *f,
-			const char *message)
+static int send_journal(int prio, enum log_event e, const struct log_fields *f, const char *message)
 {
 	/* Large: on the heap, not on a worker thread's stack. */
 	struct field_buf *b;

@@ -37,22 +37,22 @@
 
 /* The event vocabulary: the enum, EVENT= value and MESSAGE_ID= of each
  * kind.  An id is never reused for another kind, nor changed. */
-#define LOG_EVENTS(X)                                                                        \
-	X(QUARANTINED, "quarantined", "f94a40a0a7d54e56abf8aabc9454af4d")                   \
-	X(RESCINDED, "rescinded", "9a0e152596794c78a9d5aaf71577c520")                       \
-	X(HELD, "held", "27f00c42537b45ec9fed0b35f1625694")                                 \
-	X(CLEARED, "cleared", "ce49da4b16a04cab84dea59a212afef3")                           \
-	X(HELD_BACK, "held-back", "d431c5fa1a41482381b9d0557d139ace")                       \
-	X(FAILURE_RECORDED, "failure-recorded", "454761b9e4ba4e04b427153eae2e5d67")         \
-	X(FAILURES_CLEARED, "failures-cleared", "a80358c6a3ff441aa13b551060cdf786")         \
-	X(CLAIMED, "claimed", "9804294fdacc489c85891521b025216d")                           \
-	X(CLAIM_REFUSED, "claim-refused", "2068631159d74f4484e1afb742a9336b")               \
-	X(RELEASED, "released", "d79fdcd37f944641935728f63e6f78a8")                         \
-	X(VMM_DEAD, "vmm-dead", "7b0c045123a9451684c59728a464652d")                         \
-	X(AGENT_UNREACHABLE, "agent-unreachable", "1d44bbd3c541455e9092b3d03afb404d")       \
-	X(AGENT_ANSWERING, "agent-answering", "42d7ec7c460b40b2b12d70884e13c479")           \
-	X(STORE_UNAVAILABLE, "store-unavailable", "8f8b09c4f76c4bb7bef8be02cb7c2da9")       \
-	X(STORE_AVAILABLE, "store-available", "0d3cf01349744e44b8c9a391bab6f001")           \
+#define LOG_EVENTS(X)                                                                 \
+	X(QUARANTINED, "quarantined", "f94a40a0a7d54e56abf8aabc9454af4d")             \
+	X(RESCINDED, "rescinded", "9a0e152596794c78a9d5aaf71577c520")                 \
+	X(HELD, "held", "27f00c42537b45ec9fed0b35f1625694")                           \
+	X(CLEARED, "cleared", "ce49da4b16a04cab84dea59a212afef3")                     \
+	X(HELD_BACK, "held-back", "d431c5fa1a41482381b9d0557d139ace")                 \
+	X(FAILURE_RECORDED, "failure-recorded", "454761b9e4ba4e04b427153eae2e5d67")   \
+	X(FAILURES_CLEARED, "failures-cleared", "a80358c6a3ff441aa13b551060cdf786")   \
+	X(CLAIMED, "claimed", "9804294fdacc489c85891521b025216d")                     \
+	X(CLAIM_REFUSED, "claim-refused", "2068631159d74f4484e1afb742a9336b")         \
+	X(RELEASED, "released", "d79fdcd37f944641935728f63e6f78a8")                   \
+	X(VMM_DEAD, "vmm-dead", "7b0c045123a9451684c59728a464652d")                   \
+	X(AGENT_UNREACHABLE, "agent-unreachable", "1d44bbd3c541455e9092b3d03afb404d") \
+	X(AGENT_ANSWERING, "agent-answering", "42d7ec7c460b40b2b12d70884e13c479")     \
+	X(STORE_UNAVAILABLE, "store-unavailable", "8f8b09c4f76c4bb7bef8be02cb7c2da9") \
+	X(STORE_AVAILABLE, "store-available", "0d3cf01349744e44b8c9a391bab6f001")     \
 	X(THRESHOLD_CHANGED, "threshold-changed", "b0885229a41a4cc8a66d27a05f38990a")
 
 enum log_event {
@@ -78,7 +78,7 @@ struct log_fields {
 	bool has_writer;        /* WRITER_UID=, WRITER_PID=: who wrote (the kernel's word) */
 	uint32_t writer_uid;
 	int32_t writer_pid;
-	bool has_tally;         /* FAILURES=, THRESHOLD= */
+	bool has_tally; /* FAILURES=, THRESHOLD= */
 	unsigned tally;
 	int threshold;
 };

@@ -101,9 +101,8 @@ int rfc3339_normalize(const char *s, char out[static RFC3339_BUFSZ])
 	if (!s || strnlen(s, 64) < 20)
 		return -EINVAL;
 	if (digits_at(s, 4, &Y) || s[4] != '-' || digits_at(s + 5, 2, &M) || s[7] != '-' ||
-	    digits_at(s + 8, 2, &D) || (s[10] != 'T' && s[10] != 't') ||
-	    digits_at(s + 11, 2, &h) || s[13] != ':' || digits_at(s + 14, 2, &m) || s[16] != ':' ||
-	    digits_at(s + 17, 2, &sec))
+	    digits_at(s + 8, 2, &D) || (s[10] != 'T' && s[10] != 't') || digits_at(s + 11, 2, &h) ||
+	    s[13] != ':' || digits_at(s + 14, 2, &m) || s[16] != ':' || digits_at(s + 17, 2, &sec))
 		return -EINVAL;
 	p = s + 19;
 	if (*p == '.') {

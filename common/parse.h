@@ -49,8 +49,9 @@ bool instance_id_valid(const char *s);
 /* The rule instance_id_valid() checks, as a refused writer is told it. */
 #define PARSE_STR_(x) #x
 #define PARSE_STR(x) PARSE_STR_(x) /* a numeric limit spelled in a message */
-#define INSTANCE_ID_RULE                                                            \
-	"an instance id is 1.." PARSE_STR(INSTANCE_ID_MAX) " of [A-Za-z0-9._-], not starting with '.'"
+#define INSTANCE_ID_RULE                   \
+	"an instance id is 1.." PARSE_STR( \
+		INSTANCE_ID_MAX) " of [A-Za-z0-9._-], not starting with '.'"
 
 /* Nanoseconds on CLOCK_MONOTONIC. */
 int64_t monotonic_ns(void);

@@ -91,7 +91,8 @@ int proc_pid_stat(const char *proc_root, int64_t pid, struct proc_stat *ret)
 
 	if (pid <= 0)
 		return -EINVAL;
-	len = snprintf(path, sizeof(path), "%s/%" PRId64 "/stat", proc_root ? proc_root : "/proc", pid);
+	len = snprintf(path, sizeof(path), "%s/%" PRId64 "/stat", proc_root ? proc_root : "/proc",
+		       pid);
 	if (len < 0 || (size_t)len >= sizeof(path))
 		return -ENAMETOOLONG;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);

@@ -29,7 +29,8 @@ static int create_temp(int dir_fd, const char *name, char *tmp, size_t tmp_size)
 		if ((size_t)snprintf(tmp, tmp_size, ".%s.%016llx", name,
 				     (unsigned long long)nonce) >= tmp_size)
 			return -ENAMETOOLONG;
-		fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    0600);
 		if (fd >= 0)
 			return fd;
 		if (errno != EEXIST)
@@ -85,7 +86,8 @@ fail:
 int safefile_open(const char *path, mode_t mode)
 {
 	struct stat st;
-	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, mode);
+	int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+		      mode);
 
 	if (fd < 0)
 		return negative_errno();

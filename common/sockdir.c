@@ -196,8 +196,7 @@ socklen_t sockdirs_sockaddr(int fd, struct sockaddr_un *sun)
 }
 
 int sockdirs_check_claim(const struct sockdirs *d, const char *control,
-			 const struct endpoint *agent, const char **ret_key,
-			 const char **ret_path)
+			 const struct endpoint *agent, const char **ret_key, const char **ret_path)
 {
 	int r;
 

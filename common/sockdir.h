@@ -41,8 +41,8 @@
  * usual VMM managers, and /run/vfhealth-vmm for one of your own.  Never /run
  * or /var/run as a whole: they hold root's service sockets (systemd, D-Bus,
  * containerd), the very targets of a confused deputy. */
-#define SOCKDIRS_DEFAULT                                                            \
-	"/run/vfhealth-vmm", "/run/libvirt/qemu", "/var/lib/libvirt/qemu",          \
+#define SOCKDIRS_DEFAULT                                                   \
+	"/run/vfhealth-vmm", "/run/libvirt/qemu", "/var/lib/libvirt/qemu", \
 		"/run/cloud-hypervisor", "/run/firecracker", "/srv/jailer", "/run/vc"
 
 struct sockdirs {
@@ -84,8 +84,7 @@ int sockdirs_check(const struct sockdirs *d, const char *path);
  * ("control" or "agent") and *ret_path (the refused path) for the log. */
 struct endpoint;
 int sockdirs_check_claim(const struct sockdirs *d, const char *control,
-			 const struct endpoint *agent, const char **ret_key,
-			 const char **ret_path);
+			 const struct endpoint *agent, const char **ret_key, const char **ret_path);
 
 /* For a connect(2) to the Unix socket behind fd (from sockdirs_open):
  * "/proc/self/fd/N", which the kernel resolves to that very inode.  Fills

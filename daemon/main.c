@@ -83,8 +83,9 @@ static void usage(FILE *out)
 		THRESHOLD_DEFAULT, INIT_WINDOW_MAX_S, INIT_WINDOW_DEFAULT_S, VFFS_MAX_WORKERS_MAX,
 		VFFS_MAX_WORKERS_DEFAULT);
 	fprintf(out, "\n%s%s", SENTINEL_OPTIONS_HELP, SENTINEL_NO_SENTINEL_HELP);
-	fprintf(out, "      --sentinel-program PATH  the vfhealth-sentinel to run (default: the one\n"
-		     "                               beside vfhealthd, else in %s)\n",
+	fprintf(out,
+		"      --sentinel-program PATH  the vfhealth-sentinel to run (default: the one\n"
+		"                               beside vfhealthd, else in %s)\n",
 		VFHEALTH_SBINDIR);
 }
 
@@ -129,10 +130,11 @@ static void free_strvp(char ***v)
 }
 
 /* Open the store and say, once, whether it serves. */
-static int open_store(const char *path, int threshold, int64_t init_window_ns,
-		      struct store **ret)
+static int open_store(const char *path, int threshold, int64_t init_window_ns, struct store **ret)
 {
-	struct store_options so = { .path = path, .threshold = threshold, .max_quarantined = -1,
+	struct store_options so = { .path = path,
+				    .threshold = threshold,
+				    .max_quarantined = -1,
 				    .init_window_ns = init_window_ns };
 	char reason[STORE_REASON_MAX];
 	int r;
@@ -150,8 +152,16 @@ static int open_store(const char *path, int threshold, int64_t init_window_ns,
 
 int main(int argc, char **argv)
 {
-	enum { OPT_DB = 256, OPT_THRESHOLD, OPT_GROUP, OPT_SENTINEL_PROGRAM, OPT_SYSFS_ROOT,
-	       OPT_FUSE_WORKERS, OPT_LOG_TARGET, OPT_INIT_WINDOW };
+	enum {
+		OPT_DB = 256,
+		OPT_THRESHOLD,
+		OPT_GROUP,
+		OPT_SENTINEL_PROGRAM,
+		OPT_SYSFS_ROOT,
+		OPT_FUSE_WORKERS,
+		OPT_LOG_TARGET,
+		OPT_INIT_WINDOW
+	};
 	static const struct option long_options[] = {
 		{ "db", required_argument, NULL, OPT_DB },
 		{ "threshold", required_argument, NULL, OPT_THRESHOLD },
@@ -180,7 +190,7 @@ int main(int argc, char **argv)
 	const char *db_arg = DEFAULT_DB, *sentinel_program_arg = NULL;
 	/* The sentinel's options, passed on to its program; at most one per argument. */
 	__attribute__((cleanup(free_strvp))) char **sentinel_args = calloc((size_t)argc + 3,
-									    sizeof(char *));
+									   sizeof(char *));
 	size_t n_sentinel_args = 0;
 	bool run_sentinel;
 	char fuse_options[FUSE_OPTIONS_MAX] = "";
@@ -253,7 +263,8 @@ int main(int argc, char **argv)
 			char *arg;
 
 			if (log_target_parse(optarg, &t) < 0) {
-				log_err("--log-target must be auto, journal or stderr, not '%s'", optarg);
+				log_err("--log-target must be auto, journal or stderr, not '%s'",
+					optarg);
 				return 2;
 			}
 			log_set_target(t);
@@ -297,7 +308,8 @@ int main(int argc, char **argv)
 					return 2;
 				if (c == SENTINEL_OPT_NO_SENTINEL)
 					break;
-				sentinel_args[n_sentinel_args] = sentinel_arg(long_options, c, optarg);
+				sentinel_args[n_sentinel_args] = sentinel_arg(long_options, c,
+									      optarg);
 				if (!sentinel_args[n_sentinel_args++]) {
 					log_err("out of memory");
 					return 1;
@@ -383,7 +395,8 @@ int main(int argc, char **argv)
 		}
 		r = metrics_add_provider(metrics, sentinel_process_render_metrics, sentinel);
 		if (r == 0)
-			r = metrics_set_check_source(metrics, sentinel_process_last_checks, sentinel);
+			r = metrics_set_check_source(metrics, sentinel_process_last_checks,
+						     sentinel);
 		if (r < 0) {
 			log_err("cannot show the sentinel's counters: %s", strerror(-r));
 			goto out;
@@ -408,7 +421,8 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (sig != SIGCHLD) {
-			log_info("signal %s: shutting down", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+			log_info("signal %s: shutting down",
+				 sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
 			r = 0;
 			break;
 		}
@@ -428,7 +442,8 @@ out:
 	vffs_stop(fs);
 	store_close(store);
 	vffs_free(fs);
-	sentinel_process_free(sentinel); /* after the mount: `metrics` renders its counters until then */
+	sentinel_process_free(
+		sentinel); /* after the mount: `metrics` renders its counters until then */
 	metrics_free(metrics);
 	sd_notifier_free(notifier); /* after the store: its status hook is gone */
 	return r < 0 ? 1 : 0;

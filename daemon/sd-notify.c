@@ -32,7 +32,7 @@
 struct sd_notifier {
 	bool enabled; /* $NOTIFY_SOCKET is set */
 	pthread_mutex_t lock;
-	struct store *store; /* set by ready; NULL before */
+	struct store *store;   /* set by ready; NULL before */
 	char last[STATUS_MAX]; /* the STATUS= text last sent */
 };
 
@@ -85,8 +85,8 @@ int sd_notifier_ready(struct sd_notifier *n, struct store *store)
 	n->store = store;
 	memcpy(n->last, text, sizeof(text));
 	if (n->enabled)
-		r = notify_result(sd_notifyf(0, "READY=1\nMAINPID=%d\nSTATUS=%s", (int)getpid(),
-					     n->last));
+		r = notify_result(
+			sd_notifyf(0, "READY=1\nMAINPID=%d\nSTATUS=%s", (int)getpid(), n->last));
 	pthread_mutex_unlock(&n->lock);
 	/* A transition between the read and the lock: its hook found no store
 	 * yet, so say it now. */

@@ -22,8 +22,8 @@ void log_refused(fuse_req_t req, const char *what, const char *file, const char 
  * notice for the operator's files and info for reports and claims: who
  * (uid, pid: the writing thread as FUSE names it) and the command under
  * the message rule (message.h: one line, valid UTF-8). */
-static void log_accepted_by(uid_t uid, pid_t pid, int level, const char *what,
-			    const char *file, const char *command)
+static void log_accepted_by(uid_t uid, pid_t pid, int level, const char *what, const char *file,
+			    const char *command)
 {
 	char shown[VFILE_COMMAND_MAX + 1];
 	size_t n = message_sanitize_to(command, shown, sizeof(shown));
@@ -33,7 +33,7 @@ static void log_accepted_by(uid_t uid, pid_t pid, int level, const char *what,
 }
 
 void log_accepted(fuse_req_t req, int level, const char *what, const char *file,
-			 const char *command)
+		  const char *command)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 

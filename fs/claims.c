@@ -25,14 +25,14 @@ enum claim_state claim_next(enum claim_state s, enum claim_event ev)
 		return CLAIM_POISONED;
 	switch (ev) {
 	case CLAIM_EV_STAGE:
-		return s == CLAIM_RESERVED ? CLAIM_RESERVED_STAGED
-		       : s == CLAIM_MADE   ? CLAIM_MADE_STAGED
-		       : s == CLAIM_OPEN   ? CLAIM_STAGED
-					   : s;
+		return s == CLAIM_RESERVED ? CLAIM_RESERVED_STAGED :
+		       s == CLAIM_MADE     ? CLAIM_MADE_STAGED :
+		       s == CLAIM_OPEN     ? CLAIM_STAGED :
+					     s;
 	case CLAIM_EV_COMMIT:
-		return s == CLAIM_RESERVED_STAGED || s == CLAIM_MADE_STAGED ? CLAIM_MADE
-		       : s == CLAIM_STAGED				    ? CLAIM_OPEN
-									    : s;
+		return s == CLAIM_RESERVED_STAGED || s == CLAIM_MADE_STAGED ? CLAIM_MADE :
+		       s == CLAIM_STAGED                                    ? CLAIM_OPEN :
+									      s;
 	case CLAIM_EV_INCOMPLETE:
 		return s;
 	case CLAIM_EV_RELEASED:
@@ -73,7 +73,8 @@ static void copy_field(char *dst, size_t size, const char *src)
 }
 
 /* A claim and an assignment file carry the same fields, sized by one limit. */
-_Static_assert(sizeof(((struct store_claim *)0)->agent) == sizeof(((struct assignment *)0)->agent) &&
+_Static_assert(sizeof(((struct store_claim *)0)->agent) ==
+			       sizeof(((struct assignment *)0)->agent) &&
 		       sizeof(((struct store_claim *)0)->control) ==
 			       sizeof(((struct assignment *)0)->control),
 	       "claim fields are the grammar's");
@@ -93,8 +94,8 @@ static void claim_to_assignment(const struct store_claim *c, struct assignment *
 /* The key=value lines of text applied to a copy of current (the grammar
  * checks every line); a written pid= records its start time (0 when /proc
  * cannot tell). */
-int claim_parse_update(const struct store_claim *current, const char *text,
-		       bool may_set_claimed_at, struct store_claim *ret)
+int claim_parse_update(const struct store_claim *current, const char *text, bool may_set_claimed_at,
+		       struct store_claim *ret)
 {
 	struct store_claim next;
 	struct assignment cur, upd;
@@ -162,11 +163,15 @@ static const char *claim_path(const char *vf, const char *instance, char *buf, s
 static void log_claimed(const struct store_claim *c, uid_t uid, pid_t pid)
 {
 	char path[CLAIM_PATH_BUFSZ];
-	struct log_fields f = { .vf = c->vf, .instance = c->instance_id,
-				.claimed_at = c->claimed_at, .has_writer = true,
-				.writer_uid = (uint32_t)uid, .writer_pid = (int32_t)pid };
+	struct log_fields f = { .vf = c->vf,
+				.instance = c->instance_id,
+				.claimed_at = c->claimed_at,
+				.has_writer = true,
+				.writer_uid = (uint32_t)uid,
+				.writer_pid = (int32_t)pid };
 
-	log_event(LOG_INFO, LOG_EVENT_CLAIMED, &f, "claim %s accepted (uid %u, pid %d): claimed_at=%s",
+	log_event(LOG_INFO, LOG_EVENT_CLAIMED, &f,
+		  "claim %s accepted (uid %u, pid %d): claimed_at=%s",
 		  claim_path(c->vf, c->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid,
 		  c->claimed_at);
 	if (!rule_claim_watched(c->agent))
@@ -197,7 +202,8 @@ static void log_claim_refused(const struct claim_handle *h, uid_t uid, pid_t pid
 	char path[CLAIM_PATH_BUFSZ];
 
 	log_info("claim %s refused (uid %u, pid %d): %s",
-		 claim_path(h->vf, h->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid, why);
+		 claim_path(h->vf, h->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid,
+		 why);
 }
 
 /* Why the store refused a complete claim, for the log. */
@@ -230,8 +236,8 @@ int claims_make(const struct claims *c, const struct store_vf_info *vf, const ch
 	r = reserve ? store_claim_reserve(c->store, &want, ret) : store_claim(c->store, &want, ret);
 	if (r == -EBUSY || r == -EIO)
 		log_event(LOG_WARNING, LOG_EVENT_CLAIM_REFUSED,
-			  &(struct log_fields){ .vf = want.vf, .instance = instance,
-						.reason = strerror(-r) },
+			  &(struct log_fields){
+				  .vf = want.vf, .instance = instance, .reason = strerror(-r) },
 			  "%s: claim by instance %s refused: %s", want.vf, instance, strerror(-r));
 	return r;
 }
@@ -275,7 +281,8 @@ static int poison(const struct claims *c, struct claim_handle *h, int r)
 		store_claim_cancel(c->store, h->vf, h->claim_id);
 	if (made_claim(h) &&
 	    store_release(c->store, h->vf, h->instance_id,
-			  &(struct store_release_opts){ .claimed_at = h->made_at, .how = "refused",
+			  &(struct store_release_opts){ .claimed_at = h->made_at,
+							.how = "refused",
 							.uid = (int64_t)h->uid }) == 0)
 		log_info("release of %s: a line written after it was made was refused",
 			 claim_path(h->vf, h->instance_id, path, sizeof(path)));
@@ -302,10 +309,10 @@ static int claim_write_confined(const struct claims *c, const struct claim_handl
 				 agent && endpoint_parse(next->agent, &ep) == 0 ? &ep : NULL, &key,
 				 &path);
 	if (r < 0)
-		log_warn("%s: claim of instance %s: %s=%s refused (%s) for uid %u pid %d: %s", h->vf,
-			 h->instance_id, key, strcmp(key, "agent") == 0 ? next->agent : path,
-			 r == -EACCES ? "outside the socket directories or through a symlink"
-				      : "cannot check it",
+		log_warn("%s: claim of instance %s: %s=%s refused (%s) for uid %u pid %d: %s",
+			 h->vf, h->instance_id, key, strcmp(key, "agent") == 0 ? next->agent : path,
+			 r == -EACCES ? "outside the socket directories or through a symlink" :
+					"cannot check it",
 			 (unsigned)uid, (int)pid, strerror(-r));
 	return r;
 }
@@ -314,8 +321,8 @@ static int claim_write_confined(const struct claims *c, const struct claim_handl
  * and by the socket-path rule; why (when not NULL) gets the grammar's
  * refusal.  Both a write (staging) and a commit judge this way. */
 static int judge_update(const struct claims *c, const struct claim_handle *h, const char *text,
-			uid_t uid, pid_t pid, struct store_claim *current,
-			struct store_claim *next, const char **why)
+			uid_t uid, pid_t pid, struct store_claim *current, struct store_claim *next,
+			const char **why)
 {
 	int r = handle_claim(c, h, current);
 
@@ -360,7 +367,8 @@ static int claim_release_at(const struct claims *c, struct claim_handle *h,
 	if (suspect)
 		log_notice("vf %s: suspect: the VMM of %s (claimed %s) died %" PRId64 ".%03" PRId64
 			   " s after its claim, within the init window",
-			   h->vf, h->instance_id, rel->claimed_at, after_ms / 1000, after_ms % 1000);
+			   h->vf, h->instance_id, rel->claimed_at, after_ms / 1000,
+			   after_ms % 1000);
 	log_written(h, line, uid, pid);
 	return 0;
 }
@@ -381,11 +389,11 @@ int claims_write(const struct claims *c, struct claim_handle *h, const char *buf
 	}
 	if ((off != h->written && !append) || size == 0 || memchr(buf, '\0', size) ||
 	    len + 1 + size > ASSIGNMENT_FILE_MAX) {
-		*why = len + 1 + size > ASSIGNMENT_FILE_MAX
-			       ? "a claim is at most " PARSE_STR(ASSIGNMENT_FILE_MAX) " bytes"
-		       : size == 0 || memchr(buf, '\0', size)
-			       ? "a claim is text without NUL bytes"
-			       : "a claim's lines are written in order through one open file";
+		*why = len + 1 + size > ASSIGNMENT_FILE_MAX ?
+			       "a claim is at most " PARSE_STR(ASSIGNMENT_FILE_MAX) " bytes" :
+		       size == 0 || memchr(buf, '\0', size) ?
+			       "a claim is text without NUL bytes" :
+			       "a claim's lines are written in order through one open file";
 		return poison(c, h, -EINVAL);
 	}
 	text = malloc(len + size + 2);

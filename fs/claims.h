@@ -73,11 +73,11 @@ enum claim_state {
 };
 
 enum claim_event {
-	CLAIM_EV_STAGE,     /* a good line was staged */
-	CLAIM_EV_REFUSE,    /* a line, or the staged claim at FLUSH, was refused */
-	CLAIM_EV_COMMIT,    /* FLUSH committed what was staged */
+	CLAIM_EV_STAGE,      /* a good line was staged */
+	CLAIM_EV_REFUSE,     /* a line, or the staged claim at FLUSH, was refused */
+	CLAIM_EV_COMMIT,     /* FLUSH committed what was staged */
 	CLAIM_EV_INCOMPLETE, /* FLUSH: not a whole claim yet (agent= without its VMM) */
-	CLAIM_EV_RELEASED,  /* release= went through */
+	CLAIM_EV_RELEASED,   /* release= went through */
 };
 
 /* The state after ev in s (the table above). */
@@ -96,7 +96,7 @@ struct claim_handle {
 	char instance_id[INSTANCE_ID_MAX + 1];
 	uint64_t claim_id;
 	char made_at[RFC3339_BUFSZ]; /* MADE*: the claimed_at it committed */
-	char *staged;     /* the lines written since the last FLUSH, NUL-terminated */
+	char *staged;                /* the lines written since the last FLUSH, NUL-terminated */
 	size_t staged_len;
 	uint64_t written; /* bytes accepted through the handle: the next write's offset */
 	uid_t uid;        /* who opened it (RELEASE carries no credentials) */
@@ -124,8 +124,8 @@ int claim_render(const struct store_claim *claim, FILE *out);
  * equal the stored one.  A write of pid= records the process's start time
  * (pid_starttime, 0 when /proc cannot tell).  -EINVAL for unknown or
  * repeated keys and bad values. */
-int claim_parse_update(const struct store_claim *current, const char *text,
-		       bool may_set_claimed_at, struct store_claim *ret);
+int claim_parse_update(const struct store_claim *current, const char *text, bool may_set_claimed_at,
+		       struct store_claim *ret);
 
 /* Which rule text claim_parse_update() refuses breaks (a static string),
  * for the log; NULL when it is accepted. */

@@ -8,8 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void dirty_add(struct dirty_set *d, unsigned top, const char *vf, unsigned files,
-	       unsigned all_vfs)
+void dirty_add(struct dirty_set *d, unsigned top, const char *vf, unsigned files, unsigned all_vfs)
 {
 	d->top |= top;
 	d->all_vfs |= all_vfs;

@@ -40,8 +40,7 @@ struct dirty_set {
 
 /* Add the top-level files top, the files of vf (NULL or "": none) and the
  * files all_vfs of every VF. */
-void dirty_add(struct dirty_set *d, unsigned top, const char *vf, unsigned files,
-	       unsigned all_vfs);
+void dirty_add(struct dirty_set *d, unsigned top, const char *vf, unsigned files, unsigned all_vfs);
 /* Add an inode: 0 when added, -EEXIST when already in the set, -ENOSPC when
  * the set holds NOTIFY_MAX_QUEUED_INODES already. */
 int dirty_add_inode(struct dirty_set *d, uint64_t ino);

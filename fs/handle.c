@@ -34,7 +34,8 @@ int charge(struct vffs *fs, uid_t uid, size_t bytes)
 		if (uid_spent)
 			log_warn("reader budget of uid %u spent: its open files hold %zu of %d "
 				 "bytes; its opens and reads get ENOBUFS until it closes some",
-				 (unsigned)uid, budget_held(fs->budget, uid), READER_BUDGET_PER_UID);
+				 (unsigned)uid, budget_held(fs->budget, uid),
+				 READER_BUDGET_PER_UID);
 		else
 			log_warn("reader budget of all users spent: open files of users other "
 				 "than root hold %zu of %d bytes; opens and reads by uid %u and "
@@ -45,7 +46,7 @@ int charge(struct vffs *fs, uid_t uid, size_t bytes)
 }
 
 void open_link_add(struct vffs *fs, struct open_link *l,
-			  void (*free_fn)(struct vffs *, struct open_link *))
+		   void (*free_fn)(struct vffs *, struct open_link *))
 {
 	l->free = free_fn;
 	pthread_mutex_lock(&fs->open_lock);
@@ -73,8 +74,7 @@ void open_link_remove(struct vffs *fs, struct open_link *l)
 /* Copy buf[off, off + size) clipped to len into a fresh allocation, so the
  * caller can reply after unlocking: a release may free buf as soon as the
  * kernel has the reply.  *ret is NULL and *ret_len 0 past the end. */
-int copy_window(const char *buf, size_t len, off_t off, size_t size, char **ret,
-		       size_t *ret_len)
+int copy_window(const char *buf, size_t len, off_t off, size_t size, char **ret, size_t *ret_len)
 {
 	*ret = NULL;
 	*ret_len = 0;
@@ -87,7 +87,6 @@ int copy_window(const char *buf, size_t len, off_t off, size_t size, char **ret,
 	memcpy(*ret, buf + off, *ret_len);
 	return 0;
 }
-
 
 void handle_free(struct vffs *fs, struct vhandle *h)
 {
@@ -111,7 +110,7 @@ static void handle_free_link(struct vffs *fs, struct open_link *l)
 }
 
 struct vhandle *handle_new(struct vffs *fs, const struct vnode *n, bool created,
-				  const struct fuse_ctx *ctx)
+			   const struct fuse_ctx *ctx)
 {
 	struct vhandle *h = calloc(1, sizeof(*h));
 
@@ -132,7 +131,8 @@ struct vhandle *handle_new(struct vffs *fs, const struct vnode *n, bool created,
 	}
 	if (vnode_key(n, &h->watch.key)) {
 		const struct vfile *f = vfile_of(n->kind, n->index);
-		if (f && (f->flags & VFILE_NOTIFY) && notifier_watch_add(fs->notifier, &h->watch) == 0)
+		if (f && (f->flags & VFILE_NOTIFY) &&
+		    notifier_watch_add(fs->notifier, &h->watch) == 0)
 			h->watched = true;
 	}
 	return h;
@@ -190,8 +190,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * length varies (they would tear).  While the store is unavailable
 	 * nothing is opened cached, and the open drops the cached pages (no
 	 * keep_cache): the read reaches us and fails closed. */
-	h->cached = !writing && f && vfile_page_cached(f) &&
-		    !from_notifier(fs, req) && store_status(fs->store, NULL, 0);
+	h->cached = !writing && f && vfile_page_cached(f) && !from_notifier(fs, req) &&
+		    store_status(fs->store, NULL, 0);
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = !h->cached;
 	/* Only a claim opened for writing acts on close (claims.h): no other
@@ -247,7 +247,10 @@ static int handle_render(struct vffs *fs, struct vhandle *h, enum store_read rea
 	FILE *out;
 	int r = 0;
 	struct vfile_call call = {
-		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
+		.store = fs->store,
+		.metrics = fs->metrics,
+		.vf = h->vf,
+		.vf_id = h->vf_id,
 		.read = read,
 	};
 
@@ -291,8 +294,7 @@ static int handle_render(struct vffs *fs, struct vhandle *h, enum store_read rea
 	return 0;
 }
 
-void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct vffs *fs = req_fs(req);
 	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
@@ -334,7 +336,7 @@ static const char *handle_path(const struct vhandle *h, char *buf, size_t size)
 }
 
 void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
-		     struct fuse_file_info *fi)
+	      struct fuse_file_info *fi)
 {
 	struct vffs *fs = req_fs(req);
 	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
@@ -368,9 +370,11 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	 * (O_APPEND) cannot choose its offset: there every write is one. */
 	if ((off != 0 && !h->append) || size == 0 || size > VFILE_COMMAND_MAX ||
 	    memchr(buf, '\0', size)) {
-		why = size > VFILE_COMMAND_MAX ? "a command is at most " PARSE_STR(VFILE_COMMAND_MAX) " bytes"
-		      : size == 0 || memchr(buf, '\0', size) ? "a command is text without NUL bytes"
-							     : "a command is one write(2) at offset 0";
+		why = size > VFILE_COMMAND_MAX ?
+			      "a command is at most " PARSE_STR(VFILE_COMMAND_MAX) " bytes" :
+		      size == 0 || memchr(buf, '\0', size) ?
+			      "a command is text without NUL bytes" :
+			      "a command is one write(2) at offset 0";
 		r = -EINVAL;
 		goto out;
 	}
@@ -385,8 +389,13 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 
 	pthread_mutex_lock(&h->lock);
 	struct vfile_call call = {
-		.store = fs->store, .metrics = fs->metrics, .vf = h->vf, .vf_id = h->vf_id,
-		.outcome = h->outcome, .why = &why, .uid = fuse_req_ctx(req)->uid,
+		.store = fs->store,
+		.metrics = fs->metrics,
+		.vf = h->vf,
+		.vf_id = h->vf_id,
+		.outcome = h->outcome,
+		.why = &why,
+		.uid = fuse_req_ctx(req)->uid,
 		.pid = fuse_req_ctx(req)->pid,
 		.unchanged = &unchanged,
 	};
@@ -410,9 +419,10 @@ out:
 	/* the operator's files at notice; reports (VFILE_OUTCOME) and claims at info */
 	if (r == 0 && !unchanged)
 		log_accepted(req,
-			     (h->kind == VN_VF_ENTRY && (vf_files[h->index].flags & VFILE_OUTCOME))
-				     ? LOG_INFO
-				     : LOG_NOTICE,
+			     (h->kind == VN_VF_ENTRY &&
+			      (vf_files[h->index].flags & VFILE_OUTCOME)) ?
+				     LOG_INFO :
+				     LOG_NOTICE,
 			     "write to", handle_path(h, path, sizeof(path)), command);
 	/* An accepted write is answered through the notifier (the ordering
 	 * rule, docs/architecture.md; tests/fs/test-freshness.sh).  Every
@@ -450,8 +460,7 @@ void op_release_file(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fuse_reply_err(req, 0);
 }
 
-void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
-		    struct fuse_pollhandle *ph)
+void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct fuse_pollhandle *ph)
 {
 	struct vffs *fs = req_fs(req);
 	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;

@@ -57,8 +57,8 @@ int lookup_gpu(struct vffs *fs, const char *gpu)
 {
 	struct store_gpu_info g;
 
-	return vf_address_valid(gpu) ? store_gpu_get(fs->store, gpu, STORE_READ_MEMORY, &g)
-				     : -ENOENT;
+	return vf_address_valid(gpu) ? store_gpu_get(fs->store, gpu, STORE_READ_MEMORY, &g) :
+				       -ENOENT;
 }
 
 int vnode_resolve(struct vffs *fs, fuse_ino_t ino, struct vnode *n)
@@ -139,10 +139,10 @@ bool vnode_key(const struct vnode *n, struct notify_key *key)
  * root, VF directories and claims. */
 const struct vfile *vfile_of(enum vnode_kind kind, int index)
 {
-	return kind == VN_TOP	     ? &top_files[index]
-	       : kind == VN_VF_ENTRY  ? &vf_files[index]
-	       : kind == VN_GPU_ENTRY ? &gpu_files[index]
-				      : NULL;
+	return kind == VN_TOP       ? &top_files[index] :
+	       kind == VN_VF_ENTRY  ? &vf_files[index] :
+	       kind == VN_GPU_ENTRY ? &gpu_files[index] :
+				      NULL;
 }
 
 void vnode_stat(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, struct stat *st)
@@ -206,8 +206,7 @@ double attr_timeout(const struct vnode *n)
 	return ATTR_TIMEOUT_S;
 }
 
-void fill_entry(struct vffs *fs, fuse_ino_t ino, const struct vnode *n,
-		       struct fuse_entry_param *e)
+void fill_entry(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
 	e->ino = ino;
@@ -225,7 +224,6 @@ void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct vnode *n)
 	fuse_reply_entry(req, &e);
 }
 
-
 /* A VF directory's name (a path lookup, not a placement decision: see
  * STORE_READ_MEMORY); a name that is no VF address is simply absent. */
 int lookup_vf(struct vffs *fs, const char *vf, struct store_vf_info *ret)
@@ -234,14 +232,12 @@ int lookup_vf(struct vffs *fs, const char *vf, struct store_vf_info *ret)
 }
 
 /* An assignment file's name under a VF's assignments/. */
-int lookup_claim(struct vffs *fs, const char *vf, const char *instance_id,
-			struct store_claim *ret)
+int lookup_claim(struct vffs *fs, const char *vf, const char *instance_id, struct store_claim *ret)
 {
 	if (!instance_id_valid(instance_id))
 		return -ENOENT;
 	return store_claim_get(fs->store, vf, instance_id, STORE_READ_MEMORY, ret);
 }
-
 
 /* Resolve ino into *n, or reply with the error and return false: the one
  * place handlers that start from an inode resolve it. */

@@ -37,8 +37,8 @@ static void dirbuf_add(struct dirbuf *b, const char *name, fuse_ino_t ino, mode_
 		return;
 	if (b->plus && child)
 		fill_entry(b->fs, ino, child, &e);
-	len = b->plus ? fuse_add_direntry_plus(b->req, NULL, 0, name, NULL, 0)
-		      : fuse_add_direntry(b->req, NULL, 0, name, NULL, 0);
+	len = b->plus ? fuse_add_direntry_plus(b->req, NULL, 0, name, NULL, 0) :
+			fuse_add_direntry(b->req, NULL, 0, name, NULL, 0);
 	if (old + len > b->capacity) {
 		size_t capacity = MAX(2 * b->capacity, MAX(old + len, (size_t)4096));
 
@@ -243,14 +243,13 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 		fuse_reply_buf(req, reply, len);
 }
 
-void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	readdir_common(req, ino, size, off, fi, false);
 }
 
 void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-			   struct fuse_file_info *fi)
+		    struct fuse_file_info *fi)
 {
 	readdir_common(req, ino, size, off, fi, true);
 }

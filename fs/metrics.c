@@ -64,8 +64,8 @@ int metrics_add_provider(struct metrics *m, metrics_render_fn render, void *user
 		return -EINVAL;
 	pthread_mutex_lock(&m->lock);
 	if (m->count < METRICS_MAX_PROVIDERS)
-		m->providers[m->count++] =
-			(struct metrics_provider){ .render = render, .userdata = userdata };
+		m->providers[m->count++] = (struct metrics_provider){ .render = render,
+								      .userdata = userdata };
 	else
 		r = -ENOSPC;
 	pthread_mutex_unlock(&m->lock);
@@ -119,7 +119,8 @@ void metrics_note_check(struct metrics *m, uint64_t vf_id, uint64_t claim_id,
 		} else {
 			if (m->n_checks == m->cap_checks) {
 				size_t cap = m->cap_checks ? 2 * m->cap_checks : 64;
-				struct last_check *grown = reallocarray(m->checks, cap, sizeof(*grown));
+				struct last_check *grown = reallocarray(m->checks, cap,
+									sizeof(*grown));
 				if (!grown)
 					goto out; /* a metric only: the series is left out */
 				m->checks = grown;

@@ -86,7 +86,8 @@ static int mounted_type(const char *path, char *type, size_t size)
 		char *save = NULL, *mountpoint = NULL, *fstype = NULL;
 		int i = 0;
 
-		for (char *w = strtok_r(line, " \n", &save); w; w = strtok_r(NULL, " \n", &save), i++) {
+		for (char *w = strtok_r(line, " \n", &save); w;
+		     w = strtok_r(NULL, " \n", &save), i++) {
 			if (i == 4)
 				mountpoint = w;
 			if (i >= 6 && strcmp(w, "-") == 0) {
@@ -168,16 +169,20 @@ int clear_mountpoint(struct vffs *fs)
 			log_err("refusing to mount on %s: a live vfhealth mount is there (%s); "
 				"another vfhealthd serves it",
 				fs->mountpoint,
-				r == 0 ? "it answers" : r == -ETIMEDOUT ? "it does not answer" : strerror(-r));
+				r == 0          ? "it answers" :
+				r == -ETIMEDOUT ? "it does not answer" :
+						  strerror(-r));
 			return -EBUSY;
 		}
 		if (umount2(fs->mountpoint, MNT_DETACH) < 0) {
 			r = negative_errno();
-			log_err("cannot detach the stale mount on %s: %s", fs->mountpoint, strerror(-r));
+			log_err("cannot detach the stale mount on %s: %s", fs->mountpoint,
+				strerror(-r));
 			return r;
 		}
 		log_warn("detached a stale mount on %s (%s, not connected) left by a previous "
-			 "instance", fs->mountpoint, type);
+			 "instance",
+			 fs->mountpoint, type);
 	}
 	log_err("refusing to mount on %s: too many stale mounts stacked there", fs->mountpoint);
 	return -EBUSY;

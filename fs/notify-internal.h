@@ -97,8 +97,7 @@ void list_dirty_vfs(struct notifier *n, const struct dirty_set *d, bool must_lis
 /* toucher.c */
 int toucher_start(struct notifier *n);
 void toucher_stop(struct notifier *n);
-void touch_add(struct notifier *n, unsigned top, const char *vf, unsigned files,
-	       unsigned all_vfs);
+void touch_add(struct notifier *n, unsigned top, const char *vf, unsigned files, unsigned all_vfs);
 void hand_to_feeder(struct notifier *n, const struct dirty_set *d);
 void *feeder_main(void *arg);
 

@@ -212,7 +212,8 @@ static void invalidate(struct notifier *n, const struct notify_key *key)
 		return;
 	r = fuse_lowlevel_notify_inval_inode(n->se, ino, 0, 0);
 	if (r < 0 && r != -ENOENT)
-		log_debug("notifier: invalidating %s%s%s failed: %s", key->vf, key->vf[0] ? "/" : "",
+		log_debug("notifier: invalidating %s%s%s failed: %s", key->vf,
+			  key->vf[0] ? "/" : "",
 			  key->vf[0] ? vf_files[key->index].name : top_files[key->index].name,
 			  strerror(-r));
 }
@@ -220,8 +221,8 @@ static void invalidate(struct notifier *n, const struct notify_key *key)
 /* Apply fn to every file of the set; every VF's files (d->all_vfs) come
  * from the store's list, taken once. */
 void each_dirty_file(struct notifier *n, const struct dirty_set *d,
-			   const struct store_vf_info *list, size_t count, bool stoppable,
-			   void (*fn)(struct notifier *n, const struct notify_key *key))
+		     const struct store_vf_info *list, size_t count, bool stoppable,
+		     void (*fn)(struct notifier *n, const struct notify_key *key))
 {
 	struct notify_key key;
 
@@ -269,7 +270,7 @@ void block_signals(void)
  * out over pages it could not invalidate, the writers wait), the feeder,
  * which only touches, does not. */
 void list_dirty_vfs(struct notifier *n, const struct dirty_set *d, bool must_list,
-			   struct store_vf_info **list, size_t *count)
+		    struct store_vf_info **list, size_t *count)
 {
 	*count = 0;
 	while (d->all_vfs && store_vf_list(n->store, list, count) == -ENOMEM && must_list &&
@@ -360,8 +361,7 @@ int notifier_start(struct notifier *n)
 
 /* Set a thread's stop flag under the lock its condition waits with, wake
  * it, and wait for it to end. */
-static void stop_thread(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *cond,
-			bool *stop)
+static void stop_thread(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop)
 {
 	pthread_mutex_lock(lock);
 	*stop = true;

@@ -65,7 +65,7 @@ struct watched_file;
 
 struct notify_key {
 	char vf[VF_ADDR_BUFSZ]; /* "" for a top-level file */
-	int index;               /* index in top_files[] or vf_files[] */
+	int index;              /* index in top_files[] or vf_files[] */
 };
 
 /* One per open file that can be polled; embedded in the open-file state.
@@ -76,7 +76,7 @@ struct notify_watch {
 	struct notify_key key;
 	uint64_t seen_generation;
 	struct fuse_pollhandle *pending; /* owned; destroyed on notify or removal */
-	struct watched_file *file;       /* set by notifier_watch_add; never freed before the notifier */
+	struct watched_file *file; /* set by notifier_watch_add; never freed before the notifier */
 	struct notify_watch *prev, *next; /* in the file's list of pending watches */
 };
 

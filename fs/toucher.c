@@ -72,8 +72,9 @@ static void touch_through_mount(struct notifier *n, const struct notify_key *key
 			continue;
 		if (w <= 0) {
 			if (!n->touch_failed)
-				log_warn("notifier: the inotify helper is gone (%s); inotify watchers miss changes",
-					 strerror(errno));
+				log_warn(
+					"notifier: the inotify helper is gone (%s); inotify watchers miss changes",
+					strerror(errno));
 			n->touch_failed = true;
 			return;
 		}
@@ -193,8 +194,7 @@ void toucher_stop(struct notifier *n)
 
 /* Into the feeder's set: only the first file of a batch wakes it (it waits
  * for a first file, then for its pace). */
-void touch_add(struct notifier *n, unsigned top, const char *vf, unsigned files,
-		      unsigned all_vfs)
+void touch_add(struct notifier *n, unsigned top, const char *vf, unsigned files, unsigned all_vfs)
 {
 	pthread_mutex_lock(&n->touch_lock);
 	if (dirty_empty(&n->touch))
@@ -230,8 +230,8 @@ void *feeder_main(void *arg)
 			pthread_cond_wait(&n->touch_cond, &n->touch_lock);
 		/* Paced: what changes before the next batch is due joins it, so
 		 * a file changing 1000 times a second costs a touch a pace. */
-		while (!n->touch_stop &&
-		       pthread_cond_timedwait(&n->touch_cond, &n->touch_lock, &next_batch) != ETIMEDOUT)
+		while (!n->touch_stop && pthread_cond_timedwait(&n->touch_cond, &n->touch_lock,
+								&next_batch) != ETIMEDOUT)
 			;
 		if (n->touch_stop) {
 			pthread_mutex_unlock(&n->touch_lock);

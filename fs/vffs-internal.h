@@ -101,15 +101,23 @@ struct vffs {
 	char *sysfs_root;            /* where physfn links are read (physfn.h) */
 };
 
-enum vnode_kind { VN_ROOT, VN_TOP, VN_VF_DIR, VN_VF_ENTRY, VN_CLAIM, VN_GPU_DIR, VN_GPU_ENTRY };
+enum vnode_kind {
+	VN_ROOT,
+	VN_TOP,
+	VN_VF_DIR,
+	VN_VF_ENTRY,
+	VN_CLAIM,
+	VN_GPU_DIR,
+	VN_GPU_ENTRY
+};
 
 /* What an inode number names, resolved against the store. */
 struct vnode {
 	enum vnode_kind kind;
-	int index;                 /* VN_TOP, VN_VF_ENTRY, VN_GPU_ENTRY */
-	struct store_vf_info vf;   /* VN_VF_DIR, VN_VF_ENTRY; VN_CLAIM: only its id */
-	char gpu[VF_ADDR_BUFSZ];   /* VN_GPU_DIR, VN_GPU_ENTRY: the GPU's address */
-	struct store_claim claim;  /* VN_CLAIM */
+	int index;                /* VN_TOP, VN_VF_ENTRY, VN_GPU_ENTRY */
+	struct store_vf_info vf;  /* VN_VF_DIR, VN_VF_ENTRY; VN_CLAIM: only its id */
+	char gpu[VF_ADDR_BUFSZ];  /* VN_GPU_DIR, VN_GPU_ENTRY: the GPU's address */
+	struct store_claim claim; /* VN_CLAIM */
 };
 
 /* One open file. */
@@ -123,11 +131,11 @@ struct vhandle {
 	struct claim_handle claim; /* VN_CLAIM (claims.h) */
 	char *snapshot;
 	size_t snapshot_len;
-	uid_t open_uid;     /* who opened it: charged open_charge and snapshot_len (budget.h) */
+	uid_t open_uid; /* who opened it: charged open_charge and snapshot_len (budget.h) */
 	size_t open_charge;
 	bool rendered;
-	bool append;        /* opened O_APPEND: the kernel picks the offset */
-	bool cached;        /* opened keep_cache: reads may be served by the page cache */
+	bool append; /* opened O_APPEND: the kernel picks the offset */
+	bool cached; /* opened keep_cache: reads may be served by the page cache */
 	char outcome[VFILE_OUTCOME_MAX];
 	bool watched;
 	struct notify_watch watch;
@@ -139,10 +147,9 @@ struct dirhandle {
 	pthread_mutex_t lock;
 	char *buf;
 	size_t size;
-	bool plus;       /* buf holds readdirplus entries */
-	uid_t open_uid;  /* who opened it: charged sizeof(struct dirhandle) and size (budget.h) */
+	bool plus;      /* buf holds readdirplus entries */
+	uid_t open_uid; /* who opened it: charged sizeof(struct dirhandle) and size (budget.h) */
 };
-
 
 static inline struct vffs *req_fs(fuse_req_t req)
 {
@@ -161,20 +168,17 @@ int charge(struct vffs *fs, uid_t uid, size_t bytes);
 void open_link_add(struct vffs *fs, struct open_link *l,
 		   void (*free_fn)(struct vffs *, struct open_link *));
 void open_link_remove(struct vffs *fs, struct open_link *l);
-int copy_window(const char *buf, size_t len, off_t off, size_t size, char **ret,
-		size_t *ret_len);
+int copy_window(const char *buf, size_t len, off_t off, size_t size, char **ret, size_t *ret_len);
 void handle_free(struct vffs *fs, struct vhandle *h);
 struct vhandle *handle_new(struct vffs *fs, const struct vnode *n, bool created,
 			   const struct fuse_ctx *ctx);
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-	     struct fuse_file_info *fi);
+void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
 void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 	      struct fuse_file_info *fi);
 void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void op_release_file(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
-	     struct fuse_pollhandle *ph);
+void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, struct fuse_pollhandle *ph);
 
 /* inode.c */
 fuse_ino_t ino_vf(uint64_t id, int slot);
@@ -188,19 +192,16 @@ bool vnode_key(const struct vnode *n, struct notify_key *key);
 const struct vfile *vfile_of(enum vnode_kind kind, int index);
 void vnode_stat(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, struct stat *st);
 double attr_timeout(const struct vnode *n);
-void fill_entry(struct vffs *fs, fuse_ino_t ino, const struct vnode *n,
-		struct fuse_entry_param *e);
+void fill_entry(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, struct fuse_entry_param *e);
 void reply_entry(fuse_req_t req, fuse_ino_t ino, const struct vnode *n);
 int lookup_vf(struct vffs *fs, const char *vf, struct store_vf_info *ret);
-int lookup_claim(struct vffs *fs, const char *vf, const char *instance_id,
-		 struct store_claim *ret);
+int lookup_claim(struct vffs *fs, const char *vf, const char *instance_id, struct store_claim *ret);
 bool vnode_get_or_reply(fuse_req_t req, fuse_ino_t ino, struct vnode *n);
 bool vnode_read_only(const struct vnode *n);
 
 /* listing.c */
 void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
-void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		struct fuse_file_info *fi);
+void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi);
 void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi);
 void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

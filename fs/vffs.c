@@ -65,7 +65,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	/* Content is generated: the kernel caches pages only of fixed-size files
@@ -219,7 +218,6 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	fuse_reply_attr(req, &st, 0);
 }
 
-
 /* Claim <vf>/assignments/<name>, or only reserve it (create: see
  * claims.h).  Only assignments/ takes new files. */
 static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, bool reserve,
@@ -244,8 +242,8 @@ static int make_claim(struct vffs *fs, fuse_ino_t parent, const char *name, bool
 
 /* make_claim() for a create or a mknod; a refusal is answered here (and a
  * name the grammar refuses logged with its rule). */
-static bool make_claim_or_reply(fuse_req_t req, fuse_ino_t parent, const char *name,
-				bool reserve, struct vnode *child)
+static bool make_claim_or_reply(fuse_req_t req, fuse_ino_t parent, const char *name, bool reserve,
+				struct vnode *child)
 {
 	int r = make_claim(req_fs(req), parent, name, reserve, child);
 
@@ -314,7 +312,9 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 				  &(struct store_release_opts){ .uid = fuse_req_ctx(req)->uid });
 		if (r == 0) {
 			const struct fuse_ctx *ctx = fuse_req_ctx(req);
-			struct log_fields f = { .vf = p.vf.vf, .instance = name, .has_writer = true,
+			struct log_fields f = { .vf = p.vf.vf,
+						.instance = name,
+						.has_writer = true,
 						.writer_uid = (uint32_t)ctx->uid,
 						.writer_pid = (int32_t)ctx->pid };
 
@@ -432,7 +432,6 @@ static const struct fuse_lowlevel_ops vffs_ops = {
 	.symlink = op_symlink,
 };
 
-
 const char *vffs_mountpoint(const struct vffs *fs)
 {
 	return fs->mountpoint;
@@ -453,8 +452,8 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	clock_gettime(CLOCK_REALTIME, &fs->start_time);
 	fs->group = opt->group;
 	fs->metrics = opt->metrics;
-	fs->max_workers = opt->max_workers ? MIN(opt->max_workers, (unsigned)VFFS_MAX_WORKERS_MAX)
-					   : VFFS_MAX_WORKERS_DEFAULT;
+	fs->max_workers = opt->max_workers ? MIN(opt->max_workers, (unsigned)VFFS_MAX_WORKERS_MAX) :
+					     VFFS_MAX_WORKERS_DEFAULT;
 	fs->status_changed = opt->status_changed;
 	fs->status_userdata = opt->status_userdata;
 	fs->claims.socket_dirs = &fs->socket_dirs;
@@ -466,8 +465,10 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	fs->sysfs_root = strdup(opt->sysfs_root ? opt->sysfs_root : PHYSFN_DEFAULT_SYSFS_ROOT);
 	if (!fs->mountpoint || !fs->sysfs_root)
 		goto fail;
-	if (asprintf(&mount_opts, "allow_other,default_permissions,fsname=vfhealth,subtype=vfhealth%s%s",
-		     opt->fuse_options ? "," : "", opt->fuse_options ? opt->fuse_options : "") < 0) {
+	if (asprintf(&mount_opts,
+		     "allow_other,default_permissions,fsname=vfhealth,subtype=vfhealth%s%s",
+		     opt->fuse_options ? "," : "",
+		     opt->fuse_options ? opt->fuse_options : "") < 0) {
 		mount_opts = NULL;
 		goto fail;
 	}

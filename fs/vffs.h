@@ -53,13 +53,13 @@ struct store;
 struct metrics;
 
 struct vffs_options {
-	const char *mountpoint; /* NULL: VFFS_DEFAULT_MOUNTPOINT */
-	gid_t group;            /* group owning the writable files and directories */
-	struct metrics *metrics; /* extra series of `metrics` (fs/metrics.h), owned by the
+	const char *mountpoint;   /* NULL: VFFS_DEFAULT_MOUNTPOINT */
+	gid_t group;              /* group owning the writable files and directories */
+	struct metrics *metrics;  /* extra series of `metrics` (fs/metrics.h), owned by the
 				  * caller and kept until vffs_free; NULL for none */
 	const char *fuse_options; /* extra -o options, comma separated; NULL for none */
-	bool debug;             /* FUSE request tracing on stderr */
-	unsigned max_workers;   /* FUSE worker threads at most, 1..VFFS_MAX_WORKERS_MAX;
+	bool debug;               /* FUSE request tracing on stderr */
+	unsigned max_workers;     /* FUSE worker threads at most, 1..VFFS_MAX_WORKERS_MAX;
 				 * 0: VFFS_MAX_WORKERS_DEFAULT */
 	/* Called when the store's availability changed (STORE_CHANGE_STATUS),
 	 * from the thread that changed it, with no store lock held: it may read

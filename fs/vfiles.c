@@ -155,8 +155,8 @@ static void failed_assignments_text(const struct vfile_call *call, const char *v
 			return;
 		}
 		int n = same > 1 ? snprintf(buf + used, size - used, "%s%s (%u assignments)",
-					    shown ? ", " : "", id, same)
-				 : snprintf(buf + used, size - used, "%s%s", shown ? ", " : "", id);
+					    shown ? ", " : "", id, same) :
+				   snprintf(buf + used, size - used, "%s%s", shown ? ", " : "", id);
 		if (n < 0 || (size_t)n >= size - used)
 			return; /* truncated: still one line */
 		used += (size_t)n;
@@ -196,10 +196,9 @@ static void log_threshold_met(const struct vfile_call *call, const char *vf, boo
 /* Each VF a new setting quarantined (a lowered threshold, a raised cap) or
  * had the breaker hold back: its own line, as a report's would be.  Both
  * lists are sorted by address. */
-static void log_threshold_changes(const struct vfile_call *call,
-				  const struct store_vf_info *before, size_t n_before,
-				  const struct store_vf_info *after, size_t n_after, int threshold,
-				  bool by_threshold)
+static void log_threshold_changes(const struct vfile_call *call, const struct store_vf_info *before,
+				  size_t n_before, const struct store_vf_info *after,
+				  size_t n_after, int threshold, bool by_threshold)
 {
 	size_t j = 0;
 
@@ -247,7 +246,8 @@ static int setting_write(const struct int_setting *setting, const struct vfile_c
 		log_info("%s set to %d", setting->name, value);
 	if (before && store_vf_list(call->store, &after, &n_after) == 0)
 		log_threshold_changes(call, before, n_before, after, n_after,
-				      store_threshold_get(call->store), setting == &threshold_setting);
+				      store_threshold_get(call->store),
+				      setting == &threshold_setting);
 	return 0;
 }
 
@@ -386,8 +386,7 @@ static int mode_write(const struct vfile_call *call, char *command)
 	return store_mode_set(call->store, mode);
 }
 
-static void metric(FILE *out, const char *name, const char *type, const char *help,
-		   uint64_t value)
+static void metric(FILE *out, const char *name, const char *type, const char *help, uint64_t value)
 {
 	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name, type, name,
 		value);
@@ -450,8 +449,9 @@ static const char *vf_out_of_service_reason(const struct store_vf_info *info, in
  * parent is "" while the VF's physical function is unknown. */
 static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int threshold)
 {
-	static const char *const check_names[] = { [METRICS_CHECK_FAILED] = "failed",
-						   [METRICS_CHECK_OK] = "ok" };
+	static const char *const check_names[] = {
+		[METRICS_CHECK_FAILED] = "failed", [METRICS_CHECK_OK] = "ok"
+	};
 	_cleanup_free_ struct store_vf_info *vfs = NULL;
 	_cleanup_free_ struct store_claim *claims = NULL;
 	_cleanup_free_ struct metrics_source_check *checks = NULL;
@@ -519,8 +519,8 @@ static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int thr
 			    strcmp(checks[j].claimed_at, claims[c].claimed_at) == 0)
 				result = checks[j].result;
 		if (!result) {
-			enum metrics_check r =
-				metrics_last_check(call->metrics, vfs[i].id, claims[c].id);
+			enum metrics_check r = metrics_last_check(call->metrics, vfs[i].id,
+								  claims[c].id);
 			if (r != METRICS_CHECK_NONE)
 				result = check_names[r];
 		}
@@ -742,8 +742,8 @@ static int vf_quarantined_write(const struct vfile_call *call, char *command)
 
 	if (!hold && strcmp(command, "0") != 0)
 		return refuse(call, "quarantined takes \"1\" (hold) or \"0\" (back in service)");
-	r = hold ? store_quarantine_manual(call->store, call->vf, call->uid, &before)
-		 : store_clear(call->store, call->vf, call->uid, &before);
+	r = hold ? store_quarantine_manual(call->store, call->vf, call->uid, &before) :
+		   store_clear(call->store, call->vf, call->uid, &before);
 	if (r < 0)
 		return r;
 	if (hold && before.unchanged) {
@@ -831,7 +831,8 @@ static int history_render(const struct vfile_call *call, FILE *out)
 				e->instance_id, e->ended_at[0] ? e->ended_at : "-",
 				e->how[0] ? e->how : "-", by);
 		else if (e->kind == STORE_HISTORY_SUSPECT)
-			fprintf(out, "%s suspect %s claimed=%s died=%s after=%s cleared=%s why=%s\n",
+			fprintf(out,
+				"%s suspect %s claimed=%s died=%s after=%s cleared=%s why=%s\n",
 				e->at, e->instance_id, e->assigned_at, e->died_at,
 				seconds_ms(e->died_after_ms, after, sizeof(after)),
 				e->ended_at[0] ? e->ended_at : "-", e->how[0] ? e->how : "-");
@@ -907,8 +908,8 @@ static void note_check(const struct vfile_call *call, const struct report_comman
 {
 	struct store_claim claim;
 
-	if (store_claim_get(call->store, call->vf, cmd->instance_id, STORE_READ_MEMORY,
-			    &claim) == 0 &&
+	if (store_claim_get(call->store, call->vf, cmd->instance_id, STORE_READ_MEMORY, &claim) ==
+		    0 &&
 	    strcmp(claim.claimed_at, cmd->claimed_at) == 0)
 		metrics_note_check(call->metrics, call->vf_id, claim.id, result);
 }
@@ -943,7 +944,8 @@ static int report_write(const struct vfile_call *call, char *command)
 		/* no audit line for a repeat, nor for a routine failure (recorded
 		 * below the threshold, not the VF's first): transitions only */
 		if (res.outcome == STORE_OUTCOME_UNCHANGED ||
-		    (res.outcome == STORE_OUTCOME_RECORDED && !res.breaker_engaged && res.tally > 1))
+		    (res.outcome == STORE_OUTCOME_RECORDED && !res.breaker_engaged &&
+		     res.tally > 1))
 			mark_unchanged(call);
 		log_failure_outcome(call, &cmd, &res);
 		if (res.suspect_confirmed)
@@ -955,8 +957,8 @@ static int report_write(const struct vfile_call *call, char *command)
 
 	struct store_success_result res;
 
-	r = store_report_success(call->store, call->vf, cmd.instance_id, cmd.claimed_at,
-				    call->uid, &res);
+	r = store_report_success(call->store, call->vf, cmd.instance_id, cmd.claimed_at, call->uid,
+				 &res);
 	if (r < 0)
 		return r;
 	note_check(call, &cmd, METRICS_CHECK_OK);
@@ -995,30 +997,36 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 	[TOP_THRESHOLD] = { "threshold", 0664, threshold_render, threshold_write, VFILE_NOTIFY,
 			    STORE_CHANGE_THRESHOLD },
 	/* Availability decides whether the list reads or fails. */
-	[TOP_QUARANTINED] = { "quarantined", 0444, top_quarantined_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
+	[TOP_QUARANTINED] = { "quarantined", 0444, top_quarantined_render, NULL,
+			      VFILE_NOTIFY | VFILE_PLACEMENT,
 			      STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS },
-	[TOP_RESOURCES] = { "resources", 0444, resources_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
+	[TOP_RESOURCES] = { "resources", 0444, resources_render, NULL,
+			    VFILE_NOTIFY | VFILE_PLACEMENT,
 			    STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
 				    STORE_CHANGE_STATUS | STORE_CHANGE_GPU },
 	[TOP_STATUS] = { "status", 0664, status_render, status_write, VFILE_NOTIFY,
 			 STORE_CHANGE_STATUS },
 	[TOP_MAX_QUARANTINED] = { "max_quarantined", 0664, max_quarantined_render,
-				  max_quarantined_write, VFILE_NOTIFY, STORE_CHANGE_MAX_QUARANTINED },
+				  max_quarantined_write, VFILE_NOTIFY,
+				  STORE_CHANGE_MAX_QUARANTINED },
 	/* Not notified: it changes with every report and every scrape (and
 	 * STORE_CHANGE_BREAKER shows only here). */
 	[TOP_METRICS] = { "metrics", 0444, metrics_render, NULL, 0, 0 },
 	/* Placement-facing (placement ranks these last): fails closed. */
-	[TOP_HELD_BACK] = { "held_back", 0444, held_back_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
+	[TOP_HELD_BACK] = { "held_back", 0444, held_back_render, NULL,
+			    VFILE_NOTIFY | VFILE_PLACEMENT,
 			    STORE_CHANGE_HELD_BACK | STORE_CHANGE_STATUS },
 	/* Placement-facing: fails closed.  Its groups follow registrations,
 	 * claims, quarantines and holds, the breaker, parents, suspicions, the
 	 * mode and drains. */
-	[TOP_ALLOCATABLE] = { "allocatable", 0444, allocatable_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
+	[TOP_ALLOCATABLE] = { "allocatable", 0444, allocatable_render, NULL,
+			      VFILE_NOTIFY | VFILE_PLACEMENT,
 			      STORE_CHANGE_VFS | STORE_CHANGE_CLAIMS | STORE_CHANGE_QUARANTINE |
 				      STORE_CHANGE_HELD_BACK | STORE_CHANGE_PARENT |
-				      STORE_CHANGE_MODE | STORE_CHANGE_SUSPECT | STORE_CHANGE_STATUS |
-				      STORE_CHANGE_GPU },
-	[TOP_CLAIMS] = { "claims", 0444, top_claims_render, NULL, VFILE_NOTIFY, STORE_CHANGE_CLAIMS },
+				      STORE_CHANGE_MODE | STORE_CHANGE_SUSPECT |
+				      STORE_CHANGE_STATUS | STORE_CHANGE_GPU },
+	[TOP_CLAIMS] = { "claims", 0444, top_claims_render, NULL, VFILE_NOTIFY,
+			 STORE_CHANGE_CLAIMS },
 	[TOP_MODE] = { "mode", 0664, mode_render, mode_write, VFILE_NOTIFY, STORE_CHANGE_MODE },
 	[TOP_GPUS] = { "gpus", 0755, NULL, NULL, VFILE_DIR, 0 },
 };
@@ -1038,7 +1046,8 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 	/* Availability decides whether it reads or fails (placement-facing). */
 	/* "0\n" or "1\n": page-cached for readers (fixed_size). */
 	[VF_QUARANTINED] = { "quarantined", 0664, vf_quarantined_render, vf_quarantined_write,
-			     VFILE_NOTIFY | VFILE_PLACEMENT, STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS, 2 },
+			     VFILE_NOTIFY | VFILE_PLACEMENT,
+			     STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS, 2 },
 	[VF_FAILURES] = { "failures", 0444, failures_render, NULL, VFILE_NOTIFY,
 			  STORE_CHANGE_FAILURES },
 	[VF_REPORT] = { "report", 0664, NULL, report_write, VFILE_OUTCOME, 0 },

@@ -74,9 +74,9 @@ enum gpu_file_index {
 };
 
 enum vfile_flags {
-	VFILE_DIR = 1 << 0,     /* a directory, not a file */
-	VFILE_NOTIFY = 1 << 1,  /* content changes are notified (inotify, poll) */
-	VFILE_OUTCOME = 1 << 2, /* reads show the outcome of the last write on the handle */
+	VFILE_DIR = 1 << 0,       /* a directory, not a file */
+	VFILE_NOTIFY = 1 << 1,    /* content changes are notified (inotify, poll) */
+	VFILE_OUTCOME = 1 << 2,   /* reads show the outcome of the last write on the handle */
 	VFILE_CLAIM_DIR = 1 << 3, /* a VFILE_DIR whose entries are the VF's claims: it can be
 				   * listed, and takes create, lookup and unlink of claims */
 	VFILE_PLACEMENT = 1 << 4, /* placement-facing: fails closed while the store is
@@ -94,17 +94,17 @@ struct metrics;
 struct vfile_call {
 	struct store *store;
 	struct metrics *metrics; /* extra series of `metrics` (fs/metrics.h); may be NULL */
-	const char *vf;      /* per-VF files: the VF address; per-GPU files: the GPU's */
-	uint64_t vf_id;      /* per-VF files: the VF's id */
-	enum store_read read; /* renders: how placement-facing reads are made
+	const char *vf;          /* per-VF files: the VF address; per-GPU files: the GPU's */
+	uint64_t vf_id;          /* per-VF files: the VF's id */
+	enum store_read read;    /* renders: how placement-facing reads are made
 			       * (STORE_READ_NORETRY, the zero value, unless
 			       * read_may_repair said otherwise) */
-	char *outcome;       /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
-	const char **why;    /* a write refused by a grammar says here which rule (a
+	char *outcome;           /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
+	const char **why;        /* a write refused by a grammar says here which rule (a
 			      * static string) for the caller to log; may be NULL */
-	int64_t uid;         /* writes: the writer's uid, kept in the history (-1: none) */
-	int32_t pid;         /* writes: the writer's pid, for the log */
-	bool *unchanged;     /* writes: set when the command changed nothing, or
+	int64_t uid;             /* writes: the writer's uid, kept in the history (-1: none) */
+	int32_t pid;             /* writes: the writer's pid, for the log */
+	bool *unchanged;         /* writes: set when the command changed nothing, or
 			      * nothing but routine state (a failure below the
 			      * threshold that is not the VF's first): no audit
 			      * line; may be NULL */

@@ -90,8 +90,7 @@ static bool key_equal(const struct notify_key *a, const struct notify_key *b)
 }
 
 /* Under files_lock. */
-static struct watched_file *file_find(struct notifier *n, const struct notify_key *key,
-				      bool create)
+static struct watched_file *file_find(struct notifier *n, const struct notify_key *key, bool create)
 {
 	size_t h = key_hash(key, n->n_buckets);
 	struct watched_file *f;
@@ -111,7 +110,6 @@ static struct watched_file *file_find(struct notifier *n, const struct notify_ke
 		files_grow(n);
 	return f;
 }
-
 
 /* Record when the file changed (its mtime; before the invalidation, so that
  * the attributes the kernel asks for next show it). */
@@ -167,10 +165,9 @@ void wake_pollers(struct notifier *n, const struct notify_key *key)
 	}
 	if (!f)
 		log_warn("notifier: out of memory; pollers of %s%s%s miss a change", key->vf,
-			 key->vf[0] ? "/" : "", key->vf[0] ? vf_files[key->index].name
-							  : top_files[key->index].name);
+			 key->vf[0] ? "/" : "",
+			 key->vf[0] ? vf_files[key->index].name : top_files[key->index].name);
 }
-
 
 /* O(1): a watch is linked into its file only while it holds a poll
  * handle (notify.h), so neither add nor remove walks the file's watches. */

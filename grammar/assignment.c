@@ -70,19 +70,19 @@ int assignment_render(const struct assignment *a, FILE *out)
 
 /* ---- parsing ---------------------------------------------------------------- */
 
-#define CONTROL_RULE                                                                       \
-	"control= is an absolute path of at most " PARSE_STR(CONTROL_PATH_MAX)                 \
-	" bytes without control characters"
+#define CONTROL_RULE                                          \
+	"control= is an absolute path of at most " PARSE_STR( \
+		CONTROL_PATH_MAX) " bytes without control characters"
 #define PID_STARTTIME_RULE "pid_starttime= is recorded by vfhealthd: a writer may only repeat it"
 #define BOOT_ID_RULE "boot_id= is recorded by vfhealthd: a writer may only repeat it"
 
 struct parse_ctx {
-	bool writer;                      /* a writer's command, not a rendered file */
-	const struct assignment *current; /* writer: the claim as it is */
-	bool may_set_claimed_at;          /* writer */
-	bool scan;                        /* only note which keys are named */
+	bool writer;                        /* a writer's command, not a rendered file */
+	const struct assignment *current;   /* writer: the claim as it is */
+	bool may_set_claimed_at;            /* writer */
+	bool scan;                          /* only note which keys are named */
 	struct assignment_release *release; /* a release command: where it goes */
-	const char **why;                 /* writer: NULL, or where to say which rule broke */
+	const char **why;                   /* writer: NULL, or where to say which rule broke */
 };
 
 /* err, saying in *ctx->why (when asked) which rule was broken. */
@@ -141,7 +141,8 @@ static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignm
 		struct endpoint ep;
 
 		if (len > AGENT_ENDPOINT_MAX)
-			return refuse(ctx, -E2BIG, "agent= is at most " PARSE_STR(AGENT_ENDPOINT_MAX) " bytes");
+			return refuse(ctx, -E2BIG,
+				      "agent= is at most " PARSE_STR(AGENT_ENDPOINT_MAX) " bytes");
 		memcpy(raw, value, len);
 		raw[len] = '\0';
 		if (!ctx->writer || len == 0) {
@@ -149,7 +150,8 @@ static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignm
 			return 0;
 		}
 		/* Stored canonical (port spelled out), so readers need no defaults. */
-		if (endpoint_parse(raw, &ep) < 0 || endpoint_format(&ep, a->agent, sizeof(a->agent)) < 0)
+		if (endpoint_parse(raw, &ep) < 0 ||
+		    endpoint_format(&ep, a->agent, sizeof(a->agent)) < 0)
 			return refuse(ctx, -EINVAL,
 				      "agent= is an endpoint: vsock:CID[:PORT], hvsock:PATH[:PORT] "
 				      "or unix:PATH");
@@ -168,27 +170,28 @@ static int apply(const struct parse_ctx *ctx, struct assignment *a, enum assignm
 		return 0;
 	case ASSIGNMENT_PID:
 		if (len > 0 && parse_number(value, len, PID_VALUE_MAX, &v) < 0)
-			return refuse(ctx, -EINVAL, "pid= is an integer 1.." PARSE_STR(PID_VALUE_MAX));
+			return refuse(ctx, -EINVAL,
+				      "pid= is an integer 1.." PARSE_STR(PID_VALUE_MAX));
 		a->pid = (int64_t)v;
 		return 0;
 	case ASSIGNMENT_PID_STARTTIME:
 		if (len > 0 && parse_number(value, len, UINT64_MAX, &v) < 0)
 			return refuse(ctx, -EINVAL, PID_STARTTIME_RULE);
 		if (ctx->writer && !keys[key].writable) /* the recorded value, written back */
-			return v == ctx->current->pid_starttime
-				       ? 0
-				       : refuse(ctx, -EINVAL, PID_STARTTIME_RULE);
+			return v == ctx->current->pid_starttime ?
+				       0 :
+				       refuse(ctx, -EINVAL, PID_STARTTIME_RULE);
 		a->pid_starttime = v;
 		return 0;
 	case ASSIGNMENT_BOOT_ID:
-		if (len > 0 && (terminate(raw, sizeof(raw), value, len) < 0 ||
-				!proc_boot_id_valid(raw)))
+		if (len > 0 &&
+		    (terminate(raw, sizeof(raw), value, len) < 0 || !proc_boot_id_valid(raw)))
 			return refuse(ctx, -EINVAL, BOOT_ID_RULE);
 		if (ctx->writer && !keys[key].writable) /* the recorded value, written back */
 			return len == strlen(ctx->current->boot_id) &&
-					       memcmp(value, ctx->current->boot_id, len) == 0
-				       ? 0
-				       : refuse(ctx, -EINVAL, BOOT_ID_RULE);
+					       memcmp(value, ctx->current->boot_id, len) == 0 ?
+				       0 :
+				       refuse(ctx, -EINVAL, BOOT_ID_RULE);
 		memcpy(a->boot_id, value, len);
 		a->boot_id[len] = '\0';
 		return 0;
@@ -348,8 +351,7 @@ static int parse_update(const struct assignment *current, const char *command,
 }
 
 int assignment_parse_update(const struct assignment *current, const char *command,
-			    bool may_set_claimed_at, struct assignment *ret,
-			    unsigned *keys_written)
+			    bool may_set_claimed_at, struct assignment *ret, unsigned *keys_written)
 {
 	return parse_update(current, command, may_set_claimed_at, ret, keys_written, NULL);
 }
@@ -382,7 +384,8 @@ int claims_line_parse(const char *line, size_t len, char vf[VF_ADDR_BUFSZ],
 	memcpy(instance_id, line + VF_ADDR_LEN + 1, id_len);
 	instance_id[id_len] = '\0';
 	/* A NUL inside the line would end either string early: lengths must hold. */
-	if (!vf_address_valid(vf) || strlen(instance_id) != id_len || !instance_id_valid(instance_id))
+	if (!vf_address_valid(vf) || strlen(instance_id) != id_len ||
+	    !instance_id_valid(instance_id))
 		return -EINVAL;
 	return 0;
 }

@@ -77,14 +77,14 @@ enum assignment_key {
 const char *assignment_key_name(enum assignment_key key);
 
 struct assignment {
-	char vf[VF_ADDR_BUFSZ];                  /* from the path */
-	char instance_id[INSTANCE_ID_MAX + 1];   /* from the path */
-	char claimed_at[RFC3339_BUFSZ];          /* canonical, "" when unset */
-	char agent[AGENT_ENDPOINT_MAX + 1];      /* "" when unset */
-	char control[CONTROL_PATH_MAX + 1];      /* "" when unset */
-	int64_t pid;                             /* 0 when unset */
-	uint64_t pid_starttime;                  /* 0 when unknown */
-	char boot_id[BOOT_ID_BUFSZ];             /* "" when unknown */
+	char vf[VF_ADDR_BUFSZ];                /* from the path */
+	char instance_id[INSTANCE_ID_MAX + 1]; /* from the path */
+	char claimed_at[RFC3339_BUFSZ];        /* canonical, "" when unset */
+	char agent[AGENT_ENDPOINT_MAX + 1];    /* "" when unset */
+	char control[CONTROL_PATH_MAX + 1];    /* "" when unset */
+	int64_t pid;                           /* 0 when unset */
+	uint64_t pid_starttime;                /* 0 when unknown */
+	char boot_id[BOOT_ID_BUFSZ];           /* "" when unknown */
 };
 
 /* Every key in table order, "key=value\n" each (the whole file).  Returns 0

@@ -49,7 +49,7 @@
 #include <sys/un.h>
 
 #include "common/endpoint.h"
-#include "common/parse.h" /* INSTANCE_ID_MAX, RFC3339_NANO_LEN */
+#include "common/parse.h"  /* INSTANCE_ID_MAX, RFC3339_NANO_LEN */
 #include "common/procfs.h" /* PROC_BOOT_ID_LEN */
 
 #define VF_ADDR_LEN 12
@@ -77,24 +77,24 @@
 #define READER_BUDGET_TOTAL 134217728
 
 /* Every limit above, for the test that checks docs/limits.md. */
-#define GRAMMAR_LIMITS(X)       \
-	X(VF_ADDR_LEN)          \
-	X(INSTANCE_ID_MAX)      \
-	X(FAILURE_MESSAGE_MAX)  \
-	X(AGENT_ENDPOINT_MAX)   \
-	X(CONTROL_PATH_MAX)     \
-	X(PID_VALUE_MAX)        \
-	X(BOOT_ID_LEN)          \
-	X(ASSIGNMENT_FILE_MAX)  \
-	X(WRITE_COMMAND_MAX)    \
-	X(REPORT_COMMAND_MAX)   \
-	X(OUTCOME_LINE_MAX)     \
-	X(THRESHOLD_MIN)        \
-	X(THRESHOLD_MAX)        \
-	X(THRESHOLD_DEFAULT)    \
-	X(VFS_MAX)              \
-	X(FAILURES_PER_VF_MAX)  \
-	X(HISTORY_MAX)          \
+#define GRAMMAR_LIMITS(X)        \
+	X(VF_ADDR_LEN)           \
+	X(INSTANCE_ID_MAX)       \
+	X(FAILURE_MESSAGE_MAX)   \
+	X(AGENT_ENDPOINT_MAX)    \
+	X(CONTROL_PATH_MAX)      \
+	X(PID_VALUE_MAX)         \
+	X(BOOT_ID_LEN)           \
+	X(ASSIGNMENT_FILE_MAX)   \
+	X(WRITE_COMMAND_MAX)     \
+	X(REPORT_COMMAND_MAX)    \
+	X(OUTCOME_LINE_MAX)      \
+	X(THRESHOLD_MIN)         \
+	X(THRESHOLD_MAX)         \
+	X(THRESHOLD_DEFAULT)     \
+	X(VFS_MAX)               \
+	X(FAILURES_PER_VF_MAX)   \
+	X(HISTORY_MAX)           \
 	X(READER_BUDGET_PER_UID) \
 	X(READER_BUDGET_TOTAL)
 
@@ -106,19 +106,19 @@ _Static_assert(CONTROL_PATH_MAX == sizeof(((struct sockaddr_un *)0)->sun_path) -
 _Static_assert(REPORT_COMMAND_MAX <= WRITE_COMMAND_MAX, "a report fits one write");
 _Static_assert(FAILURES_PER_VF_MAX == THRESHOLD_MAX, "quarantined before it holds more");
 /* A VF's whole failures file (its lines at their longest) fits one uid's budget. */
-_Static_assert((size_t)FAILURES_PER_VF_MAX * (2 * RFC3339_NANO_LEN + INSTANCE_ID_MAX + FAILURE_MESSAGE_MAX + 4) <
-		       READER_BUDGET_PER_UID / 2,
+_Static_assert((size_t)FAILURES_PER_VF_MAX *(2 * RFC3339_NANO_LEN + INSTANCE_ID_MAX +
+					     FAILURE_MESSAGE_MAX + 4) < READER_BUDGET_PER_UID / 2,
 	       "a reader can hold two failures files at once");
 /* A VF's whole history file (its lines at their longest) fits one uid's budget. */
-_Static_assert((size_t)HISTORY_MAX * (3 * RFC3339_NANO_LEN + 2 * INSTANCE_ID_MAX + FAILURE_MESSAGE_MAX + 96) <
-		       READER_BUDGET_PER_UID / 2,
+_Static_assert((size_t)HISTORY_MAX *(3 * RFC3339_NANO_LEN + 2 * INSTANCE_ID_MAX +
+				     FAILURE_MESSAGE_MAX + 96) < READER_BUDGET_PER_UID / 2,
 	       "a reader can hold two history files at once");
 _Static_assert(READER_BUDGET_PER_UID <= READER_BUDGET_TOTAL, "one uid fits the total");
 _Static_assert(THRESHOLD_MIN <= THRESHOLD_DEFAULT && THRESHOLD_DEFAULT <= THRESHOLD_MAX,
 	       "the default threshold is a valid one");
 /* Every key of an assignment file at its longest, with "key=" and "\n". */
-_Static_assert(11 + RFC3339_NANO_LEN + 1 + 6 + AGENT_ENDPOINT_MAX + 1 + 8 + CONTROL_PATH_MAX +
-			       1 + 4 + 7 + 1 + 14 + 20 + 1 + 8 + BOOT_ID_LEN + 1 <=
+_Static_assert(11 + RFC3339_NANO_LEN + 1 + 6 + AGENT_ENDPOINT_MAX + 1 + 8 + CONTROL_PATH_MAX + 1 +
+			       4 + 7 + 1 + 14 + 20 + 1 + 8 + BOOT_ID_LEN + 1 <=
 		       ASSIGNMENT_FILE_MAX,
 	       "what the daemon renders, its readers accept");
 

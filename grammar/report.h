@@ -86,10 +86,10 @@ const char *report_kind_name(enum report_kind kind);
 
 struct report_outcome {
 	enum report_kind kind;
-	unsigned failures;     /* failed reports: the tally after the report */
+	unsigned failures; /* failed reports: the tally after the report */
 	unsigned threshold;
-	bool breaker_engaged;  /* the breaker held a quarantine back */
-	unsigned cleared;      /* ok reports */
+	bool breaker_engaged; /* the breaker held a quarantine back */
+	unsigned cleared;     /* ok reports */
 	bool rescinded;
 };
 

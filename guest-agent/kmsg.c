@@ -346,8 +346,8 @@ int kmsg_reader_open(struct kmsg_reader *r)
 }
 
 /* A record from the device: track the sequence to count overwritten ones. */
-static void on_device_record(struct kmsg_reader *r, const char *buf, size_t len,
-			     kmsg_record_fn fn, void *userdata)
+static void on_device_record(struct kmsg_reader *r, const char *buf, size_t len, kmsg_record_fn fn,
+			     void *userdata)
 {
 	struct kmsg_record rec;
 
@@ -355,8 +355,9 @@ static void on_device_record(struct kmsg_reader *r, const char *buf, size_t len,
 		if (r->have_seq && rec.seq > r->next_seq) {
 			uint64_t gap = rec.seq - r->next_seq;
 			r->lost += gap;
-			log_warn("kmsg: %llu records overwritten before they were read (%llu in all)",
-				 (unsigned long long)gap, (unsigned long long)r->lost);
+			log_warn(
+				"kmsg: %llu records overwritten before they were read (%llu in all)",
+				(unsigned long long)gap, (unsigned long long)r->lost);
 		}
 		r->have_seq = true;
 		r->next_seq = rec.seq + 1;

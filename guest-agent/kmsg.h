@@ -75,12 +75,15 @@ struct kmsg_record {
 
 /* ---- rules ------------------------------------------------------------- */
 
-#define KMSG_RULES_MAX 64          /* from a file; the built-in rule comes on top */
-#define KMSG_RULES_LINE_MAX 256    /* bytes of one line, without its '\n' */
-#define KMSG_RULES_FILE_MAX 65536  /* bytes of a rules file */
+#define KMSG_RULES_MAX 64         /* from a file; the built-in rule comes on top */
+#define KMSG_RULES_LINE_MAX 256   /* bytes of one line, without its '\n' */
+#define KMSG_RULES_FILE_MAX 65536 /* bytes of a rules file */
 #define KMSG_BUILTIN_RULE "RmInitAdapter failed!"
 
-enum kmsg_action { KMSG_RULE_FAILURE, KMSG_RULE_IGNORE };
+enum kmsg_action {
+	KMSG_RULE_FAILURE,
+	KMSG_RULE_IGNORE
+};
 
 struct kmsg_rule {
 	enum kmsg_action action;
@@ -148,18 +151,18 @@ typedef void (*kmsg_record_fn)(void *userdata, const char *record, size_t len);
 
 struct kmsg_reader {
 	char *path;
-	int fd;          /* -1 while closed */
-	bool lines;      /* FIFO/regular file: line-oriented */
+	int fd;     /* -1 while closed */
+	bool lines; /* FIFO/regular file: line-oriented */
 	bool is_fifo;
 	bool opened_once; /* later opens seek to the end */
 	bool finished;    /* a regular file was read to its end */
 	bool have_seq;
 	uint64_t next_seq;
-	uint64_t lost;      /* records overwritten before we read them */
-	uint64_t overruns;  /* EPIPE returns */
+	uint64_t lost;          /* records overwritten before we read them */
+	uint64_t overruns;      /* EPIPE returns */
 	uint64_t dropped_lines; /* overlong lines */
-	bool discarding;    /* inside an overlong line */
-	size_t buf_len;     /* line mode: bytes of a partial line */
+	bool discarding;        /* inside an overlong line */
+	size_t buf_len;         /* line mode: bytes of a partial line */
 	char buf[KMSG_READ_BUFFER];
 };
 

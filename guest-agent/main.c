@@ -17,9 +17,16 @@
 
 /* --query exit statuses (a bad command line with --query is QUERY_ERROR:
  * 2 already means "unknown" there) */
-enum { QUERY_OK = 0, QUERY_FAILED = 1, QUERY_UNKNOWN = 2, QUERY_ERROR = 3 };
+enum {
+	QUERY_OK = 0,
+	QUERY_FAILED = 1,
+	QUERY_UNKNOWN = 2,
+	QUERY_ERROR = 3
+};
 /* as an agent: 1 when it cannot run, 2 for a bad command line */
-enum { EXIT_USAGE = 2 };
+enum {
+	EXIT_USAGE = 2
+};
 
 enum {
 	OPT_KMSG = 256,
@@ -51,7 +58,8 @@ static void usage(FILE *f)
 		"\n"
 		"  -l, --listen EP          vsock:any[:PORT], vsock:CID[:PORT] or unix:PATH\n"
 		"                           (default " AGENT_DEFAULT_LISTEN ")\n"
-		"      --kmsg PATH          kernel log (default " AGENT_DEFAULT_KMSG "; a FIFO or file\n"
+		"      --kmsg PATH          kernel log (default " AGENT_DEFAULT_KMSG
+		"; a FIFO or file\n"
 		"                           is read as lines)\n"
 		"      --sysfs-root DIR     where to look for NVIDIA PCI devices (default /sys)\n"
 		"      --nvidia-smi PATH    probe with it (default: nvidia-smi on $PATH)\n"
@@ -101,7 +109,8 @@ static int run_query(const char *target, int64_t timeout_ns)
 	}
 	k = agent_query(&ep, timeout_ns, -1, &st);
 	if (k == -EOPNOTSUPP) {
-		fprintf(stderr, "vfhealth-agent: %s: the agent does not implement GetGPUInitStatus\n",
+		fprintf(stderr,
+			"vfhealth-agent: %s: the agent does not implement GetGPUInitStatus\n",
 			target);
 		return QUERY_ERROR;
 	}

@@ -359,7 +359,9 @@ int probe_find_nvidia_smi(const char *override, char **ret_path)
 		*ret_path = strdup(override);
 		return *ret_path ? 0 : -ENOMEM;
 	}
-	copy = strdup(path_env && *path_env ? path_env : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	copy = strdup(path_env && *path_env ?
+			      path_env :
+			      "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 	if (!copy)
 		return -ENOMEM;
 	for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {

@@ -53,9 +53,9 @@ struct probe {
 	char *path;    /* nvidia-smi; NULL: none */
 	char *dev_dir; /* device nodes; NULL: no device probe */
 	int64_t interval_ns, window_ns, timeout_ns;
-	int64_t backoff_max_ns;      /* 0: stop at the window's end */
-	int64_t backoff_ns;          /* the current delay once backing off */
-	bool backing_off;            /* the window has passed; still probing */
+	int64_t backoff_max_ns; /* 0: stop at the window's end */
+	int64_t backoff_ns;     /* the current delay once backing off */
+	bool backing_off;       /* the window has passed; still probing */
 	int64_t window_end_ns;
 	int64_t next_attempt_ns;     /* when the next attempt may start */
 	int64_t attempt_deadline_ns; /* kill the running attempt then */

@@ -62,7 +62,12 @@
 #include "common/log.h"
 #include "common/parse.h"
 
-enum { POLL_SIGNAL, POLL_LISTEN, POLL_KMSG, POLL_FIXED };
+enum {
+	POLL_SIGNAL,
+	POLL_LISTEN,
+	POLL_KMSG,
+	POLL_FIXED
+};
 
 /* How long to stop accepting after running out of descriptors or memory. */
 #define ACCEPT_PAUSE_NS (100 * 1000000LL)
@@ -202,7 +207,8 @@ static void accept_clients(struct agent *a, int64_t now)
 			continue;
 		fd = accept4(a->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
 				log_warn("accept: %s; pausing for %lldms", strerror(errno),
 					 (long long)(ACCEPT_PAUSE_NS / 1000000));
 				a->accept_paused_until_ns = now + ACCEPT_PAUSE_NS;
@@ -264,7 +270,8 @@ static int conn_answer(struct agent *a, struct conn *c)
 		agent_telemetry(a, &a->state.status.telemetry);
 		k = wire_encode_status_response(&a->state.status, &c->out, &c->out_len);
 	} else {
-		log_debug("client: unknown method '%s'", req.method_too_long ? "(too long)" : req.method);
+		log_debug("client: unknown method '%s'",
+			  req.method_too_long ? "(too long)" : req.method);
 		k = wire_encode_error_response(WIRE_STATUS_UNIMPLEMENTED, "unknown method", &c->out,
 					       &c->out_len);
 	}
@@ -336,12 +343,16 @@ static void on_kmsg_record(void *userdata, const char *buf, size_t len)
 
 	switch (v) {
 	case KMSG_MATCH:
-		log_debug("kmsg: seq=%llu pri=%u %s: %.*s", (unsigned long long)rec.seq, rec.priority,
-			  kmsg_verdict_name(v), (int)MIN(rec.message_len, 200), rec.message);
-		if (agent_state_on_rule_failure(&a->state, rule->text, rec.message, rec.message_len))
-			log_warn("state failed (rule '%s'): %s", rule->text, a->state.status.message);
+		log_debug("kmsg: seq=%llu pri=%u %s: %.*s", (unsigned long long)rec.seq,
+			  rec.priority, kmsg_verdict_name(v), (int)MIN(rec.message_len, 200),
+			  rec.message);
+		if (agent_state_on_rule_failure(&a->state, rule->text, rec.message,
+						rec.message_len))
+			log_warn("state failed (rule '%s'): %s", rule->text,
+				 a->state.status.message);
 		else if (a->state.status.state == GPU_INIT_OK)
-			log_info("ignored after ok: %.*s", (int)MIN(rec.message_len, 200), rec.message);
+			log_info("ignored after ok: %.*s", (int)MIN(rec.message_len, 200),
+				 rec.message);
 		probe_maybe_halt(a);
 		break;
 	case KMSG_IGNORED:
@@ -350,8 +361,9 @@ static void on_kmsg_record(void *userdata, const char *buf, size_t len)
 		break;
 	case KMSG_NO_MATCH:
 	case KMSG_NOT_KERNEL:
-		log_debug("kmsg: seq=%llu pri=%u %s: %.*s", (unsigned long long)rec.seq, rec.priority,
-			  kmsg_verdict_name(v), (int)MIN(rec.message_len, 200), rec.message);
+		log_debug("kmsg: seq=%llu pri=%u %s: %.*s", (unsigned long long)rec.seq,
+			  rec.priority, kmsg_verdict_name(v), (int)MIN(rec.message_len, 200),
+			  rec.message);
 		break;
 	case KMSG_CONTINUATION:
 		break;
@@ -367,8 +379,8 @@ static void kmsg_try_open(struct agent *a, int64_t now)
 
 	if (k < 0) {
 		log_msg(a->kmsg_open_failed ? LOG_DEBUG : LOG_WARNING,
-			"kmsg: cannot open %s: %s; retrying every %llds", a->kmsg.path, strerror(-k),
-			(long long)(AGENT_KMSG_REOPEN_NS / 1000000000LL));
+			"kmsg: cannot open %s: %s; retrying every %llds", a->kmsg.path,
+			strerror(-k), (long long)(AGENT_KMSG_REOPEN_NS / 1000000000LL));
 		a->kmsg_open_failed = true;
 		a->kmsg_reopen_ns = now + AGENT_KMSG_REOPEN_NS;
 		return;
@@ -528,12 +540,12 @@ static void agent_loop(struct agent *a, struct pollfd *pfd)
 			.fd = (a->n_conns < max && !a->accept_paused_until_ns) ? a->listen_fd : -1,
 			.events = POLLIN
 		};
-		pfd[POLL_KMSG] = (struct pollfd){ .fd = a->kmsg_on ? a->kmsg.fd : -1, .events = POLLIN };
+		pfd[POLL_KMSG] = (struct pollfd){ .fd = a->kmsg_on ? a->kmsg.fd : -1,
+						  .events = POLLIN };
 		for (unsigned i = 0; i < max; i++) {
 			struct conn *c = &a->conns[i];
-			pfd[POLL_FIXED + i] = (struct pollfd){
-				.fd = c->fd, .events = c->out ? POLLOUT : POLLIN
-			};
+			pfd[POLL_FIXED + i] =
+				(struct pollfd){ .fd = c->fd, .events = c->out ? POLLOUT : POLLIN };
 		}
 
 		n = poll(pfd, POLL_FIXED + max, poll_timeout_ms(next_wakeup(a), now));
@@ -590,7 +602,8 @@ int agent_run(const struct agent_options *o)
 		r = kmsg_rules_load(&a.rules, o->rules_path, &line);
 		if (r < 0) {
 			if (line)
-				log_err("--rules %s:%u: %s", o->rules_path, line, kmsg_rules_strerror(r));
+				log_err("--rules %s:%u: %s", o->rules_path, line,
+					kmsg_rules_strerror(r));
 			else
 				log_err("--rules %s: %s", o->rules_path, kmsg_rules_strerror(r));
 			return r;

@@ -228,8 +228,8 @@ int agent_query(const struct endpoint *ep, int64_t timeout_ns, int cancel_fd,
 	return agent_query_confined(ep, NULL, timeout_ns, cancel_fd, ret);
 }
 
-int agent_query_confined(const struct endpoint *ep, const struct sockdirs *dirs,
-			 int64_t timeout_ns, int cancel_fd, struct agent_status *ret)
+int agent_query_confined(const struct endpoint *ep, const struct sockdirs *dirs, int64_t timeout_ns,
+			 int cancel_fd, struct agent_status *ret)
 {
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ uint8_t *request = NULL;

@@ -32,12 +32,12 @@ enum gpu_init_state {
 /* Why an answer is UNKNOWN (guest.proto's UnknownReason), one row each:
  * enum constant, name (--query, the sentinel's metrics label).  The wire
  * value is the row's position. */
-#define AGENT_UNKNOWN_REASONS(X)                                                          \
-	X(AGENT_REASON_UNSPECIFIED, "unspecified")                                         \
-	X(AGENT_REASON_NO_DEVICE, "no_device")                                             \
-	X(AGENT_REASON_NO_PROBE, "no_probe")                                               \
-	X(AGENT_REASON_PROBING, "probing")                                                 \
-	X(AGENT_REASON_BACKING_OFF, "backing_off")                                         \
+#define AGENT_UNKNOWN_REASONS(X)                   \
+	X(AGENT_REASON_UNSPECIFIED, "unspecified") \
+	X(AGENT_REASON_NO_DEVICE, "no_device")     \
+	X(AGENT_REASON_NO_PROBE, "no_probe")       \
+	X(AGENT_REASON_PROBING, "probing")         \
+	X(AGENT_REASON_BACKING_OFF, "backing_off") \
 	X(AGENT_REASON_STOPPED, "stopped")
 
 enum agent_unknown_reason {
@@ -53,10 +53,10 @@ struct agent_status {
 	char message[AGENT_MESSAGE_MAX + 1]; /* the NVRM line when FAILED, else "" */
 	char rule[AGENT_RULE_MAX + 1];       /* the rule that matched when FAILED, else "" */
 	struct agent_telemetry {
-		bool present;                /* false from agents older than telemetry */
+		bool present;                        /* false from agents older than telemetry */
 		char version[AGENT_VERSION_MAX + 1]; /* only [0-9A-Za-z.+~_-] */
-		uint64_t kmsg_records_lost;  /* sequence gaps (an overrun's loss included) */
-		uint64_t kmsg_overruns;      /* reads that found the ring overwritten (EPIPE) */
+		uint64_t kmsg_records_lost; /* sequence gaps (an overrun's loss included) */
+		uint64_t kmsg_overruns;     /* reads that found the ring overwritten (EPIPE) */
 		uint64_t probe_attempts;
 		uint64_t probe_timeouts;
 		int32_t probe_last_exit_status; /* -1: no attempt has ended */
@@ -86,7 +86,7 @@ int agent_query(const struct endpoint *ep, int64_t timeout_ns, int cancel_fd,
  * followed, and hvsock's CONNECT goes only to a socket inside them.
  * -EACCES (or -ENOENT, -ENOTDIR) from that check; -ENOTSOCK when the path is
  * not a socket.  vsock endpoints are unaffected.  dirs NULL: agent_query(). */
-int agent_query_confined(const struct endpoint *ep, const struct sockdirs *dirs,
-			 int64_t timeout_ns, int cancel_fd, struct agent_status *ret);
+int agent_query_confined(const struct endpoint *ep, const struct sockdirs *dirs, int64_t timeout_ns,
+			 int cancel_fd, struct agent_status *ret);
 
 #endif

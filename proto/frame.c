@@ -302,10 +302,10 @@ void wire_sanitize_version(const char *in, char out[static AGENT_VERSION_MAX + 1
 
 	for (; in && in[n] && n < AGENT_VERSION_MAX; n++) {
 		char c = in[n];
-		out[n] = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-					 strchr(".+~_-", c)
-				 ? c
-				 : '_';
+		out[n] = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') ||
+					 (c >= 'a' && c <= 'z') || strchr(".+~_-", c) ?
+				 c :
+				 '_';
 	}
 	out[n] = '\0';
 }
@@ -368,8 +368,7 @@ static Vfhealth__GPUInitState state_to_wire(enum gpu_init_state s)
 	}
 }
 
-int wire_encode_status_response(const struct agent_status *st, uint8_t **ret_frame,
-				size_t *ret_len)
+int wire_encode_status_response(const struct agent_status *st, uint8_t **ret_frame, size_t *ret_len)
 {
 	Vfhealth__GetGPUInitStatusResponse inner = VFHEALTH__GET_GPUINIT_STATUS_RESPONSE__INIT;
 	Vfhealth__AgentTelemetry telemetry = VFHEALTH__AGENT_TELEMETRY__INIT;
@@ -455,8 +454,9 @@ int wire_decode_status_response(const uint8_t *buf, size_t len, struct agent_sta
 	}
 
 	_cleanup_unpacked_ struct unpacked inner = {
-		(ProtobufCMessage *)vfhealth__get_gpuinit_status_response__unpack(
-			&a.base, r->payload.len, r->payload.data),
+		(ProtobufCMessage *)vfhealth__get_gpuinit_status_response__unpack(&a.base,
+										  r->payload.len,
+										  r->payload.data),
 		&a.base
 	};
 	if (!inner.msg)
@@ -494,9 +494,9 @@ int wire_decode_status_response(const uint8_t *buf, size_t len, struct agent_sta
 		out.telemetry.probe_timeouts = t->probe_timeouts;
 		/* an exit status is -1 (none) or 0..255+128 */
 		out.telemetry.probe_last_exit_status =
-			t->probe_last_exit_status < -1 || t->probe_last_exit_status > 255 + 128
-				? -1
-				: t->probe_last_exit_status;
+			t->probe_last_exit_status < -1 || t->probe_last_exit_status > 255 + 128 ?
+				-1 :
+				t->probe_last_exit_status;
 	}
 	*ret = out;
 	return 0;

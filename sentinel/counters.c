@@ -41,7 +41,8 @@ const char *check_result_name(enum check_result r)
 const char *sentinel_watch_name(enum sentinel_watch w)
 {
 #define SENTINEL_WATCH_NAME(id, name) [SENTINEL_WATCH_##id] = name,
-	static const char *const names[SENTINEL_WATCH_COUNT] = { SENTINEL_WATCHES(SENTINEL_WATCH_NAME) };
+	static const char *const names[SENTINEL_WATCH_COUNT] = { SENTINEL_WATCHES(
+		SENTINEL_WATCH_NAME) };
 #undef SENTINEL_WATCH_NAME
 
 	if ((unsigned)w >= SENTINEL_WATCH_COUNT)
@@ -326,9 +327,9 @@ static void render_agents(const struct sentinel_counters *c, FILE *out)
 			agents[kept++] = agents[i];
 	n = kept;
 
-#define AGENT_COUNTER(field, name, help)                                                     \
-	fputs("# HELP " name " " help "\n# TYPE " name " counter\n", out);                  \
-	for (size_t i = 0; i < n; i++)                                                       \
+#define AGENT_COUNTER(field, name, help)                                                        \
+	fputs("# HELP " name " " help "\n# TYPE " name " counter\n", out);                      \
+	for (size_t i = 0; i < n; i++)                                                          \
 		fprintf(out, name "{vf=\"%s\",instance_id=\"%s\"} %" PRIu64 "\n", agents[i].vf, \
 			agents[i].instance_id, agents[i].telemetry.field);
 	fputs("# HELP vfhealth_sentinel_agent_info The guest agent of each polled claim that "
@@ -336,7 +337,8 @@ static void render_agents(const struct sentinel_counters *c, FILE *out)
 	      "# TYPE vfhealth_sentinel_agent_info gauge\n",
 	      out);
 	for (size_t i = 0; i < n; i++)
-		fprintf(out, "vfhealth_sentinel_agent_info{vf=\"%s\",instance_id=\"%s\",version=\"%s\"} 1\n",
+		fprintf(out,
+			"vfhealth_sentinel_agent_info{vf=\"%s\",instance_id=\"%s\",version=\"%s\"} 1\n",
 			agents[i].vf, agents[i].instance_id, agents[i].telemetry.version);
 	AGENT_COUNTER(kmsg_records_lost, "vfhealth_sentinel_agent_kmsg_records_lost_total",
 		      "Kernel log records the agent never read (sequence gaps), as it last said.")
@@ -389,20 +391,18 @@ void sentinel_counters_render(void *counters, FILE *out)
 		return;
 	}
 	sentinel_counters_get(counters, &st);
-	fprintf(out,
-		"# HELP vfhealth_sentinel_checks_total Guest agent checks by result.\n"
-		"# TYPE vfhealth_sentinel_checks_total counter\n");
+	fprintf(out, "# HELP vfhealth_sentinel_checks_total Guest agent checks by result.\n"
+		     "# TYPE vfhealth_sentinel_checks_total counter\n");
 	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
 		fprintf(out, "vfhealth_sentinel_checks_total{result=\"%s\"} %" PRIu64 "\n",
 			check_result_name((enum check_result)r), st.checks[r]);
-	fprintf(out,
-		"# HELP vfhealth_sentinel_unknown_total Unknown answers by the agent's reason "
-		"(unspecified: an agent older than reasons).\n"
-		"# TYPE vfhealth_sentinel_unknown_total counter\n");
+	fprintf(out, "# HELP vfhealth_sentinel_unknown_total Unknown answers by the agent's reason "
+		     "(unspecified: an agent older than reasons).\n"
+		     "# TYPE vfhealth_sentinel_unknown_total counter\n");
 	for (int r = 0; r < AGENT_REASON_COUNT; r++)
 		fprintf(out, "vfhealth_sentinel_unknown_total{reason=\"%s\"} %" PRIu64 "\n",
 			agent_unknown_reason_name((enum agent_unknown_reason)r), st.unknown[r]);
-#define RENDER_COUNTER(field, name, help)                                            \
+#define RENDER_COUNTER(field, name, help)                                                         \
 	fprintf(out, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %" PRIu64 "\n", \
 		st.field);
 	SENTINEL_SCALAR_COUNTERS(RENDER_COUNTER)
@@ -427,4 +427,3 @@ void sentinel_counters_render(void *counters, FILE *out)
 	render_config(&st, out);
 	render_agents(counters, out);
 }
-

@@ -45,14 +45,14 @@ const char *check_result_name(enum check_result r);
 
 /* How a poll watched each live claim (vfhealth_sentinel_claims{watch=...}),
  * each claim in exactly one: */
-#define SENTINEL_WATCHES(X)                                                                  \
-	X(POLLED, "polled")           /* its VMM is alive: its agent is asked */             \
-	X(UNCERTAIN, "uncertain")     /* its VMM's liveness cannot be told: asked, kept */   \
-	X(DEAD, "dead")               /* its VMM is dead: never asked again, released by */  \
-				      /* the next reconcile that agrees */                   \
-	X(NO_AGENT, "no_agent")       /* no agent= (exclusion only): never asked */          \
-	X(NO_EVIDENCE, "no_evidence") /* agent= but neither pid= nor control=: never */      \
-				      /* asked, as its CID may belong to anyone by now */    \
+#define SENTINEL_WATCHES(X)                                                                 \
+	X(POLLED, "polled")           /* its VMM is alive: its agent is asked */            \
+	X(UNCERTAIN, "uncertain")     /* its VMM's liveness cannot be told: asked, kept */  \
+	X(DEAD, "dead")               /* its VMM is dead: never asked again, released by */ \
+				      /* the next reconcile that agrees */                  \
+	X(NO_AGENT, "no_agent")       /* no agent= (exclusion only): never asked */         \
+	X(NO_EVIDENCE, "no_evidence") /* agent= but neither pid= nor control=: never */     \
+				      /* asked, as its CID may belong to anyone by now */   \
 	X(UNCONFINED, "unconfined")   /* a socket path outside the socket directories: */   \
 				      /* never asked, kept */
 
@@ -68,27 +68,27 @@ const char *sentinel_watch_name(enum sentinel_watch w);
 
 /* The scalar counters, one row each: field, Prometheus name, HELP text.  The
  * one list drives both structs below, the snapshot and the metrics. */
-#define SENTINEL_SCALAR_COUNTERS(X)                                                          \
-	X(init_failures, "vfhealth_sentinel_init_failures_total",                            \
-	  "Failed GPU initializations the sentinel reported that the store recorded or "     \
-	  "quarantined on.")                                                                 \
-	X(quarantines, "vfhealth_sentinel_quarantines_total",                                \
-	  "VFs quarantined by a sentinel report.")                                           \
-	X(liveness_uncertain, "vfhealth_sentinel_liveness_uncertain_total",                  \
-	  "Stale-claim checks that kept a claim because its VMM's liveness could not be "    \
-	  "determined.")                                                                     \
-	X(claims_released, "vfhealth_sentinel_claims_released_total",                        \
-	  "Claims released because their VMM was dead.")                                     \
-	X(reports_dropped, "vfhealth_sentinel_reports_dropped_total",                        \
-	  "Answers not reported because the claim they are about could not be told.")        \
-	X(polls, "vfhealth_sentinel_polls_total", "Completed polls.")                         \
-	X(reconciles, "vfhealth_sentinel_reconciles_total",                                  \
-	  "Completed stale-claim reconcile passes.")                                         \
-	X(claims_unconfined, "vfhealth_sentinel_claims_unconfined_total",                    \
-	  "Claims skipped (per poll or reconcile) because a socket path lies outside the "   \
-	  "socket directories or resolves through a symlink.")                               \
-	X(list_errors, "vfhealth_sentinel_list_errors_total",                                \
-	  "Polls whose listing of the claims failed, in whole or in part (its claims "       \
+#define SENTINEL_SCALAR_COUNTERS(X)                                                        \
+	X(init_failures, "vfhealth_sentinel_init_failures_total",                          \
+	  "Failed GPU initializations the sentinel reported that the store recorded or "   \
+	  "quarantined on.")                                                               \
+	X(quarantines, "vfhealth_sentinel_quarantines_total",                              \
+	  "VFs quarantined by a sentinel report.")                                         \
+	X(liveness_uncertain, "vfhealth_sentinel_liveness_uncertain_total",                \
+	  "Stale-claim checks that kept a claim because its VMM's liveness could not be "  \
+	  "determined.")                                                                   \
+	X(claims_released, "vfhealth_sentinel_claims_released_total",                      \
+	  "Claims released because their VMM was dead.")                                   \
+	X(reports_dropped, "vfhealth_sentinel_reports_dropped_total",                      \
+	  "Answers not reported because the claim they are about could not be told.")      \
+	X(polls, "vfhealth_sentinel_polls_total", "Completed polls.")                      \
+	X(reconciles, "vfhealth_sentinel_reconciles_total",                                \
+	  "Completed stale-claim reconcile passes.")                                       \
+	X(claims_unconfined, "vfhealth_sentinel_claims_unconfined_total",                  \
+	  "Claims skipped (per poll or reconcile) because a socket path lies outside the " \
+	  "socket directories or resolves through a symlink.")                             \
+	X(list_errors, "vfhealth_sentinel_list_errors_total",                              \
+	  "Polls whose listing of the claims failed, in whole or in part (its claims "     \
 	  "may have gone unchecked).")
 
 /* Detection latency: from a claim (its claimed_at) to the first failed and

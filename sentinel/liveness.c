@@ -103,8 +103,9 @@ static int parse_unix_diag(const struct nlmsghdr *h, struct unix_listeners *l, s
 			return -EBADMSG;
 		memcpy(&vfs, at + NLA_HDRLEN, sizeof(vfs));
 		return listeners_push(l, capacity,
-				      (struct bound_file){ .dev = kernel_dev_to_user(vfs.udiag_vfs_dev),
-							   .ino = vfs.udiag_vfs_ino });
+				      (struct bound_file){
+					      .dev = kernel_dev_to_user(vfs.udiag_vfs_dev),
+					      .ino = vfs.udiag_vfs_ino });
 	}
 	return 0; /* abstract or unbound: no file, never a match */
 }
@@ -136,7 +137,8 @@ static int dump_listeners(int fd, struct unix_listeners *ret)
 
 	if (!buf)
 		return -ENOMEM;
-	if (sendto(fd, &request, sizeof(request), 0, (struct sockaddr *)&kernel, sizeof(kernel)) < 0)
+	if (sendto(fd, &request, sizeof(request), 0, (struct sockaddr *)&kernel, sizeof(kernel)) <
+	    0)
 		return negative_errno();
 	for (bool done = false; !done && r == 0;) {
 		struct sockaddr_nl from;
@@ -162,8 +164,9 @@ static int dump_listeners(int fd, struct unix_listeners *ret)
 			}
 			if (h->nlmsg_type == NLMSG_ERROR) {
 				const struct nlmsgerr *e = NLMSG_DATA(h);
-				r = h->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error < 0 ? e->error
-											       : -EBADMSG;
+				r = h->nlmsg_len >= NLMSG_LENGTH(sizeof(*e)) && e->error < 0 ?
+					    e->error :
+					    -EBADMSG;
 				break;
 			}
 			if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY)
@@ -333,8 +336,9 @@ void liveness_gather(struct liveness_pass *p, const struct assignment *c,
 	}
 	if (!ev->control_given)
 		return;
-	if (ev->pid > 0 && (ev->proc_rc < 0 || ev->ended ||
-			    (ev->starttime_claimed != 0 && ev->starttime_now != ev->starttime_claimed))) {
+	if (ev->pid > 0 &&
+	    (ev->proc_rc < 0 || ev->ended ||
+	     (ev->starttime_claimed != 0 && ev->starttime_now != ev->starttime_claimed))) {
 		/* Not this VMM's namespace (gone, unreadable or another
 		 * process): the pid alone decides. */
 		ev->sockets_rc = ev->proc_rc < 0 ? ev->proc_rc : -ESRCH;

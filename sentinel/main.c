@@ -104,7 +104,8 @@ int main(int argc, char **argv)
 			break;
 		case OPT_LOG_TARGET:
 			if (log_target_parse(optarg, &target) < 0) {
-				log_err("--log-target must be auto, journal or stderr, not '%s'", optarg);
+				log_err("--log-target must be auto, journal or stderr, not '%s'",
+					optarg);
 				return 2;
 			}
 			log_set_target(target);
@@ -115,7 +116,8 @@ int main(int argc, char **argv)
 		case OPT_COUNTERS_FD:
 			if (parse_uint64(optarg, 0, INT_MAX, &counters_fd) < 0 ||
 			    (r = sentinel_counters_map((int)counters_fd, &counters)) < 0) {
-				fprintf(stderr, "vfhealth-sentinel: --counters-fd \"%s\" is not a counter table%s\n",
+				fprintf(stderr,
+					"vfhealth-sentinel: --counters-fd \"%s\" is not a counter table%s\n",
 					optarg, r == -EPROTO ? " of this build's layout" : "");
 				return 2;
 			}
@@ -137,7 +139,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!opt.poll && !opt.reconcile) {
-		fprintf(stderr, "vfhealth-sentinel: --reconcile-only and --no-reconcile leave nothing to do\n");
+		fprintf(stderr,
+			"vfhealth-sentinel: --reconcile-only and --no-reconcile leave nothing to do\n");
 		return 2;
 	}
 	if (mountpoint[0] != '/') {
@@ -150,8 +153,8 @@ int main(int argc, char **argv)
 	sigaddset(&stop_signals, SIGINT);
 	sigprocmask(SIG_BLOCK, &stop_signals, NULL);
 
-	r = counters ? sentinel_start_counting(mountpoint, &opt, counters, &sentinel)
-		     : sentinel_start(mountpoint, &opt, &sentinel);
+	r = counters ? sentinel_start_counting(mountpoint, &opt, counters, &sentinel) :
+		       sentinel_start(mountpoint, &opt, &sentinel);
 	if (r < 0) {
 		log_err("cannot start the sentinel on %s: %s", mountpoint, strerror(-r));
 		return 1;

@@ -112,7 +112,8 @@ void observe_latencies(struct sentinel *s, const struct target *targets, size_t 
 		*seen = true;
 		if (sentinel_latency_ns(t->claim.claimed_at, t->answered_ns, &ns) < 0)
 			continue; /* no claimed_at: nothing to time from */
-		atomic_fetch_add(&s->counters->latency[kind].buckets[sentinel_latency_bucket(ns)], 1);
+		atomic_fetch_add(&s->counters->latency[kind].buckets[sentinel_latency_bucket(ns)],
+				 1);
 		atomic_fetch_add(&s->counters->latency[kind].sum_ns, (uint64_t)ns);
 		atomic_fetch_add(&s->counters->latency[kind].count, 1);
 	}
@@ -125,7 +126,8 @@ void note_reachability(struct sentinel *s, const struct target *targets, size_t 
 	for (size_t i = 0; i < count; i++) {
 		const struct target *t = &targets[i];
 		const struct assignment *c = &t->claim;
-		struct log_fields f = { .vf = c->vf, .instance = c->instance_id,
+		struct log_fields f = { .vf = c->vf,
+					.instance = c->instance_id,
 					.claimed_at = c->claimed_at };
 		struct claim_memory *m;
 
@@ -141,7 +143,8 @@ void note_reachability(struct sentinel *s, const struct target *targets, size_t 
 				f.result = check_result_name(t->result);
 				log_event(LOG_NOTICE, LOG_EVENT_AGENT_ANSWERING, &f,
 					  "vf %s: the agent of %s (claimed %s) answers again: %s",
-					  c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-",
+					  c->vf, c->instance_id,
+					  c->claimed_at[0] ? c->claimed_at : "-",
 					  check_result_name(t->result));
 			}
 			m->unanswered_since_ns = 0;
@@ -180,8 +183,10 @@ void mark_dead(struct claim_memory *m, const struct assignment *c, const char *r
 	m->dead = true;
 	rfc3339_now(m->dead_at);
 	log_event(LOG_INFO, LOG_EVENT_VMM_DEAD,
-		  &(struct log_fields){ .vf = c->vf, .instance = c->instance_id,
-					.claimed_at = c->claimed_at, .reason = reason },
+		  &(struct log_fields){ .vf = c->vf,
+					.instance = c->instance_id,
+					.claimed_at = c->claimed_at,
+					.reason = reason },
 		  "vf %s: the VMM of %s (claimed %s) looks dead (%s): no longer polled; released "
 		  "when the next reconcile finds it dead too",
 		  c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason);
@@ -206,4 +211,3 @@ void note_uncertain(struct claim_memory *m, const struct assignment *c, const ch
 	if (m)
 		m->uncertain_why = reason;
 }
-

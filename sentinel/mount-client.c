@@ -76,7 +76,7 @@ static int write_command(const char *path, const char *command, size_t len, char
 }
 
 int read_assignment(const struct sentinel *s, const char *vf, const char *instance_id,
-			   struct assignment *ret)
+		    struct assignment *ret)
 {
 	char path[PATH_MAX];
 	_cleanup_free_ char *text = NULL;
@@ -96,7 +96,7 @@ int read_assignment(const struct sentinel *s, const char *vf, const char *instan
 }
 
 int read_current_claim(const struct sentinel *s, const char *vf, const char *instance_id,
-			      struct assignment *ret)
+		       struct assignment *ret)
 {
 	char path[PATH_MAX];
 	_cleanup_closedir_ DIR *dir = NULL;
@@ -150,7 +150,7 @@ static int claim_list_push(struct claim_list *l, const struct assignment *a)
 /* Add the claim <vf>/assignments/<instance_id> to l.  Fails only when l is
  * full (-E2BIG) or memory is short: the listing stops there. */
 static int list_claim(const struct sentinel *s, const char *vf, const char *instance_id,
-		       struct assignment *a, struct claim_list *l)
+		      struct assignment *a, struct claim_list *l)
 {
 	int r = read_assignment(s, vf, instance_id, a);
 
@@ -248,10 +248,10 @@ static void log_report_outcome(struct sentinel *s, const struct assignment *c,
 }
 
 void report(struct sentinel *s, const struct assignment *c, enum check_result result,
-		   const char *message)
+	    const char *message)
 {
 	char path[PATH_MAX], command[REPORT_COMMAND_BUFSZ],
-	     answer[OUTCOME_LINE_BUFSZ + 1] /* one more: an overlong answer is refused */;
+		answer[OUTCOME_LINE_BUFSZ + 1] /* one more: an overlong answer is refused */;
 	struct report_outcome outcome;
 	size_t answer_len;
 	int len, r;

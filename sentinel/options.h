@@ -70,35 +70,41 @@ enum {
 	SENTINEL_OPT_END,
 };
 
-#define SENTINEL_NO_SENTINEL_OPTION { "no-sentinel", no_argument, NULL, SENTINEL_OPT_NO_SENTINEL }
-#define SENTINEL_NO_SENTINEL_HELP \
+#define SENTINEL_NO_SENTINEL_OPTION                                        \
+	{                                                                  \
+		"no-sentinel", no_argument, NULL, SENTINEL_OPT_NO_SENTINEL \
+	}
+#define SENTINEL_NO_SENTINEL_HELP                                                           \
 	"      --no-sentinel            do not poll guest agents (stale claims are still\n" \
 	"                               released unless --no-reconcile)\n"
 
-#define SENTINEL_GETOPT_OPTIONS                                                          \
-	{ "poll-interval", required_argument, NULL, SENTINEL_OPT_POLL_INTERVAL },        \
-	{ "poll-timeout", required_argument, NULL, SENTINEL_OPT_POLL_TIMEOUT },          \
-	{ "concurrency", required_argument, NULL, SENTINEL_OPT_CONCURRENCY },            \
-	{ "no-reconcile", no_argument, NULL, SENTINEL_OPT_NO_RECONCILE },                \
-	{ "reconcile-interval", required_argument, NULL, SENTINEL_OPT_RECONCILE_INTERVAL }, \
-	{ "proc-root", required_argument, NULL, SENTINEL_OPT_PROC_ROOT },                \
-	{ "socket-dir", required_argument, NULL, SENTINEL_OPT_SOCKET_DIR },              \
-	{ "agent-grace", required_argument, NULL, SENTINEL_OPT_AGENT_GRACE }
+#define SENTINEL_GETOPT_OPTIONS                                                         \
+	{ "poll-interval", required_argument, NULL, SENTINEL_OPT_POLL_INTERVAL },       \
+		{ "poll-timeout", required_argument, NULL, SENTINEL_OPT_POLL_TIMEOUT }, \
+		{ "concurrency", required_argument, NULL, SENTINEL_OPT_CONCURRENCY },   \
+		{ "no-reconcile", no_argument, NULL, SENTINEL_OPT_NO_RECONCILE },       \
+		{ "reconcile-interval", required_argument, NULL,                        \
+		  SENTINEL_OPT_RECONCILE_INTERVAL },                                    \
+		{ "proc-root", required_argument, NULL, SENTINEL_OPT_PROC_ROOT },       \
+		{ "socket-dir", required_argument, NULL, SENTINEL_OPT_SOCKET_DIR },     \
+	{                                                                               \
+		"agent-grace", required_argument, NULL, SENTINEL_OPT_AGENT_GRACE        \
+	}
 
 #define SENTINEL_OPTIONS_HELP                                                                   \
 	"Sentinel (polls guest agents and reports to the store):\n"                             \
-	"      --poll-interval S        seconds between polls (default 5; fractions allowed)\n"  \
-	"      --poll-timeout S         deadline of each agent query (default 5)\n"              \
-	"      --concurrency N          agent queries in flight, 1..1024 (default 64)\n"         \
+	"      --poll-interval S        seconds between polls (default 5; fractions allowed)\n" \
+	"      --poll-timeout S         deadline of each agent query (default 5)\n"             \
+	"      --concurrency N          agent queries in flight, 1..1024 (default 64)\n"        \
 	"      --agent-grace S          log an agent that answers only rpc_error or unknown\n"  \
-	"                               for longer (default 600, the agent's probe window)\n"  \
-	"      --no-reconcile           never release claims whose VMM is dead\n"                \
-	"      --reconcile-interval S   seconds between stale-claim scans (default 60)\n"        \
-	"      --proc-root DIR          where to read PID/stat from (default /proc; tests)\n"  \
+	"                               for longer (default 600, the agent's probe window)\n"   \
+	"      --no-reconcile           never release claims whose VMM is dead\n"               \
+	"      --reconcile-interval S   seconds between stale-claim scans (default 60)\n"       \
+	"      --proc-root DIR          where to read PID/stat from (default /proc; tests)\n"   \
 	"      --socket-dir DIR         claims' socket paths must lie under DIR, reached\n"     \
-	"                               without symlinks (repeatable, up to 16; default:\n"    \
-	"                               /run/vfhealth-vmm /run/libvirt/qemu\n"                 \
-	"                               /var/lib/libvirt/qemu /run/cloud-hypervisor\n"         \
+	"                               without symlinks (repeatable, up to 16; default:\n"     \
+	"                               /run/vfhealth-vmm /run/libvirt/qemu\n"                  \
+	"                               /var/lib/libvirt/qemu /run/cloud-hypervisor\n"          \
 	"                               /run/firecracker /srv/jailer /run/vc)\n"
 
 /* Apply one option (opt = getopt_long's return value, arg = optarg).  Logs a

@@ -33,9 +33,9 @@ bool claim_confined(struct sentinel *s, const struct assignment *c)
 	if (r == 0)
 		return true;
 	atomic_fetch_add(&s->counters->claims_unconfined, 1);
-	log_debug("vf %s: claim of %s skipped: its %s socket path %s", c->vf, c->instance_id,
-		  key, r == -EACCES ? "is outside the socket directories or crosses a symlink"
-				    : strerror(-r));
+	log_debug("vf %s: claim of %s skipped: its %s socket path %s", c->vf, c->instance_id, key,
+		  r == -EACCES ? "is outside the socket directories or crosses a symlink" :
+				 strerror(-r));
 	return false;
 }
 
@@ -178,4 +178,3 @@ void run_poll(struct sentinel *s)
 		  duration / SENTINEL_NS_PER_S, duration % SENTINEL_NS_PER_S / 1000000);
 	write_metrics_file(s);
 }
-

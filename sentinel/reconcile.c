@@ -26,8 +26,8 @@ static void release_dead_claim(struct sentinel *s, const struct claim_memory *m,
 						  now));
 
 	if (r == -ESTALE) {
-		log_info("vf %s: the claim of %s was released and made again since %s: kept",
-			 c->vf, c->instance_id, c->claimed_at);
+		log_info("vf %s: the claim of %s was released and made again since %s: kept", c->vf,
+			 c->instance_id, c->claimed_at);
 		return;
 	}
 	if (r < 0) {
@@ -38,8 +38,10 @@ static void release_dead_claim(struct sentinel *s, const struct claim_memory *m,
 	}
 	atomic_fetch_add(&s->counters->claims_released, 1);
 	log_event(LOG_INFO, LOG_EVENT_RELEASED,
-		  &(struct log_fields){ .vf = c->vf, .instance = c->instance_id,
-					.claimed_at = c->claimed_at, .reason = reason },
+		  &(struct log_fields){ .vf = c->vf,
+					.instance = c->instance_id,
+					.claimed_at = c->claimed_at,
+					.reason = reason },
 		  "vf %s: released the claim of %s (claimed %s): VMM dead (%s)", c->vf,
 		  c->instance_id, c->claimed_at[0] ? c->claimed_at : "-", reason);
 }
@@ -67,8 +69,9 @@ static void reconcile_claim(struct sentinel *s, struct liveness_pass *pass,
 		}
 		if (strcmp(fresh->claimed_at, c->claimed_at) != 0)
 			return; /* another assignment now, with a memory of its own */
-		log_debug("vf %s: the claim of %s looked dead at the last reconcile; judging it again",
-			  c->vf, c->instance_id);
+		log_debug(
+			"vf %s: the claim of %s looked dead at the last reconcile; judging it again",
+			c->vf, c->instance_id);
 		judged = fresh;
 	}
 	liveness_gather(pass, judged, &ev);
@@ -130,4 +133,3 @@ void run_reconcile(struct sentinel *s)
 		atomic_fetch_add(&s->counters->reconciles, 1);
 	write_metrics_file(s);
 }
-

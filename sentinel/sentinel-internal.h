@@ -33,10 +33,10 @@
 struct target {
 	struct assignment claim;
 	struct endpoint agent;
-	bool answered;             /* result is set */
+	bool answered; /* result is set */
 	enum check_result result;
-	const char *why;           /* rpc_error: the error's text; unknown: the agent's reason */
-	int64_t answered_ns;       /* Unix time of the answer */
+	const char *why;     /* rpc_error: the error's text; unknown: the agent's reason */
+	int64_t answered_ns; /* Unix time of the answer */
 	struct agent_telemetry telemetry; /* .present when the answer had some */
 };
 
@@ -46,15 +46,15 @@ struct claim_memory {
 	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
 	char claimed_at[RFC3339_BUFSZ];
-	bool dead;      /* judged dead (by a poll or a reconcile): never polled again,
+	bool dead;                    /* judged dead (by a poll or a reconcile): never polled again,
 			 * unless a reconcile finds it alive (its VMM was starting) */
-	bool seen_dead; /* the previous reconcile found it dead */
+	bool seen_dead;               /* the previous reconcile found it dead */
 	char alive_at[RFC3339_BUFSZ]; /* the last alive verdict, "" when none */
 	char dead_at[RFC3339_BUFSZ];  /* the first dead verdict of this death, "" when none */
-	const char *uncertain_why; /* the reason of the last uncertain verdict (static
+	const char *uncertain_why;    /* the reason of the last uncertain verdict (static
 				    * text), NULL when the last was not uncertain:
 				    * warned once per change */
-	bool noted_no_evidence;    /* said once that it is never polled */
+	bool noted_no_evidence;       /* said once that it is never polled */
 	/* agent-unreachable: since when (monotonic ns, 0: not now) its answers
 	 * have been rpc_error or unknown, and the result and reason last
 	 * logged (NULL: not logged in this streak): logged once per change */

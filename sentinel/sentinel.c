@@ -181,14 +181,13 @@ static int options_valid(const struct sentinel_options *o)
 	if (o->poll_interval_ns <= 0 || o->poll_interval_ns > SENTINEL_DURATION_MAX_NS ||
 	    o->poll_timeout_ns <= 0 || o->poll_timeout_ns > SENTINEL_DURATION_MAX_NS ||
 	    o->reconcile_interval_ns <= 0 || o->reconcile_interval_ns > SENTINEL_DURATION_MAX_NS ||
-	    o->concurrency < SENTINEL_CONCURRENCY_MIN || o->concurrency > SENTINEL_CONCURRENCY_MAX ||
-	    (!o->poll && !o->reconcile))
+	    o->concurrency < SENTINEL_CONCURRENCY_MIN ||
+	    o->concurrency > SENTINEL_CONCURRENCY_MAX || (!o->poll && !o->reconcile))
 		return -EINVAL;
 	return 0;
 }
 
-int sentinel_start(const char *mountpoint, const struct sentinel_options *o,
-		   struct sentinel **ret)
+int sentinel_start(const char *mountpoint, const struct sentinel_options *o, struct sentinel **ret)
 {
 	return sentinel_start_counting(mountpoint, o, NULL, ret);
 }

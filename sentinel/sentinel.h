@@ -56,8 +56,7 @@ struct sentinel;
  * runs one poll_interval after start; the first reconcile (when enabled)
  * right away.  -EINVAL for bad options, -ENOMEM, or -errno from thread or
  * eventfd creation (nothing is left running on failure). */
-int sentinel_start(const char *mountpoint, const struct sentinel_options *o,
-		   struct sentinel **ret);
+int sentinel_start(const char *mountpoint, const struct sentinel_options *o, struct sentinel **ret);
 
 /* Stop within one poll_timeout: every in-flight agent connection is closed
  * (agent_query's cancel_fd fires), no new report is started, a report

@@ -47,9 +47,9 @@ enum revalidate_verdict sentinel_revalidate(const struct assignment *captured,
 	if (!sentinel_revalidate_needed(captured, result))
 		return REVALIDATE_REPORT;
 	if (result == CHECK_OK)
-		return current_rc == 0 && current && same_assignment(captured, current)
-			       ? REVALIDATE_REPORT
-			       : REVALIDATE_DROP;
+		return current_rc == 0 && current && same_assignment(captured, current) ?
+			       REVALIDATE_REPORT :
+			       REVALIDATE_DROP;
 	if (current_rc == -ENOENT)
 		return REVALIDATE_REPORT;
 	if (current_rc < 0 || !current)
@@ -110,8 +110,8 @@ static enum liveness judge(const struct liveness_evidence *ev, const char **why)
 		       LIVENESS_UNCERTAIN;
 	if (ev->control_given)
 		return *why = ev->sockets_rc < 0 ? "process runs; its control socket cannot be "
-						   "checked"
-						 : "process runs, but no socket listens on its "
+						   "checked" :
+						   "process runs, but no socket listens on its "
 						   "control path",
 		       LIVENESS_UNCERTAIN;
 	return *why = "process runs", LIVENESS_ALIVE;

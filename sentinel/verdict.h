@@ -80,18 +80,18 @@ const char *liveness_name(enum liveness l);
 
 /* What sentinel/liveness.c gathered about a claim's VMM. */
 struct liveness_evidence {
-	int64_t pid;                 /* the claim's pid=, 0: none given */
-	int proc_rc;                 /* proc_pid_stat() on pid: 0, -ENOENT, other */
-	bool ended;                  /* when proc_rc == 0: a zombie (or dead) process */
-	uint64_t starttime_now;      /* when proc_rc == 0 */
-	uint64_t starttime_claimed;  /* the claim's pid_starttime=, 0 unknown */
-	bool boot_id_given;          /* the claim's boot_id= is set */
-	int boot_rc;                 /* reading the host's boot id now: 0 or -errno */
-	bool boot_id_same;           /* when boot_rc == 0 */
-	bool control_given;          /* the claim names a control socket */
-	int sockets_rc;              /* finding it: 0, or -errno when the control path
+	int64_t pid;                /* the claim's pid=, 0: none given */
+	int proc_rc;                /* proc_pid_stat() on pid: 0, -ENOENT, other */
+	bool ended;                 /* when proc_rc == 0: a zombie (or dead) process */
+	uint64_t starttime_now;     /* when proc_rc == 0 */
+	uint64_t starttime_claimed; /* the claim's pid_starttime=, 0 unknown */
+	bool boot_id_given;         /* the claim's boot_id= is set */
+	int boot_rc;                /* reading the host's boot id now: 0 or -errno */
+	bool boot_id_same;          /* when boot_rc == 0 */
+	bool control_given;         /* the claim names a control socket */
+	int sockets_rc;             /* finding it: 0, or -errno when the control path
 				      * cannot be stat()ed or the VMM's socket table read */
-	bool listening;              /* when sockets_rc == 0: a socket bound to the control
+	bool listening;             /* when sockets_rc == 0: a socket bound to the control
 				      * path's file (device and inode) is listening in the
 				      * VMM's network namespace */
 };

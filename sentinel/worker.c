@@ -34,7 +34,8 @@ static void check_target(struct sentinel *s, struct target *t)
 	result = sentinel_classify(rc, &status);
 	t->result = result;
 	if (result == CHECK_RPC_ERROR)
-		t->why = rc < 0 && strerrordesc_np(-rc) ? strerrordesc_np(-rc) : "an answer outside the protocol";
+		t->why = rc < 0 && strerrordesc_np(-rc) ? strerrordesc_np(-rc) :
+							  "an answer outside the protocol";
 	else if (result == CHECK_UNKNOWN)
 		t->why = agent_unknown_reason_name(status.reason);
 	t->answered_ns = realtime_ns();
@@ -56,8 +57,8 @@ static void check_target(struct sentinel *s, struct target *t)
 			  t->claim.instance_id, rc < 0 ? strerror(-rc) : "unknown state");
 		return;
 	case CHECK_UNSUPPORTED_AGENT:
-		log_debug("vf %s: agent %s of %s does not implement GetGPUInitStatus",
-			  t->claim.vf, t->claim.agent, t->claim.instance_id);
+		log_debug("vf %s: agent %s of %s does not implement GetGPUInitStatus", t->claim.vf,
+			  t->claim.agent, t->claim.instance_id);
 		return;
 	default:
 		return;
@@ -69,9 +70,9 @@ static void check_target(struct sentinel *s, struct target *t)
 		current = malloc(sizeof(*current));
 		if (!current)
 			return;
-		rc = result == CHECK_OK
-			     ? read_assignment(s, t->claim.vf, t->claim.instance_id, current)
-			     : read_current_claim(s, t->claim.vf, t->claim.instance_id, current);
+		rc = result == CHECK_OK ?
+			     read_assignment(s, t->claim.vf, t->claim.instance_id, current) :
+			     read_current_claim(s, t->claim.vf, t->claim.instance_id, current);
 	}
 	if (sentinel_revalidate(&t->claim, result, rc, current) == REVALIDATE_DROP) {
 		atomic_fetch_add(&s->counters->reports_dropped, 1);
@@ -136,8 +137,7 @@ void run_scan(struct sentinel *s, struct target *targets, size_t count)
 		s->target_count = count;
 		s->next_target = 0;
 		pthread_cond_broadcast(&s->work_cond);
-		while (s->active_workers > 0 ||
-		       (!s->stopping && s->next_target < s->target_count))
+		while (s->active_workers > 0 || (!s->stopping && s->next_target < s->target_count))
 			pthread_cond_wait(&s->done_cond, &s->scan_lock);
 		s->targets = NULL;
 		s->target_count = 0;
@@ -145,4 +145,3 @@ void run_scan(struct sentinel *s, struct target *targets, size_t count)
 	}
 	pthread_mutex_unlock(&s->scan_lock);
 }
-

@@ -58,8 +58,9 @@ const char *store_vf_state_name(enum store_vf_state state)
 
 const char *store_mode_name(enum store_mode mode)
 {
-	return mode == STORE_MODE_OBSERVE ? "observe" : mode == STORE_MODE_ENFORCE ? "enforce"
-										 : "unknown";
+	return mode == STORE_MODE_OBSERVE ? "observe" :
+	       mode == STORE_MODE_ENFORCE ? "enforce" :
+					    "unknown";
 }
 
 /* "" or NULL -> ""; else the canonical form, -EINVAL when unparseable. */
@@ -123,7 +124,6 @@ bool store_status(struct store *s, char *reason, size_t reason_size)
 }
 
 /* -- the one shape of a mutation ----------------------------------------------- */
-
 
 /* Loaded -> decide -> writable -> submit.  decide NULL: always submit.
  * Returns 0 (committed, or op->noop: nothing to change; op holds the
@@ -228,8 +228,7 @@ static int vf_read(struct store *s, const char *vf, uint64_t id, struct store_vf
 	return e ? 0 : -ENOENT;
 }
 
-int store_vf_get(struct store *s, const char *vf, enum store_read how,
-		 struct store_vf_info *ret)
+int store_vf_get(struct store *s, const char *vf, enum store_read how, struct store_vf_info *ret)
 {
 	int r;
 
@@ -476,8 +475,7 @@ static int decide_success(const struct store *s, const struct vf_entry *e, struc
 {
 	if (!e)
 		return -ENOENT;
-	op->noop = !mirror_failure_recorded(e, op->instance_id, op->when) &&
-		   !e->suspect_since[0];
+	op->noop = !mirror_failure_recorded(e, op->instance_id, op->when) && !e->suspect_since[0];
 	return 0;
 }
 
@@ -532,11 +530,11 @@ static int decide_operator(const struct store *s, const struct vf_entry *e, stru
 {
 	if (!e)
 		return -ENOENT;
-	op->noop = op->kind == OP_MANUAL
-			   ? rule_hold_unchanged(e->held)
-			   : rule_clear_unchanged(e->quarantined, e->held, e->n_failures,
-						  e->suspect_since[0] != '\0');
-	op->operator = (struct store_operator_result){
+	op->noop = op->kind == OP_MANUAL ?
+			   rule_hold_unchanged(e->held) :
+			   rule_clear_unchanged(e->quarantined, e->held, e->n_failures,
+						e->suspect_since[0] != '\0');
+	op->operator=(struct store_operator_result){
 		.unchanged = op->noop,
 		.held = e->held,
 		.auto_quarantined = e->quarantined,
@@ -598,8 +596,9 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 	ret->claimed = s->n_claimed;
 	ret->available = atomic_load(&s->available);
 	/* what enforcement would allocate, in observe mode too (resources) */
-	ret->allocatable =
-		ret->available ? s->n_vfs - s->n_out_of_service - s->n_claimed + both - drained : 0;
+	ret->allocatable = ret->available ?
+				   s->n_vfs - s->n_out_of_service - s->n_claimed + both - drained :
+				   0;
 	ret->breaker_engaged = mirror_breaker_engaged(s);
 	mirror_unlock(s);
 	for (size_t i = 0; i < ARRAY_SIZE(ret->failed_reports); i++)

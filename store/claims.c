@@ -50,8 +50,8 @@ static void claim_op(struct op *op, const struct store_claim *c)
 /* The live claim of e when op's instance holds it, else NULL. */
 static const struct store_claim *held_claim(const struct vf_entry *e, const struct op *op)
 {
-	return e && e->claim && strcmp(e->claim->instance_id, op->instance_id) == 0 ? e->claim
-										       : NULL;
+	return e && e->claim && strcmp(e->claim->instance_id, op->instance_id) == 0 ? e->claim :
+										      NULL;
 }
 
 int store_claim_reserve(struct store *s, const struct store_claim *c, struct store_claim *ret)
@@ -247,14 +247,14 @@ int store_release(struct store *s, const char *vf, const char *instance_id,
 
 	opt = opt ? opt : &plain;
 	op.uid = opt->uid;
-	op.how = opt->how                ? opt->how
-		 : opt->crashed          ? "crashed"
-		 : opt->claimed_at       ? "released-if"
-					 : "released";
+	op.how = opt->how        ? opt->how :
+		 opt->crashed    ? "crashed" :
+		 opt->claimed_at ? "released-if" :
+				   "released";
 	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) || !op.how[0] ||
 	    strlen(op.how) > STORE_HISTORY_WORD_MAX ||
-	    (opt->claimed_at && (!opt->claimed_at[0] ||
-				 rfc3339_normalize(opt->claimed_at, op.when) < 0)) ||
+	    (opt->claimed_at &&
+	     (!opt->claimed_at[0] || rfc3339_normalize(opt->claimed_at, op.when) < 0)) ||
 	    (opt->crashed && !opt->claimed_at) || (opt->died_at && !opt->crashed))
 		return -EINVAL;
 	op.crashed = opt->crashed;
@@ -306,8 +306,8 @@ static int claim_read(struct store *s, const char *vf, const char *instance_id,
 	return held ? 0 : -ENOENT;
 }
 
-int store_claim_get(struct store *s, const char *vf, const char *instance_id,
-		    enum store_read how, struct store_claim *ret)
+int store_claim_get(struct store *s, const char *vf, const char *instance_id, enum store_read how,
+		    struct store_claim *ret)
 {
 	int r;
 
@@ -376,4 +376,3 @@ int store_claim_list(struct store *s, const char *vf, struct store_claim **ret, 
 	*count = filled;
 	return 0;
 }
-

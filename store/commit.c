@@ -60,7 +60,6 @@ void commit_notify(struct store *s, unsigned bits, const char *vf, const char *i
 	s->change_fn(s->change_userdata, &change);
 }
 
-
 /* -- group commit ------------------------------------------------------------ */
 
 static int compare_addr(const void *a, const void *b)
@@ -152,8 +151,7 @@ static bool batch_appended_rows(struct op *batch, const char *vf, struct op **ro
 			continue; /* not about vf, or a no-op */
 		if (op->rc < 0)
 			continue; /* rolled back: left no trace */
-		if (op->kind != OP_FAILURE || op->failures_cleared || !op->failure_row ||
-		    *n == max)
+		if (op->kind != OP_FAILURE || op->failures_cleared || !op->failure_row || *n == max)
 			return false;
 		rows[(*n)++] = op;
 	}
@@ -367,4 +365,3 @@ void commit_submit(struct store *s, struct op **ops, size_t n)
 	}
 	pthread_mutex_unlock(&s->queue_lock);
 }
-

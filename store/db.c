@@ -34,7 +34,8 @@ static int db_vbind(struct store *s, sqlite3_stmt *st, const char *types, va_lis
 	for (int i = 0; types[i]; i++) {
 		int rc = SQLITE_MISUSE;
 		if (types[i] == 't')
-			rc = sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1, SQLITE_STATIC);
+			rc = sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1,
+					       SQLITE_STATIC);
 		else if (types[i] == 'i')
 			rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
 		if (rc != SQLITE_OK)
@@ -246,10 +247,11 @@ int rfc3339_to_ns(const char *s, int64_t *ret)
 
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 {
-	sqlite3_stmt *st = db_cached_prepare(s,
-					      "SELECT id, quarantined, held, quarantined_at, parent, "
-					      SUSPECT_SINCE_SQL " FROM vfs WHERE address = ?",
-					      "t", addr);
+	sqlite3_stmt *st = db_cached_prepare(
+		s,
+		"SELECT id, quarantined, held, quarantined_at, parent, " SUSPECT_SINCE_SQL
+		" FROM vfs WHERE address = ?",
+		"t", addr);
 	if (!st)
 		return -EIO;
 	int r = db_step(s, st);
@@ -345,9 +347,11 @@ static int snapshot_with(struct store *s, const char *addr, struct vf_snapshot *
 static int fill_from_db(struct store *s, const struct vf_row *row, struct failure_builder *b,
 			void *arg)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-		s, "SELECT " FAILURE_KEY_COLUMNS " FROM failures WHERE vf_id = ? AND " FAILURE_LIVE,
-		"i", row->id);
+	_cleanup_stmt_ sqlite3_stmt *st =
+		db_prepare(s,
+			   "SELECT " FAILURE_KEY_COLUMNS
+			   " FROM failures WHERE vf_id = ? AND " FAILURE_LIVE,
+			   "i", row->id);
 	int r;
 
 	if (!st)
@@ -395,9 +399,10 @@ int db_snapshot_appended(struct store *s, const char *addr, struct op *const *ro
 
 int db_live_claim(struct store *s, int64_t vf_id, const char *vf, struct store_claim *ret)
 {
-	sqlite3_stmt *st = db_cached_prepare(
-		s, "SELECT " CLAIM_COLUMNS " FROM claims WHERE vf_id = ? AND released_at IS NULL",
-		"i", vf_id);
+	sqlite3_stmt *st = db_cached_prepare(s,
+					     "SELECT " CLAIM_COLUMNS
+					     " FROM claims WHERE vf_id = ? AND released_at IS NULL",
+					     "i", vf_id);
 	if (!st)
 		return -EIO;
 	int r = db_step(s, st);
@@ -406,4 +411,3 @@ int db_live_claim(struct store *s, int64_t vf_id, const char *vf, struct store_c
 	db_uncache(s, st);
 	return r;
 }
-

@@ -201,8 +201,7 @@ static int decide_drain(const struct store *s, const struct vf_entry *e, struct 
 	return 0;
 }
 
-int store_gpu_drain(struct store *s, const char *parent, bool drain, int64_t uid,
-		    bool *unchanged)
+int store_gpu_drain(struct store *s, const char *parent, bool drain, int64_t uid, bool *unchanged)
 {
 	struct op op = { .kind = OP_DRAIN, .uid = uid };
 	int r;
@@ -293,8 +292,7 @@ int store_gpu_list(struct store *s, struct store_gpu_info **ret, size_t *count)
 	return 0;
 }
 
-int store_gpu_vfs(struct store *s, const char *parent, char (**ret)[VF_ADDR_BUFSZ],
-		  size_t *count)
+int store_gpu_vfs(struct store *s, const char *parent, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
 {
 	_cleanup_free_ char(*vfs)[VF_ADDR_BUFSZ] = NULL;
 	size_t n = 0;

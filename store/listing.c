@@ -49,8 +49,7 @@ static int read_db_ready(struct store *s)
 /* read_lock held.  One statement, so one read transaction: the VF's
  * existence and its failures come from the same committed state.  Zero rows:
  * no such VF; one row with a NULL id: a VF without failures. */
-static int read_failures(struct store *s, const char *vf, struct store_failure **ret,
-			 size_t *count)
+static int read_failures(struct store *s, const char *vf, struct store_failure **ret, size_t *count)
 {
 	_cleanup_free_ struct store_failure *list = NULL;
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
@@ -58,11 +57,12 @@ static int read_failures(struct store *s, const char *vf, struct store_failure *
 	bool found = false;
 	int rc;
 
-	rc = sqlite3_prepare_v2(s->read_db,
-				"SELECT f.id, f.reported_at, f.instance_id, f.assigned_at, f.message"
-				" FROM vfs v LEFT JOIN failures f ON f.vf_id = v.id AND f." FAILURE_LIVE
-				" WHERE v.address = ? ORDER BY f.id",
-				-1, &st, NULL);
+	rc = sqlite3_prepare_v2(
+		s->read_db,
+		"SELECT f.id, f.reported_at, f.instance_id, f.assigned_at, f.message"
+		" FROM vfs v LEFT JOIN failures f ON f.vf_id = v.id AND f." FAILURE_LIVE
+		" WHERE v.address = ? ORDER BY f.id",
+		-1, &st, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_text(st, 1, vf, -1, SQLITE_STATIC);
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -143,18 +143,20 @@ static int read_history(struct store *s, const char *vf, size_t max,
 		if (sqlite3_column_type(st, 0) == SQLITE_NULL || n == max)
 			continue;
 		struct store_history_entry *e = &list[n++];
-		static const enum store_history_kind kinds[] = {
-			STORE_HISTORY_CLAIM, STORE_HISTORY_FAILURE, STORE_HISTORY_HOLD,
-			STORE_HISTORY_SUSPECT };
+		static const enum store_history_kind kinds[] = { STORE_HISTORY_CLAIM,
+								 STORE_HISTORY_FAILURE,
+								 STORE_HISTORY_HOLD,
+								 STORE_HISTORY_SUSPECT };
 		int kind = sqlite3_column_int(st, 0);
-		e->kind = kind >= 0 && kind < (int)ARRAY_SIZE(kinds) ? kinds[kind]
-								 : STORE_HISTORY_CLAIM;
+		e->kind = kind >= 0 && kind < (int)ARRAY_SIZE(kinds) ? kinds[kind] :
+								       STORE_HISTORY_CLAIM;
 		copy_string(e->at, sizeof(e->at), db_col_text(st, 1));
 		copy_string(e->instance_id, sizeof(e->instance_id), db_col_text(st, 2));
 		copy_string(e->assigned_at, sizeof(e->assigned_at), db_col_text(st, 3));
 		copy_string(e->ended_at, sizeof(e->ended_at), db_col_text(st, 4));
 		copy_string(e->how, sizeof(e->how), db_col_text(st, 5));
-		e->by = sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 6);
+		e->by = sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 :
+								    sqlite3_column_int64(st, 6);
 		if (e->kind == STORE_HISTORY_SUSPECT) {
 			int64_t claimed_ns, died_ns;
 			copy_string(e->died_at, sizeof(e->died_at), db_col_text(st, 7));
@@ -164,9 +166,9 @@ static int read_history(struct store *s, const char *vf, size_t max,
 		} else {
 			copy_string(e->message, sizeof(e->message), db_col_text(st, 7));
 		}
-		e->started_by = sqlite3_column_type(st, 9) == SQLITE_NULL
-					? -1
-					: sqlite3_column_int64(st, 9);
+		e->started_by = sqlite3_column_type(st, 9) == SQLITE_NULL ?
+					-1 :
+					sqlite3_column_int64(st, 9);
 		total = (size_t)sqlite3_column_int64(st, 8);
 	}
 	if (rc != SQLITE_DONE)
@@ -192,12 +194,11 @@ static int read_gpu_history(struct store *s, const char *parent, size_t max,
 	list = calloc(MAX(max, (size_t)1), sizeof(*list));
 	if (!list)
 		return -ENOMEM;
-	rc = sqlite3_prepare_v2(
-		s->read_db,
-		"SELECT at, event, by, total FROM (SELECT id, at, event, by,"
-		" COUNT(*) OVER () AS total FROM gpu_history WHERE parent = ?1"
-		" ORDER BY id DESC LIMIT ?2) ORDER BY id",
-		-1, &st, NULL);
+	rc = sqlite3_prepare_v2(s->read_db,
+				"SELECT at, event, by, total FROM (SELECT id, at, event, by,"
+				" COUNT(*) OVER () AS total FROM gpu_history WHERE parent = ?1"
+				" ORDER BY id DESC LIMIT ?2) ORDER BY id",
+				-1, &st, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_text(st, 1, parent, -1, SQLITE_STATIC);
 	if (rc == SQLITE_OK)
@@ -209,7 +210,8 @@ static int read_gpu_history(struct store *s, const char *parent, size_t max,
 		struct store_gpu_event *e = &list[n++];
 		copy_string(e->at, sizeof(e->at), db_col_text(st, 0));
 		copy_string(e->event, sizeof(e->event), db_col_text(st, 1));
-		e->by = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 2);
+		e->by = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 :
+								    sqlite3_column_int64(st, 2);
 		total = (size_t)sqlite3_column_int64(st, 3);
 	}
 	if (rc != SQLITE_DONE)
@@ -245,10 +247,11 @@ static int listing_run(struct store *s, const struct listing *l)
 	pthread_mutex_lock(&s->read_lock);
 	int r = read_db_ready(s);
 	if (r == 0)
-		r = l->failures      ? read_failures(s, l->vf, l->failures, l->count)
-		    : l->gpu_history ? read_gpu_history(s, l->vf, l->max, l->gpu_history, l->count,
-							l->dropped)
-				     : read_history(s, l->vf, l->max, l->history, l->count, l->dropped);
+		r = l->failures ? read_failures(s, l->vf, l->failures, l->count) :
+		    l->gpu_history ?
+				  read_gpu_history(s, l->vf, l->max, l->gpu_history, l->count,
+						   l->dropped) :
+				  read_history(s, l->vf, l->max, l->history, l->count, l->dropped);
 	if (r == -EIO) {
 		/* start afresh next time (the file may have been replaced) */
 		sqlite3_close_v2(s->read_db);
@@ -263,17 +266,23 @@ int store_history_list(struct store *s, const char *vf, size_t max,
 {
 	if (!ret)
 		return -EINVAL;
-	return listing_run(s, &(struct listing){ .vf = vf, .max = max, .history = ret,
-						 .count = count, .dropped = dropped });
+	return listing_run(s, &(struct listing){ .vf = vf,
+						 .max = max,
+						 .history = ret,
+						 .count = count,
+						 .dropped = dropped });
 }
 
-int store_gpu_history(struct store *s, const char *parent, size_t max,
-		      struct store_gpu_event **ret, size_t *count, size_t *dropped)
+int store_gpu_history(struct store *s, const char *parent, size_t max, struct store_gpu_event **ret,
+		      size_t *count, size_t *dropped)
 {
 	if (!ret)
 		return -EINVAL;
-	return listing_run(s, &(struct listing){ .vf = parent, .max = max, .gpu_history = ret,
-						 .count = count, .dropped = dropped });
+	return listing_run(s, &(struct listing){ .vf = parent,
+						 .max = max,
+						 .gpu_history = ret,
+						 .count = count,
+						 .dropped = dropped });
 }
 
 int store_failure_list(struct store *s, const char *vf, struct store_failure **ret, size_t *count)

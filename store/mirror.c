@@ -91,7 +91,7 @@ static bool failure_key_matches(const struct failure_key *k, const char *ids,
 /* Collects one VF's keys (in any order) and ids in growable scratch buffers;
  * failure_block_finish() packs them, oldest first, into one exact block. */
 int failure_builder_push(struct failure_builder *b, int64_t row_id, const char *instance_id,
-				size_t instance_len, const char *assigned_at)
+			 size_t instance_len, const char *assigned_at)
 {
 	if (b->n == b->cap) {
 		size_t cap = b->cap ? 2 * b->cap : 64;
@@ -175,8 +175,8 @@ static int compare_row_id(const void *a, const void *b)
 
 /* Pack the collected keys into one block (NULL when none) and empty the
  * builder for the next VF, keeping its buffers. */
-int failure_block_finish(struct failure_builder *b, struct failure_key **ret,
-				const char **ret_ids, size_t *ret_n)
+int failure_block_finish(struct failure_builder *b, struct failure_key **ret, const char **ret_ids,
+			 size_t *ret_n)
 {
 	*ret = NULL;
 	*ret_ids = NULL;
@@ -390,8 +390,7 @@ static void index_remove(struct store *s, struct vf_entry *e)
 	s->n_vfs--;
 }
 
-int mirror_copy_failures(struct store *s, const char *addr, uint64_t id,
-			 struct failure_builder *b)
+int mirror_copy_failures(struct store *s, const char *addr, uint64_t id, struct failure_builder *b)
 {
 	struct vf_entry *e;
 	int r = 0;
@@ -419,8 +418,7 @@ void snapshot_release(struct vf_snapshot *snap)
 	snap->claim = NULL;
 }
 
-void mirror_fill_info(const struct store *s, const struct vf_entry *e,
-		      struct store_vf_info *info)
+void mirror_fill_info(const struct store *s, const struct vf_entry *e, struct store_vf_info *info)
 {
 	memset(info, 0, sizeof(*info));
 	copy_string(info->vf, sizeof(info->vf), e->addr);
@@ -443,15 +441,17 @@ void mirror_fill_info(const struct store *s, const struct vf_entry *e,
 /* The instance holding e: its claim's, or its reservation's; NULL when free. */
 const char *mirror_holder(const struct vf_entry *e)
 {
-	return e->claim ? e->claim->instance_id : e->reservation ? e->reservation->instance_id : NULL;
+	return e->claim       ? e->claim->instance_id :
+	       e->reservation ? e->reservation->instance_id :
+				NULL;
 }
 
 /* The one place a VF's reservation changes state (rule_reservation_next):
  * 0, or -EINVAL for no transition (nothing changes).  MADE takes res; a
  * transition to NONE hands the reservation back in *gone (to free after
  * the locks are dropped), NULL otherwise.  Under mirror_lock's write side. */
-static int reservation_apply(struct vf_entry *e, enum reservation_event ev,
-			     struct store_claim *res, struct store_claim **gone)
+static int reservation_apply(struct vf_entry *e, enum reservation_event ev, struct store_claim *res,
+			     struct store_claim **gone)
 {
 	int next = rule_reservation_next(e->reservation_state, ev);
 
@@ -472,8 +472,9 @@ int mirror_reservation_add(struct store *s, struct store_claim *res)
 	pthread_rwlock_wrlock(&s->mirror_lock);
 	struct vf_entry *e = mirror_find(s, res->vf);
 	int r = e ? rule_claim_refusal((enum store_mode)atomic_load(&s->mode),
-					  rule_out_of_service(e->quarantined, e->held), mirror_holder(e),
-					  res->instance_id) : -ENOENT;
+				       rule_out_of_service(e->quarantined, e->held),
+				       mirror_holder(e), res->instance_id) :
+		    -ENOENT;
 
 	if (r == 0 && gpu_refuses_claims_locked(s, e->parent))
 		r = -EBUSY; /* its GPU is drained: a drain is the operator's, in any mode */

@@ -95,8 +95,8 @@ static int quarantine_row(struct store *s, int64_t vf_id, bool held)
 	rfc3339_now(now);
 	return db_exec(s,
 		       held ? "UPDATE vfs SET held = 1, quarantined_at = COALESCE(quarantined_at, ?)"
-			      " WHERE id = ?"
-			    : "UPDATE vfs SET quarantined = 1,"
+			      " WHERE id = ?" :
+			      "UPDATE vfs SET quarantined = 1,"
 			      " quarantined_at = COALESCE(quarantined_at, ?) WHERE id = ?",
 		       "ti", now, vf_id);
 }
@@ -129,8 +129,9 @@ static int end_suspicion(struct store *s, int64_t vf_id, const char *why, bool *
 	int r;
 
 	rfc3339_now(now);
-	r = db_exec(s, "UPDATE suspects SET cleared_at = ?, cleared_why = ?"
-		       " WHERE vf_id = ? AND cleared_at IS NULL",
+	r = db_exec(s,
+		    "UPDATE suspects SET cleared_at = ?, cleared_why = ?"
+		    " WHERE vf_id = ? AND cleared_at IS NULL",
 		    "tti", now, why, vf_id);
 	if (r < 0)
 		return r;
@@ -141,9 +142,9 @@ static int end_suspicion(struct store *s, int64_t vf_id, const char *why, bool *
 /* Back in service: no hold, no quarantine. */
 static int release_row(struct store *s, int64_t vf_id)
 {
-	return db_exec(s,
-		       "UPDATE vfs SET quarantined = 0, held = 0, quarantined_at = NULL WHERE id = ?",
-		       "i", vf_id);
+	return db_exec(
+		s, "UPDATE vfs SET quarantined = 0, held = 0, quarantined_at = NULL WHERE id = ?",
+		"i", vf_id);
 }
 
 /* Quarantine every held-back VF (rule_held_back), oldest registration
@@ -168,7 +169,8 @@ static int db_reevaluate(struct store *s, struct op *op)
 		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
 			s,
 			"SELECT v.id, v.address, v.quarantined, v.held,"
-			" (SELECT COUNT(*) FROM failures f WHERE f.vf_id = v.id AND f." FAILURE_LIVE ")"
+			" (SELECT COUNT(*) FROM failures f WHERE f.vf_id = v.id AND f." FAILURE_LIVE
+			")"
 			" FROM vfs v WHERE v.quarantined = 0 AND v.held = 0 ORDER BY v.id",
 			"");
 		if (!st)
@@ -187,7 +189,8 @@ static int db_reevaluate(struct store *s, struct op *op)
 				allocated = want;
 			}
 			candidates[n].id = sqlite3_column_int64(st, 0);
-			copy_string(candidates[n].addr, sizeof(candidates[n].addr), db_col_text(st, 1));
+			copy_string(candidates[n].addr, sizeof(candidates[n].addr),
+				    db_col_text(st, 1));
 			n++;
 		}
 		if (r < 0)
@@ -248,8 +251,9 @@ static int op_unregister(struct store *s, struct op *op, const struct vf_row *ro
 
 	if ((r = live_failures(s, op, row, &tally)) < 0)
 		return r;
-	r = db_int(s, &claims, "SELECT COUNT(*) FROM claims WHERE vf_id = ? AND released_at IS NULL",
-		   "i", row->id);
+	r = db_int(s, &claims,
+		   "SELECT COUNT(*) FROM claims WHERE vf_id = ? AND released_at IS NULL", "i",
+		   row->id);
 	if (r < 0)
 		return r;
 	if ((r = rule_unregister_refusal(rule_out_of_service(row->quarantined, row->held),
@@ -266,7 +270,8 @@ static int op_unregister(struct store *s, struct op *op, const struct vf_row *ro
  * read in the transaction that decided, so no second query follows it. */
 static int failed_instances(struct store *s, int64_t vf_id, struct store_failure_result *res)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(s,
+	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+		s,
 		"SELECT instance_id, COUNT(*) FROM failures WHERE vf_id = ? AND " FAILURE_LIVE
 		" GROUP BY instance_id ORDER BY MIN(id) LIMIT ?",
 		"ii", vf_id, (int64_t)STORE_INSTANCES_SHOWN + 1);
@@ -312,8 +317,9 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 
 	if (rule_failure_drops_oldest((uint64_t)tally)) {
 		/* only a VF the breaker holds back gets here: keep the newest */
-		r = clear_failures(s, row->id, "id = (SELECT MIN(id) FROM failures WHERE vf_id = ?"
-					       " AND " FAILURE_LIVE ")",
+		r = clear_failures(s, row->id,
+				   "id = (SELECT MIN(id) FROM failures WHERE vf_id = ?"
+				   " AND " FAILURE_LIVE ")",
 				   row->id, op->uid, "dropped");
 		if (r < 0)
 			return r;
@@ -341,7 +347,8 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 		if ((r = db_setting(s, "max_quarantined", &cap)) < 0 ||
 		    (r = db_quarantined_count(s, &quarantined)) < 0)
 			return r;
-		switch (rule_after_failure((uint64_t)tally, threshold, cap, (uint64_t)quarantined)) {
+		switch (rule_after_failure((uint64_t)tally, threshold, cap,
+					   (uint64_t)quarantined)) {
 		case RULE_QUARANTINE:
 			if ((r = quarantine_row(s, row->id, false)) < 0 ||
 			    (r = end_suspicion(s, row->id, "quarantined",
@@ -379,8 +386,9 @@ static int op_success(struct store *s, struct op *op, const struct vf_row *row)
 		char now[RFC3339_BUFSZ];
 		rfc3339_now(now);
 		snprintf(why, sizeof(why), "ok:%s", op->instance_id);
-		r = db_exec(s, "UPDATE suspects SET cleared_at = ?, cleared_why = ?"
-			       " WHERE vf_id = ? AND cleared_at IS NULL AND claimed_at < ?",
+		r = db_exec(s,
+			    "UPDATE suspects SET cleared_at = ?, cleared_why = ?"
+			    " WHERE vf_id = ? AND cleared_at IS NULL AND claimed_at < ?",
 			    "ttit", now, why, row->id, op->when);
 		if (r < 0)
 			return r;
@@ -406,8 +414,8 @@ static int op_success(struct store *s, struct op *op, const struct vf_row *row)
 	if (rule_success_lifts((uint64_t)remaining, row->quarantined)) {
 		if ((r = lift_row(s, row->id)) < 0)
 			return r;
-		op->success.rescinded =
-			rule_success_rescinds((uint64_t)remaining, row->quarantined, row->held);
+		op->success.rescinded = rule_success_rescinds((uint64_t)remaining, row->quarantined,
+							      row->held);
 		bits |= STORE_CHANGE_QUARANTINE;
 	}
 	return op_change(op, bits, op->vf, NULL);
@@ -445,11 +453,12 @@ static int op_clear(struct store *s, struct op *op, const struct vf_row *row)
 	    (r = close_hold(s, row->id, op->uid)) < 0 || (r = release_row(s, row->id)) < 0 ||
 	    (r = end_suspicion(s, row->id, "operator", &suspect)) < 0)
 		return r;
-	return op_change(op, (n ? STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING : 0u) |
-				     (suspect ? STORE_CHANGE_SUSPECT : 0u) |
-				     (rule_out_of_service(row->quarantined, row->held)
-					      ? STORE_CHANGE_QUARANTINE
-					      : 0u),
+	return op_change(op,
+			 (n ? STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING : 0u) |
+				 (suspect ? STORE_CHANGE_SUSPECT : 0u) |
+				 (rule_out_of_service(row->quarantined, row->held) ?
+					  STORE_CHANGE_QUARANTINE :
+					  0u),
 			 op->vf, NULL);
 }
 
@@ -496,9 +505,9 @@ static int claimed_at_check(struct store *s, const struct op *op, const struct v
 
 	if (!op->when_given)
 		return 0;
-	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-		s, "SELECT max(claimed_at) FROM claims WHERE vf_id = ? AND id != ?", "ii", row->id,
-		self);
+	_cleanup_stmt_ sqlite3_stmt *st =
+		db_prepare(s, "SELECT max(claimed_at) FROM claims WHERE vf_id = ? AND id != ?",
+			   "ii", row->id, self);
 	if (!st || (r = db_step(s, st)) < 0)
 		return -EIO;
 	return rule_claimed_at_refusal(r == 1 ? db_col_text(st, 0) : NULL, op->when);
@@ -542,9 +551,10 @@ static int op_claim_update(struct store *s, struct op *op, const struct vf_row *
 	int64_t claim_id;
 	int r;
 
-	r = db_int(s, &claim_id,
-		   "SELECT id FROM claims WHERE vf_id = ? AND instance_id = ? AND released_at IS NULL",
-		   "it", row->id, op->instance_id);
+	r = db_int(
+		s, &claim_id,
+		"SELECT id FROM claims WHERE vf_id = ? AND instance_id = ? AND released_at IS NULL",
+		"it", row->id, op->instance_id);
 	if (r < 0)
 		return r;
 	if (r == 0)
@@ -648,9 +658,14 @@ static int op_set_parent(struct store *s, struct op *op, const struct vf_row *ro
 typedef int (*vf_op_fn)(struct store *s, struct op *op, const struct vf_row *row);
 
 static const vf_op_fn vf_ops[] = {
-	[OP_UNREGISTER] = op_unregister, [OP_FAILURE] = op_failure, [OP_SUCCESS] = op_success,
-	[OP_MANUAL] = op_manual,         [OP_CLEAR] = op_clear,     [OP_CLAIM] = op_claim,
-	[OP_CLAIM_UPDATE] = op_claim_update, [OP_RELEASE] = op_release,
+	[OP_UNREGISTER] = op_unregister,
+	[OP_FAILURE] = op_failure,
+	[OP_SUCCESS] = op_success,
+	[OP_MANUAL] = op_manual,
+	[OP_CLEAR] = op_clear,
+	[OP_CLAIM] = op_claim,
+	[OP_CLAIM_UPDATE] = op_claim_update,
+	[OP_RELEASE] = op_release,
 	[OP_SET_PARENT] = op_set_parent,
 };
 

@@ -62,8 +62,8 @@ static void shuffle_groups(struct store_placement *list, size_t n, uint64_t seed
 	}
 }
 
-int placement_order(enum store_mode mode, const struct placement_vf *vfs, size_t n,
-		    uint64_t seed, struct store_placement *out, size_t *n_out)
+int placement_order(enum store_mode mode, const struct placement_vf *vfs, size_t n, uint64_t seed,
+		    struct store_placement *out, size_t *n_out)
 {
 	_cleanup_free_ char(*degraded)[VF_ADDR_BUFSZ] = calloc(MAX(n, (size_t)1),
 							       sizeof(*degraded));
@@ -79,9 +79,9 @@ int placement_order(enum store_mode mode, const struct placement_vf *vfs, size_t
 		const struct placement_vf *v = &vfs[i];
 		bool parent_degraded = v->parent[0] && bsearch(v->parent, degraded, n_degraded,
 							       sizeof(*degraded), compare_addr);
-		enum store_placement_group g = rule_placement_group(
-			mode, v->out_of_service, v->claimed, v->held_back, v->suspect,
-			parent_degraded);
+		enum store_placement_group g = rule_placement_group(mode, v->out_of_service,
+								    v->claimed, v->held_back,
+								    v->suspect, parent_degraded);
 		if (g == STORE_PLACE_NONE)
 			continue;
 		memcpy(out[k].vf, v->vf, VF_ADDR_BUFSZ);

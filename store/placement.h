@@ -32,8 +32,8 @@ struct placement_vf {
  * reads with fresh seeds rank a group differently and a guest cannot steer
  * its next assignment.  A parent is degraded when one of its VFs is out of
  * service.  *n_out: how many are allocatable.  0 or -ENOMEM. */
-int placement_order(enum store_mode mode, const struct placement_vf *vfs, size_t n,
-		    uint64_t seed, struct store_placement *out, size_t *n_out);
+int placement_order(enum store_mode mode, const struct placement_vf *vfs, size_t n, uint64_t seed,
+		    struct store_placement *out, size_t *n_out);
 
 /* A seed from getrandom(2): 0, or -EIO when the kernel has none to give (no
  * order a guest could predict). */

@@ -30,7 +30,11 @@
  *
  * Every other pair is no transition: -EINVAL, and the caller changes
  * nothing.  Tests: tests/store/test-rules.c (reservation_transitions). */
-enum reservation_state { RESERVATION_NONE, RESERVATION_HELD, RESERVATION_KEPT };
+enum reservation_state {
+	RESERVATION_NONE,
+	RESERVATION_HELD,
+	RESERVATION_KEPT
+};
 enum reservation_event {
 	RESERVATION_MADE,
 	RESERVATION_ABANDONED,

@@ -68,7 +68,6 @@ void latch_unavailable(struct store *s, const char *reason)
 			  s->reason);
 }
 
-
 /* -- the store's files -------------------------------------------------------- */
 
 /* fd is what we opened as path: is it still linked, and still the file there? */
@@ -90,9 +89,11 @@ static int file_at_path(int fd, const char *path, const char *what, char *reason
 		return 1;
 	}
 	if (gone || now.st_dev != held.st_dev || now.st_ino != held.st_ino || held.st_nlink == 0) {
-		snprintf(reason, reason_size, "the %s %s was %s under the running daemon", what, path,
-			 !gone ? "replaced by another file"
-			 : held.st_nlink == 0 ? "deleted" : "moved away");
+		snprintf(reason, reason_size, "the %s %s was %s under the running daemon", what,
+			 path,
+			 !gone              ? "replaced by another file" :
+			 held.st_nlink == 0 ? "deleted" :
+					      "moved away");
 		return 1;
 	}
 	return 0;
@@ -136,7 +137,8 @@ void files_lost(struct store *s, const char *reason)
 	if (!s->db || s->db_fd < 0 ||
 	    file_at_path(s->db_fd, s->path, "database file", ignored, sizeof(ignored)) != 0)
 		return; /* the database file itself is gone: its WAL stays as it is */
-	if (sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_FULL, NULL, NULL) == SQLITE_OK &&
+	if (sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_FULL, NULL, NULL) ==
+		    SQLITE_OK &&
 	    fdatasync(s->db_fd) == 0)
 		log_warn("store: what the write-ahead log held is now in %s", s->path);
 	else
@@ -222,11 +224,11 @@ static int db_load_failures(struct store *s, struct loaded_index *li)
 	int64_t current = 0;
 	bool started = false;
 	int r;
-	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-		s,
-		"SELECT vf_id, " FAILURE_KEY_COLUMNS " FROM failures WHERE " FAILURE_LIVE
-		" ORDER BY vf_id",
-		"");
+	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(s,
+						     "SELECT vf_id, " FAILURE_KEY_COLUMNS
+						     " FROM failures WHERE " FAILURE_LIVE
+						     " ORDER BY vf_id",
+						     "");
 
 	if (!st)
 		return -EIO;
@@ -240,7 +242,7 @@ static int db_load_failures(struct store *s, struct loaded_index *li)
 		if (!row || !started || vf_id != current) {
 			/* the previous VF is complete */
 			if (e && (r = failure_block_finish(&b, &e->failures, &e->failure_ids,
-							  &e->n_failures)) < 0)
+							   &e->n_failures)) < 0)
 				break;
 			if (!row) {
 				r = 0;
@@ -255,8 +257,7 @@ static int db_load_failures(struct store *s, struct loaded_index *li)
 			break;
 	}
 	failure_builder_free(&b);
-	for (size_t i = 0; i < li->n; i++)
-	{
+	for (size_t i = 0; i < li->n; i++) {
 		atomic_store(&li->by_addr[i]->failure_count, (unsigned)li->by_addr[i]->n_failures);
 		atomic_store(&li->by_addr[i]->suspect, li->by_addr[i]->suspect_since[0] != '\0');
 	}
@@ -277,14 +278,15 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 	    (r = db_int(s, &n, "SELECT COUNT(*) FROM vfs", "")) < 0)
 		return r;
 	/* reservations take their ids ahead of the INSERT: above every id used */
-	r = db_int(s, next_claim_id,
-		   "SELECT MAX(COALESCE((SELECT MAX(seq) FROM sqlite_sequence WHERE name = 'claims'), 0),"
-		   " COALESCE((SELECT MAX(id) FROM claims), 0)) + 1",
-		   "");
+	r = db_int(
+		s, next_claim_id,
+		"SELECT MAX(COALESCE((SELECT MAX(seq) FROM sqlite_sequence WHERE name = 'claims'), 0),"
+		" COALESCE((SELECT MAX(id) FROM claims), 0)) + 1",
+		"");
 	if (r < 0)
 		return r;
-	if (*threshold < THRESHOLD_MIN || *threshold > THRESHOLD_MAX ||
-	    *max_quarantined < 0 || *max_quarantined > VFS_MAX || n > VFS_MAX ||
+	if (*threshold < THRESHOLD_MIN || *threshold > THRESHOLD_MAX || *max_quarantined < 0 ||
+	    *max_quarantined > VFS_MAX || n > VFS_MAX ||
 	    (*mode != STORE_MODE_ENFORCE && *mode != STORE_MODE_OBSERVE)) {
 		s->batch_failed = true;
 		snprintf(s->batch_error, sizeof(s->batch_error),
@@ -319,12 +321,14 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 			copy_string(e->suspect_since, sizeof(e->suspect_since), db_col_text(st, 6));
 			const char *parent = db_col_text(st, 5);
 			if (!vf_address_valid(e->addr) ||
-			    (parent[0] && (!vf_address_valid(parent) ||
-					   rule_parent_set(e->addr, "", parent, &(bool){ false }) < 0))) {
+			    (parent[0] &&
+			     (!vf_address_valid(parent) ||
+			      rule_parent_set(e->addr, "", parent, &(bool){ false }) < 0))) {
 				s->batch_failed = true;
-				snprintf(s->batch_error, sizeof(s->batch_error),
-					 "database content invalid: VF address '%s' (parent '%.16s')",
-					 e->addr, parent);
+				snprintf(
+					s->batch_error, sizeof(s->batch_error),
+					"database content invalid: VF address '%s' (parent '%.16s')",
+					e->addr, parent);
 				return -EIO;
 			}
 			copy_string(e->parent, sizeof(e->parent), parent);
@@ -339,8 +343,11 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 	if (r < 0)
 		return r;
 	{
-		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-			s, "SELECT vf_id, " CLAIM_COLUMNS " FROM claims WHERE released_at IS NULL", "");
+		_cleanup_stmt_ sqlite3_stmt *st =
+			db_prepare(s,
+				   "SELECT vf_id, " CLAIM_COLUMNS
+				   " FROM claims WHERE released_at IS NULL",
+				   "");
 		if (!st)
 			return -EIO;
 		while ((r = db_step(s, st)) == 1) {
@@ -387,69 +394,65 @@ static int mirror_reload(struct store *s)
  * cap stays as history: cleared_at (when), cleared_by (the writer's uid,
  * NULL when unknown), cleared_why.  Only live failures (FAILURE_LIVE) are
  * unique per assignment, so a cleared assignment that fails again is new. */
-#define FAILURES_TABLE_SQL(name)                                                           \
-	"CREATE TABLE " name " (id INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
-	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"   \
-	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                               \
+#define FAILURES_TABLE_SQL(name)                                                         \
+	"CREATE TABLE " name " (id INTEGER PRIMARY KEY AUTOINCREMENT,"                   \
+	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL," \
+	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                             \
 	" cleared_at TEXT, cleared_by INTEGER, cleared_why TEXT);"
-#define FAILURES_INDEX_SQL                                                                 \
-	"CREATE UNIQUE INDEX failures_live ON failures (vf_id, instance_id, assigned_at)"  \
-	" WHERE " FAILURE_LIVE ";"                                                         \
+#define FAILURES_INDEX_SQL                                                                \
+	"CREATE UNIQUE INDEX failures_live ON failures (vf_id, instance_id, assigned_at)" \
+	" WHERE " FAILURE_LIVE ";"                                                        \
 	"CREATE INDEX failures_vf ON failures (vf_id);"
 
 /* An operator hold, kept as history: when and by whom (uid, NULL when
  * unknown) it was set and cleared; at most one open (cleared_at NULL) per
  * VF, the hold `vfs.held` says is in force. */
-#define HOLDS_TABLE_SQL                                                                    \
-	"CREATE TABLE IF NOT EXISTS holds (id INTEGER PRIMARY KEY AUTOINCREMENT,"          \
-	" vf_id INTEGER NOT NULL, held_at TEXT NOT NULL, held_by INTEGER,"                 \
-	" cleared_at TEXT, cleared_by INTEGER);"                                           \
+#define HOLDS_TABLE_SQL                                                           \
+	"CREATE TABLE IF NOT EXISTS holds (id INTEGER PRIMARY KEY AUTOINCREMENT," \
+	" vf_id INTEGER NOT NULL, held_at TEXT NOT NULL, held_by INTEGER,"        \
+	" cleared_at TEXT, cleared_by INTEGER);"                                  \
 	"CREATE INDEX IF NOT EXISTS holds_vf ON holds (vf_id);"
 
 /* A parent GPU that is not serving has a row in gpus (its phase, enum
  * gpu_phase); every start and end of a drain is a row of gpu_history with
  * who asked (NULL when unknown). */
-#define GPUS_TABLES_SQL                                                                    \
-	"CREATE TABLE gpus (parent TEXT PRIMARY KEY, phase INTEGER NOT NULL);"             \
-	"CREATE TABLE gpu_history (id INTEGER PRIMARY KEY AUTOINCREMENT,"                  \
-	" parent TEXT NOT NULL, at TEXT NOT NULL, event TEXT NOT NULL, by INTEGER);"       \
+#define GPUS_TABLES_SQL                                                              \
+	"CREATE TABLE gpus (parent TEXT PRIMARY KEY, phase INTEGER NOT NULL);"       \
+	"CREATE TABLE gpu_history (id INTEGER PRIMARY KEY AUTOINCREMENT,"            \
+	" parent TEXT NOT NULL, at TEXT NOT NULL, event TEXT NOT NULL, by INTEGER);" \
 	"CREATE INDEX gpu_history_parent ON gpu_history (parent);"
 
 /* A VF's suspicions (store.h, Suspect): since (when it became suspect),
  * the claim whose VMM died (instance_id, claimed_at) and when it was known
  * dead; cleared_at/cleared_why when it ended (`ok:INSTANCE`, `operator`,
  * `quarantined`).  At most one live (cleared_at NULL) per VF. */
-#define SUSPECTS_TABLE_SQL                                                                 \
-	"CREATE TABLE suspects (id INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
-	" vf_id INTEGER NOT NULL, since TEXT NOT NULL, instance_id TEXT NOT NULL,"         \
-	" claimed_at TEXT NOT NULL, died_at TEXT NOT NULL, cleared_at TEXT,"               \
-	" cleared_why TEXT);"                                                              \
+#define SUSPECTS_TABLE_SQL                                                         \
+	"CREATE TABLE suspects (id INTEGER PRIMARY KEY AUTOINCREMENT,"             \
+	" vf_id INTEGER NOT NULL, since TEXT NOT NULL, instance_id TEXT NOT NULL," \
+	" claimed_at TEXT NOT NULL, died_at TEXT NOT NULL, cleared_at TEXT,"       \
+	" cleared_why TEXT);"                                                      \
 	"CREATE UNIQUE INDEX suspects_live ON suspects (vf_id) WHERE cleared_at IS NULL;"
 
-#define SCHEMA_SQL                                                                         \
-	"BEGIN IMMEDIATE;"                                                                 \
-	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"                \
-	"CREATE TABLE vfs (id INTEGER PRIMARY KEY AUTOINCREMENT,"                          \
-	" address TEXT NOT NULL UNIQUE, quarantined INTEGER NOT NULL DEFAULT 0,"           \
-	" quarantined_at TEXT, held INTEGER NOT NULL DEFAULT 0,"                           \
-	" parent TEXT NOT NULL DEFAULT '');"                                               \
-	FAILURES_TABLE_SQL("failures")                                                     \
-	FAILURES_INDEX_SQL                                                                 \
-	"CREATE TABLE claims (id INTEGER PRIMARY KEY AUTOINCREMENT,"                       \
-	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, claimed_at TEXT NOT NULL,"    \
-	" agent TEXT NOT NULL, control TEXT NOT NULL, pid INTEGER NOT NULL,"               \
-	" pid_starttime INTEGER NOT NULL, released_at TEXT,"                               \
-	" boot_id TEXT NOT NULL DEFAULT '', ended TEXT, released_by INTEGER);"             \
-	"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"     \
-	"CREATE INDEX claims_vf ON claims (vf_id);"                                        \
-	HOLDS_TABLE_SQL                                                                    \
-	GPUS_TABLES_SQL                                                                    \
-	SUSPECTS_TABLE_SQL                                                                 \
-	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0),"   \
-	" ('mode', 0);"                                                                    \
-	"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                   \
-	"PRAGMA user_version = 6;"            /* STORE_SCHEMA_VERSION */                   \
-	"COMMIT;"
+#define SCHEMA_SQL                                                                               \
+	"BEGIN IMMEDIATE;"                                                                       \
+	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"                      \
+	"CREATE TABLE vfs (id INTEGER PRIMARY KEY AUTOINCREMENT,"                                \
+	" address TEXT NOT NULL UNIQUE, quarantined INTEGER NOT NULL DEFAULT 0,"                 \
+	" quarantined_at TEXT, held INTEGER NOT NULL DEFAULT 0,"                                 \
+	" parent TEXT NOT NULL DEFAULT '');" FAILURES_TABLE_SQL("failures") FAILURES_INDEX_SQL   \
+		"CREATE TABLE claims (id INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
+		" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, claimed_at TEXT NOT NULL,"  \
+		" agent TEXT NOT NULL, control TEXT NOT NULL, pid INTEGER NOT NULL,"             \
+		" pid_starttime INTEGER NOT NULL, released_at TEXT,"                             \
+		" boot_id TEXT NOT NULL DEFAULT '', ended TEXT, released_by INTEGER);"           \
+		"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"   \
+		"CREATE INDEX claims_vf ON claims (vf_id);" HOLDS_TABLE_SQL GPUS_TABLES_SQL      \
+			SUSPECTS_TABLE_SQL                                                       \
+		"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0)," \
+		" ('mode', 0);"                                                                  \
+		"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                 \
+		"PRAGMA user_version = 6;"            /* STORE_SCHEMA_VERSION */                 \
+		"COMMIT;"
 
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
 _Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
@@ -464,14 +467,14 @@ _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
  * lifts it and the breaker's cap counts automatic quarantines only.  A v1
  * manual quarantine (the `manual` flag, or a quarantine with no failure
  * behind it) becomes a hold, and `manual` goes. */
-#define MIGRATE_V1_V2_SQL                                                                  \
-	"BEGIN IMMEDIATE;"                                                                 \
-	"ALTER TABLE vfs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;"                      \
-	"UPDATE vfs SET held = 1, quarantined = 0 WHERE quarantined = 1 AND (manual = 1"   \
-	" OR NOT EXISTS (SELECT 1 FROM failures f WHERE f.vf_id = vfs.id));"               \
-	"ALTER TABLE vfs DROP COLUMN manual;"                                              \
-	"ALTER TABLE claims ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';"                  \
-	"PRAGMA user_version = 2;"                                                         \
+#define MIGRATE_V1_V2_SQL                                                                \
+	"BEGIN IMMEDIATE;"                                                               \
+	"ALTER TABLE vfs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;"                    \
+	"UPDATE vfs SET held = 1, quarantined = 0 WHERE quarantined = 1 AND (manual = 1" \
+	" OR NOT EXISTS (SELECT 1 FROM failures f WHERE f.vf_id = vfs.id));"             \
+	"ALTER TABLE vfs DROP COLUMN manual;"                                            \
+	"ALTER TABLE claims ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';"                \
+	"PRAGMA user_version = 2;"                                                       \
 	"COMMIT;"
 
 /* v2 -> v3: each VF's parent GPU (its physical function's address), ""
@@ -480,55 +483,45 @@ _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
  * index over the live ones); claims say how they ended and who ended them
  * (unknown for those released before); the mode (enforce) is a setting.
  * Every ALTER of version 3 goes here. */
-#define MIGRATE_V2_V3_SQL                                                                  \
-	"BEGIN IMMEDIATE;"                                                                 \
-	"ALTER TABLE vfs ADD COLUMN parent TEXT NOT NULL DEFAULT '';"                      \
-	FAILURES_TABLE_SQL("failures_v3")                                                  \
-	"INSERT INTO failures_v3 (id, vf_id, instance_id, assigned_at, reported_at, message)" \
-	" SELECT id, vf_id, instance_id, assigned_at, reported_at, message FROM failures;"  \
-	"DROP TABLE failures;"                                                             \
-	"ALTER TABLE failures_v3 RENAME TO failures;"                                      \
-	FAILURES_INDEX_SQL                                                                 \
-	"ALTER TABLE claims ADD COLUMN ended TEXT;"                                        \
-	"ALTER TABLE claims ADD COLUMN released_by INTEGER;"                               \
-	"CREATE INDEX claims_vf ON claims (vf_id);"                                        \
-	"INSERT INTO meta (key, value) VALUES ('mode', 0);"                                \
-	"PRAGMA user_version = 3;"                                                         \
-	"COMMIT;"
+#define MIGRATE_V2_V3_SQL                                                                                            \
+	"BEGIN IMMEDIATE;"                                                                                           \
+	"ALTER TABLE vfs ADD COLUMN parent TEXT NOT NULL DEFAULT '';" FAILURES_TABLE_SQL(                            \
+		"failures_v3") "INSERT INTO failures_v3 (id, vf_id, instance_id, assigned_at, reported_at, message)" \
+			       " SELECT id, vf_id, instance_id, assigned_at, reported_at, message FROM failures;"    \
+			       "DROP TABLE failures;"                                                                \
+			       "ALTER TABLE failures_v3 RENAME TO failures;" FAILURES_INDEX_SQL                      \
+			       "ALTER TABLE claims ADD COLUMN ended TEXT;"                                           \
+			       "ALTER TABLE claims ADD COLUMN released_by INTEGER;"                                  \
+			       "CREATE INDEX claims_vf ON claims (vf_id);"                                           \
+			       "INSERT INTO meta (key, value) VALUES ('mode', 0);"                                   \
+			       "PRAGMA user_version = 3;"                                                            \
+			       "COMMIT;"
 
 /* v3 -> v4: operator holds are history too (who held, who cleared); a hold
  * in force becomes an open one, since its quarantined_at, by an unknown uid. */
-#define MIGRATE_V3_V4_SQL                                                                  \
-	"BEGIN IMMEDIATE;"                                                                 \
-	HOLDS_TABLE_SQL                                                                    \
-	"INSERT INTO holds (vf_id, held_at) SELECT id, COALESCE(quarantined_at, '-')"      \
-	" FROM vfs WHERE held = 1 AND NOT EXISTS (SELECT 1 FROM holds o"                   \
-	" WHERE o.vf_id = vfs.id AND o.cleared_at IS NULL);"                               \
-	"PRAGMA user_version = 4;"                                                         \
+#define MIGRATE_V3_V4_SQL                                                             \
+	"BEGIN IMMEDIATE;" HOLDS_TABLE_SQL                                            \
+	"INSERT INTO holds (vf_id, held_at) SELECT id, COALESCE(quarantined_at, '-')" \
+	" FROM vfs WHERE held = 1 AND NOT EXISTS (SELECT 1 FROM holds o"              \
+	" WHERE o.vf_id = vfs.id AND o.cleared_at IS NULL);"                          \
+	"PRAGMA user_version = 4;"                                                    \
 	"COMMIT;"
 
 /* v4 -> v5: parent GPUs' drains and their history; every GPU of a v4
  * database serves (it had no drain). */
-#define MIGRATE_V4_V5_SQL                                                                  \
-	"BEGIN IMMEDIATE;"                                                                 \
-	GPUS_TABLES_SQL                                                                    \
-	"PRAGMA user_version = 5;"                                                         \
+#define MIGRATE_V4_V5_SQL                                             \
+	"BEGIN IMMEDIATE;" GPUS_TABLES_SQL "PRAGMA user_version = 5;" \
 	"COMMIT;"
 
 /* v5 -> v6: suspect VFs (store.h, Suspect), a table of their own; a v5
  * database never had one. */
-#define MIGRATE_V5_V6_SQL                                                                  \
-	"BEGIN IMMEDIATE;"                                                                 \
-	SUSPECTS_TABLE_SQL                                                                 \
-	"PRAGMA user_version = 6;"                                                         \
+#define MIGRATE_V5_V6_SQL                                                \
+	"BEGIN IMMEDIATE;" SUSPECTS_TABLE_SQL "PRAGMA user_version = 6;" \
 	"COMMIT;"
 
 static const char *const migrations[] = {
-	[1] = MIGRATE_V1_V2_SQL,
-	[2] = MIGRATE_V2_V3_SQL,
-	[3] = MIGRATE_V3_V4_SQL,
-	[4] = MIGRATE_V4_V5_SQL,
-	[5] = MIGRATE_V5_V6_SQL,
+	[1] = MIGRATE_V1_V2_SQL, [2] = MIGRATE_V2_V3_SQL, [3] = MIGRATE_V3_V4_SQL,
+	[4] = MIGRATE_V4_V5_SQL, [5] = MIGRATE_V5_V6_SQL,
 };
 _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "one migration per version");
 
@@ -613,16 +606,18 @@ static int db_file_open(struct store *s, bool *created, char *reason, size_t rea
 			*created = fd >= 0;
 		}
 		if (fd < 0) {
-			snprintf(reason, reason_size, "cannot open %s: %s", s->path, strerror(errno));
+			snprintf(reason, reason_size, "cannot open %s: %s", s->path,
+				 strerror(errno));
 			return 1;
 		}
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 			int err = errno;
 			close(fd);
 			snprintf(reason, reason_size, "cannot lock %s: %s", s->path,
-				 err == EWOULDBLOCK ? "the file (under this name or another"
-						      " name or hard link) is held by another process"
-						    : strerror(err));
+				 err == EWOULDBLOCK ?
+					 "the file (under this name or another"
+					 " name or hard link) is held by another process" :
+					 strerror(err));
 			return err == EWOULDBLOCK ? -EBUSY : 1;
 		}
 		/* SQLite is closed here (open_locked), so no lock of it is dropped */
@@ -637,7 +632,8 @@ static int db_file_open(struct store *s, bool *created, char *reason, size_t rea
 	if (!*created && st.st_size == 0) {
 		snprintf(reason, reason_size,
 			 "%s is empty (0 bytes): not a vfhealth database, and never taken for a new"
-			 " one", s->path);
+			 " one",
+			 s->path);
 		return 1;
 	}
 	return 0;
@@ -679,11 +675,12 @@ static int db_open(struct store *s, char *reason, size_t reason_size)
 		 * -shm): nobody else may be able to plant names in it. */
 		if ((r = safefile_dir_private(s->path)) < 0) {
 			snprintf(reason, reason_size,
-				 r == -EPERM ? "the directory of %s is writable by group or others, who"
-					       " could plant links there; make it writable by its owner"
-					       " alone (chmod go-w) or keep the database in a directory"
-					       " of its own"
-					     : "cannot check the directory of %s: %s",
+				 r == -EPERM ?
+					 "the directory of %s is writable by group or others, who"
+					 " could plant links there; make it writable by its owner"
+					 " alone (chmod go-w) or keep the database in a directory"
+					 " of its own" :
+					 "cannot check the directory of %s: %s",
 				 s->path, strerror(-r));
 			return r == -ENOMEM ? r : 1;
 		}
@@ -691,8 +688,9 @@ static int db_open(struct store *s, char *reason, size_t reason_size)
 		if (fd < 0) {
 			snprintf(reason, reason_size, "cannot open %s: %s%s", s->lock_path,
 				 strerror(-fd),
-				 fd == -ELOOP ? " (it is a symbolic link: remove it)"
-				 : fd == -EINVAL ? " (not a regular file: remove it)" : "");
+				 fd == -ELOOP  ? " (it is a symbolic link: remove it)" :
+				 fd == -EINVAL ? " (not a regular file: remove it)" :
+						 "");
 			return fd == -ENOMEM ? fd : 1;
 		}
 		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
@@ -876,8 +874,8 @@ static void notify_all(struct store *s)
 		      "", NULL);
 	for (size_t i = 0; i < n; i++)
 		commit_notify(s,
-			      STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING | STORE_CHANGE_QUARANTINE |
-				      STORE_CHANGE_CLAIMS,
+			      STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING |
+				      STORE_CHANGE_QUARANTINE | STORE_CHANGE_CLAIMS,
 			      addrs[i], NULL);
 }
 
@@ -896,13 +894,14 @@ int store_repair(struct store *s)
 			s->batch_failed = false;
 			if (files_check(s, lost, sizeof(lost)) != 0) {
 				copy_string(s->batch_error, sizeof(s->batch_error), lost);
-				s->batch_failed = true; /* a commit would go to a file nobody reads */
+				s->batch_failed =
+					true; /* a commit would go to a file nobody reads */
 			} else if (db_exec(s, "BEGIN IMMEDIATE", "") == 0 &&
-			    db_exec(s,
-				    "INSERT INTO meta (key, value) VALUES ('repairs', 1) "
-				    "ON CONFLICT (key) DO UPDATE SET value = value + 1",
-				    "") == 0 &&
-			    sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
+				   db_exec(s,
+					   "INSERT INTO meta (key, value) VALUES ('repairs', 1) "
+					   "ON CONFLICT (key) DO UPDATE SET value = value + 1",
+					   "") == 0 &&
+				   sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 				db_fail(s, "repair failed");
 			if (!s->batch_failed)
 				mirror_reload(s);
@@ -929,7 +928,8 @@ int store_repair(struct store *s)
 int store_open(const struct store_options *opt, struct store **ret)
 {
 	if (!opt || !ret || !opt->path || !*opt->path || strlen(opt->path) >= PATH_MAX - 8 ||
-	    opt->init_window_ns < 0 || opt->init_window_ns > (int64_t)INIT_WINDOW_MAX_S * 1000000000)
+	    opt->init_window_ns < 0 ||
+	    opt->init_window_ns > (int64_t)INIT_WINDOW_MAX_S * 1000000000)
 		return -EINVAL;
 	if (opt->threshold != 0 &&
 	    (opt->threshold < THRESHOLD_MIN || opt->threshold > THRESHOLD_MAX))

@@ -107,15 +107,15 @@ struct failure_key {
 struct vf_entry {
 	char addr[VF_ADDR_BUFSZ];
 	uint64_t id;
-	atomic_uint failure_count; /* == n_failures; read without mirror_lock */
-	atomic_bool suspect;       /* == suspect_since[0] != 0; read without mirror_lock */
-	bool quarantined; /* automatically, by failures */
-	bool held;        /* by the operator */
-	char since[RFC3339_BUFSZ]; /* out of service since; "" while in service */
-	char parent[VF_ADDR_BUFSZ]; /* the physical function; "" when unknown */
+	atomic_uint failure_count;         /* == n_failures; read without mirror_lock */
+	atomic_bool suspect;               /* == suspect_since[0] != 0; read without mirror_lock */
+	bool quarantined;                  /* automatically, by failures */
+	bool held;                         /* by the operator */
+	char since[RFC3339_BUFSZ];         /* out of service since; "" while in service */
+	char parent[VF_ADDR_BUFSZ];        /* the physical function; "" when unknown */
 	char suspect_since[RFC3339_BUFSZ]; /* "" when not suspect (store.h, Suspect) */
-	struct failure_key *failures; /* oldest first; one block with failure_ids */
-	const char *failure_ids;      /* inside the failures block; not freed alone */
+	struct failure_key *failures;      /* oldest first; one block with failure_ids */
+	const char *failure_ids;           /* inside the failures block; not freed alone */
 	size_t n_failures;
 	struct store_claim *claim; /* the live claim, NULL when none */
 	/* a reservation (store.h): never with a claim, memory only; NULL exactly
@@ -191,19 +191,19 @@ struct op {
 	enum op_kind kind;
 	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
-	char when[RFC3339_BUFSZ]; /* assigned_at, or claimed_at ("" = none) */
+	char when[RFC3339_BUFSZ];   /* assigned_at, or claimed_at ("" = none) */
 	char parent[VF_ADDR_BUFSZ]; /* OP_REGISTER, OP_SET_PARENT ("" = unknown); OP_DRAIN */
-	const char *message;      /* sanitized, owned by the caller */
+	const char *message;        /* sanitized, owned by the caller */
 	const struct store_claim *claim_in;
-	int value; /* threshold, max_quarantined, mode or (OP_DRAIN) enum gpu_phase */
-	int64_t uid;     /* the writer, for the history: -1 unknown */
-	const char *how; /* OP_RELEASE: how the claim ended */
+	int value;        /* threshold, max_quarantined, mode or (OP_DRAIN) enum gpu_phase */
+	int64_t uid;      /* the writer, for the history: -1 unknown */
+	const char *how;  /* OP_RELEASE: how the claim ended */
 	bool gpu_applied; /* OP_DRAIN: changed the GPU's phase (gpus_apply_batch) */
-	bool crashed;    /* OP_RELEASE: its VMM died ("Suspect") */
+	bool crashed;     /* OP_RELEASE: its VMM died ("Suspect") */
 	char died_at[RFC3339_BUFSZ]; /* OP_RELEASE, crashed: "" = now */
-	bool suspect_began;      /* OP_RELEASE: the VF became suspect */
-	int64_t died_after_ms;   /* ... its VMM dead this long after the claim */
-	bool when_given; /* OP_CLAIM, OP_CLAIM_UPDATE: the writer set claimed_at
+	bool suspect_began;          /* OP_RELEASE: the VF became suspect */
+	int64_t died_after_ms;       /* ... its VMM dead this long after the claim */
+	bool when_given;             /* OP_CLAIM, OP_CLAIM_UPDATE: the writer set claimed_at
 			    (rule_claimed_at_refusal), it is not the store's stamp */
 
 	bool noop; /* the decision: nothing to change (answered from the mirror) */
@@ -269,12 +269,12 @@ struct store {
 	char reason[STORE_REASON_MAX];
 	int threshold;
 	int max_quarantined;
-	atomic_int mode; /* enum store_mode: read without mirror_lock */
+	atomic_int mode;      /* enum store_mode: read without mirror_lock */
 	size_t n_quarantined; /* automatically: what the breaker's cap counts */
 	size_t n_held;
 	size_t n_out_of_service; /* quarantined or held */
-	size_t n_claimed; /* VFs with a claim or a reservation */
-	uint64_t next_claim_id; /* a reservation's id: above every claims.id ever used */
+	size_t n_claimed;        /* VFs with a claim or a reservation */
+	uint64_t next_claim_id;  /* a reservation's id: above every claims.id ever used */
 	size_t n_held_back;
 	/* the GPUs not serving (gpus.c), unsorted: few */
 	struct gpu_entry *gpus;
@@ -304,7 +304,7 @@ struct store {
 	atomic_uint_fast64_t suspect_cleared;
 	atomic_uint_fast64_t commits;
 	atomic_uint_fast64_t commit_failures;
-	atomic_uint_fast64_t repairs;   /* store_repair() attempts on an unavailable store */
+	atomic_uint_fast64_t repairs;       /* store_repair() attempts on an unavailable store */
 	atomic_int_fast64_t read_repair_ns; /* monotonic time of the last read-triggered retry */
 };
 
@@ -320,8 +320,8 @@ int failure_builder_push(struct failure_builder *b, int64_t row_id, const char *
 /* A key the mirror already holds (mirror_copy_failures). */
 int failure_builder_push_key(struct failure_builder *b, const struct failure_key *k,
 			     const char *instance_id);
-int failure_block_finish(struct failure_builder *b, struct failure_key **ret,
-			 const char **ret_ids, size_t *ret_n);
+int failure_block_finish(struct failure_builder *b, struct failure_key **ret, const char **ret_ids,
+			 size_t *ret_n);
 void failure_builder_free(struct failure_builder *b);
 
 void mirror_rdlock(struct store *s); /* index_lock, then mirror_lock: read sides */
@@ -335,16 +335,14 @@ struct vf_entry *mirror_find_by_id(struct store *s, uint64_t id);
 /* callers hold mirror_lock too: assigned_at canonical or "" */
 bool mirror_failure_recorded(const struct vf_entry *e, const char *instance_id,
 			     const char *assigned_at);
-void mirror_fill_info(const struct store *s, const struct vf_entry *e,
-		      struct store_vf_info *info);
+void mirror_fill_info(const struct store *s, const struct vf_entry *e, struct store_vf_info *info);
 const char *mirror_holder(const struct vf_entry *e);
 bool mirror_breaker_engaged(const struct store *s);
 
 /* The keys of the mirror's entry for addr with that id into b (takes the
  * locks): -ENOENT when the mirror has no such entry.  Only the commit leader
  * calls it, under write_lock, so the entry cannot change meanwhile. */
-int mirror_copy_failures(struct store *s, const char *addr, uint64_t id,
-			 struct failure_builder *b);
+int mirror_copy_failures(struct store *s, const char *addr, uint64_t id, struct failure_builder *b);
 void vf_entry_free(struct vf_entry *e);
 void snapshot_release(struct vf_snapshot *snap);
 /* Reservations (store.h; they take the locks): add res (malloc'd, owned by
@@ -382,8 +380,8 @@ void mirror_clear(struct store *s);
  * preallocated).  Returns the store-wide changes it caused:
  * STORE_CHANGE_BREAKER when the breaker state changed, STORE_CHANGE_HELD_BACK
  * when the set of held-back VFs did. */
-unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **spares, size_t n,
-		  int threshold, int max_quarantined, bool structural);
+unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entry **spares,
+		      size_t n, int threshold, int max_quarantined, bool structural);
 /* Replace the whole mirror with a loaded one (takes the locks) and mark the
  * store loaded and available.  Reservations of VFs that still exist carry
  * over; next_claim_id only grows. */
@@ -415,15 +413,14 @@ struct vf_row {
 	int64_t id;
 	bool quarantined; /* automatically */
 	bool held;
-	char since[RFC3339_BUFSZ]; /* "" while in service */
-	char parent[VF_ADDR_BUFSZ]; /* "" when unknown */
+	char since[RFC3339_BUFSZ];         /* "" while in service */
+	char parent[VF_ADDR_BUFSZ];        /* "" when unknown */
 	char suspect_since[RFC3339_BUFSZ]; /* "" when not suspect */
 };
 
 /* The VF's live suspicion's since, NULL when none: a column of a SELECT
  * FROM vfs. */
-#define SUSPECT_SINCE_SQL                                                                  \
-	"(SELECT since FROM suspects WHERE vf_id = vfs.id AND cleared_at IS NULL)"
+#define SUSPECT_SINCE_SQL "(SELECT since FROM suspects WHERE vf_id = vfs.id AND cleared_at IS NULL)"
 
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row);
 

@@ -293,16 +293,16 @@
 
 /* Every limit of the interface is grammar/limits.h's; the store adds only: */
 #define STORE_REASON_MAX 512
-#define INIT_WINDOW_MAX_S 86400 /* a day: longer is no init window */
+#define INIT_WINDOW_MAX_S 86400  /* a day: longer is no init window */
 #define INIT_WINDOW_DEFAULT_S 60 /* vfhealthd --init-window */
 
 struct store;
 
 struct store_options {
-	const char *path;     /* database file; missing parent directories are created 0700 */
-	int threshold;        /* 0: keep the stored value (default 2 on a new db) */
-	int max_quarantined;  /* -1: keep the stored value (default 0 = no cap) */
-	const char *vfs_name; /* SQLite VFS to use (tests inject faults); NULL = default */
+	const char *path;       /* database file; missing parent directories are created 0700 */
+	int threshold;          /* 0: keep the stored value (default 2 on a new db) */
+	int max_quarantined;    /* -1: keep the stored value (default 0 = no cap) */
+	const char *vfs_name;   /* SQLite VFS to use (tests inject faults); NULL = default */
 	int64_t init_window_ns; /* the init window ("Suspect" above), nanoseconds, at
 				 * most INIT_WINDOW_MAX_S seconds; 0: off */
 };
@@ -318,7 +318,6 @@ void store_close(struct store *s);
 
 /* The version of the database engine (SQLite) the store runs with. */
 const char *store_engine_version(void);
-
 
 /* -- availability -------------------------------------------------------- */
 
@@ -345,20 +344,20 @@ enum store_change_bits {
 	STORE_CHANGE_CLAIMS = 1 << 3,     /* a claim on vf was made or released */
 	STORE_CHANGE_THRESHOLD = 1 << 4,
 	STORE_CHANGE_MAX_QUARANTINED = 1 << 5,
-	STORE_CHANGE_STATUS = 1 << 6,     /* availability changed */
-	STORE_CHANGE_BREAKER = 1 << 7,    /* breaker engaged/disengaged */
-	STORE_CHANGE_HELD_BACK = 1 << 8,  /* the set of held-back VFs changed */
-	STORE_CHANGE_PARENT = 1 << 9,     /* vf's parent GPU was set */
-	STORE_CHANGE_MODE = 1 << 10,      /* enforce <-> observe */
-	STORE_CHANGE_FAILING = 1 << 11,   /* vf's tally went between 0 and not (ok <-> failing) */
-	STORE_CHANGE_GPU = 1 << 12,       /* a GPU's drain started or ended (names no VF) */
-	STORE_CHANGE_SUSPECT = 1 << 13,   /* vf became suspect or stopped being it */
+	STORE_CHANGE_STATUS = 1 << 6,    /* availability changed */
+	STORE_CHANGE_BREAKER = 1 << 7,   /* breaker engaged/disengaged */
+	STORE_CHANGE_HELD_BACK = 1 << 8, /* the set of held-back VFs changed */
+	STORE_CHANGE_PARENT = 1 << 9,    /* vf's parent GPU was set */
+	STORE_CHANGE_MODE = 1 << 10,     /* enforce <-> observe */
+	STORE_CHANGE_FAILING = 1 << 11,  /* vf's tally went between 0 and not (ok <-> failing) */
+	STORE_CHANGE_GPU = 1 << 12,      /* a GPU's drain started or ended (names no VF) */
+	STORE_CHANGE_SUSPECT = 1 << 13,  /* vf became suspect or stopped being it */
 };
 
 struct store_change {
 	unsigned bits;
 	char vf[VF_ADDR_BUFSZ];                /* "" when not about one VF */
-	char instance_id[INSTANCE_ID_MAX + 1];  /* for STORE_CHANGE_CLAIMS */
+	char instance_id[INSTANCE_ID_MAX + 1]; /* for STORE_CHANGE_CLAIMS */
 };
 
 /* Called once per changed object after the change is durable, from the
@@ -395,16 +394,16 @@ const char *store_vf_state_name(enum store_vf_state state);
 
 struct store_vf_info {
 	char vf[VF_ADDR_BUFSZ];
-	uint64_t id;         /* stable, never reused: names the VF's inodes */
-	unsigned tally;      /* recorded failures */
-	bool quarantined;    /* out of service (auto_quarantined or held): placement's bit */
+	uint64_t id;           /* stable, never reused: names the VF's inodes */
+	unsigned tally;        /* recorded failures */
+	bool quarantined;      /* out of service (auto_quarantined or held): placement's bit */
 	bool auto_quarantined; /* quarantined by failures (counts against the cap) */
-	bool held;           /* held by the operator */
+	bool held;             /* held by the operator */
 	enum store_vf_state state;
-	char since[RFC3339_BUFSZ]; /* when it went out of service, or became suspect
+	char since[RFC3339_BUFSZ];  /* when it went out of service, or became suspect
 				    * while in service; "" otherwise */
-	bool suspect;        /* "Suspect" above; in service or not */
-	bool claimed;        /* has a live claim or a reservation */
+	bool suspect;               /* "Suspect" above; in service or not */
+	bool claimed;               /* has a live claim or a reservation */
 	char parent[VF_ADDR_BUFSZ]; /* the physical function; "" when unknown */
 };
 
@@ -475,8 +474,7 @@ struct store_failure {
 };
 
 /* The failures of one VF, oldest first; *ret malloc'd. */
-int store_failure_list(struct store *s, const char *vf, struct store_failure **ret,
-		       size_t *count);
+int store_failure_list(struct store *s, const char *vf, struct store_failure **ret, size_t *count);
 
 /* -- settings ------------------------------------------------------------- */
 
@@ -508,19 +506,19 @@ enum store_history_kind {
 
 struct store_history_entry {
 	enum store_history_kind kind;
-	char at[RFC3339_BUFSZ];           /* claimed_at, a failure's reported_at, held_at, or
+	char at[RFC3339_BUFSZ]; /* claimed_at, a failure's reported_at, held_at, or
 					   * when the VF became suspect */
 	char instance_id[INSTANCE_ID_MAX + 1];
-	char assigned_at[RFC3339_BUFSZ];  /* failures: "" when unknown; suspect: the
+	char assigned_at[RFC3339_BUFSZ];       /* failures: "" when unknown; suspect: the
 					   * claimed_at of the claim whose VMM died */
-	char died_at[RFC3339_BUFSZ];      /* suspect: when its VMM was known dead */
-	int64_t died_after_ms;            /* suspect: died_at - the claim's claimed_at */
-	char ended_at[RFC3339_BUFSZ];     /* released_at / cleared_at; "" while live */
-	int64_t started_by;               /* holds: the uid that held it; -1 when not known */
-	char how[STORE_HISTORY_WORD_MAX + 1]; /* claims: how it ended; failures, suspect:
+	char died_at[RFC3339_BUFSZ];           /* suspect: when its VMM was known dead */
+	int64_t died_after_ms;                 /* suspect: died_at - the claim's claimed_at */
+	char ended_at[RFC3339_BUFSZ];          /* released_at / cleared_at; "" while live */
+	int64_t started_by;                    /* holds: the uid that held it; -1 when not known */
+	char how[STORE_HISTORY_WORD_MAX + 1];  /* claims: how it ended; failures, suspect:
 					       * why cleared; "" while live or when not
 					       * recorded */
-	int64_t by;                       /* the uid that ended it; -1 when not known */
+	int64_t by;                            /* the uid that ended it; -1 when not known */
 	char message[FAILURE_MESSAGE_MAX + 1]; /* failures */
 };
 
@@ -555,25 +553,23 @@ int store_gpu_get(struct store *s, const char *parent, enum store_read how,
 /* Every GPU, sorted by address; *ret malloc'd.  From memory. */
 int store_gpu_list(struct store *s, struct store_gpu_info **ret, size_t *count);
 /* The registered VFs of a GPU, sorted; *ret malloc'd.  -ENOENT: none. */
-int store_gpu_vfs(struct store *s, const char *parent, char (**ret)[VF_ADDR_BUFSZ],
-		  size_t *count);
+int store_gpu_vfs(struct store *s, const char *parent, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
 /* Start (drain true) or end a drain; uid: the writer, for the history.
  * *unchanged (may be NULL) when it already was so (no commit).  -EINVAL,
  * -ENOENT (no VF names it), -EIO while unavailable. */
-int store_gpu_drain(struct store *s, const char *parent, bool drain, int64_t uid,
-		    bool *unchanged);
+int store_gpu_drain(struct store *s, const char *parent, bool drain, int64_t uid, bool *unchanged);
 
 struct store_gpu_event {
 	char at[RFC3339_BUFSZ];
 	char event[STORE_HISTORY_WORD_MAX + 1]; /* "drain", "undrain" */
-	int64_t by; /* the uid that asked; -1 when not known */
+	int64_t by;                             /* the uid that asked; -1 when not known */
 };
 
 /* A GPU's history, oldest first: the newest `max` events in *ret
  * (malloc'd), how many older ones were left out in *dropped.  Through the
  * listing connection like store_history_list(). */
-int store_gpu_history(struct store *s, const char *parent, size_t max,
-		      struct store_gpu_event **ret, size_t *count, size_t *dropped);
+int store_gpu_history(struct store *s, const char *parent, size_t max, struct store_gpu_event **ret,
+		      size_t *count, size_t *dropped);
 
 /* -- reports -------------------------------------------------------------- */
 
@@ -616,7 +612,7 @@ int store_report_failure(struct store *s, const char *vf, const char *instance_i
 
 struct store_success_result {
 	unsigned cleared;
-	bool rescinded; /* back in service: the quarantine was lifted, no hold remains */
+	bool rescinded;       /* back in service: the quarantine was lifted, no hold remains */
 	bool suspect_cleared; /* the VF was suspect and is no longer ("Suspect" above) */
 };
 
@@ -649,14 +645,14 @@ int store_clear(struct store *s, const char *vf, int64_t uid, struct store_opera
 struct store_claim {
 	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
-	char claimed_at[RFC3339_BUFSZ];       /* canonical; stamped when "" */
-	char agent[AGENT_ENDPOINT_MAX + 1];   /* agent endpoint, "" when none */
-	char control[CONTROL_PATH_MAX + 1];   /* VMM control socket path, "" when none */
-	int64_t pid;                          /* VMM pid, 0 when none */
-	uint64_t pid_starttime;               /* /proc/PID/stat field 22 at claim, 0 when unknown */
-	char boot_id[BOOT_ID_BUFSZ];          /* the host's boot id at claim, "" when unknown */
-	uint64_t id;                          /* stable, never reused: names the inode */
-	bool reserved;                        /* a reservation, not committed yet (reads) */
+	char claimed_at[RFC3339_BUFSZ];     /* canonical; stamped when "" */
+	char agent[AGENT_ENDPOINT_MAX + 1]; /* agent endpoint, "" when none */
+	char control[CONTROL_PATH_MAX + 1]; /* VMM control socket path, "" when none */
+	int64_t pid;                        /* VMM pid, 0 when none */
+	uint64_t pid_starttime;             /* /proc/PID/stat field 22 at claim, 0 when unknown */
+	char boot_id[BOOT_ID_BUFSZ];        /* the host's boot id at claim, "" when unknown */
+	uint64_t id;                        /* stable, never reused: names the inode */
+	bool reserved;                      /* a reservation, not committed yet (reads) */
 };
 
 /* Claim c->vf for c->instance_id.  On success, when ret is non-NULL, it
@@ -729,8 +725,8 @@ int store_release(struct store *s, const char *vf, const char *instance_id,
 /* The live claim (or reservation) of vf by instance_id, read as `how` says
  * (enum store_read): placement reads RETRY or NORETRY, resolving a name
  * MEMORY.  -EINVAL for a bad vf or instance id, -ENOENT when none. */
-int store_claim_get(struct store *s, const char *vf, const char *instance_id,
-		    enum store_read how, struct store_claim *ret);
+int store_claim_get(struct store *s, const char *vf, const char *instance_id, enum store_read how,
+		    struct store_claim *ret);
 
 /* A live claim, or a reservation, by its id (for inode numbers: the creator
  * of a reservation holds its inode), from memory.  vf_id: the store id of
@@ -746,23 +742,23 @@ int store_claim_list(struct store *s, const char *vf, struct store_claim **ret, 
 
 struct store_stats {
 	size_t vfs;
-	size_t quarantined;   /* out of service: automatically quarantined or held */
-	size_t held;          /* held by the operator */
-	size_t held_back;     /* held back by the breaker */
-	size_t claimed;       /* VFs with a live claim or a reservation */
-	size_t allocatable;   /* neither out of service nor claimed; 0 while unavailable */
+	size_t quarantined; /* out of service: automatically quarantined or held */
+	size_t held;        /* held by the operator */
+	size_t held_back;   /* held back by the breaker */
+	size_t claimed;     /* VFs with a live claim or a reservation */
+	size_t allocatable; /* neither out of service nor claimed; 0 while unavailable */
 	bool available;
 	bool breaker_engaged; /* a report was held back by the cap and the cap is still reached */
 	/* reports since open, by kind and outcome */
-	uint64_t failed_reports[3]; /* indexed by enum store_outcome */
-	uint64_t ok_reports_cleared;   /* success reports that cleared something */
-	uint64_t ok_reports_noop;      /* success reports that changed nothing */
-	size_t suspect;                /* VFs suspect now */
-	uint64_t suspect_confirmed;    /* suspect VFs quarantined since open */
-	uint64_t suspect_cleared;      /* suspect VFs cleared (an OK, the operator) since open */
-	uint64_t commits;              /* durable transactions since open */
+	uint64_t failed_reports[3];  /* indexed by enum store_outcome */
+	uint64_t ok_reports_cleared; /* success reports that cleared something */
+	uint64_t ok_reports_noop;    /* success reports that changed nothing */
+	size_t suspect;              /* VFs suspect now */
+	uint64_t suspect_confirmed;  /* suspect VFs quarantined since open */
+	uint64_t suspect_cleared;    /* suspect VFs cleared (an OK, the operator) since open */
+	uint64_t commits;            /* durable transactions since open */
 	uint64_t commit_failures;
-	uint64_t repairs;              /* store_repair() attempts on an unavailable store */
+	uint64_t repairs; /* store_repair() attempts on an unavailable store */
 };
 
 void store_get_stats(struct store *s, struct store_stats *ret);

@@ -47,7 +47,18 @@
 #define CONN_MAX 8192
 #define LISTENER_MAX 2048
 
-enum mode { M_GARBAGE, M_HUGE, M_TRICKLE, M_HALF, M_WRONGTYPE, M_SILENT, M_OK, M_FAILED, M_WITNESS, M_COUNT };
+enum mode {
+	M_GARBAGE,
+	M_HUGE,
+	M_TRICKLE,
+	M_HALF,
+	M_WRONGTYPE,
+	M_SILENT,
+	M_OK,
+	M_FAILED,
+	M_WITNESS,
+	M_COUNT
+};
 static const char *const mode_names[M_COUNT] = {
 	"garbage", "huge", "trickle", "half", "wrongtype", "silent", "ok", "failed", "witness",
 };
@@ -58,7 +69,7 @@ struct conn {
 	enum mode mode;
 	struct frame_reader request;
 	bool answered;
-	uint8_t *out;     /* trickle: the frame still to send */
+	uint8_t *out; /* trickle: the frame still to send */
 	size_t out_len, out_pos;
 };
 
@@ -108,9 +119,9 @@ static void conn_close(size_t i)
 static bool answer(struct conn *c)
 {
 	static const uint8_t garbage[FRAME_HEADER_SIZE + 32] = {
-		0, 0, 0, 32, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+		0,    0,    0,    32,   0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+		0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 	};
 	_cleanup_free_ uint8_t *echo = NULL;
 	size_t echo_len;

@@ -58,10 +58,20 @@ static char claimed_at[RFC3339_BUFSZ];
 static const char *sockroot; /* the daemon's --socket-dir */
 static unsigned long n_ok, n_rejected, n_checked, n_denied;
 
-enum target { T_THRESHOLD, T_MAXQ, T_STATUS, T_VFQ, T_REPORT, T_CLAIM, T_MKDIR, T_CREATE, T_COUNT };
+enum target {
+	T_THRESHOLD,
+	T_MAXQ,
+	T_STATUS,
+	T_VFQ,
+	T_REPORT,
+	T_CLAIM,
+	T_MKDIR,
+	T_CREATE,
+	T_COUNT
+};
 static const char *const target_names[T_COUNT] = {
-	"threshold", "max_quarantined", "status", "VF/quarantined",
-	"VF/report", "VF/assignments/vm-3", "mkdir", "create",
+	"threshold", "max_quarantined",     "status", "VF/quarantined",
+	"VF/report", "VF/assignments/vm-3", "mkdir",  "create",
 };
 static unsigned long per_target[T_COUNT][2];
 
@@ -118,7 +128,8 @@ static char *snapshot(void)
 	for (int v = 0; v < N_VFS; v++)
 		for (size_t i = 0; i < ARRAY_SIZE(per_vf); i++) {
 			snprintf(path, sizeof(path), "%s/%s/%s", mnt, vfs[v], per_vf[i]);
-			len += (size_t)snprintf(out + len, SNAP_MAX - len, "== %s/%s\n", vfs[v], per_vf[i]);
+			len += (size_t)snprintf(out + len, SNAP_MAX - len, "== %s/%s\n", vfs[v],
+						per_vf[i]);
 			len += read_into(path, out + len, SNAP_MAX - len);
 		}
 	snprintf(path, sizeof(path), "%s/%s/assignments/vm-3", mnt, vfs[CLAIMED_VF]);
@@ -310,7 +321,8 @@ static bool path_confined(const char *p)
 		return false;
 	for (;;) {
 		size_t len = strcspn(c, "/");
-		if (len == 0 || (len == 1 && c[0] == '.') || (len == 2 && c[0] == '.' && c[1] == '.'))
+		if (len == 0 || (len == 1 && c[0] == '.') ||
+		    (len == 2 && c[0] == '.' && c[1] == '.'))
 			return false;
 		if (!c[len])
 			return true;
@@ -374,35 +386,132 @@ static bool vf_address_valid(const char *s)
 /* ---- inputs ----------------------------------------------------------------------- */
 
 static const char *const boundaries[] = {
-	"", "\n", "\n\n", " ", "0", "1", "2", "999", "1000", "1001", "65536", "65537", "-1", "+1",
-	" 1", "1 ", "01", "0x10", "1e3", "4294967296", "18446744073709551616", "1\n\n", "1\r\n",
-	"repair", "repair\n", "repair ", "REPAIR", "repair\nrepair", "0\n", "1\n", "2",
-	"failed", "failed ", "failed vm-1", "failed vm-1 -", "failed vm-1 - ", "failed  vm-1 -",
-	"failed vm-1 -\n", "failed .vm -", "failed vm/1 -", "failed vm-1 2026-13-01T00:00:00Z",
-	"failed vm-1 2026-02-29T00:00:00Z x", "failed vm-1 2024-02-29T00:00:00.123456789Z msg",
-	"failed vm-1 2024-02-29T00:00:00.1234567890Z", "ok vm-1 -", "ok vm-1 - x", "ok vm-1",
-	"ok vm-1 -\n", "OK vm-1 -", "failed vm-1 - a\nb", "failed vm-1 - \x01\x02\x7f",
-	"agent=", "agent=unix:/x", "agent=unix:relative", "agent=vsock:3", "agent=vsock:any",
-	"agent=hvsock:/run/vm.sock:77", "agent=tcp:1.2.3.4", "control=", "control=/run/c.sock",
-	"control=relative", "control=/a\tb", "pid=", "pid=1", "pid=0", "pid=4194304", "pid=4194305",
-	"pid=-1", "agent=unix:/x\nagent=unix:/y", "AGENT=unix:/x", "agent", "=", "==",
-	"claimed_at=2020-01-01T00:00:00Z", "unknown=1", "agent=unix:/x\n\ncontrol=/c\n",
-	"0000:61:00.1", "0000:61:00.8", "0000:61:0g.1", "0000:61:00.10", "0000:61:00",
-	"0000:61:00.1 ", "0000:6A:00.1", "ffff:ff:ff.7", "vm-1", ".vm", "a", "-", "_",
+	"",
+	"\n",
+	"\n\n",
+	" ",
+	"0",
+	"1",
+	"2",
+	"999",
+	"1000",
+	"1001",
+	"65536",
+	"65537",
+	"-1",
+	"+1",
+	" 1",
+	"1 ",
+	"01",
+	"0x10",
+	"1e3",
+	"4294967296",
+	"18446744073709551616",
+	"1\n\n",
+	"1\r\n",
+	"repair",
+	"repair\n",
+	"repair ",
+	"REPAIR",
+	"repair\nrepair",
+	"0\n",
+	"1\n",
+	"2",
+	"failed",
+	"failed ",
+	"failed vm-1",
+	"failed vm-1 -",
+	"failed vm-1 - ",
+	"failed  vm-1 -",
+	"failed vm-1 -\n",
+	"failed .vm -",
+	"failed vm/1 -",
+	"failed vm-1 2026-13-01T00:00:00Z",
+	"failed vm-1 2026-02-29T00:00:00Z x",
+	"failed vm-1 2024-02-29T00:00:00.123456789Z msg",
+	"failed vm-1 2024-02-29T00:00:00.1234567890Z",
+	"ok vm-1 -",
+	"ok vm-1 - x",
+	"ok vm-1",
+	"ok vm-1 -\n",
+	"OK vm-1 -",
+	"failed vm-1 - a\nb",
+	"failed vm-1 - \x01\x02\x7f",
+	"agent=",
+	"agent=unix:/x",
+	"agent=unix:relative",
+	"agent=vsock:3",
+	"agent=vsock:any",
+	"agent=hvsock:/run/vm.sock:77",
+	"agent=tcp:1.2.3.4",
+	"control=",
+	"control=/run/c.sock",
+	"control=relative",
+	"control=/a\tb",
+	"pid=",
+	"pid=1",
+	"pid=0",
+	"pid=4194304",
+	"pid=4194305",
+	"pid=-1",
+	"agent=unix:/x\nagent=unix:/y",
+	"AGENT=unix:/x",
+	"agent",
+	"=",
+	"==",
+	"claimed_at=2020-01-01T00:00:00Z",
+	"unknown=1",
+	"agent=unix:/x\n\ncontrol=/c\n",
+	"0000:61:00.1",
+	"0000:61:00.8",
+	"0000:61:0g.1",
+	"0000:61:00.10",
+	"0000:61:00",
+	"0000:61:00.1 ",
+	"0000:6A:00.1",
+	"ffff:ff:ff.7",
+	"vm-1",
+	".vm",
+	"a",
+	"-",
+	"_",
 	/* strict values: leading zeros, control characters in agent= */
-	"03", "00", "0001000", "pid=01", "pid=007", "agent=vsock:03", "agent=vsock:3:02222",
-	"agent=unix:/run/a\x1b[31mb", "agent=unix:/run/a\rb", "agent=unix:/run/a\ab",
-	"agent=hvsock:/run/a\x7f:2222", "control=/run/a\x1b" "b", "failed vm-1 - \x1b[31mred\a\r",
+	"03",
+	"00",
+	"0001000",
+	"pid=01",
+	"pid=007",
+	"agent=vsock:03",
+	"agent=vsock:3:02222",
+	"agent=unix:/run/a\x1b[31mb",
+	"agent=unix:/run/a\rb",
+	"agent=unix:/run/a\ab",
+	"agent=hvsock:/run/a\x7f:2222",
+	"control=/run/a\x1b"
+	"b",
+	"failed vm-1 - \x1b[31mred\a\r",
 };
 
 /* Claim values at the socket directory's edges ('@' is SOCKET_DIR). */
 static const char *const root_boundary_forms[] = {
-	"agent=unix:@/a.sock", "agent=hvsock:@/vm.sock:77", "control=@/c.sock",
-	"control=@/vm-1/c.sock", "control=@/../etc/shadow", "control=@/./c", "control=@//c",
-	"control=@/", "control=@", "control=@x/c.sock", "agent=unix:@/link/x.sock",
-	"control=@/link", "control=@/link/c", "agent=hvsock:@/link/vm.sock:2222",
-	"agent=unix:@/a/../../x.sock", "agent=unix:@/a.sock\ncontrol=@/link/c",
-	"agent=vsock:3\ncontrol=@/ok.sock", "control=@/vm-1/../../root-only/x.sock",
+	"agent=unix:@/a.sock",
+	"agent=hvsock:@/vm.sock:77",
+	"control=@/c.sock",
+	"control=@/vm-1/c.sock",
+	"control=@/../etc/shadow",
+	"control=@/./c",
+	"control=@//c",
+	"control=@/",
+	"control=@",
+	"control=@x/c.sock",
+	"agent=unix:@/link/x.sock",
+	"control=@/link",
+	"control=@/link/c",
+	"agent=hvsock:@/link/vm.sock:2222",
+	"agent=unix:@/a/../../x.sock",
+	"agent=unix:@/a.sock\ncontrol=@/link/c",
+	"agent=vsock:3\ncontrol=@/ok.sock",
+	"control=@/vm-1/../../root-only/x.sock",
 };
 static char *root_boundaries[ARRAY_SIZE(root_boundary_forms)];
 static char claim_template[512];
@@ -461,10 +570,12 @@ static size_t make_input(enum target t, char *buf, size_t size)
 			len = 4300; /* stay off the exact limit: its side is asserted below */
 		const char *alphabet = "0123456789 -:.=\nabcdefghijklmnopqrstuvwxyz/_";
 		for (size_t i = 0; i < len && i < size; i++)
-			buf[i] = random() % 4 ? alphabet[random() % strlen(alphabet)] : (char)(random() % 256);
+			buf[i] = random() % 4 ? alphabet[random() % strlen(alphabet)] :
+						(char)(random() % 256);
 	} else if (how < 6) { /* a boundary value */
-		const char *b = random() % 4 ? boundaries[random() % ARRAY_SIZE(boundaries)]
-					     : root_boundaries[random() % ARRAY_SIZE(root_boundaries)];
+		const char *b = random() % 4 ?
+					boundaries[random() % ARRAY_SIZE(boundaries)] :
+					root_boundaries[random() % ARRAY_SIZE(root_boundaries)];
 		len = strlen(b);
 		memcpy(buf, b, len);
 	} else { /* a valid command, mutated */
@@ -474,12 +585,32 @@ static size_t make_input(enum target t, char *buf, size_t size)
 		for (int m = 0, n = 1 + (int)(random() % 3); m < n && len > 0; m++) {
 			size_t at = (size_t)random() % len;
 			switch (random() % 6) {
-			case 0: buf[at] = (char)(random() % 256); break;
-			case 1: memmove(buf + at, buf + at + 1, len - at - 1); len--; break;
-			case 2: if (len + 1 < size) { memmove(buf + at + 1, buf + at, len - at); buf[at] = (char)(random() % 128); len++; } break;
-			case 3: buf[at] = random() % 2 ? '\n' : '\0'; break;
-			case 4: len = at; break;
-			case 5: if (len + 5000 < size && random() % 4 == 0) { memset(buf + len, 'x', 4200); len += 4200; } break;
+			case 0:
+				buf[at] = (char)(random() % 256);
+				break;
+			case 1:
+				memmove(buf + at, buf + at + 1, len - at - 1);
+				len--;
+				break;
+			case 2:
+				if (len + 1 < size) {
+					memmove(buf + at + 1, buf + at, len - at);
+					buf[at] = (char)(random() % 128);
+					len++;
+				}
+				break;
+			case 3:
+				buf[at] = random() % 2 ? '\n' : '\0';
+				break;
+			case 4:
+				len = at;
+				break;
+			case 5:
+				if (len + 5000 < size && random() % 4 == 0) {
+					memset(buf + len, 'x', 4200);
+					len += 4200;
+				}
+				break;
 			}
 		}
 		if (random() % 3 == 0 && len + 1 < size)
@@ -533,7 +664,8 @@ static void show(const char *buf, size_t len, char *out, size_t size)
 	size_t o = 0;
 	for (size_t i = 0; i < len && o + 5 < size && i < 80; i++) {
 		unsigned char c = (unsigned char)buf[i];
-		o += (size_t)snprintf(out + o, size - o, c >= 0x20 && c < 0x7f && c != '\\' ? "%c" : "\\x%02x", c);
+		o += (size_t)snprintf(out + o, size - o,
+				      c >= 0x20 && c < 0x7f && c != '\\' ? "%c" : "\\x%02x", c);
 	}
 	if (len > 80)
 		snprintf(out + o, size - o, "...(%zu bytes)", len);
@@ -655,32 +787,38 @@ static void attempt(enum target t, const char *buf, size_t len)
 		n_ok++;
 		/* The documented effect is visible. */
 		if (t == T_THRESHOLD || t == T_MAXQ) {
-			read_value(t == T_THRESHOLD ? "threshold" : "max_quarantined", value, sizeof(value));
+			read_value(t == T_THRESHOLD ? "threshold" : "max_quarantined", value,
+				   sizeof(value));
 			if (strtoull(value, NULL, 10) != num)
-				die("%s '%s': accepted but reads back %s", target_names[t], shown, value);
+				die("%s '%s': accepted but reads back %s", target_names[t], shown,
+				    value);
 		} else if (t == T_VFQ) {
 			char rel[64];
 			snprintf(rel, sizeof(rel), "%s/quarantined", vfs[v]);
 			read_value(rel, value, sizeof(value));
 			if (strcmp(value, cmd) != 0)
-				die("%s '%s': accepted but reads back %s", target_names[t], shown, value);
+				die("%s '%s': accepted but reads back %s", target_names[t], shown,
+				    value);
 		} else if (t == T_STATUS) {
 			read_value("status", value, sizeof(value));
 			if (strcmp(value, "ok") != 0)
 				die("repair accepted but status says %s", value);
 		} else if (t == T_CLAIM) {
 			char content[8192], want[4300];
-			snprintf(path, sizeof(path), "%s/%s/assignments/vm-3", mnt, vfs[CLAIMED_VF]);
+			snprintf(path, sizeof(path), "%s/%s/assignments/vm-3", mnt,
+				 vfs[CLAIMED_VF]);
 			read_into(path, content, sizeof(content));
 			if (u.agent_set) {
 				snprintf(want, sizeof(want), "agent=%s\n", u.agent);
 				if (!strstr(content, want))
-					die("claim '%s': accepted but reads back:\n%s", shown, content);
+					die("claim '%s': accepted but reads back:\n%s", shown,
+					    content);
 			}
 			if (u.control_set) {
 				snprintf(want, sizeof(want), "control=%s\n", u.control);
 				if (!strstr(content, want))
-					die("claim '%s': accepted but reads back:\n%s", shown, content);
+					die("claim '%s': accepted but reads back:\n%s", shown,
+					    content);
 			}
 			if (u.pid_set) {
 				if (u.pid)
@@ -688,7 +826,8 @@ static void attempt(enum target t, const char *buf, size_t len)
 				else
 					snprintf(want, sizeof(want), "pid=\n");
 				if (!strstr(content, want))
-					die("claim '%s': accepted but reads back:\n%s", shown, content);
+					die("claim '%s': accepted but reads back:\n%s", shown,
+					    content);
 			}
 		}
 		/* Whatever was accepted, no reader is shown a control character:

@@ -98,8 +98,10 @@ static int take(const char *path)
 			struct cmsghdr align;
 		} control;
 		struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
-				      .msg_control = control.buf, .msg_controllen = sizeof(control.buf) };
+		struct msghdr msg = { .msg_iov = &iov,
+				      .msg_iovlen = 1,
+				      .msg_control = control.buf,
+				      .msg_controllen = sizeof(control.buf) };
 		ssize_t r = recvmsg(c, &msg, MSG_CMSG_CLOEXEC);
 
 		if (r < 0 && errno == EINTR)
@@ -169,7 +171,9 @@ static int give(const char *path, long count, const char *file)
 		} control;
 		char byte = 'x';
 		struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-		struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+		struct msghdr msg = { .msg_iov = &iov,
+				      .msg_iovlen = 1,
+				      .msg_control = control.buf,
 				      .msg_controllen = CMSG_SPACE((size_t)k * sizeof(int)) };
 		struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
 

@@ -174,13 +174,13 @@ static int count_fds(const char *pid)
 	return n - 2;
 }
 
-#define CHECK(cond, ...)                                      \
-	do {                                                  \
-		if (!(cond)) {                                \
+#define CHECK(cond, ...)                                        \
+	do {                                                    \
+		if (!(cond)) {                                  \
 			fprintf(stderr, "abuse: " __VA_ARGS__); \
-			fprintf(stderr, "\n");                \
-			return 1;                             \
-		}                                             \
+			fprintf(stderr, "\n");                  \
+			return 1;                               \
+		}                                               \
 	} while (0)
 
 static int run_abuse(const char *path, const char *pid, const char *client_timeout)
@@ -245,8 +245,8 @@ static int run_abuse(const char *path, const char *pid, const char *client_timeo
 	start = monotonic_ns();
 	k = agent_query(&ep, 2 * SEC, -1, &st);
 	CHECK(k == 0, "query after abuse: %s", strerror(-k));
-	printf("abuse: held up; %d fds at most under %d slow clients; query in %.3fs\n",
-	       fds_during, SLOW_CLIENTS, (double)took / SEC);
+	printf("abuse: held up; %d fds at most under %d slow clients; query in %.3fs\n", fds_during,
+	       SLOW_CLIENTS, (double)took / SEC);
 	return 0;
 }
 
@@ -298,7 +298,8 @@ static int run_concurrent(const char *path, const char *threads)
 
 static int run_vsock_loopback(void)
 {
-	struct sockaddr_vm addr = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY,
+	struct sockaddr_vm addr = { .svm_family = AF_VSOCK,
+				    .svm_cid = VMADDR_CID_ANY,
 				    .svm_port = 30000 + (unsigned)getpid() % 20000 };
 	struct sockaddr_vm to = { .svm_family = AF_VSOCK, .svm_cid = 1 };
 	struct timeval tv = { .tv_sec = 1 };

@@ -26,7 +26,8 @@ static enum kmsg_verdict classify(const char *s)
 
 START_TEST(test_parse_fields)
 {
-	const char *s = "4,1227,87669726564,c;" NVRM "\n SUBSYSTEM=pci\n DEVICE=+pci:0000:00:03.0\n";
+	const char *s = "4,1227,87669726564,c;" NVRM
+			"\n SUBSYSTEM=pci\n DEVICE=+pci:0000:00:03.0\n";
 	struct kmsg_record rec;
 
 	ck_assert_int_eq(kmsg_parse_record(s, strlen(s), &rec), 0);
@@ -84,8 +85,10 @@ START_TEST(test_text_rule)
 	ck_assert_int_eq(classify("3,1,1,-;NVRM: RmInitAdapter failed (0x22:0x65:884)"),
 			 KMSG_NO_MATCH);
 	ck_assert_int_eq(classify("3,1,1,-;nvrm: RmInitAdapter failed!"), KMSG_NO_MATCH);
-	ck_assert_int_eq(classify("3,1,1,-;NVRM: GPU 0000:00:03.0: rm_init_adapter failed, device minor number 0"),
-			 KMSG_NO_MATCH);
+	ck_assert_int_eq(
+		classify(
+			"3,1,1,-;NVRM: GPU 0000:00:03.0: rm_init_adapter failed, device minor number 0"),
+		KMSG_NO_MATCH);
 	ck_assert_int_eq(classify("3,1,1,-;NVRM:"), KMSG_NO_MATCH);
 	ck_assert_int_eq(classify("3,1,1,-;"), KMSG_NO_MATCH);
 	/* the text only on a continuation line does not count */
@@ -132,20 +135,30 @@ START_TEST(test_rules_file)
 	ck_assert_str_eq(r.rule[3].text, KMSG_BUILTIN_RULE);
 
 	/* a file rule matches after the NVRM: prefix, kernel facility only */
-	ck_assert_int_eq(classify_by(&r, "3,1,1,-;NVRM: GPU 0000:41:00.4: GSP firmware init failed (0x1)", &rule),
-			 KMSG_MATCH);
+	ck_assert_int_eq(
+		classify_by(&r, "3,1,1,-;NVRM: GPU 0000:41:00.4: GSP firmware init failed (0x1)",
+			    &rule),
+		KMSG_MATCH);
 	ck_assert_str_eq(rule->text, "GSP firmware init failed");
 	ck_assert_int_eq(classify_by(&r, "11,1,1,-;NVRM: GSP firmware init failed", &rule),
 			 KMSG_NOT_KERNEL);
 	ck_assert_int_eq(classify_by(&r, "3,1,1,-;GSP firmware init failed", &rule), KMSG_NO_MATCH);
-	ck_assert_int_eq(classify_by(&r, "3,1,1,-;NVRM: None of the NVIDIA devices were initialized.", &rule),
+	ck_assert_int_eq(classify_by(&r,
+				     "3,1,1,-;NVRM: None of the NVIDIA devices were initialized.",
+				     &rule),
 			 KMSG_MATCH);
 	/* an ignore rule before the built-in one overrides it for its line only */
-	ck_assert_int_eq(classify_by(&r, "3,1,1,-;NVRM: GPU 0000:41:00.4: RmInitAdapter failed! (0x25:0x65:1453)", &rule),
-			 KMSG_IGNORED);
+	ck_assert_int_eq(
+		classify_by(&r,
+			    "3,1,1,-;NVRM: GPU 0000:41:00.4: RmInitAdapter failed! (0x25:0x65:1453)",
+			    &rule),
+		KMSG_IGNORED);
 	ck_assert_int_eq(rule->action, KMSG_RULE_IGNORE);
-	ck_assert_int_eq(classify_by(&r, "3,1,1,-;NVRM: GPU 0000:41:00.4: RmInitAdapter failed! (0x22:0x38:891)", &rule),
-			 KMSG_MATCH);
+	ck_assert_int_eq(
+		classify_by(&r,
+			    "3,1,1,-;NVRM: GPU 0000:41:00.4: RmInitAdapter failed! (0x22:0x38:891)",
+			    &rule),
+		KMSG_MATCH);
 	ck_assert_str_eq(rule->text, KMSG_BUILTIN_RULE);
 	/* the prefix itself is not searched: "NVRM:" as a rule's text never matches it */
 	ck_assert_int_eq(parse_rules(&r, "failure NVRM:\n", &line), 0);
@@ -200,10 +213,24 @@ END_TEST
 START_TEST(test_continuation_and_malformed)
 {
 	static const char *const bad[] = {
-		"", "hello", "4;msg", "4,1;msg", "4,1,2;msg", "4,1,2,;msg", "x,1,2,-;msg",
-		"-4,1,2,-;msg", "+4,1,2,-;msg", "4,a,2,-;msg", "4,1,b,-;msg", "1024,1,2,-;msg",
-		"4,1,2\n,-;msg", ",1,2,-;msg", "4,,2,-;msg", "4,1,,-;msg",
-		"4,99999999999999999999999,2,-;msg", "4 ,1,2,-;msg",
+		"",
+		"hello",
+		"4;msg",
+		"4,1;msg",
+		"4,1,2;msg",
+		"4,1,2,;msg",
+		"x,1,2,-;msg",
+		"-4,1,2,-;msg",
+		"+4,1,2,-;msg",
+		"4,a,2,-;msg",
+		"4,1,b,-;msg",
+		"1024,1,2,-;msg",
+		"4,1,2\n,-;msg",
+		",1,2,-;msg",
+		"4,,2,-;msg",
+		"4,1,,-;msg",
+		"4,99999999999999999999999,2,-;msg",
+		"4 ,1,2,-;msg",
 	};
 	struct kmsg_record rec = { .seq = 42 };
 
@@ -390,8 +417,7 @@ START_TEST(test_reader_real_dev_kmsg)
 END_TEST
 
 static const struct check_case kmsg_case = { .suite = "kmsg", .tcase = "core", .timeout = 30 };
-CHECK_CASE_MAIN(kmsg_case,
-	test_parse_fields, test_facility_rules, test_text_rule, test_rules_file,
-	test_rules_refused_with_line,
-	test_continuation_and_malformed, test_long_record, test_reader_regular_file,
-	test_reader_fifo_reopens_without_spinning, test_reader_real_dev_kmsg)
+CHECK_CASE_MAIN(kmsg_case, test_parse_fields, test_facility_rules, test_text_rule, test_rules_file,
+		test_rules_refused_with_line, test_continuation_and_malformed, test_long_record,
+		test_reader_regular_file, test_reader_fifo_reopens_without_spinning,
+		test_reader_real_dev_kmsg)

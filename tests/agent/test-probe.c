@@ -460,10 +460,9 @@ static const struct check_case probe_case = {
 	.setup = setup,
 	.teardown = teardown,
 };
-CHECK_CASE_MAIN(probe_case,
-	test_success_first_time, test_success_on_third_attempt, test_failing_until_window_ends,
-	test_hang_is_killed_and_reaped, test_stop_kills_running_attempt,
-	test_missing_binary_retries, test_find_nvidia_smi, test_device_nodes_open_is_ok,
-	test_device_nodes_missing_then_nvidia_smi, test_device_node_failing_open_is_not_ok,
-	test_device_node_blocking_open_is_killed, test_backoff_after_window,
-	test_success_while_backing_off)
+CHECK_CASE_MAIN(probe_case, test_success_first_time, test_success_on_third_attempt,
+		test_failing_until_window_ends, test_hang_is_killed_and_reaped,
+		test_stop_kills_running_attempt, test_missing_binary_retries, test_find_nvidia_smi,
+		test_device_nodes_open_is_ok, test_device_nodes_missing_then_nvidia_smi,
+		test_device_node_failing_open_is_not_ok, test_device_node_blocking_open_is_killed,
+		test_backoff_after_window, test_success_while_backing_off)

@@ -26,7 +26,7 @@ START_TEST(test_transitions)
 
 	ck_assert(agent_state_on_failure(&s, "  " LINE1 "  ", strlen(LINE1) + 4));
 	ck_assert_int_eq(s.status.state, GPU_INIT_FAILED);
-	ck_assert_str_eq(s.status.message, LINE1); /* trimmed */
+	ck_assert_str_eq(s.status.message, LINE1);                    /* trimmed */
 	ck_assert(!agent_state_on_failure(&s, LINE1, strlen(LINE1))); /* same line: no change */
 
 	/* the latest line wins */
@@ -140,6 +140,5 @@ START_TEST(test_pci_parse_vendor)
 END_TEST
 
 static const struct check_case state_case = { .suite = "state", .tcase = "core" };
-CHECK_CASE_MAIN(state_case,
-	test_transitions, test_ok_without_failure_and_long_line, test_pci_scan,
-	test_pci_parse_vendor)
+CHECK_CASE_MAIN(state_case, test_transitions, test_ok_without_failure_and_long_line, test_pci_scan,
+		test_pci_parse_vendor)

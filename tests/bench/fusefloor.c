@@ -61,8 +61,9 @@ static void floor_init(void *userdata, struct fuse_conn_info *conn)
 
 static void floor_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fuse_entry_param e = { .ino = FLOOR_INO, .generation = 1,
-				      .attr_timeout = TIMEOUT_S, .entry_timeout = 1.0 };
+	struct fuse_entry_param e = {
+		.ino = FLOOR_INO, .generation = 1, .attr_timeout = TIMEOUT_S, .entry_timeout = 1.0
+	};
 
 	if (parent == FUSE_ROOT_ID && strcmp(name, LIST_NAME) == 0)
 		e.ino = LIST_INO;
@@ -105,7 +106,8 @@ static void floor_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if ((size_t)off >= len)
 		fuse_reply_buf(req, NULL, 0);
 	else
-		fuse_reply_buf(req, text + off, size < len - (size_t)off ? size : len - (size_t)off);
+		fuse_reply_buf(req, text + off,
+			       size < len - (size_t)off ? size : len - (size_t)off);
 }
 
 static void floor_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -164,7 +164,8 @@ static int cmd_claims(const char *mount, size_t rounds)
 		snprintf(path, sizeof(path), "%s/claims", mount);
 		read_all(path, list, CLAIMS_FILE_MAX + 1);
 		claims = 0;
-		for (char *line = strtok_r(list, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		for (char *line = strtok_r(list, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save)) {
 			char *sp = strchr(line, ' ');
 			if (!sp)
 				return 1;
@@ -248,7 +249,8 @@ static void *writer_main(void *arg)
 		int n = snprintf(command, sizeof(command),
 				 "failed bench-%u-%u %s NVRM: RmInitAdapter failed! (0x22:0x65:884)",
 				 w->index, i, at);
-		if (write(fd, command, (size_t)n) != n || pread(fd, outcome, sizeof(outcome), 0) <= 0) {
+		if (write(fd, command, (size_t)n) != n ||
+		    pread(fd, outcome, sizeof(outcome), 0) <= 0) {
 			w->error = errno;
 			close(fd);
 			return NULL;
@@ -308,13 +310,14 @@ static int cmd_sqlite(const char *path, unsigned count)
 	unlink(path);
 	if (sqlite3_open(path, &db) != SQLITE_OK)
 		return 1;
-	rc = sqlite3_exec(db,
-			  "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
-			  "CREATE TABLE failures (id INTEGER PRIMARY KEY AUTOINCREMENT,"
-			  " vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"
-			  " reported_at TEXT NOT NULL, message TEXT NOT NULL,"
-			  " UNIQUE (vf_id, instance_id, assigned_at));",
-			  NULL, NULL, NULL);
+	rc = sqlite3_exec(
+		db,
+		"PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+		"CREATE TABLE failures (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+		" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"
+		" reported_at TEXT NOT NULL, message TEXT NOT NULL,"
+		" UNIQUE (vf_id, instance_id, assigned_at));",
+		NULL, NULL, NULL);
 	if (rc != SQLITE_OK ||
 	    sqlite3_prepare_v2(db,
 			       "INSERT INTO failures (vf_id, instance_id, assigned_at, reported_at, "
@@ -330,8 +333,8 @@ static int cmd_sqlite(const char *path, unsigned count)
 	int64_t t0 = 0;
 	for (unsigned i = 0; i < 2 * count; i++) {
 		if (i == count) {
-			if (sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_RESTART, NULL, NULL) !=
-			    SQLITE_OK) {
+			if (sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_RESTART, NULL,
+						      NULL) != SQLITE_OK) {
 				fprintf(stderr, "vfbench: %s\n", sqlite3_errmsg(db));
 				return 1;
 			}
@@ -383,7 +386,8 @@ static int cmd_latency(const char *path, double seconds)
 static void vf_name(unsigned i, char out[static VF_ADDR_BUFSZ])
 {
 	char tmp[64];
-	snprintf(tmp, sizeof(tmp), "0000:%02x:%02x.%u", (0x80 + i / 256) & 0xff, (i / 8) % 32, i % 8);
+	snprintf(tmp, sizeof(tmp), "0000:%02x:%02x.%u", (0x80 + i / 256) & 0xff, (i / 8) % 32,
+		 i % 8);
 	memcpy(out, tmp, VF_ADDR_BUFSZ - 1);
 	out[VF_ADDR_BUFSZ - 1] = '\0';
 }
@@ -409,9 +413,9 @@ static int cmd_populate(const char *path, unsigned vfs, unsigned failures)
 		vf_name(v, vf);
 		snprintf(id, sizeof(id), "vm-%u", i);
 		rfc3339_format(1764400000 + i, 0, at);
-		r = store_report_failure(s, vf, id, at,
-					 "NVRM: GPU 0000:00:05.0: RmInitAdapter failed! (0x22:0x65:884)",
-					 &res);
+		r = store_report_failure(
+			s, vf, id, at,
+			"NVRM: GPU 0000:00:05.0: RmInitAdapter failed! (0x22:0x65:884)", &res);
 		if (r < 0) {
 			fprintf(stderr, "vfbench: report %u: %s\n", i, strerror(-r));
 			return 1;
@@ -453,20 +457,22 @@ static int cmd_store(const char *path, unsigned count, unsigned vf_index)
 
 int main(int argc, char **argv)
 {
-
 	uint64_t a = 0, b = 0, c = 0;
 
-	if (argc == 4 && strcmp(argv[1], "read") == 0 && parse_uint64(argv[3], 1, 100000000, &a) == 0)
+	if (argc == 4 && strcmp(argv[1], "read") == 0 &&
+	    parse_uint64(argv[3], 1, 100000000, &a) == 0)
 		return cmd_read(argv[2], a);
 	if (argc == 4 && strcmp(argv[1], "ls") == 0 && parse_uint64(argv[3], 1, 100000000, &a) == 0)
 		return cmd_lss(a, argv + 2, 1);
 	if (argc >= 5 && strcmp(argv[1], "reads") == 0 &&
-	    parse_uint64(argv[2], 1, 1000000, &a) == 0 && parse_uint64(argv[3], 1, 1000000, &b) == 0)
+	    parse_uint64(argv[2], 1, 1000000, &a) == 0 &&
+	    parse_uint64(argv[3], 1, 1000000, &b) == 0)
 		return cmd_reads(a, b, argv + 4, (size_t)argc - 4);
 	if (argc >= 4 && strcmp(argv[1], "lss") == 0 && parse_uint64(argv[2], 1, 1000000, &a) == 0)
 		return cmd_lss(a, argv + 3, (size_t)argc - 3);
 	if ((argc == 5 || argc == 6) && strcmp(argv[1], "ingest") == 0 &&
-	    parse_uint64(argv[3], 1, 1024, &a) == 0 && parse_uint64(argv[4], 1, 10000000, &b) == 0 &&
+	    parse_uint64(argv[3], 1, 1024, &a) == 0 &&
+	    parse_uint64(argv[4], 1, 10000000, &b) == 0 &&
 	    (argc == 5 || parse_uint64(argv[5], 0, BENCH_VFS_MAX, &c) == 0))
 		return cmd_ingest(argv[2], (unsigned)a, (unsigned)b, (size_t)c);
 	if (argc == 4 && strcmp(argv[1], "sqlite") == 0 &&
@@ -481,7 +487,8 @@ int main(int argc, char **argv)
 	if (argc == 4 && strcmp(argv[1], "latency") == 0)
 		return cmd_latency(argv[2], atof(argv[3]));
 	if (argc == 5 && strcmp(argv[1], "populate") == 0 &&
-	    parse_uint64(argv[3], 1, VFS_MAX, &a) == 0 && parse_uint64(argv[4], 0, 10000000, &b) == 0)
+	    parse_uint64(argv[3], 1, VFS_MAX, &a) == 0 &&
+	    parse_uint64(argv[4], 0, 10000000, &b) == 0)
 		return cmd_populate(argv[2], (unsigned)a, (unsigned)b);
 	fprintf(stderr, "usage: see the header of tests/bench/vfbench.c\n");
 	return 2;

@@ -36,8 +36,8 @@ static inline int check_run_suite(Suite *suite)
 struct check_case {
 	const char *suite;
 	const char *tcase;
-	double timeout;         /* seconds; 0: Check's default */
-	SFun setup, teardown;   /* a checked fixture (around each test); NULL: none */
+	double timeout;       /* seconds; 0: Check's default */
+	SFun setup, teardown; /* a checked fixture (around each test); NULL: none */
 };
 
 static inline Suite *check_case_suite(const struct check_case *c, const TTest *const *tests,
@@ -56,18 +56,18 @@ static inline Suite *check_case_suite(const struct check_case *c, const TTest *c
 	return s;
 }
 
-#define CHECK_CASE_MAIN(check_case, ...)                                                   \
-	int main(void)                                                                     \
-	{                                                                                  \
-		const TTest *const tests_[] = { __VA_ARGS__ };                             \
-		return check_run_suite(check_case_suite(&(check_case), tests_,             \
+#define CHECK_CASE_MAIN(check_case, ...)                                                      \
+	int main(void)                                                                        \
+	{                                                                                     \
+		const TTest *const tests_[] = { __VA_ARGS__ };                                \
+		return check_run_suite(check_case_suite(&(check_case), tests_,                \
 							sizeof(tests_) / sizeof(tests_[0]))); \
 	}
 
-#define CHECK_MAIN(suite_fn)                           \
-	int main(void)                                 \
-	{                                              \
-		return check_run_suite(suite_fn());    \
+#define CHECK_MAIN(suite_fn)                        \
+	int main(void)                              \
+	{                                           \
+		return check_run_suite(suite_fn()); \
 	}
 
 #endif

@@ -92,15 +92,46 @@ END_TEST
 START_TEST(test_rejects)
 {
 	static const char *const bad[] = {
-		"", "vsock", "vsock:", "vsock:any", "vsock:any:2222", "vsock:-1", "vsock:+3",
-		"vsock:3:", "vsock:3:0", "vsock:3:4294967295", "vsock:3:4294967296", "vsock:3:x",
-		"vsock:3:22:1", "vsock: 3", "vsock:3 ", "vsock:4294967295", "vsock:0x3", "vsock::2222",
-		"VSOCK:3", "tcp:1.2.3.4:5", "unix:", "unix:relative/path", "unix:~/x", "hvsock:",
-		"hvsock:rel:2222", "hvsock:/x:", "hvsock:/x:0", "hvsock::2222", "/run/agent.sock",
-		"unix:/a\nb", "hvsock:/x:99999999999",
+		"",
+		"vsock",
+		"vsock:",
+		"vsock:any",
+		"vsock:any:2222",
+		"vsock:-1",
+		"vsock:+3",
+		"vsock:3:",
+		"vsock:3:0",
+		"vsock:3:4294967295",
+		"vsock:3:4294967296",
+		"vsock:3:x",
+		"vsock:3:22:1",
+		"vsock: 3",
+		"vsock:3 ",
+		"vsock:4294967295",
+		"vsock:0x3",
+		"vsock::2222",
+		"VSOCK:3",
+		"tcp:1.2.3.4:5",
+		"unix:",
+		"unix:relative/path",
+		"unix:~/x",
+		"hvsock:",
+		"hvsock:rel:2222",
+		"hvsock:/x:",
+		"hvsock:/x:0",
+		"hvsock::2222",
+		"/run/agent.sock",
+		"unix:/a\nb",
+		"hvsock:/x:99999999999",
 		/* no control characters (ESC, CR, BEL, DEL, tab), no leading zeros */
-		"unix:/a\x1b[31mb", "unix:/a\rb", "unix:/a\ab", "unix:/a\tb", "hvsock:/a\x7f:2222",
-		"vsock:03", "vsock:3:02222", "hvsock:/x:02222",
+		"unix:/a\x1b[31mb",
+		"unix:/a\rb",
+		"unix:/a\ab",
+		"unix:/a\tb",
+		"hvsock:/a\x7f:2222",
+		"vsock:03",
+		"vsock:3:02222",
+		"hvsock:/x:02222",
 	};
 	struct endpoint e = { .kind = ENDPOINT_UNIX, .path = "/untouched" };
 
@@ -125,5 +156,4 @@ START_TEST(test_rejects)
 END_TEST
 
 static const struct check_case endpoint_case = { .suite = "endpoint", .tcase = "core" };
-CHECK_CASE_MAIN(endpoint_case,
-	test_vsock, test_hvsock, test_unix, test_rejects)
+CHECK_CASE_MAIN(endpoint_case, test_vsock, test_hvsock, test_unix, test_rejects)

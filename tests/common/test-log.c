@@ -136,11 +136,17 @@ END_TEST
 /* stderr is the journal: an event's fields, nothing on stderr. */
 START_TEST(test_journal_fields)
 {
-	struct log_fields f = { .vf = "0000:41:00.4", .parent = "0000:41:00.0",
-				.instance = "vm-1", .claimed_at = "2026-12-03T08:00:00Z",
-				.reason = "NVRM: line\nwith a newline", .has_writer = true,
-				.writer_uid = 65534, .writer_pid = 42, .has_tally = true,
-				.tally = 2, .threshold = 2 };
+	struct log_fields f = { .vf = "0000:41:00.4",
+				.parent = "0000:41:00.0",
+				.instance = "vm-1",
+				.claimed_at = "2026-12-03T08:00:00Z",
+				.reason = "NVRM: line\nwith a newline",
+				.has_writer = true,
+				.writer_uid = 65534,
+				.writer_pid = 42,
+				.has_tally = true,
+				.tally = 2,
+				.threshold = 2 };
 
 	redirect_stderr(true);
 	ck_assert(log_to_journal());
@@ -200,5 +206,5 @@ START_TEST(test_journal_refuses)
 END_TEST
 
 static const struct check_case log_case = { .suite = "log", .tcase = "log", .timeout = 30 };
-CHECK_CASE_MAIN(log_case, test_vocabulary, test_target_parse, test_journal_fields,
-		test_stderr_line, test_journal_refuses)
+CHECK_CASE_MAIN(log_case, test_vocabulary, test_target_parse, test_journal_fields, test_stderr_line,
+		test_journal_refuses)

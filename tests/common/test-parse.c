@@ -81,11 +81,21 @@ START_TEST(test_rfc3339)
 
 	strcpy(out, "unchanged");
 	const char *bad[] = {
-		"", "2026-11-29", "2026-11-29T07:44:51", "2026-11-29T07:44:51+00:00",
-		"2026-11-29 07:44:51Z", "2026-13-01T00:00:00Z", "2026-11-31T00:00:00Z",
-		"2023-02-29T00:00:00Z", "2026-11-29T24:00:00Z", "2026-11-29T07:60:00Z",
-		"2026-11-29T07:44:51.Z", "2026-11-29T07:44:51.1234567891Z",
-		"2026-11-29T07:44:51.12Zjunk", "1969-12-31T23:59:59Z", "2026-1-29T07:44:51Z",
+		"",
+		"2026-11-29",
+		"2026-11-29T07:44:51",
+		"2026-11-29T07:44:51+00:00",
+		"2026-11-29 07:44:51Z",
+		"2026-13-01T00:00:00Z",
+		"2026-11-31T00:00:00Z",
+		"2023-02-29T00:00:00Z",
+		"2026-11-29T24:00:00Z",
+		"2026-11-29T07:60:00Z",
+		"2026-11-29T07:44:51.Z",
+		"2026-11-29T07:44:51.1234567891Z",
+		"2026-11-29T07:44:51.12Zjunk",
+		"1969-12-31T23:59:59Z",
+		"2026-1-29T07:44:51Z",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(rfc3339_normalize(bad[i], out) == -EINVAL, "accepted %s", bad[i]);
@@ -185,6 +195,5 @@ START_TEST(test_path_read)
 END_TEST
 
 static const struct check_case parse_case = { .suite = "parse", .tcase = "parse" };
-CHECK_CASE_MAIN(parse_case,
-	test_uint64, test_seconds, test_rfc3339, test_rfc3339_format_roundtrip,
-	test_instance_id, test_path_absolute, test_path_read)
+CHECK_CASE_MAIN(parse_case, test_uint64, test_seconds, test_rfc3339, test_rfc3339_format_roundtrip,
+		test_instance_id, test_path_absolute, test_path_read)

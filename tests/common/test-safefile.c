@@ -40,7 +40,8 @@ static void teardown(void)
 
 	while (d && (e = readdir(d))) {
 		char path[512];
-		if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+		if (e->d_name[0] == '.' &&
+		    (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		unlink(path);
@@ -142,7 +143,8 @@ END_TEST
 
 START_TEST(test_bad_paths)
 {
-	ck_assert_int_eq(safefile_replace("/nonexistent-dir-vfhealth/x", 0644, render_hello, (void *)"x"),
+	ck_assert_int_eq(safefile_replace("/nonexistent-dir-vfhealth/x", 0644, render_hello,
+					  (void *)"x"),
 			 -ENOENT);
 	ck_assert_int_eq(safefile_replace("/", 0644, render_hello, (void *)"x"), -EINVAL);
 }
@@ -154,7 +156,6 @@ static const struct check_case safefile_case = {
 	.setup = setup,
 	.teardown = teardown,
 };
-CHECK_CASE_MAIN(safefile_case,
-	test_replace_creates_with_mode, test_symlink_at_target_not_followed,
-	test_symlink_at_old_temp_name_not_followed, test_render_failure_changes_nothing,
-	test_bad_paths)
+CHECK_CASE_MAIN(safefile_case, test_replace_creates_with_mode, test_symlink_at_target_not_followed,
+		test_symlink_at_old_temp_name_not_followed, test_render_failure_changes_nothing,
+		test_bad_paths)

@@ -37,8 +37,9 @@ START_TEST(test_add)
 	ck_assert_int_eq(sockdirs_add(&d, "/run/vm/"), 0); /* the same one */
 	ck_assert_uint_eq(d.count, 1);
 	ck_assert_str_eq(d.dir[0], "/run/vm");
-	static const char *const bad[] = { "", "/", "//", "run/vm", "/run//vm", "/run/./vm",
-					   "/run/../etc", "/run/vm/..", "/run/vm//", "/a\nb" };
+	static const char *const bad[] = { "",          "/",         "//",          "run/vm",
+					   "/run//vm",  "/run/./vm", "/run/../etc", "/run/vm/..",
+					   "/run/vm//", "/a\nb" };
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		ck_assert_msg(sockdirs_add(&d, bad[i]) == -EINVAL, "accepted \"%s\"", bad[i]);
 	memset(long_dir, 'a', sizeof(long_dir) - 1);
@@ -87,9 +88,22 @@ START_TEST(test_find)
 	ck_assert_int_eq(sockdirs_find(&d, "/run/a/vm-1/x.sock"), 0);
 	ck_assert_int_eq(sockdirs_find(&d, "/var/lib/b/x"), 1);
 	static const char *const outside[] = {
-		"/run/a", "/run/a/", "/run/ab/x.sock", "/run/x.sock", "/etc/shadow", "run/a/x",
-		"/run/a/../x", "/run/a/../../etc/shadow", "/run/a/./x", "/run/a//x", "/run/a/x/",
-		"/run/a/x/..", "/run/a/..", "/run//a/x", "", "/",
+		"/run/a",
+		"/run/a/",
+		"/run/ab/x.sock",
+		"/run/x.sock",
+		"/etc/shadow",
+		"run/a/x",
+		"/run/a/../x",
+		"/run/a/../../etc/shadow",
+		"/run/a/./x",
+		"/run/a//x",
+		"/run/a/x/",
+		"/run/a/x/..",
+		"/run/a/..",
+		"/run//a/x",
+		"",
+		"/",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(outside); i++)
 		ck_assert_msg(sockdirs_find(&d, outside[i]) == -EACCES, "\"%s\" is inside",

@@ -194,7 +194,8 @@ static int cmd_run(const char *mount, unsigned seed, unsigned round, int nvf, ch
 				break;
 			outcome[n] = '\0';
 			if (strncmp(outcome, "recorded ", 9) != 0) {
-				fprintf(stderr, "crash-writer: %s: unique report %s answered '%s'\n",
+				fprintf(stderr,
+					"crash-writer: %s: unique report %s answered '%s'\n",
 					vfs[i], id, outcome);
 				return 1;
 			}
@@ -208,14 +209,16 @@ static int cmd_run(const char *mount, unsigned seed, unsigned round, int nvf, ch
 			/* A create only reserves; the close commits what was written
 			 * durably (vfhealth(5)), so that is the acknowledgement. */
 			static const char first[] = "agent=\n";
-			bool written = write(fd, first, sizeof(first) - 1) == (ssize_t)sizeof(first) - 1;
+			bool written = write(fd, first, sizeof(first) - 1) ==
+				       (ssize_t)sizeof(first) - 1;
 			if (close(fd) != 0 || !written)
 				break;
 			logf_line("ack C %s %s", vfs[i], id);
 			acks++;
 			snprintf(holder[i], ID_MAX, "%s", id);
 		} else if (kind >= 8 && holder[i][0]) {
-			snprintf(path, sizeof(path), "%s/%s/assignments/%s", mount, vfs[i], holder[i]);
+			snprintf(path, sizeof(path), "%s/%s/assignments/%s", mount, vfs[i],
+				 holder[i]);
 			logf_line("try R %s %s", vfs[i], holder[i]);
 			if (unlink(path) < 0)
 				break;
@@ -234,12 +237,12 @@ static int cmd_run(const char *mount, unsigned seed, unsigned round, int nvf, ch
 
 struct vf_expect {
 	const char *vf;
-	char **acked;    /* failure ids acknowledged */
+	char **acked; /* failure ids acknowledged */
 	size_t n_acked, cap_acked;
-	char **tried;    /* failure ids attempted (acked included) */
+	char **tried; /* failure ids attempted (acked included) */
 	size_t n_tried, cap_tried;
-	char holder[ID_MAX];     /* claim after the last acknowledged operation */
-	char in_flight[ID_MAX];  /* the other possible holder when an op was unacknowledged */
+	char holder[ID_MAX];    /* claim after the last acknowledged operation */
+	char in_flight[ID_MAX]; /* the other possible holder when an op was unacknowledged */
 	bool pending;
 };
 
@@ -315,8 +318,8 @@ static int load_log(const char *log_path, struct vf_expect *e, int nvf, unsigned
 		}
 		bool ack = strcmp(verb, "ack") == 0;
 		if (kind[0] == 'F') {
-			r = ack ? push(&x->acked, &x->n_acked, &x->cap_acked, id)
-				: push(&x->tried, &x->n_tried, &x->cap_tried, id);
+			r = ack ? push(&x->acked, &x->n_acked, &x->cap_acked, id) :
+				  push(&x->tried, &x->n_tried, &x->cap_tried, id);
 			if (r < 0)
 				return r;
 		} else if (kind[0] == 'C' || kind[0] == 'R') {
@@ -374,9 +377,9 @@ static int check_vf(const char *mount, struct vf_expect *x, size_t *listed)
 			bad = 1;
 		}
 		const char *key = id;
-		char **hit = x->n_acked ? bsearch(&key, x->acked, x->n_acked, sizeof(char *),
-						  str_cmp)
-					: NULL;
+		char **hit = x->n_acked ?
+				     bsearch(&key, x->acked, x->n_acked, sizeof(char *), str_cmp) :
+				     NULL;
 		if (hit)
 			seen[hit - x->acked] = true;
 	}

@@ -52,11 +52,11 @@ static bool fault_active(int fd)
 
 /* Look the next definition of a symbol up once (dlsym's void * to a function
  * pointer goes through memcpy: ISO C has no cast between the two). */
-#define REAL(name, type)                                              \
-	static type real_##name;                                      \
-	if (!real_##name) {                                           \
-		void *sym = dlsym(RTLD_NEXT, #name);                  \
-		memcpy(&real_##name, &sym, sizeof(sym));              \
+#define REAL(name, type)                                 \
+	static type real_##name;                         \
+	if (!real_##name) {                              \
+		void *sym = dlsym(RTLD_NEXT, #name);     \
+		memcpy(&real_##name, &sym, sizeof(sym)); \
 	}
 
 typedef ssize_t (*pwrite64_fn)(int, const void *, size_t, off64_t);
@@ -66,12 +66,12 @@ typedef int (*sync_fn)(int);
 typedef int (*ftruncate_fn)(int, off_t);
 typedef int (*ftruncate64_fn)(int, off64_t);
 
-#define FAIL_IF_FAULTED(fd, ret)            \
-	do {                                \
-		if (fault_active(fd)) {     \
-			errno = EIO;        \
-			return ret;         \
-		}                           \
+#define FAIL_IF_FAULTED(fd, ret)        \
+	do {                            \
+		if (fault_active(fd)) { \
+			errno = EIO;    \
+			return ret;     \
+		}                       \
 	} while (0)
 
 ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t offset)

@@ -102,9 +102,11 @@ int main(int argc, char **argv)
 		printf("ok\n");
 		return 0;
 	}
-	if (argc == 3 && (strcmp(op, "unlink") == 0 || strcmp(op, "mkdir") == 0 ||
-			  strcmp(op, "rmdir") == 0)) {
-		int r = op[0] == 'u' ? unlink(path) : op[0] == 'm' ? mkdir(path, 0755) : rmdir(path);
+	if (argc == 3 &&
+	    (strcmp(op, "unlink") == 0 || strcmp(op, "mkdir") == 0 || strcmp(op, "rmdir") == 0)) {
+		int r = op[0] == 'u' ? unlink(path) :
+			op[0] == 'm' ? mkdir(path, 0755) :
+				       rmdir(path);
 		if (r < 0)
 			return fail();
 		printf("ok\n");

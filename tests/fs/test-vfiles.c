@@ -158,12 +158,25 @@ START_TEST(test_claim_parse)
 	ck_assert_str_eq(out->claimed_at, "2026-11-29T07:00:01.500000000Z");
 
 	static const char *const bad[] = {
-		"agent=tcp:1.2.3.4", "agent=vsock:", "agent=unix:rel", "control=rel",
-		"control=/" "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		"agent=tcp:1.2.3.4",
+		"agent=vsock:",
+		"agent=unix:rel",
+		"control=rel",
+		"control=/"
+		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-		"control=/a\tb", "pid=0", "pid=-1", "pid=4194305", "pid=1x", "nokey",
-		"=v", "bogus=1", "agent=vsock:3\nagent=vsock:4", "claimed_at=",
-		"claimed_at=2026-02-30T00:00:00Z", "Agent=vsock:3",
+		"control=/a\tb",
+		"pid=0",
+		"pid=-1",
+		"pid=4194305",
+		"pid=1x",
+		"nokey",
+		"=v",
+		"bogus=1",
+		"agent=vsock:3\nagent=vsock:4",
+		"claimed_at=",
+		"claimed_at=2026-02-30T00:00:00Z",
+		"Agent=vsock:3",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		memset(untouched, 0xa5, sizeof(*untouched));
@@ -229,9 +242,10 @@ START_TEST(test_claim_render)
 	out = open_memstream(&text, &len);
 	claim_render(c, out);
 	fclose(out);
-	ck_assert_str_eq(text, "claimed_at=2026-11-29T07:00:00.000000000Z\nagent=vsock:3:2222\ncontrol=\n"
-			       "pid=42\npid_starttime=8765\n"
-			       "boot_id=0123abcd-4567-89ef-0123-456789abcdef\n");
+	ck_assert_str_eq(text,
+			 "claimed_at=2026-11-29T07:00:00.000000000Z\nagent=vsock:3:2222\ncontrol=\n"
+			 "pid=42\npid_starttime=8765\n"
+			 "boot_id=0123abcd-4567-89ef-0123-456789abcdef\n");
 	free(text);
 }
 END_TEST

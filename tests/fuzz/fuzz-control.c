@@ -91,7 +91,8 @@ static char *state(void)
 		fprintf(f, "%s tally=%u q=%d held=%d claimed=%d\n", vfs[i], info.tally,
 			info.quarantined, info.held, info.claimed);
 		for (size_t k = 0; k < n; k++)
-			fprintf(f, "  %s %s %s\n", fl[k].instance_id, fl[k].assigned_at, fl[k].message);
+			fprintf(f, "  %s %s %s\n", fl[k].instance_id, fl[k].assigned_at,
+				fl[k].message);
 	}
 	fclose(f);
 	return text;
@@ -99,7 +100,10 @@ static char *state(void)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const struct { bool per_vf; int index; } files[] = {
+	static const struct {
+		bool per_vf;
+		int index;
+	} files[] = {
 		{ false, TOP_THRESHOLD }, { false, TOP_STATUS }, { false, TOP_MAX_QUARANTINED },
 		{ true, VF_QUARANTINED }, { true, VF_REPORT },
 	};
@@ -117,8 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	len = size - 1;
 	strip_trailing_newline(command, &len);
 
-	const struct vfile *file = files[pick].per_vf ? &vf_files[files[pick].index]
-						      : &top_files[files[pick].index];
+	const struct vfile *file = files[pick].per_vf ? &vf_files[files[pick].index] :
+							&top_files[files[pick].index];
 	struct vfile_call call = {
 		.store = store,
 		.vf = files[pick].per_vf ? (on_b ? VF_B : VF_A) : NULL,

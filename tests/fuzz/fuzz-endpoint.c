@@ -28,7 +28,8 @@ static void check_endpoint(const char *s, bool listen)
 		fuzz_check(memcmp(&e, &untouched, sizeof(e)) == 0);
 		return;
 	}
-	fuzz_check(e.kind == ENDPOINT_VSOCK || e.kind == ENDPOINT_HVSOCK || e.kind == ENDPOINT_UNIX);
+	fuzz_check(e.kind == ENDPOINT_VSOCK || e.kind == ENDPOINT_HVSOCK ||
+		   e.kind == ENDPOINT_UNIX);
 	if (e.kind != ENDPOINT_VSOCK) {
 		fuzz_check(e.path[0] == '/');
 		fuzz_check(strnlen(e.path, sizeof(e.path)) < sizeof(e.path));

@@ -56,7 +56,8 @@ static size_t feed_stream(const uint8_t *stream, size_t len, size_t chunk)
 
 			fuzz_check(r.complete && r.payload_len == want);
 			fuzz_check(pos - start == FRAME_HEADER_SIZE + (size_t)want);
-			fuzz_check(memcmp(r.payload, stream + start + FRAME_HEADER_SIZE, want) == 0);
+			fuzz_check(memcmp(r.payload, stream + start + FRAME_HEADER_SIZE, want) ==
+				   0);
 			/* A complete reader takes nothing more. */
 			size_t used = 7;
 			fuzz_check(frame_reader_feed(&r, stream, len, &used) == 1 && used == 0);

@@ -103,8 +103,8 @@ START_TEST(test_assignment_rejects)
 
 	memset(&a, 0x5a, sizeof(a));
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		ck_assert_msg(assignment_parse("0000:41:00.4", "vm-1", bad[i], strlen(bad[i]), &a) ==
-				      -EINVAL,
+		ck_assert_msg(assignment_parse("0000:41:00.4", "vm-1", bad[i], strlen(bad[i]),
+					       &a) == -EINVAL,
 			      "accepted %s", bad[i]);
 	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", "pid=1\0x", 7, &a), -EINVAL);
 	ck_assert_int_eq(assignment_parse("bogus", "vm-1", "", 0, &a), -EINVAL);
@@ -123,11 +123,9 @@ START_TEST(test_assignment_limits)
 	int n;
 
 	memset(big, '\n', ASSIGNMENT_FILE_MAX + 1);
-	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", big, ASSIGNMENT_FILE_MAX, &a),
-			 0);
-	ck_assert_int_eq(
-		assignment_parse("0000:41:00.4", "vm-1", big, ASSIGNMENT_FILE_MAX + 1, &a),
-		-E2BIG);
+	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", big, ASSIGNMENT_FILE_MAX, &a), 0);
+	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", big, ASSIGNMENT_FILE_MAX + 1, &a),
+			 -E2BIG);
 
 	n = snprintf(line, sizeof(line), "agent=unix:/%0*d", AGENT_ENDPOINT_MAX - 6, 0);
 	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", line, (size_t)n, &a), 0);
@@ -306,10 +304,24 @@ START_TEST(test_report_command_rejects)
 {
 	char long_id[INSTANCE_ID_MAX + 32];
 	static const char *const bad[] = {
-		"", "failed", "failed ", "failed vm-5", "failed vm-5 ", "failed .vm " T1,
-		"failed vm/5 " T1, "failed vm-5 yesterday", "failed vm-5 2026-13-01T00:00:00Z",
-		"ok vm-4 " T1 " extra", "ok vm-4", "bogus vm-4 " T1, "OK vm-1 -", "failed  vm-1 -",
-		" failed vm-1 -", "failed vm-1 - a\nb", "failed vm-1 -\n", "ok vm-1 " T1 "0",
+		"",
+		"failed",
+		"failed ",
+		"failed vm-5",
+		"failed vm-5 ",
+		"failed .vm " T1,
+		"failed vm/5 " T1,
+		"failed vm-5 yesterday",
+		"failed vm-5 2026-13-01T00:00:00Z",
+		"ok vm-4 " T1 " extra",
+		"ok vm-4",
+		"bogus vm-4 " T1,
+		"OK vm-1 -",
+		"failed  vm-1 -",
+		" failed vm-1 -",
+		"failed vm-1 - a\nb",
+		"failed vm-1 -\n",
+		"ok vm-1 " T1 "0",
 		"failed vm-1 2024-02-29T00:00:00.1234567890Z",
 	};
 	struct report_command c, untouched;
@@ -317,7 +329,8 @@ START_TEST(test_report_command_rejects)
 	memset(&untouched, 0x5a, sizeof(untouched));
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		memcpy(&c, &untouched, sizeof(c));
-		ck_assert_msg(report_command_parse(bad[i], &c) == -EINVAL, "accepted \"%s\"", bad[i]);
+		ck_assert_msg(report_command_parse(bad[i], &c) == -EINVAL, "accepted \"%s\"",
+			      bad[i]);
 		ck_assert_msg(memcmp(&c, &untouched, sizeof(c)) == 0, "changed by \"%s\"", bad[i]);
 		ck_assert_msg(report_command_refusal(bad[i]), "no reason for \"%s\"", bad[i]);
 	}
@@ -325,7 +338,8 @@ START_TEST(test_report_command_rejects)
 	ck_assert_str_eq(report_command_refusal("failed vm:1 -"), INSTANCE_ID_RULE);
 	ck_assert_ptr_nonnull(strstr(report_command_refusal("ok vm-1 yesterday"), "RFC 3339"));
 	ck_assert_ptr_nonnull(strstr(report_command_refusal("ok vm-1 - x"), "nothing after"));
-	ck_assert_ptr_nonnull(strstr(report_command_refusal("bogus vm-1 -"), "\"failed\" or \"ok\""));
+	ck_assert_ptr_nonnull(
+		strstr(report_command_refusal("bogus vm-1 -"), "\"failed\" or \"ok\""));
 	ck_assert_ptr_null(report_command_refusal("ok vm-1 -"));
 	ck_assert_ptr_null(report_command_refusal("failed vm-1 - NVRM: x"));
 	/* 129 characters: one over INSTANCE_ID_MAX. */
@@ -344,7 +358,8 @@ START_TEST(test_report_command_round_trip)
 		enum report_command_kind kind;
 		const char *id, *claimed_at, *message;
 	} cases[] = {
-		{ REPORT_COMMAND_FAILED, "vm-1", T1, "NVRM: RmInitAdapter failed! (0x22:0x65:884)" },
+		{ REPORT_COMMAND_FAILED, "vm-1", T1,
+		  "NVRM: RmInitAdapter failed! (0x22:0x65:884)" },
 		{ REPORT_COMMAND_FAILED, "vm-1", "", "" },
 		{ REPORT_COMMAND_FAILED, "vm_2.x", "2026-11-29T07:44:51Z", " \tpadded\r\n " },
 		{ REPORT_COMMAND_FAILED, "a", T1, "caf\xc3\xa9 \x7f\x01 mid  spaces" },
@@ -358,8 +373,8 @@ START_TEST(test_report_command_round_trip)
 	message[sizeof(message) - 1] = '\0';
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		struct report_command in = { .kind = cases[i].kind,
-					     .message = cases[i].message ? cases[i].message
-									 : message };
+					     .message = cases[i].message ? cases[i].message :
+									   message };
 		struct report_command parsed;
 		char first[REPORT_COMMAND_BUFSZ], second[REPORT_COMMAND_BUFSZ];
 		int n1, n2;
@@ -401,7 +416,9 @@ START_TEST(test_outcome_round_trip)
 		{ .kind = REPORT_RECORDED, .failures = 5, .threshold = 2, .breaker_engaged = true },
 		{ .kind = REPORT_QUARANTINED, .failures = 3, .threshold = 3 },
 		{ .kind = REPORT_UNCHANGED, .failures = 0, .threshold = 1000 },
-		{ .kind = REPORT_QUARANTINED, .failures = UINT32_MAX, .threshold = UINT32_MAX,
+		{ .kind = REPORT_QUARANTINED,
+		  .failures = UINT32_MAX,
+		  .threshold = UINT32_MAX,
 		  .breaker_engaged = true },
 		{ .kind = REPORT_CLEARED, .cleared = 2, .rescinded = true },
 		{ .kind = REPORT_CLEARED, .cleared = 0 },
@@ -409,7 +426,8 @@ START_TEST(test_outcome_round_trip)
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		char first[OUTCOME_LINE_BUFSZ], second[OUTCOME_LINE_BUFSZ], shown[OUTCOME_LINE_BUFSZ];
+		char first[OUTCOME_LINE_BUFSZ], second[OUTCOME_LINE_BUFSZ],
+			shown[OUTCOME_LINE_BUFSZ];
 		struct report_outcome o;
 		int n;
 
@@ -576,14 +594,17 @@ START_TEST(test_assignment_update)
 	/* pid_starttime: only the recorded value, and it changes nothing. */
 	ck_assert_int_eq(assignment_parse_update(&cur, "pid_starttime=55", false, &out, NULL), 0);
 	ck_assert_uint_eq(out.pid_starttime, 55);
-	ck_assert_int_eq(assignment_parse_update(&cur, "pid_starttime=56", false, &out, NULL), -EINVAL);
-	ck_assert_int_eq(assignment_parse_update(&cur, "pid_starttime=", false, &out, NULL), -EINVAL);
+	ck_assert_int_eq(assignment_parse_update(&cur, "pid_starttime=56", false, &out, NULL),
+			 -EINVAL);
+	ck_assert_int_eq(assignment_parse_update(&cur, "pid_starttime=", false, &out, NULL),
+			 -EINVAL);
 	cur.pid_starttime = 0;
 	ck_assert_int_eq(assignment_parse_update(&cur, "pid_starttime=", false, &out, NULL), 0);
 
 	/* boot_id: the daemon's too; only the recorded value. */
 	strcpy(cur.boot_id, "0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b");
-	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b",
+	ck_assert_int_eq(assignment_parse_update(&cur,
+						 "boot_id=0f2c4e6a-1b3d-4f5e-8a9b-0c1d2e3f4a5b",
 						 false, &out, NULL),
 			 0);
 	ck_assert_str_eq(out.boot_id, cur.boot_id);
@@ -612,7 +633,8 @@ START_TEST(test_assignment_update)
 	ck_assert_str_eq(out.boot_id, BOOT);
 	ck_assert_int_eq(assignment_parse_update(&cur, "agent=vsock:3", true, &out, NULL), 0);
 	ck_assert_str_eq(out.boot_id, BOOT); /* kept by every write */
-	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=0123abcd-4567-89ef-0123-456789abcde0",
+	ck_assert_int_eq(assignment_parse_update(&cur,
+						 "boot_id=0123abcd-4567-89ef-0123-456789abcde0",
 						 true, &out, NULL),
 			 -EINVAL);
 	ck_assert_int_eq(assignment_parse_update(&cur, "boot_id=", true, &out, NULL), -EINVAL);
@@ -650,7 +672,8 @@ START_TEST(test_assignment_release)
 	struct assignment cur = sample(), out;
 	struct assignment_release at;
 
-	ck_assert_int_eq(assignment_parse_release("release=2026-11-29t07:44:51.000000001z", &at), 1);
+	ck_assert_int_eq(assignment_parse_release("release=2026-11-29t07:44:51.000000001z", &at),
+			 1);
 	ck_assert_str_eq(at.claimed_at, T1);
 	ck_assert(!at.crashed);
 	ck_assert_int_eq(assignment_parse_release("\nrelease=" T1 "\n\n", &at), 1);
@@ -661,19 +684,23 @@ START_TEST(test_assignment_release)
 	ck_assert(at.crashed);
 	ck_assert_str_eq(at.died_at, "");
 	ck_assert_int_eq(assignment_parse_release("\nrelease=" T1 "\nended=crash\n"
-						  "died_at=2026-11-29T07:44:52Z\n", &at), 1);
+						  "died_at=2026-11-29T07:44:52Z\n",
+						  &at),
+			 1);
 	ck_assert(at.crashed);
 	ck_assert_str_eq(at.died_at, "2026-11-29T07:44:52.000000000Z");
 	/* not a release: an update, left to assignment_parse_update() */
 	ck_assert_int_eq(assignment_parse_release("agent=vsock:3\npid=7", &at), 0);
 	ck_assert_int_eq(assignment_parse_release("", &at), 0);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		ck_assert_msg(assignment_parse_release(bad[i], &at) == -EINVAL, "accepted: %s", bad[i]);
+		ck_assert_msg(assignment_parse_release(bad[i], &at) == -EINVAL, "accepted: %s",
+			      bad[i]);
 	/* an update may not name them; a reader ignores them (never rendered) */
 	ck_assert_int_eq(assignment_parse_update(&cur, "release=" T1, true, &out, NULL), -EINVAL);
 	ck_assert_int_eq(assignment_parse_update(&cur, "ended=crash", true, &out, NULL), -EINVAL);
 	ck_assert_int_eq(assignment_parse_update(&cur, "died_at=" T1, true, &out, NULL), -EINVAL);
-	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", "release=x\npid=3\n", 16, &out), 0);
+	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", "release=x\npid=3\n", 16, &out),
+			 0);
 	ck_assert_int_eq(out.pid, 3);
 	ck_assert_int_eq(assignment_parse("0000:41:00.4", "vm-1", "ended=x\npid=4\n", 14, &out), 0);
 	ck_assert_int_eq(out.pid, 4);
@@ -684,11 +711,28 @@ START_TEST(test_assignment_update_rejects)
 {
 	char long_agent[AGENT_ENDPOINT_MAX + 16], long_control[CONTROL_PATH_MAX + 16];
 	static const char *const bad[] = {
-		"agent=tcp:1.2.3.4", "agent=vsock:", "agent=unix:rel", "control=rel",
-		"control=/a\tb", "control=/a\x7f", "pid=0", "pid=-1", "pid=4194305", "pid=1x", "nokey",
-		"=v", "bogus=1", "agent=vsock:3\nagent=vsock:4", "claimed_at=",
-		"claimed_at=2026-02-30T00:00:00Z", "Agent=vsock:3", "agent=vsock:3\nbogus=1",
-		"pid_starttime=1", "pid_starttime=x", "boot_id=x", "boot_id=0123ABCD-4567-89EF-0123-456789ABCDEF",
+		"agent=tcp:1.2.3.4",
+		"agent=vsock:",
+		"agent=unix:rel",
+		"control=rel",
+		"control=/a\tb",
+		"control=/a\x7f",
+		"pid=0",
+		"pid=-1",
+		"pid=4194305",
+		"pid=1x",
+		"nokey",
+		"=v",
+		"bogus=1",
+		"agent=vsock:3\nagent=vsock:4",
+		"claimed_at=",
+		"claimed_at=2026-02-30T00:00:00Z",
+		"Agent=vsock:3",
+		"agent=vsock:3\nbogus=1",
+		"pid_starttime=1",
+		"pid_starttime=x",
+		"boot_id=x",
+		"boot_id=0123ABCD-4567-89EF-0123-456789ABCDEF",
 	};
 	struct assignment cur = sample(), out, untouched;
 
@@ -698,11 +742,13 @@ START_TEST(test_assignment_update_rejects)
 		ck_assert_msg(assignment_parse_update(&cur, bad[i], true, &out, NULL) == -EINVAL,
 			      "accepted: %s", bad[i]);
 		ck_assert_msg(memcmp(&out, &untouched, sizeof(out)) == 0, "changed by: %s", bad[i]);
-		ck_assert_msg(assignment_update_refusal(&cur, bad[i], true), "no reason: %s", bad[i]);
+		ck_assert_msg(assignment_update_refusal(&cur, bad[i], true), "no reason: %s",
+			      bad[i]);
 	}
 	/* The reason names the rule broken (the daemon logs it). */
 	ck_assert_ptr_nonnull(strstr(assignment_update_refusal(&cur, "pid=0", true), "pid="));
-	ck_assert_ptr_nonnull(strstr(assignment_update_refusal(&cur, "control=rel", true), "control="));
+	ck_assert_ptr_nonnull(
+		strstr(assignment_update_refusal(&cur, "control=rel", true), "control="));
 	ck_assert_ptr_nonnull(strstr(assignment_update_refusal(&cur, "bogus=1", true), "the keys"));
 	ck_assert_ptr_nonnull(
 		strstr(assignment_update_refusal(&cur, "claimed_at=2026-01-01T00:00:00Z", false),
@@ -754,9 +800,18 @@ END_TEST
 START_TEST(test_claims_line_rejects)
 {
 	static const char *const bad[] = {
-		"", "0000:41:00.4", "0000:41:00.4 ", "0000:41:00.4  vm-1", "0000:41:00.4 vm-1 x",
-		"0000:41:00.4\tvm-1", "0000:41:00.8 vm-1", "0000:41:00.A vm-1", "000:41:00.4 vm-1x",
-		" 0000:41:00.4 vm-1", "0000:41:00.4 vm/1", "not a claim line",
+		"",
+		"0000:41:00.4",
+		"0000:41:00.4 ",
+		"0000:41:00.4  vm-1",
+		"0000:41:00.4 vm-1 x",
+		"0000:41:00.4\tvm-1",
+		"0000:41:00.8 vm-1",
+		"0000:41:00.A vm-1",
+		"000:41:00.4 vm-1x",
+		" 0000:41:00.4 vm-1",
+		"0000:41:00.4 vm/1",
+		"not a claim line",
 	};
 	char vf[VF_ADDR_BUFSZ], id[INSTANCE_ID_MAX + 1], long_line[CLAIMS_LINE_MAX + 2];
 
@@ -804,21 +859,27 @@ END_TEST
  * well-formed sequences pass; the output is valid UTF-8 and a fixed point. */
 START_TEST(test_message_utf8)
 {
-	char out[FAILURE_MESSAGE_MAX + 1], again[FAILURE_MESSAGE_MAX + 1], in[FAILURE_MESSAGE_MAX + 8];
+	char out[FAILURE_MESSAGE_MAX + 1], again[FAILURE_MESSAGE_MAX + 1],
+		in[FAILURE_MESSAGE_MAX + 8];
 	static const struct {
 		const char *in, *want;
 	} cases[] = {
-		{ "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80" },
-		{ "a\xff" "b", "a\xef\xbf\xbd" "b" },                 /* never a UTF-8 byte */
-		{ "\x80", "\xef\xbf\xbd" },                          /* a lone continuation */
-		{ "\xc3", "\xef\xbf\xbd" },                          /* truncated at the end */
-		{ "\xc3(", "\xef\xbf\xbd(" },                        /* truncated inside */
-		{ "\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd" },          /* overlong '/' */
+		{ "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+		  "ok \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80" },
+		{ "a\xff"
+		  "b",
+		  "a\xef\xbf\xbd"
+		  "b" },                                    /* never a UTF-8 byte */
+		{ "\x80", "\xef\xbf\xbd" },                 /* a lone continuation */
+		{ "\xc3", "\xef\xbf\xbd" },                 /* truncated at the end */
+		{ "\xc3(", "\xef\xbf\xbd(" },               /* truncated inside */
+		{ "\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd" }, /* overlong '/' */
 		{ "\xe0\x80\xaf", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* overlong */
 		{ "\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* a surrogate */
-		{ "\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* > U+10FFFF */
-		{ "\xef\xbf\xbd", "\xef\xbf\xbd" },                  /* U+FFFD itself */
-		{ "x\x1b\xfe\n", "x \xef\xbf\xbd " },                 /* controls still spaces */
+		{ "\xf4\x90\x80\x80",
+		  "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* > U+10FFFF */
+		{ "\xef\xbf\xbd", "\xef\xbf\xbd" },                     /* U+FFFD itself */
+		{ "x\x1b\xfe\n", "x \xef\xbf\xbd " },                   /* controls still spaces */
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -838,7 +899,10 @@ START_TEST(test_message_utf8)
 	ck_assert_uint_eq(message_sanitize(in, out), FAILURE_MESSAGE_MAX / 3 * 3);
 	/* The log's form: any size. */
 	char small[5];
-	ck_assert_uint_eq(message_sanitize_to("ab\xff" "cd", small, sizeof(small)), 2);
+	ck_assert_uint_eq(message_sanitize_to("ab\xff"
+					      "cd",
+					      small, sizeof(small)),
+			  2);
 	ck_assert_str_eq(small, "ab");
 	ck_assert_uint_eq(message_sanitize_to("\xc3\xa9\xc3\xa9", small, sizeof(small)), 4);
 }
@@ -908,32 +972,20 @@ static Suite *grammar_suite(void)
 		test_vf_address,
 	};
 	const TTest *const assignment_tests[] = {
-		test_assignment_full,
-		test_assignment_empty_values_and_extras,
-		test_assignment_rejects,
-		test_assignment_limits,
-		test_assignment_render,
-		test_assignment_round_trip,
-		test_assignment_write_back,
-		test_assignment_update,
-		test_assignment_update_rejects,
-		test_assignment_release,
-		test_claims_line_round_trip,
-		test_claims_line_rejects,
+		test_assignment_full,           test_assignment_empty_values_and_extras,
+		test_assignment_rejects,        test_assignment_limits,
+		test_assignment_render,         test_assignment_round_trip,
+		test_assignment_write_back,     test_assignment_update,
+		test_assignment_update_rejects, test_assignment_release,
+		test_claims_line_round_trip,    test_claims_line_rejects,
 	};
 	const TTest *const report_tests[] = {
-		test_report_failed_format,
-		test_report_failed_caps_message,
-		test_report_format_rejects,
-		test_report_ok_format,
-		test_report_command_parse,
-		test_report_command_rejects,
-		test_report_command_round_trip,
-		test_report_command_longest,
-		test_report_outcomes,
-		test_report_outcome_rejects,
-		test_outcome_round_trip,
-		test_outcome_format_rejects,
+		test_report_failed_format,      test_report_failed_caps_message,
+		test_report_format_rejects,     test_report_ok_format,
+		test_report_command_parse,      test_report_command_rejects,
+		test_report_command_round_trip, test_report_command_longest,
+		test_report_outcomes,           test_report_outcome_rejects,
+		test_outcome_round_trip,        test_outcome_format_rejects,
 	};
 	const TTest *const message_tests[] = {
 		test_message_sanitize,

@@ -97,9 +97,17 @@
 #define BUF_MAX 65536
 #define ERRORS_SHOWN 5
 
-enum kind { K_FRESH, K_HELD, K_MMAP, K_INOTIFY, K_POLL, K_FILLER, K_HAMMER };
-static const char *const kind_name[] = { "fresh", "held", "mmap", "inotify", "poll", "filler",
-					 "hammer" };
+enum kind {
+	K_FRESH,
+	K_HELD,
+	K_MMAP,
+	K_INOTIFY,
+	K_POLL,
+	K_FILLER,
+	K_HAMMER
+};
+static const char *const kind_name[] = { "fresh", "held",   "mmap",  "inotify",
+					 "poll",  "filler", "hammer" };
 
 struct proc_stats {
 	atomic_uint_fast64_t pairs, stale, torn, errors, unmappable, progress;
@@ -109,7 +117,7 @@ struct shared {
 	atomic_uint round; /* futex: the round being checked (0: none yet) */
 	atomic_uint acks;  /* futex: processes that checked the round */
 	atomic_bool stop;
-	int expect[MAX_VFS]; /* the round's state: 1 held, 0 not */
+	int expect[MAX_VFS];  /* the round's state: 1 held, 0 not */
 	atomic_uint reported; /* problems described on stderr so far */
 	struct proc_stats procs[MAX_PROCS];
 	struct proc_stats writers;
@@ -168,7 +176,11 @@ static void path_of(char *buf, size_t size, int vf, const char *file)
 
 /* -- what a read must show ----------------------------------------------------------- */
 
-enum verdict { FRESH, STALE, TORN };
+enum verdict {
+	FRESH,
+	STALE,
+	TORN
+};
 
 static enum verdict check_quarantined(const char *buf, ssize_t n, int want)
 {
@@ -205,7 +217,8 @@ static enum verdict check_list(const char *buf, ssize_t n, bool held)
 		int found = -1;
 
 		for (int i = 0; i < n_vfs && found < 0; i++)
-			if ((size_t)(nl - p) == strlen(vfs[i]) && memcmp(p, vfs[i], (size_t)(nl - p)) == 0)
+			if ((size_t)(nl - p) == strlen(vfs[i]) &&
+			    memcmp(p, vfs[i], (size_t)(nl - p)) == 0)
 				found = i;
 		if (found < 0 || in[found])
 			return TORN;
@@ -228,8 +241,10 @@ static enum verdict check_resources(const char *buf, ssize_t n)
 		return TORN;
 	memcpy(copy, buf, (size_t)n);
 	copy[n] = '\0';
-	if (sscanf(copy, "total_slots %lu\nused_slots %lu\nallocatable_slots %lu\nquarantined_slots %lu\n%n",
-		   &total, &used, &alloc, &quar, &len) != 4 || len != n)
+	if (sscanf(copy,
+		   "total_slots %lu\nused_slots %lu\nallocatable_slots %lu\nquarantined_slots %lu\n%n",
+		   &total, &used, &alloc, &quar, &len) != 4 ||
+	    len != n)
 		return TORN;
 	if (total != (unsigned long)n_vfs || used != 0 || alloc + quar != total)
 		return TORN; /* counts from two moments */
@@ -238,7 +253,13 @@ static enum verdict check_resources(const char *buf, ssize_t n)
 	return quar == (unsigned long)held ? FRESH : STALE;
 }
 
-enum file { F_QUARANTINED, F_STATE, F_TOP_QUARANTINED, F_ALLOCATABLE, F_RESOURCES };
+enum file {
+	F_QUARANTINED,
+	F_STATE,
+	F_TOP_QUARANTINED,
+	F_ALLOCATABLE,
+	F_RESOURCES
+};
 static const char *const file_name[] = { "quarantined", "state", "quarantined", "allocatable",
 					 "resources" };
 
@@ -315,9 +336,9 @@ static ssize_t read_held(int fd, char *buf, size_t size, int *err)
 }
 
 struct held_files {
-	int fd[MAX_VFS][2];     /* quarantined, state */
-	int top[3];             /* quarantined, allocatable, resources */
-	char *map[MAX_VFS];     /* VF/quarantined mapped once; NULL: not mappable */
+	int fd[MAX_VFS][2]; /* quarantined, state */
+	int top[3];         /* quarantined, allocatable, resources */
+	char *map[MAX_VFS]; /* VF/quarantined mapped once; NULL: not mappable */
 	bool mappable;
 };
 
@@ -386,7 +407,8 @@ static void reader_check(enum kind k, struct held_files *h, struct proc_stats *s
 			path_of(path, sizeof(path), i, "quarantined");
 			fd = open_or_die(path, O_RDONLY);
 			if (fstat(fd, &s) == 0 && s.st_size > 0) {
-				char *p = mmap(NULL, (size_t)s.st_size, PROT_READ, MAP_SHARED, fd, 0);
+				char *p = mmap(NULL, (size_t)s.st_size, PROT_READ, MAP_SHARED, fd,
+					       0);
 				if (p != MAP_FAILED) {
 					n = (ssize_t)s.st_size;
 					memcpy(buf, p, (size_t)n);
@@ -447,7 +469,8 @@ static void watch_read(enum kind k, int fd, int i, struct proc_stats *st, int *s
 	}
 	if (n != 2 || buf[1] != '\n' || (buf[0] != '0' && buf[0] != '1')) {
 		atomic_fetch_add(&st->torn, 1);
-		report("%s: %s/quarantined read TORN: \"%.*s\"\n", kind_name[k], vfs[i], (int)n, buf);
+		report("%s: %s/quarantined read TORN: \"%.*s\"\n", kind_name[k], vfs[i], (int)n,
+		       buf);
 		return;
 	}
 	seen[i] = buf[0] - '0';
@@ -509,7 +532,8 @@ static void watcher_main(enum kind k, struct proc_stats *st)
 			}
 			if (k == K_INOTIFY) {
 				struct pollfd p = { .fd = in, .events = POLLIN };
-				char ev[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+				char ev[4096]
+					__attribute__((aligned(__alignof__(struct inotify_event))));
 				bool hit[MAX_VFS] = { false };
 				ssize_t n;
 
@@ -635,9 +659,9 @@ static int write_value(int vf, int value, unsigned round)
 		/* the `ok` of round r clears the failure of round r - 1 */
 		unsigned failed = value ? round : round - 1;
 		path_of(path, sizeof(path), vf, "report");
-		len = snprintf(command, sizeof(command),
-			       "%s vm-%u 2026-01-01T00:%02u:%02u.%09uZ\n", value ? "failed" : "ok",
-			       failed, failed / 60 % 60, failed % 60, failed);
+		len = snprintf(command, sizeof(command), "%s vm-%u 2026-01-01T00:%02u:%02u.%09uZ\n",
+			       value ? "failed" : "ok", failed, failed / 60 % 60, failed % 60,
+			       failed);
 	}
 	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
 	if (fd < 0)
@@ -728,8 +752,8 @@ static void totals(struct proc_stats *sum, int n_procs)
 
 static int cmd_pairs(unsigned rounds)
 {
-	static const enum kind kinds[] = { K_FRESH, K_HELD, K_MMAP, K_INOTIFY, K_POLL, K_FILLER,
-					   K_FILLER };
+	static const enum kind kinds[] = { K_FRESH, K_HELD,   K_MMAP,  K_INOTIFY,
+					   K_POLL,  K_FILLER, K_FILLER };
 	const int n_procs = (int)(sizeof(kinds) / sizeof(kinds[0]));
 	const int n_checkers = n_procs - 2; /* the fillers acknowledge nothing */
 	struct writer w[MAX_VFS];
@@ -776,7 +800,9 @@ static int cmd_pairs(unsigned rounds)
 			fprintf(stderr, "HANG: the readers made no progress for %d s in round %u\n",
 				HANG_S, r);
 			for (int i = 0; i < n_procs; i++)
-				fprintf(stderr, "  %s: %" PRIuFAST64 " rounds checked (reads, for fillers)\n",
+				fprintf(stderr,
+					"  %s: %" PRIuFAST64
+					" rounds checked (reads, for fillers)\n",
 					kind_name[kinds[i]], atomic_load(&sh->procs[i].progress));
 			hung = true;
 		}
@@ -802,15 +828,16 @@ static int cmd_pairs(unsigned rounds)
 	for (int i = 0; i < n_procs; i++)
 		waitpid(pids[i], NULL, 0);
 	totals(&sum, n_procs);
-	printf("pairs %" PRIuFAST64 " stale %" PRIuFAST64 " torn %" PRIuFAST64 " errors %" PRIuFAST64
-	       " rounds %u vfs %d seconds %.1f mmap %s",
+	printf("pairs %" PRIuFAST64 " stale %" PRIuFAST64 " torn %" PRIuFAST64
+	       " errors %" PRIuFAST64 " rounds %u vfs %d seconds %.1f mmap %s",
 	       atomic_load(&sum.pairs), atomic_load(&sum.stale), atomic_load(&sum.torn),
 	       atomic_load(&sum.errors), rounds, n_vfs, now_s() - t0,
 	       atomic_load(&sum.unmappable) ? "not-mappable" : "checked");
 	for (int i = 0; i < n_checkers; i++)
 		printf(" %s %" PRIuFAST64, kind_name[kinds[i]], atomic_load(&sh->procs[i].pairs));
 	printf(" writer %" PRIuFAST64 "\n", atomic_load(&sh->writers.pairs));
-	return atomic_load(&sum.stale) || atomic_load(&sum.torn) || atomic_load(&sum.errors) ? 1 : 0;
+	return atomic_load(&sum.stale) || atomic_load(&sum.torn) || atomic_load(&sum.errors) ? 1 :
+											       0;
 }
 
 /* -- hammer ------------------------------------------------------------------------ */
@@ -846,7 +873,8 @@ static void hammer_main(struct proc_stats *st)
 				report("hammer: %s: %s\n", path, strerror(err));
 			} else if (check_quarantined(buf, n, buf[0] - '0') == TORN) {
 				atomic_fetch_add(&st->torn, 1);
-				report("hammer: %s TORN: \"%.*s\"\n", path, (int)(n > 80 ? 80 : n), buf);
+				report("hammer: %s TORN: \"%.*s\"\n", path, (int)(n > 80 ? 80 : n),
+				       buf);
 			}
 			atomic_fetch_add(&st->pairs, 1);
 		}
@@ -854,8 +882,9 @@ static void hammer_main(struct proc_stats *st)
 		if (n < 0) {
 			atomic_fetch_add(&st->errors, 1);
 			report("hammer: %s: %s\n", top, strerror(err));
-		} else if (n != 0 && !((size_t)n == strlen(vfs[0]) + 1 &&
-				       memcmp(buf, vfs[0], (size_t)n - 1) == 0 && buf[n - 1] == '\n')) {
+		} else if (n != 0 &&
+			   !((size_t)n == strlen(vfs[0]) + 1 &&
+			     memcmp(buf, vfs[0], (size_t)n - 1) == 0 && buf[n - 1] == '\n')) {
 			atomic_fetch_add(&st->torn, 1);
 			report("hammer: %s TORN: \"%.*s\"\n", top, (int)(n > 80 ? 80 : n), buf);
 		}
@@ -913,8 +942,10 @@ static int cmd_hammer(double seconds, int readers)
 				last[i] = v;
 				stuck_since[i] = now_s();
 			} else if (now_s() - stuck_since[i] > HANG_S) {
-				fprintf(stderr, "HANG: %s %d made no progress for %d s (%.0f s in)\n",
-					i < readers ? "reader" : "the writer", i, HANG_S, now_s() - t0);
+				fprintf(stderr,
+					"HANG: %s %d made no progress for %d s (%.0f s in)\n",
+					i < readers ? "reader" : "the writer", i, HANG_S,
+					now_s() - t0);
 				kill_all(pids, readers);
 				printf("HANG\n");
 				fflush(stdout);
@@ -927,8 +958,8 @@ static int cmd_hammer(double seconds, int readers)
 	for (int i = 0; i < readers; i++)
 		waitpid(pids[i], NULL, 0);
 	totals(&sum, readers);
-	printf("reads %" PRIuFAST64 " writes %" PRIuFAST64 " torn %" PRIuFAST64 " errors %" PRIuFAST64
-	       " readers %d seconds %.1f\n",
+	printf("reads %" PRIuFAST64 " writes %" PRIuFAST64 " torn %" PRIuFAST64
+	       " errors %" PRIuFAST64 " readers %d seconds %.1f\n",
 	       atomic_load(&sum.pairs) - atomic_load(&sh->writers.pairs),
 	       atomic_load(&sh->writers.pairs), atomic_load(&sum.torn), atomic_load(&sum.errors),
 	       readers, now_s() - t0);

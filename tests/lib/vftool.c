@@ -292,8 +292,9 @@ int main(int argc, char **argv)
 		return cmd_notify_listen(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
 	if (argc == 4 && strcmp(argv[1], "hold") == 0)
 		return cmd_hold(argv[2], argv[3]);
-	fprintf(stderr, "usage: vftool poll FILE TIMEOUT_MS [EXPECTED] | write-read FILE TEXT |\n"
-			"       write-at FILE OFFSET TEXT | notify-listen SOCKET TIMEOUT_MS [LOG] |\n"
-			"       hold FILE COUNT\n");
+	fprintf(stderr,
+		"usage: vftool poll FILE TIMEOUT_MS [EXPECTED] | write-read FILE TEXT |\n"
+		"       write-at FILE OFFSET TEXT | notify-listen SOCKET TIMEOUT_MS [LOG] |\n"
+		"       hold FILE COUNT\n");
 	return 2;
 }

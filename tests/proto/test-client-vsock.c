@@ -73,14 +73,16 @@ int main(void)
 		return SKIP;
 	}
 	addr.svm_port = 20000 + (unsigned)getpid() % 20000;
-	if (bind(listen_fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 || listen(listen_fd, 4) < 0) {
+	if (bind(listen_fd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    listen(listen_fd, 4) < 0) {
 		printf("SKIP: vsock listen: %s\n", strerror(errno));
 		return SKIP;
 	}
 
 	/* Facility probe: can this machine connect to itself over vsock? */
 	{
-		struct sockaddr_vm to = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_LOCAL,
+		struct sockaddr_vm to = { .svm_family = AF_VSOCK,
+					  .svm_cid = VMADDR_CID_LOCAL,
 					  .svm_port = addr.svm_port };
 		struct timeval tv = { .tv_sec = 1 };
 		_cleanup_close_ int probe = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -126,8 +126,9 @@ static void *fake_serve(void *arg)
 		break;
 	}
 	case ANSWER_UNIMPLEMENTED:
-		ck_assert_int_eq(wire_encode_error_response(WIRE_STATUS_UNIMPLEMENTED, "unknown method",
-							    &out, &len), 0);
+		ck_assert_int_eq(wire_encode_error_response(WIRE_STATUS_UNIMPLEMENTED,
+							    "unknown method", &out, &len),
+				 0);
 		write_all(fd, out, len);
 		break;
 	case ANSWER_GARBAGE:
@@ -344,6 +345,6 @@ START_TEST(test_connect_errors)
 END_TEST
 
 static const struct check_case client_case = { .suite = "client", .tcase = "core", .timeout = 30 };
-CHECK_CASE_MAIN(client_case,
-	test_unix_answer, test_hvsock_handshake, test_hvsock_bad_vmm, test_unimplemented,
-	test_garbage_and_oversized, test_slow_peer_deadline, test_cancel, test_connect_errors)
+CHECK_CASE_MAIN(client_case, test_unix_answer, test_hvsock_handshake, test_hvsock_bad_vmm,
+		test_unimplemented, test_garbage_and_oversized, test_slow_peer_deadline,
+		test_cancel, test_connect_errors)

@@ -261,7 +261,8 @@ START_TEST(test_response_codec)
 	frame = NULL;
 
 	out.state = GPU_INIT_OK;
-	ck_assert_int_eq(wire_encode_error_response(WIRE_STATUS_UNIMPLEMENTED, "no", &frame, &len), 0);
+	ck_assert_int_eq(wire_encode_error_response(WIRE_STATUS_UNIMPLEMENTED, "no", &frame, &len),
+			 0);
 	ck_assert_int_eq(wire_decode_status_response(body(frame), len - 4, &out), -EOPNOTSUPP);
 	free(frame);
 	frame = NULL;
@@ -306,7 +307,8 @@ START_TEST(test_response_wrong_type)
 	_cleanup_free_ uint8_t *frame = NULL;
 	ck_assert_int_eq(wire_encode_request("GetGPUInitStatus", &frame, &len), 0);
 	ck_assert_int_eq(wire_decode_status_response(body(frame), len - 4, &out), -EPROTO);
-	ck_assert_int_eq(wire_decode_status_response((const uint8_t *)"\xff\xff", 2, &out), -EPROTO);
+	ck_assert_int_eq(wire_decode_status_response((const uint8_t *)"\xff\xff", 2, &out),
+			 -EPROTO);
 	ck_assert_int_eq(out.state, GPU_INIT_OK);
 }
 END_TEST
@@ -323,7 +325,7 @@ START_TEST(test_sanitize)
 	wire_sanitize_message("\xc3\xa9t\xc3\xa9", 5, out); /* été */
 	ck_assert_str_eq(out, "\xc3\xa9t\xc3\xa9");
 	wire_sanitize_message("\xc3(\xed\xa0\x80\xc0\xaf", 7, out); /* bad, surrogate, overlong */
-	ck_assert_str_eq(out, "?(?????"); /* c3 ( ed a0 80 c0 af */
+	ck_assert_str_eq(out, "?(?????");                           /* c3 ( ed a0 80 c0 af */
 
 	memset(big, 'a', 4096);
 	wire_sanitize_message(big, 4096, out);
@@ -371,8 +373,8 @@ START_TEST(test_wait_deadline_and_cancel)
 END_TEST
 
 static const struct check_case frame_case = { .suite = "frame", .tcase = "core", .timeout = 20 };
-CHECK_CASE_MAIN(frame_case,
-	test_header_limit, test_reader_byte_by_byte, test_reader_oversized_before_alloc,
-	test_reader_fill_socket, test_budget_allocator, test_request_codec,
-	test_request_garbage, test_request_unknown_field_bomb, test_response_codec,
-	test_response_wrong_type, test_sanitize, test_wait_deadline_and_cancel)
+CHECK_CASE_MAIN(frame_case, test_header_limit, test_reader_byte_by_byte,
+		test_reader_oversized_before_alloc, test_reader_fill_socket, test_budget_allocator,
+		test_request_codec, test_request_garbage, test_request_unknown_field_bomb,
+		test_response_codec, test_response_wrong_type, test_sanitize,
+		test_wait_deadline_and_cancel)

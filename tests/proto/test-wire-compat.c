@@ -23,7 +23,8 @@
 /* An old agent's Response to GetGPUInitStatus, packed by the v1 code. */
 static size_t old_agent_answer(Vfhealth__V1__GPUInitState state, const char *message, uint8_t *out)
 {
-	Vfhealth__V1__GetGPUInitStatusResponse inner = VFHEALTH__V1__GET_GPUINIT_STATUS_RESPONSE__INIT;
+	Vfhealth__V1__GetGPUInitStatusResponse inner =
+		VFHEALTH__V1__GET_GPUINIT_STATUS_RESPONSE__INIT;
 	Vfhealth__V1__Response resp = VFHEALTH__V1__RESPONSE__INIT;
 	uint8_t inner_buf[2048];
 
@@ -73,7 +74,7 @@ static void old_host_reads(const struct agent_status *in, Vfhealth__V1__GPUInitS
 	ck_assert_ptr_nonnull(resp);
 	ck_assert_int_eq(resp->status, VFHEALTH__V1__RESPONSE__STATUS__OK);
 	inner = vfhealth__v1__get_gpuinit_status_response__unpack(NULL, resp->payload.len,
-								   resp->payload.data);
+								  resp->payload.data);
 	ck_assert_ptr_nonnull(inner);
 	ck_assert_int_eq(inner->state, want_state);
 	ck_assert_str_eq(inner->failure_message, want_message);
@@ -90,9 +91,12 @@ START_TEST(test_new_agent_old_host)
 	strcpy(in.message, LINE);
 	strcpy(in.rule, "RmInitAdapter failed!");
 	old_host_reads(&in, VFHEALTH__V1__GPUINIT_STATE__GPU_INIT_STATE_FAILED, LINE);
-	in.telemetry = (struct agent_telemetry){ .present = true, .version = "0.2.0",
-						 .kmsg_records_lost = 7, .probe_attempts = 3,
-						 .probe_timeouts = 1, .probe_last_exit_status = 137 };
+	in.telemetry = (struct agent_telemetry){ .present = true,
+						 .version = "0.2.0",
+						 .kmsg_records_lost = 7,
+						 .probe_attempts = 3,
+						 .probe_timeouts = 1,
+						 .probe_last_exit_status = 137 };
 	old_host_reads(&in, VFHEALTH__V1__GPUINIT_STATE__GPU_INIT_STATE_FAILED, LINE);
 }
 END_TEST
@@ -103,9 +107,12 @@ START_TEST(test_telemetry_new_pair)
 	struct agent_status in = { .state = GPU_INIT_OK }, out;
 	size_t len;
 
-	in.telemetry = (struct agent_telemetry){ .present = true, .version = "1.2.3~rc1+g00d",
-						 .kmsg_records_lost = UINT64_MAX, .kmsg_overruns = 2,
-						 .probe_attempts = 40, .probe_timeouts = 3,
+	in.telemetry = (struct agent_telemetry){ .present = true,
+						 .version = "1.2.3~rc1+g00d",
+						 .kmsg_records_lost = UINT64_MAX,
+						 .kmsg_overruns = 2,
+						 .probe_attempts = 40,
+						 .probe_timeouts = 3,
 						 .probe_last_exit_status = -1 };
 	ck_assert_int_eq(wire_encode_status_response(&in, &frame, &len), 0);
 	memset(&out, 0x5a, sizeof(out));

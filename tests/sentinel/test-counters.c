@@ -44,7 +44,8 @@ START_TEST(test_same_layout)
 	atomic_fetch_add(&mapped->checks[CHECK_FAILED], 3);
 	text = render(made);
 	ck_assert_ptr_nonnull(strstr(text, "vfhealth_sentinel_polls_total 7\n"));
-	ck_assert_ptr_nonnull(strstr(text, "vfhealth_sentinel_checks_total{result=\"failed\"} 3\n"));
+	ck_assert_ptr_nonnull(
+		strstr(text, "vfhealth_sentinel_checks_total{result=\"failed\"} 3\n"));
 	ck_assert_ptr_null(strstr(text, "another layout"));
 	sentinel_counters_unmap(mapped);
 	sentinel_counters_unmap(made);
@@ -64,9 +65,15 @@ START_TEST(test_other_layout_refused)
 	ck_assert_int_eq(sentinel_counters_create(&fd, &made), 0);
 	atomic_fetch_add(&made->polls, 7);
 	switch (_i) {
-	case 0: field = &made->magic; break;
-	case 1: field = &made->version; break;
-	default: field = &made->layout; break;
+	case 0:
+		field = &made->magic;
+		break;
+	case 1:
+		field = &made->version;
+		break;
+	default:
+		field = &made->layout;
+		break;
 	}
 	(*field)++;
 	ck_assert_int_eq(sentinel_counters_check(made), -EPROTO);

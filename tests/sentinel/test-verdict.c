@@ -53,12 +53,12 @@ START_TEST(test_classify_errors)
 {
 	/* The answer must not matter once the call failed. */
 	struct agent_status failed = status_of(GPU_INIT_FAILED);
-	const int rpc_errors[] = { -ETIMEDOUT, -EPROTO, -ECONNREFUSED, -ENOENT, -ECONNRESET,
-				   -ECANCELED, -EIO, -EBADMSG };
+	const int rpc_errors[] = { -ETIMEDOUT,  -EPROTO,    -ECONNREFUSED, -ENOENT,
+				   -ECONNRESET, -ECANCELED, -EIO,          -EBADMSG };
 
 	for (size_t i = 0; i < ARRAY_SIZE(rpc_errors); i++)
-		ck_assert_msg(sentinel_classify(rpc_errors[i], &failed) == CHECK_RPC_ERROR,
-			      "rc %d", rpc_errors[i]);
+		ck_assert_msg(sentinel_classify(rpc_errors[i], &failed) == CHECK_RPC_ERROR, "rc %d",
+			      rpc_errors[i]);
 	ck_assert_int_eq(sentinel_classify(-EOPNOTSUPP, &failed), CHECK_UNSUPPORTED_AGENT);
 	ck_assert_int_eq(sentinel_classify(0, NULL), CHECK_RPC_ERROR);
 }
@@ -114,7 +114,8 @@ START_TEST(test_revalidate)
 	/* Released and re-claimed by the same instance: still the captured one. */
 	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, 0, &reclaimed),
 			 REVALIDATE_REPORT);
-	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, 0, &other), REVALIDATE_REPORT);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, 0, &other),
+			 REVALIDATE_REPORT);
 	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, -EIO, NULL),
 			 REVALIDATE_REPORT);
 }
@@ -151,7 +152,8 @@ START_TEST(test_revalidate_empty_claimed_at)
 			 REVALIDATE_REPORT);
 	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, -ENOENT, NULL),
 			 REVALIDATE_REPORT);
-	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, 0, &stamped), REVALIDATE_DROP);
+	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, 0, &stamped),
+			 REVALIDATE_DROP);
 	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, 0, &other), REVALIDATE_DROP);
 	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, -EIO, NULL), REVALIDATE_DROP);
 	ck_assert_int_eq(sentinel_revalidate(&captured, CHECK_FAILED, -EACCES, NULL),
@@ -196,8 +198,13 @@ START_TEST(test_liveness_verdicts)
 		{ { .pid = 77, .starttime_now = 500, .control_given = true, .listening = true },
 		  LIVENESS_ALIVE },
 		/* 1. Another boot: dead, whatever else says alive. */
-		{ { .control_given = true, .listening = true, .pid = 77, .starttime_now = 5,
-		    .starttime_claimed = 5, .boot_id_given = true, .boot_id_same = false },
+		{ { .control_given = true,
+		    .listening = true,
+		    .pid = 77,
+		    .starttime_now = 5,
+		    .starttime_claimed = 5,
+		    .boot_id_given = true,
+		    .boot_id_same = false },
 		  LIVENESS_DEAD },
 		{ { .boot_id_given = true, .boot_id_same = false }, LIVENESS_DEAD },
 		/* 2. The pid is gone (even with a socket listening there). */
@@ -209,7 +216,10 @@ START_TEST(test_liveness_verdicts)
 		{ { PID_RUNS, .ended = true, .control_given = true, .listening = true },
 		  LIVENESS_DEAD },
 		/* 4. The pid names a process with another start time: reused. */
-		{ { .control_given = true, .listening = true, .pid = 77, .starttime_now = 501,
+		{ { .control_given = true,
+		    .listening = true,
+		    .pid = 77,
+		    .starttime_now = 501,
 		    .starttime_claimed = 500 },
 		  LIVENESS_DEAD },
 		/* 5. No pid, and nothing listens on the control path's file (it may
@@ -222,10 +232,14 @@ START_TEST(test_liveness_verdicts)
 		{ { .boot_id_given = true, .boot_id_same = false, .pid = 77, .proc_rc = -EACCES },
 		  LIVENESS_DEAD },
 		/* Uncertain: the boot id, the process or the socket table unreadable. */
-		{ { .control_given = true, .listening = true, .boot_id_given = true,
+		{ { .control_given = true,
+		    .listening = true,
+		    .boot_id_given = true,
 		    .boot_rc = -ENOENT },
 		  LIVENESS_UNCERTAIN },
-		{ { .control_given = true, .listening = false, .boot_id_given = true,
+		{ { .control_given = true,
+		    .listening = false,
+		    .boot_id_given = true,
 		    .boot_rc = -EACCES },
 		  LIVENESS_UNCERTAIN },
 		{ { .boot_id_given = true, .boot_rc = -EIO }, LIVENESS_UNCERTAIN },
@@ -688,7 +702,8 @@ START_TEST(test_latency)
 
 	ck_assert_int_eq(sentinel_latency_ns("2026-01-01T00:00:00.25Z", claimed + 7 * s, &ns), 0);
 	ck_assert_int_eq(ns, 7 * s);
-	ck_assert_int_eq(sentinel_latency_ns("2026-01-01T00:00:00.250000000Z", claimed - s, &ns), 0);
+	ck_assert_int_eq(sentinel_latency_ns("2026-01-01T00:00:00.250000000Z", claimed - s, &ns),
+			 0);
 	ck_assert_int_eq(ns, 0);
 	ns = 42;
 	ck_assert_int_eq(sentinel_latency_ns("", claimed, &ns), -EINVAL);
@@ -697,9 +712,9 @@ START_TEST(test_latency)
 	ck_assert_int_eq(ns, 42); /* untouched on error */
 
 	ck_assert_uint_eq(sentinel_latency_bucket(0), 0);
-	ck_assert_uint_eq(sentinel_latency_bucket(1 * s), 0);      /* le is inclusive */
+	ck_assert_uint_eq(sentinel_latency_bucket(1 * s), 0); /* le is inclusive */
 	ck_assert_uint_eq(sentinel_latency_bucket(1 * s + 1), 1);
-	ck_assert_uint_eq(sentinel_latency_bucket(7 * s), 3);      /* 1 2 5 [10] */
+	ck_assert_uint_eq(sentinel_latency_bucket(7 * s), 3); /* 1 2 5 [10] */
 	ck_assert_uint_eq(sentinel_latency_bucket(3600 * s), SENTINEL_LATENCY_BUCKET_COUNT - 1);
 	ck_assert_uint_eq(sentinel_latency_bucket(3600 * s + 1), SENTINEL_LATENCY_BUCKET_COUNT);
 }
@@ -779,7 +794,8 @@ START_TEST(test_metrics_render)
 			      "outside: %s", line);
 		end = line + strcspn(line, "{ ");
 		if (strncmp(line, "vfhealth_detection_latency_seconds_", 35) == 0)
-			end = line + strlen("vfhealth_detection_latency_seconds"); /* a histogram's family */
+			end = line +
+			      strlen("vfhealth_detection_latency_seconds"); /* a histogram's family */
 		ck_assert_uint_lt((size_t)(end - line), sizeof(name));
 		snprintf(name, sizeof(name), "%.*s", (int)(end - line), line);
 		snprintf(help, sizeof(help), "# HELP %s ", name);
@@ -811,11 +827,13 @@ START_TEST(test_death_time)
 	ck_assert_str_eq(sentinel_death_time(claimed, "", true, dead, now), claimed);
 	ck_assert_str_eq(sentinel_death_time(claimed, "", false, dead, now), dead);
 	ck_assert_str_eq(sentinel_death_time(claimed, before, false, dead, now), claimed);
-	ck_assert_str_eq(sentinel_death_time(claimed, "", false, "2026-11-29T07:03:00.000000000Z", now),
+	ck_assert_str_eq(sentinel_death_time(claimed, "", false, "2026-11-29T07:03:00.000000000Z",
+					     now),
 			 now);
 	ck_assert_ptr_null(sentinel_death_time(claimed, "", false, "", now));
 	ck_assert_ptr_null(sentinel_death_time("", alive, true, dead, now));
-	ck_assert_ptr_null(sentinel_death_time("2026-11-29T08:00:00.000000000Z", "", true, dead, now));
+	ck_assert_ptr_null(
+		sentinel_death_time("2026-11-29T08:00:00.000000000Z", "", true, dead, now));
 }
 END_TEST
 

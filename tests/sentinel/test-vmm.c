@@ -335,7 +335,8 @@ static int forge_abstract(const char *path, const sigset_t *signals)
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 ||
-	    bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) < 0 ||
+	    bind(fd, (struct sockaddr *)&sa,
+		 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) < 0 ||
 	    listen(fd, 1) < 0) {
 		perror("test-vmm: forged abstract socket");
 		return 1;
@@ -390,8 +391,8 @@ static int hold_sockets(unsigned long count, const sigset_t *signals)
 		}
 		if (pid == 0) {
 			close(stop[1]);
-			make_sockets(count - made < per_process ? count - made : per_process, ready[1],
-				     stop[0]);
+			make_sockets(count - made < per_process ? count - made : per_process,
+				     ready[1], stop[0]);
 		}
 		children++;
 	}
@@ -409,8 +410,17 @@ static int hold_sockets(unsigned long count, const sigset_t *signals)
 
 int main(int argc, char **argv)
 {
-	enum { OPT_HVSOCK = 0x100, OPT_CONTROL, OPT_AGENT, OPT_NEVER, OPT_GATE, OPT_LOG,
-	       OPT_CHROOT, OPT_FORGE, OPT_SOCKETS };
+	enum {
+		OPT_HVSOCK = 0x100,
+		OPT_CONTROL,
+		OPT_AGENT,
+		OPT_NEVER,
+		OPT_GATE,
+		OPT_LOG,
+		OPT_CHROOT,
+		OPT_FORGE,
+		OPT_SOCKETS
+	};
 	static const struct option long_options[] = {
 		{ "hvsock", required_argument, NULL, OPT_HVSOCK },
 		{ "control", required_argument, NULL, OPT_CONTROL },
@@ -474,8 +484,9 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind != argc ||
-	    ((forge_path || socket_count) ? hvsock_path || control_path || (forge_path && socket_count)
-					  : !hvsock_path || !control_path || (!agent_path && !never_answer))) {
+	    ((forge_path || socket_count) ?
+		     hvsock_path || control_path || (forge_path && socket_count) :
+		     !hvsock_path || !control_path || (!agent_path && !never_answer))) {
 		usage(stderr);
 		return 2;
 	}
@@ -505,7 +516,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (connect_log_path) {
-		connect_log_fd = open(connect_log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		connect_log_fd = open(connect_log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
+				      0644);
 		if (connect_log_fd < 0) {
 			fprintf(stderr, "test-vmm: %s: %s\n", connect_log_path, strerror(errno));
 			return 1;

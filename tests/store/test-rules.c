@@ -87,7 +87,7 @@ START_TEST(success_and_reevaluation)
 	/* success lifts an automatic quarantine with nothing left, also under
 	 * a hold ... */
 	ck_assert(rule_success_lifts(0, true));
-	ck_assert(!rule_success_lifts(1, true)); /* older failures remain */
+	ck_assert(!rule_success_lifts(1, true));  /* older failures remain */
 	ck_assert(!rule_success_lifts(0, false)); /* nothing to lift */
 	/* ... and rescinds (back in service) only with no hold: no success
 	 * ever lifts a hold */
@@ -180,8 +180,9 @@ START_TEST(refusals)
 	ck_assert(rule_clear_unchanged(false, false, 0, false));
 	ck_assert(!rule_clear_unchanged(true, false, 0, false));
 	ck_assert(!rule_clear_unchanged(false, true, 0, false));
-	ck_assert(!rule_clear_unchanged(false, false, 1, false)); /* held back or below the threshold */
-	ck_assert(!rule_clear_unchanged(false, false, 0, true));  /* suspect: echo 0 ends it */
+	ck_assert(!rule_clear_unchanged(false, false, 1,
+					false)); /* held back or below the threshold */
+	ck_assert(!rule_clear_unchanged(false, false, 0, true)); /* suspect: echo 0 ends it */
 }
 END_TEST
 
@@ -190,7 +191,8 @@ START_TEST(vf_state)
 	/* held wins over everything */
 	ck_assert_int_eq(rule_vf_state(true, true, 5, 2, false), STORE_VF_HELD);
 	ck_assert_int_eq(rule_vf_state(false, true, 0, 2, false), STORE_VF_HELD);
-	ck_assert_int_eq(rule_vf_state(false, true, 3, 2, false), STORE_VF_HELD); /* not held-back */
+	ck_assert_int_eq(rule_vf_state(false, true, 3, 2, false),
+			 STORE_VF_HELD); /* not held-back */
 	/* then the automatic quarantine */
 	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, false), STORE_VF_QUARANTINED);
 	ck_assert_int_eq(rule_vf_state(true, false, 0, 2, false), STORE_VF_QUARANTINED);
@@ -225,21 +227,32 @@ START_TEST(parent_and_placement)
 	bool unchanged = true;
 	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "", "0000:41:00.0", &unchanged), 0);
 	ck_assert(!unchanged);
-	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:41:00.0", &unchanged), 0);
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:41:00.0",
+					 &unchanged),
+			 0);
 	ck_assert(unchanged);
-	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:42:00.0", &unchanged), -EBUSY);
+	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "0000:41:00.0", "0000:42:00.0",
+					 &unchanged),
+			 -EBUSY);
 	/* a VF is not its own parent */
 	ck_assert_int_eq(rule_parent_set("0000:41:00.4", "", "0000:41:00.4", &unchanged), -EINVAL);
 
 	/* out of service or claimed: not allocatable, whatever else */
 	for (int hb = 0; hb < 2; hb++)
 		for (int deg = 0; deg < 2; deg++) {
-			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, false, hb, false, deg), STORE_PLACE_NONE);
-			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, true, hb, false, deg), STORE_PLACE_NONE);
-			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, true, hb, false, deg), STORE_PLACE_NONE);
+			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, false, hb,
+							      false, deg),
+					 STORE_PLACE_NONE);
+			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, true, hb,
+							      false, deg),
+					 STORE_PLACE_NONE);
+			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, true, hb,
+							      false, deg),
+					 STORE_PLACE_NONE);
 		}
 	/* held back: last, whatever its parent */
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, false, false), STORE_PLACE_HELD_BACK);
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, false, false),
+			 STORE_PLACE_HELD_BACK);
 	/* observe mode: out of service is allocatable, last; claimed is not */
 	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, false, false, false, false),
 			 STORE_PLACE_HELD_BACK);
@@ -247,21 +260,27 @@ START_TEST(parent_and_placement)
 			 STORE_PLACE_NONE);
 	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, false, false, false, false, true),
 			 STORE_PLACE_DEGRADED_PARENT);
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, false, true), STORE_PLACE_HELD_BACK);
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, false, true),
+			 STORE_PLACE_HELD_BACK);
 	/* the parent decides between the first two groups */
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, false, false),
+	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, false,
+					      false),
 			 STORE_PLACE_CLEAN_PARENT);
 	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, false, true),
 			 STORE_PLACE_DEGRADED_PARENT);
 	/* suspect: after both parent groups whatever its parent, before held back */
 	for (int deg = 0; deg < 2; deg++) {
-		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, true, deg),
+		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, true,
+						      deg),
 				 STORE_PLACE_SUSPECT);
-		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, true, deg),
+		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, true,
+						      deg),
 				 STORE_PLACE_HELD_BACK);
-		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, true, false, true, deg),
+		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, true, false, true,
+						      deg),
 				 STORE_PLACE_NONE); /* claimed */
-		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, false, false, true, deg),
+		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, false, false, true,
+						      deg),
 				 STORE_PLACE_NONE); /* out of service */
 	}
 	/* the groups' order is the placement order */
@@ -311,7 +330,8 @@ START_TEST(placement_groups)
 	size_t n = 99;
 
 	ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
-					 ARRAY_SIZE(placement_vfs), 42, out, &n), 0);
+					 ARRAY_SIZE(placement_vfs), 42, out, &n),
+			 0);
 	/* out of service and claimed are not allocatable */
 	ck_assert_uint_eq(n, 6);
 	/* clean parents (51, unknown) first, then 41's, then the held-back */
@@ -328,7 +348,8 @@ START_TEST(placement_groups)
 	ck_assert_str_eq(out[5].vf, "0000:60:00.4");
 	/* observe mode: the VF enforcement refuses ranks with the held-back */
 	ck_assert_int_eq(placement_order(STORE_MODE_OBSERVE, placement_vfs,
-					 ARRAY_SIZE(placement_vfs), 42, out, &n), 0);
+					 ARRAY_SIZE(placement_vfs), 42, out, &n),
+			 0);
 	ck_assert_uint_eq(n, 7);
 	ck_assert_int_eq(out[5].group, STORE_PLACE_HELD_BACK);
 	ck_assert_int_eq(out[6].group, STORE_PLACE_HELD_BACK);
@@ -344,9 +365,11 @@ START_TEST(placement_shuffle)
 	bool seen[3][3] = { { false } };
 
 	ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
-					 ARRAY_SIZE(placement_vfs), 7, a, &n), 0);
+					 ARRAY_SIZE(placement_vfs), 7, a, &n),
+			 0);
 	ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
-					 ARRAY_SIZE(placement_vfs), 7, b, &m), 0);
+					 ARRAY_SIZE(placement_vfs), 7, b, &m),
+			 0);
 	ck_assert_uint_eq(n, m);
 	for (size_t i = 0; i < n; i++) {
 		ck_assert_str_eq(a[i].vf, b[i].vf);
@@ -354,7 +377,8 @@ START_TEST(placement_shuffle)
 	}
 	for (uint64_t seed = 0; seed < 200; seed++) {
 		ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
-						 ARRAY_SIZE(placement_vfs), seed, a, &n), 0);
+						 ARRAY_SIZE(placement_vfs), seed, a, &n),
+				 0);
 		/* which clean VF comes at which of the clean group's three places */
 		static const char *const clean[] = { "0000:50:00.4", "0000:70:00.4",
 						     "0000:70:00.5" };
@@ -403,10 +427,16 @@ END_TEST
 
 static Suite *rules_suite(void)
 {
-	const TTest *tests[] = { threshold_cap_and_breaker, failure_reports,
-				 success_and_reevaluation, refusals, vf_state,
-				 parent_and_placement, placement_groups, placement_shuffle,
-				 reservation_transitions, crash_suspect };
+	const TTest *tests[] = { threshold_cap_and_breaker,
+				 failure_reports,
+				 success_and_reevaluation,
+				 refusals,
+				 vf_state,
+				 parent_and_placement,
+				 placement_groups,
+				 placement_shuffle,
+				 reservation_transitions,
+				 crash_suspect };
 	Suite *suite = suite_create("store-rules");
 	TCase *tc = tcase_create("rules");
 

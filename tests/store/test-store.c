@@ -103,7 +103,8 @@ static void reg(struct store *s, const char *vf)
 	ck_assert_int_eq(store_vf_register(s, vf, NULL), 0);
 }
 
-static enum store_outcome report_fail(struct store *s, const char *vf, const char *inst, const char *at)
+static enum store_outcome report_fail(struct store *s, const char *vf, const char *inst,
+				      const char *at)
 {
 	struct store_failure_result r;
 
@@ -181,10 +182,18 @@ static char *read_file(const char *path, size_t *len)
 START_TEST(vf_address_validation)
 {
 	static const char *const good[] = { "0000:41:00.4", "ffff:ff:1f.7", "0000:00:00.0" };
-	static const char *const bad[] = { "0000:41:00.8", "0000:41:00.",  "0000:41:0.4",
-					   "0000:41:00.44", "0000:4G:00.4", "0000:41:00-4",
-					   "00000:41:00.4", "0000:41:00.4\n", " 0000:41:00.4",
-					   "0000:41:00,4", "", NULL };
+	static const char *const bad[] = { "0000:41:00.8",
+					   "0000:41:00.",
+					   "0000:41:0.4",
+					   "0000:41:00.44",
+					   "0000:4G:00.4",
+					   "0000:41:00-4",
+					   "00000:41:00.4",
+					   "0000:41:00.4\n",
+					   " 0000:41:00.4",
+					   "0000:41:00,4",
+					   "",
+					   NULL };
 	static const char upper[] = "0000:4A:00.4";
 	struct store *s = open_store();
 
@@ -385,13 +394,15 @@ START_TEST(failure_dedupe)
 	struct store_failure_result r;
 
 	reg(s, VF_A);
-	ck_assert_int_eq(store_report_failure(s, VF_A, "i-1", "2026-11-29T07:00:01.5Z", "m", &r), 0);
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i-1", "2026-11-29T07:00:01.5Z", "m", &r),
+			 0);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
 	ck_assert_uint_eq(r.tally, 1);
 	ck_assert_int_eq(r.threshold, 3);
 	/* the same assignment spelled differently is the same identity */
-	ck_assert_int_eq(
-		store_report_failure(s, VF_A, "i-1", "2026-11-29t07:00:01.500000000z", "m", &r), 0);
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i-1", "2026-11-29t07:00:01.500000000z", "m",
+					      &r),
+			 0);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_UNCHANGED);
 	ck_assert_uint_eq(r.tally, 1);
 	/* the same identity on another VF is another failure */
@@ -979,22 +990,22 @@ END_TEST
 
 /* A version 1 database is migrated at open, keeping its data: a manual
  * quarantine becomes a hold. */
-#define V1_SCHEMA                                                                          \
-	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"                \
-	"CREATE TABLE vfs (id INTEGER PRIMARY KEY AUTOINCREMENT,"                          \
-	" address TEXT NOT NULL UNIQUE, quarantined INTEGER NOT NULL DEFAULT 0,"           \
-	" manual INTEGER NOT NULL DEFAULT 0, quarantined_at TEXT);"                        \
-	"CREATE TABLE failures (id INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
-	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"   \
-	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                               \
-	" UNIQUE (vf_id, instance_id, assigned_at));"                                      \
-	"CREATE TABLE claims (id INTEGER PRIMARY KEY AUTOINCREMENT,"                       \
-	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, claimed_at TEXT NOT NULL,"    \
-	" agent TEXT NOT NULL, control TEXT NOT NULL, pid INTEGER NOT NULL,"               \
-	" pid_starttime INTEGER NOT NULL, released_at TEXT);"                              \
-	"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"     \
-	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 1);"   \
-	"PRAGMA application_id = 1447446577;"                                              \
+#define V1_SCHEMA                                                                        \
+	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"              \
+	"CREATE TABLE vfs (id INTEGER PRIMARY KEY AUTOINCREMENT,"                        \
+	" address TEXT NOT NULL UNIQUE, quarantined INTEGER NOT NULL DEFAULT 0,"         \
+	" manual INTEGER NOT NULL DEFAULT 0, quarantined_at TEXT);"                      \
+	"CREATE TABLE failures (id INTEGER PRIMARY KEY AUTOINCREMENT,"                   \
+	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL," \
+	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                             \
+	" UNIQUE (vf_id, instance_id, assigned_at));"                                    \
+	"CREATE TABLE claims (id INTEGER PRIMARY KEY AUTOINCREMENT,"                     \
+	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, claimed_at TEXT NOT NULL,"  \
+	" agent TEXT NOT NULL, control TEXT NOT NULL, pid INTEGER NOT NULL,"             \
+	" pid_starttime INTEGER NOT NULL, released_at TEXT);"                            \
+	"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"   \
+	"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 1);" \
+	"PRAGMA application_id = 1447446577;"                                            \
 	"PRAGMA user_version = 1;"
 
 #define Q_AT "2026-11-01T00:00:00.000000000Z"
@@ -1021,7 +1032,8 @@ static void write_v1_database(void)
 		 " ('" VF_C "', 1, 0, '" Q_AT "'), ('0000:41:00.4', 1, 0, '" Q_AT "'),"
 		 " ('0000:41:00.5', 0, 0, NULL);"
 		 "INSERT INTO failures (vf_id, instance_id, assigned_at, reported_at, message)"
-		 " VALUES (2, 'i-b', '" T1 "', '" T1 "', 'mb'), (3, 'i-c1', '" T1 "', '" T1 "', 'm1'),"
+		 " VALUES (2, 'i-b', '" T1 "', '" T1 "', 'mb'), (3, 'i-c1', '" T1 "', '" T1
+		 "', 'm1'),"
 		 " (3, 'i-c2', '" T2 "', '" T2 "', 'm2');"
 		 "INSERT INTO claims (vf_id, instance_id, claimed_at, agent, control, pid,"
 		 " pid_starttime) VALUES (5, 'i-e', '" T3 "', 'vsock:3:5000', '', 7, 8);");
@@ -1072,8 +1084,8 @@ START_TEST(migrate_v1_to_v2)
 	/* both successes cleared: no live failure, all three kept as history */
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_at IS NULL"), 0);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), 3);
-	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_why = 'success:i-c2'"),
-			 2);
+	ck_assert_int_eq(
+		db_query("SELECT COUNT(*) FROM failures WHERE cleared_why = 'success:i-c2'"), 2);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 1);
 
 	/* opened again: nothing to migrate, the same state */
@@ -1139,7 +1151,8 @@ START_TEST(mode_observe_claims)
 	s = reopen(s);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_OBSERVE);
 	ck_assert_int_eq(store_mode_set(s, STORE_MODE_ENFORCE), 0);
-	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &c), 0); /* the live claim stays */
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &c),
+			 0); /* the live claim stays */
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY); /* refused from now on */
 	s = reopen(s);
@@ -1168,7 +1181,8 @@ START_TEST(failures_soft_deleted_history)
 	free(h);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0); /* stamped now: before the reports */
 	struct store_release_opts by_nobody = { .claimed_at = got.claimed_at,
-						.how = "released-if", .uid = 65534 };
+						.how = "released-if",
+						.uid = 65534 };
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", &by_nobody), 0);
 	report_fail(s, VF_A, "i-1", T1);
 	report_fail(s, VF_A, "i-2", T2);
@@ -1394,8 +1408,8 @@ START_TEST(breaker)
 	report_fail(s, VF_B, "i-3", T1);
 	store_set_change_callback(s, collect_bits, &bits);
 	ck_assert_int_eq(store_report_failure(s, VF_B, "i-4", T2, "m", &r), 0);
-	ck_assert_uint_eq(bits, STORE_CHANGE_FAILURES | STORE_CHANGE_BREAKER |
-					STORE_CHANGE_HELD_BACK);
+	ck_assert_uint_eq(bits,
+			  STORE_CHANGE_FAILURES | STORE_CHANGE_BREAKER | STORE_CHANGE_HELD_BACK);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
 	ck_assert(r.breaker_engaged);
 	ck_assert_int_gt(r.max_quarantined, 0);
@@ -1917,7 +1931,8 @@ START_TEST(failures_per_vf_bounded)
 	store_close(s);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_at IS NULL"),
 			 FAILURES_PER_VF_MAX);
-	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_why = 'dropped'"), 1);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_why = 'dropped'"),
+			 1);
 }
 END_TEST
 
@@ -2004,8 +2019,8 @@ END_TEST
 
 /* Start jobs while the first commit is held in fsync, so that the others
  * queue up behind it; release it once every job has started. */
-static void run_queued(struct report_job *jobs, pthread_t *threads, size_t n,
-		       atomic_int *entered, int sync_failure)
+static void run_queued(struct report_job *jobs, pthread_t *threads, size_t n, atomic_int *entered,
+		       int sync_failure)
 {
 	faultvfs_block_syncs(true);
 	ck_assert_int_eq(pthread_create(&threads[0], NULL, failure_thread, &jobs[0]), 0);
@@ -2060,7 +2075,8 @@ START_TEST(group_commit)
 	}
 	ck_assert_int_eq(jobs[GROUP_THREADS].rc, 0);
 	ck_assert_int_eq(jobs[GROUP_THREADS + 1].rc, 0);
-	ck_assert_int_eq(jobs[GROUP_THREADS].result.outcome + jobs[GROUP_THREADS + 1].result.outcome,
+	ck_assert_int_eq(jobs[GROUP_THREADS].result.outcome +
+				 jobs[GROUP_THREADS + 1].result.outcome,
 			 STORE_OUTCOME_RECORDED + STORE_OUTCOME_QUARANTINED);
 	int claimed = 0, busy = 0;
 	for (size_t i = GROUP_THREADS + 2; i < n; i++) {
@@ -2071,8 +2087,7 @@ START_TEST(group_commit)
 	ck_assert_int_eq(busy, CLAIM_THREADS - 1);
 
 	uint64_t used = commits(s) - before;
-	printf("group_commit: %zu ops acknowledged in %llu commits\n", n,
-	       (unsigned long long)used);
+	printf("group_commit: %zu ops acknowledged in %llu commits\n", n, (unsigned long long)used);
 	ck_assert_uint_lt(used, GROUP_THREADS);
 	struct store_stats st;
 	store_get_stats(s, &st);
@@ -2087,9 +2102,9 @@ START_TEST(group_commit)
 	ck_assert_uint_eq(info(s, VF_A).tally, 2);
 	ck_assert_uint_eq(ok(s, jobs[0].vf, jobs[0].instance, T1).cleared, 1);
 	/* the one that quarantined came second: its success clears both */
-	const char *newer = jobs[GROUP_THREADS].result.outcome == STORE_OUTCOME_QUARANTINED
-				    ? jobs[GROUP_THREADS].instance
-				    : jobs[GROUP_THREADS + 1].instance;
+	const char *newer = jobs[GROUP_THREADS].result.outcome == STORE_OUTCOME_QUARANTINED ?
+				    jobs[GROUP_THREADS].instance :
+				    jobs[GROUP_THREADS + 1].instance;
 	ck_assert_uint_eq(ok(s, VF_A, newer, T1).cleared, 2);
 	ck_assert(!info(s, VF_A).quarantined);
 
@@ -2182,7 +2197,8 @@ START_TEST(change_callback)
 	ck_assert_str_eq(seen.vf[0], VF_A);
 	report_fail(s, VF_A, "i-1", T1);
 	ck_assert_int_eq(seen.n, 2);
-	ck_assert_uint_eq(seen.bits[1], STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING); /* ok -> failing */
+	ck_assert_uint_eq(seen.bits[1],
+			  STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING); /* ok -> failing */
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 	ck_assert_int_eq(seen.n, 3);
 	ck_assert_uint_eq(seen.bits[2], STORE_CHANGE_CLAIMS);
@@ -2512,20 +2528,21 @@ END_TEST
 /* A version 6 database taken back to version 5: no suspects table; then to
  * version 4: no GPU drains. */
 #define V6_TO_V5_SQL "DROP INDEX suspects_live; DROP TABLE suspects; PRAGMA user_version = 5;"
-#define V5_TO_V4_SQL V6_TO_V5_SQL "DROP TABLE gpus; DROP TABLE gpu_history; PRAGMA user_version = 4;"
-#define V3_TO_V2_SQL                                                                       \
-	V5_TO_V4_SQL                                                                       \
-	"DROP INDEX claims_vf;"                                                            \
+#define V5_TO_V4_SQL \
+	V6_TO_V5_SQL "DROP TABLE gpus; DROP TABLE gpu_history; PRAGMA user_version = 4;"
+#define V3_TO_V2_SQL                                                                        \
+	V5_TO_V4_SQL                                                                        \
+	"DROP INDEX claims_vf;"                                                             \
 	"ALTER TABLE claims DROP COLUMN ended; ALTER TABLE claims DROP COLUMN released_by;" \
-	"DELETE FROM meta WHERE key = 'mode';"                                             \
-	"CREATE TABLE failures_v2 (id INTEGER PRIMARY KEY AUTOINCREMENT,"                  \
-	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"   \
-	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                               \
-	" UNIQUE (vf_id, instance_id, assigned_at));"                                      \
+	"DELETE FROM meta WHERE key = 'mode';"                                              \
+	"CREATE TABLE failures_v2 (id INTEGER PRIMARY KEY AUTOINCREMENT,"                   \
+	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"    \
+	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                                \
+	" UNIQUE (vf_id, instance_id, assigned_at));"                                       \
 	"INSERT INTO failures_v2 SELECT id, vf_id, instance_id, assigned_at, reported_at,"  \
-	" message FROM failures WHERE cleared_at IS NULL;"                                 \
-	"DROP TABLE failures; ALTER TABLE failures_v2 RENAME TO failures;"                 \
-	"ALTER TABLE vfs DROP COLUMN parent;"                                              \
+	" message FROM failures WHERE cleared_at IS NULL;"                                  \
+	"DROP TABLE failures; ALTER TABLE failures_v2 RENAME TO failures;"                  \
+	"ALTER TABLE vfs DROP COLUMN parent;"                                               \
 	"PRAGMA user_version = 2;"
 
 /* A version 1 database is migrated in place: its claims stay, boot_id "". */
@@ -2539,7 +2556,8 @@ START_TEST(schema_v1_migrated)
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 	store_close(s);
 	/* what a version 1 vfhealthd left */
-	db_write(V3_TO_V2_SQL "ALTER TABLE claims DROP COLUMN boot_id; ALTER TABLE vfs DROP COLUMN held;"
+	db_write(V3_TO_V2_SQL
+		 "ALTER TABLE claims DROP COLUMN boot_id; ALTER TABLE vfs DROP COLUMN held;"
 		 " ALTER TABLE vfs ADD COLUMN manual INTEGER NOT NULL DEFAULT 0;"
 		 " PRAGMA user_version = 1");
 	s = open_store();
@@ -2786,7 +2804,8 @@ static int allocatable_sorted(struct store *s, enum store_read how, struct store
 		ck_assert_int_le((*p)[i - 1].group, (*p)[i].group);
 	for (size_t i = 1; i < *n; i++)
 		for (size_t j = i; j > 0 && (*p)[j - 1].group == (*p)[j].group &&
-				   strcmp((*p)[j - 1].vf, (*p)[j].vf) > 0; j--) {
+				   strcmp((*p)[j - 1].vf, (*p)[j].vf) > 0;
+		     j--) {
 			struct store_placement t = (*p)[j];
 			(*p)[j] = (*p)[j - 1];
 			(*p)[j - 1] = t;
@@ -3078,7 +3097,8 @@ START_TEST(gpu_drain_claim_race)
 	size_t live = 0;
 	for (size_t i = 0; i < 4; i++) {
 		ck_assert_msg(d.rc[i] == 0 || d.rc[i] == -EBUSY, "claim %zu: %d", i, d.rc[i]);
-		ck_assert_msg(!(d.after[i] && d.rc[i] == 0), "claim %zu accepted after the drain", i);
+		ck_assert_msg(!(d.after[i] && d.rc[i] == 0), "claim %zu accepted after the drain",
+			      i);
 		live += d.rc[i] == 0;
 		ck_assert(!allocatable_has(d.s, vfs[i]));
 	}
@@ -3157,7 +3177,8 @@ END_TEST
 /* A store with an init window of window_s seconds. */
 static struct store *open_window(int64_t window_s)
 {
-	struct store_options opt = { .path = db_path, .max_quarantined = -1,
+	struct store_options opt = { .path = db_path,
+				     .max_quarantined = -1,
 				     .vfs_name = FAULTVFS_NAME,
 				     .init_window_ns = window_s * 1000000000 };
 	struct store *s = NULL;
@@ -3318,7 +3339,8 @@ START_TEST(suspect_ends)
 	claim_at(s, VF_A, "i-1", T1);
 	ck_assert_int_eq(crash(s, VF_A, "i-1", T1, T1_PLUS_1S, NULL), 1);
 	/* an older assignment's success proves nothing */
-	ck_assert_int_eq(store_report_success(s, VF_A, "i-0", "2026-11-29T06:00:00Z", -1, &ok_r), 0);
+	ck_assert_int_eq(store_report_success(s, VF_A, "i-0", "2026-11-29T06:00:00Z", -1, &ok_r),
+			 0);
 	ck_assert(!ok_r.suspect_cleared);
 	ck_assert_int_eq(store_report_success(s, VF_A, "i-1", T1, -1, &ok_r), 0);
 	ck_assert(!ok_r.suspect_cleared);
@@ -3343,7 +3365,9 @@ START_TEST(suspect_ends)
 	ck_assert_int_eq(info(s, VF_B).state, STORE_VF_SUSPECT);
 	ck_assert_uint_eq(info(s, VF_B).tally, 1);
 	struct store_failure_result fr;
-	ck_assert_int_eq(store_report_failure(s, VF_B, "i-5", T3, "NVRM: RmInitAdapter failed!", &fr), 0);
+	ck_assert_int_eq(store_report_failure(s, VF_B, "i-5", T3, "NVRM: RmInitAdapter failed!",
+					      &fr),
+			 0);
 	ck_assert_int_eq(fr.outcome, STORE_OUTCOME_QUARANTINED);
 	ck_assert(fr.suspect_confirmed);
 	ck_assert_int_eq(info(s, VF_B).state, STORE_VF_QUARANTINED);
@@ -3368,7 +3392,9 @@ START_TEST(suspect_ends)
 	ck_assert(!info(s, VF_C).suspect);
 	store_close(s);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM suspects WHERE cleared_at IS NULL"), 0);
-	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM suspects WHERE cleared_why = 'quarantined'"), 1);
+	ck_assert_int_eq(db_query(
+				 "SELECT COUNT(*) FROM suspects WHERE cleared_why = 'quarantined'"),
+			 1);
 }
 END_TEST
 
