@@ -251,19 +251,6 @@ static void vlog(int prio, enum log_event e, const struct log_fields *f, const c
 	write_stderr(prio, message);
 }
 
-void log_msg(int prio, const char *fmt, ...)
-{
-	int saved_errno = errno;
-	va_list ap;
-
-	if (prio > atomic_load(&max_priority))
-		return;
-	va_start(ap, fmt);
-	vlog(prio, LOG_EVENT_NONE, NULL, fmt, ap);
-	va_end(ap);
-	errno = saved_errno;
-}
-
 void log_event(int prio, enum log_event e, const struct log_fields *f, const char *fmt, ...)
 {
 	int saved_errno = errno;

@@ -114,10 +114,11 @@ int log_get_max_priority(void);
  * for none.  The string must outlive all logging. */
 void log_set_ident(const char *ident);
 
-void log_msg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* An event of kind e about f (NULL: no fields). */
 void log_event(int prio, enum log_event e, const struct log_fields *f, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* A plain message: an event of no kind, with no fields. */
+#define log_msg(prio, ...) log_event(prio, LOG_EVENT_NONE, NULL, __VA_ARGS__)
 
 #define log_err(...) log_msg(LOG_ERR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARNING, __VA_ARGS__)
