@@ -18,7 +18,8 @@
  *              their change lists
  *   commit.c   group commit: the queue, the leader, savepoints, one fsync,
  *              the change callback
- *   schema.c   open, schema, load, repair, close; the unavailable latch
+ *   schema.c   open, load, migrate, repair, close; the unavailable latch
+ *              (the SQL text of the schema and its steps: schema-sql.h)
  *   listing.c  the read-only listing connection (store_failure_list,
  *              store_history_list, store_gpu_history)
  *   gpus.c     a parent GPU's drain: its phase, the claims it refuses
