@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * gpus.c - a parent GPU's drain (store.h, "GPUs"): the phase each GPU is
- * in, kept in the `gpus` table and mirrored in struct store's `gpus` (a
- * GPU absent from it serves), the refusal it adds to claims and placement,
- * and its history (`gpu_history`).
+ * gpus.c - a parent GPU's drain and recovery (store.h, "GPUs", "Recovery"):
+ * the phase each GPU is in (rule_gpu_next), kept in the `gpus` table and
+ * mirrored in struct store's `gpus` (a GPU absent from it serves), the
+ * refusal it adds to claims and placement, its history (`gpu_history`),
+ * and the auto_recover setting.
  *
  * Design notes
  * ============
@@ -12,7 +13,11 @@
  * VF entry, so a claim's reservation (mirror_reservation_add) and a drain's
  * application after its commit are ordered: a claim either got its
  * reservation before the drain was applied (it lives; the GPU is draining)
- * or it is refused (-EBUSY).  The table's room is reserved by the op while
+ * or it is refused (-EBUSY).  The same order makes a cycle safe: the op
+ * that marks a GPU recovering checks, under mirror_lock, that none of its
+ * VFs has a claim or reservation while the GPU already refuses new ones
+ * (drained or failed), so none can appear before the cycle is applied.
+ * The table's room is reserved by the op while
  * it runs inside the batch (write_lock held), so applying after COMMIT
  * cannot fail.  A phase read from the database that this code does not
  * write makes the whole load fail (the store opens unavailable): an
@@ -31,6 +36,8 @@ const char *store_gpu_state_name(enum store_gpu_state state)
 		[STORE_GPU_SERVING] = "serving",
 		[STORE_GPU_DRAINING] = "draining",
 		[STORE_GPU_DRAINED] = "drained",
+		[STORE_GPU_RECOVERING] = "recovering",
+		[STORE_GPU_FAILED] = "failed",
 	};
 	return (size_t)state < ARRAY_SIZE(names) && names[state] ? names[state] : "unknown";
 }
@@ -91,11 +98,66 @@ static int gpus_reserve(struct store *s, size_t want)
 	return r;
 }
 
-/* The op inside the batch: the row, the history, and room for the mirror. */
-int gpus_op_drain(struct store *s, struct op *op)
+static const char *const gpu_event_words[] = {
+	[GPU_EV_DRAIN] = "drain",
+	[GPU_EV_UNDRAIN] = "undrain",
+	[GPU_EV_RECOVER] = "recover",
+	[GPU_EV_RECOVERED] = "recovered",
+	[GPU_EV_RECOVER_FAILED] = "recover-failed",
+	[GPU_EV_INTERRUPTED] = "recover-failed",
+};
+
+/* mirror_lock held: whether a VF of parent has a claim or a reservation,
+ * and (other) which other GPU is recovering. */
+static void gpu_scan_locked(const struct store *s, const char *parent, size_t *claimed,
+			    char other[static VF_ADDR_BUFSZ])
+{
+	*claimed = 0;
+	other[0] = '\0';
+	for (size_t i = 0; i < s->n_vfs; i++) {
+		const struct vf_entry *e = s->by_addr[i];
+		if (strcmp(e->parent, parent) == 0)
+			*claimed += e->claim || e->reservation;
+	}
+	for (size_t i = 0; i < s->n_gpus && !other[0]; i++)
+		if (s->gpus[i].phase == GPU_PHASE_RECOVERING && strcmp(s->gpus[i].parent, parent))
+			copy_string(other, VF_ADDR_BUFSZ, s->gpus[i].parent);
+}
+
+static void gpu_fill_locked(const struct store *s, const char *parent, struct store_gpu_info *g);
+
+/* mirror_lock held: op's step decided against the mirror; op->noop when
+ * it changes nothing, op->gpu_why filled when refused. */
+static int gpu_decide_locked(const struct store *s, struct op *op)
+{
+	enum gpu_phase phase = gpu_phase_locked(s, op->parent);
+	struct store_gpu_info g;
+	size_t claimed;
+	char other[VF_ADDR_BUFSZ];
+
+	gpu_scan_locked(s, op->parent, &claimed, other);
+	int next = rule_gpu_next(phase, (enum gpu_event)op->value, claimed > 0, other[0] != '\0');
+	if (next == -EBUSY) {
+		gpu_fill_locked(s, op->parent, &g);
+		op->gpu_why = (struct store_gpu_refusal){ .state = g.state, .claimed = claimed };
+		copy_string(op->gpu_why.recovering, VF_ADDR_BUFSZ, other);
+	}
+	if (next < 0)
+		return next;
+	op->noop = next == (int)phase;
+	op->gpu_next = (enum gpu_phase)next;
+	return 0;
+}
+
+/* The op inside the batch: decided again against what SQLite holds now
+ * (an earlier op of the batch may have changed the GPU), then the row,
+ * the history and room for the mirror.  A cycle begins only when the
+ * mirror agrees with SQLite: a drain committed by this very batch is not
+ * applied yet and would let a claim in before the cycle is. */
+int gpus_op(struct store *s, struct op *op)
 {
 	char now[RFC3339_BUFSZ];
-	int64_t n;
+	int64_t n, phase;
 	int r;
 
 	/* a parent only some registered VF names is a GPU */
@@ -104,23 +166,47 @@ int gpus_op_drain(struct store *s, struct op *op)
 		return r;
 	if (n == 0)
 		return -ENOENT;
-	r = db_int(s, &n, "SELECT COALESCE((SELECT phase FROM gpus WHERE parent = ?), 0)", "t",
+	r = db_int(s, &phase, "SELECT COALESCE((SELECT phase FROM gpus WHERE parent = ?), 0)", "t",
 		   op->parent);
 	if (r < 0)
 		return r;
-	if (n == op->value)
+	mirror_rdlock(s);
+	r = gpu_decide_locked(s, op);
+	bool agrees = gpu_phase_locked(s, op->parent) == (enum gpu_phase)phase;
+	mirror_unlock(s);
+	if (r < 0)
+		return r;
+	if (op->value == GPU_EV_RECOVER) {
+		if (!agrees)
+			return -EBUSY;
+		r = db_int(s, &n, "SELECT COUNT(*) FROM gpus WHERE phase = ? AND parent <> ?",
+			   "it", (int64_t)GPU_PHASE_RECOVERING, op->parent);
+		if (r < 0)
+			return r;
+		if (n > 0)
+			return -EBUSY;
+	}
+	r = rule_gpu_next((enum gpu_phase)phase, (enum gpu_event)op->value, false, false);
+	if (r < 0)
+		return r;
+	op->gpu_next = (enum gpu_phase)r;
+	if (op->gpu_next == (enum gpu_phase)phase)
 		return 0;
-	if (op->value == GPU_PHASE_SERVING)
+	if (op->gpu_next == GPU_PHASE_SERVING)
 		r = db_exec(s, "DELETE FROM gpus WHERE parent = ?", "t", op->parent);
 	else
 		r = db_exec(s, "INSERT OR REPLACE INTO gpus (parent, phase) VALUES (?, ?)", "ti",
-			    op->parent, (int64_t)op->value);
+			    op->parent, (int64_t)op->gpu_next);
 	if (r < 0)
 		return r;
 	rfc3339_now(now);
-	r = db_exec(s, "INSERT INTO gpu_history (parent, at, event, by) VALUES (?, ?, ?, ?)",
-		    "ttti", op->parent, now, op->how, op->uid);
+	r = db_exec(s,
+		    "INSERT INTO gpu_history (parent, at, event, by, detail) VALUES (?, ?, ?, ?, ?)",
+		    "tttit", op->parent, now, gpu_event_words[op->value], op->uid,
+		    op->message ? op->message : "");
 	if (r < 0)
+		return r;
+	if (op->value == GPU_EV_RECOVERED && (r = ops_recovered_vfs(s, op)) < 0)
 		return r;
 	/* every op of a batch may add one GPU */
 	if ((r = gpus_reserve(s, s->n_gpus + ++s->gpus_pending)) < 0)
@@ -129,12 +215,34 @@ int gpus_op_drain(struct store *s, struct op *op)
 	return op_change_gpu(op);
 }
 
+int gpus_op_auto_recover(struct store *s, struct op *op)
+{
+	int64_t current;
+	int r = db_setting(s, "auto_recover", &current);
+
+	if (r < 0)
+		return r;
+	if (current == op->value)
+		return 0;
+	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = 'auto_recover'", "i",
+		    (int64_t)op->value);
+	if (r < 0)
+		return r;
+	op->gpu_applied = true;
+	return op_change_global(op, STORE_CHANGE_AUTO_RECOVER);
+}
+
 void gpus_apply_batch(struct store *s, struct op *batch, bool committed)
 {
 	pthread_rwlock_wrlock(&s->mirror_lock);
-	for (struct op *op = batch; committed && op; op = op->next)
-		if (op->kind == OP_DRAIN && op->rc == 0 && op->gpu_applied)
-			gpu_phase_set_locked(s, op->parent, (enum gpu_phase)op->value);
+	for (struct op *op = batch; committed && op; op = op->next) {
+		if (op->rc != 0 || !op->gpu_applied)
+			continue;
+		if (op->kind == OP_GPU)
+			gpu_phase_set_locked(s, op->parent, op->gpu_next);
+		else if (op->kind == OP_AUTO_RECOVER)
+			atomic_store(&s->auto_recover, op->value);
+	}
 	s->gpus_pending = 0;
 	pthread_rwlock_unlock(&s->mirror_lock);
 }
@@ -172,6 +280,16 @@ int gpus_load(struct store *s)
 	}
 	if (r < 0)
 		return r;
+	int64_t auto_recover;
+	if ((r = db_setting(s, "auto_recover", &auto_recover)) < 0)
+		return r;
+	if (auto_recover < 0 || auto_recover > AUTO_RECOVER_MAX) {
+		s->batch_failed = true;
+		snprintf(s->batch_error, sizeof(s->batch_error),
+			 "database content invalid: auto_recover %lld", (long long)auto_recover);
+		return -EIO;
+	}
+	atomic_store(&s->auto_recover, (int)auto_recover);
 	pthread_rwlock_wrlock(&s->mirror_lock);
 	free(s->gpus);
 	s->gpus = move_ptr(list);
@@ -189,7 +307,7 @@ static int parent_valid(const char *parent)
 	return parent && vf_address_valid(parent) ? 0 : -EINVAL;
 }
 
-static int decide_drain(const struct store *s, const struct vf_entry *e, struct op *op)
+static int decide_gpu(const struct store *s, const struct vf_entry *e, struct op *op)
 {
 	bool known = false;
 
@@ -197,25 +315,124 @@ static int decide_drain(const struct store *s, const struct vf_entry *e, struct 
 		known = strcmp(s->by_addr[i]->parent, op->parent) == 0;
 	if (!known)
 		return -ENOENT;
-	op->noop = gpu_phase_locked(s, op->parent) == (enum gpu_phase)op->value;
-	return 0;
+	return gpu_decide_locked(s, op);
+}
+
+/* One step of a GPU (enum gpu_event), decided from the mirror, then in the
+ * batch. */
+static int gpu_step(struct store *s, struct op *op)
+{
+	if (parent_valid(op->parent) < 0)
+		return -EINVAL;
+	return mutate(s, op, decide_gpu);
 }
 
 int store_gpu_drain(struct store *s, const char *parent, bool drain, int64_t uid, bool *unchanged)
 {
-	struct op op = { .kind = OP_DRAIN, .uid = uid };
+	struct op op = { .kind = OP_GPU, .uid = uid, .value = drain ? GPU_EV_DRAIN : GPU_EV_UNDRAIN };
 	int r;
 
-	if ((r = parent_valid(parent)) < 0)
-		return r;
 	copy_string(op.parent, sizeof(op.parent), parent);
-	op.value = drain ? GPU_PHASE_DRAIN : GPU_PHASE_SERVING;
-	op.how = drain ? "drain" : "undrain";
-	if ((r = mutate(s, &op, decide_drain)) < 0)
+	if ((r = gpu_step(s, &op)) < 0)
 		return r;
 	if (unchanged)
 		*unchanged = op.noop;
 	return 0;
+}
+
+int store_gpu_recover_begin(struct store *s, const char *parent, int64_t uid,
+			    struct store_gpu_refusal *why)
+{
+	struct op op = { .kind = OP_GPU, .uid = uid, .value = GPU_EV_RECOVER };
+	int r;
+
+	copy_string(op.parent, sizeof(op.parent), parent);
+	r = gpu_step(s, &op);
+	if (r == -EBUSY && why) {
+		if (op.gpu_why.state == STORE_GPU_SERVING && !op.gpu_why.recovering[0]) {
+			/* refused inside the batch: say what the mirror says now */
+			struct store_gpu_info g;
+			mirror_rdlock(s);
+			gpu_fill_locked(s, parent, &g);
+			gpu_scan_locked(s, parent, &op.gpu_why.claimed, op.gpu_why.recovering);
+			mirror_unlock(s);
+			op.gpu_why.state = g.state;
+		}
+		*why = op.gpu_why;
+	}
+	return r;
+}
+
+int store_gpu_recover_end(struct store *s, const char *parent, bool ok, const char *detail,
+			  size_t *cleared)
+{
+	struct op op = { .kind = OP_GPU,
+			 .uid = -1,
+			 .value = ok ? GPU_EV_RECOVERED : GPU_EV_RECOVER_FAILED,
+			 .message = detail };
+	int r;
+
+	copy_string(op.parent, sizeof(op.parent), parent);
+	if ((r = gpu_step(s, &op)) < 0)
+		return r;
+	if (cleared)
+		*cleared = op.gpu_cleared;
+	return 0;
+}
+
+int store_gpu_fail_interrupted(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
+{
+	_cleanup_free_ char(*list)[VF_ADDR_BUFSZ] = NULL;
+	size_t n = 0;
+	int r = 0;
+
+	if (!ret || !count)
+		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	mirror_rdlock(s);
+	list = calloc(MAX(s->n_gpus, (size_t)1), sizeof(*list));
+	for (size_t i = 0; list && i < s->n_gpus; i++)
+		if (s->gpus[i].phase == GPU_PHASE_RECOVERING)
+			memcpy(list[n++], s->gpus[i].parent, VF_ADDR_BUFSZ);
+	mirror_unlock(s);
+	if (!list)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		struct op op = { .kind = OP_GPU,
+				 .uid = -1,
+				 .value = GPU_EV_INTERRUPTED,
+				 .message = "interrupted: vfhealthd stopped during the cycle" };
+		copy_string(op.parent, sizeof(op.parent), list[i]);
+		r = gpu_step(s, &op);
+	}
+	if (r < 0)
+		return r;
+	*ret = n ? move_ptr(list) : NULL;
+	*count = n;
+	return 0;
+}
+
+int store_auto_recover_get(struct store *s)
+{
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	return atomic_load(&s->auto_recover);
+}
+
+static int decide_auto_recover(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	op->noop = atomic_load(&s->auto_recover) == op->value;
+	return 0;
+}
+
+int store_auto_recover_set(struct store *s, int n)
+{
+	struct op op = { .kind = OP_AUTO_RECOVER, .uid = -1, .value = n };
+
+	if (n < 0 || n > AUTO_RECOVER_MAX)
+		return -EINVAL;
+	return mutate(s, &op, decide_auto_recover);
 }
 
 /* mirror_lock held: what one GPU is, from its VFs and its phase. */
@@ -233,6 +450,12 @@ static void gpu_fill_locked(const struct store *s, const char *parent, struct st
 	switch (gpu_phase_locked(s, parent)) {
 	case GPU_PHASE_SERVING:
 		g->state = STORE_GPU_SERVING;
+		break;
+	case GPU_PHASE_RECOVERING:
+		g->state = STORE_GPU_RECOVERING;
+		break;
+	case GPU_PHASE_FAILED:
+		g->state = STORE_GPU_FAILED;
 		break;
 	case GPU_PHASE_DRAIN:
 	default: /* gpus_load admits no other phase; fail closed anyway */

@@ -195,7 +195,7 @@ static int read_gpu_history(struct store *s, const char *parent, size_t max,
 	if (!list)
 		return -ENOMEM;
 	rc = sqlite3_prepare_v2(s->read_db,
-				"SELECT at, event, by, total FROM (SELECT id, at, event, by,"
+				"SELECT at, event, by, total, detail FROM (SELECT id, at, event, by, detail,"
 				" COUNT(*) OVER () AS total FROM gpu_history WHERE parent = ?1"
 				" ORDER BY id DESC LIMIT ?2) ORDER BY id",
 				-1, &st, NULL);
@@ -213,6 +213,7 @@ static int read_gpu_history(struct store *s, const char *parent, size_t max,
 		e->by = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 :
 								    sqlite3_column_int64(st, 2);
 		total = (size_t)sqlite3_column_int64(st, 3);
+		copy_string(e->detail, sizeof(e->detail), db_col_text(st, 4));
 	}
 	if (rc != SQLITE_DONE)
 		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;

@@ -57,6 +57,11 @@ int op_change_gpu(struct op *op)
 	return op_change(op, STORE_CHANGE_GPU, "", NULL);
 }
 
+int op_change_global(struct op *op, unsigned bits)
+{
+	return op_change(op, bits, "", NULL);
+}
+
 void op_discard_changes(struct op *op)
 {
 	free(op->changes);
@@ -462,6 +467,59 @@ static int op_clear(struct store *s, struct op *op, const struct vf_row *row)
 			 op->vf, NULL);
 }
 
+int ops_recovered_vfs(struct store *s, struct op *op)
+{
+	_cleanup_free_ char(*addrs)[VF_ADDR_BUFSZ] = NULL;
+	size_t n = 0, cap = 0;
+	int r;
+
+	{
+		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
+			s, "SELECT address FROM vfs WHERE parent = ? ORDER BY address", "t", op->parent);
+		if (!st)
+			return -EIO;
+		while ((r = db_step(s, st)) == 1) {
+			if (n == cap) {
+				cap = cap ? 2 * cap : 16;
+				char(*grown)[VF_ADDR_BUFSZ] = reallocarray(addrs, cap, sizeof(*addrs));
+				if (!grown)
+					return -ENOMEM;
+				addrs = grown;
+			}
+			copy_string(addrs[n++], VF_ADDR_BUFSZ, db_col_text(st, 0));
+		}
+		if (r < 0)
+			return r;
+	}
+	op->gpu_cleared = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct vf_row row;
+		bool suspect;
+		int64_t live;
+
+		if ((r = db_vf_row(s, addrs[i], &row)) < 0 ||
+		    (r = db_failure_count(s, row.id, &live)) < 0)
+			return r;
+		suspect = row.suspect_since[0] != '\0';
+		if (!row.quarantined && live == 0 && !suspect)
+			continue;
+		/* an operator hold is the operator's: the cycle keeps it */
+		if ((r = clear_failures(s, row.id, "1 = ?", 1, op->uid, "recovered")) < 0 ||
+		    (r = lift_row(s, row.id)) < 0 ||
+		    (r = end_suspicion(s, row.id, "recovered", &suspect)) < 0)
+			return r;
+		r = op_change_append(op,
+				     (live ? STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING : 0u) |
+					     (suspect ? STORE_CHANGE_SUSPECT : 0u) |
+					     (row.quarantined ? STORE_CHANGE_QUARANTINE : 0u),
+				     addrs[i], NULL);
+		if (r < 0)
+			return r;
+		op->gpu_cleared++;
+	}
+	return 0;
+}
+
 static int op_setting(struct store *s, struct op *op, const char *key, unsigned bit)
 {
 	int64_t current;
@@ -683,8 +741,10 @@ int ops_exec(struct store *s, struct op *op)
 		return op_setting(s, op, "max_quarantined", STORE_CHANGE_MAX_QUARANTINED);
 	case OP_MODE:
 		return op_mode(s, op);
-	case OP_DRAIN:
-		return gpus_op_drain(s, op);
+	case OP_GPU:
+		return gpus_op(s, op);
+	case OP_AUTO_RECOVER:
+		return gpus_op_auto_recover(s, op);
 	default:
 		break;
 	}

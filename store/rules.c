@@ -176,6 +176,28 @@ enum store_placement_group rule_placement_group(enum store_mode mode, bool out_o
 	return parent_degraded ? STORE_PLACE_DEGRADED_PARENT : STORE_PLACE_CLEAN_PARENT;
 }
 
+int rule_gpu_next(enum gpu_phase p, enum gpu_event ev, bool claimed, bool other_recovering)
+{
+	if ((size_t)p >= GPU_PHASE_COUNT)
+		return -EINVAL;
+	switch (ev) {
+	case GPU_EV_DRAIN:
+		return p == GPU_PHASE_SERVING ? GPU_PHASE_DRAIN : (int)p;
+	case GPU_EV_UNDRAIN:
+		return p == GPU_PHASE_RECOVERING ? -EBUSY : GPU_PHASE_SERVING;
+	case GPU_EV_RECOVER:
+		if (p != GPU_PHASE_DRAIN && p != GPU_PHASE_FAILED)
+			return -EBUSY;
+		return claimed || other_recovering ? -EBUSY : GPU_PHASE_RECOVERING;
+	case GPU_EV_RECOVERED:
+		return p == GPU_PHASE_RECOVERING ? GPU_PHASE_SERVING : -EINVAL;
+	case GPU_EV_RECOVER_FAILED:
+	case GPU_EV_INTERRUPTED:
+		return p == GPU_PHASE_RECOVERING ? GPU_PHASE_FAILED : -EINVAL;
+	}
+	return -EINVAL;
+}
+
 int rule_reservation_next(enum reservation_state s, enum reservation_event ev)
 {
 	switch (ev) {

@@ -44,6 +44,46 @@ enum reservation_event {
 /* The state after ev in state s (>= 0), or -EINVAL. */
 int rule_reservation_next(enum reservation_state s, enum reservation_event ev);
 
+/* A parent GPU's phase (store.h, "GPUs"), as the `gpus` table stores it
+ * (the integer is on disk: never renumber):
+ *
+ *   SERVING --drain--> DRAIN             its VFs take no new claim
+ *   DRAIN --undrain--> SERVING
+ *   DRAIN, FAILED --recover--> RECOVERING  only with no claim or reservation
+ *                                        on the GPU and no other GPU of the
+ *                                        host recovering (-EBUSY otherwise)
+ *   RECOVERING --recovered--> SERVING    the cycle brought every VF back
+ *   RECOVERING --failed--> FAILED        the program failed, timed out, or a
+ *                                        VF did not come back
+ *   RECOVERING --interrupted--> FAILED   vfhealthd restarted during a cycle:
+ *                                        nothing re-runs it by itself
+ *   FAILED --undrain--> SERVING          an operator's manual fix
+ *
+ * A drain of a GPU that is not serving changes nothing (a failed GPU stays
+ * failed), an undrain of a serving GPU neither; an undrain during a cycle
+ * and a recover of a serving or recovering GPU are -EBUSY; every other pair
+ * is no transition (-EINVAL).  Tests: tests/store/test-rules.c
+ * (gpu_transitions). */
+enum gpu_phase {
+	GPU_PHASE_SERVING = 0, /* never stored: a GPU without a row serves */
+	GPU_PHASE_DRAIN = 1,   /* drained or draining */
+	GPU_PHASE_RECOVERING = 2,
+	GPU_PHASE_FAILED = 3,
+	GPU_PHASE_COUNT,
+};
+enum gpu_event {
+	GPU_EV_DRAIN,
+	GPU_EV_UNDRAIN,
+	GPU_EV_RECOVER,
+	GPU_EV_RECOVERED,
+	GPU_EV_RECOVER_FAILED,
+	GPU_EV_INTERRUPTED,
+};
+/* The phase after ev in phase p (>= 0; p itself: no change), or -EBUSY /
+ * -EINVAL.  claimed: a VF of the GPU has a live claim or a reservation;
+ * other_recovering: another GPU of the host is recovering. */
+int rule_gpu_next(enum gpu_phase p, enum gpu_event ev, bool claimed, bool other_recovering);
+
 /* A VF is out of service (claims refused, listed as quarantined, placement
  * skips it) when it is automatically quarantined or held by the operator:
  * two separate bits, so that neither lifts the other. */

@@ -11,7 +11,7 @@
 #define VFHEALTH_STORE_SCHEMA_SQL_H
 
 #define STORE_APPLICATION_ID 0x56464831 /* 'VFH1' */
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
 
 /* A failure cleared by a success, the operator or the FAILURES_PER_VF_MAX
  * cap stays as history: cleared_at (when), cleared_by (the writer's uid,
@@ -45,6 +45,12 @@
 	" parent TEXT NOT NULL, at TEXT NOT NULL, event TEXT NOT NULL, by INTEGER);" \
 	"CREATE INDEX gpu_history_parent ON gpu_history (parent);"
 
+/* v7: a GPU event's detail (a cycle's outcome in a few words, "" for the
+ * others), and the auto_recover setting (0: off; else how many VFs of one
+ * GPU out of service by automatic quarantine start its recovery). */
+#define GPU_HISTORY_DETAIL_SQL "ALTER TABLE gpu_history ADD COLUMN detail TEXT NOT NULL DEFAULT '';"
+#define AUTO_RECOVER_SQL "INSERT OR IGNORE INTO meta (key, value) VALUES ('auto_recover', 0);"
+
 /* A VF's suspicions (store.h, Suspect): since (when it became suspect),
  * the claim whose VMM died (instance_id, claimed_at) and when it was known
  * dead; cleared_at/cleared_why when it ended (`ok:INSTANCE`, `operator`,
@@ -70,16 +76,16 @@
 		" boot_id TEXT NOT NULL DEFAULT '', ended TEXT, released_by INTEGER);"           \
 		"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"   \
 		"CREATE INDEX claims_vf ON claims (vf_id);" HOLDS_TABLE_SQL GPUS_TABLES_SQL      \
-			SUSPECTS_TABLE_SQL                                                       \
+			GPU_HISTORY_DETAIL_SQL SUSPECTS_TABLE_SQL AUTO_RECOVER_SQL               \
 		"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0)," \
 		" ('mode', 0);"                                                                  \
 		"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                 \
-		"PRAGMA user_version = 6;"            /* STORE_SCHEMA_VERSION */                 \
+		"PRAGMA user_version = 7;"            /* STORE_SCHEMA_VERSION */                 \
 		"COMMIT;"
 
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
 _Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
-_Static_assert(STORE_SCHEMA_VERSION == 6, "SCHEMA_SQL and the migrations name the version");
+_Static_assert(STORE_SCHEMA_VERSION == 7, "SCHEMA_SQL and the migrations name the version");
 _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
 
 /* Schema migrations, one transaction each, run at open once the checks
@@ -140,6 +146,11 @@ _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
  * database never had one. */
 #define MIGRATE_V5_V6_SQL                                                \
 	"BEGIN IMMEDIATE;" SUSPECTS_TABLE_SQL "PRAGMA user_version = 6;" \
+	"COMMIT;"
+
+/* v6 -> v7: GPU events' details and the auto_recover setting (off). */
+#define MIGRATE_V6_V7_SQL                                                                     \
+	"BEGIN IMMEDIATE;" GPU_HISTORY_DETAIL_SQL AUTO_RECOVER_SQL "PRAGMA user_version = 7;" \
 	"COMMIT;"
 
 #endif

@@ -155,15 +155,6 @@ struct failure_builder {
 
 /* -- GPUs (gpus.c) ------------------------------------------------------------- */
 
-/* A parent GPU's phase as the `gpus` table stores it (the integer is on
- * disk: never renumber).  The state shown (store_gpu_state) derives from
- * it and the GPU's claims. */
-enum gpu_phase {
-	GPU_PHASE_SERVING = 0, /* never stored: a GPU without a row serves */
-	GPU_PHASE_DRAIN = 1,   /* drained or draining */
-	GPU_PHASE_COUNT,
-};
-
 struct gpu_entry {
 	char parent[VF_ADDR_BUFSZ];
 	enum gpu_phase phase;
@@ -185,7 +176,8 @@ enum op_kind {
 	OP_RELEASE,
 	OP_SET_PARENT,
 	OP_MODE,
-	OP_DRAIN,
+	OP_GPU, /* a GPU's step: op->value is its enum gpu_event */
+	OP_AUTO_RECOVER,
 };
 
 struct op {
@@ -193,13 +185,16 @@ struct op {
 	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
 	char when[RFC3339_BUFSZ];   /* assigned_at, or claimed_at ("" = none) */
-	char parent[VF_ADDR_BUFSZ]; /* OP_REGISTER, OP_SET_PARENT ("" = unknown); OP_DRAIN */
+	char parent[VF_ADDR_BUFSZ]; /* OP_REGISTER, OP_SET_PARENT ("" = unknown); OP_GPU */
 	const char *message;        /* sanitized, owned by the caller */
 	const struct store_claim *claim_in;
-	int value;        /* threshold, max_quarantined, mode or (OP_DRAIN) enum gpu_phase */
+	int value;        /* threshold, max_quarantined, mode, auto_recover or (OP_GPU) enum gpu_event */
 	int64_t uid;      /* the writer, for the history: -1 unknown */
 	const char *how;  /* OP_RELEASE: how the claim ended */
-	bool gpu_applied; /* OP_DRAIN: changed the GPU's phase (gpus_apply_batch) */
+	bool gpu_applied; /* OP_GPU: changed the GPU's phase (gpus_apply_batch) */
+	enum gpu_phase gpu_next;          /* OP_GPU: the phase it changed to */
+	struct store_gpu_refusal gpu_why; /* OP_GPU: why it was refused (-EBUSY) */
+	size_t gpu_cleared;               /* OP_GPU, recovered: the VFs that changed */
 	bool crashed;     /* OP_RELEASE: its VMM died ("Suspect") */
 	char died_at[RFC3339_BUFSZ]; /* OP_RELEASE, crashed: "" = now */
 	bool suspect_began;          /* OP_RELEASE: the VF became suspect */
@@ -280,7 +275,8 @@ struct store {
 	/* the GPUs not serving (gpus.c), unsorted: few */
 	struct gpu_entry *gpus;
 	size_t n_gpus, cap_gpus;
-	size_t gpus_pending; /* OP_DRAINs of the running batch (under write_lock too) */
+	size_t gpus_pending; /* OP_GPUs of the running batch (under write_lock too) */
+	atomic_int auto_recover; /* store_auto_recover_get: read without mirror_lock */
 	size_t n_suspect;
 
 	pthread_mutex_t queue_lock;
@@ -455,8 +451,12 @@ void op_discard_changes(struct op *op);
  * whether it refuses new claims and leaves placement. */
 enum gpu_phase gpu_phase_locked(const struct store *s, const char *parent);
 bool gpu_refuses_claims_locked(const struct store *s, const char *parent);
-/* OP_DRAIN inside the batch. */
-int gpus_op_drain(struct store *s, struct op *op);
+/* OP_GPU, OP_AUTO_RECOVER inside the batch. */
+int gpus_op(struct store *s, struct op *op);
+int gpus_op_auto_recover(struct store *s, struct op *op);
+/* ops.c, OP_GPU recovered: every VF of op->parent back in service as far
+ * as failures go (store.h, store_gpu_recover_end); op->gpu_cleared. */
+int ops_recovered_vfs(struct store *s, struct op *op);
 /* After the batch (write_lock held): apply its committed drains to the
  * mirror (cannot fail: the ops reserved the room). */
 void gpus_apply_batch(struct store *s, struct op *batch, bool committed);
@@ -465,6 +465,8 @@ void gpus_apply_batch(struct store *s, struct op *batch, bool committed);
 int gpus_load(struct store *s);
 /* ops.c: record a GPU change on the op (store-wide: it names no VF). */
 int op_change_gpu(struct op *op);
+/* ops.c: record a store-wide change of `bits` on the op. */
+int op_change_global(struct op *op, unsigned bits);
 
 /* -- commit.c ------------------------------------------------------------------ */
 

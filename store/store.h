@@ -197,6 +197,19 @@
  *                 gpu_drain_refuses_claims, gpu_drain_persisted,
  *                 gpu_drain_unknown_phase_fails_closed.
  *
+ *  Recovery       a drained GPU's SR-IOV cycle: recovering, then serving
+ *                 (every VF cleared) or failed.  The phases and their
+ *                 transitions are one table, rule_gpu_next (rules.h).  A
+ *                 GPU that is recovering or failed refuses claims and
+ *                 stays out of placement like a drained one; the check
+ *                 that no claim lives on it and that no other GPU
+ *                 recovers is made inside the commit that marks it
+ *                 recovering, so a claim racing it is refused.  A restart
+ *                 never resumes a cycle: store_gpu_fail_interrupted.
+ *                 Tests: gpu_recover_cycle, gpu_recover_refused,
+ *                 gpu_recover_one_at_a_time, gpu_recover_interrupted;
+ *                 test-rules.c gpu_transitions.
+ *
  *  State          each VF's state, derived: held (an operator hold, whatever
  *                 else), quarantined (automatically), held-back, suspect,
  *                 failing (failures on record below the threshold), ok.
@@ -350,8 +363,9 @@ enum store_change_bits {
 	STORE_CHANGE_PARENT = 1 << 9,    /* vf's parent GPU was set */
 	STORE_CHANGE_MODE = 1 << 10,     /* enforce <-> observe */
 	STORE_CHANGE_FAILING = 1 << 11,  /* vf's tally went between 0 and not (ok <-> failing) */
-	STORE_CHANGE_GPU = 1 << 12,      /* a GPU's drain started or ended (names no VF) */
+	STORE_CHANGE_GPU = 1 << 12,      /* a GPU's phase changed (names no VF) */
 	STORE_CHANGE_SUSPECT = 1 << 13,  /* vf became suspect or stopped being it */
+	STORE_CHANGE_AUTO_RECOVER = 1 << 14,
 };
 
 struct store_change {
@@ -482,6 +496,11 @@ int store_threshold_get(struct store *s);
 int store_threshold_set(struct store *s, int threshold);
 int store_max_quarantined_get(struct store *s);
 int store_max_quarantined_set(struct store *s, int max_quarantined); /* >= 0, <= VFS_MAX */
+/* How many VFs of one GPU out of service by automatic quarantine start its
+ * recovery; 0: off (the default).  Persisted; 0 ... AUTO_RECOVER_MAX. */
+#define AUTO_RECOVER_MAX 256
+int store_auto_recover_get(struct store *s);
+int store_auto_recover_set(struct store *s, int n);
 
 enum store_mode {
 	STORE_MODE_ENFORCE, /* out of service refuses claims (the default) */
@@ -535,8 +554,10 @@ enum store_gpu_state {
 	STORE_GPU_SERVING,
 	STORE_GPU_DRAINING, /* drained, with a claim or reservation left on it */
 	STORE_GPU_DRAINED,
+	STORE_GPU_RECOVERING, /* its SR-IOV cycle runs */
+	STORE_GPU_FAILED,     /* its last cycle failed: out of service until an undrain */
 };
-/* "serving", "draining", "drained" */
+/* "serving", "draining", "drained", "recovering", "failed" */
 const char *store_gpu_state_name(enum store_gpu_state state);
 
 struct store_gpu_info {
@@ -554,15 +575,49 @@ int store_gpu_get(struct store *s, const char *parent, enum store_read how,
 int store_gpu_list(struct store *s, struct store_gpu_info **ret, size_t *count);
 /* The registered VFs of a GPU, sorted; *ret malloc'd.  -ENOENT: none. */
 int store_gpu_vfs(struct store *s, const char *parent, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
+
+/* Why a GPU's step was refused (-EBUSY): its state then, its VFs with a
+ * claim or reservation, and the GPU of the host that is recovering ("" for
+ * none). */
+struct store_gpu_refusal {
+	enum store_gpu_state state;
+	size_t claimed;
+	char recovering[VF_ADDR_BUFSZ];
+};
+
 /* Start (drain true) or end a drain; uid: the writer, for the history.
- * *unchanged (may be NULL) when it already was so (no commit).  -EINVAL,
- * -ENOENT (no VF names it), -EIO while unavailable. */
+ * *unchanged (may be NULL) when it already was so (no commit): a drain of
+ * a GPU that is not serving (a failed GPU stays failed).  An undrain
+ * returns a drained or failed GPU to service.  -EINVAL, -ENOENT (no VF
+ * names it), -EBUSY (undrain during a cycle), -EIO while unavailable. */
 int store_gpu_drain(struct store *s, const char *parent, bool drain, int64_t uid, bool *unchanged);
 
+/* A cycle's steps ("Recovery" above; rule_gpu_next in rules.h).  begin
+ * marks a drained or failed GPU recovering in the same commit that finds
+ * no claim or reservation on any VF of it and no other GPU of the host
+ * recovering (-EBUSY otherwise, *why filled; may be NULL).  end: ok, every
+ * VF of the GPU is back in service (its live failures cleared with why
+ * `recovered`, its automatic quarantine lifted, its suspicion ended; an
+ * operator hold stays) and the GPU serves, *cleared (may be NULL) the VFs
+ * that changed; !ok, the GPU is failed and its VFs stay out of service.
+ * detail: the outcome in a few words, kept in the history.  -EINVAL when
+ * the GPU is not recovering. */
+int store_gpu_recover_begin(struct store *s, const char *parent, int64_t uid,
+			    struct store_gpu_refusal *why);
+int store_gpu_recover_end(struct store *s, const char *parent, bool ok, const char *detail,
+			  size_t *cleared);
+/* Every GPU left recovering by an earlier vfhealthd becomes failed
+ * (history `recover-failed`, detail `interrupted`): nothing re-runs a cycle
+ * by itself.  Their addresses in *ret (malloc'd; NULL and 0 when none). */
+int store_gpu_fail_interrupted(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
+
+#define STORE_GPU_DETAIL_MAX 200
 struct store_gpu_event {
 	char at[RFC3339_BUFSZ];
-	char event[STORE_HISTORY_WORD_MAX + 1]; /* "drain", "undrain" */
-	int64_t by;                             /* the uid that asked; -1 when not known */
+	/* "drain", "undrain", "recover", "recovered", "recover-failed" */
+	char event[STORE_HISTORY_WORD_MAX + 1];
+	int64_t by; /* the uid that asked; -1 when not known */
+	char detail[STORE_GPU_DETAIL_MAX + 1];
 };
 
 /* A GPU's history, oldest first: the newest `max` events in *ret

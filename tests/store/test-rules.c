@@ -425,6 +425,36 @@ START_TEST(reservation_transitions)
 }
 END_TEST
 
+/* Every (phase, event) pair of a GPU, with and without claims and another
+ * GPU recovering: the table in rules.h, no other transition. */
+START_TEST(gpu_transitions)
+{
+	enum { S = GPU_PHASE_SERVING, D = GPU_PHASE_DRAIN, R = GPU_PHASE_RECOVERING,
+	       F = GPU_PHASE_FAILED, B = -EBUSY, I = -EINVAL };
+	/* [phase][event]: free (no claim, no other cycle) */
+	static const int free_[4][6] = {
+		/* drain undrain recover recovered failed interrupted */
+		[S] = { D, S, B, I, I, I },
+		[D] = { D, S, R, I, I, I },
+		[R] = { R, B, B, S, F, F },
+		[F] = { F, S, R, I, I, I },
+	};
+
+	for (int p = 0; p < GPU_PHASE_COUNT; p++)
+		for (int ev = 0; ev <= GPU_EV_INTERRUPTED; ev++) {
+			int want = free_[p][ev];
+			ck_assert_msg(rule_gpu_next(p, ev, false, false) == want,
+				      "phase %d event %d: %d, want %d", p, ev,
+				      rule_gpu_next(p, ev, false, false), want);
+			/* a claim or another cycle refuses only the start of a cycle */
+			int busy = ev == GPU_EV_RECOVER ? B : want;
+			ck_assert_int_eq(rule_gpu_next(p, ev, true, false), busy);
+			ck_assert_int_eq(rule_gpu_next(p, ev, false, true), busy);
+		}
+	ck_assert_int_eq(rule_gpu_next(GPU_PHASE_COUNT, GPU_EV_DRAIN, false, false), -EINVAL);
+}
+END_TEST
+
 static Suite *rules_suite(void)
 {
 	const TTest *tests[] = { threshold_cap_and_breaker,
@@ -436,6 +466,7 @@ static Suite *rules_suite(void)
 				 placement_groups,
 				 placement_shuffle,
 				 reservation_transitions,
+				 gpu_transitions,
 				 crash_suspect };
 	Suite *suite = suite_create("store-rules");
 	TCase *tc = tcase_create("rules");

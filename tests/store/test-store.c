@@ -574,7 +574,7 @@ START_TEST(failure_listing_survives_reopen)
 
 	/* a store whose database could not be opened lists nothing */
 	store_close(s);
-	db_write("PRAGMA user_version = 7"); /* newer than this code */
+	db_write("PRAGMA user_version = 99"); /* newer than this code */
 	s = open_store();
 	ck_assert(!store_status(s, NULL, 0));
 	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), -EIO);
@@ -1077,7 +1077,7 @@ START_TEST(migrate_v1_to_v2)
 	 * until a success clears them */
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 6);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('vfs')"
 				  " WHERE name = 'manual'"),
 			 0);
@@ -1507,7 +1507,7 @@ START_TEST(persistence_all_state)
 	free(f);
 	/* the file is what this code writes */
 	ck_assert_int_eq(db_query("PRAGMA application_id"), 0x56464831);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 6);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
 	store_close(s);
 	struct stat st;
 	ck_assert_int_eq(stat(db_path, &st), 0);
@@ -1581,13 +1581,13 @@ START_TEST(newer_schema_refused)
 
 	reg(s, VF_A);
 	store_close(s);
-	db_write("PRAGMA user_version = 7"); /* newer than this code */
+	db_write("PRAGMA user_version = 99"); /* newer than this code */
 	size_t len_before, len_after;
 	_cleanup_free_ char *bytes_before = read_file(db_path, &len_before);
 
 	s = open_store();
 	ck_assert(!store_status(s, reason, sizeof(reason)));
-	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 7"), "%s", reason);
+	ck_assert_msg(strstr(reason, "newer") && strstr(reason, "schema version 99"), "%s", reason);
 	struct store_vf_info i;
 	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_RETRY, &i), -EIO);
 	ck_assert_int_eq(store_vf_register(s, VF_B, NULL), -EIO);
@@ -2527,7 +2527,10 @@ END_TEST
  * (the v3 failures table had a UNIQUE constraint of its own). */
 /* A version 6 database taken back to version 5: no suspects table; then to
  * version 4: no GPU drains. */
-#define V6_TO_V5_SQL "DROP INDEX suspects_live; DROP TABLE suspects; PRAGMA user_version = 5;"
+#define V7_TO_V6_SQL                                                                   \
+	"ALTER TABLE gpu_history DROP COLUMN detail; DELETE FROM meta WHERE key = 'auto_recover';" \
+	"PRAGMA user_version = 6;"
+#define V6_TO_V5_SQL V7_TO_V6_SQL "DROP INDEX suspects_live; DROP TABLE suspects; PRAGMA user_version = 5;"
 #define V5_TO_V4_SQL \
 	V6_TO_V5_SQL "DROP TABLE gpus; DROP TABLE gpu_history; PRAGMA user_version = 4;"
 #define V3_TO_V2_SQL                                                                        \
@@ -2563,7 +2566,7 @@ START_TEST(schema_v1_migrated)
 	s = open_store();
 	char reason[STORE_REASON_MAX];
 	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 6);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.claimed_at, T1);
 	ck_assert_str_eq(got.boot_id, "");
@@ -2916,7 +2919,7 @@ START_TEST(migrate_v2_to_v3)
 	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2, NULL), 0);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 6);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('failures')"
 				  " WHERE name = 'cleared_at'"),
 			 1);
@@ -3170,7 +3173,7 @@ START_TEST(migrate_v4_to_v5)
 	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL), 0);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINED);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 6);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
 }
 END_TEST
 
@@ -3418,7 +3421,219 @@ START_TEST(migrate_v5_to_v6)
 	s = reopen(s);
 	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_SUSPECT);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 6);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
+}
+END_TEST
+
+/* A cycle: refused unless drained; recovering refuses claims and undrain;
+ * recovered clears every VF's failures, quarantine and suspicion (a hold
+ * stays) and serves; the history keeps each step with its detail. */
+START_TEST(gpu_recover_cycle)
+{
+	struct store *s = open_store();
+	struct store_gpu_refusal why;
+	size_t cleared = 99;
+
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_B, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_C, PF_1), 0);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
+	ck_assert_int_eq(report_fail(s, VF_B, "i-3", T3), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_C, 0, NULL), 0);
+
+	/* serving: no cycle */
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, &why), -EBUSY);
+	ck_assert_int_eq(why.state, STORE_GPU_SERVING);
+	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, true, "", NULL), -EINVAL);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 5, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 5, &why), 0);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_RECOVERING);
+	/* recovering: no claim, no undrain, no second cycle, out of placement */
+	struct store_claim b = gpu_claim(VF_B, "i-b");
+	ck_assert_int_eq(store_claim(s, &b, NULL), -EBUSY);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, false, 5, NULL), -EBUSY);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 5, &why), -EBUSY);
+	ck_assert_int_eq(why.state, STORE_GPU_RECOVERING);
+	ck_assert(!allocatable_has(s, VF_B));
+
+	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, true, "0.1 s", &cleared), 0);
+	ck_assert_uint_eq(cleared, 2);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_SERVING);
+	ck_assert(!info(s, VF_A).quarantined);
+	ck_assert_uint_eq(info(s, VF_A).tally, 0);
+	ck_assert_uint_eq(info(s, VF_B).tally, 0);
+	ck_assert(info(s, VF_C).held); /* the operator's hold stays */
+	ck_assert(allocatable_has(s, VF_A));
+	ck_assert(allocatable_has(s, VF_B));
+	ck_assert(!allocatable_has(s, VF_C));
+
+	_cleanup_free_ struct store_gpu_event *h = NULL;
+	size_t n, dropped;
+	ck_assert_int_eq(store_gpu_history(s, PF_1, 10, &h, &n, &dropped), 0);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(h[0].event, "drain");
+	ck_assert_str_eq(h[1].event, "recover");
+	ck_assert_int_eq(h[1].by, 5);
+	ck_assert_str_eq(h[2].event, "recovered");
+	ck_assert_str_eq(h[2].detail, "0.1 s");
+	store_close(s);
+	ck_assert_int_eq(
+		db_query("SELECT COUNT(*) FROM failures WHERE cleared_why = 'recovered'"), 3);
+}
+END_TEST
+
+/* A claim or reservation on the GPU refuses the cycle (and says so); a
+ * failed cycle keeps the VFs out, a drain leaves it failed, an undrain
+ * serves; a failed GPU may be cycled again by hand. */
+START_TEST(gpu_recover_refused)
+{
+	struct store *s = open_store();
+	struct store_gpu_refusal why;
+	bool unchanged;
+
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_B, PF_1), 0);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
+	struct store_claim b = gpu_claim(VF_B, "i-b"), res;
+	ck_assert_int_eq(store_claim_reserve(s, &b, &res), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, &why), -EBUSY);
+	ck_assert_int_eq(why.state, STORE_GPU_DRAINING);
+	ck_assert_uint_eq(why.claimed, 1);
+	ck_assert_int_eq(store_claim_commit(s, &res), 0);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, &why), -EBUSY);
+	ck_assert_int_eq(store_release(s, VF_B, "i-b", NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, &why), 0);
+
+	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, false, "timeout after 1 s", NULL), 0);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_FAILED);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert(!allocatable_has(s, VF_B));
+	ck_assert_int_eq(store_claim(s, &b, NULL), -EBUSY);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, &unchanged), 0);
+	ck_assert(unchanged);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_FAILED);
+	s = reopen(s);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_FAILED);
+	/* by hand, again */
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, &why), 0);
+	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, false, "exit 1", NULL), 0);
+	/* an undrain after a manual fix: serving, the quarantine stays */
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, false, 0, &unchanged), 0);
+	ck_assert(!unchanged);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_SERVING);
+	ck_assert(info(s, VF_A).quarantined);
+	ck_assert(allocatable_has(s, VF_B));
+
+	_cleanup_free_ struct store_gpu_event *h = NULL;
+	size_t n, dropped;
+	ck_assert_int_eq(store_gpu_history(s, PF_1, 10, &h, &n, &dropped), 0);
+	ck_assert_uint_eq(n, 6);
+	ck_assert_str_eq(h[2].event, "recover-failed");
+	ck_assert_str_eq(h[2].detail, "timeout after 1 s");
+	ck_assert_str_eq(h[5].event, "undrain");
+	store_close(s);
+}
+END_TEST
+
+/* One GPU of the host recovers at a time; the second is refused and told
+ * which one recovers. */
+START_TEST(gpu_recover_one_at_a_time)
+{
+	struct store *s = open_store();
+	struct store_gpu_refusal why;
+
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, "0000:50:00.4", PF_2), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_2, true, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, &why), 0);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_2, 0, &why), -EBUSY);
+	ck_assert_str_eq(why.recovering, PF_1);
+	ck_assert_int_eq(why.state, STORE_GPU_DRAINED);
+	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, true, "", NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_2, 0, &why), 0);
+	ck_assert_int_eq(gpu_state(s, PF_2), STORE_GPU_RECOVERING);
+	store_close(s);
+}
+END_TEST
+
+/* A restart during a cycle: still recovering (out of placement) until
+ * store_gpu_fail_interrupted makes it failed; nothing resumes it. */
+START_TEST(gpu_recover_interrupted)
+{
+	struct store *s = open_store();
+	char(*parents)[VF_ADDR_BUFSZ] = NULL;
+	size_t n = 99;
+
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, "0000:50:00.4", PF_2), 0);
+	ck_assert_int_eq(store_gpu_fail_interrupted(s, &parents, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	ck_assert_ptr_null(parents);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_2, true, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, NULL), 0);
+	s = reopen(s);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_RECOVERING);
+	ck_assert(!allocatable_has(s, VF_A));
+	ck_assert_int_eq(store_gpu_fail_interrupted(s, &parents, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(parents[0], PF_1);
+	free(parents);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_FAILED);
+	ck_assert_int_eq(gpu_state(s, PF_2), STORE_GPU_DRAINED);
+	s = reopen(s);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_FAILED);
+	store_close(s);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM gpu_history WHERE event ="
+				  " 'recover-failed' AND detail LIKE 'interrupted%'"),
+			 1);
+}
+END_TEST
+
+/* auto_recover: off by default, bounded, persisted. */
+START_TEST(auto_recover_setting)
+{
+	struct store *s = open_store();
+
+	ck_assert_int_eq(store_auto_recover_get(s), 0);
+	ck_assert_int_eq(store_auto_recover_set(s, -1), -EINVAL);
+	ck_assert_int_eq(store_auto_recover_set(s, AUTO_RECOVER_MAX + 1), -EINVAL);
+	ck_assert_int_eq(store_auto_recover_set(s, 2), 0);
+	ck_assert_int_eq(store_auto_recover_get(s), 2);
+	s = reopen(s);
+	ck_assert_int_eq(store_auto_recover_get(s), 2);
+	store_close(s);
+	db_write("UPDATE meta SET value = 999 WHERE key = 'auto_recover'");
+	s = open_store();
+	char reason[STORE_REASON_MAX];
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	store_close(s);
+}
+END_TEST
+
+/* A version 6 database gains the history's detail and auto_recover (off). */
+START_TEST(migrate_v6_to_v7)
+{
+	struct store *s = open_store();
+
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 3, NULL), 0);
+	store_close(s);
+	db_write(V7_TO_V6_SQL);
+	s = open_store();
+	char reason[STORE_REASON_MAX];
+	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	ck_assert_int_eq(store_auto_recover_get(s), 0);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINED);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, false, "exit 1", NULL), 0);
+	store_close(s);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM gpu_history WHERE detail = 'exit 1'"), 1);
 }
 END_TEST
 
