@@ -53,7 +53,10 @@
 	X(AGENT_ANSWERING, "agent-answering", "42d7ec7c460b40b2b12d70884e13c479")     \
 	X(STORE_UNAVAILABLE, "store-unavailable", "8f8b09c4f76c4bb7bef8be02cb7c2da9") \
 	X(STORE_AVAILABLE, "store-available", "0d3cf01349744e44b8c9a391bab6f001")     \
-	X(THRESHOLD_CHANGED, "threshold-changed", "b0885229a41a4cc8a66d27a05f38990a")
+	X(THRESHOLD_CHANGED, "threshold-changed", "b0885229a41a4cc8a66d27a05f38990a") \
+	X(RECOVERY_STARTED, "recovery-started", "59293c7ac79643859fc822233433212d")   \
+	X(RECOVERED, "recovered", "dd6f79566c6544729cbcc7b7fb03e840")                 \
+	X(RECOVERY_FAILED, "recovery-failed", "4c177f9699b24e87b919e840f095dbc8")
 
 enum log_event {
 	LOG_EVENT_NONE, /* a plain message: no EVENT=, no MESSAGE_ID= */

@@ -45,6 +45,7 @@
 #include "daemon/sd-notify.h"
 #include "daemon/sentinel-process.h"
 #include "fs/metrics.h"
+#include "recovery/recovery.h"
 #include "store/store.h"
 #include "fs/vffs.h"
 #include "common/cleanup.h"
@@ -71,6 +72,10 @@ static void usage(FILE *out)
 		"                    suspect, at most %d, 0 off (default %d)\n"
 		"  --group NAME      group that may write the files (default root)\n"
 		"  --sysfs-root DIR  where sysfs is, for VFs' parent GPUs (default /sys)\n"
+		"  --recover-program PATH  what runs a drained GPU's SR-IOV cycle\n"
+		"                    (gpus/PF/recover, auto_recover); default: none, no\n"
+		"                    cycle is ever run\n"
+		"  --recover-timeout S  its deadline, up to %d (default %d)\n"
 		"  -f, --foreground  do not daemonize (use under systemd, Type=notify)\n"
 		"  -o OPT[,OPT...]   extra FUSE mount options\n"
 		"  --fuse-workers N  FUSE worker threads at most, 1..%d (default %d)\n"
@@ -80,8 +85,8 @@ static void usage(FILE *out)
 		"  -h, --help        show this help\n"
 		"  -V, --version     show the version\n",
 		VFFS_DEFAULT_MOUNTPOINT, DEFAULT_DB, THRESHOLD_MIN, THRESHOLD_MAX,
-		THRESHOLD_DEFAULT, INIT_WINDOW_MAX_S, INIT_WINDOW_DEFAULT_S, VFFS_MAX_WORKERS_MAX,
-		VFFS_MAX_WORKERS_DEFAULT);
+		THRESHOLD_DEFAULT, INIT_WINDOW_MAX_S, INIT_WINDOW_DEFAULT_S, RECOVERY_TIMEOUT_MAX_S,
+		RECOVERY_TIMEOUT_DEFAULT_S, VFFS_MAX_WORKERS_MAX, VFFS_MAX_WORKERS_DEFAULT);
 	fprintf(out, "\n%s%s", SENTINEL_OPTIONS_HELP, SENTINEL_NO_SENTINEL_HELP);
 	fprintf(out,
 		"      --sentinel-program PATH  the vfhealth-sentinel to run (default: the one\n"
@@ -160,7 +165,9 @@ int main(int argc, char **argv)
 		OPT_SYSFS_ROOT,
 		OPT_FUSE_WORKERS,
 		OPT_LOG_TARGET,
-		OPT_INIT_WINDOW
+		OPT_INIT_WINDOW,
+		OPT_RECOVER_PROGRAM,
+		OPT_RECOVER_TIMEOUT,
 	};
 	static const struct option long_options[] = {
 		{ "db", required_argument, NULL, OPT_DB },
@@ -171,6 +178,8 @@ int main(int argc, char **argv)
 		{ "fuse-workers", required_argument, NULL, OPT_FUSE_WORKERS },
 		{ "log-target", required_argument, NULL, OPT_LOG_TARGET },
 		{ "sentinel-program", required_argument, NULL, OPT_SENTINEL_PROGRAM },
+		{ "recover-program", required_argument, NULL, OPT_RECOVER_PROGRAM },
+		{ "recover-timeout", required_argument, NULL, OPT_RECOVER_TIMEOUT },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -186,6 +195,9 @@ int main(int argc, char **argv)
 	struct sentinel_options sentinel_opt;
 	struct sentinel_process *sentinel = NULL;
 	struct sd_notifier *notifier = NULL;
+	struct recovery_options recovery_opt = { .timeout_ns = 0 };
+	/* freed last, after the mount that rendered its counters */
+	__attribute__((cleanup(recovery_freep))) struct recovery *recovery = NULL;
 	_cleanup_free_ char *db_path = NULL, *sentinel_program = NULL;
 	const char *db_arg = DEFAULT_DB, *sentinel_program_arg = NULL;
 	/* The sentinel's options, passed on to its program; at most one per argument. */
@@ -279,6 +291,19 @@ int main(int argc, char **argv)
 		case OPT_SENTINEL_PROGRAM:
 			sentinel_program_arg = optarg;
 			break;
+		case OPT_RECOVER_PROGRAM:
+			recovery_opt.program = optarg;
+			break;
+		case OPT_RECOVER_TIMEOUT:
+			if (parse_seconds(optarg, (int64_t)RECOVERY_TIMEOUT_MAX_S * 1000000000,
+					  &recovery_opt.timeout_ns) < 0 ||
+			    recovery_opt.timeout_ns <= 0) {
+				log_err("--recover-timeout must be seconds, more than 0 and up to %d,"
+					" not '%s'",
+					RECOVERY_TIMEOUT_MAX_S, optarg);
+				return 2;
+			}
+			break;
 		case 'f':
 			foreground = true;
 			break;
@@ -337,6 +362,11 @@ int main(int argc, char **argv)
 		if (sentinel_program_find(sentinel_program_arg, &sentinel_program) < 0)
 			return sentinel_program_arg ? 2 : 1;
 	}
+	recovery_opt.sysfs_root = opt.sysfs_root;
+	r = recovery_new(&recovery_opt, &recovery);
+	if (r < 0)
+		return r == -ENOMEM ? 1 : 2; /* it said why */
+	opt.recovery = recovery;
 	db_path = path_absolute(db_arg); /* daemonizing changes the working directory */
 	if (!db_path || metrics_new(&metrics) < 0) {
 		log_err("out of memory");
@@ -402,9 +432,20 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	r = metrics_add_provider(metrics, recovery_render_metrics, recovery);
+	if (r < 0) {
+		log_err("cannot show the recovery counters: %s", strerror(-r));
+		goto out;
+	}
 	r = vffs_start(fs, store);
 	if (r < 0)
 		goto out;
+	/* After the mount serves: a cycle's program may read it. */
+	r = recovery_start(recovery, store);
+	if (r < 0) {
+		log_err("cannot start the recovery thread: %s", strerror(-r));
+		goto out;
+	}
 	r = sd_notifier_ready(notifier, store);
 	if (r < 0)
 		log_warn("cannot notify readiness to $NOTIFY_SOCKET: %s", strerror(-r));
@@ -439,6 +480,7 @@ out:
 	/* Stop the clients of the mount while it still serves, then unmount,
 	 * then close the store the filesystem served. */
 	sentinel_process_stop(sentinel);
+	recovery_stop(recovery); /* a cycle still running is killed: failed at the next start */
 	vffs_stop(fs);
 	store_close(store);
 	vffs_free(fs);

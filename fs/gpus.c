@@ -14,6 +14,8 @@
 #include "grammar/vf.h"
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/parse.h"
+#include "recovery/recovery.h"
 
 /* The history a read shows at most (older events are counted). */
 #define GPU_HISTORY_MAX 1000
@@ -88,7 +90,7 @@ int gpu_drain_write(const struct vfile_call *call, char *command)
 			*call->why = "drain is 1 (start a drain) or 0 (end it)";
 		return -EINVAL;
 	}
-	r = store_gpu_drain(call->store, call->vf, drain, call->uid, &unchanged);
+	r = store_gpu_drain(call->store, call->vf, drain, call->uid, NULL, &unchanged);
 	if (r < 0)
 		return r;
 	if (unchanged && call->unchanged)
@@ -98,6 +100,59 @@ int gpu_drain_write(const struct vfile_call *call, char *command)
 			   drain ? "started: its VFs take no new claim" : "ended: its VFs serve",
 			   call->uid);
 	return 0;
+}
+
+int gpu_recover_write(const struct vfile_call *call, char *command)
+{
+	const char *why = NULL;
+	int r;
+
+	if (strcmp(command, "cycle") != 0) {
+		if (call->why)
+			*call->why = "recover takes `cycle` (an SR-IOV cycle of the drained GPU)";
+		return -EINVAL;
+	}
+	r = recovery_request(call->recovery, call->vf, call->uid, &why);
+	if (r < 0 && why && call->why)
+		*call->why = why;
+	if (r == 0) {
+		log_notice("GPU %s: recovery asked by uid %" PRId64 ": its cycle starts", call->vf,
+			   call->uid);
+		if (call->outcome)
+			snprintf(call->outcome, VFILE_OUTCOME_MAX, "recovering");
+	}
+	return r;
+}
+
+int auto_recover_render(const struct vfile_call *call, FILE *out)
+{
+	int n = store_auto_recover_get(call->store);
+
+	if (n < 0)
+		return n;
+	if (n == 0)
+		fputs("off\n", out);
+	else
+		fprintf(out, "%d\n", n);
+	return 0;
+}
+
+int auto_recover_write(const struct vfile_call *call, char *command)
+{
+	uint64_t n = 0;
+
+	if (strcmp(command, "off") != 0 && parse_uint64(command, 0, AUTO_RECOVER_MAX, &n) < 0) {
+		if (call->why)
+			*call->why = "auto_recover is off or a number of VFs, 1..256";
+		return -EINVAL;
+	}
+	if (n > 0 && !recovery_configured(call->recovery)) {
+		if (call->why)
+			*call->why =
+				"vfhealthd runs no cycle: it was started without --recover-program";
+		return -EOPNOTSUPP;
+	}
+	return store_auto_recover_set(call->store, (int)n);
 }
 
 int gpu_history_render(const struct vfile_call *call, FILE *out)
@@ -119,7 +174,10 @@ int gpu_history_render(const struct vfile_call *call, FILE *out)
 			snprintf(by, sizeof(by), "%" PRId64, h[i].by);
 		else
 			snprintf(by, sizeof(by), "-");
-		fprintf(out, "%s %s by=%s\n", h[i].at, h[i].event, by);
+		if (h[i].detail[0])
+			fprintf(out, "%s %s by=%s why=%s\n", h[i].at, h[i].event, by, h[i].detail);
+		else
+			fprintf(out, "%s %s by=%s\n", h[i].at, h[i].event, by);
 	}
 	return 0;
 }
@@ -127,12 +185,13 @@ int gpu_history_render(const struct vfile_call *call, FILE *out)
 void gpu_metrics_render(struct store *s, FILE *out)
 {
 	static const enum store_gpu_state states[] = { STORE_GPU_SERVING, STORE_GPU_DRAINING,
-						       STORE_GPU_DRAINED };
+						       STORE_GPU_DRAINED, STORE_GPU_RECOVERING,
+						       STORE_GPU_FAILED };
 	_cleanup_free_ struct store_gpu_info *gpus = NULL;
 	size_t count = 0;
 
 	fputs("# HELP vfhealth_gpu_state 1 for the state the parent GPU is in (serving, "
-	      "draining, drained), 0 for the others.\n"
+	      "draining, drained, recovering, failed), 0 for the others.\n"
 	      "# TYPE vfhealth_gpu_state gauge\n",
 	      out);
 	if (store_gpu_list(s, &gpus, &count) < 0)

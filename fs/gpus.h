@@ -17,6 +17,11 @@ int gpu_state_render(const struct vfile_call *call, FILE *out);
 int gpu_drain_render(const struct vfile_call *call, FILE *out);
 int gpu_drain_write(const struct vfile_call *call, char *command);
 int gpu_history_render(const struct vfile_call *call, FILE *out);
+/* `cycle`: recovery_request (recovery/recovery.h). */
+int gpu_recover_write(const struct vfile_call *call, char *command);
+/* The top-level auto_recover: `off` or N (store_auto_recover_set). */
+int auto_recover_render(const struct vfile_call *call, FILE *out);
+int auto_recover_write(const struct vfile_call *call, char *command);
 /* The GPU families of `metrics`: vfhealth_gpu_state, one series per GPU and
  * state, 1 for the state it is in (a drain is shown apart from the VFs'
  * quarantines). */

@@ -249,6 +249,7 @@ static int handle_render(struct vffs *fs, struct vhandle *h, enum store_read rea
 	struct vfile_call call = {
 		.store = fs->store,
 		.metrics = fs->metrics,
+		.recovery = fs->recovery,
 		.vf = h->vf,
 		.vf_id = h->vf_id,
 		.read = read,
@@ -264,18 +265,18 @@ static int handle_render(struct vffs *fs, struct vhandle *h, enum store_read rea
 		r = top_files[h->index].render(&call, out);
 		break;
 	case VN_VF_ENTRY:
-		if (vf_files[h->index].flags & VFILE_OUTCOME) {
+	case VN_GPU_ENTRY: {
+		const struct vfile *f = vfile_of(h->kind, h->index);
+		if (f->flags & VFILE_OUTCOME) {
 			if (h->outcome[0])
 				fprintf(out, "%s\n", h->outcome);
-		} else if (vf_files[h->index].render) {
-			r = vf_files[h->index].render(&call, out);
+		} else if (f->render) {
+			r = f->render(&call, out);
 		}
 		break;
+	}
 	case VN_CLAIM:
 		r = claims_render(&fs->claims, &h->claim, out);
-		break;
-	case VN_GPU_ENTRY:
-		r = gpu_files[h->index].render(&call, out);
 		break;
 	default:
 		r = -EISDIR;
@@ -391,6 +392,7 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	struct vfile_call call = {
 		.store = fs->store,
 		.metrics = fs->metrics,
+		.recovery = fs->recovery,
 		.vf = h->vf,
 		.vf_id = h->vf_id,
 		.outcome = h->outcome,
@@ -404,8 +406,8 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	case VN_VF_ENTRY:
 	case VN_GPU_ENTRY: {
 		const struct vfile *f = vfile_of(h->kind, h->index);
-		if (h->kind == VN_VF_ENTRY)
-			h->outcome[0] = '\0'; /* a refused report leaves no outcome */
+		if (f && (f->flags & VFILE_OUTCOME))
+			h->outcome[0] = '\0'; /* a refused write leaves no outcome */
 		r = f && f->write ? f->write(&call, command) : -EACCES;
 		break;
 	}
@@ -420,7 +422,7 @@ out:
 	if (r == 0 && !unchanged)
 		log_accepted(req,
 			     (h->kind == VN_VF_ENTRY &&
-			      (vf_files[h->index].flags & VFILE_OUTCOME)) ?
+			      (vf_files[h->index].flags & VFILE_OUTCOME)) ? /* reports */
 				     LOG_INFO :
 				     LOG_NOTICE,
 			     "write to", handle_path(h, path, sizeof(path)), command);

@@ -99,6 +99,7 @@ struct vffs {
 	struct sockdirs socket_dirs; /* where claims' socket paths may point */
 	struct claims claims;        /* the assignment files (claims.h) */
 	char *sysfs_root;            /* where physfn links are read (physfn.h) */
+	struct recovery *recovery;   /* the caller's (vffs_options); may be NULL */
 };
 
 enum vnode_kind {

@@ -55,6 +55,7 @@
  * ("Stopping a thread").
  */
 #include "fs/vffs-internal.h"
+#include "recovery/recovery.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -455,6 +456,7 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	fs->max_workers = opt->max_workers ? MIN(opt->max_workers, (unsigned)VFFS_MAX_WORKERS_MAX) :
 					     VFFS_MAX_WORKERS_DEFAULT;
 	fs->status_changed = opt->status_changed;
+	fs->recovery = opt->recovery;
 	fs->status_userdata = opt->status_userdata;
 	fs->claims.socket_dirs = &fs->socket_dirs;
 	if (opt->socket_dirs)
@@ -578,6 +580,7 @@ static void store_changed(void *userdata, const struct store_change *change)
 	notifier_store_change(fs->notifier, change);
 	if ((change->bits & STORE_CHANGE_STATUS) && fs->status_changed)
 		fs->status_changed(fs->status_userdata);
+	recovery_store_changed(fs->recovery, change->bits);
 }
 
 int vffs_start(struct vffs *fs, struct store *store)

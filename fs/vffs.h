@@ -72,6 +72,10 @@ struct vffs_options {
 	/* Where sysfs is (fs/physfn.h): a VF registered here gets its parent
 	 * GPU from its physfn link.  NULL: /sys. */
 	const char *sysfs_root;
+	/* Runs GPU cycles (recovery/recovery.h), owned by the caller and kept
+	 * until vffs_free: gpus/PF/recover hands it the request, and it hears
+	 * of every store change.  NULL: the recover file refuses. */
+	struct recovery *recovery;
 };
 
 int vffs_new(const struct vffs_options *opt, struct vffs **ret);

@@ -808,6 +808,8 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 			 STORE_CHANGE_CLAIMS },
 	[TOP_MODE] = { "mode", 0664, mode_render, mode_write, VFILE_NOTIFY, STORE_CHANGE_MODE },
 	[TOP_GPUS] = { "gpus", 0755, NULL, NULL, VFILE_DIR, 0 },
+	[TOP_AUTO_RECOVER] = { "auto_recover", 0664, auto_recover_render, auto_recover_write,
+			       VFILE_NOTIFY, STORE_CHANGE_AUTO_RECOVER },
 };
 
 /* Read through at every read (not notified: their inodes are no VF's). */
@@ -818,6 +820,9 @@ const struct vfile gpu_files[GPU_FILE_COUNT] = {
 	[GPU_DRAIN] = { "drain", 0664, gpu_drain_render, gpu_drain_write, VFILE_PLACEMENT, 0 },
 	/* Read from SQLite, not the mirror. */
 	[GPU_HISTORY] = { "history", 0444, gpu_history_render, NULL, 0, 0 },
+	/* `cycle` (recovery/recovery.h runs it); a read through the same
+	 * handle shows what the write started. */
+	[GPU_RECOVER] = { "recover", 0664, NULL, gpu_recover_write, VFILE_OUTCOME, 0 },
 };
 
 const struct vfile vf_files[VF_FILE_COUNT] = {

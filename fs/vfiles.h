@@ -48,6 +48,7 @@ enum top_file_index {
 	TOP_CLAIMS,
 	TOP_MODE,
 	TOP_GPUS, /* the gpus/ directory: one directory per parent GPU */
+	TOP_AUTO_RECOVER,
 	TOP_FILE_COUNT
 };
 
@@ -70,6 +71,7 @@ enum gpu_file_index {
 	GPU_STATE,
 	GPU_DRAIN, /* new entries go last: the index names the inode */
 	GPU_HISTORY,
+	GPU_RECOVER,
 	GPU_FILE_COUNT
 };
 
@@ -93,18 +95,19 @@ struct metrics;
  * function. */
 struct vfile_call {
 	struct store *store;
-	struct metrics *metrics; /* extra series of `metrics` (fs/metrics.h); may be NULL */
-	const char *vf;          /* per-VF files: the VF address; per-GPU files: the GPU's */
-	uint64_t vf_id;          /* per-VF files: the VF's id */
-	enum store_read read;    /* renders: how placement-facing reads are made
+	struct metrics *metrics;   /* extra series of `metrics` (fs/metrics.h); may be NULL */
+	struct recovery *recovery; /* GPU cycles (recovery/recovery.h); NULL: none run */
+	const char *vf;            /* per-VF files: the VF address; per-GPU files: the GPU's */
+	uint64_t vf_id;            /* per-VF files: the VF's id */
+	enum store_read read;      /* renders: how placement-facing reads are made
 			       * (STORE_READ_NORETRY, the zero value, unless
 			       * read_may_repair said otherwise) */
-	char *outcome;           /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
-	const char **why;        /* a write refused by a grammar says here which rule (a
+	char *outcome;             /* VFILE_OUTCOME writes: VFILE_OUTCOME_MAX bytes */
+	const char **why;          /* a write refused by a grammar says here which rule (a
 			      * static string) for the caller to log; may be NULL */
-	int64_t uid;             /* writes: the writer's uid, kept in the history (-1: none) */
-	int32_t pid;             /* writes: the writer's pid, for the log */
-	bool *unchanged;         /* writes: set when the command changed nothing, or
+	int64_t uid;               /* writes: the writer's uid, kept in the history (-1: none) */
+	int32_t pid;               /* writes: the writer's pid, for the log */
+	bool *unchanged;           /* writes: set when the command changed nothing, or
 			      * nothing but routine state (a failure below the
 			      * threshold that is not the VF's first): no audit
 			      * line; may be NULL */

@@ -33,10 +33,8 @@
 const char *store_gpu_state_name(enum store_gpu_state state)
 {
 	static const char *const names[] = {
-		[STORE_GPU_SERVING] = "serving",
-		[STORE_GPU_DRAINING] = "draining",
-		[STORE_GPU_DRAINED] = "drained",
-		[STORE_GPU_RECOVERING] = "recovering",
+		[STORE_GPU_SERVING] = "serving", [STORE_GPU_DRAINING] = "draining",
+		[STORE_GPU_DRAINED] = "drained", [STORE_GPU_RECOVERING] = "recovering",
 		[STORE_GPU_FAILED] = "failed",
 	};
 	return (size_t)state < ARRAY_SIZE(names) && names[state] ? names[state] : "unknown";
@@ -179,8 +177,8 @@ int gpus_op(struct store *s, struct op *op)
 	if (op->value == GPU_EV_RECOVER) {
 		if (!agrees)
 			return -EBUSY;
-		r = db_int(s, &n, "SELECT COUNT(*) FROM gpus WHERE phase = ? AND parent <> ?",
-			   "it", (int64_t)GPU_PHASE_RECOVERING, op->parent);
+		r = db_int(s, &n, "SELECT COUNT(*) FROM gpus WHERE phase = ? AND parent <> ?", "it",
+			   (int64_t)GPU_PHASE_RECOVERING, op->parent);
 		if (r < 0)
 			return r;
 		if (n > 0)
@@ -327,9 +325,13 @@ static int gpu_step(struct store *s, struct op *op)
 	return mutate(s, op, decide_gpu);
 }
 
-int store_gpu_drain(struct store *s, const char *parent, bool drain, int64_t uid, bool *unchanged)
+int store_gpu_drain(struct store *s, const char *parent, bool drain, int64_t uid,
+		    const char *detail, bool *unchanged)
 {
-	struct op op = { .kind = OP_GPU, .uid = uid, .value = drain ? GPU_EV_DRAIN : GPU_EV_UNDRAIN };
+	struct op op = { .kind = OP_GPU,
+			 .uid = uid,
+			 .value = drain ? GPU_EV_DRAIN : GPU_EV_UNDRAIN,
+			 .message = detail };
 	int r;
 
 	copy_string(op.parent, sizeof(op.parent), parent);

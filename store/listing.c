@@ -194,11 +194,12 @@ static int read_gpu_history(struct store *s, const char *parent, size_t max,
 	list = calloc(MAX(max, (size_t)1), sizeof(*list));
 	if (!list)
 		return -ENOMEM;
-	rc = sqlite3_prepare_v2(s->read_db,
-				"SELECT at, event, by, total, detail FROM (SELECT id, at, event, by, detail,"
-				" COUNT(*) OVER () AS total FROM gpu_history WHERE parent = ?1"
-				" ORDER BY id DESC LIMIT ?2) ORDER BY id",
-				-1, &st, NULL);
+	rc = sqlite3_prepare_v2(
+		s->read_db,
+		"SELECT at, event, by, total, detail FROM (SELECT id, at, event, by, detail,"
+		" COUNT(*) OVER () AS total FROM gpu_history WHERE parent = ?1"
+		" ORDER BY id DESC LIMIT ?2) ORDER BY id",
+		-1, &st, NULL);
 	if (rc == SQLITE_OK)
 		rc = sqlite3_bind_text(st, 1, parent, -1, SQLITE_STATIC);
 	if (rc == SQLITE_OK)

@@ -474,14 +474,16 @@ int ops_recovered_vfs(struct store *s, struct op *op)
 	int r;
 
 	{
-		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
-			s, "SELECT address FROM vfs WHERE parent = ? ORDER BY address", "t", op->parent);
+		_cleanup_stmt_ sqlite3_stmt *st =
+			db_prepare(s, "SELECT address FROM vfs WHERE parent = ? ORDER BY address",
+				   "t", op->parent);
 		if (!st)
 			return -EIO;
 		while ((r = db_step(s, st)) == 1) {
 			if (n == cap) {
 				cap = cap ? 2 * cap : 16;
-				char(*grown)[VF_ADDR_BUFSZ] = reallocarray(addrs, cap, sizeof(*addrs));
+				char(*grown)[VF_ADDR_BUFSZ] = reallocarray(addrs, cap,
+									   sizeof(*addrs));
 				if (!grown)
 					return -ENOMEM;
 				addrs = grown;

@@ -188,18 +188,18 @@ struct op {
 	char parent[VF_ADDR_BUFSZ]; /* OP_REGISTER, OP_SET_PARENT ("" = unknown); OP_GPU */
 	const char *message;        /* sanitized, owned by the caller */
 	const struct store_claim *claim_in;
-	int value;        /* threshold, max_quarantined, mode, auto_recover or (OP_GPU) enum gpu_event */
-	int64_t uid;      /* the writer, for the history: -1 unknown */
-	const char *how;  /* OP_RELEASE: how the claim ended */
-	bool gpu_applied; /* OP_GPU: changed the GPU's phase (gpus_apply_batch) */
+	int value;   /* threshold, max_quarantined, mode, auto_recover or (OP_GPU) enum gpu_event */
+	int64_t uid; /* the writer, for the history: -1 unknown */
+	const char *how;                  /* OP_RELEASE: how the claim ended */
+	bool gpu_applied;                 /* OP_GPU: changed the GPU's phase (gpus_apply_batch) */
 	enum gpu_phase gpu_next;          /* OP_GPU: the phase it changed to */
 	struct store_gpu_refusal gpu_why; /* OP_GPU: why it was refused (-EBUSY) */
 	size_t gpu_cleared;               /* OP_GPU, recovered: the VFs that changed */
-	bool crashed;     /* OP_RELEASE: its VMM died ("Suspect") */
-	char died_at[RFC3339_BUFSZ]; /* OP_RELEASE, crashed: "" = now */
-	bool suspect_began;          /* OP_RELEASE: the VF became suspect */
-	int64_t died_after_ms;       /* ... its VMM dead this long after the claim */
-	bool when_given;             /* OP_CLAIM, OP_CLAIM_UPDATE: the writer set claimed_at
+	bool crashed;                     /* OP_RELEASE: its VMM died ("Suspect") */
+	char died_at[RFC3339_BUFSZ];      /* OP_RELEASE, crashed: "" = now */
+	bool suspect_began;               /* OP_RELEASE: the VF became suspect */
+	int64_t died_after_ms;            /* ... its VMM dead this long after the claim */
+	bool when_given;                  /* OP_CLAIM, OP_CLAIM_UPDATE: the writer set claimed_at
 			    (rule_claimed_at_refusal), it is not the store's stamp */
 
 	bool noop; /* the decision: nothing to change (answered from the mirror) */
@@ -275,7 +275,7 @@ struct store {
 	/* the GPUs not serving (gpus.c), unsorted: few */
 	struct gpu_entry *gpus;
 	size_t n_gpus, cap_gpus;
-	size_t gpus_pending; /* OP_GPUs of the running batch (under write_lock too) */
+	size_t gpus_pending;     /* OP_GPUs of the running batch (under write_lock too) */
 	atomic_int auto_recover; /* store_auto_recover_get: read without mirror_lock */
 	size_t n_suspect;
 

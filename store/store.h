@@ -585,12 +585,14 @@ struct store_gpu_refusal {
 	char recovering[VF_ADDR_BUFSZ];
 };
 
-/* Start (drain true) or end a drain; uid: the writer, for the history.
+/* Start (drain true) or end a drain; uid: the writer and detail (may be
+ * NULL: "") who and why, for the history.
  * *unchanged (may be NULL) when it already was so (no commit): a drain of
  * a GPU that is not serving (a failed GPU stays failed).  An undrain
  * returns a drained or failed GPU to service.  -EINVAL, -ENOENT (no VF
  * names it), -EBUSY (undrain during a cycle), -EIO while unavailable. */
-int store_gpu_drain(struct store *s, const char *parent, bool drain, int64_t uid, bool *unchanged);
+int store_gpu_drain(struct store *s, const char *parent, bool drain, int64_t uid,
+		    const char *detail, bool *unchanged);
 
 /* A cycle's steps ("Recovery" above; rule_gpu_next in rules.h).  begin
  * marks a drained or failed GPU recovering in the same commit that finds

@@ -136,7 +136,7 @@ cp "$T/garbage" "$DB"
 start_daemon
 assert_match "$(cat "$MNT/status")" "^unavailable: " "status of an unreadable database"
 assert_match "$(cat "$MNT/resources")" $'\nallocatable_slots 0\n.*\nplacement_disabled_reason ' "resources"
-assert_eq "$(ls "$MNT" | tr '\n' ' ')" "allocatable claims gpus held_back max_quarantined metrics mode quarantined resources status threshold " "ls"
+assert_eq "$(ls "$MNT" | tr '\n' ' ')" "allocatable auto_recover claims gpus held_back max_quarantined metrics mode quarantined resources status threshold " "ls"
 expect_err "$EIO" cat "$MNT/quarantined"
 expect_err "$EIO" cat "$MNT/held_back"
 expect_err "$EIO" mkdir "$V"

@@ -33,9 +33,9 @@ done
 put "$MNT/0000:43:00.1/parent" 0000:43:00.0
 assert_eq "$(ls "$MNT/gpus" | tr '\n' ' ')" "0000:41:00.0 0000:42:00.0 0000:43:00.0 " "gpus/"
 G=$MNT/gpus/0000:41:00.0
-assert_eq "$(ls "$G" | tr '\n' ' ')" "drain history state vfs " "a GPU's files"
+assert_eq "$(ls "$G" | tr '\n' ' ')" "drain history recover state vfs " "a GPU's files"
 assert_eq "$(stat -c '%a %F' "$G")" "755 directory" "a GPU's directory"
-for f in vfs:444 state:444 drain:664 history:444; do
+for f in vfs:444 state:444 drain:664 history:444 recover:664; do
 	assert_eq "$(stat -c %a "$G/${f%:*}")" "${f#*:}" "mode of ${f%:*}"
 done
 assert_cat "$G/vfs" "$(printf '0000:41:00.1\n0000:41:00.2\n0000:41:00.3')"
@@ -86,7 +86,7 @@ assert_cat "$MNT/quarantined" ""
 # shown apart in metrics
 gpu_series() { grep "^vfhealth_gpu_state{parent=\"0000:41:00.0\"" "$MNT/metrics"; }
 assert_eq "$(gpu_series | tr '\n' ' ')" \
-	'vfhealth_gpu_state{parent="0000:41:00.0",state="serving"} 0 vfhealth_gpu_state{parent="0000:41:00.0",state="draining"} 1 vfhealth_gpu_state{parent="0000:41:00.0",state="drained"} 0 ' \
+	'vfhealth_gpu_state{parent="0000:41:00.0",state="serving"} 0 vfhealth_gpu_state{parent="0000:41:00.0",state="draining"} 1 vfhealth_gpu_state{parent="0000:41:00.0",state="drained"} 0 vfhealth_gpu_state{parent="0000:41:00.0",state="recovering"} 0 vfhealth_gpu_state{parent="0000:41:00.0",state="failed"} 0 ' \
 	"vfhealth_gpu_state while draining"
 grep -qx 'vfhealth_quarantined_vfs 0' "$MNT/metrics" || fail "a drain counted as a quarantine"
 # again: a no-op, nothing in the history

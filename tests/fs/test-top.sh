@@ -12,7 +12,7 @@ B=$MNT/0000:41:00.5
 C=$MNT/0000:03:00.1
 
 # --- the listing and the attributes
-assert_eq "$(ls "$MNT" | tr '\n' ' ')" "allocatable claims gpus held_back max_quarantined metrics mode quarantined resources status threshold " "ls"
+assert_eq "$(ls "$MNT" | tr '\n' ' ')" "allocatable auto_recover claims gpus held_back max_quarantined metrics mode quarantined resources status threshold " "ls"
 assert_eq "$(stat -c '%a %u %g %F' "$MNT")" "775 0 0 directory" "stat root"
 for f in threshold status max_quarantined; do
 	assert_eq "$(stat -c '%a %u %g %F %s' "$MNT/$f")" "664 0 0 regular empty file 0" "stat $f"

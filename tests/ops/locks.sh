@@ -12,7 +12,7 @@ errors=0
 bad() { echo "FAIL: $*" >&2; errors=$((errors + 1)); }
 
 # "file name" for every declaration: struct members and file-scope statics.
-mapfile -t dirs < <(ls -d common proto grammar store fs sentinel daemon guest-agent 2>/dev/null)
+mapfile -t dirs < <(ls -d common proto grammar store fs sentinel recovery daemon guest-agent 2>/dev/null)
 declared=$(grep -rnoE --include='*.[ch]' \
 	'\bpthread_(mutex|rwlock|cond|spinlock)_t[[:space:]]+[A-Za-z_][A-Za-z0-9_]*[[:space:]]*(;|=)' \
 	"${dirs[@]}" |

@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$source_root"
 command -v clang-format >/dev/null || skip "clang-format not installed (Debian: clang-format)"
 [[ -f .clang-format ]] || fail "no .clang-format at the top of the tree"
-mapfile -t files < <(find common proto grammar store fs sentinel daemon guest-agent tests \
+mapfile -t files < <(find common proto grammar store fs sentinel recovery daemon guest-agent tests \
 	-name '*.[ch]' -not -path '*/corpus/*' | sort)
 ((${#files[@]} >= 100)) || fail "found only ${#files[@]} C files"
 bad=()

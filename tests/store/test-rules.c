@@ -429,8 +429,14 @@ END_TEST
  * GPU recovering: the table in rules.h, no other transition. */
 START_TEST(gpu_transitions)
 {
-	enum { S = GPU_PHASE_SERVING, D = GPU_PHASE_DRAIN, R = GPU_PHASE_RECOVERING,
-	       F = GPU_PHASE_FAILED, B = -EBUSY, I = -EINVAL };
+	enum {
+		S = GPU_PHASE_SERVING,
+		D = GPU_PHASE_DRAIN,
+		R = GPU_PHASE_RECOVERING,
+		F = GPU_PHASE_FAILED,
+		B = -EBUSY,
+		I = -EINVAL
+	};
 	/* [phase][event]: free (no claim, no other cycle) */
 	static const int free_[4][6] = {
 		/* drain undrain recover recovered failed interrupted */

@@ -2527,10 +2527,11 @@ END_TEST
  * (the v3 failures table had a UNIQUE constraint of its own). */
 /* A version 6 database taken back to version 5: no suspects table; then to
  * version 4: no GPU drains. */
-#define V7_TO_V6_SQL                                                                   \
+#define V7_TO_V6_SQL                                                                               \
 	"ALTER TABLE gpu_history DROP COLUMN detail; DELETE FROM meta WHERE key = 'auto_recover';" \
 	"PRAGMA user_version = 6;"
-#define V6_TO_V5_SQL V7_TO_V6_SQL "DROP INDEX suspects_live; DROP TABLE suspects; PRAGMA user_version = 5;"
+#define V6_TO_V5_SQL \
+	V7_TO_V6_SQL "DROP INDEX suspects_live; DROP TABLE suspects; PRAGMA user_version = 5;"
 #define V5_TO_V4_SQL \
 	V6_TO_V5_SQL "DROP TABLE gpus; DROP TABLE gpu_history; PRAGMA user_version = 4;"
 #define V3_TO_V2_SQL                                                                        \
@@ -2982,15 +2983,15 @@ START_TEST(gpu_drain_refuses_claims)
 	ck_assert_int_eq(g.state, STORE_GPU_SERVING);
 	ck_assert_int_eq(store_gpu_get(s, "0000:60:00.0", STORE_READ_RETRY, &g), -ENOENT);
 	ck_assert_int_eq(store_gpu_get(s, "gpu0", STORE_READ_RETRY, &g), -EINVAL);
-	ck_assert_int_eq(store_gpu_drain(s, "0000:60:00.0", true, 0, NULL), -ENOENT);
-	ck_assert_int_eq(store_gpu_drain(s, "0000:40:00", true, 0, NULL), -EINVAL);
+	ck_assert_int_eq(store_gpu_drain(s, "0000:60:00.0", true, 0, NULL, NULL), -ENOENT);
+	ck_assert_int_eq(store_gpu_drain(s, "0000:40:00", true, 0, NULL, NULL), -EINVAL);
 
 	/* a live claim and a live reservation before the drain */
 	struct store_claim a = gpu_claim(VF_A, "i-a"), b = gpu_claim(VF_B, "i-b"), res, refused;
 	ck_assert_int_eq(store_claim(s, &a, NULL), 0);
 	ck_assert_int_eq(store_claim_reserve(s, &b, &res), 0);
 	ck_assert(allocatable_has(s, VF_C));
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 1000, &unchanged), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 1000, NULL, &unchanged), 0);
 	ck_assert(!unchanged);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINING);
 	ck_assert_int_eq(gpu_state(s, PF_2), STORE_GPU_SERVING);
@@ -3011,7 +3012,7 @@ START_TEST(gpu_drain_refuses_claims)
 	/* the reservation made before commits (it is a claim); a drain again is a no-op */
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
 	uint64_t before = commits(s);
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 1000, &unchanged), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 1000, NULL, &unchanged), 0);
 	ck_assert(unchanged);
 	ck_assert_uint_eq(commits(s), before);
 	/* draining while any claim lives, drained once none does */
@@ -3021,7 +3022,7 @@ START_TEST(gpu_drain_refuses_claims)
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINED);
 	ck_assert_int_eq(store_claim(s, &a, NULL), -EBUSY);
 	/* ending it serves again */
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, false, 0, &unchanged), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, false, 0, NULL, &unchanged), 0);
 	ck_assert(!unchanged);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_SERVING);
 	ck_assert(allocatable_has(s, VF_C));
@@ -3048,7 +3049,7 @@ START_TEST(gpu_drain_refuses_claims)
 
 	/* fails closed while unavailable: no drain is lost unsaid */
 	faultvfs_fail_writes(SQLITE_FULL);
-	ck_assert_int_eq(store_gpu_drain(s, PF_2, true, 0, NULL), -EIO);
+	ck_assert_int_eq(store_gpu_drain(s, PF_2, true, 0, NULL, NULL), -EIO);
 	faultvfs_fail_writes(SQLITE_OK);
 	ck_assert_int_eq(store_gpu_get(s, PF_2, STORE_READ_NORETRY, &g), -EIO);
 	store_close(s);
@@ -3093,7 +3094,7 @@ START_TEST(gpu_drain_claim_race)
 	for (size_t i = 0; i < 4; i++)
 		ck_assert_int_eq(pthread_create(&t[i], NULL, drain_race_claimer, &d), 0);
 	atomic_store(&d.go, true);
-	ck_assert_int_eq(store_gpu_drain(d.s, PF_1, true, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(d.s, PF_1, true, 0, NULL, NULL), 0);
 	atomic_store(&d.drained, true);
 	for (size_t i = 0; i < 4; i++)
 		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
@@ -3120,7 +3121,7 @@ START_TEST(gpu_drain_persisted)
 	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
 	ck_assert_int_eq(store_vf_register(s, VF_B, PF_1), 0);
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 7, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 7, NULL, NULL), 0);
 	s = reopen(s);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINING);
 	ck_assert(!allocatable_has(s, VF_A));
@@ -3170,7 +3171,7 @@ START_TEST(migrate_v4_to_v5)
 	char reason[STORE_REASON_MAX];
 	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_SERVING);
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINED);
 	store_close(s);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
@@ -3446,13 +3447,13 @@ START_TEST(gpu_recover_cycle)
 	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, &why), -EBUSY);
 	ck_assert_int_eq(why.state, STORE_GPU_SERVING);
 	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, true, "", NULL), -EINVAL);
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 5, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 5, NULL, NULL), 0);
 	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 5, &why), 0);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_RECOVERING);
 	/* recovering: no claim, no undrain, no second cycle, out of placement */
 	struct store_claim b = gpu_claim(VF_B, "i-b");
 	ck_assert_int_eq(store_claim(s, &b, NULL), -EBUSY);
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, false, 5, NULL), -EBUSY);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, false, 5, NULL, NULL), -EBUSY);
 	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 5, &why), -EBUSY);
 	ck_assert_int_eq(why.state, STORE_GPU_RECOVERING);
 	ck_assert(!allocatable_has(s, VF_B));
@@ -3478,8 +3479,8 @@ START_TEST(gpu_recover_cycle)
 	ck_assert_str_eq(h[2].event, "recovered");
 	ck_assert_str_eq(h[2].detail, "0.1 s");
 	store_close(s);
-	ck_assert_int_eq(
-		db_query("SELECT COUNT(*) FROM failures WHERE cleared_why = 'recovered'"), 3);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_why = 'recovered'"),
+			 3);
 }
 END_TEST
 
@@ -3498,7 +3499,7 @@ START_TEST(gpu_recover_refused)
 	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
 	struct store_claim b = gpu_claim(VF_B, "i-b"), res;
 	ck_assert_int_eq(store_claim_reserve(s, &b, &res), 0);
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
 	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, &why), -EBUSY);
 	ck_assert_int_eq(why.state, STORE_GPU_DRAINING);
 	ck_assert_uint_eq(why.claimed, 1);
@@ -3512,7 +3513,7 @@ START_TEST(gpu_recover_refused)
 	ck_assert(info(s, VF_A).quarantined);
 	ck_assert(!allocatable_has(s, VF_B));
 	ck_assert_int_eq(store_claim(s, &b, NULL), -EBUSY);
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, &unchanged), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, &unchanged), 0);
 	ck_assert(unchanged);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_FAILED);
 	s = reopen(s);
@@ -3521,7 +3522,7 @@ START_TEST(gpu_recover_refused)
 	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, &why), 0);
 	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, false, "exit 1", NULL), 0);
 	/* an undrain after a manual fix: serving, the quarantine stays */
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, false, 0, &unchanged), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, false, 0, NULL, &unchanged), 0);
 	ck_assert(!unchanged);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_SERVING);
 	ck_assert(info(s, VF_A).quarantined);
@@ -3547,8 +3548,8 @@ START_TEST(gpu_recover_one_at_a_time)
 
 	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
 	ck_assert_int_eq(store_vf_register(s, "0000:50:00.4", PF_2), 0);
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL), 0);
-	ck_assert_int_eq(store_gpu_drain(s, PF_2, true, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_2, true, 0, NULL, NULL), 0);
 	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, &why), 0);
 	ck_assert_int_eq(store_gpu_recover_begin(s, PF_2, 0, &why), -EBUSY);
 	ck_assert_str_eq(why.recovering, PF_1);
@@ -3573,8 +3574,8 @@ START_TEST(gpu_recover_interrupted)
 	ck_assert_int_eq(store_gpu_fail_interrupted(s, &parents, &n), 0);
 	ck_assert_uint_eq(n, 0);
 	ck_assert_ptr_null(parents);
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL), 0);
-	ck_assert_int_eq(store_gpu_drain(s, PF_2, true, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_2, true, 0, NULL, NULL), 0);
 	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, NULL), 0);
 	s = reopen(s);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_RECOVERING);
@@ -3621,7 +3622,7 @@ START_TEST(migrate_v6_to_v7)
 	struct store *s = open_store();
 
 	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
-	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 3, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 3, NULL, NULL), 0);
 	store_close(s);
 	db_write(V7_TO_V6_SQL);
 	s = open_store();

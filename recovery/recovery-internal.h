@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * recovery-internal.h - what the files of the recovery module share
+ * (recovery.h is the public side).  One file per mechanism:
+ *   recovery.c  the thread: requests, the cycle's steps, outcomes, metrics
+ *   program.c   running one program under a deadline, its output captured
+ *   sysfs.c     the VFs a physical function's virtfn links name
+ *   auto.c      the automatic policy (pure)
+ * Locks: `recovery.lock` in docs/architecture.md's lock table (a leaf,
+ * never held across a store call or while a program runs).
+ */
+#ifndef VFHEALTH_RECOVERY_INTERNAL_H
+#define VFHEALTH_RECOVERY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "grammar/limits.h"
+#include "store/store.h"
+
+/* -- program.c ------------------------------------------------------------- */
+
+#define PROGRAM_LINE_MAX 256   /* a longer output line is cut here */
+#define PROGRAM_LINES_MAX 1000 /* lines handed on per run; the rest are counted */
+
+struct program_run {
+	char *const *argv; /* argv[0]: the absolute path */
+	char *const *envp;
+	int64_t timeout_ns;    /* SIGTERM to the process group at the deadline */
+	int64_t kill_grace_ns; /* SIGKILL this long after */
+	int stop_fd;           /* readable: end the run as at the deadline (-1: none) */
+	/* each output line (stdout and stderr, without its newline) */
+	void (*line)(void *userdata, const char *line);
+	void *userdata;
+};
+
+enum program_end {
+	PROGRAM_EXITED,    /* status: the exit status */
+	PROGRAM_SIGNALED,  /* status: the signal */
+	PROGRAM_TIMED_OUT, /* killed at the deadline */
+	PROGRAM_STOPPED,   /* killed because stop_fd became readable */
+};
+
+struct program_result {
+	enum program_end end;
+	int status;
+	char last_line[PROGRAM_LINE_MAX + 1]; /* "" when it wrote none */
+	size_t dropped;                       /* lines past PROGRAM_LINES_MAX */
+	int64_t elapsed_ns;
+};
+
+/* Run argv in its own process group, stdin /dev/null, stdout and stderr
+ * into the line callback, under the deadline; always reaped before
+ * returning.  0 with *ret filled, or -errno when it could not be started
+ * (exec failed: the exec's errno). */
+int program_run(const struct program_run *p, struct program_result *ret);
+
+/* -- sysfs.c --------------------------------------------------------------- */
+
+/* The addresses the virtfnN links of SYSFS_ROOT/bus/pci/devices/PF point
+ * at, sorted (*ret malloc'd; NULL and 0 when none).  -ENOENT: no such
+ * physical function. */
+int sysfs_virtfns(const char *sysfs_root, const char *pf, char (**ret)[VF_ADDR_BUFSZ],
+		  size_t *count);
+
+/* -- auto.c ---------------------------------------------------------------- */
+
+/* One GPU as the automatic policy sees it. */
+struct auto_gpu {
+	const char *parent;
+	enum store_gpu_state state;
+	/* VFs out of service by automatic quarantine since the GPU's last
+	 * cycle began (all of them when it never had one) */
+	size_t fresh_quarantines;
+	bool auto_drained; /* its drain (still on) was started by the policy */
+};
+
+enum auto_action {
+	AUTO_NOTHING,
+	AUTO_DRAIN, /* drain gpus[index] */
+	AUTO_CYCLE, /* start the cycle of gpus[index] (drained) */
+};
+
+struct auto_step {
+	enum auto_action action;
+	size_t index;
+};
+
+/* What the policy does now, with `threshold` = auto_recover (> 0): nothing
+ * while a GPU recovers; the cycle of the GPU it drained once that one is
+ * drained (nothing while it drains); else a drain of the first serving GPU
+ * with at least `threshold` fresh quarantines.  A failed GPU is never
+ * touched (no automatic retry); one GPU at a time.  Tests:
+ * tests/recovery/test-auto.c. */
+struct auto_step auto_next(const struct auto_gpu *gpus, size_t n, int threshold);
+
+#endif

@@ -1,0 +1,701 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * recovery.c - the recovery thread (recovery.h): requests, the cycle's
+ * steps, their outcomes and the automatic policy.
+ *
+ * Design notes
+ * ============
+ *
+ * The store is the queue.  A request only commits "recovering" (the store
+ * checks, in that commit, that the GPU is drained or failed, that no claim
+ * lives on it and that no other GPU recovers) and wakes the thread; the
+ * thread runs the program for whichever GPU the store says is recovering.
+ * After recovery_start() has made every GPU an earlier vfhealthd left
+ * recovering failed (interrupted), every recovering GPU is one this process
+ * marked, so a cycle is never run twice and never resumed after a restart.
+ *
+ * Outcomes.  The program's exit 0 is not trusted alone: every registered VF
+ * of the GPU must be named by a virtfnN link of the physical function
+ * afterwards.  An outcome the store could not take (unavailable) is kept
+ * and offered again every RETRY_NS; meanwhile the GPU stays recovering,
+ * out of placement.
+ *
+ * The automatic policy (auto.c) is evaluated whenever the store says a
+ * quarantine, a claim, a GPU or the setting changed.  A drain the policy
+ * started says so in the GPU's history (detail "auto: ..."), so that a
+ * restarted vfhealthd still knows it is the policy's to cycle.  A GPU's
+ * quarantines count only when they began after its last cycle began: a
+ * cycle that failed is not retried because an operator undrained the GPU
+ * with its old quarantines still on.
+ */
+#include "recovery/recovery.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "grammar/vf.h"
+#include "recovery/recovery-internal.h"
+
+#define NS_PER_S INT64_C(1000000000)
+#define RETRY_NS (5 * NS_PER_S)
+#define HISTORY_SCAN 64 /* a GPU's newest events the policy looks at */
+#define PROGRAM_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+enum outcome {
+	OUTCOME_SUCCESS,
+	OUTCOME_FAILED,
+	OUTCOME_TIMEOUT,
+	OUTCOME_VF_MISSING,
+	OUTCOME_INTERRUPTED,
+	OUTCOME_COUNT,
+};
+
+static const char *const outcome_names[OUTCOME_COUNT] = {
+	[OUTCOME_SUCCESS] = "success",         [OUTCOME_FAILED] = "failed",
+	[OUTCOME_TIMEOUT] = "timeout",         [OUTCOME_VF_MISSING] = "vf_missing",
+	[OUTCOME_INTERRUPTED] = "interrupted",
+};
+
+struct gpu_counts {
+	char parent[VF_ADDR_BUFSZ];
+	uint64_t outcomes[OUTCOME_COUNT];
+	double last_duration_s; /* < 0: no cycle ran here */
+};
+
+struct recovery {
+	char *program;
+	int64_t timeout_ns;
+	char *sysfs_root;
+	struct store *store;
+
+	pthread_mutex_t lock; /* recovery.lock: a leaf */
+	pthread_cond_t cond;
+	bool kicked, stop;
+	atomic_bool running;       /* the thread runs: changes wake it */
+	struct gpu_counts *counts; /* by parent, for the metrics */
+	size_t n_counts;
+	pthread_t thread;
+	int stop_fd; /* an eventfd, readable once recovery_stop began */
+
+	/* the thread's own */
+	bool interrupted_done;
+	struct {
+		char parent[VF_ADDR_BUFSZ];
+		bool ok;
+		enum outcome outcome;
+		char detail[STORE_GPU_DETAIL_MAX + 1];
+		double duration_s;
+	} pending; /* an outcome the store has not taken yet ("" parent: none) */
+	char (*observed)[VF_ADDR_BUFSZ]; /* GPUs whose would-be drain observe mode logged */
+	size_t n_observed;
+};
+
+/* -- options ------------------------------------------------------------------ */
+
+/* Only root (or the user vfhealthd runs as) may change the program or any
+ * directory above it; a sticky directory (/tmp) protects entries it does
+ * not own.  Else a user who could write there would make root run her
+ * code. */
+static int program_trusted(const char *path, const char **why)
+{
+	char real[PATH_MAX];
+	struct stat st;
+	uid_t me = geteuid();
+
+	if (!realpath(path, real)) {
+		*why = "cannot resolve it";
+		return -errno;
+	}
+	if (stat(real, &st) < 0) {
+		*why = "cannot stat it";
+		return -errno;
+	}
+	if (!S_ISREG(st.st_mode) || access(real, X_OK) < 0) {
+		*why = "not an executable regular file";
+		return -EACCES;
+	}
+	for (bool file = true;; file = false) {
+		char *slash;
+
+		if ((st.st_uid != 0 && st.st_uid != me) ||
+		    ((st.st_mode & (S_IWGRP | S_IWOTH)) && (file || !(st.st_mode & S_ISVTX)))) {
+			*why = file ? "writable by another user than root" :
+				      "a directory above it is writable by another user than root";
+			return -EACCES;
+		}
+		if (strcmp(real, "/") == 0)
+			return 0;
+		slash = strrchr(real, '/');
+		slash[slash == real ? 1 : 0] = '\0'; /* the parent; "/" stays */
+		if (stat(real, &st) < 0)
+			return -errno;
+	}
+}
+
+int recovery_new(const struct recovery_options *opt, struct recovery **ret)
+{
+	_cleanup_free_ struct recovery *r = NULL;
+	const char *why = NULL;
+	int k;
+
+	if (!opt || !ret)
+		return -EINVAL;
+	if (opt->program && opt->program[0] != '/') {
+		log_err("--recover-program must be an absolute path, not '%s'", opt->program);
+		return -EINVAL;
+	}
+	if (opt->program && (k = program_trusted(opt->program, &why)) < 0) {
+		log_err("--recover-program %s: %s", opt->program, why ? why : strerror(-k));
+		return k;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->timeout_ns = opt->timeout_ns > 0 ? opt->timeout_ns :
+					      RECOVERY_TIMEOUT_DEFAULT_S * NS_PER_S;
+	r->stop_fd = -1;
+	if ((opt->program && !(r->program = strdup(opt->program))) ||
+	    !(r->sysfs_root = strdup(opt->sysfs_root ? opt->sysfs_root : "/sys"))) {
+		free(r->program);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cond, NULL);
+	*ret = move_ptr(r);
+	return 0;
+}
+
+bool recovery_configured(const struct recovery *r)
+{
+	return r && r->program;
+}
+
+/* -- metrics ------------------------------------------------------------------ */
+
+/* recovery.lock held: parent's counts, added when new (NULL: no memory). */
+static struct gpu_counts *counts_of_locked(struct recovery *r, const char *parent)
+{
+	for (size_t i = 0; i < r->n_counts; i++)
+		if (strcmp(r->counts[i].parent, parent) == 0)
+			return &r->counts[i];
+	struct gpu_counts *grown = reallocarray(r->counts, r->n_counts + 1, sizeof(*grown));
+	if (!grown)
+		return NULL;
+	r->counts = grown;
+	struct gpu_counts *c = &r->counts[r->n_counts++];
+	memset(c, 0, sizeof(*c));
+	snprintf(c->parent, sizeof(c->parent), "%s", parent);
+	c->last_duration_s = -1;
+	return c;
+}
+
+static void count_outcome(struct recovery *r, const char *parent, enum outcome o, double seconds)
+{
+	pthread_mutex_lock(&r->lock);
+	struct gpu_counts *c = counts_of_locked(r, parent);
+	if (c) {
+		c->outcomes[o]++;
+		if (seconds >= 0)
+			c->last_duration_s = seconds;
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+void recovery_render_metrics(void *userdata, FILE *out)
+{
+	struct recovery *r = userdata;
+
+	fputs("# HELP vfhealth_gpu_recoveries_total SR-IOV cycles of the parent GPU since vfhealthd "
+	      "started, by outcome (success, failed, timeout, vf_missing, interrupted).\n"
+	      "# TYPE vfhealth_gpu_recoveries_total counter\n",
+	      out);
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < r->n_counts; i++)
+		for (size_t o = 0; o < OUTCOME_COUNT; o++)
+			fprintf(out,
+				"vfhealth_gpu_recoveries_total{parent=\"%s\",outcome=\"%s\"} %" PRIu64
+				"\n",
+				r->counts[i].parent, outcome_names[o], r->counts[i].outcomes[o]);
+	fputs("# HELP vfhealth_gpu_recovery_duration_seconds How long the parent GPU's last cycle "
+	      "took: the program and the check of its VFs.\n"
+	      "# TYPE vfhealth_gpu_recovery_duration_seconds gauge\n",
+	      out);
+	for (size_t i = 0; i < r->n_counts; i++)
+		if (r->counts[i].last_duration_s >= 0)
+			fprintf(out, "vfhealth_gpu_recovery_duration_seconds{parent=\"%s\"} %.3f\n",
+				r->counts[i].parent, r->counts[i].last_duration_s);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* -- the thread's steps --------------------------------------------------------- */
+
+static void kick(struct recovery *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->kicked = true;
+	pthread_cond_signal(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Offer the pending outcome to the store; false: try again later. */
+static bool finish_pending(struct recovery *r)
+{
+	size_t cleared = 0;
+	const char *parent = r->pending.parent;
+	struct log_fields f = { .parent = parent, .reason = r->pending.detail };
+	int k = store_gpu_recover_end(r->store, parent, r->pending.ok, r->pending.detail, &cleared);
+
+	if (k == -EIO)
+		return false;
+	if (k < 0)
+		log_err("GPU %s: the end of its cycle was refused: %s", parent, strerror(-k));
+	else if (r->pending.ok)
+		log_event(LOG_NOTICE, LOG_EVENT_RECOVERED, &f,
+			  "GPU %s: recovered: its SR-IOV cycle took %.1f s, every VF is back;"
+			  " %zu VF%s cleared (why=recovered), the GPU serves again",
+			  parent, r->pending.duration_s, cleared, cleared == 1 ? "" : "s");
+	else
+		log_event(LOG_ERR, LOG_EVENT_RECOVERY_FAILED, &f,
+			  "GPU %s: recovery failed (%s): %s; its VFs stay out of service."
+			  " After fixing it by hand: echo 0 > gpus/%s/drain",
+			  parent, outcome_names[r->pending.outcome], r->pending.detail, parent);
+	count_outcome(r, parent, r->pending.outcome, r->pending.duration_s);
+	r->pending.parent[0] = '\0';
+	return true;
+}
+
+struct line_context {
+	const char *parent;
+	const char *program;
+};
+
+static void program_line(void *userdata, const char *line)
+{
+	const struct line_context *c = userdata;
+	log_info("GPU %s: %s: %s", c->parent, c->program, line);
+}
+
+static char *strv_join(char (*list)[VF_ADDR_BUFSZ], size_t n)
+{
+	char *s = calloc(n ? n * VF_ADDR_BUFSZ : 1, 1);
+
+	for (size_t i = 0; s && i < n; i++) {
+		if (i)
+			strcat(s, " ");
+		strcat(s, list[i]);
+	}
+	return s;
+}
+
+/* Run the program for parent (recovering) and set r->pending to the
+ * outcome.  A stop leaves the GPU recovering and pending empty. */
+static void run_cycle(struct recovery *r, const char *parent)
+{
+	_cleanup_free_ char(*vfs)[VF_ADDR_BUFSZ] = NULL;
+	_cleanup_free_ char(*before)[VF_ADDR_BUFSZ] = NULL;
+	_cleanup_free_ char(*after)[VF_ADDR_BUFSZ] = NULL;
+	_cleanup_free_ char *vf_list = NULL, *env_parent = NULL, *env_vfs = NULL,
+			    *env_numvfs = NULL, *env_sysfs = NULL;
+	size_t n_vfs = 0, n_before = 0, n_after = 0;
+	struct program_result res;
+	struct line_context lc = { .parent = parent, .program = r->program };
+	struct log_fields f = { .parent = parent };
+	int k;
+
+	memset(&r->pending, 0, sizeof(r->pending));
+	snprintf(r->pending.parent, sizeof(r->pending.parent), "%s", parent);
+	r->pending.outcome = OUTCOME_FAILED;
+	r->pending.duration_s = -1;
+	k = store_gpu_vfs(r->store, parent, &vfs, &n_vfs);
+	if (k < 0) {
+		snprintf(r->pending.detail, sizeof(r->pending.detail), "cannot list its VFs: %s",
+			 strerror(-k));
+		return;
+	}
+	if (sysfs_virtfns(r->sysfs_root, parent, &before, &n_before) < 0)
+		n_before = 0; /* the program decides what that means */
+	vf_list = strv_join(vfs, n_vfs);
+	if (!vf_list || asprintf(&env_parent, "VFHEALTH_PARENT=%s", parent) < 0 ||
+	    asprintf(&env_vfs, "VFHEALTH_VFS=%s", vf_list) < 0 ||
+	    asprintf(&env_numvfs, "VFHEALTH_NUMVFS=%zu", n_before ? n_before : n_vfs) < 0 ||
+	    asprintf(&env_sysfs, "VFHEALTH_SYSFS_ROOT=%s", r->sysfs_root) < 0) {
+		snprintf(r->pending.detail, sizeof(r->pending.detail), "out of memory");
+		return;
+	}
+	char *argv[] = { r->program, (char *)parent, NULL };
+	char *envp[] = { (char *)PROGRAM_PATH, env_parent, env_vfs, env_numvfs, env_sysfs, NULL };
+	struct program_run run = { .argv = argv,
+				   .envp = envp,
+				   .timeout_ns = r->timeout_ns,
+				   .kill_grace_ns = RECOVERY_KILL_GRACE_NS,
+				   .stop_fd = r->stop_fd,
+				   .line = program_line,
+				   .userdata = &lc };
+
+	log_event(LOG_NOTICE, LOG_EVENT_RECOVERY_STARTED, &f,
+		  "GPU %s: recovery started: running %s for its %zu VF%s (timeout %" PRId64 " s)",
+		  parent, r->program, n_vfs, n_vfs == 1 ? "" : "s", r->timeout_ns / NS_PER_S);
+	k = program_run(&run, &res);
+	if (k < 0) {
+		snprintf(r->pending.detail, sizeof(r->pending.detail), "cannot run %s: %s",
+			 r->program, strerror(-k));
+		return;
+	}
+	r->pending.duration_s = (double)res.elapsed_ns / NS_PER_S;
+	switch (res.end) {
+	case PROGRAM_STOPPED:
+		log_warn("GPU %s: vfhealthd stops: %s killed; the GPU stays recovering and is"
+			 " failed (interrupted) at the next start",
+			 parent, r->program);
+		r->pending.parent[0] = '\0';
+		return;
+	case PROGRAM_TIMED_OUT:
+		r->pending.outcome = OUTCOME_TIMEOUT;
+		snprintf(r->pending.detail, sizeof(r->pending.detail),
+			 "timed out after %" PRId64 " s: killed", r->timeout_ns / NS_PER_S);
+		return;
+	case PROGRAM_SIGNALED:
+		snprintf(r->pending.detail, sizeof(r->pending.detail), "killed by signal %s",
+			 sigabbrev_np(res.status) ? sigabbrev_np(res.status) : "?");
+		return;
+	case PROGRAM_EXITED:
+		break;
+	}
+	if (res.status != 0) {
+		snprintf(r->pending.detail, sizeof(r->pending.detail), "exit %d%s%.160s",
+			 res.status, res.last_line[0] ? ": " : "", res.last_line);
+		return;
+	}
+	/* exit 0 is not enough: every VF must be back */
+	k = sysfs_virtfns(r->sysfs_root, parent, &after, &n_after);
+	if (k < 0 && k != -ENOENT) {
+		snprintf(r->pending.detail, sizeof(r->pending.detail),
+			 "cannot read its virtfn links: %s", strerror(-k));
+		return;
+	}
+	size_t missing = 0;
+	const char *first = NULL;
+	for (size_t i = 0; i < n_vfs; i++) {
+		bool found = false;
+		for (size_t j = 0; j < n_after && !found; j++)
+			found = strcmp(vfs[i], after[j]) == 0;
+		if (!found) {
+			missing++;
+			first = first ? first : vfs[i];
+		}
+	}
+	if (missing) {
+		r->pending.outcome = OUTCOME_VF_MISSING;
+		snprintf(r->pending.detail, sizeof(r->pending.detail),
+			 "VF %s did not come back (%zu of %zu missing)", first, missing, n_vfs);
+		return;
+	}
+	r->pending.ok = true;
+	r->pending.outcome = OUTCOME_SUCCESS;
+	snprintf(r->pending.detail, sizeof(r->pending.detail), "took %.1f s",
+		 r->pending.duration_s);
+}
+
+/* GPUs an earlier vfhealthd left recovering become failed; false: the
+ * store could not say (try again). */
+static bool fail_interrupted(struct recovery *r)
+{
+	_cleanup_free_ char(*parents)[VF_ADDR_BUFSZ] = NULL;
+	size_t n = 0;
+
+	if (store_gpu_fail_interrupted(r->store, &parents, &n) < 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		struct log_fields f = { .parent = parents[i], .reason = "interrupted" };
+		log_event(LOG_ERR, LOG_EVENT_RECOVERY_FAILED, &f,
+			  "GPU %s: recovery failed (interrupted): vfhealthd stopped during its"
+			  " cycle, which is not run again by itself; its VFs stay out of service."
+			  " Check the GPU, then: echo cycle > gpus/%s/recover, or echo 0 >"
+			  " gpus/%s/drain",
+			  parents[i], parents[i], parents[i]);
+		count_outcome(r, parents[i], OUTCOME_INTERRUPTED, -1);
+	}
+	return true;
+}
+
+/* The newest cycle start of parent ("" none) and whether its drain was the
+ * policy's: from the GPU's history. */
+static void gpu_history_facts(struct recovery *r, const char *parent, char last_cycle[static 40],
+			      bool *auto_drained)
+{
+	_cleanup_free_ struct store_gpu_event *h = NULL;
+	size_t n = 0, dropped = 0;
+	bool drain_seen = false;
+
+	last_cycle[0] = '\0';
+	*auto_drained = false;
+	if (store_gpu_history(r->store, parent, HISTORY_SCAN, &h, &n, &dropped) < 0)
+		return;
+	for (size_t i = n; i-- > 0;) {
+		if (!drain_seen && strcmp(h[i].event, "drain") == 0) {
+			drain_seen = true;
+			*auto_drained = strncmp(h[i].detail, "auto:", 5) == 0;
+		}
+		if (!last_cycle[0] && strcmp(h[i].event, "recover") == 0)
+			snprintf(last_cycle, 40, "%s", h[i].at);
+	}
+}
+
+static bool observed_once(struct recovery *r, const char *parent)
+{
+	for (size_t i = 0; i < r->n_observed; i++)
+		if (strcmp(r->observed[i], parent) == 0)
+			return false;
+	char(*grown)[VF_ADDR_BUFSZ] = reallocarray(r->observed, r->n_observed + 1, sizeof(*grown));
+	if (!grown)
+		return true;
+	r->observed = grown;
+	snprintf(r->observed[r->n_observed++], VF_ADDR_BUFSZ, "%s", parent);
+	return true;
+}
+
+/* The automatic policy's step: true when it changed something (look again). */
+static bool auto_step(struct recovery *r, const struct store_gpu_info *gpus, size_t n_gpus)
+{
+	_cleanup_free_ struct store_vf_info *vfs = NULL;
+	_cleanup_free_ struct auto_gpu *ag = NULL;
+	size_t n_vfs = 0;
+	int threshold = store_auto_recover_get(r->store);
+
+	if (threshold <= 0 || n_gpus == 0 || !r->program)
+		return false;
+	if (store_vf_list(r->store, &vfs, &n_vfs) < 0 || !(ag = calloc(n_gpus, sizeof(*ag))))
+		return false;
+	for (size_t i = 0; i < n_gpus; i++) {
+		char last_cycle[40];
+		bool any = false;
+
+		ag[i] = (struct auto_gpu){ .parent = gpus[i].parent, .state = gpus[i].state };
+		for (size_t v = 0; v < n_vfs && !any; v++)
+			any = vfs[v].auto_quarantined && strcmp(vfs[v].parent, gpus[i].parent) == 0;
+		bool drained = gpus[i].state == STORE_GPU_DRAINING ||
+			       gpus[i].state == STORE_GPU_DRAINED;
+		if (!any && !drained)
+			continue;
+		gpu_history_facts(r, gpus[i].parent, last_cycle, &ag[i].auto_drained);
+		ag[i].auto_drained &= drained;
+		for (size_t v = 0; v < n_vfs; v++)
+			ag[i].fresh_quarantines += vfs[v].auto_quarantined &&
+						   strcmp(vfs[v].parent, gpus[i].parent) == 0 &&
+						   strcmp(vfs[v].since, last_cycle) > 0;
+	}
+	struct auto_step step = auto_next(ag, n_gpus, threshold);
+	if (step.action == AUTO_NOTHING)
+		return false;
+	const struct auto_gpu *g = &ag[step.index];
+	bool observe = store_mode_get(r->store) == STORE_MODE_OBSERVE;
+	char detail[STORE_GPU_DETAIL_MAX + 1];
+	int k;
+
+	if (step.action == AUTO_DRAIN) {
+		if (observe) {
+			if (observed_once(r, g->parent))
+				log_notice(
+					"GPU %s: observe mode: auto_recover would drain it (%zu VFs"
+					" out of service by quarantine) and cycle it once drained",
+					g->parent, g->fresh_quarantines);
+			return false;
+		}
+		snprintf(detail, sizeof(detail), "auto: %zu VFs out of service by quarantine",
+			 g->fresh_quarantines);
+		k = store_gpu_drain(r->store, g->parent, true, -1, detail, NULL);
+		if (k == 0)
+			log_notice(
+				"GPU %s: auto_recover drains it (%zu VFs out of service by"
+				" quarantine, auto_recover %d); its cycle runs once no VM is left",
+				g->parent, g->fresh_quarantines, threshold);
+		return k == 0;
+	}
+	if (observe)
+		return false;
+	k = store_gpu_recover_begin(r->store, g->parent, -1, NULL);
+	if (k < 0 && k != -EBUSY)
+		log_warn("GPU %s: auto_recover cannot start its cycle: %s", g->parent,
+			 strerror(-k));
+	return k == 0;
+}
+
+/* One pass; true when it must run again at once, *retry when something
+ * must be tried again later (the store was unavailable). */
+static bool step(struct recovery *r, bool *retry)
+{
+	_cleanup_free_ struct store_gpu_info *gpus = NULL;
+	size_t n = 0;
+
+	*retry = false;
+	if (!r->interrupted_done && !(r->interrupted_done = fail_interrupted(r))) {
+		*retry = true;
+		return false;
+	}
+	if (r->pending.parent[0]) {
+		*retry = !finish_pending(r);
+		return !*retry;
+	}
+	if (store_gpu_list(r->store, &gpus, &n) < 0) {
+		*retry = true;
+		return false;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (gpus[i].state != STORE_GPU_RECOVERING)
+			continue;
+		if (!r->program) {
+			snprintf(r->pending.parent, sizeof(r->pending.parent), "%s",
+				 gpus[i].parent);
+			r->pending.outcome = OUTCOME_FAILED;
+			r->pending.duration_s = -1;
+			snprintf(r->pending.detail, sizeof(r->pending.detail),
+				 "no --recover-program");
+			return true;
+		}
+		run_cycle(r, gpus[i].parent);
+		return r->pending.parent[0] != '\0';
+	}
+	return auto_step(r, gpus, n);
+}
+
+static void *recovery_main(void *arg)
+{
+	struct recovery *r = arg;
+	bool again = true, retry = false;
+
+	pthread_mutex_lock(&r->lock);
+	while (!r->stop) {
+		if (!again && !r->kicked) {
+			if (retry) {
+				struct timespec until;
+				clock_gettime(CLOCK_MONOTONIC, &until);
+				until.tv_sec += RETRY_NS / NS_PER_S;
+				if (pthread_cond_timedwait(&r->cond, &r->lock, &until) == ETIMEDOUT)
+					r->kicked = true;
+			} else {
+				pthread_cond_wait(&r->cond, &r->lock);
+			}
+			continue;
+		}
+		r->kicked = false;
+		pthread_mutex_unlock(&r->lock);
+		again = step(r, &retry);
+		pthread_mutex_lock(&r->lock);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+/* -- the public side ------------------------------------------------------------ */
+
+int recovery_start(struct recovery *r, struct store *s)
+{
+	pthread_condattr_t attr;
+	int k;
+
+	if (!r || !s || atomic_load(&r->running))
+		return -EINVAL;
+	r->store = s;
+	r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (r->stop_fd < 0)
+		return -errno;
+	/* the retry wait runs on the monotonic clock */
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_destroy(&r->cond);
+	pthread_cond_init(&r->cond, &attr);
+	pthread_condattr_destroy(&attr);
+	if (store_auto_recover_get(s) > 0 && !r->program)
+		log_warn("auto_recover is %d but vfhealthd runs with no --recover-program:"
+			 " nothing is recovered automatically",
+			 store_auto_recover_get(s));
+	k = -pthread_create(&r->thread, NULL, recovery_main, r);
+	if (k < 0)
+		return k;
+	atomic_store(&r->running, true);
+	return 0;
+}
+
+void recovery_stop(struct recovery *r)
+{
+	if (!r || !atomic_load(&r->running))
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stop = true;
+	pthread_cond_signal(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	if (eventfd_write(r->stop_fd, 1) < 0)
+		log_warn("recovery: cannot signal the stop: %s", strerror(errno));
+	pthread_join(r->thread, NULL);
+	atomic_store(&r->running, false);
+}
+
+void recovery_free(struct recovery *r)
+{
+	if (!r)
+		return;
+	recovery_stop(r);
+	if (r->stop_fd >= 0)
+		close(r->stop_fd);
+	pthread_cond_destroy(&r->cond);
+	pthread_mutex_destroy(&r->lock);
+	free(r->counts);
+	free(r->observed);
+	free(r->program);
+	free(r->sysfs_root);
+	free(r);
+}
+
+int recovery_request(struct recovery *r, const char *parent, int64_t uid, const char **why)
+{
+	struct store_gpu_refusal refusal;
+	int k;
+
+	if (!recovery_configured(r)) {
+		*why = "vfhealthd runs no cycle: it was started without --recover-program";
+		return -EOPNOTSUPP;
+	}
+	k = store_mode_get(r->store);
+	if (k < 0)
+		return k;
+	if (k == STORE_MODE_OBSERVE) {
+		log_notice("GPU %s: observe mode: a cycle asked by uid %" PRId64
+			   " would run %s; nothing was run",
+			   parent, uid, r->program);
+		*why = "observe mode: vfhealthd runs no cycle (the log says what it would run)";
+		return -EPERM;
+	}
+	k = store_gpu_recover_begin(r->store, parent, uid, &refusal);
+	if (k == -EBUSY) {
+		*why = refusal.recovering[0] ? "another GPU is recovering: one at a time" :
+		       refusal.state == STORE_GPU_SERVING ?
+					       "the GPU serves: drain it first (echo 1 > drain)" :
+		       refusal.state == STORE_GPU_DRAINING ?
+					       "the GPU is draining: a VF of it still has a claim" :
+					       "a cycle of this GPU runs already";
+		return k;
+	}
+	if (k < 0)
+		return k;
+	kick(r);
+	return 0;
+}
+
+void recovery_store_changed(struct recovery *r, unsigned bits)
+{
+	if (r && atomic_load(&r->running) &&
+	    (bits & (STORE_CHANGE_QUARANTINE | STORE_CHANGE_CLAIMS | STORE_CHANGE_GPU |
+		     STORE_CHANGE_AUTO_RECOVER | STORE_CHANGE_MODE | STORE_CHANGE_STATUS)))
+		kick(r);
+}

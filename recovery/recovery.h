@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * recovery.h - a parent GPU's SR-IOV cycle, run on the host's behalf
+ * (vfhealthd(8), "Recovery"; vfhealth(5), gpus/PF/recover).
+ *
+ * The store decides (store.h, "Recovery": the phases, the one-at-a-time
+ * and no-claim checks); this module runs the configured program for a GPU
+ * the store marked recovering, checks that its VFs are back in sysfs, and
+ * reports the outcome to the store.  It also runs the automatic policy
+ * (auto_recover): drain a GPU with enough VFs out of service by automatic
+ * quarantine, and cycle it once drained.  Everything runs on one thread of
+ * its own, never on a FUSE worker: a write to gpus/PF/recover only commits
+ * the step and wakes it.
+ *
+ * Thread-safety: every function may be called from any thread.  Returns 0
+ * or a negative errno.
+ */
+#ifndef VFHEALTH_RECOVERY_H
+#define VFHEALTH_RECOVERY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "store/store.h"
+
+#define RECOVERY_TIMEOUT_DEFAULT_S 300
+#define RECOVERY_TIMEOUT_MAX_S 86400
+/* After the deadline: SIGTERM to the program's process group, SIGKILL this
+ * long after (or at the deadline's own length, when shorter). */
+#define RECOVERY_KILL_GRACE_NS (10 * INT64_C(1000000000))
+
+struct recovery_options {
+	const char *program;    /* absolute path; NULL: no cycle is ever run */
+	int64_t timeout_ns;     /* 0: RECOVERY_TIMEOUT_DEFAULT_S */
+	const char *sysfs_root; /* NULL: /sys */
+};
+
+struct recovery;
+
+/* Check the options (the program must be a regular executable file that
+ * only root (or this process's user) may change, as every directory above
+ * it) and make the object; -EINVAL / -EACCES / -ENOENT with the reason
+ * logged.  No thread runs yet. */
+int recovery_new(const struct recovery_options *opt, struct recovery **ret);
+/* Start the thread over an open store.  A GPU an earlier vfhealthd left
+ * recovering is made failed (interrupted) before anything else runs. */
+int recovery_start(struct recovery *r, struct store *s);
+/* Stop the thread; a program still running is killed and reaped and its
+ * GPU left recovering (the next start makes it failed).  NULL: no-op. */
+void recovery_stop(struct recovery *r);
+void recovery_free(struct recovery *r);
+static inline void recovery_freep(struct recovery **r)
+{
+	recovery_free(*r);
+}
+
+/* Whether a program is configured (r NULL: no). */
+bool recovery_configured(const struct recovery *r);
+
+/* gpus/PF/recover: start a cycle of parent for the writer uid.  0 when
+ * the GPU is recovering and the thread was woken; -EOPNOTSUPP (no
+ * program), -EPERM (observe mode: logged what would run), -EBUSY (not
+ * drained, a claim left, another GPU recovering: *why a static sentence),
+ * -ENOENT, -EIO. */
+int recovery_request(struct recovery *r, const char *parent, int64_t uid, const char **why);
+
+/* The store changed (store_change bits): the automatic policy may have
+ * something to do.  Must not block (called from the committing thread). */
+void recovery_store_changed(struct recovery *r, unsigned bits);
+
+/* vfhealth_gpu_recoveries_total{parent,outcome} and
+ * vfhealth_gpu_recovery_duration_seconds{parent} (metrics_render_fn). */
+void recovery_render_metrics(void *userdata, FILE *out);
+
+#endif

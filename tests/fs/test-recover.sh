@@ -1,0 +1,278 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# A parent GPU's SR-IOV cycle on a real mount, with a fake sysfs (virtfn and
+# physfn links) and a stand-in recovery program that records its calls and
+# removes and recreates the VF links, fails, hangs or stops at a gate on
+# demand:
+#   - without --recover-program, `recover` and auto_recover refuse;
+#   - a cycle needs a drained GPU (EBUSY while it serves or drains); a
+#     claim racing the cycle, an undrain and a second cycle get EBUSY;
+#   - success: the program gets PF and its VFs, every VF is back in sysfs,
+#     their failures and quarantine are cleared (an operator hold stays),
+#     the GPU serves, the history and metrics say so;
+#   - program failure, timeout (the program and its child are killed and
+#     reaped), a VF that does not come back: failed, the VFs stay out, a
+#     drain leaves it failed, an undrain serves;
+#   - vfhealthd stopped mid-cycle: the program is killed, the restart makes
+#     the GPU failed (interrupted) and does not run the program again;
+#   - observe mode runs nothing; one GPU recovers at a time;
+#   - auto_recover drains a GPU with enough quarantined VFs, waits for its
+#     VMs to leave, cycles it, and never retries a failed cycle.
+source "$(dirname "$0")/lib.sh"
+require_fuse
+mount_tmpfs "$T/db" 4m 0700
+EOPNOTSUPP="Operation not supported"
+
+sys=$T/sys
+devices=$sys/bus/pci/devices
+PFA=0000:41:00.0 PFB=0000:42:00.0
+VFA=(0000:41:00.1 0000:41:00.2 0000:41:00.3)
+VFB=(0000:42:00.1)
+links() { # links PF VF...: virtfnN of PF for each VF, sriov_numvfs
+	local pf=$1 i=0
+	shift
+	for vf in "$@"; do
+		ln -sfn "../$vf" "$devices/$pf/virtfn$i"
+		i=$((i + 1))
+	done
+	echo "$#" >"$devices/$pf/sriov_numvfs"
+}
+mkdir -p "$devices/$PFA" "$devices/$PFB"
+for vf in "${VFA[@]}" "${VFB[@]}"; do
+	mkdir -p "$devices/$vf"
+	ln -s "../${vf%.*}.0" "$devices/$vf/physfn"
+done
+links "$PFA" "${VFA[@]}"
+links "$PFB" "${VFB[@]}"
+
+# The stand-in: $T/mode says what it does (ok, fail, hang, missing, gate).
+mkdir -m 0755 "$T/bin"
+cat >"$T/bin/cycle" <<EOF
+#!/bin/bash
+T=$T
+EOF
+cat >>"$T/bin/cycle" <<'EOF'
+set -u
+pf=$1
+dev=$VFHEALTH_SYSFS_ROOT/bus/pci/devices/$pf
+mode=$(cat "$T/mode") # before the call is recorded: a test waits for that
+echo "$$ $pf numvfs=$VFHEALTH_NUMVFS vfs=$VFHEALTH_VFS path=$PATH" >>"$T/calls"
+echo "cycling $pf"
+case $mode in
+fail) echo "sriov-manage -e $pf failed" >&2; exit 3 ;;
+hang)
+	trap '' TERM
+	sleep 1000 &
+	echo "$!" >"$T/hang-child"
+	wait
+	exit 0 ;;
+gate) read -r _ <"$T/gate" ;;
+esac
+vfs=()
+for l in "$dev"/virtfn*; do vfs+=("$(basename "$(readlink "$l")")"); done
+rm -f "$dev"/virtfn*
+[[ $mode == missing ]] && unset 'vfs[-1]'
+i=0
+for vf in "${vfs[@]}"; do ln -s "../$vf" "$dev/virtfn$i"; i=$((i + 1)); done
+echo "done $pf"
+EOF
+chmod 0755 "$T/bin/cycle"
+echo ok >"$T/mode"
+mkfifo "$T/gate"
+calls() { if [[ -e $T/calls ]]; then wc -l <"$T/calls"; else echo 0; fi; }
+calls_above() { (($(calls) > $1)); }
+# open_gate: let a program waiting at the gate go on (it is there: its call
+# is recorded after it read its mode)
+open_gate() { timeout 20 sh -c 'echo go >"$1"' sh "$T/gate" || fail "no program at the gate"; }
+state_is() { [[ $(cat "$MNT/gpus/$1/state") == "$2" ]]; }
+wait_state() { wait_for 20 "GPU $1 $2" state_is "$1" "$2"; }
+metric() { grep -F "$1" "$MNT/metrics" | awk '{print $2}'; }
+quarantine() { # quarantine VF: two distinct failed assignments
+	put "$MNT/$1/report" "failed q1-${1//[:.]/-} 2026-11-29T07:00:00Z NVRM: RmInitAdapter failed!"
+	put "$MNT/$1/report" "failed q2-${1//[:.]/-} 2026-11-29T07:01:00Z NVRM: RmInitAdapter failed!"
+	assert_cat "$MNT/$1/quarantined" 1
+}
+GA=$MNT/gpus/$PFA GB=$MNT/gpus/$PFB
+
+# --- without a program nothing is ever run
+DAEMON_ARGS+=(--sysfs-root "$sys")
+start_daemon
+for vf in "${VFA[@]}" "${VFB[@]}"; do mkdir "$MNT/$vf"; done
+assert_eq "$(ls "$GA" | tr '\n' ' ')" "drain history recover state vfs " "a GPU's files"
+assert_eq "$(stat -c %a "$GA/recover")" 664 "mode of recover"
+assert_cat "$MNT/auto_recover" off
+put "$GA/drain" 1
+expect_err "$EOPNOTSUPP" put "$GA/recover" cycle
+expect_err "$EOPNOTSUPP" put "$MNT/auto_recover" 2
+assert_cat "$MNT/auto_recover" off
+assert_cat "$GA/state" drained
+grep -q "without --recover-program" "$DAEMON_LOG" || fail "the refusal is not said in the log"
+put "$GA/drain" 0
+stop_daemon
+# a program others may change is refused at start
+cp "$T/bin/cycle" "$T/bin/cycle-open"
+chmod 0757 "$T/bin/cycle-open"
+"$VFHEALTHD" -f --db "$DB" --recover-program "$T/bin/cycle-open" "$MNT" >"$T/open.out" 2>&1 &&
+	fail "vfhealthd ran a recovery program others may write"
+grep -q "writable by another user" "$T/open.out" || fail "no reason given: $(cat "$T/open.out")"
+
+DAEMON_ARGS+=(--recover-program "$T/bin/cycle" --recover-timeout 3)
+start_daemon
+
+# --- bad input and rights change nothing; a serving GPU is not cycled
+expect_err "$EINVAL" put "$GA/recover" reset
+expect_err "$EINVAL" put "$GA/recover" ""
+expect_err "$EACCES" as_user 65534 sh -c "echo cycle > $GA/recover"
+expect_err "$EBUSY" put "$GA/recover" cycle
+assert_cat "$GA/state" serving
+for bad in on -1 257 "2 "; do expect_err "$EINVAL" put "$MNT/auto_recover" "$bad"; done
+assert_eq "$(calls)" 0 "program calls"
+
+# --- success: drain with a live claim, the cycle waits for it
+quarantine "${VFA[1]}"
+put "$MNT/${VFA[2]}/quarantined" 1 # an operator hold: the cycle keeps it
+touch "$MNT/${VFA[0]}/assignments/vm-live"
+put "$GA/drain" 1
+assert_cat "$GA/state" draining
+expect_err "$EBUSY" put "$GA/recover" cycle
+rm "$MNT/${VFA[0]}/assignments/vm-live"
+assert_cat "$GA/state" drained
+echo gate >"$T/mode"
+# what the write started, read back through the same descriptor
+assert_eq "$("$VFTOOL" write-read "$GA/recover" cycle)" recovering "recover's outcome"
+assert_cat "$GA/state" recovering
+wait_for 10 "the program to start" calls_above 0
+# a claim racing the cycle, an undrain, a second cycle: refused
+expect_err "$EBUSY" touch "$MNT/${VFA[0]}/assignments/vm-race"
+[[ ! -e $MNT/${VFA[0]}/assignments/vm-race ]] || fail "a claim during a cycle exists"
+expect_err "$EBUSY" put "$GA/drain" 0
+expect_err "$EBUSY" put "$GA/recover" cycle
+! grep -qx "${VFA[0]}" "$MNT/allocatable" || fail "a VF of a recovering GPU is allocatable"
+assert_cat "$GA/drain" 1
+echo ok >"$T/mode"
+open_gate
+wait_state "$PFA" serving
+call=$(cat "$T/calls")
+assert_match "$call" "^[0-9]+ $PFA numvfs=3 vfs=${VFA[*]} path=/usr/local/sbin:[^ ]*$" \
+	"the program's argument and environment"
+assert_cat "$MNT/${VFA[1]}/quarantined" 0
+assert_cat "$MNT/${VFA[1]}/tally" 0
+assert_cat "$MNT/${VFA[2]}/quarantined" 1
+grep -qx "${VFA[1]}" "$MNT/allocatable" || fail "a recovered VF is not allocatable"
+touch "$MNT/${VFA[0]}/assignments/vm-after" && rm "$MNT/${VFA[0]}/assignments/vm-after"
+history=$(cat "$GA/history")
+assert_match "$history" " drain by=0
+[^ ]+ undrain by=0
+[^ ]+ drain by=0
+[^ ]+ recover by=0
+[^ ]+ recovered by=- why=took [0-9.]+ s$" "history after a cycle"
+assert_match "$(cat "$MNT/${VFA[1]}/history")" " why=recovered by=" "the VF's history"
+assert_eq "$(metric "vfhealth_gpu_recoveries_total{parent=\"$PFA\",outcome=\"success\"}")" 1 "success counter"
+assert_match "$(metric "vfhealth_gpu_recovery_duration_seconds{parent=\"$PFA\"}")" '^[0-9]+\.[0-9]+$' "duration"
+grep -q "GPU $PFA: .*cycle: cycling $PFA" "$DAEMON_LOG" || fail "the program's output is not logged"
+grep -q "GPU $PFA: recovered" "$DAEMON_LOG" || fail "no recovered line"
+
+# --- failure, timeout, a VF missing: failed, the VFs stay out
+cycle_fails() { # cycle_fails MODE OUTCOME WHY-REGEX
+	echo "$1" >"$T/mode"
+	put "$GA/drain" 1
+	put "$GA/recover" cycle
+	wait_state "$PFA" failed
+	assert_match "$(tail -n 1 "$GA/history")" "recover-failed by=- why=$3" "history of $1"
+	assert_eq "$(metric "vfhealth_gpu_recoveries_total{parent=\"$PFA\",outcome=\"$2\"}")" 1 "$2 counter"
+	! grep -qx "${VFA[1]}" "$MNT/allocatable" || fail "a VF of a failed GPU is allocatable"
+	expect_err "$EBUSY" touch "$MNT/${VFA[1]}/assignments/vm-x"
+	put "$GA/drain" 1 # leaves it failed
+	assert_cat "$GA/state" failed
+	put "$GA/drain" 0
+	assert_cat "$GA/state" serving
+}
+quarantine "${VFA[1]}"
+cycle_fails fail failed "exit 3: sriov-manage -e $PFA failed"
+assert_cat "$MNT/${VFA[1]}/quarantined" 1
+cycle_fails hang timeout "timed out after 3 s: killed"
+hang_child=$(cat "$T/hang-child")
+process_gone "$hang_child" || fail "the timed-out program's child $hang_child lives"
+hang_pid=$(tail -n 1 "$T/calls" | cut -d' ' -f1)
+process_gone "$hang_pid" || fail "the timed-out program $hang_pid lives"
+cycle_fails missing vf_missing "VF ${VFA[2]} did not come back \(1 of 3 missing\)"
+links "$PFA" "${VFA[@]}"
+grep -q "recovery failed (timeout)" "$DAEMON_LOG" || fail "no failure line"
+
+# --- observe mode runs nothing
+put "$MNT/mode" observe
+put "$GA/drain" 1
+n=$(calls)
+expect_err "$EPERM" put "$GA/recover" cycle
+assert_cat "$GA/state" drained
+assert_eq "$(calls)" "$n" "program calls in observe mode"
+grep -q "observe mode: a cycle asked by uid 0 would run $T/bin/cycle" "$DAEMON_LOG" ||
+	fail "observe mode did not log what it would run"
+put "$MNT/mode" enforce
+
+# --- one GPU at a time
+put "$GB/drain" 1
+echo gate >"$T/mode"
+n=$(calls)
+put "$GA/recover" cycle
+expect_err "$EBUSY" put "$GB/recover" cycle
+wait_for 10 "the program to start" calls_above "$n"
+echo ok >"$T/mode"
+open_gate
+wait_state "$PFA" serving
+put "$GB/recover" cycle
+wait_state "$PFB" serving
+
+# --- vfhealthd stopped mid-cycle: killed, then failed, never re-run
+put "$GA/drain" 1
+echo gate >"$T/mode"
+n=$(calls)
+put "$GA/recover" cycle
+wait_for 10 "the program to start" calls_above "$n"
+gate_pid=$(tail -n 1 "$T/calls" | cut -d' ' -f1)
+stop_daemon
+process_gone "$gate_pid" || fail "the program outlived vfhealthd"
+echo ok >"$T/mode"
+start_daemon
+wait_state "$PFA" failed
+assert_match "$(tail -n 1 "$GA/history")" "recover-failed by=- why=interrupted" "history after a restart"
+assert_eq "$(metric "vfhealth_gpu_recoveries_total{parent=\"$PFA\",outcome=\"interrupted\"}")" 1 "interrupted counter"
+assert_eq "$(calls)" "$((n + 1))" "program calls after a restart"
+put "$GA/drain" 0
+
+# --- auto_recover: drain once 2 VFs are quarantined, cycle once drained.
+# Only quarantines that began after the GPU's last cycle began count.
+put "$MNT/${VFA[1]}/quarantined" 0
+put "$MNT/${VFA[2]}/quarantined" 0 # lift the hold: a claim keeps the GPU draining
+put "$MNT/auto_recover" 2
+assert_cat "$MNT/auto_recover" 2
+touch "$MNT/${VFA[2]}/assignments/vm-busy"
+n=$(calls)
+quarantine "${VFA[0]}"
+assert_cat "$GA/state" serving
+quarantine "${VFA[1]}"
+wait_state "$PFA" draining
+assert_match "$(grep ' drain ' "$GA/history" | tail -n 1)" "drain by=- why=auto: 2 VFs out of service by quarantine" "an automatic drain"
+assert_eq "$(calls)" "$n" "a cycle while a VM holds a VF"
+rm "$MNT/${VFA[2]}/assignments/vm-busy"
+wait_state "$PFA" serving
+assert_eq "$(calls)" "$((n + 1))" "the automatic cycle"
+assert_cat "$MNT/${VFA[0]}/quarantined" 0
+assert_cat "$MNT/${VFA[1]}/quarantined" 0
+grep -q "auto_recover drains it" "$DAEMON_LOG" || fail "no automatic drain line"
+
+# --- an automatic cycle that fails is never retried
+echo fail >"$T/mode"
+quarantine "${VFA[0]}"
+quarantine "${VFA[1]}"
+wait_state "$PFA" failed
+put "$GA/drain" 0 # the operator returns it to service; its quarantines stay
+n=$(calls)
+put "$MNT/auto_recover" 1
+quarantine "${VFB[0]}" # makes the other GPU the policy's: it comes after PFA
+wait_state "$PFB" failed
+assert_cat "$GA/state" serving
+assert_eq "$(calls)" "$((n + 1))" "calls: the other GPU only"
+check_sanitizers
+stop_daemon
+echo "ok"
