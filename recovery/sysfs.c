@@ -63,7 +63,8 @@ int sysfs_virtfns(const char *sysfs_root, const char *pf, char (**ret)[VF_ADDR_B
 	}
 	if (errno)
 		return -errno;
-	qsort(list, n, sizeof(*list), compare_addr);
+	if (n)
+		qsort(list, n, sizeof(*list), compare_addr);
 	*ret = n ? move_ptr(list) : NULL;
 	*count = n;
 	return 0;
