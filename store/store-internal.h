@@ -193,7 +193,8 @@ struct op {
 	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
 	char when[RFC3339_BUFSZ];   /* assigned_at, or claimed_at ("" = none) */
-	char parent[VF_ADDR_BUFSZ]; /* OP_REGISTER, OP_SET_PARENT ("" = unknown); OP_DRAIN */
+	char parent[VF_ADDR_BUFSZ]; /* OP_REGISTER, OP_SET_PARENT ("" = unknown); OP_DRAIN;
+				     * every other op on one VF: its parent (ops_exec) */
 	const char *message;        /* sanitized, owned by the caller */
 	const struct store_claim *claim_in;
 	int value;        /* threshold, max_quarantined, mode or (OP_DRAIN) enum gpu_phase */
@@ -472,6 +473,7 @@ int op_change_gpu(struct op *op);
 void commit_submit(struct store *s, struct op **ops, size_t n);
 /* Call the change callback (no store lock held). */
 void commit_notify(struct store *s, unsigned bits, const char *vf, const char *instance_id);
+void commit_publish(struct store *s, const struct store_change *change);
 
 /* -- schema.c ------------------------------------------------------------------ */
 
