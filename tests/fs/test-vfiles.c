@@ -329,10 +329,10 @@ static void store_teardown(void)
 
 static bool changed(struct notifier *n, const char *vf, int index)
 {
-	struct notify_key key = { .index = index };
+	struct notify_key key = { .scope = vf[0] ? NOTIFY_VF : NOTIFY_TOP, .index = index };
 	struct timespec t;
 
-	snprintf(key.vf, sizeof(key.vf), "%s", vf);
+	snprintf(key.addr, sizeof(key.addr), "%s", vf);
 	return notifier_mtime(n, &key, &t);
 }
 
