@@ -29,8 +29,8 @@ struct watched_file {
 	uint64_t generation;
 	struct timespec mtime;
 	bool changed;
-	bool rendered;         /* a GPU file: content_hash holds its last announced text */
-	uint64_t content_hash; /* ... hashed with its render's result */
+	bool rendered;                /* a GPU file: content_hash holds its last announced text */
+	uint64_t content_hash;        /* ... hashed with its render's result */
 	struct notify_watch *pending; /* the watches holding a poll handle, doubly linked */
 	size_t n_pending;
 	struct watched_file *next;

@@ -310,8 +310,8 @@ void list_dirty(struct notifier *n, const struct dirty_set *d, bool must_list,
 		struct dirty_lists *l)
 {
 	*l = (struct dirty_lists){ 0 };
-	while (d->all_vfs && store_vf_list(n->store, &l->vfs, &l->n_vfs) == -ENOMEM &&
-	       must_list && !atomic_load(&n->abandon))
+	while (d->all_vfs && store_vf_list(n->store, &l->vfs, &l->n_vfs) == -ENOMEM && must_list &&
+	       !atomic_load(&n->abandon))
 		list_pause();
 	while (d->all_gpus && store_gpu_list(n->store, &l->gpus, &l->n_gpus) == -ENOMEM &&
 	       must_list && !atomic_load(&n->abandon))
@@ -327,8 +327,7 @@ void dirty_lists_free(struct dirty_lists *l)
 
 /* The hash of what a render of gpu's file f says now (its text and its
  * result); false when it could not be rendered. */
-static bool render_hash(struct notifier *n, const char *gpu, const struct vfile *f,
-			uint64_t *ret)
+static bool render_hash(struct notifier *n, const char *gpu, const struct vfile *f, uint64_t *ret)
 {
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
@@ -362,7 +361,8 @@ static unsigned gpu_files_changed(struct notifier *n, const char *gpu, unsigned 
 		if (!(mask & (1u << i)))
 			continue;
 		key.index = i;
-		if (content_changed(n, &key, render_hash(n, gpu, &gpu_files[i], &hash) ? &hash : NULL))
+		if (content_changed(n, &key,
+				    render_hash(n, gpu, &gpu_files[i], &hash) ? &hash : NULL))
 			changed |= 1u << i;
 	}
 	return changed;
@@ -382,7 +382,8 @@ static void keep_changed_gpu_files(struct notifier *n, struct dirty_set *d,
 	d->n_gpus = 0;
 	d->all_gpus = 0;
 	for (size_t i = 0; i < n_named; i++)
-		dirty_add_gpu(d, named[i].gpu, gpu_files_changed(n, named[i].gpu, named[i].files | all));
+		dirty_add_gpu(d, named[i].gpu,
+			      gpu_files_changed(n, named[i].gpu, named[i].files | all));
 	for (size_t g = 0; all && g < l->n_gpus; g++) {
 		bool seen = false;
 		for (size_t i = 0; i < n_named && !seen; i++)
