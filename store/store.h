@@ -361,7 +361,7 @@ struct store_change {
 	/* The parent GPU whose gpus/PF/ files the change is about: for a change
 	 * of one VF that VF's parent (the new one when it was set), for
 	 * STORE_CHANGE_GPU the GPU; "" when unknown or for every GPU (a change
-	 * of every VF, a load). */
+	 * of every VF, a load).  Test: change_names_parent. */
 	char parent[VF_ADDR_BUFSZ];
 };
 
