@@ -4,7 +4,8 @@
  * the public side).  One file per mechanism:
  *   notify.c   the notifier thread and the ordering gate: what a store
  *              change dirties, the queue, invalidation before the reply
- *   watch.c    the file table: generations, mtimes, watches and poll
+ *   watch.c    the file table: generations, mtimes, watches and poll,
+ *              the text each GPU file last announced (its hash)
  *   toucher.c  the toucher process and the paced feeder thread
  *   dirty.c    the coalescing dirty set both threads queue into (pure)
  * Locks: the rows of `files_lock`, `dirty_lock`, `touch_lock` and their
