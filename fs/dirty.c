@@ -33,6 +33,32 @@ void dirty_add(struct dirty_set *d, unsigned top, const char *vf, unsigned files
 	d->count++;
 }
 
+void dirty_add_gpu(struct dirty_set *d, const char *gpu, unsigned files)
+{
+	if (!files)
+		return;
+	if (!gpu || !*gpu) {
+		d->all_gpus |= files;
+		return;
+	}
+	for (size_t i = 0; i < d->n_gpus; i++)
+		if (strcmp(d->gpus[i].gpu, gpu) == 0) {
+			d->gpus[i].files |= files;
+			return;
+		}
+	if (d->n_gpus == NOTIFY_MAX_QUEUED_GPUS) {
+		/* Full: merge into "these files of every GPU"; nothing is lost. */
+		for (size_t i = 0; i < d->n_gpus; i++)
+			d->all_gpus |= d->gpus[i].files;
+		d->all_gpus |= files;
+		d->n_gpus = 0;
+		return;
+	}
+	snprintf(d->gpus[d->n_gpus].gpu, VF_ADDR_BUFSZ, "%s", gpu);
+	d->gpus[d->n_gpus].files = files;
+	d->n_gpus++;
+}
+
 int dirty_add_inode(struct dirty_set *d, uint64_t ino)
 {
 	for (size_t i = 0; i < d->n_inodes; i++)
@@ -46,7 +72,7 @@ int dirty_add_inode(struct dirty_set *d, uint64_t ino)
 
 bool dirty_empty(const struct dirty_set *d)
 {
-	return !d->top && !d->all_vfs && !d->count && !d->n_inodes;
+	return !d->top && !d->all_vfs && !d->count && !d->all_gpus && !d->n_gpus && !d->n_inodes;
 }
 
 void dirty_take(struct dirty_set *dst, struct dirty_set *src)
@@ -55,8 +81,11 @@ void dirty_take(struct dirty_set *dst, struct dirty_set *src)
 	dst->all_vfs = src->all_vfs;
 	dst->count = src->count;
 	memcpy(dst->vfs, src->vfs, src->count * sizeof(*src->vfs));
+	dst->all_gpus = src->all_gpus;
+	dst->n_gpus = src->n_gpus;
+	memcpy(dst->gpus, src->gpus, src->n_gpus * sizeof(*src->gpus));
 	dst->n_inodes = src->n_inodes;
 	memcpy(dst->inodes, src->inodes, src->n_inodes * sizeof(*src->inodes));
-	src->top = src->all_vfs = 0;
-	src->count = src->n_inodes = 0;
+	src->top = src->all_vfs = src->all_gpus = 0;
+	src->count = src->n_gpus = src->n_inodes = 0;
 }

@@ -123,16 +123,22 @@ bool vnode_is_claim_dir(const struct vnode *n)
 bool vnode_key(const struct vnode *n, struct notify_key *key)
 {
 	memset(key, 0, sizeof(*key));
-	if (n->kind == VN_TOP) {
-		key->index = n->index;
+	key->index = n->index;
+	switch (n->kind) {
+	case VN_TOP:
+		key->scope = NOTIFY_TOP;
 		return true;
-	}
-	if (n->kind == VN_VF_ENTRY) {
-		snprintf(key->vf, sizeof(key->vf), "%s", n->vf.vf);
-		key->index = n->index;
+	case VN_VF_ENTRY:
+		key->scope = NOTIFY_VF;
+		snprintf(key->addr, sizeof(key->addr), "%s", n->vf.vf);
 		return true;
+	case VN_GPU_ENTRY:
+		key->scope = NOTIFY_GPU;
+		snprintf(key->addr, sizeof(key->addr), "%s", n->gpu);
+		return true;
+	default:
+		return false;
 	}
-	return false;
 }
 
 /* The table entry (vfiles.c) of a top-level or per-VF file; NULL for the

@@ -4,7 +4,8 @@
  * the public side).  One file per mechanism:
  *   notify.c   the notifier thread and the ordering gate: what a store
  *              change dirties, the queue, invalidation before the reply
- *   watch.c    the file table: generations, mtimes, watches and poll
+ *   watch.c    the file table: generations, mtimes, watches and poll,
+ *              the text each GPU file last announced (its hash)
  *   toucher.c  the toucher process and the paced feeder thread
  *   dirty.c    the coalescing dirty set both threads queue into (pure)
  * Locks: the rows of `files_lock`, `dirty_lock`, `touch_lock` and their
@@ -29,6 +30,8 @@ struct watched_file {
 	uint64_t generation;
 	struct timespec mtime;
 	bool changed;
+	bool rendered;                /* a GPU file: content_hash holds its last announced text */
+	uint64_t content_hash;        /* ... hashed with its render's result */
 	struct notify_watch *pending; /* the watches holding a poll handle, doubly linked */
 	size_t n_pending;
 	struct watched_file *next;
@@ -81,23 +84,43 @@ struct notifier {
 };
 
 /* watch.c */
+/* The table entry of the key's file. */
+const struct vfile *key_vfile(const struct notify_key *key);
+/* The file's path under the mount ("VF/name", "gpus/PF/name", "name");
+ * the snprintf length. */
+int key_path(const struct notify_key *key, char *buf, size_t size);
+/* Whether a GPU file's text (its hash) differs from the one last announced,
+ * which it becomes; true when none was, or when hash is NULL (it could not
+ * be rendered: then none is kept, so the next change is announced too). */
+bool content_changed(struct notifier *n, const struct notify_key *key, const uint64_t *hash);
 /* Free the file table and every pending poll handle in it. */
 void files_free(struct notifier *n);
 void mark_changed(struct notifier *n, const struct notify_key *key);
 void wake_pollers(struct notifier *n, const struct notify_key *key);
 
 /* notify.c */
-void each_dirty_file(struct notifier *n, const struct dirty_set *d,
-		     const struct store_vf_info *list, size_t count, bool stoppable,
-		     void (*fn)(struct notifier *n, const struct notify_key *key));
+/* What a dirty set's "every VF" and "every GPU" expand to: the store's
+ * lists, taken once per set (empty when the set names no such file). */
+struct dirty_lists {
+	struct store_vf_info *vfs;
+	size_t n_vfs;
+	struct store_gpu_info *gpus;
+	size_t n_gpus;
+};
+void each_dirty_file(struct notifier *n, const struct dirty_set *d, const struct dirty_lists *l,
+		     bool stoppable, void (*fn)(struct notifier *n, const struct notify_key *key));
 void block_signals(void);
-void list_dirty_vfs(struct notifier *n, const struct dirty_set *d, bool must_list,
-		    struct store_vf_info **list, size_t *count);
+/* must_list: a listing that fails for memory is tried again until it
+ * succeeds or the notifier stops.  dirty_lists_free() frees them. */
+void list_dirty(struct notifier *n, const struct dirty_set *d, bool must_list,
+		struct dirty_lists *l);
+void dirty_lists_free(struct dirty_lists *l);
 
 /* toucher.c */
 int toucher_start(struct notifier *n);
 void toucher_stop(struct notifier *n);
 void touch_add(struct notifier *n, unsigned top, const char *vf, unsigned files, unsigned all_vfs);
+void touch_add_gpu(struct notifier *n, const char *gpu, unsigned files);
 void hand_to_feeder(struct notifier *n, const struct dirty_set *d);
 void *feeder_main(void *arg);
 

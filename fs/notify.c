@@ -19,7 +19,9 @@
  * Two ways for a change:
  *  - it changed a file readers have in the page cache (vfile_page_cached:
  *    VF/quarantined), or is store-wide, or the VFs (the root's listing,
- *    which the kernel keeps): it is queued.  The notifier drains the whole
+ *    which the kernel keeps), or a parent GPU's files: it is queued.  A
+ *    GPU's files are announced only when their text changed (notify.h),
+ *    which takes rendering them, a store read: the notifier thread's.  The notifier drains the whole
  *    set, records the files' mtimes, invalidates the page-cached inodes
  *    (fuse_lowlevel_notify_inval_inode, which waits for reads in flight on
  *    those pages), marks the count done, answers the writes queued before
@@ -48,6 +50,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -113,12 +116,13 @@ pid_t notifier_writer_pid(const struct notifier *n)
 }
 
 static void enqueue(struct notifier *n, unsigned top, const char *vf, unsigned vf_mask,
-		    unsigned all_vfs, bool page_cached)
+		    unsigned all_vfs, const char *gpu, unsigned gpu_mask, bool page_cached)
 {
-	if (!top && !all_vfs && (!vf_mask || !vf || !*vf))
+	if (!top && !all_vfs && (!vf_mask || !vf || !*vf) && !gpu_mask)
 		return;
 	pthread_mutex_lock(&n->dirty_lock);
 	dirty_add(&n->dirty, top, vf, vf_mask, all_vfs);
+	dirty_add_gpu(&n->dirty, gpu, gpu_mask);
 	n->cached_queued += page_cached;
 	pthread_cond_signal(&n->dirty_cond);
 	pthread_mutex_unlock(&n->dirty_lock);
@@ -153,7 +157,7 @@ static bool any_page_cached(const struct vfile *table, int count, unsigned mask)
  * leaf), and the notifier thread is not woken at all. */
 static void announce_now(struct notifier *n, unsigned top, const char *vf, unsigned vf_mask)
 {
-	struct notify_key key = { 0 };
+	struct notify_key key = { .scope = NOTIFY_TOP };
 
 	for (int i = 0; i < TOP_FILE_COUNT; i++)
 		if (top & (1u << i)) {
@@ -161,7 +165,8 @@ static void announce_now(struct notifier *n, unsigned top, const char *vf, unsig
 			mark_changed(n, &key);
 			wake_pollers(n, &key);
 		}
-	snprintf(key.vf, sizeof(key.vf), "%s", vf);
+	key.scope = NOTIFY_VF;
+	snprintf(key.addr, sizeof(key.addr), "%s", vf);
 	for (int i = 0; i < VF_FILE_COUNT; i++)
 		if (vf_mask & (1u << i)) {
 			key.index = i;
@@ -176,20 +181,29 @@ void notifier_store_change(void *userdata, const struct store_change *change)
 	struct notifier *n = userdata;
 	unsigned top = dirtied_files(top_files, TOP_FILE_COUNT, change->bits);
 	unsigned vf = dirtied_files(vf_files, VF_FILE_COUNT, change->bits);
+	/* A VF's change reaches its parent's files (none when it has no
+	 * parent); a GPU's, that GPU's; one that names neither, every GPU's
+	 * ("" below). */
+	unsigned gpu = change->vf[0] && !change->parent[0] ?
+			       0 :
+			       dirtied_files(gpu_files, GPU_FILE_COUNT, change->bits);
 	bool page_cached = any_page_cached(top_files, TOP_FILE_COUNT, top) ||
-			   any_page_cached(vf_files, VF_FILE_COUNT, vf);
+			   any_page_cached(vf_files, VF_FILE_COUNT, vf) ||
+			   any_page_cached(gpu_files, GPU_FILE_COUNT, gpu);
 
 	/* The root's listing, which the kernel keeps (listing.c), names the VFs. */
 	if (change->bits & STORE_CHANGE_VFS)
 		notifier_invalidate_inode(n, FUSE_ROOT_ID);
 	/* A change that names no VF is store-wide: its per-VF files change
 	 * for every VF (vfiles.h). */
-	if (change->vf[0] && !page_cached)
+	if (change->vf[0] && !page_cached) {
 		announce_now(n, top, change->vf, vf);
-	else if (change->vf[0])
-		enqueue(n, top, change->vf, vf, 0, page_cached);
-	else
-		enqueue(n, top, NULL, 0, vf, page_cached);
+		enqueue(n, 0, NULL, 0, 0, change->parent, gpu, false);
+	} else if (change->vf[0]) {
+		enqueue(n, top, change->vf, vf, 0, change->parent, gpu, page_cached);
+	} else {
+		enqueue(n, top, NULL, 0, vf, change->parent, gpu, page_cached);
+	}
 }
 
 /* Drop what the kernel caches of a page-cached file: its attributes and its
@@ -204,37 +218,54 @@ static void invalidate(struct notifier *n, const struct notify_key *key)
 	fuse_ino_t ino;
 	int r;
 
-	if (!n->se || !n->inode_of ||
-	    !vfile_page_cached(key->vf[0] ? &vf_files[key->index] : &top_files[key->index]))
+	if (!n->se || !n->inode_of || !vfile_page_cached(key_vfile(key)))
 		return;
 	ino = n->inode_of(n->inode_userdata, key);
 	if (!ino)
 		return;
 	r = fuse_lowlevel_notify_inval_inode(n->se, ino, 0, 0);
-	if (r < 0 && r != -ENOENT)
-		log_debug("notifier: invalidating %s%s%s failed: %s", key->vf,
-			  key->vf[0] ? "/" : "",
-			  key->vf[0] ? vf_files[key->index].name : top_files[key->index].name,
-			  strerror(-r));
+	if (r < 0 && r != -ENOENT) {
+		char path[VF_ADDR_BUFSZ + 64];
+		key_path(key, path, sizeof(path));
+		log_debug("notifier: invalidating %s failed: %s", path, strerror(-r));
+	}
 }
 
-/* Apply fn to every file of the set; every VF's files (d->all_vfs) come
- * from the store's list, taken once. */
-void each_dirty_file(struct notifier *n, const struct dirty_set *d,
-		     const struct store_vf_info *list, size_t count, bool stoppable,
-		     void (*fn)(struct notifier *n, const struct notify_key *key))
+/* Apply fn to each file of gpu's directory in files. */
+static void each_gpu_file(struct notifier *n, const char *gpu, unsigned files,
+			  void (*fn)(struct notifier *n, const struct notify_key *key))
+{
+	struct notify_key key = { .scope = NOTIFY_GPU };
+
+	snprintf(key.addr, sizeof(key.addr), "%s", gpu);
+	for (int i = 0; i < GPU_FILE_COUNT; i++)
+		if (files & (1u << i)) {
+			key.index = i;
+			fn(n, &key);
+		}
+}
+
+/* Apply fn to every file of the set; every VF's files (d->all_vfs) and
+ * every GPU's (d->all_gpus) come from the store's lists, taken once. */
+void each_dirty_file(struct notifier *n, const struct dirty_set *d, const struct dirty_lists *l,
+		     bool stoppable, void (*fn)(struct notifier *n, const struct notify_key *key))
 {
 	struct notify_key key;
 
 	for (int i = 0; i < TOP_FILE_COUNT; i++)
 		if (d->top & (1u << i)) {
-			key = (struct notify_key){ .index = i };
+			key = (struct notify_key){ .scope = NOTIFY_TOP, .index = i };
 			fn(n, &key);
 		}
-	for (size_t v = 0; d->all_vfs && v < count; v++) {
+	for (size_t g = 0; d->all_gpus && g < l->n_gpus; g++)
+		each_gpu_file(n, l->gpus[g].parent, d->all_gpus, fn);
+	for (size_t g = 0; g < d->n_gpus; g++)
+		each_gpu_file(n, d->gpus[g].gpu, d->gpus[g].files & ~d->all_gpus, fn);
+	key.scope = NOTIFY_VF;
+	for (size_t v = 0; d->all_vfs && v < l->n_vfs; v++) {
 		if (stoppable && atomic_load(&n->abandon))
 			return;
-		snprintf(key.vf, sizeof(key.vf), "%s", list[v].vf);
+		snprintf(key.addr, sizeof(key.addr), "%s", l->vfs[v].vf);
 		for (int i = 0; i < VF_FILE_COUNT; i++)
 			if (d->all_vfs & (1u << i)) {
 				key.index = i;
@@ -244,7 +275,7 @@ void each_dirty_file(struct notifier *n, const struct dirty_set *d,
 	for (size_t v = 0; v < d->count; v++) {
 		if (stoppable && atomic_load(&n->abandon))
 			return;
-		snprintf(key.vf, sizeof(key.vf), "%s", d->vfs[v].vf);
+		snprintf(key.addr, sizeof(key.addr), "%s", d->vfs[v].vf);
 		for (int i = 0; i < VF_FILE_COUNT; i++)
 			if (d->vfs[v].files & ~d->all_vfs & (1u << i)) {
 				key.index = i;
@@ -263,20 +294,103 @@ void block_signals(void)
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 }
 
-/* Every registered VF into *list when d names every VF's files (*count 0
- * otherwise, or when the store was never loaded: then no VF has cached
- * pages).  must_list: a listing that fails for memory is tried again until
- * it succeeds or the notifier stops; the notifier needs it (no reply goes
- * out over pages it could not invalidate, the writers wait), the feeder,
- * which only touches, does not. */
-void list_dirty_vfs(struct notifier *n, const struct dirty_set *d, bool must_list,
-		    struct store_vf_info **list, size_t *count)
+static void list_pause(void)
 {
-	*count = 0;
-	while (d->all_vfs && store_vf_list(n->store, list, count) == -ENOMEM && must_list &&
-	       !atomic_load(&n->abandon)) {
-		struct timespec pause = { .tv_nsec = 10 * 1000 * 1000 };
-		nanosleep(&pause, NULL);
+	struct timespec pause = { .tv_nsec = 10 * 1000 * 1000 };
+	nanosleep(&pause, NULL);
+}
+
+/* Every registered VF when d names every VF's files, every GPU when it
+ * names every GPU's (none otherwise, or when the store was never loaded:
+ * then no VF has cached pages).  must_list: a listing that fails for
+ * memory is tried again until it succeeds or the notifier stops; the
+ * notifier needs it (no reply goes out over pages it could not
+ * invalidate, the writers wait), the feeder, which only touches, does not. */
+void list_dirty(struct notifier *n, const struct dirty_set *d, bool must_list,
+		struct dirty_lists *l)
+{
+	*l = (struct dirty_lists){ 0 };
+	while (d->all_vfs && store_vf_list(n->store, &l->vfs, &l->n_vfs) == -ENOMEM && must_list &&
+	       !atomic_load(&n->abandon))
+		list_pause();
+	while (d->all_gpus && store_gpu_list(n->store, &l->gpus, &l->n_gpus) == -ENOMEM &&
+	       must_list && !atomic_load(&n->abandon))
+		list_pause();
+}
+
+void dirty_lists_free(struct dirty_lists *l)
+{
+	free(l->vfs);
+	free(l->gpus);
+	*l = (struct dirty_lists){ 0 };
+}
+
+/* The hash of what a render of gpu's file f says now (its text and its
+ * result); false when it could not be rendered. */
+static bool render_hash(struct notifier *n, const char *gpu, const struct vfile *f, uint64_t *ret)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	/* read: STORE_READ_NORETRY, as any reader's that may not repair */
+	struct vfile_call call = { .store = n->store, .vf = gpu };
+	FILE *out = open_memstream(&buf, &len);
+	uint64_t h = 14695981039346656037ULL;
+	int r;
+
+	if (!out)
+		return false;
+	r = f->render ? f->render(&call, out) : 0;
+	if (fclose(out) != 0 || r == -ENOMEM)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)buf[i]) * 1099511628211ULL;
+	*ret = (h ^ (uint64_t)(uint32_t)r) * 1099511628211ULL;
+	return true;
+}
+
+/* The files of mask of gpu's directory whose text differs from the one last
+ * announced. */
+static unsigned gpu_files_changed(struct notifier *n, const char *gpu, unsigned mask)
+{
+	struct notify_key key = { .scope = NOTIFY_GPU };
+	unsigned changed = 0;
+	uint64_t hash;
+
+	snprintf(key.addr, sizeof(key.addr), "%s", gpu);
+	for (int i = 0; i < GPU_FILE_COUNT; i++) {
+		if (!(mask & (1u << i)))
+			continue;
+		key.index = i;
+		if (content_changed(n, &key,
+				    render_hash(n, gpu, &gpu_files[i], &hash) ? &hash : NULL))
+			changed |= 1u << i;
+	}
+	return changed;
+}
+
+/* Keep in d only the GPU files whose text changed (notify.h).  At most
+ * NOTIFY_MAX_QUEUED_GPUS were named, so they cannot collapse into every
+ * GPU's unless every GPU's were dirty, and then l lists them. */
+static void keep_changed_gpu_files(struct notifier *n, struct dirty_set *d,
+				   const struct dirty_lists *l)
+{
+	struct dirty_gpu named[NOTIFY_MAX_QUEUED_GPUS];
+	size_t n_named = d->n_gpus;
+	unsigned all = d->all_gpus;
+
+	memcpy(named, d->gpus, n_named * sizeof(*named));
+	d->n_gpus = 0;
+	d->all_gpus = 0;
+	for (size_t i = 0; i < n_named; i++)
+		dirty_add_gpu(d, named[i].gpu,
+			      gpu_files_changed(n, named[i].gpu, named[i].files | all));
+	for (size_t g = 0; all && g < l->n_gpus; g++) {
+		bool seen = false;
+		for (size_t i = 0; i < n_named && !seen; i++)
+			seen = strcmp(named[i].gpu, l->gpus[g].parent) == 0;
+		if (!seen)
+			dirty_add_gpu(d, l->gpus[g].parent,
+				      gpu_files_changed(n, l->gpus[g].parent, all));
 	}
 }
 
@@ -290,9 +404,8 @@ static void *notifier_main(void *arg)
 
 	block_signals();
 	for (;;) {
-		_cleanup_free_ struct store_vf_info *list = NULL;
+		struct dirty_lists lists;
 		struct pending_reply *replies;
-		size_t count = 0;
 		uint64_t cached_taken;
 		bool stopping;
 
@@ -307,9 +420,11 @@ static void *notifier_main(void *arg)
 		n->replies_tail = &n->replies;
 		pthread_mutex_unlock(&n->dirty_lock);
 
-		list_dirty_vfs(n, d, true, &list, &count);
-		each_dirty_file(n, d, list, count, false, mark_changed);
-		each_dirty_file(n, d, list, count, false, invalidate);
+		list_dirty(n, d, true, &lists);
+		if (!atomic_load(&n->abandon))
+			keep_changed_gpu_files(n, d, &lists);
+		each_dirty_file(n, d, &lists, false, mark_changed);
+		each_dirty_file(n, d, &lists, false, invalidate);
 		for (size_t i = 0; n->se && i < d->n_inodes; i++)
 			fuse_lowlevel_notify_inval_inode(n->se, d->inodes[i], 0, 0);
 		pthread_mutex_lock(&n->dirty_lock);
@@ -321,12 +436,34 @@ static void *notifier_main(void *arg)
 			free(replies);
 			replies = next;
 		}
-		if (stopping)
+		if (stopping) {
+			dirty_lists_free(&lists);
 			break;
-		each_dirty_file(n, d, list, count, true, wake_pollers);
+		}
+		each_dirty_file(n, d, &lists, true, wake_pollers);
 		hand_to_feeder(n, d);
+		dirty_lists_free(&lists);
 	}
 	return NULL;
+}
+
+/* What every GPU's files say when the notifier starts, as if announced:
+ * before the mount is served nobody can have read anything else, and so
+ * only what changes from then on is announced.  A GPU that appears later
+ * has its files' first change announced, whatever it is. */
+static void gpu_files_seen_at_start(struct notifier *n)
+{
+	_cleanup_free_ struct store_gpu_info *gpus = NULL;
+	size_t count = 0;
+	unsigned notified = 0;
+
+	for (int i = 0; i < GPU_FILE_COUNT; i++)
+		if (gpu_files[i].flags & VFILE_NOTIFY)
+			notified |= 1u << i;
+	if (!n->store || store_gpu_list(n->store, &gpus, &count) < 0)
+		return; /* not loaded: every first change is announced */
+	for (size_t g = 0; g < count; g++)
+		gpu_files_changed(n, gpus[g].parent, notified);
 }
 
 int notifier_start(struct notifier *n)
@@ -335,6 +472,7 @@ int notifier_start(struct notifier *n)
 
 	if (n->running)
 		return 0;
+	gpu_files_seen_at_start(n);
 	n->stop = false;
 	n->touch_stop = false;
 	atomic_store(&n->abandon, false);

@@ -27,8 +27,15 @@
  *    generation it has seen; notifier_poll() reports POLLPRI|POLLERR (plus
  *    POLLIN|POLLRDNORM) once the file's generation moved past it, and
  *    notifier_seen() (called by a read at offset 0) catches up.
- *  - Files are named by a notify_key: the VF address ("" for the top level)
- *    and the index in the vfiles.h table.
+ *  - Files are named by a notify_key: its table (top level, a VF's, a
+ *    parent GPU's gpus/PF/), the VF's or GPU's address and the index in
+ *    that vfiles.h table.  A change reaches a GPU's files through the
+ *    parent it names (store_change.parent); one that names neither a VF
+ *    nor a parent reaches every GPU's.  The notifier thread renders each
+ *    GPU file a change dirtied and announces it only when its text differs
+ *    from the one it last announced (a claim on a serving GPU's VF leaves
+ *    its state as it was): GPU files are few, and their renders read
+ *    memory, or SQLite for history.
  *  - Invalidation and write replies: the ordering rule of
  *    docs/architecture.md, applied by notifier_reply_write() and the
  *    notifier thread (notify.c).  No FUSE worker ever waits for this
@@ -63,9 +70,16 @@
 struct notifier;
 struct watched_file;
 
+enum notify_scope {
+	NOTIFY_TOP, /* a top-level file (the zero value) */
+	NOTIFY_VF,  /* a file of a VF's directory */
+	NOTIFY_GPU, /* a file of a parent GPU's directory, gpus/PF/ */
+};
+
 struct notify_key {
-	char vf[VF_ADDR_BUFSZ]; /* "" for a top-level file */
-	int index;              /* index in top_files[] or vf_files[] */
+	enum notify_scope scope;
+	char addr[VF_ADDR_BUFSZ]; /* the VF's or the GPU's address; "" for a top-level file */
+	int index;                /* index in top_files[], vf_files[] or gpu_files[] */
 };
 
 /* One per open file that can be polled; embedded in the open-file state.

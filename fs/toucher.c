@@ -55,16 +55,15 @@
 static void touch_through_mount(struct notifier *n, const struct notify_key *key)
 {
 	char line[PATH_MAX];
-	int len;
+	int len = snprintf(line, sizeof(line), "%s/", n->mountpoint), rest;
 
-	if (key->vf[0])
-		len = snprintf(line, sizeof(line), "%s/%s/%s\n", n->mountpoint, key->vf,
-			       vf_files[key->index].name);
-	else
-		len = snprintf(line, sizeof(line), "%s/%s\n", n->mountpoint,
-			       top_files[key->index].name);
 	if (len <= 0 || (size_t)len >= sizeof(line) || n->touch_fd < 0)
 		return;
+	rest = key_path(key, line + len, sizeof(line) - (size_t)len - 1);
+	if (rest <= 0 || (size_t)(len + rest) >= sizeof(line) - 1)
+		return;
+	len += rest;
+	line[len++] = '\n';
 	for (size_t sent = 0; sent < (size_t)len;) {
 		/* MSG_NOSIGNAL: a dead helper is an error here, not a SIGPIPE. */
 		ssize_t w = send(n->touch_fd, line + sent, (size_t)len - sent, MSG_NOSIGNAL);
@@ -88,7 +87,8 @@ static void touch_paths(const char *const *paths, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		int fd = open(paths[i], O_WRONLY | O_CLOEXEC | O_NOCTTY);
 
-		/* ENOENT: the VF went away meanwhile; nobody can watch it any more. */
+		/* ENOENT: the VF (or GPU) went away meanwhile; nobody can watch it
+		 * any more. */
 		if (fd >= 0) {
 			if (write(fd, "\n", 1) < 0) {
 				/* nothing to do: the watchers miss this one */
@@ -203,11 +203,25 @@ void touch_add(struct notifier *n, unsigned top, const char *vf, unsigned files,
 	pthread_mutex_unlock(&n->touch_lock);
 }
 
+void touch_add_gpu(struct notifier *n, const char *gpu, unsigned files)
+{
+	if (!files)
+		return;
+	pthread_mutex_lock(&n->touch_lock);
+	if (dirty_empty(&n->touch))
+		pthread_cond_signal(&n->touch_cond);
+	dirty_add_gpu(&n->touch, gpu, files);
+	pthread_mutex_unlock(&n->touch_lock);
+}
+
 void hand_to_feeder(struct notifier *n, const struct dirty_set *d)
 {
 	touch_add(n, d->top, NULL, 0, d->all_vfs);
 	for (size_t v = 0; v < d->count; v++)
 		touch_add(n, 0, d->vfs[v].vf, d->vfs[v].files & ~d->all_vfs, 0);
+	touch_add_gpu(n, NULL, d->all_gpus);
+	for (size_t g = 0; g < d->n_gpus; g++)
+		touch_add_gpu(n, d->gpus[g].gpu, d->gpus[g].files & ~d->all_gpus);
 }
 
 /* The feeder: sends what changed to the toucher, one path a line, each file
@@ -222,8 +236,7 @@ void *feeder_main(void *arg)
 
 	block_signals();
 	for (;;) {
-		_cleanup_free_ struct store_vf_info *list = NULL;
-		size_t count = 0;
+		struct dirty_lists lists;
 
 		pthread_mutex_lock(&n->touch_lock);
 		while (!n->touch_stop && dirty_empty(&n->touch))
@@ -245,8 +258,9 @@ void *feeder_main(void *arg)
 			next_batch.tv_sec++;
 			next_batch.tv_nsec -= 1000000000L;
 		}
-		list_dirty_vfs(n, d, false, &list, &count);
-		each_dirty_file(n, d, list, count, true, touch_through_mount);
+		list_dirty(n, d, false, &lists);
+		each_dirty_file(n, d, &lists, true, touch_through_mount);
+		dirty_lists_free(&lists);
 	}
 	return NULL;
 }

@@ -565,11 +565,17 @@ static fuse_ino_t notify_inode(void *userdata, const struct notify_key *key)
 	struct vffs *fs = userdata;
 	struct store_vf_info vf;
 
-	if (!key->vf[0])
+	switch (key->scope) {
+	case NOTIFY_VF:
+		if (store_vf_get(fs->store, key->addr, STORE_READ_MEMORY, &vf) < 0)
+			return 0; /* gone: its inodes resolve to nothing any more */
+		return ino_vf(vf.id, 1 + key->index);
+	case NOTIFY_GPU:
+		return ino_gpu(key->addr, 1 + key->index);
+	case NOTIFY_TOP:
+	default:
 		return INO_TOP_BASE + (fuse_ino_t)key->index;
-	if (store_vf_get(fs->store, key->vf, STORE_READ_MEMORY, &vf) < 0)
-		return 0; /* gone: its inodes resolve to nothing any more */
-	return ino_vf(vf.id, 1 + key->index);
+	}
 }
 
 /* The store's change callback: the notifier, and the caller's status hook. */

@@ -812,14 +812,21 @@ const struct vfile top_files[TOP_FILE_COUNT] = {
 			       VFILE_NOTIFY, STORE_CHANGE_AUTO_RECOVER },
 };
 
-/* Read through at every read (not notified: their inodes are no VF's). */
+/* Read through at every read.  A VF's change reaches its parent's files;
+ * the notifier announces one only when its text changed (notify.h), so a
+ * claim reaches `state` only when it moves a drain (draining -> drained). */
 const struct vfile gpu_files[GPU_FILE_COUNT] = {
-	[GPU_VFS] = { "vfs", 0444, gpu_vfs_render, NULL, 0, 0 },
+	[GPU_VFS] = { "vfs", 0444, gpu_vfs_render, NULL, VFILE_NOTIFY,
+		      STORE_CHANGE_VFS | STORE_CHANGE_PARENT },
 	/* Placement-facing: a drain takes VFs out of placement. */
-	[GPU_STATE] = { "state", 0444, gpu_state_render, NULL, VFILE_PLACEMENT, 0 },
-	[GPU_DRAIN] = { "drain", 0664, gpu_drain_render, gpu_drain_write, VFILE_PLACEMENT, 0 },
+	[GPU_STATE] = { "state", 0444, gpu_state_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
+			STORE_CHANGE_GPU | STORE_CHANGE_CLAIMS | STORE_CHANGE_PARENT |
+				STORE_CHANGE_STATUS },
+	[GPU_DRAIN] = { "drain", 0664, gpu_drain_render, gpu_drain_write,
+			VFILE_NOTIFY | VFILE_PLACEMENT, STORE_CHANGE_GPU | STORE_CHANGE_STATUS },
 	/* Read from SQLite, not the mirror. */
-	[GPU_HISTORY] = { "history", 0444, gpu_history_render, NULL, 0, 0 },
+	[GPU_HISTORY] = { "history", 0444, gpu_history_render, NULL, VFILE_NOTIFY,
+			  STORE_CHANGE_GPU },
 	/* `cycle` (recovery/recovery.h runs it); a read through the same
 	 * handle shows what the write started. */
 	[GPU_RECOVER] = { "recover", 0664, NULL, gpu_recover_write, VFILE_OUTCOME, 0 },

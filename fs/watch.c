@@ -4,14 +4,16 @@
  * address + table index) the content generation, the mtime, and the list
  * of open-file watches that hold a pending fuse_pollhandle (a watch with
  * none is in no list: opening and closing a file costs O(1) however many
- * hold it open); and the poll handler's side of it.
+ * hold it open, a GPU's file as a VF's); a GPU file's last announced text
+ * (its hash); and the poll handler's side of it.
  *
  * files_lock guards the table.  Held for a few pointer operations; waking
  * pollers takes it once per batch of WAKE_BATCH handles.
  *
  * Memory.  File entries are created when a file is opened or changes and
- * are kept (keyed by VF address, so re-registering a VF reuses them); they
- * number at most the files of every VF address ever used (a store-wide
+ * are kept (keyed by VF or GPU address, so re-registering a VF reuses
+ * them); they number at most the files of every VF and GPU address ever
+ * used (a store-wide
  * change creates one for every notified file of every VF: about 40 MB at
  * 65,536 VFs).  The table doubles its buckets past two entries a bucket.
  * Pending poll handles are destroyed when their watch is removed or in
@@ -51,12 +53,40 @@ static void pending_unlink(struct watched_file *f, struct notify_watch *w)
 	f->n_pending--;
 }
 
+const struct vfile *key_vfile(const struct notify_key *key)
+{
+	switch (key->scope) {
+	case NOTIFY_VF:
+		return &vf_files[key->index];
+	case NOTIFY_GPU:
+		return &gpu_files[key->index];
+	case NOTIFY_TOP:
+	default:
+		return &top_files[key->index];
+	}
+}
+
+int key_path(const struct notify_key *key, char *buf, size_t size)
+{
+	switch (key->scope) {
+	case NOTIFY_VF:
+		return snprintf(buf, size, "%s/%s", key->addr, vf_files[key->index].name);
+	case NOTIFY_GPU:
+		return snprintf(buf, size, "%s/%s/%s", top_files[TOP_GPUS].name, key->addr,
+				gpu_files[key->index].name);
+	case NOTIFY_TOP:
+	default:
+		return snprintf(buf, size, "%s", top_files[key->index].name);
+	}
+}
+
 static size_t key_hash(const struct notify_key *key, size_t n_buckets)
 {
 	unsigned h = 2166136261u;
 
-	for (const char *p = key->vf; *p; p++)
+	for (const char *p = key->addr; *p; p++)
 		h = (h ^ (unsigned char)*p) * 16777619u;
+	h = (h ^ (unsigned)key->scope) * 16777619u;
 	h = (h ^ (unsigned)key->index) * 16777619u;
 	return h % n_buckets;
 }
@@ -86,7 +116,7 @@ static void files_grow(struct notifier *n)
 
 static bool key_equal(const struct notify_key *a, const struct notify_key *b)
 {
-	return a->index == b->index && strcmp(a->vf, b->vf) == 0;
+	return a->index == b->index && a->scope == b->scope && strcmp(a->addr, b->addr) == 0;
 }
 
 /* Under files_lock. */
@@ -163,10 +193,27 @@ void wake_pollers(struct notifier *n, const struct notify_key *key)
 			break;
 		pthread_mutex_lock(&n->files_lock);
 	}
-	if (!f)
-		log_warn("notifier: out of memory; pollers of %s%s%s miss a change", key->vf,
-			 key->vf[0] ? "/" : "",
-			 key->vf[0] ? vf_files[key->index].name : top_files[key->index].name);
+	if (!f) {
+		char path[VF_ADDR_BUFSZ + 64];
+		key_path(key, path, sizeof(path));
+		log_warn("notifier: out of memory; pollers of %s miss a change", path);
+	}
+}
+
+bool content_changed(struct notifier *n, const struct notify_key *key, const uint64_t *hash)
+{
+	struct watched_file *f;
+	bool changed = true;
+
+	pthread_mutex_lock(&n->files_lock);
+	f = file_find(n, key, true);
+	if (f) {
+		changed = !hash || !f->rendered || f->content_hash != *hash;
+		f->rendered = hash != NULL;
+		f->content_hash = hash ? *hash : 0;
+	}
+	pthread_mutex_unlock(&n->files_lock);
+	return changed;
 }
 
 /* O(1): a watch is linked into its file only while it holds a poll

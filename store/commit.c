@@ -49,15 +49,19 @@ void store_set_change_callback(struct store *s, store_change_fn fn, void *userda
 	s->change_userdata = userdata;
 }
 
+void commit_publish(struct store *s, const struct store_change *change)
+{
+	if (s->change_fn)
+		s->change_fn(s->change_userdata, change);
+}
+
 void commit_notify(struct store *s, unsigned bits, const char *vf, const char *instance_id)
 {
 	struct store_change change = { .bits = bits };
 
-	if (!s->change_fn)
-		return;
 	copy_string(change.vf, sizeof(change.vf), vf);
 	copy_string(change.instance_id, sizeof(change.instance_id), instance_id);
-	s->change_fn(s->change_userdata, &change);
+	commit_publish(s, &change);
 }
 
 /* -- group commit ------------------------------------------------------------ */
@@ -312,8 +316,7 @@ static void run_batch(struct store *s, struct op *batch)
 	/* durable and mirrored: tell the filesystem, with no store lock held */
 	for (struct op *op = batch; op; op = op->next) {
 		for (size_t i = 0; i < op->n_changes; i++)
-			commit_notify(s, op->changes[i].bits, op->changes[i].vf,
-				      op->changes[i].instance_id);
+			commit_publish(s, &op->changes[i]);
 		op_discard_changes(op);
 	}
 	if (store_wide)

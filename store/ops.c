@@ -33,6 +33,9 @@ static int op_change_append(struct op *op, unsigned bits, const char *vf, const 
 	c->bits = bits;
 	copy_string(c->vf, sizeof(c->vf), vf);
 	copy_string(c->instance_id, sizeof(c->instance_id), instance_id);
+	/* the op's own object: its VF's parent, or a drain's GPU */
+	if (strcmp(vf, op->vf) == 0)
+		copy_string(c->parent, sizeof(c->parent), op->parent);
 	return 0;
 }
 
@@ -756,5 +759,7 @@ int ops_exec(struct store *s, struct op *op)
 		return -EINVAL;
 	if ((r = db_vf_row(s, op->vf, &row)) < 0)
 		return r;
+	if (op->kind != OP_SET_PARENT)
+		copy_string(op->parent, sizeof(op->parent), row.parent);
 	return fn(s, op, &row);
 }

@@ -185,7 +185,8 @@ struct op {
 	char vf[VF_ADDR_BUFSZ];
 	char instance_id[INSTANCE_ID_MAX + 1];
 	char when[RFC3339_BUFSZ];   /* assigned_at, or claimed_at ("" = none) */
-	char parent[VF_ADDR_BUFSZ]; /* OP_REGISTER, OP_SET_PARENT ("" = unknown); OP_GPU */
+	char parent[VF_ADDR_BUFSZ]; /* OP_REGISTER, OP_SET_PARENT ("" = unknown); OP_GPU;
+				     * every other op on one VF: its parent (ops_exec) */
 	const char *message;        /* sanitized, owned by the caller */
 	const struct store_claim *claim_in;
 	int value;   /* threshold, max_quarantined, mode, auto_recover or (OP_GPU) enum gpu_event */
@@ -474,6 +475,7 @@ int op_change_global(struct op *op, unsigned bits);
 void commit_submit(struct store *s, struct op **ops, size_t n);
 /* Call the change callback (no store lock held). */
 void commit_notify(struct store *s, unsigned bits, const char *vf, const char *instance_id);
+void commit_publish(struct store *s, const struct store_change *change);
 
 /* -- schema.c ------------------------------------------------------------------ */
 

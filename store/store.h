@@ -363,7 +363,7 @@ enum store_change_bits {
 	STORE_CHANGE_PARENT = 1 << 9,    /* vf's parent GPU was set */
 	STORE_CHANGE_MODE = 1 << 10,     /* enforce <-> observe */
 	STORE_CHANGE_FAILING = 1 << 11,  /* vf's tally went between 0 and not (ok <-> failing) */
-	STORE_CHANGE_GPU = 1 << 12,      /* a GPU's phase changed (names no VF) */
+	STORE_CHANGE_GPU = 1 << 12,      /* a GPU's phase changed (names no VF; parent) */
 	STORE_CHANGE_SUSPECT = 1 << 13,  /* vf became suspect or stopped being it */
 	STORE_CHANGE_AUTO_RECOVER = 1 << 14,
 };
@@ -372,6 +372,11 @@ struct store_change {
 	unsigned bits;
 	char vf[VF_ADDR_BUFSZ];                /* "" when not about one VF */
 	char instance_id[INSTANCE_ID_MAX + 1]; /* for STORE_CHANGE_CLAIMS */
+	/* The parent GPU whose gpus/PF/ files the change is about: for a change
+	 * of one VF that VF's parent (the new one when it was set), for
+	 * STORE_CHANGE_GPU the GPU; "" when unknown or for every GPU (a change
+	 * of every VF, a load).  Test: change_names_parent. */
+	char parent[VF_ADDR_BUFSZ];
 };
 
 /* Called once per changed object after the change is durable, from the

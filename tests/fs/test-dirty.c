@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for the coalescing dirty set (fs/dirty.h) alone: coalescing,
- * the collapse when its VF slots are full (nothing lost), the inodes by
- * number and their bound, and take (move and empty).
+ * the collapse when its VF or GPU slots are full (nothing lost), the
+ * inodes by number and their bound, and take (move and empty).
  *
  * Design notes: each test runs in its own forked process (Check's default);
  * no thread, no lock: the set is a pure data structure.
@@ -77,6 +77,62 @@ START_TEST(test_collapse_loses_nothing)
 }
 END_TEST
 
+START_TEST(test_gpus_coalesce_apart_from_vfs)
+{
+	struct dirty_set *d = set_new();
+
+	dirty_add_gpu(d, "0000:41:00.0", 0x2);
+	dirty_add_gpu(d, "0000:41:00.0", 0x4);
+	dirty_add_gpu(d, "0000:42:00.0", 0x1);
+	dirty_add_gpu(d, "0000:43:00.0", 0); /* no file: nothing */
+	ck_assert(!dirty_empty(d));
+	ck_assert_uint_eq(d->n_gpus, 2);
+	ck_assert_str_eq(d->gpus[0].gpu, "0000:41:00.0");
+	ck_assert_uint_eq(d->gpus[0].files, 0x6);
+	ck_assert_str_eq(d->gpus[1].gpu, "0000:42:00.0");
+	ck_assert_uint_eq(d->gpus[1].files, 0x1);
+	/* a GPU's files are no VF's, nor the reverse */
+	ck_assert_uint_eq(d->count, 0);
+	ck_assert_uint_eq(d->all_vfs, 0);
+	dirty_add(d, 0, "0000:41:00.0", 0x8, 0);
+	ck_assert_uint_eq(d->n_gpus, 2);
+	ck_assert_uint_eq(d->gpus[0].files, 0x6);
+	/* no GPU named: every GPU's */
+	dirty_add_gpu(d, "", 0x8);
+	dirty_add_gpu(d, NULL, 0x1);
+	ck_assert_uint_eq(d->all_gpus, 0x9);
+	ck_assert_uint_eq(d->n_gpus, 2);
+	free(d);
+
+	d = set_new();
+	dirty_add_gpu(d, "", 0x2);
+	ck_assert(!dirty_empty(d)); /* every GPU's files alone are a change */
+	free(d);
+}
+END_TEST
+
+START_TEST(test_gpus_collapse_loses_nothing)
+{
+	struct dirty_set *d = set_new();
+	char gpu[VF_ADDR_BUFSZ];
+
+	for (size_t i = 0; i < NOTIFY_MAX_QUEUED_GPUS; i++) {
+		snprintf(gpu, sizeof(gpu), "0000:%02zx:00.0", i);
+		dirty_add_gpu(d, gpu, 1u << (i % 3));
+	}
+	ck_assert_uint_eq(d->n_gpus, NOTIFY_MAX_QUEUED_GPUS);
+	ck_assert_uint_eq(d->all_gpus, 0);
+	dirty_add_gpu(d, "0000:00:00.0", 0x10); /* queued: coalesces, no collapse */
+	ck_assert_uint_eq(d->n_gpus, NOTIFY_MAX_QUEUED_GPUS);
+	dirty_add_gpu(d, "0000:ff:00.0", 0x20);
+	ck_assert_uint_eq(d->n_gpus, 0);
+	ck_assert_uint_eq(d->all_gpus, 0x1 | 0x2 | 0x4 | 0x10 | 0x20);
+	ck_assert(!dirty_empty(d));
+	ck_assert_uint_eq(d->count, 0); /* the VFs' part is untouched */
+	free(d);
+}
+END_TEST
+
 START_TEST(test_inodes)
 {
 	struct dirty_set *d = set_new();
@@ -99,9 +155,13 @@ START_TEST(test_take)
 	struct dirty_set *src = set_new(), *dst = set_new();
 
 	dirty_add(src, 0x3, "0000:01:00.1", 0x2, 0x4);
+	dirty_add_gpu(src, "0000:01:00.0", 0x2);
+	dirty_add_gpu(src, "", 0x1);
 	ck_assert_int_eq(dirty_add_inode(src, 99), 0);
 	/* what dst held before is replaced, not merged */
 	dirty_add(dst, 0x80, "0000:02:00.1", 0x80, 0x80);
+	dirty_add_gpu(dst, "0000:02:00.0", 0x8);
+	dirty_add_gpu(dst, "", 0x4);
 	dirty_take(dst, src);
 	ck_assert(dirty_empty(src));
 	ck_assert_uint_eq(dst->top, 0x3);
@@ -109,6 +169,10 @@ START_TEST(test_take)
 	ck_assert_uint_eq(dst->count, 1);
 	ck_assert_str_eq(dst->vfs[0].vf, "0000:01:00.1");
 	ck_assert_uint_eq(dst->vfs[0].files, 0x2);
+	ck_assert_uint_eq(dst->all_gpus, 0x1);
+	ck_assert_uint_eq(dst->n_gpus, 1);
+	ck_assert_str_eq(dst->gpus[0].gpu, "0000:01:00.0");
+	ck_assert_uint_eq(dst->gpus[0].files, 0x2);
 	ck_assert_uint_eq(dst->n_inodes, 1);
 	ck_assert_uint_eq(dst->inodes[0], 99);
 	/* an emptied set takes new changes from scratch */
@@ -127,6 +191,8 @@ static Suite *dirty_suite(void)
 
 	tcase_add_test(tc, test_coalesce);
 	tcase_add_test(tc, test_collapse_loses_nothing);
+	tcase_add_test(tc, test_gpus_coalesce_apart_from_vfs);
+	tcase_add_test(tc, test_gpus_collapse_loses_nothing);
 	tcase_add_test(tc, test_inodes);
 	tcase_add_test(tc, test_take);
 	suite_add_tcase(s, tc);

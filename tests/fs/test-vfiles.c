@@ -329,10 +329,10 @@ static void store_teardown(void)
 
 static bool changed(struct notifier *n, const char *vf, int index)
 {
-	struct notify_key key = { .index = index };
+	struct notify_key key = { .scope = vf[0] ? NOTIFY_VF : NOTIFY_TOP, .index = index };
 	struct timespec t;
 
-	snprintf(key.vf, sizeof(key.vf), "%s", vf);
+	snprintf(key.addr, sizeof(key.addr), "%s", vf);
 	return notifier_mtime(n, &key, &t);
 }
 
@@ -428,6 +428,67 @@ START_TEST(test_notify_overflow_loses_nothing)
 		ck_assert_msg(wait_changed(n, vf, VF_TALLY), "%s/tally", vf);
 		ck_assert_msg(wait_changed(n, vf, VF_QUARANTINED), "%s/quarantined", vf);
 	}
+	notifier_free(n);
+}
+END_TEST
+
+static bool gpu_changed(struct notifier *n, const char *gpu, int index)
+{
+	struct notify_key key = { .scope = NOTIFY_GPU, .index = index };
+	struct timespec t;
+
+	snprintf(key.addr, sizeof(key.addr), "%s", gpu);
+	return notifier_mtime(n, &key, &t);
+}
+
+/* A change reaches the files of the GPU it names (a VF's parent, a drain's
+ * GPU), no other GPU's, and only those whose text changed; a VF without a
+ * parent reaches no GPU. */
+START_TEST(test_notify_gpu_mapping)
+{
+	char vf0[VF_ADDR_BUFSZ], vf1[VF_ADDR_BUFSZ], vf2[VF_ADDR_BUFSZ];
+	const char *pf_a = "0000:40:00.0", *pf_b = "0000:50:00.0";
+	struct store_claim claim = { 0 };
+
+	vf_name(0, vf0);
+	vf_name(1, vf1);
+	vf_name(2, vf2);
+	ck_assert_int_eq(store_vf_set_parent(store, vf0, pf_a, NULL), 0);
+	ck_assert_int_eq(store_vf_set_parent(store, vf1, pf_b, NULL), 0);
+	struct notifier *n = new_notifier();
+	ck_assert_int_eq(notifier_start(n), 0); /* what the files say now is seen */
+
+	/* a claim on a serving GPU's VF: its state reads the same */
+	snprintf(claim.vf, sizeof(claim.vf), "%s", vf1);
+	snprintf(claim.instance_id, sizeof(claim.instance_id), "i-1");
+	ck_assert_int_eq(store_claim(store, &claim, NULL), 0);
+	struct store_change claimed = { .bits = STORE_CHANGE_CLAIMS };
+	snprintf(claimed.vf, sizeof(claimed.vf), "%s", vf1);
+	snprintf(claimed.parent, sizeof(claimed.parent), "%s", pf_b);
+	notifier_store_change(n, &claimed);
+	/* a VF without a parent reaches no GPU */
+	struct store_change orphan = { .bits = STORE_CHANGE_CLAIMS | STORE_CHANGE_VFS };
+	snprintf(orphan.vf, sizeof(orphan.vf), "%s", vf2);
+	notifier_store_change(n, &orphan);
+	/* a drain of A */
+	ck_assert_int_eq(store_gpu_drain(store, pf_a, true, 0, NULL, NULL), 0);
+	struct store_change drain = { .bits = STORE_CHANGE_GPU };
+	snprintf(drain.parent, sizeof(drain.parent), "%s", pf_a);
+	notifier_store_change(n, &drain);
+	ck_assert(wait_changed(n, vf2, VF_HISTORY)); /* the orphan's own file */
+	/* the drain, queued last, is announced after the renders of its pass:
+	 * by then every change queued before it is done (a stopping notifier
+	 * would mark what is left unrendered) */
+	for (int64_t deadline = monotonic_ns() + 20LL * 1000000000;
+	     !gpu_changed(n, pf_a, GPU_STATE) && monotonic_ns() < deadline;)
+		usleep(1000);
+	notifier_stop(n);
+	ck_assert(gpu_changed(n, pf_a, GPU_STATE));
+	ck_assert(gpu_changed(n, pf_a, GPU_DRAIN));
+	ck_assert(gpu_changed(n, pf_a, GPU_HISTORY));
+	ck_assert(!gpu_changed(n, pf_a, GPU_VFS));
+	for (int i = 0; i < GPU_FILE_COUNT; i++)
+		ck_assert_msg(!gpu_changed(n, pf_b, i), "%s/%s", pf_b, gpu_files[i].name);
 	notifier_free(n);
 }
 END_TEST
@@ -584,6 +645,7 @@ static Suite *vffs_suite(void)
 	tcase_add_checked_fixture(notify, few_vfs_setup, store_teardown);
 	tcase_set_timeout(notify, 30);
 	tcase_add_test(notify, test_notify_mapping);
+	tcase_add_test(notify, test_notify_gpu_mapping);
 	tcase_add_test(notify, test_notify_poll_generations);
 	tcase_add_test(notify, test_metrics_providers);
 	suite_add_tcase(s, notify);

@@ -2963,6 +2963,64 @@ static struct store_claim gpu_claim(const char *vf, const char *inst)
 	return c;
 }
 
+struct parents_seen {
+	unsigned bits[SEEN_MAX];
+	char vf[SEEN_MAX][VF_ADDR_BUFSZ];
+	char parent[SEEN_MAX][VF_ADDR_BUFSZ];
+	int n;
+};
+
+static void collect_parents(void *userdata, const struct store_change *c)
+{
+	struct parents_seen *seen = userdata;
+
+	if (seen->n >= SEEN_MAX)
+		return;
+	seen->bits[seen->n] = c->bits;
+	strcpy(seen->vf[seen->n], c->vf);
+	strcpy(seen->parent[seen->n], c->parent);
+	seen->n++;
+}
+
+/* A change names the parent GPU it is about (store_change.parent): its VF's
+ * (the new one when it is set), a drain's GPU; "" for a VF with none. */
+START_TEST(change_names_parent)
+{
+	struct store *s = open_store();
+	struct parents_seen seen = { 0 };
+	struct store_claim a = gpu_claim(VF_A, "i-a");
+
+	store_set_change_callback(s, collect_parents, &seen);
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_B, NULL), 0);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_2, NULL), 0);
+	ck_assert_int_eq(store_claim(s, &a, NULL), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-a", NULL), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_C, NULL), 0);
+	ck_assert_int_eq(store_vf_unregister(s, VF_B), 0);
+	ck_assert_int_eq(seen.n, 8);
+	const char *want[][3] = {
+		{ VF_A, PF_1, "register" },
+		{ VF_B, "", "register, no parent" },
+		{ VF_B, PF_2, "parent set" },
+		{ VF_A, PF_1, "claim" },
+		{ "", PF_1, "drain" },
+		{ VF_A, PF_1, "release" },
+		{ VF_C, "", "register, no parent" },
+		{ VF_B, PF_2, "unregister" },
+	};
+	for (int i = 0; i < seen.n; i++) {
+		ck_assert_msg(strcmp(seen.vf[i], want[i][0]) == 0, "%s: vf %s", want[i][2],
+			      seen.vf[i]);
+		ck_assert_msg(strcmp(seen.parent[i], want[i][1]) == 0, "%s: parent '%s'",
+			      want[i][2], seen.parent[i]);
+	}
+	ck_assert_uint_eq(seen.bits[4], STORE_CHANGE_GPU);
+	store_close(s);
+}
+END_TEST
+
 /* A drain refuses every new claim and reservation of the GPU's VFs and
  * takes them out of placement at once; live claims and reservations stay
  * (draining) until they end (drained); other GPUs serve; no quarantine;
