@@ -114,13 +114,29 @@ int store_claim_commit(struct store *s, const struct store_claim *c)
 	return r;
 }
 
+/* A reservation left: what it excluded (allocatable, its GPU's state) is
+ * free again, as after a release. */
+static void reservation_dropped(struct store *s, const char *vf, const char *parent)
+{
+	struct store_change change = { .bits = STORE_CHANGE_CLAIMS };
+
+	copy_string(change.vf, sizeof(change.vf), vf);
+	copy_string(change.parent, sizeof(change.parent), parent);
+	commit_publish(s, &change);
+}
+
 void store_claim_cancel(struct store *s, const char *vf, uint64_t id)
 {
+	char parent[VF_ADDR_BUFSZ];
+	bool dropped;
+
 	if (!vf_address_valid(vf))
 		return;
 	pthread_mutex_lock(&s->reservation_lock);
-	mirror_reservation_drop(s, vf, id);
+	dropped = mirror_reservation_drop(s, vf, id, parent);
 	pthread_mutex_unlock(&s->reservation_lock);
+	if (dropped)
+		reservation_dropped(s, vf, parent);
 }
 
 int store_claim_abandon(struct store *s, const struct store_claim *c, bool *kept)
@@ -169,6 +185,8 @@ void claims_commit_orphaned(struct store *s)
  * the caller releases the claim, if any. */
 static int release_reservation(struct store *s, const struct op *op, bool *held)
 {
+	char parent[VF_ADDR_BUFSZ];
+	bool dropped = false;
 	uint64_t id = 0;
 	int r = 0;
 
@@ -183,8 +201,10 @@ static int release_reservation(struct store *s, const struct op *op, bool *held)
 	}
 	mirror_unlock(s);
 	if (*held && r == 0) /* no commit can come between: reservation_lock */
-		mirror_reservation_drop(s, op->vf, id);
+		dropped = mirror_reservation_drop(s, op->vf, id, parent);
 	pthread_mutex_unlock(&s->reservation_lock);
+	if (dropped)
+		reservation_dropped(s, op->vf, parent);
 	return r;
 }
 

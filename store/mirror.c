@@ -512,21 +512,25 @@ int mirror_reservation_orphan(struct store *s, const char *vf, uint64_t id)
 	return r;
 }
 
-void mirror_reservation_drop(struct store *s, const char *vf, uint64_t id)
+bool mirror_reservation_drop(struct store *s, const char *vf, uint64_t id,
+			     char parent[static VF_ADDR_BUFSZ])
 {
 	struct store_claim *dropped = NULL;
+	bool was = false;
 
 	pthread_rwlock_rdlock(&s->index_lock);
 	pthread_rwlock_wrlock(&s->mirror_lock);
 	struct vf_entry *e = mirror_find(s, vf);
 	if (e && e->reservation && e->reservation->id == id) {
 		counts_sub(s, e);
-		(void)reservation_apply(e, RESERVATION_CANCELLED, NULL, &dropped);
+		was = reservation_apply(e, RESERVATION_CANCELLED, NULL, &dropped) >= 0;
 		counts_add(s, e);
+		copy_string(parent, VF_ADDR_BUFSZ, e->parent);
 	}
 	pthread_rwlock_unlock(&s->mirror_lock);
 	pthread_rwlock_unlock(&s->index_lock);
 	free(dropped);
+	return was;
 }
 
 void mirror_rdlock(struct store *s)

@@ -347,7 +347,10 @@ void snapshot_release(struct vf_snapshot *snap);
  * the mirror on success; its id is set) or refuse as a claim would; drop
  * the reservation `id` of vf if it is still one. */
 int mirror_reservation_add(struct store *s, struct store_claim *res);
-void mirror_reservation_drop(struct store *s, const char *vf, uint64_t id);
+/* Cancel vf's reservation `id`; true when there was one (parent: the VF's
+ * parent, for the change the caller publishes once no lock is held). */
+bool mirror_reservation_drop(struct store *s, const char *vf, uint64_t id,
+			     char parent[static VF_ADDR_BUFSZ]);
 /* Mark the reservation `id` of vf orphaned: 0, or -ENOENT when it is no
  * longer one. */
 int mirror_reservation_orphan(struct store *s, const char *vf, uint64_t id);
