@@ -11,12 +11,12 @@
 # sriov_numvfs already 0: VFHEALTH_NUMVFS says how many); the header's
 # transcripts are what it prints; only active services are stopped, and
 # exactly those are started again, after the cycle, also when it fails
-# (sriov-manage -d or -e failing, a stop failing, VFs not back within
-# VFHEALTH_CYCLE_WAIT_S, SIGTERM to its process group as at vfhealthd's
-# deadline); SR-IOV is never re-enabled after a failed disable; every
-# failure is exit 1 with one stderr line; a refused run (no VFHEALTH_PARENT,
-# another PF, a PF without sriov_numvfs, a bad PF) exits 2 and touches
-# nothing.
+# (sriov-manage -d or -e failing, VFs still there after -d or not back
+# within VFHEALTH_CYCLE_WAIT_S, a stop or a start failing, SIGTERM to its
+# process group as at vfhealthd's deadline); SR-IOV is never enabled again
+# after a failed disable; every failure is exit 1 with one stderr line; a
+# refused run (no VFHEALTH_PARENT, another PF, a PF without sriov_numvfs, a
+# bad PF or knob) exits 2 and touches nothing.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 command -v inotifywait >/dev/null || skip "inotifywait not installed (Debian: inotify-tools)"
@@ -27,7 +27,7 @@ vfs=(0000:41:00.4 0000:41:00.5)
 sys=$T/sys
 dev=$sys/bus/pci/devices/$pf
 calls=$T/calls          # every stand-in call, one line each, in order
-flags=$T/flags          # fail-d, fail-e, fail-stop-UNIT, fail-start-UNIT, recreate (a count)
+flags=$T/flags          # fail-d, keep-on-d, fail-e, fail-stop-UNIT, fail-start-UNIT, recreate (a count)
 services=$T/services    # UNIT: "active" or "inactive"
 clean_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 mkdir -p "$T/bin" "$T/off" "$flags" "$services"
@@ -68,6 +68,7 @@ dev=${VFHEALTH_SYSFS_ROOT:?}/bus/pci/devices/$2
 case $1 in
 -d)
 	[[ ! -e $here/flags/fail-d ]] || { echo "Cannot disable VFs on $2: device is in use"; exit 1; }
+	[[ ! -e $here/flags/keep-on-d ]] || exit 0
 	remove_vfs "$dev"
 	echo 0 >"$dev/sriov_numvfs"
 	;;
@@ -309,6 +310,17 @@ one_line "^sriov-cycle: $pf: sriov-manage -d $pf failed: Cannot disable VFs on $
 expect_calls "$stops
 sriov-manage -d $pf
 $starts" "sriov-manage -d failing"
+expect_active nvidia-dcgm.service nvidia-persistenced.service
+
+echo "== sriov-manage -d says yes but the VFs stay: SR-IOV is not enabled again"
+reset
+touch "$flags/keep-on-d"
+cycle VFHEALTH_CYCLE_WAIT_S=1
+expect_rc 1 "VFs left after sriov-manage -d"
+one_line "^sriov-cycle: $pf: 2 VFs still present 1 s after disabling SR-IOV; " "VFs left after sriov-manage -d"
+expect_calls "$stops
+sriov-manage -d $pf
+$starts" "VFs left after sriov-manage -d"
 expect_active nvidia-dcgm.service nvidia-persistenced.service
 
 echo "== a VF does not come back: exit 1 once VFHEALTH_CYCLE_WAIT_S has passed"
