@@ -88,8 +88,8 @@ numvfs_file=$dev/sriov_numvfs
 	refuse "$pf: no $numvfs_file: not an SR-IOV physical function (or VFHEALTH_SYSFS_ROOT is wrong)"
 cur=$(cat -- "$numvfs_file" 2>&1) || refuse "$pf: cannot read $numvfs_file: ${cur##*: }"
 [[ $cur =~ ^[0-9]+$ ]] || refuse "$pf: $numvfs_file reads '$cur', not a number"
-# sriov_numvfs reads 0 when an earlier cycle stopped half way: the daemon
-# counted the VFs before this one.
+# sriov_numvfs reads 0 when SR-IOV was left disabled (a cycle stopped half
+# way): then the caller's count says how many to bring back.
 n=$cur
 ((n > 0)) || n=${env_numvfs:-0}
 ((n > 0)) || refuse "$pf: SR-IOV is disabled (sriov_numvfs 0) and VFHEALTH_NUMVFS does not say how many VFs to restore"
