@@ -8,7 +8,8 @@
 # also checks the dashboard's shape: unique panel ids, every target on the
 # ${datasource} variable, and the panels the fleet view needs (out of
 # service by host and by parent, a timeline, detection latency, check
-# results, store state, parent GPUs joined with dcgm-exporter's); a
+# results, store state, parent GPUs joined with dcgm-exporter's, each GPU's
+# state and its recoveries by outcome); a
 # parent-GPU variable (on the host variable) that every per-VF selector
 # filters on.  Skips (77) only when promtool is missing.
 set -euo pipefail
@@ -107,6 +108,9 @@ for what, ok in [
     ("check results", "vfhealth_sentinel_checks_total" in text),
     ("store state", "vfhealth_store_unavailable" in text),
     ("parent GPUs joined with DCGM", "vfhealth:parent_vfs_out_of_service:dcgm" in text),
+    ("GPU states", all('state=\\"%s\\"' % s in text and "vfhealth_gpu_state{" in text
+                       for s in ("serving", "draining", "drained", "recovering", "failed"))),
+    ("GPU recoveries by outcome", "vfhealth_gpu_recoveries_total" in text),
 ]:
     if not ok:
         errors.append(f"no panel shows {what}")

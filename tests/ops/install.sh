@@ -222,9 +222,10 @@ done
 check "default/vfhealthd installed" grep -q '^VFHEALTHD_OPTIONS=' "$dest$sysconfdir/default/vfhealthd"
 check "default/vfhealth-agent installed" grep -q '^VFHEALTH_AGENT_OPTIONS=' "$dest$sysconfdir/default/vfhealth-agent"
 
-# Scripts that units and other programs run, and that the runbook runs: in libexecdir, executable.
+# Scripts that units and other programs run (sriov-cycle.sh: vfhealthd's
+# --recover-program), and that the runbook runs: in libexecdir, executable.
 for x in on-quarantine-change.sh vfhealth-textfile.sh drain-gpu.sh vfhealth-npd-check.sh \
-	 vfhealth-slurm-check.sh vfhealth-qemu-hook; do
+	 vfhealth-slurm-check.sh vfhealth-qemu-hook sriov-cycle.sh; do
 	check "libexec $x, mode 755" mode_is "$dest$libexecdir/$x" 755
 done
 
