@@ -12,10 +12,10 @@
  * kernel's request queue, which wakes the one that waited longest, so a
  * lone reader's every request lands on a cold thread, often on the other
  * CPU; one thread that keeps reading stays warm, and a reader's OPEN costs
- * what a one-thread server's does (docs/architecture.md, "What a round trip
- * costs").  One thread alone would make every reader wait behind a
- * commit's fsync and keep 64 writers from sharing a commit: hence the
- * workers, which never read /dev/fuse.
+ * what a one-thread server's does (docs/architecture.md, "What the round
+ * trip itself costs").  One thread alone would make every reader wait
+ * behind a commit's fsync and keep concurrent writers from sharing a
+ * commit: hence the workers, which never read /dev/fuse.
  *
  * What the receiving thread must never do: wait on a commit, the store's
  * write_lock, a handle's lock that a writer may hold across a commit, or
