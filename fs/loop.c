@@ -156,6 +156,15 @@ static void *worker_main(void *arg)
 			}
 			pthread_cond_wait(&w->wake, &l->lock);
 		}
+		if (w->idle) {
+			/* woken by no hand-off (spuriously): off the stack, or a
+			 * hand-off would pick this busy worker */
+			struct loop_worker **p = &l->idle;
+			while (*p != w)
+				p = &(*p)->next_idle;
+			*p = w->next_idle;
+			w->idle = false;
+		}
 		job = l->head;
 		if (!job)
 			break; /* stopping, and the queue is drained */
