@@ -192,6 +192,8 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * keep_cache): the read reaches us and fails closed. */
 	h->cached = !writing && f && vfile_page_cached(f) && !from_notifier(fs, req) &&
 		    store_status(fs->store, NULL, 0);
+	/* Claims and placement files render from memory (loop.c) */
+	h->read_inline = !writing && (n.kind == VN_CLAIM || (f && (f->flags & VFILE_PLACEMENT)));
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = !h->cached;
 	/* Only a claim opened for writing acts on close (claims.h): no other
@@ -226,13 +228,16 @@ static bool requester_may_write(struct vffs *fs, fuse_req_t req)
  * retried: store_retry_for_read, at most once a second for the whole
  * store); every other render reads STORE_READ_NORETRY (vfiles.h), so no
  * other read, whoever makes it, ever repairs
- * (tests/adversarial/repair-rights.sh). */
+ * (tests/adversarial/repair-rights.sh).  Never on the FUSE loop's
+ * receiving thread, which must not wait on a repair (loop.c hands such a
+ * read to a worker; one that finds the store latched only on the way
+ * fails closed). */
 static enum store_read read_may_repair(struct vffs *fs, fuse_req_t req, const struct vhandle *h)
 {
 	const struct vfile *f = vfile_of(h->kind, h->index);
 
-	if (f && (f->flags & VFILE_PLACEMENT) && fs->store && !store_status(fs->store, NULL, 0) &&
-	    requester_may_write(fs, req))
+	if (f && (f->flags & VFILE_PLACEMENT) && fs->store && !loop_on_receiver() &&
+	    !store_status(fs->store, NULL, 0) && requester_may_write(fs, req))
 		return STORE_READ_RETRY;
 	return STORE_READ_NORETRY;
 }

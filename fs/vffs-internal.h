@@ -137,6 +137,9 @@ struct vhandle {
 	bool rendered;
 	bool append; /* opened O_APPEND: the kernel picks the offset */
 	bool cached; /* opened keep_cache: reads may be served by the page cache */
+	/* opened read-only on a file rendered from memory: its reads never wait
+	 * on a commit, so the FUSE loop's receiving thread serves them (loop.c) */
+	bool read_inline;
 	char outcome[VFILE_OUTCOME_MAX];
 	bool watched;
 	struct notify_watch watch;
@@ -211,6 +214,10 @@ void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void log_refused(fuse_req_t req, const char *what, const char *file, const char *why);
 void log_accepted(fuse_req_t req, int level, const char *what, const char *file,
 		  const char *command);
+
+/* loop.c */
+int loop_run(struct vffs *fs, unsigned max_workers);
+bool loop_on_receiver(void);
 
 /* mount.c */
 int mkdir_p(const char *path, mode_t mode);

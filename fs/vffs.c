@@ -7,9 +7,10 @@
  * vffs-internal.h.
  *
  * Threads.
- *  - FUSE workers: libfuse's multi-threaded loop (fuse_session_loop_mt) runs
- *    on its own "loop" thread, which spawns the workers.  Every handler
- *    replies exactly once, touches only the store and the filesystem's
+ *  - FUSE workers: the loop (loop.c) runs on its own "loop" thread, which
+ *    reads every request and serves those that never wait itself, and
+ *    hands the others to workers it starts.  Every handler replies exactly
+ *    once, touches only the store and the filesystem's
  *    in-memory state, and never waits on the network, a guest or the
  *    notifier.
  *  - the notifier (notify.h): sends every kernel notification; its helper
@@ -528,22 +529,18 @@ static void wake_signal_handler(int sig)
 static void *loop_main(void *arg)
 {
 	struct vffs *fs = arg;
-	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	sigset_t wake;
 	int r;
 
 	sigemptyset(&wake);
 	sigaddset(&wake, SIGUSR1);
 	pthread_sigmask(SIG_UNBLOCK, &wake, NULL);
-	if (!cfg) {
+	r = loop_run(fs, fs->max_workers);
+	if (r == -ENOMEM) {
 		log_err("out of memory starting the FUSE loop");
 		kill(getpid(), SIGTERM);
 		return NULL;
 	}
-	fuse_loop_cfg_set_clone_fd(cfg, 0);
-	fuse_loop_cfg_set_max_threads(cfg, fs->max_workers);
-	r = fuse_session_loop_mt(fs->se, cfg);
-	fuse_loop_cfg_destroy(cfg);
 	if (!atomic_load(&fs->stopping)) {
 		/* Unmounted from outside (fusermount -u): end the daemon too; the
 		 * caller asks vffs_unmounted_outside() and logs it. */

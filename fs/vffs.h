@@ -59,8 +59,10 @@ struct vffs_options {
 				  * caller and kept until vffs_free; NULL for none */
 	const char *fuse_options; /* extra -o options, comma separated; NULL for none */
 	bool debug;               /* FUSE request tracing on stderr */
-	unsigned max_workers;     /* FUSE worker threads at most, 1..VFFS_MAX_WORKERS_MAX;
-				 * 0: VFFS_MAX_WORKERS_DEFAULT */
+	unsigned max_workers;     /* FUSE worker threads at most, for the requests that
+				   * may wait (one more thread reads and serves the rest:
+				   * loop.c), 1..VFFS_MAX_WORKERS_MAX;
+				   * 0: VFFS_MAX_WORKERS_DEFAULT */
 	/* Called when the store's availability changed (STORE_CHANGE_STATUS),
 	 * from the thread that changed it, with no store lock held: it may read
 	 * the store (store_status) but must not block.  NULL for none. */

@@ -1,21 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fusefloor.c - the floor of a read through FUSE on this machine: a FUSE
- * server that does nothing but answer, mounted and served the way vfhealthd
- * serves its files (the same libfuse loop and configuration, the same mount
- * options and capabilities, attributes and entries cached as long), with no
- * store, no handle, no budget: each request is one reply.  Two files in the
- * root:
+ * server that does nothing but answer, mounted the way vfhealthd mounts (the
+ * same mount options and capabilities, attributes and entries cached as
+ * long), with no store, no handle, no budget: each request is one reply.
+ * Two files in the root:
  *   quarantined  "0\n", opened keep_cache, as VF/quarantined is
  *   list         the content of LIST_FILE (at most 4 KiB, read at start),
  *                size 0 and opened direct_io, as a top-level list is
  * What vfhealthd costs above this is its own; what this costs above tmpfs is
  * the kernel's round trip to a server (run-benchmarks.sh prints both).
- * WORKERS (default 16, vfhealthd's default) is the loop's threads at most;
- * 0 serves from one thread (fuse_session_loop): how much of the round trip
- * is the multi-threaded loop's (its idle threads are woken in turn, the one
- * that waited longest first, so a lone reader's requests land on a thread
- * that is cold, often on the other CPU).
+ * WORKERS (default 16) is libfuse's multi-threaded loop's threads at most;
+ * 0 serves from one thread (fuse_session_loop), as vfhealthd's loop serves
+ * a read (fs/loop.c): how much of the round trip is the multi-threaded
+ * loop's (its idle threads are woken in turn, the one that waited longest
+ * first, so a lone reader's requests land on a thread that is cold, often
+ * on the other CPU).
  *
  *   fusefloor MOUNTPOINT LIST_FILE [WORKERS]   serve until unmounted or SIGTERM
  */
@@ -36,7 +36,7 @@
 static char list_text[4096];
 static size_t list_len;
 #define TIMEOUT_S 86400.0
-#define WORKERS 16 /* vfhealthd's default */
+#define WORKERS 16 /* vfhealthd's default --fuse-workers */
 
 static void floor_stat(fuse_ino_t ino, struct stat *st)
 {

@@ -67,6 +67,7 @@ vf=$(vf_name 5)
 tree=$shm/tree
 mkdir -p "$tree"
 for f in threshold quarantined resources status max_quarantined metrics held_back allocatable claims mode; do echo 0 >"$tree/$f"; done
+mkdir "$tree/gpus" # no parent GPU registered: empty, as the mount's
 for ((i = 0; i < 1024; i++)); do
 	d=$tree/$(vf_name $i)
 	mkdir -p "$d/assignments"
@@ -84,8 +85,9 @@ read_batches=${BENCH_READ_BATCHES:-1000}
 read_batch=${BENCH_READ_BATCH:-100}
 # The floor: a FUSE server that only answers (fusefloor.c), serving a
 # keep_cache file as VF/quarantined is served and a direct_io list as the
-# top-level lists are, with the same content: with vfhealthd's loop
-# (libfuse's, 16 threads at most), and from one thread.
+# top-level lists are, with the same content: with libfuse's multi-threaded
+# loop (16 threads at most, what vfhealthd ran before fs/loop.c), and from
+# one thread (what vfhealthd's receiving thread does for a read).
 floor=$T/floor floor1=$T/floor1
 mkdir -p "$floor" "$floor1"
 # One VF out of service, so that the top-level list has a line to read.
