@@ -3,7 +3,8 @@
 # own SQLite file, four registered VFs, simulated guests (real vfhealth-agent
 # processes fed kernel records through FIFOs, with a fake nvidia-smi, each
 # behind a test-vmm hybrid-vsock socket), and the sentinel quarantining the
-# wedged VF after two failed assignments while you watch.
+# wedged VF after two failed assignments while you watch; then a second GPU,
+# of a fake sysfs, whose two wedged VFs auto_recover drains and cycles.
 #
 #   examples/demo.sh --build BUILD_DIR [--once] [--mount DIR] [--workdir DIR]
 #                    [--poll-interval S]
@@ -177,11 +178,38 @@ show() {
 
 # ---- vfhealthd -------------------------------------------------------------------
 
+# A fake sysfs with a second GPU, 0000:42:00.0, and its two VFs (virtfn and
+# physfn links), and a stand-in for examples/recovery/sriov-cycle.sh that
+# cycles it there: the demo's recovery program (no GPU, no sriov-manage).
+sys=$workdir/sys
+pf2=0000:42:00.0
+gpu2_vfs=(0000:42:00.4 0000:42:00.5)
+mkdir -p -- "$sys/bus/pci/devices/$pf2"
+for i in "${!gpu2_vfs[@]}"; do
+	mkdir -p -- "$sys/bus/pci/devices/${gpu2_vfs[i]}"
+	ln -s "../$pf2" "$sys/bus/pci/devices/${gpu2_vfs[i]}/physfn"
+	ln -s "../${gpu2_vfs[i]}" "$sys/bus/pci/devices/$pf2/virtfn$i"
+done
+cat >"$workdir/sriov-cycle-demo.sh" <<'EOF_CYCLE'
+#!/bin/bash
+# The demo's recovery program: what sriov-cycle.sh does, on a fake sysfs.
+set -euo pipefail
+dev=$VFHEALTH_SYSFS_ROOT/bus/pci/devices/$1
+links=()
+for l in "$dev"/virtfn*; do links+=("${l##*/} $(readlink "$l")"); done
+echo "sriov-manage -d $1: its $VFHEALTH_NUMVFS VFs go (demo: their links)"
+rm -f -- "$dev"/virtfn*
+echo "sriov-manage -e $1: they come back"
+for e in "${links[@]}"; do ln -s "${e#* }" "$dev/${e%% *}"; done
+EOF_CYCLE
+chmod 0755 "$workdir/sriov-cycle-demo.sh"
+
 step "Mounting vfhealthd on $mount (database $workdir/vfhealth.db)"
 mkdir -p -- "$mount"
 # The guests' sockets live in the work directory: the claims may name it.
 "$vfhealthd" -f --db "$workdir/vfhealth.db" --threshold 2 --socket-dir "$workdir" \
 	--poll-interval "$poll_interval" --poll-timeout 2 --reconcile-interval 1 \
+	--sysfs-root "$sys" --recover-program "$workdir/sriov-cycle-demo.sh" --recover-timeout 30 \
 	"$mount" >>"$workdir/vfhealthd.log" 2>&1 &
 daemon_pid=$!
 mounted() { [[ -e $mount/status ]]; }
@@ -311,8 +339,31 @@ if [[ $(tail -n 1 "$mount/allocatable") != "$early" ]]; then
 fi
 echo "  $early moved to the back of allocatable before any guest failed on it (the next guest's OK clears it)"
 
+step "GPU $pf2: two VFs wedged; auto_recover drains the GPU and cycles its SR-IOV"
+for vf in "${gpu2_vfs[@]}"; do mkdir "$mount/$vf"; done
+show "echo 2 > $mount/auto_recover"
+# Two failed assignments on each, as the sentinel writes them for a guest
+# that logged RmInitAdapter failed.
+for vf in "${gpu2_vfs[@]}"; do
+	for inst in vm-x vm-y; do
+		echo "failed $inst-${vf//[:.]/-} - NVRM: RmInitAdapter failed! (demo)" >"$mount/$vf/report"
+	done
+done
+recovered() { grep -q ' recovered ' "$mount/gpus/$pf2/history"; }
+wait_for "the automatic recovery of $pf2" 30 recovered
+show "cat $mount/gpus/$pf2/history"
+show "cat $mount/gpus/$pf2/state"
+show "grep -E 'GPU $pf2: (auto_recover|recovery|recovered|.*sriov-cycle-demo)' $workdir/vfhealthd.log"
+for vf in "${gpu2_vfs[@]}"; do
+	if [[ $(cat "$mount/$vf/quarantined") != 0 || $(cat "$mount/gpus/$pf2/state") != serving ]]; then
+		echo "demo: FAILED: $vf of the recovered GPU $pf2 is not back in service" >&2
+		exit 1
+	fi
+done
+echo "  $pf2 was drained, cycled and is serving again: its VFs are back in allocatable"
+
 step "Metrics (Prometheus text, for node_exporter's textfile collector)"
-show "grep -E '^vfhealth_(vfs|quarantined_vfs|store_unavailable|breaker_engaged|sentinel_init_failures_total|sentinel_quarantines_total|sentinel_checks_total|vf_suspect)' $mount/metrics"
+show "grep -E '^vfhealth_(vfs|quarantined_vfs|store_unavailable|breaker_engaged|sentinel_init_failures_total|sentinel_quarantines_total|sentinel_checks_total|vf_suspect|gpu_recoveries_total)' $mount/metrics"
 
 # The check --once (and the test) relies on: exactly the wedged VF.
 kill -0 "$daemon_pid" 2>/dev/null || daemon_died
@@ -321,7 +372,7 @@ if [[ $(cat "$mount/quarantined") != "$wedged" ]]; then
 	exit 1
 fi
 echo
-echo "demo: $wedged quarantined after two failed assignments (vm-c, vm-d); the healthy VFs stay in service"
+echo "demo: $wedged quarantined after two failed assignments (vm-c, vm-d); the healthy VFs stay in service; GPU $pf2 drained and recovered"
 
 if $once; then
 	exit 0

@@ -88,8 +88,8 @@ for cmd in "${cmds[@]}"; do
 		[[ $res == *"$spare"* && $res == *tally* && $res == *assignments* ]] ||
 			fail "ls shows: $res" ;;
 	"cat $mnt/quarantined $mnt/resources $mnt/status")
-		# allocatable: the spare VF and the suspect one (vm-f's VMM was killed)
-		[[ $res == "$wedged"$'\n'*"allocatable_slots 2"*$'\n'ok ]] || fail "cat shows: $res" ;;
+		# allocatable: the spare VF, the suspect one (vm-f's VMM was killed) and the recovered GPU's two
+		[[ $res == "$wedged"$'\n'*"allocatable_slots 4"*$'\n'ok ]] || fail "cat shows: $res" ;;
 	"touch $work/vm-d.gpu-ok")
 		[[ -e $work/vm-d.gpu-ok ]] || fail "no $work/vm-d.gpu-ok" ;;
 	"until "*"$mnt/quarantined"*"cat $mnt/$wedged/tally")
@@ -105,7 +105,7 @@ for cmd in "${cmds[@]}"; do
 	"MOUNT=$mnt $source_root/examples/vmm/vfhealth-claim.sh release $spare my-vm")
 		[[ ! -e $mnt/$spare/assignments/my-vm ]] || fail "release left the claim" ;;
 	"grep ^vfhealth_ $mnt/metrics")
-		grep -qx 'vfhealth_vfs 6' <<<"$res" || fail "metrics: $res" ;;
+		grep -qx 'vfhealth_vfs 8' <<<"$res" || fail "metrics: $res" ;;
 	*)
 		fail "the demo suggests a command this test does not check: $cmd" ;;
 	esac

@@ -27,6 +27,7 @@ if [[ $rc != 0 ]]; then
 	fail "demo --once exited $rc"
 fi
 grep -q "quarantined after two failed assignments" "$out" || { cat "$out" >&2; fail "the demo did not report the quarantine"; }
+grep -q "GPU 0000:42:00.0 drained and recovered" "$out" || { cat "$out" >&2; fail "the demo did not recover its second GPU"; }
 grep -q "moved to the back of allocatable before any guest failed on it" "$out" ||
 	{ cat "$out" >&2; fail "the demo did not show the suspect VF"; }
 # Without --mount it mounts in its work directory, never on /run/vfhealth.
