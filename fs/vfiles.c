@@ -820,8 +820,8 @@ const struct vfile gpu_files[GPU_FILE_COUNT] = {
 		      STORE_CHANGE_VFS | STORE_CHANGE_PARENT },
 	/* Placement-facing: a drain takes VFs out of placement. */
 	[GPU_STATE] = { "state", 0444, gpu_state_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
-			STORE_CHANGE_GPU | STORE_CHANGE_CLAIMS | STORE_CHANGE_PARENT |
-				STORE_CHANGE_STATUS },
+			STORE_CHANGE_GPU | STORE_CHANGE_CLAIMS | STORE_CHANGE_RESERVATION |
+				STORE_CHANGE_PARENT | STORE_CHANGE_STATUS },
 	[GPU_DRAIN] = { "drain", 0664, gpu_drain_render, gpu_drain_write,
 			VFILE_NOTIFY | VFILE_PLACEMENT, STORE_CHANGE_GPU | STORE_CHANGE_STATUS },
 	/* Read from SQLite, not the mirror. */

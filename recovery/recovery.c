@@ -695,7 +695,8 @@ int recovery_request(struct recovery *r, const char *parent, int64_t uid, const 
 void recovery_store_changed(struct recovery *r, unsigned bits)
 {
 	if (r && atomic_load(&r->running) &&
-	    (bits & (STORE_CHANGE_QUARANTINE | STORE_CHANGE_CLAIMS | STORE_CHANGE_GPU |
-		     STORE_CHANGE_AUTO_RECOVER | STORE_CHANGE_MODE | STORE_CHANGE_STATUS)))
+	    (bits & (STORE_CHANGE_QUARANTINE | STORE_CHANGE_CLAIMS | STORE_CHANGE_RESERVATION |
+		     STORE_CHANGE_GPU | STORE_CHANGE_AUTO_RECOVER | STORE_CHANGE_MODE |
+		     STORE_CHANGE_STATUS)))
 		kick(r);
 }

@@ -114,11 +114,11 @@ int store_claim_commit(struct store *s, const struct store_claim *c)
 	return r;
 }
 
-/* A reservation left: what it excluded (allocatable, its GPU's state) is
- * free again, as after a release. */
+/* A reservation left: its GPU's state may change (store.h,
+ * STORE_CHANGE_RESERVATION). */
 static void reservation_dropped(struct store *s, const char *vf, const char *parent)
 {
-	struct store_change change = { .bits = STORE_CHANGE_CLAIMS };
+	struct store_change change = { .bits = STORE_CHANGE_RESERVATION };
 
 	copy_string(change.vf, sizeof(change.vf), vf);
 	copy_string(change.parent, sizeof(change.parent), parent);

@@ -366,6 +366,11 @@ enum store_change_bits {
 	STORE_CHANGE_GPU = 1 << 12,      /* a GPU's phase changed (names no VF; parent) */
 	STORE_CHANGE_SUSPECT = 1 << 13,  /* vf became suspect or stopped being it */
 	STORE_CHANGE_AUTO_RECOVER = 1 << 14,
+	/* vf's reservation was cancelled: what it excluded is free again.  The
+	 * reservation itself was never announced, so files that list claims
+	 * or allocatable VFs show what they showed before it; a GPU's state
+	 * may not (draining -> drained) */
+	STORE_CHANGE_RESERVATION = 1 << 15,
 };
 
 struct store_change {

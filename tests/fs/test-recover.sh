@@ -192,9 +192,10 @@ cycle_fails fail failed "exit 3: sriov-manage -e $PFA failed"
 assert_cat "$MNT/${VFA[1]}/quarantined" 1
 cycle_fails hang timeout "timed out after 3 s: killed"
 hang_child=$(cat "$T/hang-child")
-process_gone "$hang_child" || fail "the timed-out program's child $hang_child lives"
+# the group's SIGKILL is delivered asynchronously
+wait_for 10 "the timed-out program's child $hang_child to die" process_gone "$hang_child"
 hang_pid=$(tail -n 1 "$T/calls" | cut -d' ' -f1)
-process_gone "$hang_pid" || fail "the timed-out program $hang_pid lives"
+wait_for 10 "the timed-out program $hang_pid to die" process_gone "$hang_pid"
 cycle_fails missing vf_missing "VF ${VFA[2]} did not come back \(1 of 3 missing\)"
 links "$PFA" "${VFA[@]}"
 grep -q "recovery failed (timeout)" "$DAEMON_LOG" || fail "no failure line"
@@ -231,7 +232,7 @@ put "$GA/recover" cycle
 wait_for 10 "the program to start" calls_above "$n"
 gate_pid=$(tail -n 1 "$T/calls" | cut -d' ' -f1)
 stop_daemon
-process_gone "$gate_pid" || fail "the program outlived vfhealthd"
+wait_for 10 "the program to die with vfhealthd" process_gone "$gate_pid"
 echo ok >"$T/mode"
 start_daemon
 wait_state "$PFA" failed

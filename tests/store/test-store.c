@@ -2296,7 +2296,7 @@ START_TEST(claims_reservation)
 	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
 	/* the cancel is announced once (the VF is free again), not durable */
 	ck_assert_int_eq(seen.n, 1);
-	ck_assert_uint_eq(seen.bits[0], STORE_CHANGE_CLAIMS);
+	ck_assert_uint_eq(seen.bits[0], STORE_CHANGE_RESERVATION);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 0);
 	uint64_t dropped = res.id;
 
