@@ -160,9 +160,14 @@ static int vf_action(struct store *s, enum op_kind kind, const char *vf, decide_
 }
 
 /* A reservation blocks unregistering like a claim (the SQL sees only claims). */
+/* A reservation, or a cycle of its GPU (which checks every VF of it when
+ * it ends), keeps a VF registered. */
 static int decide_unregister(const struct store *s, const struct vf_entry *e, struct op *op)
 {
-	return e && e->reservation ? -EBUSY : 0;
+	if (!e)
+		return 0;
+	return e->reservation || gpu_phase_locked(s, e->parent) == GPU_PHASE_RECOVERING ? -EBUSY :
+											  0;
 }
 
 /* "" or NULL: unknown; else a VF address other than vf's. */

@@ -267,6 +267,13 @@ static int op_unregister(struct store *s, struct op *op, const struct vf_row *ro
 	if ((r = rule_unregister_refusal(rule_out_of_service(row->quarantined, row->held),
 					 (uint64_t)tally, claims > 0)) < 0)
 		return r;
+	int64_t recovering = 0;
+	if (row->parent[0] &&
+	    (r = db_int(s, &recovering, "SELECT COUNT(*) FROM gpus WHERE parent = ? AND phase = ?",
+			"ti", row->parent, (int64_t)GPU_PHASE_RECOVERING)) < 0)
+		return r;
+	if (recovering)
+		return -EBUSY; /* its GPU's cycle will check it */
 	/* released claims stay as history under the old vf_id, never reused */
 	if ((r = db_exec(s, "DELETE FROM vfs WHERE id = ?", "i", row->id)) < 0)
 		return r;

@@ -147,6 +147,7 @@ expect_err "$EBUSY" touch "$MNT/${VFA[0]}/assignments/vm-race"
 [[ ! -e $MNT/${VFA[0]}/assignments/vm-race ]] || fail "a claim during a cycle exists"
 expect_err "$EBUSY" put "$GA/drain" 0
 expect_err "$EBUSY" put "$GA/recover" cycle
+expect_err "$EBUSY" rmdir "$MNT/${VFA[0]}" # the cycle will check it is back
 ! grep -qx "${VFA[0]}" "$MNT/allocatable" || fail "a VF of a recovering GPU is allocatable"
 assert_cat "$GA/drain" 1
 echo ok >"$T/mode"
