@@ -72,7 +72,17 @@ check_wellformed() {
 DAEMON_ENV=("JOURNAL_STREAM=$(stat -c '%d:%i' "$DAEMON_LOG")")
 VF=0000:41:00.4
 mount_tmpfs "$T/db" 4m 0700 # filled below: the store fails closed
-start_daemon --threshold 2 --poll-interval 0.2 --poll-timeout 1 --no-reconcile --agent-grace 1
+# A GPU of a fake sysfs and a recovery program that fails, for the
+# recovery events.
+PF=0000:43:00.0 VFG=0000:43:00.4
+mkdir -p "$T/sys/bus/pci/devices/$PF" "$T/sys/bus/pci/devices/$VFG"
+ln -s "../$PF" "$T/sys/bus/pci/devices/$VFG/physfn"
+ln -s "../$VFG" "$T/sys/bus/pci/devices/$PF/virtfn0"
+mkdir -m 0755 "$T/bin"
+printf '#!/bin/sh\necho "sriov-manage -e $1 failed: check nvidia-vgpu-mgr" >&2\nexit 3\n' >"$T/bin/cycle"
+chmod 0755 "$T/bin/cycle"
+start_daemon --threshold 2 --poll-interval 0.2 --poll-timeout 1 --no-reconcile --agent-grace 1 \
+	--sysfs-root "$T/sys" --recover-program "$T/bin/cycle"
 register_vf "$VF"
 has SYSLOG_IDENTIFIER=vfhealthd PRIORITY=6 "MESSAGE=serving $MNT" ||
 	fail "no info record 'serving $MNT' from vfhealthd in the journal"
@@ -170,6 +180,15 @@ grep -Eq "^[0-9]{4}-[0-9T:.-]+Z hold by=0 cleared=[0-9]{4}-[0-9T:.-]+Z cleared_b
 	fail "no cleared hold in $VF3/history: $(cat "$MNT/$VF3/history")"
 has EVENT=cleared "VF=$VF3" PRIORITY=5 WRITER_UID=0 || fail "no cleared record for $VF3"
 
+echo "== a GPU's failed cycle: started (notice), failed (err), with PARENT and REASON"
+mkdir "$MNT/$VFG"
+echo 1 >"$MNT/gpus/$PF/drain"
+echo cycle >"$MNT/gpus/$PF/recover"
+wait_for 20 "recovery-failed" has EVENT=recovery-failed "PARENT=$PF" PRIORITY=3
+has EVENT=recovery-started "PARENT=$PF" PRIORITY=5 || fail "no recovery-started record"
+grep -q "^exit 3: sriov-manage -e $PF failed" <<<"$(field REASON EVENT=recovery-failed)" ||
+	fail "the failure's REASON: $(field REASON EVENT=recovery-failed)"
+
 echo "== the runbook's and the alerts' journalctl commands find what they promise"
 # journalctl [-u UNIT] [-p LEVEL] [FIELD=VALUE...]: this test's journal as
 # journalctl prints it (short format: "HOST IDENT: MESSAGE"), filtered the
@@ -205,6 +224,7 @@ declare -A promise=(
 	["journalctl -u vfhealthd -p err"]="$VF: quarantined after 2 distinct failed assignments"
 	["journalctl -u vfhealthd -p warning"]="vfhealth-sentinel: vf $VF: the agent of vm-0 .*rpc_error"
 	["journalctl -u vfhealthd EVENT=held"]="$VF3: held by the operator"
+	["journalctl -u vfhealthd EVENT=recovery-failed"]="GPU $PF: recovery failed \\(failed\\): exit 3: sriov-manage -e $PF failed"
 	["journalctl -u vfhealthd EVENT=agent-unreachable"]="vf $VF: the agent of vm-0 \\(claimed $T0\\) has not answered for [0-9]+ s: (rpc_error|unknown)"
 	["journalctl -u vfhealthd | grep -e rpc_error -e unknown"]="vf $VF: the agent of vm-0 \\(claimed $T0\\) has not answered for [0-9]+ s: (rpc_error|unknown)"
 )
