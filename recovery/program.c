@@ -23,7 +23,7 @@
  *
  * Waiting.  One poll(2) on a pidfd (the exit), the output pipe and the stop
  * descriptor, with the next deadline as its timeout: no sleeping, no
- * SIGCHLD.  The output is read until the program exits; what a leftover
+ * SIGCHLD (where pidfd_open(2) is missing, a look every NO_PIDFD_POLL_MS).  The output is read until the program exits; what a leftover
  * grandchild writes after that is not waited for.
  */
 #include <errno.h>
@@ -40,6 +40,10 @@
 #include "common/cleanup.h"
 #include "common/parse.h"
 #include "recovery/recovery-internal.h"
+
+/* Without pidfd_open(2) (kernels before 5.3, valgrind), the exit is looked
+ * for this often. */
+#define NO_PIDFD_POLL_MS 10
 
 /* The child, between fork and exec: async-signal-safe calls only. */
 static _Noreturn void child_exec(const struct program_run *p, int null_fd, int out_fd, int err_fd,
@@ -168,7 +172,7 @@ int program_run(const struct program_run *p, struct program_result *ret)
 		return n == (ssize_t)sizeof(err) && err > 0 ? -err : -EIO;
 	}
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0) {
+	if (pidfd < 0 && errno != ENOSYS) {
 		int r = -errno;
 		kill(-pid, SIGKILL);
 		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -203,25 +207,35 @@ int program_run(const struct program_run *p, struct program_result *ret)
 			continue;
 		}
 		int64_t left_ms = killed ? -1 : (deadline - now + 999999) / 1000000;
+		if (pidfd < 0 && (left_ms < 0 || left_ms > NO_PIDFD_POLL_MS))
+			left_ms = NO_PIDFD_POLL_MS;
 		int k = poll(pfd, 3, left_ms > INT32_MAX ? INT32_MAX : (int)left_ms);
 		if (k < 0 && errno != EINTR)
 			return -errno; /* cannot happen with valid descriptors */
-		if (k <= 0)
-			continue;
-		if (pfd[1].revents)
-			output_open = output_read(&o, out_r) != READ_EOF;
-		if (pfd[2].revents && !termed) {
-			ret->end = PROGRAM_STOPPED;
-			deadline = monotonic_ns(); /* SIGTERM now, SIGKILL after the grace */
-			continue;
-		}
-		if (pfd[0].revents) {
-			siginfo_t info = { 0 };
+		siginfo_t info = { 0 };
+		bool exited = false;
+		if (pidfd < 0) {
+			/* no pidfd: look, reaping it if it exited */
+			if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG) == 0 && info.si_pid)
+				exited = true;
+		} else if (k > 0 && pfd[0].revents) {
 			if (waitid(P_PID, (id_t)pid, &info, WEXITED) < 0) {
 				if (errno == EINTR)
 					continue;
 				return -errno;
 			}
+			exited = true;
+		}
+		if (k <= 0 && !exited)
+			continue;
+		if (k > 0 && pfd[1].revents)
+			output_open = output_read(&o, out_r) != READ_EOF;
+		if (k > 0 && pfd[2].revents && !termed && !exited) {
+			ret->end = PROGRAM_STOPPED;
+			deadline = monotonic_ns(); /* SIGTERM now, SIGKILL after the grace */
+			continue;
+		}
+		if (exited) {
 			/* what it wrote before it exited; not what a leftover writes */
 			enum read_result rr = READ_DATA;
 			while (output_open && rr == READ_DATA)
