@@ -79,6 +79,7 @@ mkdir -p "$T/sys/bus/pci/devices/$PF" "$T/sys/bus/pci/devices/$VFG"
 ln -s "../$PF" "$T/sys/bus/pci/devices/$VFG/physfn"
 ln -s "../$VFG" "$T/sys/bus/pci/devices/$PF/virtfn0"
 mkdir -m 0755 "$T/bin"
+# shellcheck disable=SC2016 # $1 is the program's, not this shell's
 printf '#!/bin/sh\necho "sriov-manage -e $1 failed: check nvidia-vgpu-mgr" >&2\nexit 3\n' >"$T/bin/cycle"
 chmod 0755 "$T/bin/cycle"
 start_daemon --threshold 2 --poll-interval 0.2 --poll-timeout 1 --no-reconcile --agent-grace 1 \
