@@ -58,3 +58,66 @@ as_user() {
 	shift
 	setpriv --reuid="$uid" --regid="$uid" --clear-groups "$@"
 }
+
+# ---- a fake sysfs (--sysfs-root) ------------------------------------------------
+
+# fake_sysfs VF...: $T/sys with each VF's directory and its physfn link to
+# its parent, the function 0 of the same device (../0000:41:00.0 for
+# 0000:41:00.3, as the kernel links them), and the parents' directories;
+# vfhealthd is told (DAEMON_ARGS).  SYSFS_DEVICES: the devices directory.
+SYSFS_DEVICES=$T/sys/bus/pci/devices
+fake_sysfs() {
+	local vf
+	for vf in "$@"; do
+		mkdir -p "$SYSFS_DEVICES/$vf" "$SYSFS_DEVICES/${vf%.*}.0"
+		ln -s "../${vf%.*}.0" "$SYSFS_DEVICES/$vf/physfn"
+	done
+	DAEMON_ARGS+=(--sysfs-root "$T/sys")
+}
+
+# fake_virtfns PF VF...: PF's virtfnN links, one per VF in order, and its
+# sriov_numvfs, as after `echo N > sriov_numvfs` (replacing earlier ones).
+fake_virtfns() {
+	local pf=$1 i=0 vf
+	shift
+	rm -f "$SYSFS_DEVICES/$pf"/virtfn*
+	for vf in "$@"; do
+		ln -s "../$vf" "$SYSFS_DEVICES/$pf/virtfn$i"
+		i=$((i + 1))
+	done
+	echo "$#" >"$SYSFS_DEVICES/$pf/sriov_numvfs"
+}
+
+# ---- watchers, armed on return --------------------------------------------------
+
+# start_inotify NAME PATH...: inotifywait -m on the paths into $T/NAME.out.
+start_inotify() {
+	local name=$1
+	shift
+	background inotifywait -m -e modify -e close_write --format '%w%f %e' "$@" \
+		>"$T/$name.out" 2>"$T/$name.err"
+	wait_until 10 grep -q "Watches established" "$T/$name.err" ||
+		fail "inotifywait $name did not start: $(cat "$T/$name.err")"
+}
+
+# expect_inotify NAME LINE: the watcher printed LINE ("PATH EVENT").
+expect_inotify() {
+	wait_until 10 grep -qx "$2" "$T/$1.out" || fail "inotify $1: no '$2' in: $(cat "$T/$1.out")"
+}
+
+# start_poll NAME FILE [EXPECTED]: vftool poll on FILE until a wake-up (that
+# shows EXPECTED: earlier changes may still be in flight when it arms, as
+# for any real watcher); armed (first read done) on return.
+start_poll() {
+	background "$VFTOOL" poll "$2" 10000 "${@:3}" >"$T/$1.out"
+	eval "POLL_$1=\${BG_PIDS[-1]}"
+	wait_until 10 grep -q armed "$T/$1.out" || fail "poll watcher $1 did not start"
+}
+
+# expect_woken NAME: the poll watcher saw POLLPRI|POLLERR and its content.
+expect_woken() {
+	local pid_var=POLL_$1 rc=0
+	wait "${!pid_var}" || rc=$?
+	((rc == 0)) || fail "poll watcher $1 was not woken: $(cat "$T/$1.out")"
+	assert_eq "$(sed -n 2p "$T/$1.out")" "woken POLLPRI POLLERR" "poll watcher $1"
+}

@@ -17,16 +17,7 @@ source "$(dirname "$0")/lib.sh"
 require_fuse
 command -v inotifywait >/dev/null || skip "inotifywait (inotify-tools) is missing"
 
-sys=$T/sys
-devices=$sys/bus/pci/devices
-for pf in 0000:41:00.0 0000:42:00.0; do
-	mkdir -p "$devices/$pf"
-done
-for vf in 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:42:00.1; do
-	mkdir -p "$devices/$vf"
-	ln -s "../${vf%.*}.0" "$devices/$vf/physfn"
-done
-DAEMON_ARGS+=(--sysfs-root "$sys")
+fake_sysfs 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:42:00.1
 start_daemon
 
 for vf in 0000:41:00.1 0000:41:00.2 0000:42:00.1; do
@@ -42,36 +33,6 @@ H=$MNT/gpus/0000:42:00.0 # unrelated: no event may reach its files
 M=$MNT/0000:41:00.2      # the marker VF (its quarantined file)
 assert_cat "$G/state" serving
 assert_cat "$H/state" serving
-
-# start_inotify NAME PATH...: inotifywait -m on the paths, armed on return.
-start_inotify() {
-	local name=$1
-	shift
-	background inotifywait -m -e modify -e close_write --format '%w%f %e' "$@" \
-		>"$T/$name.out" 2>"$T/$name.err"
-	wait_until 10 grep -q "Watches established" "$T/$name.err" ||
-		fail "inotifywait $name did not start: $(cat "$T/$name.err")"
-}
-
-# start_poll NAME FILE [EXPECTED]: vftool poll on FILE until a wake-up (that
-# shows EXPECTED); armed (first read done) on return.
-start_poll() {
-	background "$VFTOOL" poll "$2" 10000 "${@:3}" >"$T/$1.out"
-	eval "POLL_$1=\${BG_PIDS[-1]}"
-	wait_until 10 grep -q armed "$T/$1.out" || fail "poll watcher $1 did not start"
-}
-
-# expect_woken NAME: the poll watcher saw POLLPRI|POLLERR and its content.
-expect_woken() {
-	local pid_var=POLL_$1 rc=0
-	wait "${!pid_var}" || rc=$?
-	((rc == 0)) || fail "poll watcher $1 was not woken: $(cat "$T/$1.out")"
-	assert_eq "$(sed -n 2p "$T/$1.out")" "woken POLLPRI POLLERR" "poll watcher $1"
-}
-
-expect_inotify() {
-	wait_until 10 grep -qx "$2" "$T/$1.out" || fail "inotify $1: no '$2' in: $(cat "$T/$1.out")"
-}
 
 # events NAME FILE: the IN_CLOSE_WRITE events of FILE seen so far, one a
 # write through an open file: a touch by the notifier, or a writer's own

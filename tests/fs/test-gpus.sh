@@ -14,16 +14,7 @@ require_fuse
 command -v inotifywait >/dev/null || skip "inotifywait (inotify-tools) is missing"
 mount_tmpfs "$T/db" 4m 0700
 
-sys=$T/sys
-devices=$sys/bus/pci/devices
-for pf in 0000:41:00.0 0000:42:00.0; do
-	mkdir -p "$devices/$pf"
-done
-for vf in 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:42:00.1; do
-	mkdir -p "$devices/$vf"
-	ln -s "../${vf%.*}.0" "$devices/$vf/physfn"
-done
-DAEMON_ARGS+=(--sysfs-root "$sys")
+fake_sysfs 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:42:00.1
 start_daemon
 
 assert_eq "$(ls "$MNT/gpus")" "" "no GPU before a VF names one"

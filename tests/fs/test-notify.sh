@@ -12,37 +12,6 @@ V=$MNT/0000:41:00.4
 W=$MNT/0000:41:00.5
 mkdir "$V" "$W"
 
-# start_inotify NAME PATH...: inotifywait -m on the paths, armed on return.
-start_inotify() {
-	local name=$1
-	shift
-	background inotifywait -m -e modify -e close_write --format '%w%f %e' "$@" \
-		>"$T/$name.out" 2>"$T/$name.err"
-	wait_until 10 grep -q "Watches established" "$T/$name.err" ||
-		fail "inotifywait $name did not start: $(cat "$T/$name.err")"
-}
-
-# start_poll NAME FILE EXPECTED: vftool poll on FILE until a wake-up shows
-# EXPECTED (earlier changes may still be in flight when it arms, as for any
-# real watcher); armed (first read done) on return.
-start_poll() {
-	background "$VFTOOL" poll "$2" 10000 "$3" >"$T/$1.out"
-	eval "POLL_$1=\${BG_PIDS[-1]}"
-	wait_until 10 grep -q armed "$T/$1.out" || fail "poll watcher $1 did not start"
-}
-
-# expect_woken NAME: the poll watcher saw POLLPRI|POLLERR and its content.
-expect_woken() {
-	local pid_var=POLL_$1 rc=0
-	wait "${!pid_var}" || rc=$?
-	((rc == 0)) || fail "poll watcher $1 was not woken: $(cat "$T/$1.out")"
-	assert_eq "$(sed -n 2p "$T/$1.out")" "woken POLLPRI POLLERR" "poll watcher $1"
-}
-
-expect_inotify() {
-	wait_until 10 grep -qx "$2" "$T/$1.out" || fail "inotify $1: no '$2' in: $(cat "$T/$1.out")"
-}
-
 # --- a report written by another process changes tally and failures (and
 # then quarantined, top-level quarantined and resources)
 start_inotify files "$V/tally" "$V/quarantined" "$MNT"

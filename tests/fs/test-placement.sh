@@ -17,18 +17,9 @@ mount_tmpfs "$T/db" 4m 0700
 
 # sysfs: GPU 41 with VFs .1 .2 .3, GPU 42 with VFs .1 .2 .3 .4 (physfn ->
 # ../PF, as the kernel links them); 43:00.1 and 44:00.1 have no physfn.
-sys=$T/sys
-devices=$sys/bus/pci/devices
-for pf in 0000:41:00.0 0000:42:00.0; do
-	mkdir -p "$devices/$pf"
-done
-for vf in 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:42:00.1 0000:42:00.2 0000:42:00.3 \
-	0000:42:00.4; do
-	mkdir -p "$devices/$vf"
-	ln -s "../${vf%.*}.0" "$devices/$vf/physfn"
-done
-mkdir -p "$devices/0000:43:00.1"
-DAEMON_ARGS+=(--sysfs-root "$sys")
+fake_sysfs 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:42:00.1 0000:42:00.2 0000:42:00.3 \
+	0000:42:00.4
+mkdir -p "$SYSFS_DEVICES/0000:43:00.1"
 start_daemon
 
 # --- notification: one VF, so the content says which change was seen

@@ -23,27 +23,12 @@ require_fuse
 mount_tmpfs "$T/db" 4m 0700
 EOPNOTSUPP="Operation not supported"
 
-sys=$T/sys
-devices=$sys/bus/pci/devices
 PFA=0000:41:00.0 PFB=0000:42:00.0
 VFA=(0000:41:00.1 0000:41:00.2 0000:41:00.3)
 VFB=(0000:42:00.1)
-links() { # links PF VF...: virtfnN of PF for each VF, sriov_numvfs
-	local pf=$1 i=0
-	shift
-	for vf in "$@"; do
-		ln -sfn "../$vf" "$devices/$pf/virtfn$i"
-		i=$((i + 1))
-	done
-	echo "$#" >"$devices/$pf/sriov_numvfs"
-}
-mkdir -p "$devices/$PFA" "$devices/$PFB"
-for vf in "${VFA[@]}" "${VFB[@]}"; do
-	mkdir -p "$devices/$vf"
-	ln -s "../${vf%.*}.0" "$devices/$vf/physfn"
-done
-links "$PFA" "${VFA[@]}"
-links "$PFB" "${VFB[@]}"
+fake_sysfs "${VFA[@]}" "${VFB[@]}"
+fake_virtfns "$PFA" "${VFA[@]}"
+fake_virtfns "$PFB" "${VFB[@]}"
 
 # The stand-in: $T/mode says what it does (ok, fail, hang, missing, gate).
 mkdir -m 0755 "$T/bin"
@@ -95,7 +80,6 @@ quarantine() { # quarantine VF: two distinct failed assignments
 GA=$MNT/gpus/$PFA GB=$MNT/gpus/$PFB
 
 # --- without a program nothing is ever run
-DAEMON_ARGS+=(--sysfs-root "$sys")
 start_daemon
 for vf in "${VFA[@]}" "${VFB[@]}"; do mkdir "$MNT/$vf"; done
 assert_eq "$(ls "$GA" | tr '\n' ' ')" "drain history recover state vfs " "a GPU's files"
@@ -198,7 +182,7 @@ wait_for 10 "the timed-out program's child $hang_child to die" process_gone "$ha
 hang_pid=$(tail -n 1 "$T/calls" | cut -d' ' -f1)
 wait_for 10 "the timed-out program $hang_pid to die" process_gone "$hang_pid"
 cycle_fails missing vf_missing "VF ${VFA[2]} did not come back \(1 of 3 missing\)"
-links "$PFA" "${VFA[@]}"
+fake_virtfns "$PFA" "${VFA[@]}"
 grep -q "recovery failed (timeout)" "$DAEMON_LOG" || fail "no failure line"
 
 # --- observe mode runs nothing
