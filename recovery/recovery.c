@@ -694,9 +694,16 @@ int recovery_request(struct recovery *r, const char *parent, int64_t uid, const 
 
 void recovery_store_changed(struct recovery *r, unsigned bits)
 {
-	if (r && atomic_load(&r->running) &&
-	    (bits & (STORE_CHANGE_QUARANTINE | STORE_CHANGE_CLAIMS | STORE_CHANGE_RESERVATION |
-		     STORE_CHANGE_GPU | STORE_CHANGE_AUTO_RECOVER | STORE_CHANGE_MODE |
-		     STORE_CHANGE_STATUS)))
+	/* a GPU's phase (a cycle asked for), the setting, the mode and the
+	 * store's availability always; quarantines and claims only matter to
+	 * the automatic policy, and a busy host has many */
+	unsigned always = STORE_CHANGE_GPU | STORE_CHANGE_AUTO_RECOVER | STORE_CHANGE_MODE |
+			  STORE_CHANGE_STATUS;
+	unsigned policy = STORE_CHANGE_QUARANTINE | STORE_CHANGE_CLAIMS | STORE_CHANGE_RESERVATION;
+
+	if (!r || !atomic_load(&r->running))
+		return;
+	if ((bits & always) ||
+	    ((bits & policy) && r->program && store_auto_recover_get(r->store) > 0))
 		kick(r);
 }

@@ -46,6 +46,21 @@ static int read_db_ready(struct store *s)
 	return 0;
 }
 
+/* read_lock held.  sql on the listing connection, ?1 bound to key (a VF's
+ * or a GPU's address) and ?2, when the statement has it, to max.  An
+ * SQLite result code. */
+static int listing_prepare(struct store *s, const char *sql, const char *key, size_t max,
+			   sqlite3_stmt **st)
+{
+	int rc = sqlite3_prepare_v2(s->read_db, sql, -1, st, NULL);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_bind_text(*st, 1, key, -1, SQLITE_STATIC);
+	if (rc == SQLITE_OK && sqlite3_bind_parameter_count(*st) >= 2)
+		rc = sqlite3_bind_int64(*st, 2, (int64_t)MIN(max, (size_t)INT64_MAX));
+	return rc;
+}
+
 /* read_lock held.  One statement, so one read transaction: the VF's
  * existence and its failures come from the same committed state.  Zero rows:
  * no such VF; one row with a NULL id: a VF without failures. */
@@ -57,14 +72,11 @@ static int read_failures(struct store *s, const char *vf, struct store_failure *
 	bool found = false;
 	int rc;
 
-	rc = sqlite3_prepare_v2(
-		s->read_db,
-		"SELECT f.id, f.reported_at, f.instance_id, f.assigned_at, f.message"
-		" FROM vfs v LEFT JOIN failures f ON f.vf_id = v.id AND f." FAILURE_LIVE
-		" WHERE v.address = ? ORDER BY f.id",
-		-1, &st, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_text(st, 1, vf, -1, SQLITE_STATIC);
+	rc = listing_prepare(s,
+			     "SELECT f.id, f.reported_at, f.instance_id, f.assigned_at, f.message"
+			     " FROM vfs v LEFT JOIN failures f ON f.vf_id = v.id AND f." FAILURE_LIVE
+			     " WHERE v.address = ?1 ORDER BY f.id",
+			     vf, 0, &st);
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		found = true;
 		rc = SQLITE_OK;
@@ -112,8 +124,8 @@ static int read_history(struct store *s, const char *vf, size_t max,
 	list = calloc(MAX(max, (size_t)1), sizeof(*list));
 	if (!list)
 		return -ENOMEM;
-	rc = sqlite3_prepare_v2(
-		s->read_db,
+	rc = listing_prepare(
+		s,
 		"WITH v AS (SELECT id FROM vfs WHERE address = ?1),"
 		" h AS (SELECT 0 AS kind, c.id AS rid, c.claimed_at AS at, c.instance_id AS inst,"
 		"  '' AS assigned, c.released_at AS ended, c.ended AS how, c.released_by AS by,"
@@ -132,11 +144,7 @@ static int read_history(struct store *s, const char *vf, size_t max,
 		" SELECT r.kind, r.at, r.inst, r.assigned, r.ended, r.how, r.by, r.msg, r.total,"
 		" r.sb"
 		" FROM v LEFT JOIN r ON 1 ORDER BY r.at, r.kind, r.rid",
-		-1, &st, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_text(st, 1, vf, -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 2, (int64_t)MIN(max, (size_t)INT64_MAX));
+		vf, max, &st);
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		found = true;
 		rc = SQLITE_OK;
@@ -194,16 +202,12 @@ static int read_gpu_history(struct store *s, const char *parent, size_t max,
 	list = calloc(MAX(max, (size_t)1), sizeof(*list));
 	if (!list)
 		return -ENOMEM;
-	rc = sqlite3_prepare_v2(
-		s->read_db,
+	rc = listing_prepare(
+		s,
 		"SELECT at, event, by, total, detail FROM (SELECT id, at, event, by, detail,"
 		" COUNT(*) OVER () AS total FROM gpu_history WHERE parent = ?1"
 		" ORDER BY id DESC LIMIT ?2) ORDER BY id",
-		-1, &st, NULL);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_text(st, 1, parent, -1, SQLITE_STATIC);
-	if (rc == SQLITE_OK)
-		rc = sqlite3_bind_int64(st, 2, (int64_t)MIN(max, (size_t)INT64_MAX));
+		parent, max, &st);
 	while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
 		rc = SQLITE_OK;
 		if (n == max)

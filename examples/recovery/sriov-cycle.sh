@@ -223,32 +223,30 @@ else
 	say "no systemctl: no service stopped"
 fi
 
-if [[ -n $sriov_manage ]]; then
-	step="sriov-manage -d $pf"
-	say "$step"
-	run "$sriov_manage" -d "$pf" ||
-		die "$step failed: $last; check dmesg and what still holds the GPU (nvidia-smi), cycle SR-IOV by hand, $manual"
-else
-	step="echo 0 > $numvfs_file"
-	say "$step"
-	set_numvfs 0 ||
-		die "$step failed: $last; check dmesg and what still holds the GPU (nvidia-smi), cycle SR-IOV by hand, $manual"
-fi
+# sriov off|on: disable or enable SR-IOV, through sriov-manage when there
+# is one, else sriov_numvfs; $step says which.
+sriov() {
+	local flag=-d count=0
+	[[ $1 == off ]] || { flag=-e; count=$n; }
+	if [[ -n $sriov_manage ]]; then
+		step="sriov-manage $flag $pf"
+		say "$step"
+		run "$sriov_manage" "$flag" "$pf"
+	else
+		step="echo $count > $numvfs_file"
+		say "$step"
+		set_numvfs "$count"
+	fi
+}
+
+sriov off ||
+	die "$step failed: $last; check dmesg and what still holds the GPU (nvidia-smi), cycle SR-IOV by hand, $manual"
 step="waiting for the VFs to go"
 wait_vfs gone ||
 	die "$have VFs still present $wait_s s after disabling SR-IOV; check dmesg, cycle SR-IOV by hand, $manual"
 
-if [[ -n $sriov_manage ]]; then
-	step="sriov-manage -e $pf"
-	say "$step"
-	run "$sriov_manage" -e "$pf" ||
-		die "$step failed: $last; SR-IOV is off on this GPU: check dmesg, enable it by hand (sriov-manage -e $pf), $manual"
-else
-	step="echo $n > $numvfs_file"
-	say "$step"
-	set_numvfs "$n" ||
-		die "$step failed: $last; SR-IOV is off on this GPU: check dmesg, enable it by hand ($step), $manual"
-fi
+sriov on ||
+	die "$step failed: $last; SR-IOV is off on this GPU: check dmesg, enable it by hand ($step), $manual"
 step="waiting for the VFs to come back"
 wait_vfs back ||
 	die "only $have of $n VFs back $wait_s s after enabling SR-IOV; check dmesg and ls -l $dev/virtfn*, $manual"
