@@ -17,7 +17,8 @@
 #     the GPU failed (interrupted) and does not run the program again;
 #   - observe mode runs nothing; one GPU recovers at a time;
 #   - auto_recover drains a GPU with enough quarantined VFs, waits for its
-#     VMs to leave, cycles it, and never retries a failed cycle.
+#     VMs to leave, cycles it, and never retries a failed cycle;
+#   - docs/interface.md's drain and cycle examples work as printed (dash).
 source "$(dirname "$0")/lib.sh"
 require_fuse
 mount_tmpfs "$T/db" 4m 0700
@@ -259,6 +260,23 @@ quarantine "${VFB[0]}" # makes the other GPU the policy's: it comes after PFA
 wait_state "$PFB" failed
 assert_cat "$GA/state" serving
 assert_eq "$(calls)" "$((n + 1))" "calls: the other GPU only"
+# --- docs/interface.md's drain and cycle, as printed (dash), on this mount
+put "$GA/drain" 0
+echo ok >"$T/mode"
+command -v inotifywait >/dev/null || fail "inotifywait (inotify-tools) is missing"
+blocks=$(sed -n '/^## Per GPU/,/^## /p' "$VFHEALTH_SOURCE_ROOT/docs/interface.md" |
+	awk -v dir="$T" '/^```sh$/ { on = 1; n++; next } /^```/ { on = 0 } on { print > (dir "/block" n) }' &&
+	ls "$T"/block*)
+assert_eq "$(wc -l <<<"$blocks")" 2 "shell blocks in interface.md's Per GPU section"
+touch "$MNT/${VFA[2]}/assignments/vm-docs" # in service: its hold was lifted above
+sed "s|/run/vfhealth|$MNT|g" "$T/block1" >"$T/drain.sh"
+background dash "$T/drain.sh"
+wait_state "$PFA" draining
+rm "$MNT/${VFA[2]}/assignments/vm-docs" # the VM leaves: the example returns
+wait_for 10 "the drain example to return" process_gone "${BG_PIDS[-1]}"
+assert_cat "$GA/state" drained
+assert_eq "$(sed "s|/run/vfhealth|$MNT|g" "$T/block2" | dash)" serving "the cycle example's output"
+
 check_sanitizers
 stop_daemon
 echo "ok"
