@@ -63,15 +63,20 @@ DB=$disk/vfhealth.db
 start_daemon --threshold 1000 --no-sentinel
 vf=$(vf_name 5)
 
-# The same tree on tmpfs: 1024 directories of the same files, the same top files.
+# The same tree on tmpfs: 1024 directories of the same files, the same top
+# files, their names taken from the mount so that a new file cannot make
+# the two listings differ.
 tree=$shm/tree
 mkdir -p "$tree"
-for f in threshold quarantined resources status max_quarantined metrics held_back allocatable claims mode; do echo 0 >"$tree/$f"; done
+mapfile -t top_files < <(find "$mnt" -mindepth 1 -maxdepth 1 -type f -printf '%f\n')
+mapfile -t vf_files < <(find "$mnt/$vf" -mindepth 1 -maxdepth 1 -type f -printf '%f\n')
+((${#top_files[@]} > 5 && ${#vf_files[@]} > 5)) || fail "the mount lists ${#top_files[@]} top files, ${#vf_files[@]} VF files"
+for f in "${top_files[@]}"; do echo 0 >"$tree/$f"; done
 mkdir "$tree/gpus" # no parent GPU registered: empty, as the mount's
 for ((i = 0; i < 1024; i++)); do
 	d=$tree/$(vf_name $i)
 	mkdir -p "$d/assignments"
-	for f in tally quarantined failures report state since parent history; do echo 0 >"$d/$f"; done
+	for f in "${vf_files[@]}"; do echo 0 >"$d/$f"; done
 done
 
 # A shared machine's speed drifts within seconds: each figure and its limit
