@@ -100,6 +100,7 @@ void handle_free(struct vffs *fs, struct vhandle *h)
 	budget_release(fs->budget, h->open_uid, h->snapshot_len);
 	budget_release(fs->budget, h->open_uid, h->open_charge);
 	pthread_mutex_destroy(&h->lock);
+	pthread_mutex_destroy(&h->outcome_lock);
 	free(h->snapshot);
 	free(h);
 }
@@ -117,6 +118,7 @@ struct vhandle *handle_new(struct vffs *fs, const struct vnode *n, bool created,
 	if (!h)
 		return NULL;
 	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_init(&h->outcome_lock, NULL);
 	open_link_add(fs, &h->link, handle_free_link);
 	h->kind = n->kind;
 	h->index = n->index;
@@ -192,8 +194,11 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * keep_cache): the read reaches us and fails closed. */
 	h->cached = !writing && f && vfile_page_cached(f) && !from_notifier(fs, req) &&
 		    store_status(fs->store, NULL, 0);
-	/* Claims and placement files render from memory (loop.c) */
-	h->read_inline = !writing && (n.kind == VN_CLAIM || (f && (f->flags & VFILE_PLACEMENT)));
+	/* Claims and placement files render from memory, an outcome is a copy
+	 * (loop.c) */
+	h->read_inline = (!writing &&
+			  (n.kind == VN_CLAIM || (f && (f->flags & VFILE_PLACEMENT)))) ||
+			 (f && (f->flags & VFILE_OUTCOME));
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = !h->cached;
 	/* Only a claim opened for writing acts on close (claims.h): no other
@@ -272,12 +277,8 @@ static int handle_render(struct vffs *fs, struct vhandle *h, enum store_read rea
 	case VN_VF_ENTRY:
 	case VN_GPU_ENTRY: {
 		const struct vfile *f = vfile_of(h->kind, h->index);
-		if (f->flags & VFILE_OUTCOME) {
-			if (h->outcome[0])
-				fprintf(out, "%s\n", h->outcome);
-		} else if (f->render) {
+		if (f->render) /* none for VFILE_OUTCOME: read_outcome() */
 			r = f->render(&call, out);
-		}
 		break;
 	}
 	case VN_CLAIM:
@@ -300,14 +301,43 @@ static int handle_render(struct vffs *fs, struct vhandle *h, enum store_read rea
 	return 0;
 }
 
+/* A VFILE_OUTCOME file's read: the outcome of the handle's last write, as
+ * it was when the reads began at offset 0.  Under outcome_lock alone, so a
+ * read never waits for a write's commit through the same handle and the
+ * receiving thread serves it (loop.c). */
+static void read_outcome(fuse_req_t req, struct vhandle *h, size_t size, off_t off)
+{
+	_cleanup_free_ char *reply = NULL;
+	size_t len = 0;
+	int r;
+
+	pthread_mutex_lock(&h->outcome_lock);
+	if (off == 0) {
+		int n = snprintf(h->outcome_shown, sizeof(h->outcome_shown), "%s%s", h->outcome,
+				 h->outcome[0] ? "\n" : "");
+		h->outcome_shown_len = n > 0 ? (size_t)n : 0;
+	}
+	r = copy_window(h->outcome_shown, h->outcome_shown_len, off, size, &reply, &len);
+	pthread_mutex_unlock(&h->outcome_lock);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_buf(req, reply, len);
+}
+
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct vffs *fs = req_fs(req);
 	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
+	const struct vfile *f = vfile_of(h->kind, h->index);
 	_cleanup_free_ char *reply = NULL;
 	size_t len = 0;
 	int r = 0;
 
+	if (f && (f->flags & VFILE_OUTCOME)) {
+		read_outcome(req, h, size, off);
+		return;
+	}
 	pthread_mutex_lock(&h->lock);
 	if (off == 0 || !h->rendered) {
 		r = handle_render(fs, h, read_may_repair(fs, req, h));
@@ -393,6 +423,7 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	command[size] = '\0';
 	strip_trailing_newline(command, &len);
 
+	char outcome[VFILE_OUTCOME_MAX] = "";
 	pthread_mutex_lock(&h->lock);
 	struct vfile_call call = {
 		.store = fs->store,
@@ -400,7 +431,7 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 		.recovery = fs->recovery,
 		.vf = h->vf,
 		.vf_id = h->vf_id,
-		.outcome = h->outcome,
+		.outcome = outcome,
 		.why = &why,
 		.uid = fuse_req_ctx(req)->uid,
 		.pid = fuse_req_ctx(req)->pid,
@@ -411,9 +442,13 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	case VN_VF_ENTRY:
 	case VN_GPU_ENTRY: {
 		const struct vfile *f = vfile_of(h->kind, h->index);
-		if (f && (f->flags & VFILE_OUTCOME))
-			h->outcome[0] = '\0'; /* a refused write leaves no outcome */
 		r = f && f->write ? f->write(&call, command) : -EACCES;
+		if (f && (f->flags & VFILE_OUTCOME)) {
+			/* published before the reply; a refused write leaves none */
+			pthread_mutex_lock(&h->outcome_lock);
+			snprintf(h->outcome, sizeof(h->outcome), "%s", r == 0 ? outcome : "");
+			pthread_mutex_unlock(&h->outcome_lock);
+		}
 		break;
 	}
 	default:

@@ -2,10 +2,11 @@
 /*
  * loop.c - the FUSE loop: one receiving thread reads every request from
  * /dev/fuse and serves those that never wait itself (lookups, attributes,
- * opens, listings, polls, reads of files rendered from memory, releases);
- * every request that may wait (a write, which commits and fsyncs; a
- * claim's flush and release; a read rendered from SQLite or by a writable
- * handle; a directory change) goes to a pool of workers, started as they
+ * opens, listings, polls, reads of files rendered from memory, reads of a
+ * write's outcome, releases); every request that may wait (a write, which
+ * commits and fsyncs; a claim's flush and release; a read rendered from
+ * SQLite or by any other writable handle; a directory change) goes to a
+ * pool of workers, started as they
  * are needed up to max_workers, the most recently idle woken first.
  *
  * Why not libfuse's multi-threaded loop: its idle workers all wait in the

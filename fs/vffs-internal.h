@@ -137,10 +137,17 @@ struct vhandle {
 	bool rendered;
 	bool append; /* opened O_APPEND: the kernel picks the offset */
 	bool cached; /* opened keep_cache: reads may be served by the page cache */
-	/* opened read-only on a file rendered from memory: its reads never wait
-	 * on a commit, so the FUSE loop's receiving thread serves them (loop.c) */
+	/* its reads never wait on a commit, so the FUSE loop's receiving
+	 * thread serves them (loop.c): opened read-only on a file rendered from
+	 * memory, or a VFILE_OUTCOME file (whose reads take outcome_lock only) */
 	bool read_inline;
+	/* VFILE_OUTCOME: the outcome of the last write through the handle, and
+	 * what the reads begun at offset 0 show.  outcome_lock (a leaf) guards
+	 * them and is never held across a commit, unlike `lock`. */
+	pthread_mutex_t outcome_lock;
 	char outcome[VFILE_OUTCOME_MAX];
+	char outcome_shown[VFILE_OUTCOME_MAX + 1];
+	size_t outcome_shown_len;
 	bool watched;
 	struct notify_watch watch;
 };

@@ -6,7 +6,9 @@
 # occupies, `cat` of VF/quarantined, the top-level quarantined and
 # allocatable, a VF's state, `ls -l` and `stat` are all answered, by the
 # loop's receiving thread (fs/loop.c), and show what was committed before
-# (the held report is not there yet); once the sync is let go, the write
+# (the held report is not there yet), and so is a read of a report file's
+# outcome (an outcome is a copy: it never waits for a commit, not even one
+# through the same open file); once the sync is let go, the write
 # succeeds and the report shows.  The reads have a deadline: a read queued
 # behind the commit would wait for a byte this script writes only after
 # them.
@@ -49,6 +51,7 @@ wait_for 10 "the report's commit to be held in its sync" held
 			echo "$f $(cat -- "$MNT/$f")"
 		done
 	done
+	echo "report [$(cat -- "$W/report")]"
 	grep -qx 0000:41:00.1 "$MNT/allocatable" && echo "allocatable lists 0000:41:00.1"
 	ls -l "$MNT" >/dev/null && echo "ls -l"
 	stat "$V/state" "$W/quarantined" >/dev/null && echo "stat"
@@ -62,7 +65,7 @@ for i in 1 2 3; do
 	expected+="0000:41:00.2/quarantined 1"$'\n'"0000:41:00.1/quarantined 0"$'\n'
 	expected+="quarantined 0000:41:00.2"$'\n'"0000:41:00.1/state ok"$'\n'
 done
-expected+="allocatable lists 0000:41:00.1"$'\n'"ls -l"$'\n'"stat"$'\n'"done"
+expected+="report []"$'\n'"allocatable lists 0000:41:00.1"$'\n'"ls -l"$'\n'"stat"$'\n'"done"
 assert_eq "$(cat "$T/reads")" "$expected" "what the reads returned while a commit was held"
 
 let_go
