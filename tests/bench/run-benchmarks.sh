@@ -24,6 +24,7 @@ vfbench=${VFBENCH:?VFBENCH must name vfbench (set by meson)}
 agent_bin=${VFHEALTH_AGENT:?}
 adversary_bin=${ADVERSARY:?ADVERSARY must name the adversary (set by meson)}
 : "${FUSEFLOOR:?FUSEFLOOR must name fusefloor (set by meson)}"
+: "${REPORTFLOOR:?REPORTFLOOR must name reportfloor (set by meson)}"
 require_fuse
 
 ls_rounds=${BENCH_LS_ROUNDS:-200}
@@ -154,6 +155,22 @@ figure ingest_1_writer "$one" reports/s "$bare" reports/s ">=" 0.8
 cp -- "$shm/v1024.db" "$disk/store-alone.db"
 echo "#   (the store alone, no mount: $("$vfbench" store "$disk/store-alone.db" "$ingest_1" 600 2>/dev/null) reports/s;" \
 	"bare SQLite just after: $("$vfbench" sqlite "$disk/baseline.db" "$ingest_1") reports/s)"
+# The floor of a report through FUSE on this machine (reportfloor.c): a
+# server mounted as vfhealthd mounts whose write only commits the bare
+# loop's row, in alternating pairs with the bare loop: what any FUSE file
+# interface pays for its round trips before doing anything of its own.
+rfloor=$T/rfloor
+mkdir -p "$rfloor"
+background "$REPORTFLOOR" "$rfloor" "$disk/floor.db"
+EXTRA_MOUNTS+=("$rfloor")
+wait_for 10 "reportfloor to mount" is_mounted "$rfloor"
+read -r rf rbare < <(paired ingest_floor \
+	'"$vfbench" reports "$rfloor/report" "$ingest_1"' \
+	'"$vfbench" sqlite "$disk/baseline.db" "$ingest_1"' 2>"$T/pairs")
+cat "$T/pairs"
+echo "#   (the floor of a report through FUSE, reportfloor.c: $rf reports/s against the bare loop's $rbare," \
+	"$(awk -v a="$rf" -v b="$rbare" 'BEGIN { printf "%.2f", a / b }')x, the median pair;" \
+	"the mount's figure is $(awk -v a="$one" -v b="$bare" -v f="$rf" -v fb="$rbare" 'BEGIN { printf "%.2f", (a / b) / (f / fb) }')x the floor's ratio)"
 ((16 + 64 * pairs_n <= 512)) || fail "BENCH_PAIRS=$pairs_n: not enough fresh VFs"
 read -r many one < <(paired ingest_64_writers \
 	'"$vfbench" ingest "$mnt" 64 "$ingest_64" $((16 + 64 * i))' \

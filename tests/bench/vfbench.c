@@ -19,10 +19,11 @@
  *                                         VF (the FIRST-th VF under MOUNT on, default 0;
  *                                         a run on fresh VFs is not quarantined by an
  *                                         earlier one), COUNT reports in all
- *   vfbench sqlite DB COUNT               the same rows committed one by one by a bare
- *                                         SQLite loop (WAL, synchronous=FULL, BEGIN
- *                                         IMMEDIATE, the store's failures table), timed
- *                                         after COUNT untimed commits and a checkpoint
+ *   vfbench reports FILE COUNT            the same, one writer, through one FILE (the
+ *                                         report file of reportfloor.c)
+ *   vfbench sqlite DB COUNT               the same rows committed one by one by the bare
+ *                                         SQLite loop (barecommit.h), timed after COUNT
+ *                                         untimed commits and a checkpoint
  *   vfbench store DB COUNT VF             the same reports through the store's API alone
  *                                         (no mount), to the VF-th VF of a populated DB,
  *                                         timed after 400 untimed ones to the next VF
@@ -38,9 +39,6 @@
  * caller set) and timing from a shared start barrier to the last
  * acknowledgement.  No shared state after the barrier but an atomic counter.
  * The threads are joined before the figure is printed.
- *
- * The baseline loop is the only code outside store/ that includes
- * sqlite3.h: it is what the store is measured against.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -56,7 +54,7 @@
 #include <unistd.h>
 #include <limits.h>
 
-#include <sqlite3.h>
+#include "barecommit.h"
 
 #include "grammar/assignment.h"
 #include "store/store.h"
@@ -234,31 +232,49 @@ struct writer {
 
 static pthread_barrier_t start_barrier;
 
+/* One durable report through REPORT: open, write, read the outcome back,
+ * close.  0 or an errno. */
+static int report_once(const char *report, unsigned writer, unsigned i)
+{
+	char command[256], at[RFC3339_BUFSZ], outcome[128];
+	int fd = open(report, O_RDWR | O_CLOEXEC), r = 0;
+
+	if (fd < 0)
+		return errno;
+	rfc3339_now(at);
+	int n = snprintf(command, sizeof(command),
+			 "failed bench-%u-%u %s NVRM: RmInitAdapter failed! (0x22:0x65:884)",
+			 writer, i, at);
+	if (write(fd, command, (size_t)n) != n || pread(fd, outcome, sizeof(outcome), 0) <= 0)
+		r = errno ? errno : EIO;
+	close(fd);
+	return r;
+}
+
 static void *writer_main(void *arg)
 {
 	struct writer *w = arg;
-	char command[256], at[RFC3339_BUFSZ], outcome[128];
 
 	pthread_barrier_wait(&start_barrier);
-	for (unsigned i = 0; i < w->count; i++) {
-		int fd = open(w->report, O_RDWR | O_CLOEXEC);
-		if (fd < 0) {
-			w->error = errno;
-			return NULL;
-		}
-		rfc3339_now(at);
-		int n = snprintf(command, sizeof(command),
-				 "failed bench-%u-%u %s NVRM: RmInitAdapter failed! (0x22:0x65:884)",
-				 w->index, i, at);
-		if (write(fd, command, (size_t)n) != n ||
-		    pread(fd, outcome, sizeof(outcome), 0) <= 0) {
-			w->error = errno;
-			close(fd);
-			return NULL;
-		}
-		close(fd);
-	}
+	for (unsigned i = 0; i < w->count && !w->error; i++)
+		w->error = report_once(w->report, w->index, i);
 	return NULL;
+}
+
+/* COUNT reports through one file, one at a time (the floor's: reportfloor.c). */
+static int cmd_reports(const char *report, unsigned count)
+{
+	int64_t t0 = monotonic_ns();
+
+	for (unsigned i = 0; i < count; i++) {
+		int r = report_once(report, 0, i);
+		if (r) {
+			fprintf(stderr, "vfbench: %s: %s\n", report, strerror(r));
+			return 1;
+		}
+	}
+	printf("%.1f\n", (double)count * 1e9 / (double)(monotonic_ns() - t0));
+	return 0;
 }
 
 static int cmd_ingest(const char *mount, unsigned writers, unsigned count, size_t first)
@@ -303,65 +319,18 @@ static int cmd_ingest(const char *mount, unsigned writers, unsigned count, size_
 
 static int cmd_sqlite(const char *path, unsigned count)
 {
-	sqlite3 *db = NULL;
-	sqlite3_stmt *ins = NULL;
-	char at[RFC3339_BUFSZ], now[RFC3339_BUFSZ], id[64];
-	int rc;
+	struct bare_loop *b = NULL;
 
-	unlink(path);
-	if (sqlite3_open(path, &db) != SQLITE_OK)
+	if (bare_open(path, count, &b) < 0)
 		return 1;
-	rc = sqlite3_exec(
-		db,
-		"PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
-		"CREATE TABLE failures (id INTEGER PRIMARY KEY AUTOINCREMENT,"
-		" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"
-		" reported_at TEXT NOT NULL, message TEXT NOT NULL,"
-		" UNIQUE (vf_id, instance_id, assigned_at));",
-		NULL, NULL, NULL);
-	if (rc != SQLITE_OK ||
-	    sqlite3_prepare_v2(db,
-			       "INSERT INTO failures (vf_id, instance_id, assigned_at, reported_at, "
-			       "message) VALUES (?, ?, ?, ?, ?)",
-			       -1, &ins, NULL) != SQLITE_OK) {
-		fprintf(stderr, "vfbench: %s\n", sqlite3_errmsg(db));
-		return 1;
-	}
-	/* A first pass, not timed, then a checkpoint that restarts the WAL: the
-	 * timed pass overwrites WAL frames already on disk, as a long-running
-	 * store's commits do, instead of growing a new file (an fdatasync that
-	 * also syncs the file's size, which would flatter the mount). */
-	int64_t t0 = 0;
-	for (unsigned i = 0; i < 2 * count; i++) {
-		if (i == count) {
-			if (sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_RESTART, NULL,
-						      NULL) != SQLITE_OK) {
-				fprintf(stderr, "vfbench: %s\n", sqlite3_errmsg(db));
-				return 1;
-			}
-			t0 = monotonic_ns();
-		}
-		snprintf(id, sizeof(id), "bench-0-%u", i);
-		rfc3339_now(at);
-		rfc3339_now(now);
-		if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-			return 1;
-		sqlite3_bind_int64(ins, 1, i % 64 + 1);
-		sqlite3_bind_text(ins, 2, id, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(ins, 3, at, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(ins, 4, now, -1, SQLITE_TRANSIENT);
-		sqlite3_bind_text(ins, 5, "NVRM: RmInitAdapter failed! (0x22:0x65:884)", -1,
-				  SQLITE_STATIC);
-		if (sqlite3_step(ins) != SQLITE_DONE ||
-		    sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-			fprintf(stderr, "vfbench: %s\n", sqlite3_errmsg(db));
+	int64_t t0 = monotonic_ns();
+	for (unsigned i = 0; i < count; i++)
+		if (bare_commit(b) < 0) {
+			bare_close(b);
 			return 1;
 		}
-		sqlite3_reset(ins);
-	}
 	int64_t elapsed = monotonic_ns() - t0;
-	sqlite3_finalize(ins);
-	sqlite3_close(db);
+	bare_close(b);
 	printf("%.1f\n", (double)count * 1e9 / (double)elapsed);
 	return 0;
 }
@@ -484,6 +453,9 @@ int main(int argc, char **argv)
 	    parse_uint64(argv[4], 1, 10000000, &b) == 0 &&
 	    (argc == 5 || parse_uint64(argv[5], 0, BENCH_VFS_MAX, &c) == 0))
 		return cmd_ingest(argv[2], (unsigned)a, (unsigned)b, (size_t)c);
+	if (argc == 4 && strcmp(argv[1], "reports") == 0 &&
+	    parse_uint64(argv[3], 1, 10000000, &a) == 0)
+		return cmd_reports(argv[2], (unsigned)a);
 	if (argc == 4 && strcmp(argv[1], "sqlite") == 0 &&
 	    parse_uint64(argv[3], 1, 10000000, &a) == 0)
 		return cmd_sqlite(argv[2], (unsigned)a);
