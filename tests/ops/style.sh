@@ -2,10 +2,15 @@
 # style.sh - every C file of the tree is formatted as .clang-format says
 # (`clang-format --dry-run --Werror`), so that a reader sees one style and a
 # diff shows only what changed.  Run `clang-format -i FILE` to fix one.
+# And no file of the tree keeps a merge's conflict markers (a document is
+# not compiled, so nothing else would notice).
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 
 cd "$source_root"
+conflicts=$(grep -rlE --exclude-dir='.git' --exclude-dir='build*' --exclude-dir='subprojects' \
+	'^(<{7}|>{7})( |$)|^={7}$' . || true)
+[[ -z $conflicts ]] || fail "merge conflict markers left in: $(tr '\n' ' ' <<<"$conflicts")"
 command -v clang-format >/dev/null || skip "clang-format not installed (Debian: clang-format)"
 [[ -f .clang-format ]] || fail "no .clang-format at the top of the tree"
 mapfile -t files < <(find common proto grammar store fs sentinel recovery daemon guest-agent tests \
