@@ -371,6 +371,18 @@ static const char *handle_path(const struct vhandle *h, char *buf, size_t size)
 	}
 }
 
+/* What a read of a VFILE_OUTCOME handle shows from now on (read_outcome()). */
+static void publish_outcome(struct vhandle *h, const char *outcome)
+{
+	const struct vfile *f = vfile_of(h->kind, h->index);
+
+	if (!f || !(f->flags & VFILE_OUTCOME))
+		return;
+	pthread_mutex_lock(&h->outcome_lock);
+	snprintf(h->outcome, sizeof(h->outcome), "%s", outcome);
+	pthread_mutex_unlock(&h->outcome_lock);
+}
+
 void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 	      struct fuse_file_info *fi)
 {
@@ -378,7 +390,7 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	struct vhandle *h = (struct vhandle *)(uintptr_t)fi->fh;
 	_cleanup_free_ char *command = NULL;
 	const char *why = NULL;
-	char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32];
+	char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32], outcome[VFILE_OUTCOME_MAX] = "";
 	size_t len = size;
 	bool unchanged = false;
 	int r = -EINVAL;
@@ -423,7 +435,6 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	command[size] = '\0';
 	strip_trailing_newline(command, &len);
 
-	char outcome[VFILE_OUTCOME_MAX] = "";
 	pthread_mutex_lock(&h->lock);
 	struct vfile_call call = {
 		.store = fs->store,
@@ -443,12 +454,6 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	case VN_GPU_ENTRY: {
 		const struct vfile *f = vfile_of(h->kind, h->index);
 		r = f && f->write ? f->write(&call, command) : -EACCES;
-		if (f && (f->flags & VFILE_OUTCOME)) {
-			/* published before the reply; a refused write leaves none */
-			pthread_mutex_lock(&h->outcome_lock);
-			snprintf(h->outcome, sizeof(h->outcome), "%s", r == 0 ? outcome : "");
-			pthread_mutex_unlock(&h->outcome_lock);
-		}
 		break;
 	}
 	default:
@@ -456,6 +461,9 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	}
 	pthread_mutex_unlock(&h->lock);
 out:
+	/* Published before the reply; a refused write, for whatever reason,
+	 * leaves none, so no reader takes an earlier write's for its answer. */
+	publish_outcome(h, r == 0 ? outcome : "");
 	if (r < 0 && why)
 		log_refused(req, "write to", handle_path(h, path, sizeof(path)), why);
 	/* the operator's files at notice; reports (VFILE_OUTCOME) and claims at info */

@@ -79,6 +79,15 @@ expect_err "$EINVAL" putf "$V/report" 'failed vm-5 %s a\nsecond line' "$T0"
 expect_err "$EINVAL" "$VFTOOL" write-read "$V/report" "failed vm-$(head -c 129 /dev/zero | tr '\0' x) $T0"
 assert_cat "$V/tally" 1
 assert_eq "$(wc -l <"$V/failures")" 1 "failures after bad reports"
+# Through one open file: each read shows its last write's outcome, and a
+# refused write leaves none (not the accepted one before it): refused as
+# a bad command (opened O_APPEND, so every write is a command), or for
+# not being at offset 0 (the second write of a descriptor without it).
+assert_eq "$("$VFTOOL" write-reads --append "$V/report" "failed vm-4 $T1 keep" "failed vm-5" \
+	"ok vm-8 $T0")" "ok: unchanged failures=1 threshold=2"$'\n'"$EINVAL: "$'\n'"ok: cleared=0 rescinded=0" \
+	"outcomes through one open file"
+assert_eq "$("$VFTOOL" write-reads "$V/report" "failed vm-4 $T1 keep" "ok vm-8 $T0")" \
+	"ok: unchanged failures=1 threshold=2"$'\n'"$EINVAL: " "a write past offset 0 through one open file"
 assert_cat "$V/quarantined" 0
 
 # A success for the oldest failure clears just that one; the quarantine

@@ -15,6 +15,11 @@
  *       open FILE read-write, write TEXT with one write(2), then pread() from
  *       offset 0 on the same open file and print what it says.  A failing
  *       write prints strerror and exits 1.
+ *   vftool write-reads [--append] FILE TEXT...
+ *       open FILE read-write once (O_APPEND with --append, as `>>` opens);
+ *       for each TEXT, one write(2) at the descriptor's offset, then a
+ *       pread() from offset 0, and one line: "ok" or the write's strerror,
+ *       ": ", and what the read says without its newline.
  *   vftool write-at FILE OFFSET TEXT
  *       one pwrite(2) at OFFSET; prints strerror and exits 1 on failure.
  *   vftool notify-listen SOCKET TIMEOUT_MS [LOG]
@@ -153,6 +158,29 @@ static int cmd_write_read(const char *path, const char *text)
 	return 0;
 }
 
+static int cmd_write_reads(const char *path, bool append, char **texts, size_t n)
+{
+	static char buf[1 << 16];
+	_cleanup_close_ int fd = open(path, O_RDWR | O_CLOEXEC | (append ? O_APPEND : 0));
+
+	if (fd < 0) {
+		printf("%s\n", strerror(errno));
+		return 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		ssize_t w = write(fd, texts[i], strlen(texts[i]));
+		const char *said = w < 0 ? strerror(errno) : "ok";
+		int r = read_all(fd, buf, sizeof(buf));
+		if (r < 0) {
+			printf("read: %s\n", strerror(-r));
+			return 1;
+		}
+		buf[strcspn(buf, "\n")] = '\0';
+		printf("%s: %s\n", said, buf);
+	}
+	return 0;
+}
+
 static int cmd_write_at(const char *path, const char *offset, const char *text)
 {
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -286,6 +314,10 @@ int main(int argc, char **argv)
 		return cmd_poll(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
 	if (argc == 4 && strcmp(argv[1], "write-read") == 0)
 		return cmd_write_read(argv[2], argv[3]);
+	if (argc >= 5 && strcmp(argv[1], "write-reads") == 0 && strcmp(argv[2], "--append") == 0)
+		return cmd_write_reads(argv[3], true, argv + 4, (size_t)argc - 4);
+	if (argc >= 4 && strcmp(argv[1], "write-reads") == 0)
+		return cmd_write_reads(argv[2], false, argv + 3, (size_t)argc - 3);
 	if (argc == 5 && strcmp(argv[1], "write-at") == 0)
 		return cmd_write_at(argv[2], argv[3], argv[4]);
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "notify-listen") == 0)
@@ -294,6 +326,7 @@ int main(int argc, char **argv)
 		return cmd_hold(argv[2], argv[3]);
 	fprintf(stderr,
 		"usage: vftool poll FILE TIMEOUT_MS [EXPECTED] | write-read FILE TEXT |\n"
+		"       write-reads [--append] FILE TEXT... |\n"
 		"       write-at FILE OFFSET TEXT | notify-listen SOCKET TIMEOUT_MS [LOG] |\n"
 		"       hold FILE COUNT\n");
 	return 2;
