@@ -37,7 +37,10 @@ mkfifo "$gate"
 exec 9<>"$gate"
 let_go() { rm -f -- "$gate"; { printf x >&9; } 2>/dev/null || true; }
 on_exit let_go
-put "$V/report" "failed vm-1 2026-11-29T07:00:00Z held" >"$T/writer.out" 2>&1 &
+# The report goes through descriptor 8, which the reads below share: the
+# same open file as the held write.
+exec 8<>"$V/report"
+/bin/echo "failed vm-1 2026-11-29T07:00:00Z held" >&8 2>"$T/writer.out" &
 writer=$!
 held() { ls -l "/proc/$DAEMON_PID/fd" 2>/dev/null | grep -q -- "-> $gate\$"; }
 wait_for 10 "the report's commit to be held in its sync" held
@@ -52,6 +55,7 @@ wait_for 10 "the report's commit to be held in its sync" held
 		done
 	done
 	echo "report [$(cat -- "$W/report")]"
+	echo "held report's open file [$("$VFTOOL" pread-fd 8)]"
 	grep -qx 0000:41:00.1 "$MNT/allocatable" && echo "allocatable lists 0000:41:00.1"
 	ls -l "$MNT" >/dev/null && echo "ls -l"
 	stat "$V/state" "$W/quarantined" >/dev/null && echo "stat"
@@ -65,12 +69,14 @@ for i in 1 2 3; do
 	expected+="0000:41:00.2/quarantined 1"$'\n'"0000:41:00.1/quarantined 0"$'\n'
 	expected+="quarantined 0000:41:00.2"$'\n'"0000:41:00.1/state ok"$'\n'
 done
-expected+="report []"$'\n'"allocatable lists 0000:41:00.1"$'\n'"ls -l"$'\n'"stat"$'\n'"done"
+expected+="report []"$'\n'"held report's open file []"$'\n'"allocatable lists 0000:41:00.1"$'\n'"ls -l"$'\n'"stat"$'\n'"done"
 assert_eq "$(cat "$T/reads")" "$expected" "what the reads returned while a commit was held"
 
 let_go
 exec 9>&-
 wait "$writer" || fail "the held report failed: $(cat "$T/writer.out")"
+assert_eq "$("$VFTOOL" pread-fd 8)" "recorded failures=1 threshold=3" "the held report's outcome"
+exec 8<&-
 assert_cat "$V/state" failing
 assert_cat "$V/tally" 1
 

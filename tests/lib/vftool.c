@@ -20,6 +20,11 @@
  *       for each TEXT, one write(2) at the descriptor's offset, then a
  *       pread() from offset 0, and one line: "ok" or the write's strerror,
  *       ": ", and what the read says without its newline.
+ *   vftool pread-fd FD
+ *       what a pread() from offset 0 on the inherited descriptor FD reads
+ *       (pread takes no file position lock, so it reaches the file while a
+ *       write(2) through the same open file is under way); strerror and
+ *       exit 1 when it fails.
  *   vftool write-at FILE OFFSET TEXT
  *       one pwrite(2) at OFFSET; prints strerror and exits 1 on failure.
  *   vftool notify-listen SOCKET TIMEOUT_MS [LOG]
@@ -181,6 +186,25 @@ static int cmd_write_reads(const char *path, bool append, char **texts, size_t n
 	return 0;
 }
 
+static int cmd_pread_fd(const char *fd_arg)
+{
+	static char buf[1 << 16];
+	uint64_t fd;
+	int r;
+
+	if (parse_uint64(fd_arg, 0, INT32_MAX, &fd) < 0) {
+		fprintf(stderr, "bad descriptor '%s'\n", fd_arg);
+		return 2;
+	}
+	r = read_all((int)fd, buf, sizeof(buf));
+	if (r < 0) {
+		printf("%s\n", strerror(-r));
+		return 1;
+	}
+	fputs(buf, stdout);
+	return 0;
+}
+
 static int cmd_write_at(const char *path, const char *offset, const char *text)
 {
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -318,6 +342,8 @@ int main(int argc, char **argv)
 		return cmd_write_reads(argv[3], true, argv + 4, (size_t)argc - 4);
 	if (argc >= 4 && strcmp(argv[1], "write-reads") == 0)
 		return cmd_write_reads(argv[2], false, argv + 3, (size_t)argc - 3);
+	if (argc == 3 && strcmp(argv[1], "pread-fd") == 0)
+		return cmd_pread_fd(argv[2]);
 	if (argc == 5 && strcmp(argv[1], "write-at") == 0)
 		return cmd_write_at(argv[2], argv[3], argv[4]);
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "notify-listen") == 0)
@@ -326,7 +352,7 @@ int main(int argc, char **argv)
 		return cmd_hold(argv[2], argv[3]);
 	fprintf(stderr,
 		"usage: vftool poll FILE TIMEOUT_MS [EXPECTED] | write-read FILE TEXT |\n"
-		"       write-reads [--append] FILE TEXT... |\n"
+		"       write-reads [--append] FILE TEXT... | pread-fd FD |\n"
 		"       write-at FILE OFFSET TEXT | notify-listen SOCKET TIMEOUT_MS [LOG] |\n"
 		"       hold FILE COUNT\n");
 	return 2;
