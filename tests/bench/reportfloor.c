@@ -13,9 +13,10 @@
  *
  *   reportfloor MOUNTPOINT DB [WORKERS]   serve until unmounted or SIGTERM
  *
- *   # reportfloor /tmp/rf /var/tmp/rf.db &
- *   # vfbench reports /tmp/rf/report 200
+ *   # mkdir -p /tmp/rf && build-rel/tests/bench/reportfloor /tmp/rf /var/tmp/rf.db &
+ *   # build-rel/tests/bench/vfbench reports /tmp/rf/report 200
  *   2614.2
+ *   # fusermount3 -u /tmp/rf
  */
 #include <errno.h>
 #include <pthread.h>
