@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fusefloor.c - the floor of a read through FUSE on this machine: a FUSE
- * server that does nothing but answer, mounted the way vfhealthd mounts (the
- * same mount options and capabilities, attributes and entries cached as
- * long), with no store, no handle, no budget: each request is one reply.
- * Two files in the root:
+ * server that does nothing but answer, mounted the way vfhealthd mounts
+ * (floor.h), with no store, no handle, no budget: each request is one
+ * reply.  Two files in the root:
  *   quarantined  "0\n", opened keep_cache, as VF/quarantined is
  *   list         the content of LIST_FILE (at most 4 KiB, read at start),
  *                size 0 and opened direct_io, as a top-level list is
@@ -21,67 +20,32 @@
  */
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include <fuse_lowlevel.h>
+#include "floor.h"
 
 #define FLOOR_INO 2
-#define FLOOR_NAME "quarantined"
 #define FLOOR_TEXT "0\n"
 #define LIST_INO 3
-#define LIST_NAME "list"
 
+static const struct floor_file files[] = {
+	{ "quarantined", 0444, sizeof(FLOOR_TEXT) - 1 },
+	{ "list", 0444, 0 },
+};
 static char list_text[4096];
 static size_t list_len;
-#define TIMEOUT_S 86400.0
-#define WORKERS 16 /* vfhealthd's default --fuse-workers */
 
-static void floor_stat(fuse_ino_t ino, struct stat *st)
+static int read_list(const char *path)
 {
-	memset(st, 0, sizeof(*st));
-	st->st_ino = ino;
-	if (ino == FUSE_ROOT_ID) {
-		st->st_mode = S_IFDIR | 0755;
-		st->st_nlink = 2;
-	} else {
-		st->st_mode = S_IFREG | 0444;
-		st->st_nlink = 1;
-		st->st_size = ino == FLOOR_INO ? (off_t)strlen(FLOOR_TEXT) : 0;
+	FILE *list = fopen(path, "re");
+
+	if (!list) {
+		perror(path);
+		return 1;
 	}
-}
-
-static void floor_init(void *userdata, struct fuse_conn_info *conn)
-{
-	(void)userdata;
-	conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_AUTO_INVAL_DATA |
-				  FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_ATOMIC_O_TRUNC);
-}
-
-static void floor_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	struct fuse_entry_param e = {
-		.ino = FLOOR_INO, .generation = 1, .attr_timeout = TIMEOUT_S, .entry_timeout = 1.0
-	};
-
-	if (parent == FUSE_ROOT_ID && strcmp(name, LIST_NAME) == 0)
-		e.ino = LIST_INO;
-	else if (parent != FUSE_ROOT_ID || strcmp(name, FLOOR_NAME) != 0) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	floor_stat(e.ino, &e.attr);
-	fuse_reply_entry(req, &e);
-}
-
-static void floor_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct stat st;
-
-	(void)fi;
-	floor_stat(ino, &st);
-	fuse_reply_attr(req, &st, TIMEOUT_S);
+	list_len = fread(list_text, 1, sizeof(list_text), list);
+	fclose(list);
+	return 0;
 }
 
 static void floor_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -117,54 +81,14 @@ static void floor_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
-static const struct fuse_lowlevel_ops floor_ops = {
-	.init = floor_init,
-	.lookup = floor_lookup,
-	.getattr = floor_getattr,
-	.open = floor_open,
-	.read = floor_read,
-	.release = floor_release,
-};
-
 int main(int argc, char **argv)
 {
-	static char dash_o[] = "-o", options[] = "allow_other,default_permissions,fsname=fusefloor";
-	char *opts[] = { argv[0], dash_o, options, NULL };
-	struct fuse_args args = FUSE_ARGS_INIT(3, opts);
-	struct fuse_loop_config *cfg;
-	struct fuse_session *se;
-	int r = 1;
+	struct fuse_lowlevel_ops ops = {
+		.open = floor_open,
+		.read = floor_read,
+		.release = floor_release,
+	};
 
-	FILE *list;
-	long workers = argc == 4 ? strtol(argv[3], NULL, 10) : WORKERS;
-
-	if ((argc != 3 && argc != 4) || workers < 0 || workers > 256) {
-		fprintf(stderr, "usage: fusefloor MOUNTPOINT LIST_FILE [WORKERS]\n");
-		return 2;
-	}
-	list = fopen(argv[2], "re");
-	if (!list) {
-		perror(argv[2]);
-		return 1;
-	}
-	list_len = fread(list_text, 1, sizeof(list_text), list);
-	fclose(list);
-	se = fuse_session_new(&args, &floor_ops, sizeof(floor_ops), NULL);
-	if (!se)
-		return 1;
-	if (fuse_set_signal_handlers(se) == 0 && fuse_session_mount(se, argv[1]) == 0) {
-		cfg = workers ? fuse_loop_cfg_create() : NULL;
-		if (cfg) {
-			fuse_loop_cfg_set_clone_fd(cfg, 0);
-			fuse_loop_cfg_set_max_threads(cfg, (unsigned)workers);
-			r = fuse_session_loop_mt(se, cfg) < 0;
-			fuse_loop_cfg_destroy(cfg);
-		} else if (!workers) {
-			r = fuse_session_loop(se) < 0;
-		}
-		fuse_session_unmount(se);
-	}
-	fuse_remove_signal_handlers(se);
-	fuse_session_destroy(se);
-	return r;
+	return floor_main(argc, argv, "fusefloor MOUNTPOINT LIST_FILE [WORKERS]", files,
+			  sizeof(files) / sizeof(files[0]), &ops, read_list);
 }

@@ -8,8 +8,7 @@
  * What vfhealthd's reports cost above this is its own; what this costs
  * above the bare loop is the round trips (OPEN, WRITE, READ) a report
  * through any FUSE file pays here (run-benchmarks.sh prints both).
- * WORKERS as in fusefloor.c (default 16, libfuse's multi-threaded loop;
- * 0 serves from one thread).
+ * Mounted and served as floor.h says (WORKERS as in fusefloor.c).
  *
  *   reportfloor MOUNTPOINT DB [WORKERS]   serve until unmounted or SIGTERM
  *
@@ -20,22 +19,16 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-#include <fuse_lowlevel.h>
 
 #include "barecommit.h"
+#include "floor.h"
 
-#define REPORT_INO 2
-#define REPORT_NAME "report"
 #define OUTCOME "recorded\n"
-#define TIMEOUT_S 86400.0
-#define WORKERS 16
 #define WARM 200 /* untimed commits before serving (barecommit.h) */
 
+static const struct floor_file files[] = { { "report", 0666, 0 } };
 static struct bare_loop *bare;
 static pthread_mutex_t bare_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -44,42 +37,9 @@ struct handle {
 	int committed;
 };
 
-static void floor_stat(fuse_ino_t ino, struct stat *st)
+static int open_bare(const char *db)
 {
-	memset(st, 0, sizeof(*st));
-	st->st_ino = ino;
-	st->st_mode = ino == FUSE_ROOT_ID ? S_IFDIR | 0755 : S_IFREG | 0666;
-	st->st_nlink = ino == FUSE_ROOT_ID ? 2 : 1;
-}
-
-static void floor_init(void *userdata, struct fuse_conn_info *conn)
-{
-	(void)userdata;
-	conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_AUTO_INVAL_DATA |
-				  FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_ATOMIC_O_TRUNC);
-}
-
-static void floor_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
-{
-	struct fuse_entry_param e = {
-		.ino = REPORT_INO, .generation = 1, .attr_timeout = TIMEOUT_S, .entry_timeout = 1.0
-	};
-
-	if (parent != FUSE_ROOT_ID || strcmp(name, REPORT_NAME) != 0) {
-		fuse_reply_err(req, ENOENT);
-		return;
-	}
-	floor_stat(e.ino, &e.attr);
-	fuse_reply_entry(req, &e);
-}
-
-static void floor_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	struct stat st;
-
-	(void)fi;
-	floor_stat(ino, &st);
-	fuse_reply_attr(req, &st, TIMEOUT_S);
+	return bare_open(db, WARM, &bare) < 0;
 }
 
 static void floor_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -141,50 +101,17 @@ static void floor_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
-static const struct fuse_lowlevel_ops floor_ops = {
-	.init = floor_init,
-	.lookup = floor_lookup,
-	.getattr = floor_getattr,
-	.open = floor_open,
-	.write = floor_write,
-	.read = floor_read,
-	.release = floor_release,
-};
-
 int main(int argc, char **argv)
 {
-	static char dash_o[] = "-o",
-		    options[] = "allow_other,default_permissions,fsname=reportfloor";
-	char *opts[] = { argv[0], dash_o, options, NULL };
-	struct fuse_args args = FUSE_ARGS_INIT(3, opts);
-	struct fuse_loop_config *cfg;
-	struct fuse_session *se;
-	int r = 1;
-	long workers = argc == 4 ? strtol(argv[3], NULL, 10) : WORKERS;
+	struct fuse_lowlevel_ops ops = {
+		.open = floor_open,
+		.write = floor_write,
+		.read = floor_read,
+		.release = floor_release,
+	};
+	int r = floor_main(argc, argv, "reportfloor MOUNTPOINT DB [WORKERS]", files,
+			   sizeof(files) / sizeof(files[0]), &ops, open_bare);
 
-	if ((argc != 3 && argc != 4) || workers < 0 || workers > 256) {
-		fprintf(stderr, "usage: reportfloor MOUNTPOINT DB [WORKERS]\n");
-		return 2;
-	}
-	if (bare_open(argv[2], WARM, &bare) < 0)
-		return 1;
-	se = fuse_session_new(&args, &floor_ops, sizeof(floor_ops), NULL);
-	if (se && fuse_set_signal_handlers(se) == 0 && fuse_session_mount(se, argv[1]) == 0) {
-		cfg = workers ? fuse_loop_cfg_create() : NULL;
-		if (cfg) {
-			fuse_loop_cfg_set_clone_fd(cfg, 0);
-			fuse_loop_cfg_set_max_threads(cfg, (unsigned)workers);
-			r = fuse_session_loop_mt(se, cfg) < 0;
-			fuse_loop_cfg_destroy(cfg);
-		} else if (!workers) {
-			r = fuse_session_loop(se) < 0;
-		}
-		fuse_session_unmount(se);
-	}
-	if (se) {
-		fuse_remove_signal_handlers(se);
-		fuse_session_destroy(se);
-	}
 	bare_close(bare);
 	return r;
 }
