@@ -65,6 +65,15 @@ static void floor_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 		fuse_reply_attr(req, &st, TIMEOUT_S);
 }
 
+void floor_reply_window(fuse_req_t req, const char *text, size_t len, size_t size, off_t off)
+{
+	if (off < 0 || (size_t)off >= len)
+		fuse_reply_buf(req, NULL, 0);
+	else
+		fuse_reply_buf(req, text + off,
+			       size < len - (size_t)off ? size : len - (size_t)off);
+}
+
 int floor_main(int argc, char **argv, const char *usage, const struct floor_file *files,
 	       size_t n_files, struct fuse_lowlevel_ops *ops, int (*setup)(const char *arg))
 {

@@ -23,6 +23,9 @@ struct floor_file {
 	off_t size;
 };
 
+/* Answer a READ of SIZE bytes at OFF of the LEN bytes of TEXT. */
+void floor_reply_window(fuse_req_t req, const char *text, size_t len, size_t size, off_t off);
+
 /* Serve until unmounted or SIGTERM: `PROGRAM MOUNTPOINT ARG [WORKERS]`,
  * WORKERS threads at most of libfuse's multi-threaded loop (default
  * FLOOR_WORKERS), 0 from one thread.  setup(ARG) runs first and fails the

@@ -67,11 +67,7 @@ static void floor_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t len = ino == FLOOR_INO ? strlen(FLOOR_TEXT) : list_len;
 
 	(void)fi;
-	if ((size_t)off >= len)
-		fuse_reply_buf(req, NULL, 0);
-	else
-		fuse_reply_buf(req, text + off,
-			       size < len - (size_t)off ? size : len - (size_t)off);
+	floor_reply_window(req, text, len, size, off);
 }
 
 static void floor_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -87,11 +87,7 @@ static void floor_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t len = h->committed ? strlen(OUTCOME) : 0;
 
 	(void)ino;
-	if ((size_t)off >= len)
-		fuse_reply_buf(req, NULL, 0);
-	else
-		fuse_reply_buf(req, OUTCOME + off,
-			       size < len - (size_t)off ? size : len - (size_t)off);
+	floor_reply_window(req, OUTCOME, len, size, off);
 }
 
 static void floor_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
