@@ -14,8 +14,7 @@
  * SQLite's unix VFS reaches pwrite64/write/fsync/fdatasync/ftruncate64 through
  * libsqlite3.so's dynamic symbols, so interposing them here is enough.
  * Reads are left alone: the contract under test is what happens when
- * commits fail.  No threads or locks of its own; the real functions are
- * looked up once, lazily (a benign race: every thread stores the same value).
+ * commits fail.  No threads or locks of its own (tests/lib/preload.h).
  */
 /* Declare the plain and the 64-bit names separately (the project builds with
  * _FILE_OFFSET_BITS=64, which would alias them). */
@@ -31,33 +30,15 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "tests/lib/preload.h"
+
 static bool fault_active(int fd)
 {
-	const char *dir = getenv("VFHEALTH_FAULT_DIR");
 	const char *trigger = getenv("VFHEALTH_FAULT_TRIGGER");
-	char link[64], path[PATH_MAX];
-	ssize_t n;
 
-	if (!dir || !trigger || !*dir)
-		return false;
-	if (access(trigger, F_OK) != 0)
-		return false;
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0)
-		return false;
-	path[n] = '\0';
-	return strncmp(path, dir, strlen(dir)) == 0;
+	return trigger && access(trigger, F_OK) == 0 &&
+	       preload_fd_under(fd, getenv("VFHEALTH_FAULT_DIR"));
 }
-
-/* Look the next definition of a symbol up once (dlsym's void * to a function
- * pointer goes through memcpy: ISO C has no cast between the two). */
-#define REAL(name, type)                                 \
-	static type real_##name;                         \
-	if (!real_##name) {                              \
-		void *sym = dlsym(RTLD_NEXT, #name);     \
-		memcpy(&real_##name, &sym, sizeof(sym)); \
-	}
 
 typedef ssize_t (*pwrite64_fn)(int, const void *, size_t, off64_t);
 typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
@@ -76,21 +57,21 @@ typedef int (*ftruncate64_fn)(int, off64_t);
 
 ssize_t pwrite64(int fd, const void *buf, size_t count, off64_t offset)
 {
-	REAL(pwrite64, pwrite64_fn);
+	PRELOAD_REAL(pwrite64, pwrite64_fn);
 	FAIL_IF_FAULTED(fd, -1);
 	return real_pwrite64(fd, buf, count, offset);
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t count, off_t offset)
 {
-	REAL(pwrite, pwrite_fn);
+	PRELOAD_REAL(pwrite, pwrite_fn);
 	FAIL_IF_FAULTED(fd, -1);
 	return real_pwrite(fd, buf, count, offset);
 }
 
 ssize_t write(int fd, const void *buf, size_t count)
 {
-	REAL(write, write_fn);
+	PRELOAD_REAL(write, write_fn);
 	/* stderr and the FUSE device are never under the fault dir; the
 	 * readlink is only paid while the trigger exists. */
 	FAIL_IF_FAULTED(fd, -1);
@@ -99,28 +80,28 @@ ssize_t write(int fd, const void *buf, size_t count)
 
 int fsync(int fd)
 {
-	REAL(fsync, sync_fn);
+	PRELOAD_REAL(fsync, sync_fn);
 	FAIL_IF_FAULTED(fd, -1);
 	return real_fsync(fd);
 }
 
 int fdatasync(int fd)
 {
-	REAL(fdatasync, sync_fn);
+	PRELOAD_REAL(fdatasync, sync_fn);
 	FAIL_IF_FAULTED(fd, -1);
 	return real_fdatasync(fd);
 }
 
 int ftruncate(int fd, off_t length)
 {
-	REAL(ftruncate, ftruncate_fn);
+	PRELOAD_REAL(ftruncate, ftruncate_fn);
 	FAIL_IF_FAULTED(fd, -1);
 	return real_ftruncate(fd, length);
 }
 
 int ftruncate64(int fd, off64_t length)
 {
-	REAL(ftruncate64, ftruncate64_fn);
+	PRELOAD_REAL(ftruncate64, ftruncate64_fn);
 	FAIL_IF_FAULTED(fd, -1);
 	return real_ftruncate64(fd, length);
 }

@@ -13,8 +13,7 @@
  * writing returns (the shim's open for reading is what completes it), and
  * lets it go by writing a byte: no sleeps on either side.  SQLite reaches
  * fsync/fdatasync through libsqlite3.so's dynamic symbols.  No threads or
- * locks of its own; the real functions are looked up once, lazily (a
- * benign race: every thread stores the same value).
+ * locks of its own (tests/lib/preload.h).
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -26,23 +25,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/lib/preload.h"
+
 typedef int (*sync_fn)(int);
-
-static bool under_dir(int fd)
-{
-	const char *dir = getenv("VFHEALTH_STALL_DIR");
-	char link[64], path[PATH_MAX];
-	ssize_t n;
-
-	if (!dir || !*dir)
-		return false;
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	n = readlink(link, path, sizeof(path) - 1);
-	if (n <= 0)
-		return false;
-	path[n] = '\0';
-	return strncmp(path, dir, strlen(dir)) == 0;
-}
 
 static void hold(int fd)
 {
@@ -51,7 +36,8 @@ static void hold(int fd)
 	char byte;
 	int gate;
 
-	if (!fifo || stat(fifo, &st) != 0 || !S_ISFIFO(st.st_mode) || !under_dir(fd))
+	if (!fifo || stat(fifo, &st) != 0 || !S_ISFIFO(st.st_mode) ||
+	    !preload_fd_under(fd, getenv("VFHEALTH_STALL_DIR")))
 		return;
 	gate = open(fifo, O_RDONLY | O_CLOEXEC);
 	if (gate < 0)
@@ -61,31 +47,16 @@ static void hold(int fd)
 	close(gate);
 }
 
-static sync_fn real(const char *name)
-{
-	void *sym = dlsym(RTLD_NEXT, name);
-	sync_fn fn;
-
-	memcpy(&fn, &sym, sizeof(sym)); /* ISO C has no cast from void * to a function */
-	return fn;
-}
-
 int fsync(int fd)
 {
-	static sync_fn real_fsync;
-
-	if (!real_fsync)
-		real_fsync = real("fsync");
+	PRELOAD_REAL(fsync, sync_fn);
 	hold(fd);
 	return real_fsync(fd);
 }
 
 int fdatasync(int fd)
 {
-	static sync_fn real_fdatasync;
-
-	if (!real_fdatasync)
-		real_fdatasync = real("fdatasync");
+	PRELOAD_REAL(fdatasync, sync_fn);
 	hold(fd);
 	return real_fdatasync(fd);
 }
