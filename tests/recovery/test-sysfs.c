@@ -22,14 +22,13 @@ START_TEST(test_virtfns)
 	ck_assert_ptr_nonnull(mkdtemp(root));
 	ck_assert_int_eq(sysfs_virtfns(root, "0000:41:00.0", &vfs, &n), -ENOENT);
 	ck_assert_int_eq(sysfs_virtfns(root, "gpu0", &vfs, &n), -EINVAL);
-	snprintf(path, sizeof(path), "%s/bus", root);
-	ck_assert_int_eq(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/bus/pci", root);
-	ck_assert_int_eq(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/bus/pci/devices", root);
-	ck_assert_int_eq(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/bus/pci/devices/0000:41:00.0", root);
-	ck_assert_int_eq(mkdir(path, 0755), 0);
+	/* the PF's directory, one level at a time */
+	static const char *const dirs[] = { "bus", "bus/pci", "bus/pci/devices",
+					    "bus/pci/devices/0000:41:00.0" };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", root, dirs[i]);
+		ck_assert_int_eq(mkdir(path, 0755), 0);
+	}
 	ck_assert_int_eq(sysfs_virtfns(root, "0000:41:00.0", &vfs, &n), 0);
 	ck_assert_uint_eq(n, 0);
 	ck_assert_ptr_null(vfs);
