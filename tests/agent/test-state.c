@@ -139,6 +139,6 @@ START_TEST(test_pci_parse_vendor)
 }
 END_TEST
 
-static const struct check_case state_case = { .suite = "state", .tcase = "core" };
+static const struct check_case state_case = { .suite = "state", .tcase = "core", .timeout = 30 };
 CHECK_CASE_MAIN(state_case, test_transitions, test_ok_without_failure_and_long_line, test_pci_scan,
 		test_pci_parse_vendor)

@@ -155,5 +155,7 @@ START_TEST(test_rejects)
 }
 END_TEST
 
-static const struct check_case endpoint_case = { .suite = "endpoint", .tcase = "core" };
+static const struct check_case endpoint_case = { .suite = "endpoint",
+						 .tcase = "core",
+						 .timeout = 30 };
 CHECK_CASE_MAIN(endpoint_case, test_vsock, test_hvsock, test_unix, test_rejects)

@@ -194,6 +194,6 @@ START_TEST(test_path_read)
 }
 END_TEST
 
-static const struct check_case parse_case = { .suite = "parse", .tcase = "parse" };
+static const struct check_case parse_case = { .suite = "parse", .tcase = "parse", .timeout = 30 };
 CHECK_CASE_MAIN(parse_case, test_uint64, test_seconds, test_rfc3339, test_rfc3339_format_roundtrip,
 		test_instance_id, test_path_absolute, test_path_read)

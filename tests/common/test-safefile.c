@@ -153,6 +153,7 @@ END_TEST
 static const struct check_case safefile_case = {
 	.suite = "safefile",
 	.tcase = "replace",
+	.timeout = 30,
 	.setup = setup,
 	.teardown = teardown,
 };

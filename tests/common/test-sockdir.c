@@ -319,8 +319,8 @@ END_TEST
 static Suite *sockdir_suite(void)
 {
 	Suite *s = suite_create("sockdir");
-	TCase *lexical = tcase_create("lexical");
-	TCase *tree = tcase_create("tree");
+	TCase *lexical = check_tcase("lexical", 30);
+	TCase *tree = check_tcase("tree", 30);
 
 	tcase_add_test(lexical, test_add);
 	tcase_add_test(lexical, test_defaults);

@@ -187,7 +187,7 @@ END_TEST
 static Suite *dirty_suite(void)
 {
 	Suite *s = suite_create("dirty");
-	TCase *tc = tcase_create("dirty");
+	TCase *tc = check_tcase("dirty", 30);
 
 	tcase_add_test(tc, test_coalesce);
 	tcase_add_test(tc, test_collapse_loses_nothing);

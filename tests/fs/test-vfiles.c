@@ -631,9 +631,9 @@ END_TEST
 static Suite *vffs_suite(void)
 {
 	Suite *s = suite_create("vffs");
-	TCase *tables = tcase_create("tables");
-	TCase *notify = tcase_create("notify");
-	TCase *many = tcase_create("notify-many");
+	TCase *tables = check_tcase("tables", 30);
+	TCase *notify = check_tcase("notify", 30);
+	TCase *many = check_tcase("notify-many", 60);
 
 	tcase_add_test(tables, test_tables);
 	tcase_add_test(tables, test_claim_parse);
@@ -643,7 +643,6 @@ static Suite *vffs_suite(void)
 	suite_add_tcase(s, tables);
 
 	tcase_add_checked_fixture(notify, few_vfs_setup, store_teardown);
-	tcase_set_timeout(notify, 30);
 	tcase_add_test(notify, test_notify_mapping);
 	tcase_add_test(notify, test_notify_gpu_mapping);
 	tcase_add_test(notify, test_notify_poll_generations);
@@ -651,7 +650,6 @@ static Suite *vffs_suite(void)
 	suite_add_tcase(s, notify);
 
 	tcase_add_checked_fixture(many, many_vfs_setup, store_teardown);
-	tcase_set_timeout(many, 60);
 	tcase_add_test(many, test_notify_status_reaches_every_vf);
 	tcase_add_test(many, test_notify_overflow_loses_nothing);
 	suite_add_tcase(s, many);

@@ -958,7 +958,7 @@ END_TEST
 
 static void add_case(Suite *s, const char *name, const TTest *const *tests, size_t n)
 {
-	TCase *tc = tcase_create(name);
+	TCase *tc = check_tcase(name, 60);
 
 	for (size_t i = 0; i < n; i++)
 		tcase_add_test(tc, tests[i]);

@@ -3,7 +3,9 @@
 # (`clang-format --dry-run --Werror`), so that a reader sees one style and a
 # diff shows only what changed.  Run `clang-format -i FILE` to fix one.
 # And no file of the tree keeps a merge's conflict markers (a document is
-# not compiled, so nothing else would notice).
+# not compiled, so nothing else would notice), and every Check test case
+# states its timeout (check_tcase in tests/common/check-main.h, never a bare
+# tcase_create, whose 4 s default fails good tests on a busy machine).
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 
@@ -11,6 +13,9 @@ cd "$source_root"
 conflicts=$(grep -rlE --exclude-dir='.git' --exclude-dir='build*' --exclude-dir='subprojects' \
 	'^(<{7}|>{7})( |$)|^={7}$' . || true)
 [[ -z $conflicts ]] || fail "merge conflict markers left in: $(tr '\n' ' ' <<<"$conflicts")"
+bare=$(grep -rlE --include='*.c' --include='*.h' '\btcase_create\(' tests |
+	grep -vx tests/common/check-main.h || true)
+[[ -z $bare ]] || fail "a test case without its timeout (use check_tcase): $(tr '\n' ' ' <<<"$bare")"
 command -v clang-format >/dev/null || skip "clang-format not installed (Debian: clang-format)"
 [[ -f .clang-format ]] || fail "no .clang-format at the top of the tree"
 mapfile -t files < <(find common proto grammar store fs sentinel recovery daemon guest-agent tests \

@@ -215,7 +215,7 @@ END_TEST
 static Suite *compat_suite(void)
 {
 	Suite *s = suite_create("wire-compat");
-	TCase *tc = tcase_create("core");
+	TCase *tc = check_tcase("core", 30);
 
 	tcase_add_test(tc, test_old_agent_new_host);
 	tcase_add_test(tc, test_new_agent_old_host);

@@ -119,7 +119,7 @@ END_TEST
 static Suite *counters_suite(void)
 {
 	Suite *s = suite_create("sentinel-counters");
-	TCase *tc = tcase_create("stamp");
+	TCase *tc = check_tcase("stamp", 30);
 
 	tcase_add_test(tc, test_same_layout);
 	tcase_add_loop_test(tc, test_other_layout_refused, 0, 3);

@@ -751,8 +751,8 @@ START_TEST(test_metrics_render)
 		"vfhealth_detection_latency_seconds_sum{kind=\"ok\"} 0\n",
 		"vfhealth_detection_latency_seconds_count{kind=\"failed\"} 0\n",
 		"# TYPE vfhealth_detection_latency_seconds histogram\n",
-		"vfhealth_sentinel_config_info{poll_interval_seconds=\"3600\",poll_timeout_seconds=\"5\","
-		"concurrency=\"64\"} 1\n",
+		("vfhealth_sentinel_config_info{poll_interval_seconds=\"3600\",poll_timeout_seconds=\"5\","
+		 "concurrency=\"64\"} 1\n"),
 	};
 	struct sentinel_options o;
 	struct sentinel *s = NULL;
@@ -842,7 +842,7 @@ static Suite *verdict_suite(void)
 	Suite *s = suite_create("sentinel-verdict");
 	TCase *tc;
 
-	tc = tcase_create("classify");
+	tc = check_tcase("classify", 30);
 	tcase_add_test(tc, test_classify_answers);
 	tcase_add_test(tc, test_classify_errors);
 	tcase_add_test(tc, test_classify_unknown_state_is_rpc_error);
@@ -850,13 +850,13 @@ static Suite *verdict_suite(void)
 	tcase_add_test(tc, test_latency);
 	suite_add_tcase(s, tc);
 
-	tc = tcase_create("revalidate");
+	tc = check_tcase("revalidate", 30);
 	tcase_add_test(tc, test_revalidate);
 	tcase_add_test(tc, test_revalidate_ok);
 	tcase_add_test(tc, test_revalidate_empty_claimed_at);
 	suite_add_tcase(s, tc);
 
-	tc = tcase_create("liveness");
+	tc = check_tcase("liveness", 30);
 	tcase_add_checked_fixture(tc, fake_proc_setup, fake_proc_teardown);
 	tcase_add_test(tc, test_liveness_verdicts);
 	tcase_add_test(tc, test_proc_starttime_fake_tree);
@@ -871,11 +871,11 @@ static Suite *verdict_suite(void)
 	tcase_add_test(tc, test_gather_other_netns);
 	suite_add_tcase(s, tc);
 
-	tc = tcase_create("death_time");
+	tc = check_tcase("death_time", 30);
 	tcase_add_test(tc, test_death_time);
 	suite_add_tcase(s, tc);
 
-	tc = tcase_create("options");
+	tc = check_tcase("options", 30);
 	tcase_add_test(tc, test_options);
 	tcase_add_test(tc, test_start_rejects_bad_options);
 	tcase_add_test(tc, test_metrics_render);

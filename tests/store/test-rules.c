@@ -475,7 +475,7 @@ static Suite *rules_suite(void)
 				 gpu_transitions,
 				 crash_suspect };
 	Suite *suite = suite_create("store-rules");
-	TCase *tc = tcase_create("rules");
+	TCase *tc = check_tcase("rules", 30);
 
 	for (size_t i = 0; i < ARRAY_SIZE(tests); i++)
 		_tcase_add_test(tc, tests[i], 0, 0, 0, 1);
