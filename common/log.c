@@ -237,6 +237,8 @@ static int send_journal(int prio, enum log_event e, const struct log_fields *f, 
 }
 
 static void vlog(int prio, enum log_event e, const struct log_fields *f, const char *fmt,
+		 va_list ap) __attribute__((format(printf, 4, 0)));
+static void vlog(int prio, enum log_event e, const struct log_fields *f, const char *fmt,
 		 va_list ap)
 {
 	char message[LINE_MAX_BYTES];

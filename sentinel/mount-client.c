@@ -227,7 +227,7 @@ static void log_report_outcome(struct sentinel *s, const struct assignment *c,
 		switch (o->kind) {
 		case REPORT_QUARANTINED:
 			atomic_fetch_add(&s->counters->quarantines, 1);
-			/* fall through */
+			__attribute__((fallthrough));
 		case REPORT_RECORDED:
 			atomic_fetch_add(&s->counters->init_failures, 1);
 			log_info("vf %s: instance %s (claimed %s) failed GPU initialization: \"%s\"",

@@ -487,8 +487,7 @@ static const char *const boundaries[] = {
 	"agent=unix:/run/a\rb",
 	"agent=unix:/run/a\ab",
 	"agent=hvsock:/run/a\x7f:2222",
-	"control=/run/a\x1b"
-	"b",
+	"control=/run/a\033b",
 	"failed vm-1 - \x1b[31mred\a\r",
 };
 

@@ -476,7 +476,7 @@ static void watch_read(enum kind k, int fd, int i, struct proc_stats *st, int *s
 	seen[i] = buf[0] - '0';
 }
 
-static void watcher_main(enum kind k, struct proc_stats *st)
+static _Noreturn void watcher_main(enum kind k, struct proc_stats *st)
 {
 	int seen[MAX_VFS], fds[MAX_VFS], wd[MAX_VFS], in = -1;
 	char path[PATH_MAX];
@@ -569,7 +569,7 @@ static void watcher_main(enum kind k, struct proc_stats *st)
 	_exit(0);
 }
 
-static void reader_main(enum kind k, struct proc_stats *st)
+static _Noreturn void reader_main(enum kind k, struct proc_stats *st)
 {
 	struct held_files h;
 	unsigned done = 0;
@@ -592,7 +592,7 @@ static void reader_main(enum kind k, struct proc_stats *st)
 }
 
 /* Keep the page cache of every VF/quarantined filled, whatever it says. */
-static void filler_main(struct proc_stats *st)
+static _Noreturn void filler_main(struct proc_stats *st)
 {
 	char buf[64], path[PATH_MAX];
 	int err;
@@ -842,7 +842,7 @@ static int cmd_pairs(unsigned rounds)
 
 /* -- hammer ------------------------------------------------------------------------ */
 
-static void hammer_main(struct proc_stats *st)
+static _Noreturn void hammer_main(struct proc_stats *st)
 {
 	static char buf[BUF_MAX];
 	char path[PATH_MAX], top[PATH_MAX];
@@ -966,7 +966,7 @@ static int cmd_hammer(double seconds, int readers)
 	return atomic_load(&sum.torn) || atomic_load(&sum.errors) ? 1 : 0;
 }
 
-static void usage(void)
+static _Noreturn void usage(void)
 {
 	fprintf(stderr, "usage: vffresh pairs MOUNT ROUNDS VF...\n"
 			"       vffresh hammer MOUNT SECONDS READERS VF\n");

@@ -348,7 +348,7 @@ static int forge_abstract(const char *path, const sigset_t *signals)
 }
 
 /* Make count sockets (socket pairs) and keep them until stop (EOF on it). */
-static void make_sockets(unsigned long count, int ready_fd, int stop_fd)
+static _Noreturn void make_sockets(unsigned long count, int ready_fd, int stop_fd)
 {
 	char byte;
 	int pair[2];

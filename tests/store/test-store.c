@@ -2605,6 +2605,7 @@ START_TEST(lost_database_never_new)
 	snprintf(mark, sizeof(mark), "%s.created", db_path);
 	/* creation wrote the mark: the creation time */
 	_cleanup_free_ char *when = read_file(mark, &len);
+	ck_assert_ptr_nonnull(when);
 	ck_assert_uint_ge(len, 20);
 	ck_assert_int_eq(stat(mark, &st), 0);
 	ck_assert_int_eq(st.st_mode & 0777, 0600);
@@ -3711,9 +3712,8 @@ static Suite *store_suite(void)
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		TCase *tc = tcase_create(cases[i].name);
+		TCase *tc = check_tcase(cases[i].name, 60);
 		tcase_add_checked_fixture(tc, setup, teardown);
-		tcase_set_timeout(tc, 60);
 		_tcase_add_test(tc, cases[i].test, 0, 0, 0, 1);
 		suite_add_tcase(suite, tc);
 	}
