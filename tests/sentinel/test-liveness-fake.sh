@@ -43,7 +43,12 @@ register_vf "$B"
 register_vf "$R"
 
 claim "$A" reused "control=$T/reused.ctl" "pid=$REUSED"
-grep -q "^pid_starttime=[1-9]" "$MNT/$A/assignments/reused" || fail "no start time recorded"
+# The real start time is recorded; a loaded machine may let two reconcile
+# passes release the claim before this read (they do because the recorded
+# start time is not the fake one: the release reason below says so).
+if content=$(cat "$MNT/$A/assignments/reused" 2>/dev/null); then
+	grep -q "^pid_starttime=[1-9]" <<<"$content" || fail "no start time recorded: $content"
+fi
 claim "$B" uncertain "control=$T/uncertain.ctl" "pid=$UNREADABLE"
 wait_for 20 "the reused pid's claim released" test ! -e "$MNT/$A/assignments/reused"
 grep -q "vf $A: released the claim of reused .*pid reused by another process" "$T/daemon.log" ||
