@@ -18,9 +18,9 @@
 #  1. read SYSFS_ROOT/bus/pci/devices/PF/sriov_numvfs: the N VFs to restore;
 #  2. stop those of nvidia-dcgm.service, dcgm.service and
 #     nvidia-persistenced.service that are active (they keep the GPU open);
-#  3. disable SR-IOV: `sriov-manage -d PF` when sriov-manage is on PATH or
-#     in /usr/lib/nvidia, else `echo 0 > sriov_numvfs`; wait until the
-#     virtfn links are gone;
+#  3. disable SR-IOV (unless sriov_numvfs already reads 0): `sriov-manage
+#     -d PF` when sriov-manage is on PATH or in /usr/lib/nvidia, else
+#     `echo 0 > sriov_numvfs`; wait until the virtfn links are gone;
 #  4. enable it: `sriov-manage -e PF`, else `echo N > sriov_numvfs`; wait
 #     (`udevadm settle`, then the virtfn links) until N VFs are back;
 #  5. start again exactly the services step 2 stopped, also when a step
@@ -239,8 +239,11 @@ sriov() {
 	fi
 }
 
-sriov off ||
-	die "$step failed: $last; check dmesg and what still holds the GPU (nvidia-smi), cycle SR-IOV by hand, $manual"
+# Already disabled (a cycle stopped half way): nothing to disable.
+if ((cur > 0)); then
+	sriov off ||
+		die "$step failed: $last; check dmesg and what still holds the GPU (nvidia-smi), cycle SR-IOV by hand, $manual"
+fi
 step="waiting for the VFs to go"
 wait_vfs gone ||
 	die "$have VFs still present $wait_s s after disabling SR-IOV; check dmesg, cycle SR-IOV by hand, $manual"

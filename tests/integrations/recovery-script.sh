@@ -264,7 +264,6 @@ cycle VFHEALTH_NUMVFS=2
 stop_kernel
 expect_rc 0 "sriov_numvfs 0"
 expect_calls "$stops
-kernel sriov_numvfs=0
 kernel sriov_numvfs=2
 $starts" "sriov_numvfs 0, VFHEALTH_NUMVFS=2"
 vfs_back || fail "the VFs are not back: $(ls -l "$dev")"
@@ -334,7 +333,7 @@ want=${want//\/sys\//$sys/}
 want=${want/back 60 s/back 1 s}
 one_line "^" "a VF not back"
 [[ $err == "$want" ]] || fail "a VF not back: stderr '$err', want the header's '$want'"
-((took_ms >= 1000 && took_ms < 8000)) || fail "a VF not back: it took $took_ms ms, want the 1 s bound"
+((took_ms >= 1000 && took_ms < 30000)) || fail "a VF not back: it took $took_ms ms, want the 1 s bound (and well under 30 s)"
 expect_calls "$stops
 sriov-manage -d $pf
 sriov-manage -e $pf
