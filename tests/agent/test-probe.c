@@ -240,7 +240,7 @@ START_TEST(test_stop_kills_running_attempt)
 	ck_assert_int_gt(p.pid, 0);
 	probe_stop(&p);
 	ck_assert_int_eq(p.pid, 0);
-	ck_assert_int_lt(monotonic_ns() - start, 5000 * MS);
+	ck_assert_int_lt(monotonic_ns() - start, 30000 * MS); /* not the 60 s window */
 	probe_free(&p);
 	assert_no_children();
 }

@@ -74,8 +74,12 @@ EPERM="Operation not permitted"
 EEXIST="File exists"
 ENOENT="No such file or directory"
 
+# ThreadSanitizer (the TSan build, dev.sh): every report is kept (it does not
+# stop the process) and fails the test that caused it, as ASan's do.
+export TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1}
+
 # What a sanitizer writes first when it reports (UBSan, ASan, LSan, TSan).
-SANITIZER_RE='runtime error:|ERROR: (Address|Leak|Thread)Sanitizer'
+SANITIZER_RE='runtime error:|ERROR: (Address|Leak|Thread)Sanitizer|WARNING: ThreadSanitizer'
 
 skip() {
 	echo "SKIP: $*"
@@ -176,10 +180,25 @@ detach_mounts_under() {
 
 # ---- waiting -----------------------------------------------------------------
 
-# wait_until SECONDS COMMAND...: run COMMAND until it succeeds (0) or SECONDS
-# pass (1).  For conditions that no event announces; never a fixed sleep.
+# A wait's SECONDS say how long the condition takes on a quiet machine; the
+# deadline is WAIT_SCALE times that, and never under WAIT_FLOOR seconds, so
+# that a busy 2-core machine or valgrind never fails a test that would pass.
+# A wait that succeeds returns at once: only a failing test waits that long.
+WAIT_SCALE=${VFHEALTH_WAIT_SCALE:-3}
+WAIT_FLOOR=30
+# _deadline SECONDS: the deadline of a wait of SECONDS, in microseconds.
+_deadline() {
+	local s=$(($1 * WAIT_SCALE))
+	((s >= WAIT_FLOOR)) || s=$WAIT_FLOOR
+	echo $((${EPOCHREALTIME//[.,]/} + s * 1000000))
+}
+
+# wait_until SECONDS COMMAND...: run COMMAND until it succeeds (0) or the
+# deadline of SECONDS passes (1).  For conditions that no event announces;
+# never a fixed sleep.
 wait_until() {
-	local deadline=$((${EPOCHREALTIME//[.,]/} + $1 * 1000000))
+	local deadline
+	deadline=$(_deadline "$1")
 	shift
 	until "$@"; do
 		((${EPOCHREALTIME//[.,]/} < deadline)) || return 1
@@ -190,7 +209,8 @@ wait_until() {
 # wait_for SECONDS DESCRIPTION COMMAND...: wait_until, failing the test with
 # DESCRIPTION on timeout, or at once if the daemon dies meanwhile.
 wait_for() {
-	local deadline=$((${EPOCHREALTIME//[.,]/} + $1 * 1000000)) what=$2
+	local deadline what=$2
+	deadline=$(_deadline "$1")
 	shift 2
 	until "$@"; do
 		if [[ -n $DAEMON_PID ]] && ! process_running "$DAEMON_PID"; then
