@@ -666,6 +666,12 @@ int recovery_request(struct recovery *r, const char *parent, int64_t uid, const 
 		*why = "vfhealthd runs no cycle: it was started without --recover-program";
 		return -EOPNOTSUPP;
 	}
+	/* The mount serves before the thread starts (and after it stopped):
+	 * only a running thread's store may be read here. */
+	if (!atomic_load(&r->running)) {
+		*why = "vfhealthd is starting or stopping: no cycle can start now; try again";
+		return -EAGAIN;
+	}
 	k = store_mode_get(r->store);
 	if (k < 0)
 		return k;

@@ -62,7 +62,7 @@ bool recovery_configured(const struct recovery *r);
  * the GPU is recovering and the thread was woken; -EOPNOTSUPP (no
  * program), -EPERM (observe mode: logged what would run), -EBUSY (not
  * drained, a claim left, another GPU recovering: *why a static sentence),
- * -ENOENT, -EIO. */
+ * -EAGAIN (the thread is not running yet, or any more), -ENOENT, -EIO. */
 int recovery_request(struct recovery *r, const char *parent, int64_t uid, const char **why);
 
 /* The store changed (store_change bits): the automatic policy may have
