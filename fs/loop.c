@@ -46,7 +46,7 @@
 #include <string.h>
 
 #define LOOP_QUEUE_BYTES (16u << 20)
-#define LOOP_SPIN_NS (50 * 1000) /* how long the receiver looks before it sleeps */
+#define LOOP_SPIN_NS (INT64_C(50) * 1000) /* how long the receiver looks before it sleeps */
 
 /* One request handed off: its bytes as read from /dev/fuse. */
 struct loop_job {

@@ -296,7 +296,7 @@ void block_signals(void)
 
 static void list_pause(void)
 {
-	struct timespec pause = { .tv_nsec = 10 * 1000 * 1000 };
+	struct timespec pause = { .tv_nsec = 10L * 1000 * 1000 };
 	nanosleep(&pause, NULL);
 }
 

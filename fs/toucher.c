@@ -60,7 +60,7 @@ static void touch_through_mount(struct notifier *n, const struct notify_key *key
 	if (len <= 0 || (size_t)len >= sizeof(line) || n->touch_fd < 0)
 		return;
 	rest = key_path(key, line + len, sizeof(line) - (size_t)len - 1);
-	if (rest <= 0 || (size_t)(len + rest) >= sizeof(line) - 1)
+	if (rest <= 0 || (size_t)len + (size_t)rest >= sizeof(line) - 1)
 		return;
 	len += rest;
 	line[len++] = '\n';

@@ -632,7 +632,7 @@ void vffs_stop(struct vffs *fs)
 		for (;;) {
 			pthread_kill(fs->loop_thread, SIGUSR1);
 			clock_gettime(CLOCK_REALTIME, &deadline);
-			deadline.tv_nsec += 100 * 1000 * 1000;
+			deadline.tv_nsec += 100L * 1000 * 1000;
 			if (deadline.tv_nsec >= 1000000000) {
 				deadline.tv_sec++;
 				deadline.tv_nsec -= 1000000000;

@@ -26,7 +26,7 @@
 
 /* How long to back off when a Unix listener's backlog is full: AF_UNIX
  * connect says EAGAIN there and offers nothing to poll for room. */
-#define UNIX_BACKLOG_RETRY_NS (10 * 1000 * 1000)
+#define UNIX_BACKLOG_RETRY_NS (INT64_C(10) * 1000 * 1000)
 
 const char *agent_unknown_reason_name(enum agent_unknown_reason r)
 {

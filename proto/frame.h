@@ -40,8 +40,8 @@
 #include "proto/client.h"
 
 #define FRAME_HEADER_SIZE 4
-#define FRAME_PAYLOAD_MAX (64 * 1024)
-#define WIRE_UNPACK_BUDGET (256 * 1024)
+#define FRAME_PAYLOAD_MAX ((size_t)64 * 1024)
+#define WIRE_UNPACK_BUDGET ((size_t)256 * 1024)
 #define WIRE_METHOD_MAX 64
 
 #define WIRE_METHOD_GET_GPU_INIT_STATUS "GetGPUInitStatus"

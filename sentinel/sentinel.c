@@ -56,7 +56,7 @@
 #include "common/parse.h"
 #include "common/safefile.h"
 
-#define WORKER_STACK_SIZE (1024 * 1024)
+#define WORKER_STACK_SIZE ((size_t)1024 * 1024)
 
 static int render_metrics_to(void *sentinel, FILE *out)
 {
