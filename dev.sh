@@ -5,10 +5,15 @@
 #                   on a mount and database of its own (simulated guests, the
 #                   sentinel, a wedged VF quarantined), on any host
 #   ./dev.sh test   install what is missing, build with ASan and UBSan and
-#                   warnings as errors, and run every test
+#                   warnings as errors, and run every test; then the unit
+#                   suites under valgrind, the tree built with clang (its
+#                   unit and fuzz-replay suites run), the unit suites and
+#                   the threaded scripts under ThreadSanitizer, and
+#                   clang-tidy's bug-prone checks (a finding fails)
 #
 # Environment: BUILD_DIR (default build, or build-run for `run`),
-# MESON_TEST_ARGS (extra arguments to `meson test`, e.g. "--suite store").
+# MESON_TEST_ARGS (extra arguments to `meson test`, e.g. "--suite store":
+# then only that run, none of the later steps).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,9 +22,10 @@ cd "$here"
 # What the build and the tests need, as Debian package names.
 build_pkgs=(gcc libc6-dev pkg-config meson ninja-build libfuse3-dev fuse3
 	    libsqlite3-dev libprotobuf-c-dev protobuf-c-compiler check libsystemd-dev)
-run_pkgs=(fuse3 sqlite3 util-linux procps)
+# The demo's commands and the watcher it prints (inotifywait).
+run_pkgs=(fuse3 sqlite3 util-linux procps inotify-tools)
 test_pkgs=(inotify-tools sqlite3 util-linux procps python3 valgrind e2fsprogs strace
-	   clang libclang-rt-14-dev man-db groff-base bsdextrautils clang-format)
+	   clang clang-tidy libclang-rt-14-dev man-db groff-base bsdextrautils clang-format)
 # promtool (checks the metrics and the alert rules) ships in Debian's prometheus.
 promtool_pkg=prometheus
 # node_exporter scrapes the textfile example; shellcheck lints every script.
@@ -87,7 +93,8 @@ configure_failed() {
 	exit 1
 }
 
-# Configure once; reconfigure only when the options change.
+# Configure once; reconfigure only when the options change.  The compiler
+# is CC's (gcc by default) and stays the one the directory was set up with.
 setup_build() {
 	local dir=$1 out; shift
 	if [[ -f $dir/build.ninja ]]; then
@@ -96,6 +103,40 @@ setup_build() {
 		out=$(meson setup "$dir" "$@" 2>&1) || configure_failed "$out"
 	fi
 	meson compile -C "$dir"
+}
+
+# step NAME COMMAND...: run one step of the test run, say how long it took,
+# and remember a failure without stopping the later steps.
+failed_steps=()
+step() {
+	local name=$1 start=$SECONDS rc=0
+	shift
+	echo "dev.sh: == $name" >&2
+	"$@" || rc=$?
+	echo "dev.sh: == $name: $( ((rc)) && echo "FAILED" || echo ok) in $((SECONDS - start)) s" >&2
+	((rc == 0)) || failed_steps+=("$name")
+}
+
+# A test run on a busy machine takes longer than on a quiet one: each
+# test's meson timeout is scaled (a test that passes is not slowed).
+timeout_multiplier=${VFHEALTH_TIMEOUT_MULTIPLIER:-3}
+run_tests() { # DIR [ARG...]
+	local dir=$1
+	shift
+	meson test -C "$dir" --print-errorlogs --num-processes "$(nproc)" \
+		--timeout-multiplier "$timeout_multiplier" "$@"
+}
+
+# clang-tidy's bug-prone checks (.clang-tidy) over the programs' sources,
+# with the clang build's compile commands: any finding fails.
+tidy() {
+	local dir=$1 files
+	mapfile -t files < <(find common proto grammar store fs sentinel recovery daemon guest-agent \
+		-name '*.c' | sort)
+	run-clang-tidy -quiet -j "$(nproc)" -p "$dir" "${files[@]}" >"$dir/clang-tidy.log" 2>&1 || {
+		sed 's/\x1b\[[0-9;]*m//g' "$dir/clang-tidy.log" | grep -E -A3 'warning:|error:' >&2
+		return 1
+	}
 }
 
 # The demo, never the production service: its own mount and database in the
@@ -122,19 +163,36 @@ cmd_test() {
 	headers=$(kernel_headers_pkg)
 	install_pkgs "${build_pkgs[@]}" "${test_pkgs[@]}" "$promtool_pkg" "${extra_test_pkgs[@]}" \
 		"${kernel_test_pkgs[@]}" "${libvirt_test_pkgs[@]}" ${headers:+"$headers"}
-	local dir=${BUILD_DIR:-build} rc=0
+	local dir=${BUILD_DIR:-build}
 	setup_build "$dir" -Dwerror=true -Db_sanitize=address,undefined -Dtests=true
 	# shellcheck disable=SC2086
-	meson test -C "$dir" --print-errorlogs --num-processes "$(nproc)" ${MESON_TEST_ARGS:-} || rc=1
-
-	# valgrind cannot run ASan binaries: the unit suites again, under memcheck,
-	# from a build without sanitizers.  Any memory error or leak fails.
+	step "every test (gcc, ASan and UBSan)" run_tests "$dir" ${MESON_TEST_ARGS:-}
 	if [[ -z ${MESON_TEST_ARGS:-} ]]; then
+		# valgrind cannot run ASan binaries: the unit suites again, under
+		# memcheck, from a build without sanitizers.  Any memory error or
+		# leak fails.
 		setup_build "$dir-valgrind" -Dwerror=true -Db_sanitize=none -Dtests=true
-		meson test -C "$dir-valgrind" --setup valgrind --suite unit --print-errorlogs \
-			--num-processes "$(nproc)" || rc=1
+		step "the unit suites under valgrind" \
+			run_tests "$dir-valgrind" --setup valgrind --suite unit \
+			--timeout-multiplier $((timeout_multiplier * 6))
+		# The whole tree with clang (its warnings differ from gcc's), the
+		# libFuzzer targets included; its unit and fuzz-replay suites run.
+		CC=clang setup_build "$dir-clang" -Dwerror=true -Dfuzz=true \
+			-Db_sanitize=address,undefined -Dtests=true
+		step "the unit and fuzz suites built with clang" \
+			run_tests "$dir-clang" --suite unit --suite fuzz
+		# ThreadSanitizer: the unit suites and the scripts of the suite
+		# "tsan" (the daemon's threads and the lock table under load); a
+		# report fails the test (tests/lib/harness.sh, check_sanitizers).
+		CC=clang setup_build "$dir-tsan" -Dwerror=true -Db_sanitize=thread -Dtests=true
+		step "the unit suites and threaded scripts under ThreadSanitizer" \
+			run_tests "$dir-tsan" --suite unit --suite tsan
+		step "clang-tidy's bug-prone checks" tidy "$dir-clang"
 	fi
-	return $rc
+	if ((${#failed_steps[@]})); then
+		echo "dev.sh: failed: ${failed_steps[*]}" >&2
+		return 1
+	fi
 }
 
 case "${1:-}" in
