@@ -11,7 +11,8 @@
 # manager's claim of the domain's name, with only control= and a process
 # listening on it, refuses the start and outlives libvirt's cleanup.  A
 # domain whose VF is an <interface type='hostdev'> is refused and claimed
-# alike.  libvirtd SIGKILLed between prepare and started (held there by a
+# alike; one on a network that is a hostdev pool is refused at prepare
+# (libvirt picks its VF later).  libvirtd SIGKILLed between prepare and started (held there by a
 # second hook) leaves a claim that names it, which the sentinel's reconcile
 # releases as its VMM's.
 #
@@ -183,6 +184,44 @@ grep -Eq '^[0-9T:.Z-]+ claim vfh-iface released=[0-9T:.Z-]+ ended=released-if by
 	fail "no claim of vfh-iface made at prepare and released by the hook"
 [[ -z $(cat "$MNT/claims") ]] || fail "claims after vfh-iface: $(cat "$MNT/claims")"
 virsh -q undefine vfh-iface >/dev/null
+
+# <interface type='network'> on a hostdev pool: libvirt picks the VF after
+# prepare, so the start is refused at prepare, naming the network.
+cat >"$T/pool.xml" <<EOF
+<network>
+  <name>vfh-pool</name>
+  <forward mode='hostdev' managed='yes'>
+    <address type='pci' domain='0x0000' bus='0x41' slot='0x00' function='0x4'/>
+  </forward>
+</network>
+EOF
+# libvirt checks in sysfs that a pool's devices are VFs: a VF of its own,
+# in this namespace only, while it defines and starts the network.
+mount_tmpfs /sys/bus/pci/devices 1m
+mkdir /sys/bus/pci/devices/0000:41:00.4 /sys/bus/pci/devices/0000:41:00.0
+ln -s ../0000:41:00.0 /sys/bus/pci/devices/0000:41:00.4/physfn
+virsh -q net-define "$T/pool.xml" >"$T/net.out" 2>&1 || fail "virsh net-define failed: $(cat "$T/net.out")"
+virsh -q net-start vfh-pool >"$T/net.out" 2>&1 || fail "virsh net-start failed: $(cat "$T/net.out")"
+umount /sys/bus/pci/devices
+cat >"$T/pooled.xml" <<EOF
+<domain type='qemu'>
+  <name>vfh-pooled</name>
+  <memory unit='MiB'>32</memory>
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <devices>
+    <emulator>$(command -v qemu-system-x86_64)</emulator>
+    <interface type='network'><source network='vfh-pool'/></interface>
+  </devices>
+</domain>
+EOF
+virsh -q define "$T/pooled.xml" >/dev/null || fail "virsh define of vfh-pooled failed"
+echo "+ virsh start vfh-pooled"
+virsh start vfh-pooled >"$T/start" 2>&1 && fail "virsh start vfh-pooled succeeded"
+cat "$T/start"
+grep -qF "vfhealth: domain vfh-pooled not started: network vfh-pool is a hostdev pool: " "$T/start" ||
+	fail "virsh start vfh-pooled did not print the hook's refusal"
+[[ -z $(cat "$MNT/claims") ]] || fail "claims after vfh-pooled: $(cat "$MNT/claims")"
+virsh -q undefine vfh-pooled >/dev/null
 
 # libvirtd SIGKILLed between prepare and started: a second hook, run after
 # vfhealth's, says so and blocks; the claim names libvirtd, and once
