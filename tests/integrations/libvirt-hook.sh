@@ -371,6 +371,18 @@ HOOK_MOUNT=$T/no-mount run_hook vm-h release end < <(domain_xml vm-h "" "" "$V1"
 expect_rc 0 "release without a mount"
 [[ -s $T/err ]] || fail "no warning at release without a mount"
 
+# started without QEMU's pid file: refused (the claim would go on naming
+# libvirtd, and the sentinel would release it while the VM runs once
+# libvirtd restarts).
+run_hook vm-q prepare begin < <(domain_xml vm-q "" "" "$V3")
+expect_rc 0 "prepare of vm-q"
+run_hook vm-q started begin < <(domain_xml vm-q 12 "" "$V3")
+expect_rc 1 "started without a pid file"
+expect_grep "^vfhealth: domain vm-q not started: no QEMU pid file: " "$(cat "$T/err")" "the refusal"
+expect_eq "$(claim_key "$MNT/$V3/assignments/vm-q" pid)" "$$" "pid= after a refused started"
+run_hook vm-q release end < <(domain_xml vm-q 12 "" "$V3")
+expect_eq "$(claims)" "" "claims after vm-q"
+
 # ---- started without the claim; reconnect re-creates it ---------------------
 
 a_qemu vm-r 9
