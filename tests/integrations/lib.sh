@@ -37,3 +37,30 @@ fill_db_dir() {
 	/bin/echo $((t % 1000 + 1)) >"$MNT/threshold" 2>/dev/null || true
 	[[ $(cat "$MNT/status") == unavailable:* ]] || fail "the store did not become unavailable: $(cat "$MNT/status")"
 }
+
+# listen_unix PATH: a real process (in BG_PIDS, its pid in LISTENER_PID)
+# holding a Unix socket that listens on PATH, as a VMM's control socket;
+# returns once it listens.  Killing it leaves the socket file behind, with
+# nothing listening on it (as after a VMM's SIGKILL).
+listen_unix() {
+	local fifo line
+	fifo=$(mktemp -u "$T/listen.XXXXXX")
+	mkfifo "$fifo"
+	python3 -c 'import signal, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen()
+print("listening", flush=True)
+signal.pause()' "$1" >"$fifo" &
+	LISTENER_PID=$!
+	BG_PIDS+=("$LISTENER_PID")
+	read -r -t 10 line <"$fifo" || line=
+	rm -f "$fifo"
+	[[ $line == listening ]] || fail "nothing listens on $1"
+}
+
+# stop_listener: kill LISTENER_PID and reap it.
+stop_listener() {
+	kill "$LISTENER_PID"
+	wait "$LISTENER_PID" 2>/dev/null || true
+}

@@ -7,7 +7,14 @@
 # with the hook's message while the VF is held or claimed by another
 # instance, and leaves no claim; when the VF is in service, libvirt fails
 # later (the PCI device does not exist here) and the claim made at prepare
-# is released by the hook at release (the VF's history shows both).
+# is released by the hook at release (the VF's history shows both).  Another
+# manager's claim of the domain's name, with only control= and a process
+# listening on it, refuses the start and outlives libvirt's cleanup.  A
+# domain whose VF is an <interface type='hostdev'> is refused and claimed
+# alike; one on a network that is a hostdev pool is refused at prepare
+# (libvirt picks its VF later).  libvirtd SIGKILLed between prepare and started (held there by a
+# second hook) leaves a claim that names it, which the sentinel's reconcile
+# releases as its VMM's.
 #
 # Everything runs in private mount and network namespaces: tmpfs over
 # libvirt's directories, the hook directory and /etc/default, so the host's
@@ -31,12 +38,13 @@ require_fuse
 hook=$source_root/examples/libvirt/vfhealth-qemu-hook
 
 for d in /etc/libvirt/hooks /etc/libvirt/qemu /run/libvirt /var/lib/libvirt /var/log/libvirt \
-	 /var/cache/libvirt /etc/default; do
+	 /var/cache/libvirt /etc/default /run/vfhealth-vmm; do
 	mount_tmpfs "$d" 64m
 done
 mkdir -p /etc/libvirt/hooks/qemu.d /var/log/libvirt/qemu
 install -m 755 "$hook" /etc/libvirt/hooks/qemu.d/vfhealth-qemu-hook
-echo "VFHEALTH_MOUNT=$MNT" >/etc/default/vfhealth-libvirt-hook
+printf 'VFHEALTH_MOUNT=%s\nVFHEALTH_LIBVIRT_HOOK_STATE=%s\n' "$MNT" "$T/hook-state" \
+	>/etc/default/vfhealth-libvirt-hook
 
 # QEMU as root, without cgroups, security drivers or virtlogd: nothing
 # outside the namespaces' tmpfs is written.
@@ -128,6 +136,123 @@ cat "$MNT/$vf/history"
 grep -Eq '^[0-9T:.Z-]+ claim vfh-test released=[0-9T:.Z-]+ ended=released-if by=0$' "$MNT/$vf/history" ||
 	fail "no claim made at prepare and released by the hook in history"
 
+# Another manager's claim of the same name, with only control= and its VM
+# running (a process listening on the socket): refused, and the claim is as
+# it was after libvirt's cleanup (the release hook) ran.
+listen_unix /run/vfhealth-vmm/other.ctl
+echo "control=/run/vfhealth-vmm/other.ctl" >"$MNT/$vf/assignments/vfh-test"
+other=$(cat "$MNT/$vf/assignments/vfh-test")
+before=$(cat "$MNT/$vf/history")
+start_fails
+grep -qF "vfhealth: domain vfh-test not started: VF $vf is claimed as vfh-test by another claimant (its control socket listens)" \
+	"$T/start" || fail "virsh start did not print the hook's refusal"
+[[ $(cat "$MNT/$vf/assignments/vfh-test") == "$other" ]] ||
+	fail "the other manager's claim changed: $(cat "$MNT/$vf/assignments/vfh-test")"
+[[ $(cat "$MNT/$vf/history") == "$before" ]] || fail "the refused start left history: $(cat "$MNT/$vf/history")"
+stop_listener
+rm "$MNT/$vf/assignments/vfh-test"
 virsh -q undefine vfh-test >/dev/null
+
+# <interface type='hostdev'>: refused while the VF is held, claimed (and
+# released after the failed start) while it is in service.
+cat >"$T/iface.xml" <<EOF
+<domain type='qemu'>
+  <name>vfh-iface</name>
+  <memory unit='MiB'>32</memory>
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <devices>
+    <emulator>$(command -v qemu-system-x86_64)</emulator>
+    <interface type='hostdev' managed='yes'>
+      <mac address='52:54:00:6d:90:02'/>
+      <source><address type='pci' domain='0x0000' bus='0x41' slot='0x00' function='0x4'/></source>
+    </interface>
+  </devices>
+</domain>
+EOF
+virsh -q define "$T/iface.xml" >/dev/null || fail "virsh define of vfh-iface failed"
+echo 1 >"$MNT/$vf/quarantined"
+echo "+ virsh start vfh-iface"
+virsh start vfh-iface >"$T/start" 2>&1 && fail "virsh start vfh-iface succeeded on a held VF"
+cat "$T/start"
+grep -qF "vfhealth: domain vfh-iface not started: VF $vf out of service (held)" "$T/start" ||
+	fail "virsh start vfh-iface did not print the hook's refusal"
+echo 0 >"$MNT/$vf/quarantined"
+virsh start vfh-iface >"$T/start" 2>&1 && fail "virsh start vfh-iface succeeded without the device"
+cat "$T/start"
+grep -q "vfhealth:" "$T/start" && fail "the hook refused vfh-iface on a VF in service"
+grep -Eq '^[0-9T:.Z-]+ claim vfh-iface released=[0-9T:.Z-]+ ended=released-if by=0$' "$MNT/$vf/history" ||
+	fail "no claim of vfh-iface made at prepare and released by the hook"
+[[ -z $(cat "$MNT/claims") ]] || fail "claims after vfh-iface: $(cat "$MNT/claims")"
+virsh -q undefine vfh-iface >/dev/null
+
+# <interface type='network'> on a hostdev pool: libvirt picks the VF after
+# prepare, so the start is refused at prepare, naming the network.
+cat >"$T/pool.xml" <<EOF
+<network>
+  <name>vfh-pool</name>
+  <forward mode='hostdev' managed='yes'>
+    <address type='pci' domain='0x0000' bus='0x41' slot='0x00' function='0x4'/>
+  </forward>
+</network>
+EOF
+# libvirt checks in sysfs that a pool's devices are VFs: a VF of its own,
+# in this namespace only, while it defines and starts the network.
+mount_tmpfs /sys/bus/pci/devices 1m
+mkdir /sys/bus/pci/devices/0000:41:00.4 /sys/bus/pci/devices/0000:41:00.0
+ln -s ../0000:41:00.0 /sys/bus/pci/devices/0000:41:00.4/physfn
+virsh -q net-define "$T/pool.xml" >"$T/net.out" 2>&1 || fail "virsh net-define failed: $(cat "$T/net.out")"
+virsh -q net-start vfh-pool >"$T/net.out" 2>&1 || fail "virsh net-start failed: $(cat "$T/net.out")"
+umount /sys/bus/pci/devices
+cat >"$T/pooled.xml" <<EOF
+<domain type='qemu'>
+  <name>vfh-pooled</name>
+  <memory unit='MiB'>32</memory>
+  <os><type arch='x86_64' machine='pc'>hvm</type></os>
+  <devices>
+    <emulator>$(command -v qemu-system-x86_64)</emulator>
+    <interface type='network'><source network='vfh-pool'/></interface>
+  </devices>
+</domain>
+EOF
+virsh -q define "$T/pooled.xml" >/dev/null || fail "virsh define of vfh-pooled failed"
+echo "+ virsh start vfh-pooled"
+virsh start vfh-pooled >"$T/start" 2>&1 && fail "virsh start vfh-pooled succeeded"
+cat "$T/start"
+grep -qF "vfhealth: domain vfh-pooled not started: network vfh-pool is a hostdev pool: " "$T/start" ||
+	fail "virsh start vfh-pooled did not print the hook's refusal"
+[[ -z $(cat "$MNT/claims") ]] || fail "claims after vfh-pooled: $(cat "$MNT/claims")"
+virsh -q undefine vfh-pooled >/dev/null
+
+# libvirtd SIGKILLed between prepare and started: a second hook, run after
+# vfhealth's, says so and blocks; the claim names libvirtd, and once
+# libvirtd is gone the sentinel's reconcile releases it (as a crash).
+mkfifo "$T/prepared"
+cat >/etc/libvirt/hooks/qemu.d/zz-hold <<EOF
+#!/bin/sh
+[ "\$2 \$3" = "prepare begin" ] || exit 0
+echo \$\$ >"$T/prepared"
+exec sleep 600
+EOF
+chmod 755 /etc/libvirt/hooks/qemu.d/zz-hold
+virsh -q define "$T/domain.xml" >/dev/null || fail "virsh define failed"
+virsh start vfh-test >"$T/start" 2>&1 &
+BG_PIDS+=("$!")
+read -r -t 60 hold_pid <"$T/prepared" || fail "libvirtd did not reach the second prepare hook: $(cat "$T/start")"
+BG_PIDS+=("$hold_pid")
+claim=$MNT/$vf/assignments/vfh-test
+[[ $(claim_key "$claim" pid) == "$libvirtd_pid" ]] ||
+	fail "the prepare's claim does not name libvirtd ($libvirtd_pid): $(cat "$claim")"
+when=$(claim_key "$claim" claimed_at)
+kill -KILL "$libvirtd_pid"
+wait "$libvirtd_pid" 2>/dev/null || true
+kill "$hold_pid"
+"$VFHEALTH_SENTINEL" --reconcile-only --reconcile-interval 0.2 --log-target stderr "$MNT" \
+	>"$T/sentinel.log" 2>&1 &
+BG_PIDS+=("$!")
+wait_for 30 "the claim of the dead libvirtd released" test ! -e "$claim"
+echo "+ cat $MNT/$vf/history"
+cat "$MNT/$vf/history"
+grep -Eq "^$when claim vfh-test released=[0-9T:.Z-]+ ended=crashed by=0$" "$MNT/$vf/history" ||
+	fail "the claim of the dead libvirtd was not released as a crash"
 grep -qE "$SANITIZER_RE" "$DAEMON_LOG" && fail "sanitizer report"
 echo "libvirt daemon OK"

@@ -3,16 +3,24 @@
 # libvirt-hook.sh - examples/libvirt/vfhealth-qemu-hook run as libvirt runs
 # it (a cleaned environment, NAME OPERATION SUBOP EXTRA, the domain XML on
 # stdin) against a real vfhealthd: prepare claims every registered VF of
-# the domain (one or two, unregistered hostdevs ignored) and refuses the
-# start with one line naming the VF when one is out of service or claimed by
-# another instance, giving back what it claimed; started completes the
-# claims with pid=, control= and agent=vsock:CID (none without a vsock
-# device) in one write; release releases conditionally, twice is harmless,
-# and a claim a live process holds is left alone; a stale claim of the same
-# name is taken over; reconnect re-creates a lost claim; bad XML, a bad
-# name, a missing or dead mount and an unavailable store refuse at prepare
-# and only warn at release; the settings come from
-# /etc/default/vfhealth-libvirt-hook when the environment has none.
+# the domain (<hostdev> and <interface type='hostdev'>; unregistered ones
+# ignored) with pid= of its parent (libvirtd), records each claim it made
+# (VF and claimed_at) in its root-only state directory, and refuses the start
+# with one line naming the VF when one is out of service or claimed by
+# another instance, giving back what it claimed; a claim of the domain's name
+# that the hook did not make refuses the start whatever its evidence and is
+# never released or completed (another manager's, its control socket
+# listening or not; one made again after the hook's was removed); one of its
+# own is taken over only when its VMM is dead by the sentinel's evidence (the
+# pid gone; with no pid, nothing listening on its control socket), or names
+# its very parent; started completes the claims with pid=, control= and
+# agent=vsock:CID in one write; release releases its own claims
+# conditionally, twice is harmless, and one a live QEMU holds is left alone;
+# reconnect re-creates a lost claim; an <interface type='network'> on a
+# hostdev pool (or a network it cannot read) refuses; bad XML, a bad name, a
+# missing or dead mount and an unavailable store refuse at prepare and only
+# warn at release; the settings come from /etc/default/vfhealth-libvirt-hook
+# when the environment has none.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
@@ -28,7 +36,9 @@ V3=0000:42:00.4
 mkdir "$MNT/$V1" "$MNT/$V2" "$MNT/$V3"
 rundir=$T/run-libvirt
 statedir=$T/lib-libvirt
-mkdir -p "$rundir" "$statedir"
+hookstate=$T/hook-state
+netdir=$T/net
+mkdir -p "$rundir" "$statedir" "$netdir"
 
 # domain_xml NAME ID CID VF...: a domain as libvirt hands it to a hook
 # (ID "" for an inactive domain, CID "" for no vsock device), with a
@@ -53,15 +63,25 @@ domain_xml() {
 	echo "</domain>"
 }
 
-# run_hook NAME OP SUBOP < XML: as libvirt runs it; its exit status in rc,
-# its stderr in $T/err.
+# run_hook NAME OP SUBOP < XML: as libvirt runs it (its parent, standing in
+# for libvirtd, is this shell); its exit status in rc, its stderr in $T/err.
 run_hook() {
 	rc=0
 	env -i LC_ALL=C PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/ \
 		VFHEALTH_MOUNT="${HOOK_MOUNT:-$MNT}" VFHEALTH_LIBVIRT_RUNDIR="$rundir" \
-		VFHEALTH_LIBVIRT_STATEDIR="$statedir" \
+		VFHEALTH_LIBVIRT_STATEDIR="$statedir" VFHEALTH_LIBVIRT_HOOK_STATE="$hookstate" \
+		VFHEALTH_LIBVIRT_NETWORKDIR="$netdir" \
 		"$hook" "$1" "$2" "$3" - >"$T/out" 2>"$T/err" || rc=$?
 	[[ ! -s $T/out ]] || fail "the hook wrote to stdout: $(cat "$T/out")"
+}
+# run_hook_gone_parent NAME OP SUBOP < XML: run_hook under a parent that
+# exits right after it (a libvirtd that died since).
+run_hook_gone_parent() {
+	rc=0
+	(
+		run_hook "$@"
+		exit "$rc"
+	) || rc=$?
 }
 expect_rc() { # WANT WHAT
 	[[ $rc == "$1" ]] || fail "$2: exit $rc, want $1 (stderr: $(cat "$T/err"))"
@@ -87,9 +107,14 @@ run_hook vm-a prepare begin <"$T/a.xml"
 expect_rc 0 "prepare, one VF"
 expect_eq "$(claims)" "$V1 vm-a" "claims after prepare"
 claim=$MNT/$V1/assignments/vm-a
-expect_eq "$(claim_key "$claim" pid)" "" "pid= after prepare"
+# The prepare's claim names libvirtd (here this shell), so that the sentinel
+# releases it if libvirtd dies before started completes it.
+expect_eq "$(claim_key "$claim" pid)" "$$" "pid= after prepare"
+[[ -n $(claim_key "$claim" pid_starttime) ]] || fail "no pid_starttime recorded after prepare"
 when=$(claim_key "$claim" claimed_at)
 [[ -n $when ]] || fail "no claimed_at after prepare"
+expect_eq "$(cat "$hookstate/vm-a")" "$V1 $when" "the hook's record of its claim"
+expect_eq "$(stat -c '%a %u' "$hookstate")" "700 0" "the hook's state directory"
 
 a_qemu vm-a 5
 domain_xml vm-a 5 "" "$V1" >"$T/a-live.xml"
@@ -168,25 +193,104 @@ expect_grep "^vfhealth: domain vm-c not started: VF $V2 claimed by other-vm$" "$
 expect_eq "$(claims)" "$V2 other-vm" "claims after a refused prepare"
 rm "$MNT/$V2/assignments/other-vm"
 
-# A claim of the same name a live process holds (not this domain's: libvirt
-# runs no prepare for a running domain) refuses; a stale one is taken over.
-printf 'pid=%s\n' "$$" >"$T/attrs"
-: >"$MNT/$V1/assignments/vm-d"
-cat "$T/attrs" >"$MNT/$V1/assignments/vm-d"
-run_hook vm-d prepare begin < <(domain_xml vm-d "" "" "$V1")
-expect_rc 1 "prepare with a live claim of the same name"
-expect_grep "VF $V1 is claimed as vm-d by running pid $$" "$(cat "$T/err")" "the refusal"
-run_hook vm-d release end < <(domain_xml vm-d "" "" "$V1")
-expect_eq "$(claims)" "$V1 vm-d" "a live claim after the release that follows a refused prepare"
+# ---- a claim of the domain's name the hook did not make -------------------------
+
+# Another manager's, with only control= and its socket listening (the VM
+# runs): refused, and libvirt's cleanup (release) leaves it untouched.
+listen_unix "$T/other.ctl"
+echo "control=$T/other.ctl" >"$MNT/$V1/assignments/vm-d"
+other=$(cat "$MNT/$V1/assignments/vm-d")
+domain_xml vm-d "" "" "$V1" >"$T/d.xml"
+run_hook vm-d prepare begin <"$T/d.xml"
+expect_rc 1 "prepare over another manager's live claim of the same name"
+expect_grep "^vfhealth: domain vm-d not started: VF $V1 is claimed as vm-d by another claimant \(its control socket listens\)$" \
+	"$(cat "$T/err")" "the refusal"
+run_hook vm-d release end <"$T/d.xml"
+expect_rc 0 "release after the refused prepare"
+expect_eq "$(cat "$MNT/$V1/assignments/vm-d")" "$other" "the other manager's claim after the refused start"
+# Its VMM dead (nothing listens on the socket file it left): still not the
+# hook's to take over or release (the sentinel's, by its evidence).
+stop_listener
+test -S "$T/other.ctl" || fail "the killed listener's socket file is gone"
+run_hook vm-d prepare begin <"$T/d.xml"
+expect_rc 1 "prepare over another manager's dead claim of the same name"
+expect_grep "VF $V1 is claimed as vm-d by another claimant \(nothing listens on its control socket\)$" \
+	"$(cat "$T/err")" "the refusal"
+run_hook vm-d release end <"$T/d.xml"
+expect_eq "$(cat "$MNT/$V1/assignments/vm-d")" "$other" "the other manager's dead claim after release"
 rm "$MNT/$V1/assignments/vm-d"
-: >"$MNT/$V1/assignments/vm-d"
-stale=$(claim_key "$MNT/$V1/assignments/vm-d" claimed_at)
-run_hook vm-d prepare begin < <(domain_xml vm-d "" "" "$V1")
-expect_rc 0 "prepare over a stale claim of the same name"
+
+# The hook's own claim removed and the name claimed again by someone else
+# between prepare and release (a failed start): not completed, not released.
+run_hook vm-d prepare begin <"$T/d.xml"
+expect_rc 0 "prepare of vm-d"
+rm "$MNT/$V1/assignments/vm-d"
+listen_unix "$T/other2.ctl"
+echo "control=$T/other2.ctl" >"$MNT/$V1/assignments/vm-d"
+other=$(cat "$MNT/$V1/assignments/vm-d")
+a_qemu vm-d 4
+run_hook vm-d started begin < <(domain_xml vm-d 4 "" "$V1")
+expect_rc 1 "started over a claim made again by another claimant"
+expect_grep "VF $V1: the claim of vm-d is not the one made at prepare" "$(cat "$T/err")" "the refusal"
+kill "$qemu_pid"
+wait "$qemu_pid" 2>/dev/null || true
+run_hook vm-d release end <"$T/d.xml"
+expect_rc 0 "release after the failed start"
+expect_eq "$(cat "$MNT/$V1/assignments/vm-d")" "$other" "the other claimant's claim after the failed start"
+stop_listener
+rm "$MNT/$V1/assignments/vm-d"
+
+# ---- a claim of the hook's own left by a start that never completed ----------
+
+# Its VMM alive (pid= rewritten away by someone, its control socket
+# listening): refused, kept; nothing listening: taken over.
+run_hook vm-d prepare begin <"$T/d.xml"
+expect_rc 0 "prepare of vm-d"
+listen_unix "$T/vm-d.ctl"
+echo "pid=
+control=$T/vm-d.ctl" >"$MNT/$V1/assignments/vm-d"
+mine=$(claim_key "$MNT/$V1/assignments/vm-d" claimed_at)
+run_hook vm-d prepare begin <"$T/d.xml"
+expect_rc 1 "prepare over its own claim whose control socket listens"
+expect_grep "^vfhealth: domain vm-d not started: VF $V1 is still claimed as vm-d \(its control socket listens\)$" \
+	"$(cat "$T/err")" "the refusal"
+expect_eq "$(claim_key "$MNT/$V1/assignments/vm-d" claimed_at)" "$mine" "its own live claim after a refused prepare"
+stop_listener
+run_hook vm-d prepare begin <"$T/d.xml"
+expect_rc 0 "prepare over its own claim whose control socket nobody listens on"
 fresh=$(claim_key "$MNT/$V1/assignments/vm-d" claimed_at)
-[[ -n $fresh && $fresh != "$stale" ]] || fail "the stale claim was not replaced ($stale -> $fresh)"
-run_hook vm-d release end < <(domain_xml vm-d "" "" "$V1")
+[[ -n $fresh && $fresh != "$mine" ]] || fail "its own dead claim was not taken over ($mine -> $fresh)"
+expect_grep "^$mine claim vm-d released=.* ended=released-if " "$(cat "$MNT/$V1/history")" "the dead claim released"
+
+# Its QEMU running (started completed it): refused; the QEMU gone: taken over.
+a_qemu vm-d 6
+run_hook vm-d started begin < <(domain_xml vm-d 6 "" "$V1")
+expect_rc 0 "started of vm-d"
+mine=$fresh
+run_hook vm-d prepare begin <"$T/d.xml"
+expect_rc 1 "prepare over its own claim whose QEMU runs"
+expect_grep "VF $V1 is still claimed as vm-d \(pid $qemu_pid runs\)$" "$(cat "$T/err")" "the refusal"
+kill "$qemu_pid"
+wait "$qemu_pid" 2>/dev/null || true
+run_hook vm-d prepare begin <"$T/d.xml"
+expect_rc 0 "prepare over its own claim whose QEMU exited"
+[[ $(claim_key "$MNT/$V1/assignments/vm-d" claimed_at) != "$mine" ]] || fail "not taken over"
+
+# A prepare whose libvirtd died since: the claim names a pid that is gone,
+# and the next prepare takes it over.
+run_hook vm-d release end <"$T/d.xml"
 expect_eq "$(claims)" "" "claims after vm-d"
+run_hook_gone_parent vm-d prepare begin <"$T/d.xml"
+expect_rc 0 "prepare under a parent that exits"
+mine=$(claim_key "$MNT/$V1/assignments/vm-d" claimed_at)
+gone=$(claim_key "$MNT/$V1/assignments/vm-d" pid)
+wait_for 5 "the hook's parent gone" process_gone "$gone"
+run_hook vm-d prepare begin <"$T/d.xml"
+expect_rc 0 "prepare over its own claim whose libvirtd died"
+[[ $(claim_key "$MNT/$V1/assignments/vm-d" claimed_at) != "$mine" ]] || fail "the claim of a dead libvirtd was not taken over"
+run_hook vm-d release end <"$T/d.xml"
+expect_eq "$(claims)" "" "claims after vm-d"
+expect_eq "$(cat "$hookstate/vm-d")" "" "the hook's records after its release"
 
 # A name that is no instance id; bad XML.
 run_hook 'my vm' prepare begin < <(domain_xml 'my vm' "" "" "$V1")
@@ -199,6 +303,58 @@ run_hook vm-e release end <<<"<domain><devices><hostdev"
 expect_rc 0 "release with bad XML"
 expect_grep "bad domain XML" "$(cat "$T/err")" "the warning"
 expect_eq "$(claims)" "" "claims after bad XML"
+
+# <interface type='hostdev'> names its VF like a <hostdev>: claimed, and
+# refused while out of service.
+iface_xml() { # NAME VF
+	local d b sl f
+	IFS=':.' read -r d b sl f <<<"$2"
+	echo "<domain type='qemu'><name>$1</name><devices>"
+	echo "  <interface type='hostdev' managed='yes'><mac address='52:54:00:6d:90:02'/>"
+	echo "    <source><address type='pci' domain='0x$d' bus='0x$b' slot='0x$sl' function='0x$f'/></source>"
+	echo "  </interface>"
+	echo "</devices></domain>"
+}
+echo 1 >"$MNT/$V2/quarantined"
+run_hook vm-n prepare begin < <(iface_xml vm-n "$V2")
+expect_rc 1 "prepare of an <interface type='hostdev'> on a held VF"
+expect_grep "^vfhealth: domain vm-n not started: VF $V2 out of service \(held\)$" "$(cat "$T/err")" "the refusal"
+echo 0 >"$MNT/$V2/quarantined"
+run_hook vm-n prepare begin < <(iface_xml vm-n "$V2")
+expect_rc 0 "prepare of an <interface type='hostdev'>"
+expect_eq "$(claims)" "$V2 vm-n" "claims of an <interface type='hostdev'>"
+run_hook vm-n release end < <(iface_xml vm-n "$V2")
+expect_eq "$(claims)" "" "claims after vm-n"
+
+# <interface type='network'>: on a hostdev pool (libvirt picks the VF after
+# prepare), or a network the hook cannot read, the start is refused; on
+# another network it goes ahead.
+net_xml() { # NAME NETWORK
+	echo "<domain type='qemu'><name>$1</name><devices>"
+	echo "  <interface type='network'><source network='$2'/></interface>"
+	echo "</devices></domain>"
+}
+cat >"$netdir/vf-pool.xml" <<EOF
+<networkstatus>
+  <network><name>vf-pool</name>
+    <forward mode='hostdev' managed='yes'>
+      <address type='pci' domain='0x0000' bus='0x41' slot='0x00' function='0x5'/>
+    </forward>
+  </network>
+</networkstatus>
+EOF
+echo "<networkstatus><network><name>nat</name><forward mode='nat'/></network></networkstatus>" >"$netdir/nat.xml"
+run_hook vm-p prepare begin < <(net_xml vm-p vf-pool)
+expect_rc 1 "prepare on a hostdev pool"
+expect_eq "$(wc -l <"$T/err")" 1 "lines on stderr for a refusal"
+expect_grep "^vfhealth: domain vm-p not started: network vf-pool is a hostdev pool: " "$(cat "$T/err")" "the refusal"
+run_hook vm-p prepare begin < <(net_xml vm-p absent)
+expect_rc 1 "prepare on a network the hook cannot read"
+expect_grep "^vfhealth: domain vm-p not started: network absent: cannot tell whether it is a hostdev pool " \
+	"$(cat "$T/err")" "the refusal"
+run_hook vm-p prepare begin < <(net_xml vm-p nat)
+expect_rc 0 "prepare on a NAT network"
+expect_eq "$(claims)" "" "claims after the network interfaces"
 
 # Only unregistered hostdevs, or none: nothing to claim, nothing refused.
 run_hook vm-f prepare begin < <(domain_xml vm-f "" "")
@@ -214,6 +370,18 @@ expect_grep "^vfhealth: domain vm-h not started: vfhealth mount $T/no-mount: No 
 HOOK_MOUNT=$T/no-mount run_hook vm-h release end < <(domain_xml vm-h "" "" "$V1")
 expect_rc 0 "release without a mount"
 [[ -s $T/err ]] || fail "no warning at release without a mount"
+
+# started without QEMU's pid file: refused (the claim would go on naming
+# libvirtd, and the sentinel would release it while the VM runs once
+# libvirtd restarts).
+run_hook vm-q prepare begin < <(domain_xml vm-q "" "" "$V3")
+expect_rc 0 "prepare of vm-q"
+run_hook vm-q started begin < <(domain_xml vm-q 12 "" "$V3")
+expect_rc 1 "started without a pid file"
+expect_grep "^vfhealth: domain vm-q not started: no QEMU pid file: " "$(cat "$T/err")" "the refusal"
+expect_eq "$(claim_key "$MNT/$V3/assignments/vm-q" pid)" "$$" "pid= after a refused started"
+run_hook vm-q release end < <(domain_xml vm-q 12 "" "$V3")
+expect_eq "$(claims)" "" "claims after vm-q"
 
 # ---- started without the claim; reconnect re-creates it ---------------------
 
@@ -240,6 +408,7 @@ cat >"$T/default" <<CONF
 # vfhealth-libvirt-hook settings
 VFHEALTH_MOUNT="$MNT"
 VFHEALTH_LIBVIRT_RUNDIR=$rundir
+VFHEALTH_LIBVIRT_HOOK_STATE=$hookstate
 CONF
 rc=0
 domain_xml vm-i "" "" "$V1" >"$T/i.xml"
@@ -253,7 +422,8 @@ run_hook vm-i release end <"$T/i.xml"
 
 # ---- the store unavailable: refuse at prepare, warn at release -------------------
 
-: >"$MNT/$V3/assignments/vm-j"
+run_hook vm-j prepare begin < <(domain_xml vm-j "" "" "$V3")
+expect_rc 0 "prepare of vm-j"
 fill_db_dir
 run_hook vm-k prepare begin < <(domain_xml vm-k "" "" "$V2")
 expect_rc 1 "prepare while the store is unavailable"
