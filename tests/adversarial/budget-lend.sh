@@ -32,7 +32,7 @@ echo "metrics is $size bytes: lending $count descriptors"
 mkfifo "$T/take.in" "$T/take.out"
 exec {take_in}<>"$T/take.in" {take_out}<>"$T/take.out"
 background "$lend" take "$T/lend.sock" <"$T/take.in" >"$T/take.out"
-read -r -t 10 -u "$take_out" line || line=nothing
+read -r -t 60 -u "$take_out" line || line=nothing
 [[ $line == listening ]] || fail "the root reader did not start ($line)"
 gave=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$lend" give "$T/lend.sock" "$count" "$MNT/metrics") ||
 	fail "the user could not open and pass $count descriptors"

@@ -46,7 +46,7 @@ exec {holder}<>"$T/flock.out"
 background setpriv --reuid=65534 --regid=65534 --clear-groups \
 	sh -c 'exec 9<"$1" && flock -n 9 && echo locked && exec sleep 600' sh "$T/user/held" \
 	>"$T/flock.out"
-read -r -t 10 -u "$holder" line || line=nothing
+read -r -t 60 -u "$holder" line || line=nothing
 [[ $line == locked ]] || fail "the user's flock did not start ($line)"
 ln -s "$T/user/held" "$DB-lock"
 start_daemon --no-sentinel

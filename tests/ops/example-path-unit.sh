@@ -37,7 +37,7 @@ mkdir "$mnt/0000:41:00.4" "$mnt/0000:41:00.5"
 
 # The event PathChanged= waits for.
 if command -v inotifywait >/dev/null; then
-	inotifywait -e close_write -t 10 "$mnt/quarantined" >"$T/inotify.out" 2>"$T/inotify.err" &
+	inotifywait -e close_write -t 120 "$mnt/quarantined" >"$T/inotify.out" 2>"$T/inotify.err" &
 	iw=$!
 	wait_for 10 "inotifywait to watch" grep -q "Watches established" "$T/inotify.err"
 	echo 1 > "$mnt/0000:41:00.4/quarantined"

@@ -27,7 +27,7 @@ mkdir /run/systemd/journal
 mkfifo "$T/receiver.fifo"
 python3 "$here/journal-receiver.py" /run/systemd/journal/socket "$JOURNAL" >"$T/receiver.fifo" &
 BG_PIDS+=("$!")
-read -r -t 10 line <"$T/receiver.fifo" || line=nothing
+read -r -t 60 line <"$T/receiver.fifo" || line=nothing
 [[ $line == bound ]] || fail "the journal receiver did not start ($line)"
 
 # records KEY=VALUE|KEY...: the records with every field given (KEY alone:
