@@ -586,6 +586,20 @@ int store_gpu_list(struct store *s, struct store_gpu_info **ret, size_t *count);
 /* The registered VFs of a GPU, sorted; *ret malloc'd.  -ENOENT: none. */
 int store_gpu_vfs(struct store *s, const char *parent, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
 
+/* Make sysfs's word the store's: every registered VF of vfs (the GPU's
+ * virtfn links, read by the caller now) gets parent as its parent, also
+ * over an empty or a different stored one (sysfs is the authority; the
+ * set-once rule is for writers).  Unregistered ones are skipped.  Then a
+ * drain or a cycle of parent covers them (claims refused, the no-claim
+ * check).  *adopted (may be NULL): the VFs that changed.  Test:
+ * gpu_adopt_sysfs (test-store.c), tests/fs/test-recover.sh. */
+int store_gpu_adopt(struct store *s, const char *parent, char (*vfs)[VF_ADDR_BUFSZ], size_t n,
+		    size_t *adopted);
+/* Under the lock that reserves claims: how many of vfs have a live claim
+ * or a reservation, and the first of them in *first ("" for none). */
+int store_vfs_in_use(struct store *s, char (*vfs)[VF_ADDR_BUFSZ], size_t n, size_t *in_use,
+		     char first[static VF_ADDR_BUFSZ]);
+
 /* Why a GPU's step was refused (-EBUSY): its state then, its VFs with a
  * claim or reservation, and the GPU of the host that is recovering ("" for
  * none). */
