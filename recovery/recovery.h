@@ -72,7 +72,7 @@ int recovery_request(struct recovery *r, const char *parent, int64_t uid, const 
  * virtfnN links (*vfs malloc'd, sorted; NULL and 0 when none), and every
  * registered one is made the GPU's in the store (store_gpu_adopt), so a
  * drain and the no-claim check cover it.  sysfs_root NULL: /sys.  Tests:
- * tests/recovery/test-sysfs.c gpu_target_*, tests/fs/test-recover.sh. */
+ * tests/recovery/test-sysfs.c test_gpu_check, tests/fs/test-recover-target.sh. */
 int recovery_gpu_target(const char *sysfs_root, struct store *s, const char *pf,
 			char (**vfs)[VF_ADDR_BUFSZ], size_t *n, const char **why);
 

@@ -592,7 +592,7 @@ int store_gpu_vfs(struct store *s, const char *parent, char (**ret)[VF_ADDR_BUFS
  * set-once rule is for writers).  Unregistered ones are skipped.  Then a
  * drain or a cycle of parent covers them (claims refused, the no-claim
  * check).  *adopted (may be NULL): the VFs that changed.  Test:
- * gpu_adopt_sysfs (test-store.c), tests/fs/test-recover.sh. */
+ * gpu_adopt_sysfs (test-store.c), tests/fs/test-recover-target.sh. */
 int store_gpu_adopt(struct store *s, const char *parent, char (*vfs)[VF_ADDR_BUFSZ], size_t n,
 		    size_t *adopted);
 /* Under the lock that reserves claims: how many of vfs have a live claim
