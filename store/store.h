@@ -157,13 +157,14 @@
  *                 the threshold (oldest registration first).
  *
  *  Parent GPU     each VF may name its physical function (a PCI address,
- *                 the VF address rule; "" while unknown).  It is given at
- *                 registration (the filesystem reads the VF's sysfs
- *                 `physfn` link) or set once later: setting the value it
- *                 already has changes nothing; a different value, once one
- *                 is set, -EBUSY (a VF does not move between GPUs: to
- *                 correct a wrong parent, unregister and register again);
- *                 a VF as its own parent, or a bad address, -EINVAL.
+ *                 the VF address rule; "" while unknown), always what
+ *                 sysfs says: given at registration (the filesystem reads
+ *                 the VF's sysfs `physfn` link) or set once later
+ *                 (store_vf_set_parent: setting the value it already has
+ *                 changes nothing; a different value, once one is set,
+ *                 -EBUSY; a VF as its own parent, or a bad address,
+ *                 -EINVAL); store_gpu_adopt replaces it with what a GPU's
+ *                 virtfn links say, before a drain or a cycle.
  *
  *  Placement      the allocatable VFs are those a claim may take now:
  *                 registered, in service (state ok, failing or held-back)
