@@ -185,6 +185,8 @@ sys=$workdir/sys
 pf2=0000:42:00.0
 gpu2_vfs=(0000:42:00.4 0000:42:00.5)
 mkdir -p -- "$sys/bus/pci/devices/$pf2"
+echo 0x10de >"$sys/bus/pci/devices/$pf2/vendor" # NVIDIA, with SR-IOV: vfhealthd cycles no other
+echo 16 >"$sys/bus/pci/devices/$pf2/sriov_totalvfs"
 for i in "${!gpu2_vfs[@]}"; do
 	mkdir -p -- "$sys/bus/pci/devices/${gpu2_vfs[i]}"
 	ln -s "../$pf2" "$sys/bus/pci/devices/${gpu2_vfs[i]}/physfn"

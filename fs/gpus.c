@@ -2,7 +2,10 @@
 /*
  * gpus.c - the files of gpus/PF/ (gpus.h): a parent GPU's VFs, its state,
  * its drain and its history.  The store decides (store.h, "GPUs"); this
- * caller logs the event once.
+ * caller logs the event once.  A drain and a cycle act only on what sysfs
+ * shows as an NVIDIA GPU with SR-IOV, and on the VFs its virtfn links name
+ * (recovery_gpu_target); an undrain needs no such check: it acts on no
+ * device.
  */
 #include "fs/gpus.h"
 
@@ -89,6 +92,19 @@ int gpu_drain_write(const struct vfile_call *call, char *command)
 		if (call->why)
 			*call->why = "drain is 1 (start a drain) or 0 (end it)";
 		return -EINVAL;
+	}
+	if (drain) {
+		/* what sysfs shows under the GPU, registered or not, is its own */
+		_cleanup_free_ char(*vfs)[VF_ADDR_BUFSZ] = NULL;
+		const char *why = NULL;
+		size_t n = 0;
+
+		r = recovery_gpu_target(call->sysfs_root, call->store, call->vf, &vfs, &n, &why);
+		if (r < 0) {
+			if (call->why)
+				*call->why = why;
+			return r;
+		}
 	}
 	r = store_gpu_drain(call->store, call->vf, drain, call->uid, NULL, &unchanged);
 	if (r < 0)

@@ -3,7 +3,8 @@
  * physfn.h - a VF's parent GPU as sysfs tells it: the VF's `physfn` link,
  * SYSFS_ROOT/bus/pci/devices/VF/physfn -> ../PF (the kernel's SR-IOV
  * layout; tests point SYSFS_ROOT at a tree of their own).  The filesystem
- * reads it when a VF is registered (vfhealth(5), VF/parent).
+ * reads it when a VF is registered, and a write of VF/parent records only
+ * what it says (vfhealth(5), VF/parent; tests/fs/test-recover-target.sh).
  */
 #ifndef VFHEALTH_FS_PHYSFN_H
 #define VFHEALTH_FS_PHYSFN_H

@@ -16,6 +16,7 @@
 #include "fs/gpus.h"
 #include "fs/metrics-file.h"
 #include "fs/metrics.h"
+#include "fs/physfn.h"
 #include "grammar/assignment.h"
 #include "grammar/message.h"
 #include "grammar/report.h"
@@ -462,10 +463,13 @@ static int vf_parent_render(const struct vfile_call *call, FILE *out)
 	return 0;
 }
 
-/* Set once: the same address again changes nothing, another EBUSY. */
+/* Only what sysfs says: a write records the VF's physfn (a VF whose sysfs
+ * entry appeared after it was registered), anything else is refused, so
+ * no writer names the device root drains or cycles.  The same address
+ * again changes nothing. */
 static int vf_parent_write(const struct vfile_call *call, char *command)
 {
-	bool unchanged;
+	char sysfs_parent[VF_ADDR_BUFSZ];
 	int r;
 
 	if (!vf_address_valid(command) || strcmp(command, call->vf) == 0) {
@@ -473,12 +477,25 @@ static int vf_parent_write(const struct vfile_call *call, char *command)
 			*call->why = "parent: not a PCI address like 0000:41:00.0, or the VF's own";
 		return -EINVAL;
 	}
-	r = store_vf_set_parent(call->store, call->vf, command, &unchanged);
-	if (r == -EBUSY && call->why)
-		*call->why = "parent: already set to another GPU (set once)";
+	r = physfn_read(call->sysfs_root, call->vf, sysfs_parent);
+	if (r < 0 || strcmp(sysfs_parent, command) != 0) {
+		if (call->why)
+			*call->why = r < 0 ? "parent: sysfs shows no physfn link for this VF;"
+					     " the parent is only ever what sysfs says" :
+					     "parent: sysfs's physfn link names another device;"
+					     " the parent is only ever what sysfs says";
+		return -EPERM;
+	}
+	/* sysfs's word also over a stored one that disagrees (an older write) */
+	char vf[1][VF_ADDR_BUFSZ];
+	size_t adopted = 0;
+	snprintf(vf[0], sizeof(vf[0]), "%s", call->vf);
+	r = store_gpu_adopt(call->store, command, vf, 1, &adopted);
 	if (r < 0)
 		return r;
-	if (!unchanged)
+	if (adopted == 0)
+		mark_unchanged(call);
+	else
 		log_info("%s: parent GPU set to %s", call->vf, command);
 	return 0;
 }
@@ -852,7 +869,7 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 			       STORE_CHANGE_SUSPECT | STORE_CHANGE_STATUS },
 	[VF_SINCE] = { "since", 0444, vf_since_render, NULL, VFILE_NOTIFY | VFILE_PLACEMENT,
 		       STORE_CHANGE_QUARANTINE | STORE_CHANGE_SUSPECT | STORE_CHANGE_STATUS },
-	/* Set once, by sysfs at registration or by a write. */
+	/* sysfs's physfn: at registration, or a write of what it says. */
 	[VF_PARENT] = { "parent", 0664, vf_parent_render, vf_parent_write, VFILE_NOTIFY,
 			STORE_CHANGE_PARENT },
 	/* Read from SQLite, not the mirror: it reads while the store is latched. */

@@ -97,6 +97,7 @@ struct vfile_call {
 	struct store *store;
 	struct metrics *metrics;   /* extra series of `metrics` (fs/metrics.h); may be NULL */
 	struct recovery *recovery; /* GPU cycles (recovery/recovery.h); NULL: none run */
+	const char *sysfs_root;    /* --sysfs-root: a VF's parent, a GPU's VFs (NULL: /sys) */
 	const char *vf;            /* per-VF files: the VF address; per-GPU files: the GPU's */
 	uint64_t vf_id;            /* per-VF files: the VF's id */
 	enum store_read read;      /* renders: how placement-facing reads are made

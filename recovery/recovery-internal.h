@@ -64,6 +64,12 @@ int program_run(const struct program_run *p, struct program_result *ret);
 int sysfs_virtfns(const char *sysfs_root, const char *pf, char (**ret)[VF_ADDR_BUFSZ],
 		  size_t *count);
 
+/* Whether SYSFS_ROOT/bus/pci/devices/PF is an NVIDIA GPU with SR-IOV:
+ * 0; -EPERM with *why (a static sentence) when its vendor is not 0x10de
+ * or it has no sriov_totalvfs; -ENOENT (no such device) and other -errno
+ * with *why too. */
+int sysfs_gpu_check(const char *sysfs_root, const char *pf, const char **why);
+
 /* -- auto.c ---------------------------------------------------------------- */
 
 /* One GPU as the automatic policy sees it. */

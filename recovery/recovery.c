@@ -14,9 +14,18 @@
  * recovering failed (interrupted), every recovering GPU is one this process
  * marked, so a cycle is never run twice and never resumed after a restart.
  *
- * Outcomes.  The program's exit 0 is not trusted alone: every registered VF
- * of the GPU must be named by a virtfnN link of the physical function
- * afterwards.  An outcome the store could not take (unavailable) is kept
+ * The target.  The device is never what the store's text says: the
+ * request and, again, the thread right before the program check that sysfs
+ * shows an NVIDIA GPU with SR-IOV at that address, and take its VFs from
+ * its virtfnN links (recovery_gpu_target), making each registered one the
+ * GPU's in the store; the thread then refuses the cycle (failed) when one
+ * of them has a claim or a reservation, which the store's check at begin
+ * could not see while the VF's stored parent was empty.  The program's
+ * VFHEALTH_VFS lists exactly those VFs.
+ *
+ * Outcomes.  The program's exit 0 is not trusted alone: every VF sysfs
+ * showed under the GPU, and every registered VF of it, must be named by a
+ * virtfnN link of the physical function afterwards.  An outcome the store could not take (unavailable) is kept
  * and offered again every RETRY_NS; meanwhile the GPU stays recovering,
  * out of placement.
  *
@@ -317,15 +326,34 @@ static void run_cycle(struct recovery *r, const char *parent)
 	snprintf(r->pending.parent, sizeof(r->pending.parent), "%s", parent);
 	r->pending.outcome = OUTCOME_FAILED;
 	r->pending.duration_s = -1;
-	k = store_gpu_vfs(r->store, parent, &vfs, &n_vfs);
+	/* Again right before the program: the request's check is older than
+	 * this, and sysfs, not the store, says what the device is and which
+	 * VFs are its own. */
+	const char *why = NULL;
+	char in_use_vf[VF_ADDR_BUFSZ];
+	size_t in_use = 0;
+	k = recovery_gpu_target(r->sysfs_root, r->store, parent, &before, &n_before, &why);
 	if (k < 0) {
+		snprintf(r->pending.detail, sizeof(r->pending.detail), "not cycled: %s (%s)",
+			 why ? why : "sysfs", strerror(-k));
+		return;
+	}
+	/* a VF whose parent the store learnt only now may hold a claim */
+	k = store_vfs_in_use(r->store, before, n_before, &in_use, in_use_vf);
+	if (k < 0 || in_use) {
+		snprintf(r->pending.detail, sizeof(r->pending.detail),
+			 "not cycled: VF %s has a claim or a reservation",
+			 k < 0 ? "(unreadable)" : in_use_vf);
+		return;
+	}
+	k = store_gpu_vfs(r->store, parent, &vfs, &n_vfs);
+	if (k < 0 && k != -ENOENT) {
 		snprintf(r->pending.detail, sizeof(r->pending.detail), "cannot list its VFs: %s",
 			 strerror(-k));
 		return;
 	}
-	if (sysfs_virtfns(r->sysfs_root, parent, &before, &n_before) < 0)
-		n_before = 0; /* the program decides what that means */
-	vf_list = strv_join(vfs, n_vfs);
+	/* exactly the VFs sysfs shows under the GPU */
+	vf_list = strv_join(before, n_before);
 	if (!vf_list || asprintf(&env_parent, "VFHEALTH_PARENT=%s", parent) < 0 ||
 	    asprintf(&env_vfs, "VFHEALTH_VFS=%s", vf_list) < 0 ||
 	    asprintf(&env_numvfs, "VFHEALTH_NUMVFS=%zu", n_before ? n_before : n_vfs) < 0 ||
@@ -345,7 +373,7 @@ static void run_cycle(struct recovery *r, const char *parent)
 
 	log_event(LOG_NOTICE, LOG_EVENT_RECOVERY_STARTED, &f,
 		  "GPU %s: recovery started: running %s for its %zu VF%s (timeout %" PRId64 " s)",
-		  parent, r->program, n_vfs, n_vfs == 1 ? "" : "s", r->timeout_ns / NS_PER_S);
+		  parent, r->program, n_before, n_before == 1 ? "" : "s", r->timeout_ns / NS_PER_S);
 	k = program_run(&run, &res);
 	if (k < 0) {
 		snprintf(r->pending.detail, sizeof(r->pending.detail), "cannot run %s: %s",
@@ -384,21 +412,28 @@ static void run_cycle(struct recovery *r, const char *parent)
 			 "cannot read its virtfn links: %s", strerror(-k));
 		return;
 	}
-	size_t missing = 0;
+	/* every VF sysfs showed before, and every registered one, is back */
+	size_t missing = 0, expected = 0;
 	const char *first = NULL;
-	for (size_t i = 0; i < n_vfs; i++) {
+	for (size_t i = 0; i < n_before + n_vfs; i++) {
+		const char *vf = i < n_before ? before[i] : vfs[i - n_before];
 		bool found = false;
+		for (size_t j = 0; i >= n_before && j < n_before && !found; j++)
+			found = strcmp(vf, before[j]) == 0;
+		if (found)
+			continue; /* counted among the ones sysfs showed */
+		expected++;
 		for (size_t j = 0; j < n_after && !found; j++)
-			found = strcmp(vfs[i], after[j]) == 0;
+			found = strcmp(vf, after[j]) == 0;
 		if (!found) {
 			missing++;
-			first = first ? first : vfs[i];
+			first = first ? first : vf;
 		}
 	}
 	if (missing) {
 		r->pending.outcome = OUTCOME_VF_MISSING;
 		snprintf(r->pending.detail, sizeof(r->pending.detail),
-			 "VF %s did not come back (%zu of %zu missing)", first, missing, n_vfs);
+			 "VF %s did not come back (%zu of %zu missing)", first, missing, expected);
 		return;
 	}
 	r->pending.ok = true;
@@ -672,6 +707,12 @@ int recovery_request(struct recovery *r, const char *parent, int64_t uid, const 
 		*why = "vfhealthd is starting or stopping: no cycle can start now; try again";
 		return -EAGAIN;
 	}
+	/* the device is what sysfs says, never what a writer stored */
+	_cleanup_free_ char(*vfs)[VF_ADDR_BUFSZ] = NULL;
+	size_t n_vfs = 0;
+	k = recovery_gpu_target(r->sysfs_root, r->store, parent, &vfs, &n_vfs, why);
+	if (k < 0)
+		return k;
 	k = store_mode_get(r->store);
 	if (k < 0)
 		return k;

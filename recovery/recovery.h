@@ -65,6 +65,17 @@ bool recovery_configured(const struct recovery *r);
  * -EAGAIN (the thread is not running yet, or any more), -ENOENT, -EIO. */
 int recovery_request(struct recovery *r, const char *parent, int64_t uid, const char **why);
 
+/* The device a drain or a cycle of pf acts on, as sysfs says now (never
+ * from text a writer stored): SYSFS_ROOT/bus/pci/devices/PF must be an
+ * NVIDIA GPU (its `vendor` reads 0x10de) with SR-IOV (`sriov_totalvfs`
+ * exists), else -EPERM with *why a static sentence.  Its VFs are its
+ * virtfnN links (*vfs malloc'd, sorted; NULL and 0 when none), and every
+ * registered one is made the GPU's in the store (store_gpu_adopt), so a
+ * drain and the no-claim check cover it.  sysfs_root NULL: /sys.  Tests:
+ * tests/recovery/test-sysfs.c test_gpu_check, tests/fs/test-recover-target.sh. */
+int recovery_gpu_target(const char *sysfs_root, struct store *s, const char *pf,
+			char (**vfs)[VF_ADDR_BUFSZ], size_t *n, const char **why);
+
 /* The store changed (store_change bits): the automatic policy may have
  * something to do.  Must not block (called from the committing thread). */
 void recovery_store_changed(struct recovery *r, unsigned bits);

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sysfs.c - the VFs a physical function's virtfnN links name
- * (recovery-internal.h): what a cycle must bring back.
+ * sysfs.c - what sysfs says of a physical function (recovery-internal.h,
+ * recovery.h): whether it is an NVIDIA GPU with SR-IOV, and the VFs its
+ * virtfnN links name (what a drain covers, what a cycle must bring back).
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "common/cleanup.h"
 #include "grammar/vf.h"
 #include "recovery/recovery-internal.h"
+#include "recovery/recovery.h"
 
 static int compare_addr(const void *a, const void *b)
 {
@@ -67,5 +70,67 @@ int sysfs_virtfns(const char *sysfs_root, const char *pf, char (**ret)[VF_ADDR_B
 		qsort(list, n, sizeof(*list), compare_addr);
 	*ret = n ? move_ptr(list) : NULL;
 	*count = n;
+	return 0;
+}
+
+#define NVIDIA_VENDOR "0x10de"
+
+int sysfs_gpu_check(const char *sysfs_root, const char *pf, const char **why)
+{
+	_cleanup_close_ int dir = -1, fd = -1;
+	char path[PATH_MAX], vendor[16];
+	ssize_t len;
+
+	*why = "not a PCI address";
+	if (!vf_address_valid(pf))
+		return -EINVAL;
+	if (snprintf(path, sizeof(path), "%s/bus/pci/devices/%s", sysfs_root ? sysfs_root : "/sys",
+		     pf) >= (int)sizeof(path))
+		return -ENAMETOOLONG;
+	dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0) {
+		*why = "sysfs shows no such PCI device";
+		return errno == ENOENT ? -EPERM : -errno;
+	}
+	fd = openat(dir, "vendor", O_RDONLY | O_CLOEXEC);
+	len = fd < 0 ? -1 : read(fd, vendor, sizeof(vendor) - 1);
+	if (len < 0) {
+		*why = "not an NVIDIA GPU: sysfs shows no vendor for it";
+		return -EPERM;
+	}
+	vendor[len] = '\0';
+	vendor[strcspn(vendor, "\n")] = '\0';
+	if (strcmp(vendor, NVIDIA_VENDOR) != 0) {
+		*why = "not an NVIDIA GPU: its sysfs vendor is not 0x10de";
+		return -EPERM;
+	}
+	if (faccessat(dir, "sriov_totalvfs", F_OK, 0) < 0) {
+		*why = "not an SR-IOV GPU: sysfs shows no sriov_totalvfs for it";
+		return -EPERM;
+	}
+	return 0;
+}
+
+int recovery_gpu_target(const char *sysfs_root, struct store *s, const char *pf,
+			char (**vfs)[VF_ADDR_BUFSZ], size_t *n, const char **why)
+{
+	_cleanup_free_ char(*list)[VF_ADDR_BUFSZ] = NULL;
+	size_t count = 0;
+	int k;
+
+	if (!s || !vfs || !n || !why)
+		return -EINVAL;
+	if ((k = sysfs_gpu_check(sysfs_root, pf, why)) < 0)
+		return k;
+	if ((k = sysfs_virtfns(sysfs_root, pf, &list, &count)) < 0) {
+		*why = "cannot read its virtfn links in sysfs";
+		return k;
+	}
+	if ((k = store_gpu_adopt(s, pf, list, count, NULL)) < 0) {
+		*why = "cannot record its VFs' parent";
+		return k;
+	}
+	*vfs = move_ptr(list);
+	*n = count;
 	return 0;
 }

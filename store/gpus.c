@@ -541,3 +541,63 @@ int store_gpu_vfs(struct store *s, const char *parent, char (**ret)[VF_ADDR_BUFS
 	*count = n;
 	return 0;
 }
+
+/* -- the GPU's VFs as sysfs says (store_gpu_adopt) ------------------------- */
+
+static int decide_adopt(const struct store *s, const struct vf_entry *e, struct op *op)
+{
+	if (!e)
+		return -ENOENT;
+	op->noop = strcmp(e->parent, op->parent) == 0;
+	return 0;
+}
+
+int store_gpu_adopt(struct store *s, const char *parent, char (*vfs)[VF_ADDR_BUFSZ], size_t n,
+		    size_t *adopted)
+{
+	size_t changed = 0;
+
+	if (parent_valid(parent) < 0 || (n && !vfs))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		struct op op = { .kind = OP_SET_PARENT, .uid = -1, .value = 1 };
+		int r;
+
+		if (!vf_address_valid(vfs[i]) || strcmp(vfs[i], parent) == 0)
+			return -EINVAL;
+		copy_string(op.vf, sizeof(op.vf), vfs[i]);
+		copy_string(op.parent, sizeof(op.parent), parent);
+		r = mutate(s, &op, decide_adopt);
+		if (r == -ENOENT)
+			continue; /* not registered: nothing can claim it */
+		if (r < 0)
+			return r;
+		changed += !op.noop;
+	}
+	if (adopted)
+		*adopted = changed;
+	return 0;
+}
+
+int store_vfs_in_use(struct store *s, char (*vfs)[VF_ADDR_BUFSZ], size_t n, size_t *in_use,
+		     char first[static VF_ADDR_BUFSZ])
+{
+	size_t count = 0;
+
+	first[0] = '\0';
+	if (!in_use || (n && !vfs))
+		return -EINVAL;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	mirror_rdlock(s);
+	for (size_t i = 0; i < n; i++) {
+		const struct vf_entry *e = mirror_find(s, vfs[i]);
+		if (!e || !(e->claim || e->reservation))
+			continue;
+		if (!count++)
+			copy_string(first, VF_ADDR_BUFSZ, vfs[i]);
+	}
+	mirror_unlock(s);
+	*in_use = count;
+	return 0;
+}

@@ -714,8 +714,9 @@ static int op_release(struct store *s, struct op *op, const struct vf_row *row)
 
 static int op_set_parent(struct store *s, struct op *op, const struct vf_row *row)
 {
-	bool unchanged;
-	int r = rule_parent_set(op->vf, row->parent, op->parent, &unchanged);
+	bool unchanged = strcmp(row->parent, op->parent) == 0;
+	/* value 1: sysfs's physfn says so (store_gpu_adopt), over any stored one */
+	int r = op->value == 1 ? 0 : rule_parent_set(op->vf, row->parent, op->parent, &unchanged);
 
 	if (r < 0 || unchanged)
 		return r;

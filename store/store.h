@@ -157,13 +157,14 @@
  *                 the threshold (oldest registration first).
  *
  *  Parent GPU     each VF may name its physical function (a PCI address,
- *                 the VF address rule; "" while unknown).  It is given at
- *                 registration (the filesystem reads the VF's sysfs
- *                 `physfn` link) or set once later: setting the value it
- *                 already has changes nothing; a different value, once one
- *                 is set, -EBUSY (a VF does not move between GPUs: to
- *                 correct a wrong parent, unregister and register again);
- *                 a VF as its own parent, or a bad address, -EINVAL.
+ *                 the VF address rule; "" while unknown), always what
+ *                 sysfs says: given at registration (the filesystem reads
+ *                 the VF's sysfs `physfn` link) or set once later
+ *                 (store_vf_set_parent: setting the value it already has
+ *                 changes nothing; a different value, once one is set,
+ *                 -EBUSY; a VF as its own parent, or a bad address,
+ *                 -EINVAL); store_gpu_adopt replaces it with what a GPU's
+ *                 virtfn links say, before a drain or a cycle.
  *
  *  Placement      the allocatable VFs are those a claim may take now:
  *                 registered, in service (state ok, failing or held-back)
@@ -585,6 +586,20 @@ int store_gpu_get(struct store *s, const char *parent, enum store_read how,
 int store_gpu_list(struct store *s, struct store_gpu_info **ret, size_t *count);
 /* The registered VFs of a GPU, sorted; *ret malloc'd.  -ENOENT: none. */
 int store_gpu_vfs(struct store *s, const char *parent, char (**ret)[VF_ADDR_BUFSZ], size_t *count);
+
+/* Make sysfs's word the store's: every registered VF of vfs (the GPU's
+ * virtfn links, read by the caller now) gets parent as its parent, also
+ * over an empty or a different stored one (sysfs is the authority; the
+ * set-once rule is for writers).  Unregistered ones are skipped.  Then a
+ * drain or a cycle of parent covers them (claims refused, the no-claim
+ * check).  *adopted (may be NULL): the VFs that changed.  Test:
+ * gpu_adopt_sysfs (test-store.c), tests/fs/test-recover-target.sh. */
+int store_gpu_adopt(struct store *s, const char *parent, char (*vfs)[VF_ADDR_BUFSZ], size_t n,
+		    size_t *adopted);
+/* Under the lock that reserves claims: how many of vfs have a live claim
+ * or a reservation, and the first of them in *first ("" for none). */
+int store_vfs_in_use(struct store *s, char (*vfs)[VF_ADDR_BUFSZ], size_t n, size_t *in_use,
+		     char first[static VF_ADDR_BUFSZ]);
 
 /* Why a GPU's step was refused (-EBUSY): its state then, its VFs with a
  * claim or reservation, and the GPU of the host that is recovering ("" for

@@ -3,8 +3,9 @@
 # sriov-cycle.sh - vfhealthd's recovery program (--recover-program): the
 # runbook's SR-IOV cycle of one parent GPU, the only known fix for a wedged
 # VF.  It destroys every VF of the GPU: vfhealthd runs it only once the GPU
-# is drained (no claim, no reservation on any of its VFs) and checks
-# afterwards that every registered VF is back before clearing them.
+# is drained (no claim, no reservation on any of its VFs), only on what
+# sysfs shows as an NVIDIA GPU with SR-IOV, and checks afterwards that
+# every VF is back before clearing them.
 #
 #   sriov-cycle.sh PF
 #
@@ -28,7 +29,8 @@
 #
 # Exit: 0 the VFs are back; 1 a step failed (stderr has one line: what
 # failed and what to do); 2 refused, nothing done (a bad PF, no
-# VFHEALTH_PARENT, no sriov_numvfs).  Progress goes to stdout, one line a
+# VFHEALTH_PARENT, no sriov_numvfs, a device whose sysfs `vendor` is not
+# NVIDIA's 0x10de or that has no `sriov_totalvfs`).  Progress goes to stdout, one line a
 # step; vfhealthd logs each line, and the stderr line becomes the reason of
 # the GPU's `failed` state.
 #
@@ -86,6 +88,12 @@ dev=$sysfs_root/bus/pci/devices/$pf
 numvfs_file=$dev/sriov_numvfs
 [[ -f $numvfs_file ]] ||
 	refuse "$pf: no $numvfs_file: not an SR-IOV physical function (or VFHEALTH_SYSFS_ROOT is wrong)"
+# Never another device, whatever the caller says: vfhealthd checks this
+# too, the script on its own as well (defence in depth).
+vendor=$(cat -- "$dev/vendor" 2>/dev/null) || vendor=
+[[ $vendor == 0x10de ]] ||
+	refuse "$pf: not an NVIDIA GPU: $dev/vendor reads '${vendor:-nothing}', not 0x10de"
+[[ -e $dev/sriov_totalvfs ]] || refuse "$pf: no $dev/sriov_totalvfs: not an SR-IOV GPU"
 cur=$(cat -- "$numvfs_file" 2>&1) || refuse "$pf: cannot read $numvfs_file: ${cur##*: }"
 [[ $cur =~ ^[0-9]+$ ]] || refuse "$pf: $numvfs_file reads '$cur', not a number"
 # sriov_numvfs reads 0 when SR-IOV was left disabled (a cycle stopped half

@@ -63,16 +63,26 @@ as_user() {
 
 # fake_sysfs VF...: $T/sys with each VF's directory and its physfn link to
 # its parent, the function 0 of the same device (../0000:41:00.0 for
-# 0000:41:00.3, as the kernel links them), and the parents' directories;
-# vfhealthd is told (DAEMON_ARGS).  SYSFS_DEVICES: the devices directory.
+# 0000:41:00.3, as the kernel links them), and the parents' directories,
+# NVIDIA GPUs with SR-IOV (fake_pf); vfhealthd is told (DAEMON_ARGS).
+# SYSFS_DEVICES: the devices directory.
 SYSFS_DEVICES=$T/sys/bus/pci/devices
 fake_sysfs() {
 	local vf
 	for vf in "$@"; do
-		mkdir -p "$SYSFS_DEVICES/$vf" "$SYSFS_DEVICES/${vf%.*}.0"
-		ln -s "../${vf%.*}.0" "$SYSFS_DEVICES/$vf/physfn"
+		[[ -e $SYSFS_DEVICES/${vf%.*}.0/vendor ]] || fake_pf "${vf%.*}.0" 0x10de
+		mkdir -p "$SYSFS_DEVICES/$vf"
+		ln -sfn "../${vf%.*}.0" "$SYSFS_DEVICES/$vf/physfn"
 	done
-	DAEMON_ARGS+=(--sysfs-root "$T/sys")
+	[[ " ${DAEMON_ARGS[*]} " == *" --sysfs-root $T/sys "* ]] || DAEMON_ARGS+=(--sysfs-root "$T/sys")
+}
+
+# fake_pf PF VENDOR: a physical function with SR-IOV (sriov_totalvfs) of
+# that vendor (0x10de: NVIDIA; 0x8086: an Intel NIC), in $T/sys.
+fake_pf() {
+	mkdir -p "$SYSFS_DEVICES/$1"
+	echo "$2" >"$SYSFS_DEVICES/$1/vendor"
+	echo 16 >"$SYSFS_DEVICES/$1/sriov_totalvfs"
 }
 
 # fake_virtfns PF VF...: PF's virtfnN links, one per VF in order, and its

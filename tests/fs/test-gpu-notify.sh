@@ -116,6 +116,8 @@ expect_woken vfs_joined
 expect_inotify gpus "$G/vfs MODIFY"
 mkdir "$MNT/0000:43:00.1" # no sysfs entry: no parent, no GPU
 start_poll vfs_parent "$G/vfs" "$(printf '0000:41:00.1\n0000:41:00.2\n0000:41:00.3\n0000:43:00.1')"
+mkdir -p "$SYSFS_DEVICES/0000:43:00.1" # its sysfs entry appears, under GPU 41
+ln -s ../0000:41:00.0 "$SYSFS_DEVICES/0000:43:00.1/physfn"
 put "$MNT/0000:43:00.1/parent" 0000:41:00.0
 expect_woken vfs_parent
 start_poll vfs_left "$G/vfs" "$(printf '0000:41:00.1\n0000:41:00.2\n0000:41:00.3')"

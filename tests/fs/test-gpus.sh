@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # A parent GPU's directory on a real mount: gpus/ lists every parent a
-# registered VF names (from sysfs physfn links, --sysfs-root, or VF/parent);
+# registered VF names (from sysfs physfn links, --sysfs-root, read at
+# registration or recorded by a write of VF/parent);
 # gpus/PF/ has vfs, state, drain and history.  `echo 1 > drain` takes every
 # VF of the GPU out of allocatable and refuses new claims (EBUSY) at once,
 # live claims stay (draining) until they end (drained), other GPUs serve,
@@ -21,6 +22,7 @@ assert_eq "$(ls "$MNT/gpus")" "" "no GPU before a VF names one"
 for vf in 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:42:00.1 0000:43:00.1; do
 	mkdir "$MNT/$vf"
 done
+fake_sysfs 0000:43:00.1 # its sysfs entry appears after its registration
 put "$MNT/0000:43:00.1/parent" 0000:43:00.0
 assert_eq "$(ls "$MNT/gpus" | tr '\n' ' ')" "0000:41:00.0 0000:42:00.0 0000:43:00.0 " "gpus/"
 G=$MNT/gpus/0000:41:00.0

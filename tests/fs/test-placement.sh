@@ -50,11 +50,12 @@ rm "$N/assignments/vm-n"        # released: back
 wait "$POLL2" || fail "the poll watcher was not woken by a release: $(cat "$T/poll2.out")"
 wait_for 10 "the inotify event of a release" alloc_events_above "$before"
 before=$(alloc_events)
+fake_sysfs 0000:44:00.1        # its sysfs entry appears
 put "$N/parent" 0000:44:00.0    # a parent learnt: the groups may change
 wait_for 10 "the inotify event of a parent" alloc_events_above "$before"
 rmdir "$N"
 
-# --- parents: from sysfs, or written once
+# --- parents: from sysfs only (at registration, or recorded by a write)
 for vf in 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:42:00.1 0000:42:00.2 0000:42:00.3 \
 	0000:42:00.4 0000:43:00.1; do
 	mkdir "$MNT/$vf"
@@ -67,12 +68,17 @@ P=$MNT/0000:43:00.1/parent
 expect_err "$EINVAL" put "$P" 0000:43:00
 expect_err "$EINVAL" put "$P" "0000:43:00.0 x"
 expect_err "$EINVAL" put "$P" 0000:43:00.1   # not its own parent
+expect_err "$EPERM" put "$P" 0000:43:00.0     # sysfs shows no physfn yet
+assert_cat "$P" ""
+ln -s ../0000:43:00.0 "$SYSFS_DEVICES/0000:43:00.1/physfn" # now it does
+expect_err "$EPERM" put "$P" 0000:45:00.0      # not what sysfs says
 assert_cat "$P" ""
 put "$P" 0000:43:00.0
 assert_cat "$P" 0000:43:00.0
 put "$P" 0000:43:00.0                          # the same again: nothing changes
-expect_err "$EBUSY" put "$P" 0000:45:00.0      # set once
-expect_err "$EBUSY" put "$MNT/0000:41:00.1/parent" 0000:45:00.0  # sysfs set it
+expect_err "$EPERM" put "$P" 0000:45:00.0
+expect_err "$EPERM" put "$MNT/0000:41:00.1/parent" 0000:45:00.0  # sysfs set it
+grep -qF "sysfs's physfn link names another device" "$DAEMON_LOG" || fail "the refusal's reason is not logged"
 assert_cat "$P" 0000:43:00.0
 expect_err "$EACCES" as_user 65534 sh -c 'echo 0000:45:00.0 > "$1"' sh "$MNT/0000:42:00.1/parent"
 grep -qF "0000:43:00.1: parent GPU set to 0000:43:00.0" "$DAEMON_LOG" || fail "the parent write is not logged"
@@ -137,7 +143,7 @@ stop_daemon
 start_daemon
 assert_cat "$MNT/0000:43:00.1/parent" 0000:43:00.0
 assert_cat "$MNT/0000:41:00.1/parent" 0000:41:00.0
-expect_err "$EBUSY" put "$MNT/0000:43:00.1/parent" 0000:45:00.0
+expect_err "$EPERM" put "$MNT/0000:43:00.1/parent" 0000:45:00.0
 
 # --- fail closed: EIO while the store cannot commit, for writers and readers
 dd if=/dev/zero of="$T/db/fill" bs=64k 2>/dev/null || true

@@ -78,11 +78,15 @@ both() { local sh; for sh in "${shells[@]}"; do expect "$sh" "$@"; done; }
 CHECK_MOUNT=$T/nothing both 2 "^no vfhealth at $T/nothing: No such file or directory$" "no mount"
 
 mount_tmpfs "$T/db" 2m 0700
-start_daemon --no-sentinel # the sentinel would poll and release the claims made here
+# parents come from sysfs physfn links (a fake tree)
+for vf in 0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:42:00.4; do
+	mkdir -p "$T/sys/bus/pci/devices/$vf"
+	ln -s "../${vf%.*}.0" "$T/sys/bus/pci/devices/$vf/physfn"
+done
+start_daemon --no-sentinel --sysfs-root "$T/sys" # the sentinel would poll and release the claims made here
 both 0 '^no VF out of service$' "no VF registered"
 for vf in 0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:42:00.4; do
 	mkdir "$MNT/$vf"
-	echo "${vf%.*}.0" >"$MNT/$vf/parent"
 done
 both 0 '^no VF out of service$' "VFs in service"
 

@@ -16,7 +16,8 @@
 # process group as at vfhealthd's deadline); SR-IOV is never enabled again
 # after a failed disable; every failure is exit 1 with one stderr line; a
 # refused run (no VFHEALTH_PARENT, another PF, a PF without sriov_numvfs, a
-# bad PF or knob) exits 2 and touches nothing.
+# NIC beside the GPU (vendor not 0x10de), a device without sriov_totalvfs,
+# a bad PF or knob) exits 2 and touches nothing.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 command -v inotifywait >/dev/null || skip "inotifywait not installed (Debian: inotify-tools)"
@@ -141,6 +142,8 @@ reset() {
 	local n=${1:-2} i
 	rm -rf -- "$sys" "${flags:?}"/* "${services:?}"/*
 	mkdir -p "$dev"
+	echo 0x10de >"$dev/vendor" # an NVIDIA GPU with SR-IOV
+	echo 16 >"$dev/sriov_totalvfs"
 	echo "$n" >"$dev/sriov_numvfs"
 	for ((i = 0; i < n; i++)); do
 		mkdir -p "$dev/../${vfs[i]}"
@@ -413,6 +416,30 @@ refused "a PF without sriov_numvfs" "^sriov-cycle: 0000:42:00.0: no $sys/bus/pci
 	VFHEALTH_PARENT=0000:42:00.0 -- 0000:42:00.0
 refused "a bad VFHEALTH_CYCLE_WAIT_S" "VFHEALTH_CYCLE_WAIT_S must be" VFHEALTH_CYCLE_WAIT_S=0
 refused "a bad VFHEALTH_NUMVFS" "VFHEALTH_NUMVFS must be a number" VFHEALTH_NUMVFS=x
+# Another device's address, with SR-IOV: a NIC beside the GPU (vendor 0x8086)
+# and an NVIDIA device without sriov_totalvfs: refused, neither touched.
+nic=0000:51:00.0 plain=0000:52:00.0
+refused_device() { # WHAT PATTERN PF: as `refused`, for PF's sysfs directory
+	local what=$1 pattern=$2 other=$3 before
+	reset
+	mkdir -p "$sys/bus/pci/devices/$other/../0000:51:00.1"
+	echo "${4:-0x8086}" >"$sys/bus/pci/devices/$other/vendor"
+	[[ -n ${4:-} ]] || echo 64 >"$sys/bus/pci/devices/$other/sriov_totalvfs"
+	echo 1 >"$sys/bus/pci/devices/$other/sriov_numvfs"
+	ln -s ../0000:51:00.1 "$sys/bus/pci/devices/$other/virtfn0"
+	before=$(ls -l "$sys/bus/pci/devices/$other" "$dev"; cat "$sys/bus/pci/devices/$other/sriov_numvfs")
+	cycle VFHEALTH_PARENT="$other" VFHEALTH_CYCLE_WAIT_S=1 -- "$other"
+	expect_rc 2 "$what"
+	one_line "$pattern" "$what"
+	expect_calls "" "$what"
+	[[ $(ls -l "$sys/bus/pci/devices/$other" "$dev"; cat "$sys/bus/pci/devices/$other/sriov_numvfs") == "$before" ]] ||
+		fail "$what: the sysfs changed"
+	echo "ok   refused: $what"
+}
+refused_device "a NIC (vendor 0x8086) beside the GPU" \
+	"^sriov-cycle: $nic: not an NVIDIA GPU: .*/vendor reads '0x8086', not 0x10de$" "$nic"
+refused_device "an NVIDIA device without sriov_totalvfs" \
+	"^sriov-cycle: $plain: no .*/$plain/sriov_totalvfs: not an SR-IOV GPU$" "$plain" 0x10de
 # sriov_numvfs 0 and nothing to say how many: refused too.
 reset 0
 cycle VFHEALTH_NUMVFS=

@@ -54,10 +54,12 @@ done
 
 mnt=$MNT
 vf=0000:41:00.4
-start_daemon --poll-interval 0.2 --poll-timeout 0.5
+# sysfs names the VF's parent: the GPU directory exists
+mkdir -p "$T/sys/bus/pci/devices/$vf"
+ln -s ../0000:41:00.0 "$T/sys/bus/pci/devices/$vf/physfn"
+start_daemon --poll-interval 0.2 --poll-timeout 0.5 --sysfs-root "$T/sys"
 mkdir "$mnt/$vf" "$mnt/0000:41:00.5"
 : > "$mnt/$vf/assignments/vm-1"
-echo 0000:41:00.0 > "$mnt/$vf/parent"
 
 man5=$T/vfhealth.5.txt
 render docs/man/vfhealth.5 > "$man5"

@@ -2,8 +2,9 @@
 # example-drain.sh - examples/operator/drain-gpu.sh against a real vfhealthd
 # and a fake sysfs tree (--sysfs-root, for both): it holds every registered
 # VF of the parent and nothing else, finding them by VF/parent (learnt from
-# sysfs physfn links at registration, or written, for a VF sysfs does not
-# list) and by the parent's virtfn links, skips unregistered ones, changes
+# sysfs physfn links at registration, or recorded by a write later, for a
+# VF the parent's virtfn links do not list) and by the parent's virtfn
+# links, skips unregistered ones, changes
 # nothing on bad input or --dry-run, and --clear puts the VFs back with
 # their failures dropped.
 set -euo pipefail
@@ -27,9 +28,12 @@ ln -s ../0000:42:00.0 "$devices/0000:42:00.4/physfn"
 
 mnt=$MNT
 start_daemon --no-sentinel --sysfs-root "$sys"
-# .6 is not registered with vfhealthd; 41:00.7 is not in sysfs, its parent
-# is written.
+# .6 is not registered with vfhealthd; 41:00.7 has no virtfn link and its
+# sysfs entry appears after its registration: its parent is recorded by a
+# write of what its physfn link says.
 mkdir "$mnt/0000:41:00.4" "$mnt/0000:41:00.5" "$mnt/0000:42:00.4" "$mnt/0000:41:00.7"
+mkdir -p "$devices/0000:41:00.7"
+ln -s ../0000:41:00.0 "$devices/0000:41:00.7/physfn"
 echo 0000:41:00.0 > "$mnt/0000:41:00.7/parent"
 [[ $(cat "$mnt/0000:41:00.4/parent") == 0000:41:00.0 ]] || fail "the parent was not read from sysfs"
 report_failed "$mnt" 0000:41:00.5 vm-a

@@ -78,6 +78,8 @@ PF=0000:43:00.0 VFG=0000:43:00.4
 mkdir -p "$T/sys/bus/pci/devices/$PF" "$T/sys/bus/pci/devices/$VFG"
 ln -s "../$PF" "$T/sys/bus/pci/devices/$VFG/physfn"
 ln -s "../$VFG" "$T/sys/bus/pci/devices/$PF/virtfn0"
+echo 0x10de >"$T/sys/bus/pci/devices/$PF/vendor" # an NVIDIA GPU with SR-IOV
+echo 16 >"$T/sys/bus/pci/devices/$PF/sriov_totalvfs"
 mkdir -m 0755 "$T/bin"
 # shellcheck disable=SC2016 # $1 is the program's, not this shell's
 printf '#!/bin/sh\necho "sriov-manage -e $1 failed: check nvidia-vgpu-mgr" >&2\nexit 3\n' >"$T/bin/cycle"

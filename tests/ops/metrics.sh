@@ -12,7 +12,9 @@ require_fuse
 command -v promtool >/dev/null || skip "promtool not installed (Debian: prometheus)"
 
 mnt=$MNT
-start_daemon --poll-interval 0.2 --poll-timeout 0.5
+sys=$T/sys/bus/pci/devices # sysfs, where a VF's parent comes from
+mkdir -p "$sys/0000:41:00.4"
+start_daemon --poll-interval 0.2 --poll-timeout 0.5 --sysfs-root "$T/sys"
 for vf in 0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:41:00.7 0000:41:01.0 0000:41:01.1; do
 	mkdir "$mnt/$vf"
 done
@@ -24,7 +26,8 @@ report_failed "$mnt" 0000:41:00.5 vm-c
 report_failed "$mnt" 0000:41:00.5 vm-d                   # held back: breaker engaged
 echo "ok vm-e -" > "$mnt/0000:41:00.6/report"            # ok, nothing to clear
 echo 1 > "$mnt/0000:41:01.0/quarantined"                  # by the operator
-echo 0000:41:00.0 > "$mnt/0000:41:00.4/parent"            # its physical function
+ln -s ../0000:41:00.0 "$sys/0000:41:00.4/physfn"          # its physical function,
+echo 0000:41:00.0 > "$mnt/0000:41:00.4/parent"            # recorded
 # A claim without an agent (not polled) whose check is reported as the
 # sentinel would: the VF's last check; a report about another assignment is not.
 : > "$mnt/0000:41:01.1/assignments/vm-g"

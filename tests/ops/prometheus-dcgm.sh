@@ -19,11 +19,13 @@ dir=$source_root/examples/prometheus
 
 # vfhealth's metrics, from a real mount.
 mnt=$MNT
-start_daemon --no-sentinel
+# parents come from sysfs physfn links (a fake tree)
+for vf in 0000:41:00.4 0000:c1:00.4 0000:c1:00.5; do
+	mkdir -p "$T/sys/bus/pci/devices/$vf"
+	ln -s "../${vf%.*}.0" "$T/sys/bus/pci/devices/$vf/physfn"
+done
+start_daemon --no-sentinel --sysfs-root "$T/sys"
 for vf in 0000:41:00.4 0000:c1:00.4 0000:c1:00.5; do mkdir "$mnt/$vf"; done
-echo 0000:41:00.0 > "$mnt/0000:41:00.4/parent"
-echo 0000:c1:00.0 > "$mnt/0000:c1:00.4/parent"
-echo 0000:c1:00.0 > "$mnt/0000:c1:00.5/parent"
 echo 1 > "$mnt/0000:c1:00.5/quarantined"
 mkdir -p "$T/node" "$T/dcgm"
 cp "$mnt/metrics" "$T/node/metrics"

@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for the virtfn listing (recovery/sysfs.c) over a fake sysfs
- * in a temporary directory: only virtfnN links count, sorted by address.
+ * Unit tests for recovery/sysfs.c over a fake sysfs in a temporary
+ * directory: the virtfn listing (only virtfnN links count, sorted by
+ * address) and the check that a device is an NVIDIA GPU with SR-IOV.
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,7 +59,59 @@ START_TEST(test_virtfns)
 }
 END_TEST
 
+/* write name=content in dir (content NULL: remove name) */
+static void put_file(const char *dir, const char *name, const char *content)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (!content) {
+		ck_assert_int_eq(unlink(path), 0);
+		return;
+	}
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(content, f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Only a device whose vendor reads 0x10de and that has sriov_totalvfs is a
+ * GPU root may act on; every other answer is -EPERM with a reason. */
+START_TEST(test_gpu_check)
+{
+	char root[] = "/tmp/vfsysfs-XXXXXX", dev[512], cmd[600];
+	const char *why = NULL;
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	ck_assert_int_eq(sysfs_gpu_check(root, "0000:41:00.0", &why), -EPERM);
+	ck_assert_ptr_nonnull(strstr(why, "no such PCI device"));
+	ck_assert_int_eq(sysfs_gpu_check(root, "../../etc", &why), -EINVAL);
+	static const char *const dirs[] = { "bus", "bus/pci", "bus/pci/devices",
+					    "bus/pci/devices/0000:41:00.0" };
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(dev, sizeof(dev), "%s/%s", root, dirs[i]);
+		ck_assert_int_eq(mkdir(dev, 0755), 0);
+	}
+	ck_assert_int_eq(sysfs_gpu_check(root, "0000:41:00.0", &why), -EPERM);
+	ck_assert_ptr_nonnull(strstr(why, "no vendor"));
+	put_file(dev, "sriov_totalvfs", "16\n");
+	static const char *const vendors[] = { "0x8086\n", "0x10de0\n", "10de\n", "" };
+	for (size_t i = 0; i < sizeof(vendors) / sizeof(vendors[0]); i++) {
+		put_file(dev, "vendor", vendors[i]);
+		ck_assert_int_eq(sysfs_gpu_check(root, "0000:41:00.0", &why), -EPERM);
+		ck_assert_ptr_nonnull(strstr(why, "not 0x10de"));
+	}
+	put_file(dev, "vendor", "0x10de\n");
+	ck_assert_int_eq(sysfs_gpu_check(root, "0000:41:00.0", &why), 0);
+	put_file(dev, "sriov_totalvfs", NULL);
+	ck_assert_int_eq(sysfs_gpu_check(root, "0000:41:00.0", &why), -EPERM);
+	ck_assert_ptr_nonnull(strstr(why, "sriov_totalvfs"));
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static const struct check_case sysfs_case = { .suite = "recovery-sysfs",
 					      .tcase = "sysfs",
 					      .timeout = 30 };
-CHECK_CASE_MAIN(sysfs_case, test_virtfns)
+CHECK_CASE_MAIN(sysfs_case, test_virtfns, test_gpu_check)

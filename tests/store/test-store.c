@@ -3487,6 +3487,45 @@ START_TEST(migrate_v5_to_v6)
 }
 END_TEST
 
+/* sysfs's word is the store's: store_gpu_adopt makes every registered VF
+ * it is given the GPU's, over an unknown or a different stored parent (a
+ * writer's set-once rule stays), skips unregistered ones, and persists;
+ * the adopted VF is then drained with the GPU.  store_vfs_in_use counts
+ * claims and reservations over a list. */
+START_TEST(gpu_adopt_sysfs)
+{
+	struct store *s = open_store();
+	char vfs[4][VF_ADDR_BUFSZ] = { VF_A, VF_B, VF_C, "0000:41:00.4" };
+	char first[VF_ADDR_BUFSZ];
+	size_t adopted = 99, in_use = 99;
+
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_B, ""), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_C, PF_2), 0);
+	struct store_claim b = gpu_claim(VF_B, "i-b");
+	ck_assert_int_eq(store_claim(s, &b, NULL), 0);
+	ck_assert_int_eq(store_vfs_in_use(s, vfs, 4, &in_use, first), 0);
+	ck_assert_uint_eq(in_use, 1);
+	ck_assert_str_eq(first, VF_B);
+	ck_assert_int_eq(store_gpu_adopt(s, PF_1, vfs, 4, &adopted), 0);
+	ck_assert_uint_eq(adopted, 2);
+	ck_assert_str_eq(info(s, VF_B).parent, PF_1);
+	ck_assert_str_eq(info(s, VF_C).parent, PF_1);
+	ck_assert_int_eq(store_vf_set_parent(s, VF_C, PF_2, NULL), -EBUSY);
+	ck_assert_int_eq(store_gpu_adopt(s, PF_1, vfs, 4, &adopted), 0);
+	ck_assert_uint_eq(adopted, 0);
+	ck_assert_int_eq(store_gpu_adopt(s, VF_A, vfs, 1, NULL), -EINVAL);
+	/* the claim on the adopted VF keeps the GPU draining */
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
+	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINING);
+	ck_assert(!allocatable_has(s, VF_C));
+	s = reopen(s);
+	ck_assert_str_eq(info(s, VF_B).parent, PF_1);
+	ck_assert_str_eq(info(s, VF_C).parent, PF_1);
+	store_close(s);
+}
+END_TEST
+
 /* A cycle: refused unless drained; recovering refuses claims and undrain;
  * recovered clears every VF's failures, quarantine and suspicion (a hold
  * stays) and serves; the history keeps each step with its detail. */
