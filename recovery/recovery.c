@@ -502,7 +502,7 @@ static bool observed_once(struct recovery *r, const char *parent)
 }
 
 /* The end of parent's automatic drain at its deadline (g: as the policy
- * saw it); false when the store refused it (*retry) or had nothing to do. */
+ * saw it); false when the store refused it (*retry: try again later). */
 static bool auto_undrain(struct recovery *r, const struct auto_gpu *g, bool *retry)
 {
 	char detail[STORE_GPU_DETAIL_MAX + 1];
@@ -553,8 +553,10 @@ static bool auto_step(struct recovery *r, const struct store_gpu_info *gpus, siz
 		return false;
 	if (!r->program)
 		threshold = 0; /* no cycle: only a deadline is kept */
-	if (store_vf_list(r->store, &vfs, &n_vfs) < 0 || !(ag = calloc(n_gpus, sizeof(*ag))))
+	if (store_vf_list(r->store, &vfs, &n_vfs) < 0 || !(ag = calloc(n_gpus, sizeof(*ag)))) {
+		*retry = true; /* a deadline may be due */
 		return false;
+	}
 	for (size_t i = 0; i < n_gpus; i++) {
 		struct auto_history h;
 		bool any = false;
@@ -599,7 +601,13 @@ static bool auto_step(struct recovery *r, const struct store_gpu_info *gpus, siz
 		snprintf(detail, sizeof(detail), "auto: %zu VFs out of service by quarantine",
 			 g->fresh_quarantines);
 		k = store_gpu_drain(r->store, g->parent, true, -1, detail, NULL);
-		if (k == 0)
+		if (k == 0 && r->drain_timeout_ns > 0)
+			log_notice("GPU %s: auto_recover drains it (%zu VFs out of service by"
+				   " quarantine, auto_recover %d); its cycle runs once no VM is"
+				   " left, else the drain ends after %g s (--auto-drain-timeout)",
+				   g->parent, g->fresh_quarantines, threshold,
+				   (double)r->drain_timeout_ns / NS_PER_S);
+		else if (k == 0)
 			log_notice(
 				"GPU %s: auto_recover drains it (%zu VFs out of service by"
 				" quarantine, auto_recover %d); its cycle runs once no VM is left",

@@ -135,6 +135,8 @@ quarantine "${VFB[0]}"
 quarantine "${VFB[1]}"
 wait_state "$PFB" draining
 assert_cat "$MNT/${VFB[1]}/quarantined" 1
+grep -q "GPU $PFB: auto_recover drains it .*, else the drain ends after 2 s" "$DAEMON_LOG" ||
+	fail "the automatic drain's line does not say its deadline"
 ! allocatable "${VFB[3]}" || fail "a VF of a draining GPU is allocatable"
 wait_state "$PFB" serving
 drained_at=$(grep -E '^[^ ]+ drain ' "$GB/history" | tail -n 1 | cut -d' ' -f1)
