@@ -120,7 +120,8 @@ struct auto_step {
 /* What the policy does now.  The cycle of a GPU it drained, once that one
  * is drained, when no GPU recovers (one at a time, whoever started it;
  * not in observe mode).  Else the end of an automatic drain past its
- * deadline (draining, or drained behind another GPU's cycle), whatever
+ * deadline (draining, or drained and not cycled: observe mode, auto_recover
+ * off, another GPU's cycle), whatever
  * else runs.  Else a drain of the first serving GPU with at least
  * `threshold` fresh quarantines, unless a GPU recovers: a GPU waiting for
  * its VMs holds back no other GPU's drain or cycle.  A failed GPU is never

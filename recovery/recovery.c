@@ -506,9 +506,10 @@ static bool observed_once(struct recovery *r, const char *parent)
 static bool auto_undrain(struct recovery *r, const struct auto_gpu *g, bool *retry)
 {
 	char detail[STORE_GPU_DETAIL_MAX + 1];
-	const char *why = g->state == STORE_GPU_DRAINING ?
-				  "a VM still uses a VF of it" :
-				  "its cycle could not begin (another GPU recovers)";
+	const char *why =
+		g->state == STORE_GPU_DRAINING ?
+			"a VM still uses a VF of it" :
+			"it was not cycled (observe mode, auto_recover off or another GPU's cycle)";
 	struct log_fields f = { .parent = g->parent, .reason = detail };
 	bool unchanged = false;
 	double timeout_s = (double)r->drain_timeout_ns / NS_PER_S;
