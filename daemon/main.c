@@ -76,6 +76,9 @@ static void usage(FILE *out)
 		"                    (gpus/PF/recover, auto_recover); default: none, no\n"
 		"                    cycle is ever run\n"
 		"  --recover-timeout S  its deadline, up to %d (default %d)\n"
+		"  --auto-drain-timeout S  end a drain auto_recover began whose cycle has\n"
+		"                    not begun within S seconds, up to %d, 0 never\n"
+		"                    (default %d)\n"
 		"  -f, --foreground  do not daemonize (use under systemd, Type=notify)\n"
 		"  -o OPT[,OPT...]   extra FUSE mount options\n"
 		"  --fuse-workers N  FUSE worker threads at most, 1..%d (default %d)\n"
@@ -86,7 +89,8 @@ static void usage(FILE *out)
 		"  -V, --version     show the version\n",
 		VFFS_DEFAULT_MOUNTPOINT, DEFAULT_DB, THRESHOLD_MIN, THRESHOLD_MAX,
 		THRESHOLD_DEFAULT, INIT_WINDOW_MAX_S, INIT_WINDOW_DEFAULT_S, RECOVERY_TIMEOUT_MAX_S,
-		RECOVERY_TIMEOUT_DEFAULT_S, VFFS_MAX_WORKERS_MAX, VFFS_MAX_WORKERS_DEFAULT);
+		RECOVERY_TIMEOUT_DEFAULT_S, AUTO_DRAIN_TIMEOUT_MAX_S, AUTO_DRAIN_TIMEOUT_DEFAULT_S,
+		VFFS_MAX_WORKERS_MAX, VFFS_MAX_WORKERS_DEFAULT);
 	fprintf(out, "\n%s%s", SENTINEL_OPTIONS_HELP, SENTINEL_NO_SENTINEL_HELP);
 	fprintf(out,
 		"      --sentinel-program PATH  the vfhealth-sentinel to run (default: the one\n"
@@ -168,6 +172,7 @@ int main(int argc, char **argv)
 		OPT_INIT_WINDOW,
 		OPT_RECOVER_PROGRAM,
 		OPT_RECOVER_TIMEOUT,
+		OPT_AUTO_DRAIN_TIMEOUT,
 	};
 	static const struct option long_options[] = {
 		{ "db", required_argument, NULL, OPT_DB },
@@ -180,6 +185,7 @@ int main(int argc, char **argv)
 		{ "sentinel-program", required_argument, NULL, OPT_SENTINEL_PROGRAM },
 		{ "recover-program", required_argument, NULL, OPT_RECOVER_PROGRAM },
 		{ "recover-timeout", required_argument, NULL, OPT_RECOVER_TIMEOUT },
+		{ "auto-drain-timeout", required_argument, NULL, OPT_AUTO_DRAIN_TIMEOUT },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -301,6 +307,18 @@ int main(int argc, char **argv)
 				log_err("--recover-timeout must be seconds, more than 0 and up to %d,"
 					" not '%s'",
 					RECOVERY_TIMEOUT_MAX_S, optarg);
+				return 2;
+			}
+			break;
+		case OPT_AUTO_DRAIN_TIMEOUT:
+			/* 0: never; else seconds, a fraction allowed */
+			if (strcmp(optarg, "0") == 0) {
+				recovery_opt.auto_drain_timeout_ns = -1;
+			} else if (parse_seconds(optarg,
+						 (int64_t)AUTO_DRAIN_TIMEOUT_MAX_S * 1000000000,
+						 &recovery_opt.auto_drain_timeout_ns) < 0) {
+				log_err("--auto-drain-timeout must be 0 or seconds up to %d, not '%s'",
+					AUTO_DRAIN_TIMEOUT_MAX_S, optarg);
 				return 2;
 			}
 			break;

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/parse.h"
 #include "grammar/limits.h"
 #include "store/store.h"
 
@@ -72,33 +73,66 @@ int sysfs_gpu_check(const char *sysfs_root, const char *pf, const char **why);
 
 /* -- auto.c ---------------------------------------------------------------- */
 
+/* What the policy reads in one GPU's history (auto_history_read). */
+struct auto_history {
+	/* a quarantine counts when it began after this ("": every one): the
+	 * GPU's last cycle began or its last undrain, whichever came later */
+	char counts_after[RFC3339_BUFSZ];
+	bool auto_drain;       /* its newest drain was the policy's (detail "auto:") */
+	int64_t drained_at_ns; /* that drain's time, since the epoch; -1: none */
+};
+
+/* From a GPU's history, oldest first (store_gpu_history).  Tests:
+ * tests/recovery/test-auto.c (history_facts). */
+void auto_history_read(const struct store_gpu_event *h, size_t n, struct auto_history *ret);
+/* Whether a quarantine that began at `since` counts towards the GPU's
+ * automatic drain: an undrain (the operator's, or a drain's timeout) is
+ * the word that the GPU serves with what is out of service then, so only
+ * a quarantine after it drains the GPU again.  Tests: test-auto.c
+ * (undrain_stands). */
+bool auto_counts(const struct auto_history *h, const char *since);
+
 /* One GPU as the automatic policy sees it. */
 struct auto_gpu {
 	const char *parent;
 	enum store_gpu_state state;
-	/* VFs out of service by automatic quarantine since the GPU's last
-	 * cycle began (all of them when it never had one) */
+	/* VFs out of service by automatic quarantine that count (auto_counts) */
 	size_t fresh_quarantines;
-	bool auto_drained; /* its drain (still on) was started by the policy */
+	bool auto_drained;  /* its drain (still on) was started by the policy */
+	int64_t drained_ns; /* auto_drained: how long ago that drain began */
+};
+
+struct auto_policy {
+	int threshold;            /* auto_recover; 0: off (no drain, no cycle) */
+	int64_t drain_timeout_ns; /* an automatic drain's deadline; 0: none */
+	bool observe;             /* observe mode: no cycle */
 };
 
 enum auto_action {
 	AUTO_NOTHING,
-	AUTO_DRAIN, /* drain gpus[index] */
-	AUTO_CYCLE, /* start the cycle of gpus[index] (drained) */
+	AUTO_DRAIN,   /* drain gpus[index] */
+	AUTO_CYCLE,   /* start the cycle of gpus[index] (drained) */
+	AUTO_UNDRAIN, /* end the automatic drain of gpus[index]: its deadline passed */
 };
 
 struct auto_step {
 	enum auto_action action;
 	size_t index;
+	/* the nearest deadline of an automatic drain not yet past, from now
+	 * (-1: none): look again then, whatever else happens */
+	int64_t wait_ns;
 };
 
-/* What the policy does now, with `threshold` = auto_recover (> 0): nothing
- * while a GPU recovers; the cycle of the GPU it drained once that one is
- * drained (nothing while it drains); else a drain of the first serving GPU
- * with at least `threshold` fresh quarantines.  A failed GPU is never
- * touched (no automatic retry); one GPU at a time.  Tests:
- * tests/recovery/test-auto.c. */
-struct auto_step auto_next(const struct auto_gpu *gpus, size_t n, int threshold);
+/* What the policy does now.  The cycle of a GPU it drained, once that one
+ * is drained, when no GPU recovers (one at a time, whoever started it;
+ * not in observe mode).  Else the end of an automatic drain past its
+ * deadline (draining, or drained and not cycled: observe mode, auto_recover
+ * off, another GPU's cycle), whatever
+ * else runs.  Else a drain of the first serving GPU with at least
+ * `threshold` fresh quarantines, unless a GPU recovers: a GPU waiting for
+ * its VMs holds back no other GPU's drain or cycle.  A failed GPU is never
+ * touched (no automatic retry); the deadline holds with auto_recover off.
+ * Tests: tests/recovery/test-auto.c. */
+struct auto_step auto_next(const struct auto_gpu *gpus, size_t n, const struct auto_policy *p);
 
 #endif

@@ -30,12 +30,15 @@
  * out of placement.
  *
  * The automatic policy (auto.c) is evaluated whenever the store says a
- * quarantine, a claim, a GPU or the setting changed.  A drain the policy
- * started says so in the GPU's history (detail "auto: ..."), so that a
- * restarted vfhealthd still knows it is the policy's to cycle.  A GPU's
- * quarantines count only when they began after its last cycle began: a
- * cycle that failed is not retried because an operator undrained the GPU
- * with its old quarantines still on.
+ * quarantine, a claim, a GPU or the setting changed, and at the nearest
+ * deadline of an automatic drain.  A drain the policy started says so in
+ * the GPU's history (detail "auto: ..."), so that a restarted vfhealthd
+ * still knows it is the policy's to cycle, and when it began: its deadline
+ * (--auto-drain-timeout) runs from that stored time, so a restart does not
+ * put it off.  A GPU's quarantines count only when they began after its
+ * last cycle began and after its last undrain (auto_counts): a cycle that
+ * failed is not retried, and an operator's undrain is not undone, for the
+ * quarantines that were already there.
  */
 #include "recovery/recovery.h"
 
@@ -79,12 +82,14 @@ static const char *const outcome_names[OUTCOME_COUNT] = {
 struct gpu_counts {
 	char parent[VF_ADDR_BUFSZ];
 	uint64_t outcomes[OUTCOME_COUNT];
-	double last_duration_s; /* < 0: no cycle ran here */
+	uint64_t drain_timeouts; /* automatic drains ended at their deadline */
+	double last_duration_s;  /* < 0: no cycle ran here */
 };
 
 struct recovery {
 	char *program;
 	int64_t timeout_ns;
+	int64_t drain_timeout_ns; /* an automatic drain's deadline; 0: none */
 	char *sysfs_root;
 	struct store *store;
 
@@ -173,6 +178,11 @@ int recovery_new(const struct recovery_options *opt, struct recovery **ret)
 		return -ENOMEM;
 	r->timeout_ns = opt->timeout_ns > 0 ? opt->timeout_ns :
 					      RECOVERY_TIMEOUT_DEFAULT_S * NS_PER_S;
+	r->drain_timeout_ns = opt->auto_drain_timeout_ns < 0 ?
+				      0 :
+			      opt->auto_drain_timeout_ns == 0 ?
+				      AUTO_DRAIN_TIMEOUT_DEFAULT_S * NS_PER_S :
+				      opt->auto_drain_timeout_ns;
 	r->stop_fd = -1;
 	if ((opt->program && !(r->program = strdup(opt->program))) ||
 	    !(r->sysfs_root = strdup(opt->sysfs_root ? opt->sysfs_root : "/sys"))) {
@@ -221,6 +231,42 @@ static void count_outcome(struct recovery *r, const char *parent, enum outcome o
 	pthread_mutex_unlock(&r->lock);
 }
 
+static void count_drain_timeout(struct recovery *r, const char *parent)
+{
+	pthread_mutex_lock(&r->lock);
+	struct gpu_counts *c = counts_of_locked(r, parent);
+	if (c)
+		c->drain_timeouts++;
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* vfhealth_gpu_auto_drain_timeouts_total: one series for every GPU, 0
+ * before its first timeout, so that an alert on its increase sees the
+ * first one. */
+static void render_drain_timeouts(struct recovery *r, FILE *out)
+{
+	_cleanup_free_ struct store_gpu_info *gpus = NULL;
+	size_t n = 0;
+
+	if (!r->store || store_gpu_list(r->store, &gpus, &n) < 0)
+		n = 0;
+	fputs("# HELP vfhealth_gpu_auto_drain_timeouts_total Automatic drains of the parent GPU "
+	      "ended by --auto-drain-timeout (its VMs did not leave, or its cycle could not "
+	      "begin, in time) since vfhealthd started.\n"
+	      "# TYPE vfhealth_gpu_auto_drain_timeouts_total counter\n",
+	      out);
+	pthread_mutex_lock(&r->lock);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t count = 0;
+		for (size_t j = 0; j < r->n_counts; j++)
+			if (strcmp(r->counts[j].parent, gpus[i].parent) == 0)
+				count = r->counts[j].drain_timeouts;
+		fprintf(out, "vfhealth_gpu_auto_drain_timeouts_total{parent=\"%s\"} %" PRIu64 "\n",
+			gpus[i].parent, count);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
 void recovery_render_metrics(void *userdata, FILE *out)
 {
 	struct recovery *r = userdata;
@@ -245,6 +291,7 @@ void recovery_render_metrics(void *userdata, FILE *out)
 			fprintf(out, "vfhealth_gpu_recovery_duration_seconds{parent=\"%s\"} %.3f\n",
 				r->counts[i].parent, r->counts[i].last_duration_s);
 	pthread_mutex_unlock(&r->lock);
+	render_drain_timeouts(r, out);
 }
 
 /* -- the thread's steps --------------------------------------------------------- */
@@ -464,27 +511,16 @@ static bool fail_interrupted(struct recovery *r)
 	return true;
 }
 
-/* The newest cycle start of parent ("" none) and whether its drain was the
- * policy's: from the GPU's history. */
-static void gpu_history_facts(struct recovery *r, const char *parent, char last_cycle[static 40],
-			      bool *auto_drained)
+/* What parent's history says to the policy; false: it could not be read. */
+static bool gpu_history_facts(struct recovery *r, const char *parent, struct auto_history *ret)
 {
 	_cleanup_free_ struct store_gpu_event *h = NULL;
 	size_t n = 0, dropped = 0;
-	bool drain_seen = false;
 
-	last_cycle[0] = '\0';
-	*auto_drained = false;
 	if (store_gpu_history(r->store, parent, HISTORY_SCAN, &h, &n, &dropped) < 0)
-		return;
-	for (size_t i = n; i-- > 0;) {
-		if (!drain_seen && strcmp(h[i].event, "drain") == 0) {
-			drain_seen = true;
-			*auto_drained = strncmp(h[i].detail, "auto:", 5) == 0;
-		}
-		if (!last_cycle[0] && strcmp(h[i].event, "recover") == 0)
-			snprintf(last_cycle, 40, "%s", h[i].at);
-	}
+		return false;
+	auto_history_read(h, n, ret);
+	return true;
 }
 
 static bool observed_once(struct recovery *r, const char *parent)
@@ -500,44 +536,95 @@ static bool observed_once(struct recovery *r, const char *parent)
 	return true;
 }
 
-/* The automatic policy's step: true when it changed something (look again). */
-static bool auto_step(struct recovery *r, const struct store_gpu_info *gpus, size_t n_gpus)
+/* The end of parent's automatic drain at its deadline (g: as the policy
+ * saw it); false when the store refused it (*retry: try again later). */
+static bool auto_undrain(struct recovery *r, const struct auto_gpu *g, bool *retry)
+{
+	char detail[STORE_GPU_DETAIL_MAX + 1];
+	const char *why =
+		g->state == STORE_GPU_DRAINING ?
+			"a VM still uses a VF of it" :
+			"it was not cycled (observe mode, auto_recover off or another GPU's cycle)";
+	struct log_fields f = { .parent = g->parent, .reason = detail };
+	bool unchanged = false;
+	double timeout_s = (double)r->drain_timeout_ns / NS_PER_S;
+	int k;
+
+	snprintf(detail, sizeof(detail), "auto: the drain timed out after %g s: %s", timeout_s,
+		 why);
+	k = store_gpu_drain(r->store, g->parent, false, -1, detail, &unchanged);
+	if (k < 0) {
+		log_warn("GPU %s: cannot end its automatic drain at its deadline: %s", g->parent,
+			 strerror(-k));
+		*retry = true;
+		return false;
+	}
+	if (unchanged)
+		return true;
+	log_event(LOG_WARNING, LOG_EVENT_NONE, &f,
+		  "GPU %s: its automatic drain timed out after %g s (%s): the GPU serves again,"
+		  " its healthy VFs are allocatable, its quarantined VFs stay out of service;"
+		  " auto_recover drains it again only for quarantines after now."
+		  " Find what quarantined them (cat VF/failures) and cycle it by hand",
+		  g->parent, timeout_s, why);
+	count_drain_timeout(r, g->parent);
+	return true;
+}
+
+/* The automatic policy's step: true when it changed something (look again);
+ * *wait_ns: the nearest deadline of an automatic drain (-1: none), *retry:
+ * the store refused a step (try again later). */
+static bool auto_step(struct recovery *r, const struct store_gpu_info *gpus, size_t n_gpus,
+		      int64_t *wait_ns, bool *retry)
 {
 	_cleanup_free_ struct store_vf_info *vfs = NULL;
 	_cleanup_free_ struct auto_gpu *ag = NULL;
 	size_t n_vfs = 0;
 	int threshold = store_auto_recover_get(r->store);
+	int mode = store_mode_get(r->store);
+	int64_t now = realtime_ns();
 
-	if (threshold <= 0 || n_gpus == 0 || !r->program)
+	*wait_ns = -1;
+	if (n_gpus == 0 || threshold < 0 || mode < 0)
 		return false;
-	if (store_vf_list(r->store, &vfs, &n_vfs) < 0 || !(ag = calloc(n_gpus, sizeof(*ag))))
+	if (!r->program)
+		threshold = 0; /* no cycle: only a deadline is kept */
+	if (store_vf_list(r->store, &vfs, &n_vfs) < 0 || !(ag = calloc(n_gpus, sizeof(*ag)))) {
+		*retry = true; /* a deadline may be due */
 		return false;
+	}
 	for (size_t i = 0; i < n_gpus; i++) {
-		char last_cycle[40];
+		struct auto_history h;
 		bool any = false;
 
 		ag[i] = (struct auto_gpu){ .parent = gpus[i].parent, .state = gpus[i].state };
-		for (size_t v = 0; v < n_vfs && !any; v++)
+		for (size_t v = 0; v < n_vfs && !any && threshold > 0; v++)
 			any = vfs[v].auto_quarantined && strcmp(vfs[v].parent, gpus[i].parent) == 0;
 		bool drained = gpus[i].state == STORE_GPU_DRAINING ||
 			       gpus[i].state == STORE_GPU_DRAINED;
-		if (!any && !drained)
-			continue;
-		gpu_history_facts(r, gpus[i].parent, last_cycle, &ag[i].auto_drained);
-		ag[i].auto_drained &= drained;
+		if ((!any && !drained) || !gpu_history_facts(r, gpus[i].parent, &h))
+			continue; /* facts unknown: nothing is done to it */
+		ag[i].auto_drained = h.auto_drain && drained;
+		ag[i].drained_ns = h.drained_at_ns >= 0 ? now - h.drained_at_ns : 0;
 		for (size_t v = 0; v < n_vfs; v++)
 			ag[i].fresh_quarantines += vfs[v].auto_quarantined &&
 						   strcmp(vfs[v].parent, gpus[i].parent) == 0 &&
-						   strcmp(vfs[v].since, last_cycle) > 0;
+						   auto_counts(&h, vfs[v].since);
 	}
-	struct auto_step step = auto_next(ag, n_gpus, threshold);
+	bool observe = mode == STORE_MODE_OBSERVE;
+	struct auto_policy policy = { .threshold = threshold,
+				      .drain_timeout_ns = r->drain_timeout_ns,
+				      .observe = observe };
+	struct auto_step step = auto_next(ag, n_gpus, &policy);
+	*wait_ns = step.wait_ns;
 	if (step.action == AUTO_NOTHING)
 		return false;
 	const struct auto_gpu *g = &ag[step.index];
-	bool observe = store_mode_get(r->store) == STORE_MODE_OBSERVE;
 	char detail[STORE_GPU_DETAIL_MAX + 1];
 	int k;
 
+	if (step.action == AUTO_UNDRAIN)
+		return auto_undrain(r, g, retry);
 	if (step.action == AUTO_DRAIN) {
 		if (observe) {
 			if (observed_once(r, g->parent))
@@ -550,15 +637,19 @@ static bool auto_step(struct recovery *r, const struct store_gpu_info *gpus, siz
 		snprintf(detail, sizeof(detail), "auto: %zu VFs out of service by quarantine",
 			 g->fresh_quarantines);
 		k = store_gpu_drain(r->store, g->parent, true, -1, detail, NULL);
-		if (k == 0)
+		if (k == 0 && r->drain_timeout_ns > 0)
+			log_notice("GPU %s: auto_recover drains it (%zu VFs out of service by"
+				   " quarantine, auto_recover %d); its cycle runs once no VM is"
+				   " left, else the drain ends after %g s (--auto-drain-timeout)",
+				   g->parent, g->fresh_quarantines, threshold,
+				   (double)r->drain_timeout_ns / NS_PER_S);
+		else if (k == 0)
 			log_notice(
 				"GPU %s: auto_recover drains it (%zu VFs out of service by"
 				" quarantine, auto_recover %d); its cycle runs once no VM is left",
 				g->parent, g->fresh_quarantines, threshold);
 		return k == 0;
 	}
-	if (observe)
-		return false;
 	k = store_gpu_recover_begin(r->store, g->parent, -1, NULL);
 	if (k < 0 && k != -EBUSY)
 		log_warn("GPU %s: auto_recover cannot start its cycle: %s", g->parent,
@@ -567,13 +658,15 @@ static bool auto_step(struct recovery *r, const struct store_gpu_info *gpus, siz
 }
 
 /* One pass; true when it must run again at once, *retry when something
- * must be tried again later (the store was unavailable). */
-static bool step(struct recovery *r, bool *retry)
+ * must be tried again later (the store was unavailable), *wait_ns when the
+ * policy must look again in that long (-1: only on a change). */
+static bool step(struct recovery *r, bool *retry, int64_t *wait_ns)
 {
 	_cleanup_free_ struct store_gpu_info *gpus = NULL;
 	size_t n = 0;
 
 	*retry = false;
+	*wait_ns = -1;
 	if (!r->interrupted_done && !(r->interrupted_done = fail_interrupted(r))) {
 		*retry = true;
 		return false;
@@ -601,21 +694,27 @@ static bool step(struct recovery *r, bool *retry)
 		run_cycle(r, gpus[i].parent);
 		return r->pending.parent[0] != '\0';
 	}
-	return auto_step(r, gpus, n);
+	return auto_step(r, gpus, n, wait_ns, retry);
 }
 
 static void *recovery_main(void *arg)
 {
 	struct recovery *r = arg;
 	bool again = true, retry = false;
+	int64_t wait_ns = -1;
 
 	pthread_mutex_lock(&r->lock);
 	while (!r->stop) {
 		if (!again && !r->kicked) {
-			if (retry) {
+			int64_t wait = retry ? RETRY_NS : -1;
+			if (wait_ns >= 0 && (wait < 0 || wait_ns < wait))
+				wait = wait_ns;
+			if (wait >= 0) {
 				struct timespec until;
 				clock_gettime(CLOCK_MONOTONIC, &until);
-				until.tv_sec += RETRY_NS / NS_PER_S;
+				int64_t ns = until.tv_nsec + wait % NS_PER_S;
+				until.tv_sec += (time_t)(wait / NS_PER_S + ns / NS_PER_S);
+				until.tv_nsec = (long)(ns % NS_PER_S);
 				if (pthread_cond_timedwait(&r->cond, &r->lock, &until) == ETIMEDOUT)
 					r->kicked = true;
 			} else {
@@ -625,7 +724,7 @@ static void *recovery_main(void *arg)
 		}
 		r->kicked = false;
 		pthread_mutex_unlock(&r->lock);
-		again = step(r, &retry);
+		again = step(r, &retry, &wait_ns);
 		pthread_mutex_lock(&r->lock);
 	}
 	pthread_mutex_unlock(&r->lock);

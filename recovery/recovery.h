@@ -8,7 +8,8 @@
  * the store marked recovering, checks that its VFs are back in sysfs, and
  * reports the outcome to the store.  It also runs the automatic policy
  * (auto_recover): drain a GPU with enough VFs out of service by automatic
- * quarantine, and cycle it once drained.  Everything runs on one thread of
+ * quarantine, and cycle it once drained; end such a drain that could not
+ * cycle within --auto-drain-timeout.  Everything runs on one thread of
  * its own, never on a FUSE worker: a write to gpus/PF/recover only commits
  * the step and wakes it.
  *
@@ -29,10 +30,19 @@
 /* After the deadline: SIGTERM to the program's process group, SIGKILL this
  * long after (or at the deadline's own length, when shorter). */
 #define RECOVERY_KILL_GRACE_NS (10 * INT64_C(1000000000))
+/* An automatic drain whose cycle has not begun this long after the drain
+ * began ends: the GPU serves again (its quarantined VFs stay out).  So a
+ * tenant whose reports drained a GPU cannot keep it out of service with
+ * its own VM.  Counted from the drain's time in the GPU's history, so a
+ * restart does not put it off.  Tests: tests/fs/test-auto-drain.sh. */
+#define AUTO_DRAIN_TIMEOUT_DEFAULT_S 86400
+#define AUTO_DRAIN_TIMEOUT_MAX_S (30 * 86400)
 
 struct recovery_options {
-	const char *program;    /* absolute path; NULL: no cycle is ever run */
-	int64_t timeout_ns;     /* 0: RECOVERY_TIMEOUT_DEFAULT_S */
+	const char *program; /* absolute path; NULL: no cycle is ever run */
+	int64_t timeout_ns;  /* 0: RECOVERY_TIMEOUT_DEFAULT_S */
+	/* 0: AUTO_DRAIN_TIMEOUT_DEFAULT_S; < 0: automatic drains never end */
+	int64_t auto_drain_timeout_ns;
 	const char *sysfs_root; /* NULL: /sys */
 };
 
@@ -80,8 +90,9 @@ int recovery_gpu_target(const char *sysfs_root, struct store *s, const char *pf,
  * something to do.  Must not block (called from the committing thread). */
 void recovery_store_changed(struct recovery *r, unsigned bits);
 
-/* vfhealth_gpu_recoveries_total{parent,outcome} and
- * vfhealth_gpu_recovery_duration_seconds{parent} (metrics_render_fn). */
+/* vfhealth_gpu_recoveries_total{parent,outcome},
+ * vfhealth_gpu_recovery_duration_seconds{parent} and
+ * vfhealth_gpu_auto_drain_timeouts_total{parent} (metrics_render_fn). */
 void recovery_render_metrics(void *userdata, FILE *out);
 
 #endif

@@ -23,14 +23,16 @@ promtool check rules "$dir/vfhealth-dcgm.rules.yml" || fail "promtool check rule
 
 # Every alert the docs promise exists, by the metric it watches:
 # stale or absent metrics, a stalled sentinel, unanswering agents, held-back
-# VFs, a GPU whose recovery failed or whose drain does not end, besides the
-# quarantine, store and breaker alerts.
+# VFs, a GPU whose recovery failed or whose drain does not end, an automatic
+# drain that its deadline ended, besides the quarantine, store and breaker
+# alerts.
 for metric in vfhealth_quarantined_vfs vfhealth_store_unavailable vfhealth_breaker_engaged \
 	      vfhealth_sentinel_liveness_uncertain_total vfhealth:sentinel_init_failures:rate1h \
 	      vfhealth_textfile_last_success_timestamp_seconds 'absent(vfhealth_textfile_' \
 	      vfhealth_sentinel_polls_total 'vfhealth_sentinel_checks_total{result=~"rpc_error|unknown"}' \
 	      'vfhealth_vf_out_of_service{reason="held-back"}' vfhealth_held_vfs \
-	      'vfhealth_gpu_state{state="failed"} == 1' 'vfhealth_gpu_state{state="draining"} == 1'; do
+	      'vfhealth_gpu_state{state="failed"} == 1' 'vfhealth_gpu_state{state="draining"} == 1' \
+	      vfhealth_gpu_auto_drain_timeouts_total; do
 	python3 - "$dir/vfhealth.rules.yml" "$metric" <<'PY' || fail "no alert on $metric"
 import re, sys
 text = open(sys.argv[1]).read()
