@@ -634,6 +634,15 @@ static bool auto_step(struct recovery *r, const struct store_gpu_info *gpus, siz
 					g->parent, g->fresh_quarantines);
 			return false;
 		}
+		/* The drain covers every VF sysfs shows under a GPU (adopted
+		 * first), as an operator's does; a device that is no NVIDIA
+		 * GPU is drained by its stored VFs alone, and its cycle is
+		 * refused by the thread's own check. */
+		_cleanup_free_ char(*sysfs_vfs)[VF_ADDR_BUFSZ] = NULL;
+		size_t n_sysfs_vfs = 0;
+		const char *why = NULL;
+		(void)recovery_gpu_target(r->sysfs_root, r->store, g->parent, &sysfs_vfs,
+					  &n_sysfs_vfs, &why);
 		snprintf(detail, sizeof(detail), "auto: %zu VFs out of service by quarantine",
 			 g->fresh_quarantines);
 		k = store_gpu_drain(r->store, g->parent, true, -1, detail, NULL);

@@ -7,9 +7,12 @@
 #     cannot make a device a GPU; the NIC's drain and cycle are refused
 #     (EPERM, the reason logged), the program never runs, its sriov_numvfs
 #     and virtfn links stay;
+#   - the automatic policy's drain, like an operator's, covers a VF that
+#     was registered before its sysfs entry existed and is claimed: the GPU
+#     waits for it;
 #   - the recovery thread checks again before the program: the automatic
 #     policy's cycle of the NIC fails without running it, and so does one of
-#     a GPU whose VF, registered before its sysfs entry existed, is claimed;
+#     a GPU whose VF appeared in sysfs while the drain waited, and is claimed;
 #   - a GPU's VFs are its virtfn links: such a VF is drained with the GPU
 #     (out of allocatable) and holds a cycle off while its claim lives; a VF
 #     sysfs shows under a drained GPU is never placed, registered or not;
@@ -25,7 +28,7 @@ LATE=0000:41:00.3  # registered before its sysfs entry exists, then claimed
 SPARE=0000:41:00.4 # registered before its sysfs entry exists
 UNREG=0000:41:00.5 # in sysfs, registered only once the GPU is drained
 NEVER=0000:41:00.6 # in sysfs, never registered
-VFB=0000:42:00.1 LATEB=0000:42:00.2
+VFB=0000:42:00.1 LATEB=0000:42:00.2 LATEB2=0000:42:00.3
 NICVFS=(0000:51:00.1 0000:51:00.2)
 fake_pf "$NIC" 0x8086
 fake_sysfs "${VFS[@]}" "$VFB" "${NICVFS[@]}"
@@ -56,7 +59,7 @@ nic_sysfs() { ls -l "$SYSFS_DEVICES/$NIC"; cat "$SYSFS_DEVICES/$NIC/sriov_numvfs
 nic_before=$(nic_sysfs)
 
 # --- the writer registers VFs; parents come from sysfs alone
-for vf in "${VFS[@]}" "$LATE" "$SPARE" "$VFB" "$LATEB" "${NICVFS[0]}" 0000:5f:00.1; do
+for vf in "${VFS[@]}" "$LATE" "$SPARE" "$VFB" "$LATEB" "$LATEB2" "${NICVFS[0]}" 0000:5f:00.1; do
 	attacker mkdir "$MNT/$vf"
 done
 assert_cat "$MNT/$LATE/parent" ""
@@ -94,19 +97,40 @@ assert_eq "$(calls)" "" "program calls after the policy's cycle of the NIC"
 assert_eq "$(nic_sysfs)" "$nic_before" "the NIC's sysfs after the policy's cycle"
 put "$MNT/gpus/$NIC/drain" 0
 
-# --- ... and a claim on a VF whose parent the store learns only then: LATEB
-# was registered before its sysfs entry; it appears under GPU B, is claimed,
-# the policy drains GPU B and cycles it
+# --- the policy's drain covers every VF sysfs shows under the GPU, as an
+# operator's does: LATEB was registered before its sysfs entry; it appears
+# under GPU B and is claimed; the policy drains GPU B and waits for it
 fake_sysfs "$LATEB"
 fake_virtfns "$GPUB" "$VFB" "$LATEB"
-attacker touch "$MNT/$LATEB/assignments/vm-lateb"
+attacker touch "$MNT/$LATEB/assignments/vm-lateb" # its stored parent is still empty
 quarantine "$VFB"
+wait_state "$GPUB" draining
+assert_cat "$MNT/$LATEB/parent" "$GPUB"
+! placeable "$LATEB" || fail "$LATEB of a drained GPU is allocatable"
+assert_eq "$(calls)" "" "program calls while a VF of GPU B is claimed"
+rm "$MNT/$LATEB/assignments/vm-lateb"
+wait_state "$GPUB" serving
+assert_eq "$(calls)" "$GPUB numvfs=2 vfs=$VFB $LATEB" "the policy's cycle of GPU B"
+rm "$T/calls"
+
+# --- ... and the thread checks again before the program: LATEB2 appears
+# under GPU B while the policy's drain waits for a VM (VFB's), and is
+# claimed (its stored parent still empty); once VFB's VM leaves, the cycle
+# is refused for LATEB2's claim
+attacker touch "$MNT/$VFB/assignments/vm-b"
+put "$MNT/$VFB/report" "failed q3-vfb 2026-11-29T08:00:00Z NVRM: RmInitAdapter failed!"
+put "$MNT/$VFB/report" "failed q4-vfb 2026-11-29T08:01:00Z NVRM: RmInitAdapter failed!"
+wait_state "$GPUB" draining
+fake_sysfs "$LATEB2"
+fake_virtfns "$GPUB" "$VFB" "$LATEB" "$LATEB2"
+attacker touch "$MNT/$LATEB2/assignments/vm-lateb2"
+attacker rm "$MNT/$VFB/assignments/vm-b"
 wait_state "$GPUB" failed
 assert_match "$(tail -n 1 "$MNT/gpus/$GPUB/history")" \
-	"recover-failed by=- why=not cycled: VF $LATEB has a claim or a reservation" "GPU B's history"
+	"recover-failed by=- why=not cycled: VF $LATEB2 has a claim or a reservation" "GPU B's history"
 assert_eq "$(calls)" "" "program calls while a VF of GPU B is claimed"
-[[ -e $MNT/$LATEB/assignments/vm-lateb ]] || fail "the claim is gone"
-rm "$MNT/$LATEB/assignments/vm-lateb"
+[[ -e $MNT/$LATEB2/assignments/vm-lateb2 ]] || fail "the claim is gone"
+rm "$MNT/$LATEB2/assignments/vm-lateb2"
 put "$MNT/auto_recover" off
 
 # --- a drain covers every VF sysfs shows under the GPU
