@@ -42,14 +42,15 @@ set -u
 pf=$1
 dev=$VFHEALTH_SYSFS_ROOT/bus/pci/devices/$pf
 mode=$(cat "$T/mode") # before the call is recorded: a test waits for that
-echo "$$ $pf numvfs=$VFHEALTH_NUMVFS vfs=$VFHEALTH_VFS path=$PATH" >>"$T/calls"
+# its pid as the test sees it ($$ is its PID namespace's): /proc is the host's
+read -r pid _ </proc/self/stat
+echo "$pid $pf numvfs=$VFHEALTH_NUMVFS vfs=$VFHEALTH_VFS path=$PATH" >>"$T/calls"
 echo "cycling $pf"
 case $mode in
 fail) echo "sriov-manage -e $pf failed" >&2; exit 3 ;;
 hang)
 	trap '' TERM
-	sleep 1000 &
-	echo "$!" >"$T/hang-child"
+	sh -c 'read -r pid _ </proc/self/stat; echo "$pid" >"$1"; exec sleep 1000' sh "$T/hang-child" &
 	wait
 	exit 0 ;;
 gate) read -r _ <"$T/gate" ;;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -36,12 +37,24 @@ static void keep_line(void *userdata, const char *line)
 	l->n++;
 }
 
+/* /bin/sh, opened as recovery_new opens the program */
+static int shell_fd(void)
+{
+	static int fd = -1;
+	char why[256];
+
+	if (fd < 0)
+		ck_assert_msg(program_open("/bin/sh", &fd, why, sizeof(why)) == 0, "%s", why);
+	return fd;
+}
+
 static int run_sh(const char *script, int64_t timeout_ns, int64_t grace_ns, int stop_fd,
 		  struct lines *l, struct program_result *res)
 {
 	char *argv[] = { (char *)"/bin/sh", (char *)"-c", (char *)script, NULL };
 	char *envp[] = { (char *)"FOO=bar", (char *)"PATH=/usr/bin:/bin", NULL };
-	struct program_run p = { .argv = argv,
+	struct program_run p = { .exec_fd = shell_fd(),
+				 .argv = argv,
 				 .envp = envp,
 				 .timeout_ns = timeout_ns,
 				 .kill_grace_ns = grace_ns,
@@ -83,6 +96,16 @@ static bool gone(pid_t pid)
 	int k = poll(&p, 1, 10000);
 	close(fd);
 	return k == 1;
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "we");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_ge(fputs(text, f), 0);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chmod(path, mode), 0);
 }
 
 START_TEST(test_exit_and_output)
@@ -129,34 +152,62 @@ START_TEST(test_output_bounds)
 }
 END_TEST
 
-/* stdin is /dev/null; no descriptor of ours but 0, 1, 2 is inherited. */
+/* stdin is /dev/null; no descriptor of ours but 0, 1, 2 is inherited, and
+ * 4: the program itself (a script's interpreter reads it as /dev/fd/4). */
 START_TEST(test_stdin_and_descriptors)
 {
 	struct program_result res;
 	struct lines l;
-	char script[128];
-	int fd = open("/dev/null", O_RDONLY); /* no O_CLOEXEC on purpose */
+	char script[256], link[64], sh[256];
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int fd = fcntl(null, F_DUPFD, 10); /* no close-on-exec on purpose */
+	ssize_t n;
 
-	ck_assert_int_ge(fd, 3);
+	ck_assert_int_ge(fd, 10);
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", shell_fd());
+	n = readlink(link, sh, sizeof(sh) - 1);
+	ck_assert_int_gt(n, 0);
+	sh[n] = '\0';
 	snprintf(script, sizeof(script),
-		 "cat; if [ -e /proc/self/fd/%d ]; then echo open; else echo closed; fi", fd);
+		 "cat; for f in 3 5 6 7 8 9 %d; do [ ! -e /proc/$$/fd/$f ] || echo \"$f open\"; done;"
+		 " readlink /proc/$$/fd/4",
+		 fd);
 	ck_assert_int_eq(run_sh(script, 5000 * MS, 100 * MS, -1, &l, &res), 0);
 	ck_assert_int_eq(res.status, 0);
-	ck_assert_str_eq(res.last_line, "closed");
+	ck_assert_uint_eq(l.n, 1);
+	ck_assert_str_eq(l.text[0], sh);
 	close(fd);
+	close(null);
 }
 END_TEST
 
+/* An exec that fails is told apart from a program that exits 127: the
+ * exec's errno (here a script whose interpreter is missing), in and out of
+ * a namespace; no descriptor is no program. */
 START_TEST(test_exec_failure)
 {
-	char *argv[] = { (char *)"/nonexistent/program", NULL };
+	char dir[] = "/tmp/vfhealth-program.XXXXXX", path[64], why[256];
+	char *argv[] = { path, NULL };
 	char *envp[] = { NULL };
-	struct program_run p = { .argv = argv, .envp = envp, .timeout_ns = MS, .stop_fd = -1 };
+	struct program_run p = {
+		.argv = argv, .envp = envp, .timeout_ns = 1000 * MS, .stop_fd = -1
+	};
 	struct program_result res;
+	int fd;
 
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/prog", dir);
+	write_file(path, "#!/nonexistent/interpreter\n", 0755);
+	ck_assert_int_eq(program_open(path, &fd, why, sizeof(why)), 0);
+	p.exec_fd = fd;
 	ck_assert_int_eq(program_run(&p, &res), -ENOENT);
-	argv[0] = (char *)"relative";
+	p.own_pid_ns = true;
+	ck_assert_int_eq(program_run(&p, &res), -ENOENT);
+	p.exec_fd = 0;
 	ck_assert_int_eq(program_run(&p, &res), -EINVAL);
+	close(fd);
+	unlink(path);
+	rmdir(dir);
 }
 END_TEST
 
