@@ -54,6 +54,20 @@ hang)
 	wait
 	exit 0 ;;
 gate) read -r _ <"$T/gate" ;;
+orphan | stubborn)
+	# as sriov-cycle.sh: stop a service, start it again when terminated
+	echo stopped >"$T/service"
+	if [[ $mode == orphan ]]; then
+		trap 'echo started >"$T/service"; exit 143' TERM
+	else
+		trap '' TERM # and so its children, as they inherit that
+	fi
+	# a grandchild that left the process group and the session
+	setsid sh -c 'read -r pid _ </proc/self/stat; echo "$pid" >"$1/orphan"
+		while :; do echo beat >>"$1/heartbeat"; sleep 0.1; done' sh "$T" &
+	sleep 1000 &
+	wait "$!"
+	exit 1 ;;
 esac
 vfs=()
 for l in "$dev"/virtfn*; do vfs+=("$(basename "$(readlink "$l")")"); done
@@ -101,6 +115,19 @@ chmod 0757 "$T/bin/cycle-open"
 "$VFHEALTHD" -f --db "$DB" --recover-program "$T/bin/cycle-open" "$MNT" >"$T/open.out" 2>&1 &&
 	fail "vfhealthd ran a recovery program others may write"
 grep -q "writable by another user" "$T/open.out" || fail "no reason given: $(cat "$T/open.out")"
+# a program whose path walks what another user owns is refused at start:
+# the attacker (uid 65534) owns a directory and points a link in it at the
+# program (she could re-point it later), or at her own script
+mkdir -m 0755 "$T/evil"
+chown 65534:65534 "$T/evil"
+as_user 65534 ln -s "$T/bin/cycle" "$T/evil/cycle"
+ln -s "$T/evil/cycle" "$T/bin/via-evil" # root's link, into her directory
+for prog in "$T/evil/cycle" "$T/bin/via-evil"; do
+	"$VFHEALTHD" -f --db "$DB" --recover-program "$prog" "$MNT" >"$T/open.out" 2>&1 &&
+		fail "vfhealthd ran $prog, whose path walks a directory uid 65534 owns"
+	grep -qF "refused: $T/evil is owned by uid 65534" "$T/open.out" ||
+		fail "no clear reason for $prog: $(cat "$T/open.out")"
+done
 
 DAEMON_ARGS+=(--recover-program "$T/bin/cycle" --recover-timeout 3)
 start_daemon
@@ -277,6 +304,65 @@ rm "$MNT/${VFA[2]}/assignments/vm-docs" # the VM leaves: the example returns
 wait_for 10 "the drain example to return" process_gone "${BG_PIDS[-1]}"
 assert_cat "$GA/state" drained
 assert_eq "$(sed "s|/run/vfhealth|$MNT|g" "$T/block2" | dash)" serving "the cycle example's output"
+
+# --- a cycle dies with vfhealthd: its program and a grandchild that left
+# its process group and session end when vfhealthd is SIGKILLed, and the
+# program's TERM trap runs first (the service it stopped is started again)
+put "$GA/drain" 1
+echo orphan >"$T/mode"
+rm -f "$T/orphan" "$T/heartbeat" "$T/service"
+n=$(calls)
+put "$GA/recover" cycle
+wait_for 10 "the program to start" calls_above "$n"
+wait_for 10 "the grandchild's heartbeat" test -s "$T/heartbeat"
+orphan=$(cat "$T/orphan") prog=$(tail -n 1 "$T/calls" | cut -d' ' -f1)
+process_running "$orphan" || fail "no grandchild $orphan"
+kill_daemon
+wait_for 10 "the grandchild $orphan to die with vfhealthd" process_gone "$orphan"
+wait_for 10 "the program $prog to die with vfhealthd" process_gone "$prog"
+assert_cat "$T/service" started
+start_daemon
+wait_state "$PFA" failed
+assert_match "$(tail -n 1 "$GA/history")" "recover-failed by=- why=interrupted" "history after vfhealthd was killed"
+assert_eq "$(calls)" "$((n + 1))" "program calls after vfhealthd was killed"
+
+# A cycle whose processes ignore SIGTERM ends at the grace (the deadline's
+# length here, 3 s); a vfhealthd started at once waits for them to end
+# before it serves: no second cycle can meet them.
+echo stubborn >"$T/mode"
+rm -f "$T/orphan" "$T/heartbeat"
+put "$GA/recover" cycle
+wait_for 10 "the program to start" calls_above "$((n + 1))"
+wait_for 10 "the grandchild's heartbeat" test -s "$T/heartbeat"
+orphan=$(cat "$T/orphan")
+kill_daemon
+process_running "$orphan" || fail "the grandchild $orphan ignoring SIGTERM is already gone"
+start_daemon
+process_gone "$orphan" || fail "vfhealthd serves while the last cycle's grandchild $orphan lives"
+grep -q "processes of the last cycle (init pid [0-9]*) still run" "$DAEMON_LOG" ||
+	fail "the start did not say it waited for the last cycle"
+grep -q "processes of the last cycle (init pid [0-9]*) have ended" "$DAEMON_LOG" ||
+	fail "the start did not say the last cycle ended"
+wait_state "$PFA" failed
+echo ok >"$T/mode"
+put "$GA/recover" cycle
+wait_state "$PFA" serving
+assert_eq "$(calls)" "$((n + 3))" "program calls: one cycle after the restart"
+
+# --- the program checked is the program run: replacing the file at its
+# path (a rename, as an update would) after the start changes nothing
+ln "$T/bin/cycle" "$T/bin/cycle.orig"
+sed 's/^set -u$/echo swapped >"$T\/swapped"; exit 0/' "$T/bin/cycle" >"$T/bin/cycle.new"
+chmod 0755 "$T/bin/cycle.new"
+grep -q "echo swapped" "$T/bin/cycle.new" || fail "the swapped program does not differ"
+mv "$T/bin/cycle.new" "$T/bin/cycle"
+n=$(calls)
+put "$GA/drain" 1
+put "$GA/recover" cycle
+wait_state "$PFA" serving
+assert_eq "$(calls)" "$((n + 1))" "calls of the checked program after the swap"
+[[ ! -e $T/swapped ]] || fail "vfhealthd ran the program put at the path after its start"
+mv "$T/bin/cycle.orig" "$T/bin/cycle"
 
 check_sanitizers
 stop_daemon
