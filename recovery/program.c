@@ -6,25 +6,50 @@
  * Design notes
  * ============
  *
- * Process group.  The child makes itself the leader of a new process group
- * (and the parent does the same for it, so that neither order of the two
- * calls leaves a window): at the deadline SIGTERM, and SIGKILL after the
- * grace, go to the whole group, so a shell script's own children (a
- * sriov-manage it started) end with it.  A child that left the group
- * (setsid) is its own business.
+ * The program, opened once (program_open).  Its path is walked a component
+ * at a time, each one opened O_PATH|O_NOFOLLOW relative to the directory
+ * before it and checked through that descriptor (a link's target is read
+ * from the link's own descriptor and walked the same way), so what is
+ * checked is what is opened; each run execs that descriptor (fexecve), so
+ * what runs is what was checked, whatever the path names by then.  It is
+ * EXEC_FD in the program, not close-on-exec: for a #! script the kernel
+ * hands the interpreter /dev/fd/N, which a closed descriptor would make
+ * ENOENT.
  *
- * Between fork and exec the child calls only async-signal-safe functions,
- * with everything built before the fork.  PR_SET_PDEATHSIG(SIGKILL) ends
- * the program if the thread that forked it ends (the recovery thread lives
- * until recovery_stop, which kills and reaps first) or vfhealthd dies.
- * Every descriptor above 2 is closed: the program must not inherit
- * /dev/fuse or the store's flock'd files.  A close-on-exec pipe reports a
- * failed exec's errno, so "could not start" is told apart from "exited 127".
+ * A PID namespace of its own (own_pid_ns).  PR_SET_PDEATHSIG covers one
+ * process, and a process group or session is the program's to leave; a
+ * PID namespace is not, and when its init dies the kernel kills everything
+ * in it before that init's exit is seen.  So the child vfhealthd clones
+ * (CLONE_NEWPID) is an init of ours: it arms its parent-death signal
+ * (SIGTERM), says so, and waits for vfhealthd's go (an EOF there: vfhealthd
+ * died before the go, maybe before the signal was armed: nothing runs);
+ * between the two, vfhealthd records it (started).  Then it forks the
+ * program and reaps whatever ends, until the program ends; it reports the
+ * program's wait status and exits, taking any leftover with it.  On
+ * SIGTERM (the deadline, a stop, vfhealthd's death) it sends SIGTERM to
+ * every process of the namespace (kill(-1): setsid'd ones too) and exits
+ * after the grace; SIGKILL from vfhealthd ends it (and so the namespace)
+ * at once.  An init ignores signals it has no handler for, so SIGTERM goes
+ * to the init alone, never also to the program, which would get it twice.
+ *
+ * Without a namespace (tests of the runner alone), the child is the
+ * program, the leader of a new process group (and the parent does the same
+ * for it, so that neither order of the two calls leaves a window): at the
+ * deadline SIGTERM, and SIGKILL after the grace, go to the whole group.
+ *
+ * Between clone and exec the children call only async-signal-safe
+ * functions, with everything built before; the init's fork is a raw clone,
+ * with none of the handlers fork(3) runs.  Every descriptor of vfhealthd's
+ * but those they need is closed at once: neither the init nor the program
+ * may hold /dev/fuse or the store's flock'd files.  A close-on-exec pipe
+ * reports a failed exec's errno, so "could not start" is told apart from
+ * "exited 127".
  *
  * Waiting.  One poll(2) on a pidfd (the exit), the output pipe and the stop
  * descriptor, with the next deadline as its timeout: no sleeping, no
- * SIGCHLD (where pidfd_open(2) is missing, a look every NO_PIDFD_POLL_MS).  The output is read until the program exits; what a leftover
- * grandchild writes after that is not waited for.
+ * SIGCHLD (where pidfd_open(2) is missing, a look every NO_PIDFD_POLL_MS).
+ * The output is read until the program (or its init) exits; what a
+ * leftover writes after that is not waited for.
  */
 #include <errno.h>
 #include <fcntl.h>
