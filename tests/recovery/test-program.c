@@ -99,6 +99,14 @@ static bool gone(pid_t pid)
 	return k == 1;
 }
 
+/* Valgrind execs a descriptor by the path /proc names for it. */
+static bool under_valgrind(void)
+{
+	const char *preload = getenv("LD_PRELOAD");
+
+	return preload && strstr(preload, "vgpreload");
+}
+
 static void write_file(const char *path, const char *text, mode_t mode)
 {
 	FILE *f = fopen(path, "we");
@@ -183,7 +191,7 @@ START_TEST(test_stdin_and_descriptors)
 END_TEST
 
 /* An exec that fails is told apart from a program that exits 127: the
- * exec's errno (here a script whose interpreter is missing), in and out of
+ * exec's errno (here a file of no format the kernel runs), in and out of
  * a namespace; no descriptor is no program. */
 START_TEST(test_exec_failure)
 {
@@ -198,12 +206,13 @@ START_TEST(test_exec_failure)
 
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/prog", dir);
-	write_file(path, "#!/nonexistent/interpreter\n", 0755);
+	write_file(path, "neither ELF nor #!\n", 0755);
 	ck_assert_int_eq(program_open(path, &fd, why, sizeof(why)), 0);
 	p.exec_fd = fd;
-	ck_assert_int_eq(program_run(&p, &res), -ENOENT);
-	p.own_pid_ns = true;
-	ck_assert_int_eq(program_run(&p, &res), -ENOENT);
+	for (int ns = 0; ns < 2; ns++) {
+		p.own_pid_ns = ns;
+		ck_assert_int_eq(program_run(&p, &res), -ENOEXEC);
+	}
 	p.exec_fd = 0;
 	ck_assert_int_eq(program_run(&p, &res), -EINVAL);
 	close(fd);
@@ -359,19 +368,23 @@ START_TEST(test_open_rules)
 		refused(q, -EACCES, "abs is owned by uid 65534");
 	}
 
-	/* it runs what was opened, a #! script, whatever the path names later */
+	/* it runs what was opened, a #! script, whatever the path names later
+	 * (but under valgrind, which execs the path: see under_valgrind) */
 	ck_assert_int_eq(program_open(prog, &fd, why, sizeof(why)), 0);
 	path_in(p, sizeof(p), dir, "new");
 	write_file(p, "#!/bin/sh\necho swapped\n", 0755);
-	ck_assert_int_eq(rename(p, prog), 0);
-	for (int ns = 0; ns < 2; ns++) {
+	for (int ns = 0; ns < 4; ns++) {
+		if (ns == 2 && under_valgrind())
+			break;
+		if (ns == 2)
+			ck_assert_int_eq(rename(p, prog), 0);
 		struct program_run run = { .exec_fd = fd,
 					   .argv = argv,
 					   .envp = envp,
 					   .timeout_ns = 5000 * MS,
 					   .kill_grace_ns = 100 * MS,
 					   .stop_fd = -1,
-					   .own_pid_ns = ns,
+					   .own_pid_ns = ns % 2,
 					   .line = keep_line,
 					   .userdata = &l };
 		memset(&l, 0, sizeof(l));
