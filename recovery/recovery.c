@@ -589,8 +589,9 @@ static bool fail_interrupted(struct recovery *r)
 		log_event(LOG_ERR, LOG_EVENT_RECOVERY_FAILED, &f,
 			  "GPU %s: recovery failed (interrupted): vfhealthd stopped during its"
 			  " cycle, which is not run again by itself; its VFs stay out of service."
-			  " Check the GPU, then: echo cycle > gpus/%s/recover, or echo 0 >"
-			  " gpus/%s/drain",
+			  " Check the GPU, its SR-IOV and the services the program stops (it"
+			  " may not have started them again), then: echo cycle >"
+			  " gpus/%s/recover, or echo 0 > gpus/%s/drain",
 			  parents[i], parents[i], parents[i]);
 		count_outcome(r, parents[i], OUTCOME_INTERRUPTED, -1);
 	}

@@ -77,8 +77,8 @@ bool recovery_configured(const struct recovery *r);
 /* gpus/PF/recover: start a cycle of parent for the writer uid.  0 when
  * the GPU is recovering and the thread was woken; -EOPNOTSUPP (no
  * program), -EPERM (observe mode: logged what would run), -EBUSY (not
- * drained, a claim left, another GPU recovering: *why a static sentence),
- * -ENOENT, -EIO. */
+ * drained, a claim left, another GPU recovering, processes of an earlier
+ * vfhealthd's cycle still running: *why a static sentence), -ENOENT, -EIO. */
 int recovery_request(struct recovery *r, const char *parent, int64_t uid, const char **why);
 
 /* The store changed (store_change bits): the automatic policy may have
