@@ -19,7 +19,8 @@
 #     the file renamed over the program after the start is not what runs;
 #   - vfhealthd SIGKILLed mid-cycle: the program and a setsid'd grandchild
 #     end with it, after the program's TERM trap ran; a restart serves only
-#     once processes of that cycle that ignore SIGTERM are gone;
+#     once processes of that cycle that ignore SIGTERM are gone, and while
+#     one stuck in the kernel lives, refuses every cycle;
 #   - observe mode runs nothing; one GPU recovers at a time;
 #   - auto_recover drains a GPU with enough quarantined VFs, waits for its
 #     VMs to leave, cycles it, and never retries a failed cycle;
@@ -70,6 +71,15 @@ orphan | stubborn)
 	# a grandchild that left the process group and the session
 	setsid sh -c 'read -r pid _ </proc/self/stat; echo "$pid" >"$1/orphan"
 		while :; do echo beat >>"$1/heartbeat"; sleep 0.1; done' sh "$T" &
+	sleep 1000 &
+	wait "$!"
+	exit 1 ;;
+stuck)
+	# a grandchild stuck in the kernel: its write waits for a commit that
+	# another vfhealthd holds (FUSE: once the request was read, even
+	# SIGKILL waits for the answer)
+	setsid sh -c 'read -r pid _ </proc/self/stat; echo "$pid" >"$1/orphan"
+		echo 1 >"$1/mntB/0000:99:00.1/quarantined"' sh "$T" &
 	sleep 1000 &
 	wait "$!"
 	exit 1 ;;
@@ -358,6 +368,50 @@ echo ok >"$T/mode"
 put "$GA/recover" cycle
 wait_state "$PFA" serving
 assert_eq "$(calls)" "$((n + 3))" "program calls: one cycle after the restart"
+
+# A process of the cycle stuck in the kernel outlives even SIGKILL: the
+# start waits for it (the grace, then SIGKILL) and serves, but refuses
+# every cycle while it lives; once it ends, a cycle runs.
+: "${STALLSYNC:?STALLSYNC must name libstallsync.so (set by meson)}"
+mkfifo "$T/stall"
+exec 9<>"$T/stall"
+env LD_PRELOAD="$STALLSYNC" VFHEALTH_STALL_DIR="$T/dbB/" VFHEALTH_STALL_FIFO="$T/stall.on" \
+	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+	"$VFHEALTHD" -f --db "$T/dbB/vfhealth.db" --no-sentinel --no-reconcile --sysfs-root "$T/sys" \
+	"$T/mntB" >"$T/b.log" 2>&1 &
+B_PID=$!
+BG_PIDS+=("$B_PID")
+wait_for 30 "the second vfhealthd to serve" test -e "$T/mntB/status"
+mkdir "$T/mntB/0000:99:00.1"
+ln "$T/stall" "$T/stall.on" # from now on its commits wait at the FIFO
+held() { ls -l "/proc/$B_PID/fd" 2>/dev/null | grep -q -- "-> $T/stall"; }
+put "$GA/drain" 1
+echo stuck >"$T/mode"
+rm -f "$T/orphan"
+n=$(calls)
+put "$GA/recover" cycle
+wait_for 10 "the program to start" calls_above "$n"
+wait_for 20 "the grandchild's write to be held" held
+orphan=$(cat "$T/orphan")
+kill_daemon
+start_daemon
+process_running "$orphan" || fail "the stuck grandchild $orphan is gone: nothing was tested"
+grep -q "processes of the last cycle (init pid [0-9]*) do not end" "$DAEMON_LOG" ||
+	fail "the start did not say the last cycle's processes do not end"
+wait_state "$PFA" failed
+echo ok >"$T/mode"
+expect_err "$EBUSY" put "$GA/recover" cycle
+assert_eq "$(calls)" "$((n + 1))" "program calls while the last cycle's processes live"
+rm "$T/stall.on"
+printf x >&9 # the commit goes on: the write returns, its SIGKILL ends it
+exec 9>&-
+wait_for 10 "the stuck grandchild $orphan to end" process_gone "$orphan"
+cycle_accepted() { put "$GA/recover" cycle 2>/dev/null; }
+wait_for 10 "a cycle to be accepted once the last one's processes ended" cycle_accepted
+wait_state "$PFA" serving
+assert_eq "$(calls)" "$((n + 2))" "program calls after the last cycle's processes ended"
+kill "$B_PID"
+wait_for 30 "the second vfhealthd to stop" process_gone "$B_PID"
 
 # --- the program checked is the program run: replacing the file at its
 # path (a rename, as an update would) after the start changes nothing
