@@ -337,7 +337,7 @@ static void init_on_term(int sig)
 	alarm(init_grace_s);
 }
 
-static void init_on_alarm(int sig)
+static _Noreturn void init_on_alarm(int sig)
 {
 	(void)sig;
 	_exit(128 + SIGKILL); /* the kernel kills the rest of the namespace */
