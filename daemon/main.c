@@ -204,7 +204,7 @@ int main(int argc, char **argv)
 	struct recovery_options recovery_opt = { .timeout_ns = 0 };
 	/* freed last, after the mount that rendered its counters */
 	__attribute__((cleanup(recovery_freep))) struct recovery *recovery = NULL;
-	_cleanup_free_ char *db_path = NULL, *sentinel_program = NULL;
+	_cleanup_free_ char *db_path = NULL, *sentinel_program = NULL, *cycle_record = NULL;
 	const char *db_arg = DEFAULT_DB, *sentinel_program_arg = NULL;
 	/* The sentinel's options, passed on to its program; at most one per argument. */
 	__attribute__((cleanup(free_strvp))) char **sentinel_args = calloc((size_t)argc + 3,
@@ -380,13 +380,20 @@ int main(int argc, char **argv)
 		if (sentinel_program_find(sentinel_program_arg, &sentinel_program) < 0)
 			return sentinel_program_arg ? 2 : 1;
 	}
+	db_path = path_absolute(db_arg); /* daemonizing changes the working directory */
+	if (!db_path || asprintf(&cycle_record, "%s.cycle", db_path) < 0) {
+		log_err("out of memory");
+		return 1;
+	}
 	recovery_opt.sysfs_root = opt.sysfs_root;
+	/* beside the store: only root writes there.  Before the mount: a
+	 * cycle an earlier vfhealthd left running ends first. */
+	recovery_opt.record_path = cycle_record;
 	r = recovery_new(&recovery_opt, &recovery);
 	if (r < 0)
 		return r == -ENOMEM ? 1 : 2; /* it said why */
 	opt.recovery = recovery;
-	db_path = path_absolute(db_arg); /* daemonizing changes the working directory */
-	if (!db_path || metrics_new(&metrics) < 0) {
+	if (metrics_new(&metrics) < 0) {
 		log_err("out of memory");
 		return 1;
 	}

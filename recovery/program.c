@@ -6,33 +6,63 @@
  * Design notes
  * ============
  *
- * Process group.  The child makes itself the leader of a new process group
- * (and the parent does the same for it, so that neither order of the two
- * calls leaves a window): at the deadline SIGTERM, and SIGKILL after the
- * grace, go to the whole group, so a shell script's own children (a
- * sriov-manage it started) end with it.  A child that left the group
- * (setsid) is its own business.
+ * The program, opened once (program_open).  Its path is walked a component
+ * at a time, each one opened O_PATH|O_NOFOLLOW relative to the directory
+ * before it and checked through that descriptor (a link's target is read
+ * from the link's own descriptor and walked the same way), so what is
+ * checked is what is opened; each run execs that descriptor (fexecve), so
+ * what runs is what was checked, whatever the path names by then.  It is
+ * EXEC_FD in the program, not close-on-exec: for a #! script the kernel
+ * hands the interpreter /dev/fd/N, which a closed descriptor would make
+ * ENOENT.
  *
- * Between fork and exec the child calls only async-signal-safe functions,
- * with everything built before the fork.  PR_SET_PDEATHSIG(SIGKILL) ends
- * the program if the thread that forked it ends (the recovery thread lives
- * until recovery_stop, which kills and reaps first) or vfhealthd dies.
- * Every descriptor above 2 is closed: the program must not inherit
- * /dev/fuse or the store's flock'd files.  A close-on-exec pipe reports a
- * failed exec's errno, so "could not start" is told apart from "exited 127".
+ * A PID namespace of its own (own_pid_ns).  PR_SET_PDEATHSIG covers one
+ * process, and a process group or session is the program's to leave; a
+ * PID namespace is not, and when its init dies the kernel kills everything
+ * in it before that init's exit is seen.  So the child vfhealthd clones
+ * (CLONE_NEWPID) is an init of ours: it arms its parent-death signal
+ * (SIGTERM), says so, and waits for vfhealthd's go (an EOF there: vfhealthd
+ * died before the go, maybe before the signal was armed: nothing runs);
+ * between the two, vfhealthd records it (started).  Then it forks the
+ * program and reaps whatever ends, until the program ends; it reports the
+ * program's wait status and exits, taking any leftover with it.  On
+ * SIGTERM (the deadline, a stop, vfhealthd's death) it sends SIGTERM to
+ * every process of the namespace (kill(-1): setsid'd ones too) and exits
+ * after the grace; SIGKILL from vfhealthd ends it (and so the namespace)
+ * at once.  An init ignores signals it has no handler for, so SIGTERM goes
+ * to the init alone, never also to the program, which would get it twice.
+ *
+ * Without a namespace (tests of the runner alone), the child is the
+ * program, the leader of a new process group (and the parent does the same
+ * for it, so that neither order of the two calls leaves a window): at the
+ * deadline SIGTERM, and SIGKILL after the grace, go to the whole group.
+ *
+ * Between clone and exec the children call only async-signal-safe
+ * functions, with everything built before; the init's fork is a raw clone,
+ * with none of the handlers fork(3) runs.  Every descriptor of vfhealthd's
+ * but those they need is closed at once: neither the init nor the program
+ * may hold /dev/fuse or the store's flock'd files.  A close-on-exec pipe
+ * reports a failed exec's errno, so "could not start" is told apart from
+ * "exited 127".
  *
  * Waiting.  One poll(2) on a pidfd (the exit), the output pipe and the stop
  * descriptor, with the next deadline as its timeout: no sleeping, no
- * SIGCHLD (where pidfd_open(2) is missing, a look every NO_PIDFD_POLL_MS).  The output is read until the program exits; what a leftover
- * grandchild writes after that is not waited for.
+ * SIGCHLD (where pidfd_open(2) is missing, a look every NO_PIDFD_POLL_MS).
+ * The output is read until the program (or its init) exits; what a
+ * leftover writes after that is not waited for.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,30 +75,357 @@
  * for this often. */
 #define NO_PIDFD_POLL_MS 10
 
-/* The child, between fork and exec: async-signal-safe calls only. */
-static _Noreturn void child_exec(const struct program_run *p, int null_fd, int out_fd, int err_fd,
-				 pid_t parent, const sigset_t *mask)
+#define LINKS_MAX 40 /* symbolic links followed on the path, as the kernel's */
+/* The descriptor the program is exec'd from, in its process: left open, so
+ * that a script's interpreter can read it as /dev/fd/4. */
+#define EXEC_FD 4
+
+/* -- the program, opened once ------------------------------------------------- */
+
+/* Only root (or this process's user) may own what the path walks. */
+static bool owner_trusted(const struct stat *st)
 {
+	return st->st_uid == 0 || st->st_uid == geteuid();
+}
+
+/* Append /name to the walked path `at` (for messages); ".." goes up. */
+static void at_step(char *at, size_t size, const char *name)
+{
+	size_t len = strlen(at);
+
+	if (strcmp(name, "..") == 0) {
+		char *slash = strrchr(at, '/');
+		if (slash)
+			slash[slash == at ? 1 : 0] = '\0';
+		return;
+	}
+	snprintf(at + len, size - len, "%s%s", len > 1 ? "/" : "", name);
+}
+
+int program_open(const char *path, int *ret, char *why, size_t why_size)
+{
+	char rest[PATH_MAX * 2], at[PATH_MAX * 2] = "/", target[PATH_MAX];
+	_cleanup_close_ int dir = -1;
+	bool open_dir = false; /* the directory walked is sticky and others may write it */
+	unsigned links = 0;
+	struct stat st;
+
+	if (!path || !ret || path[0] != '/') {
+		snprintf(why, why_size, "not an absolute path");
+		return -EINVAL;
+	}
+	if (strlen(path) >= PATH_MAX) {
+		snprintf(why, why_size, "too long");
+		return -ENAMETOOLONG;
+	}
+	snprintf(rest, sizeof(rest), "%s", path);
+	for (char *p = rest;;) {
+		_cleanup_close_ int fd = -1;
+		char *name, *next;
+
+		if (*p == '/') {
+			/* an absolute path (the argument, or a link's target) starts at / */
+			closep(&dir);
+			dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+			if (dir < 0 || fstat(dir, &st) < 0) {
+				snprintf(why, why_size, "cannot open /: %s", strerror(errno));
+				return -errno;
+			}
+			snprintf(at, sizeof(at), "/");
+			if (!owner_trusted(&st) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+				snprintf(why, why_size,
+					 "/ may be changed by another user than root");
+				return -EACCES;
+			}
+			open_dir = false;
+		}
+		while (*p == '/')
+			p++;
+		if (!*p) {
+			snprintf(why, why_size, "%s is a directory, not a program", at);
+			return -EACCES;
+		}
+		name = p;
+		next = strchr(p, '/');
+		if (next)
+			*next++ = '\0';
+		p = next ? next : name + strlen(name);
+		while (*p == '/')
+			p++;
+		if (strcmp(name, ".") == 0)
+			continue;
+		fd = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		at_step(at, sizeof(at), name);
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			snprintf(why, why_size, "cannot open %s: %s", at, strerror(errno));
+			return -errno;
+		}
+		if (!owner_trusted(&st)) {
+			snprintf(why, why_size,
+				 "%s is owned by uid %u: only root may own what its path walks,"
+				 " links and directories included",
+				 at, (unsigned)st.st_uid);
+			return -EACCES;
+		}
+		if (open_dir && !S_ISDIR(st.st_mode)) {
+			/* another user may have put it there (a hard link to another
+			 * root program, or the name taken first) */
+			snprintf(why, why_size,
+				 "%s is directly in a directory others may write (sticky): only a"
+				 " directory may be there on its path",
+				 at);
+			return -EACCES;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n = readlinkat(fd, "", target, sizeof(target) - 1);
+			if (++links > LINKS_MAX) {
+				snprintf(why, why_size, "too many symbolic links");
+				return -ELOOP;
+			}
+			if (n <= 0 || (size_t)n + 1 + strlen(p) + 1 > sizeof(rest)) {
+				snprintf(why, why_size, "cannot read the link %s", at);
+				return n < 0 ? -errno : -ENAMETOOLONG;
+			}
+			target[n] = '\0';
+			/* the link's directory: back to where it is */
+			at_step(at, sizeof(at), "..");
+			char joined[sizeof(rest)];
+			snprintf(joined, sizeof(joined), "%s%s%s", target, *p ? "/" : "", p);
+			memcpy(rest, joined, sizeof(rest));
+			p = rest; /* an absolute target starts again at / */
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+				snprintf(why, why_size,
+					 "%s is a directory others may write: they could replace"
+					 " the program",
+					 at);
+				return -EACCES;
+			}
+			open_dir = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+			closep(&dir);
+			dir = move_fd(fd);
+			continue;
+		}
+		if (!S_ISREG(st.st_mode) || *p) {
+			snprintf(why, why_size, "%s is not a regular file", at);
+			return -EACCES;
+		}
+		if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+			snprintf(why, why_size, "%s is writable by another user than root", at);
+			return -EACCES;
+		}
+		if (!(st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH))) {
+			snprintf(why, why_size, "%s is not executable", at);
+			return -EACCES;
+		}
+		*ret = move_fd(fd);
+		return 0;
+	}
+}
+
+int process_start_time(pid_t pid, uint64_t *ret, char *state)
+{
+	char path[64], buf[1024], *close_paren;
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	/* the name (field 2) may hold anything: fields 3 on come after its ')' */
+	close_paren = strrchr(buf, ')');
+	if (!close_paren ||
+	    sscanf(close_paren + 1,
+		   " %c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s"
+		   " %" SCNu64,
+		   state, ret) != 2)
+		return -EIO;
+	return 0;
+}
+
+/* -- the child, between fork and exec: async-signal-safe calls only ----------- */
+
+/* Put src[i] at descriptor first + i, close-on-exec, and close everything
+ * above them.  The sources move above every target first, so that no dup
+ * overwrites a source still to be placed. */
+static int place_fds(const int *src, int n, int first)
+{
+	int tmp[8], min = first + n;
+
+	for (int i = 0; i < n; i++)
+		if (src[i] >= min)
+			min = src[i] + 1;
+	for (int i = 0; i < n; i++)
+		if ((tmp[i] = fcntl(src[i], F_DUPFD_CLOEXEC, min)) < 0)
+			return -1;
+	for (int i = 0; i < n; i++)
+		if (dup3(tmp[i], first + i, O_CLOEXEC) < 0)
+			return -1;
+	return close_range((unsigned)(first + n), ~0U, 0);
+}
+
+/* The program itself: stdin /dev/null, stdout and stderr the output pipe,
+ * 3 the exec error pipe, EXEC_FD the checked program; exec'd from that
+ * descriptor, never from its path.  A failed exec's errno goes to err_fd. */
+static _Noreturn void exec_program(const struct program_run *p, int null_fd, int out_fd, int err_fd)
+{
+	const int src[] = { null_fd, out_fd, out_fd, err_fd, p->exec_fd };
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigset_t none;
 	int err;
 
-	if (setpgid(0, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+	sigemptyset(&none);
+	if (place_fds(src, 5, 0) < 0)
 		goto fail;
-	if (getppid() != parent)
-		_exit(127); /* vfhealthd is gone already */
-	if (dup2(null_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0)
+	for (int fd = 0; fd <= EXEC_FD; fd++)
+		if (fd != 3 && fcntl(fd, F_SETFD, 0) < 0)
+			goto fail;
+	/* vfhealthd ignores SIGPIPE, and an ignored signal stays so across exec */
+	if (sigaction(SIGPIPE, &dfl, NULL) < 0 || sigaction(SIGTERM, &dfl, NULL) < 0 ||
+	    sigaction(SIGALRM, &dfl, NULL) < 0 || sigprocmask(SIG_SETMASK, &none, NULL) < 0)
 		goto fail;
-	/* the error pipe moves to 3, everything above it goes */
-	if (dup3(err_fd, 3, O_CLOEXEC) < 0 || close_range(4, ~0U, 0) < 0)
-		goto fail;
-	if (sigprocmask(SIG_SETMASK, mask, NULL) < 0)
-		goto fail;
-	execve(p->argv[0], p->argv, p->envp);
+	fexecve(EXEC_FD, p->argv, p->envp);
 fail:
 	err = errno;
 	if (write(3, &err, sizeof(err)) < 0 && write(err_fd, &err, sizeof(err)) < 0) {
 		/* nothing left to tell */
 	}
 	_exit(127);
+}
+
+/* A process of our own at the new PID namespace's top, as fork(2) would make
+ * it but without the handlers fork runs (the child of a threaded process
+ * calls only async-signal-safe functions).  Every architecture vGPU hosts
+ * run (x86-64, arm64) takes clone's flags first. */
+static pid_t clone_process(unsigned long flags)
+{
+	return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+}
+
+/* What the namespace's init tells vfhealthd, in order. */
+enum report_kind {
+	REPORT_ARMED,   /* its parent-death signal is set: vfhealthd may say go */
+	REPORT_STARTED, /* value: 0, or the exec's errno */
+	REPORT_ENDED,   /* value: the program's wait status */
+};
+
+struct report {
+	int kind;
+	int value;
+};
+
+static volatile sig_atomic_t init_termed;
+static unsigned init_grace_s;
+
+/* SIGTERM (vfhealthd's deadline or stop, or vfhealthd's death): to every
+ * process of the namespace, setsid'd ones too; whatever is left when the
+ * grace is over dies with the init. */
+static void init_on_term(int sig)
+{
+	(void)sig;
+	if (init_termed)
+		return;
+	init_termed = 1;
+	kill(-1, SIGTERM);
+	alarm(init_grace_s);
+}
+
+static _Noreturn void init_on_alarm(int sig)
+{
+	(void)sig;
+	_exit(128 + SIGKILL); /* the kernel kills the rest of the namespace */
+}
+
+static void init_report(int fd, int kind, int value)
+{
+	struct report r = { .kind = kind, .value = value };
+
+	if (write(fd, &r, sizeof(r)) < 0) {
+		/* vfhealthd is gone: its parent-death signal ends this */
+	}
+}
+
+/* The PID namespace's init: arms the parent-death signal, waits for
+ * vfhealthd's go, forks the program and reaps everything until the program
+ * ended.  Its exit ends the namespace: the kernel SIGKILLs every process
+ * left in it before the init's own exit can be seen. */
+static _Noreturn void init_main(const struct program_run *p, int null_fd, int out_fd, int go_fd,
+				int report_fd, unsigned grace_s)
+{
+	/* 3 null, 4 output, 5 go, 6 report, 7 the program: vfhealthd's other
+	 * descriptors (the FUSE device, the store's locks) must not live on */
+	const int src[] = { null_fd, out_fd, go_fd, report_fd, p->exec_fd };
+	struct sigaction term = { .sa_handler = init_on_term };
+	struct sigaction alrm = { .sa_handler = init_on_alarm };
+	struct program_run run = *p;
+	sigset_t none, all;
+	int ex[2], err = 0, status = 0;
+	char go;
+	pid_t pid;
+
+	sigemptyset(&none);
+	sigfillset(&all);
+	init_grace_s = grace_s;
+	sigfillset(&term.sa_mask);
+	sigfillset(&alrm.sa_mask);
+	if (setpgid(0, 0) < 0 || place_fds(src, 5, 3) < 0 || sigaction(SIGTERM, &term, NULL) < 0 ||
+	    sigaction(SIGALRM, &alrm, NULL) < 0 || prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 ||
+	    sigprocmask(SIG_SETMASK, &none, NULL) < 0)
+		_exit(127);
+	run.exec_fd = 7;
+	init_report(6, REPORT_ARMED, 0);
+	/* EOF: vfhealthd died before its go, maybe before the signal was armed */
+	if (read(5, &go, 1) != 1 || init_termed)
+		_exit(127);
+	if (pipe2(ex, O_CLOEXEC) < 0) {
+		init_report(6, REPORT_STARTED, errno);
+		_exit(127);
+	}
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	pid = clone_process(0);
+	if (pid == 0)
+		exec_program(&run, 3, 4, ex[1]);
+	err = pid < 0 ? errno : 0;
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	close(ex[1]);
+	close(3);
+	close(4);
+	if (pid > 0 && read(ex[0], &err, sizeof(err)) != (ssize_t)sizeof(err))
+		err = 0; /* EOF: the exec closed it */
+	init_report(6, REPORT_STARTED, err);
+	for (;;) {
+		int st;
+		pid_t w = wait4(-1, &st, __WALL, NULL);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 || w == pid) {
+			status = w < 0 ? 127 << 8 : st;
+			break;
+		}
+	}
+	if (!err)
+		init_report(6, REPORT_ENDED, status);
+	_exit(0);
+}
+
+/* Without a namespace: the program is the child itself, leader of its own
+ * process group. */
+static _Noreturn void plain_main(const struct program_run *p, int null_fd, int out_fd, int err_fd,
+				 pid_t parent)
+{
+	if (setpgid(0, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		_exit(127);
+	if (getppid() != parent)
+		_exit(127); /* vfhealthd is gone already */
+	exec_program(p, null_fd, out_fd, err_fd);
 }
 
 struct output {
@@ -128,20 +485,38 @@ static enum read_result output_read(struct output *o, int fd)
 	return READ_DATA;
 }
 
+static bool read_report(int fd, int kind, int *value)
+{
+	struct report r;
+	ssize_t n;
+
+	do
+		n = read(fd, &r, sizeof(r));
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(r) || r.kind != kind)
+		return false;
+	*value = r.value;
+	return true;
+}
+
+static void reap(pid_t pid)
+{
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
 int program_run(const struct program_run *p, struct program_result *ret)
 {
-	_cleanup_close_ int null_fd = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1,
-			    pidfd = -1;
+	_cleanup_close_ int null_fd = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, go_r = -1,
+			    go_w = -1, pidfd = -1;
 	struct output o = { .p = p, .res = ret };
 	pid_t parent = getpid(), pid;
 	int fds[2], err = 0;
-	sigset_t mask;
 	ssize_t n;
 
-	if (!p || !ret || !p->argv || !p->argv[0] || p->argv[0][0] != '/' || !p->envp)
+	if (!p || !ret || !p->argv || !p->argv[0] || !p->envp || p->exec_fd <= 2)
 		return -EINVAL;
 	memset(ret, 0, sizeof(*ret));
-	sigemptyset(&mask);
 	null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (null_fd < 0)
 		return -errno;
@@ -149,40 +524,77 @@ int program_run(const struct program_run *p, struct program_result *ret)
 		return -errno;
 	out_r = fds[0];
 	out_w = fds[1];
+	/* the exec's errno, or (in a namespace) the init's reports */
 	if (pipe2(fds, O_CLOEXEC) < 0)
 		return -errno;
 	err_r = fds[0];
 	err_w = fds[1];
+	if (p->own_pid_ns) {
+		if (pipe2(fds, O_CLOEXEC) < 0)
+			return -errno;
+		go_r = fds[0];
+		go_w = fds[1];
+	}
 
 	int64_t start = monotonic_ns();
-	pid = fork();
+	int64_t grace = p->kill_grace_ns < p->timeout_ns ? p->kill_grace_ns : p->timeout_ns;
+	if (p->own_pid_ns) {
+		pid = clone_process(CLONE_NEWPID);
+		if (pid == 0)
+			init_main(p, null_fd, out_w, go_r, err_w,
+				  (unsigned)((grace + 999999999) / 1000000000));
+	} else {
+		pid = fork();
+		if (pid == 0)
+			plain_main(p, null_fd, out_w, err_w, parent);
+	}
 	if (pid < 0)
 		return -errno;
-	if (pid == 0)
-		child_exec(p, null_fd, out_w, err_w, parent, &mask);
 	(void)setpgid(pid, pid); /* EACCES once it exec'd: it did it itself */
 	close(move_fd(out_w));
 	close(move_fd(err_w));
-	do
-		n = read(err_r, &err, sizeof(err));
-	while (n < 0 && errno == EINTR);
-	if (n != 0) {
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		return n == (ssize_t)sizeof(err) && err > 0 ? -err : -EIO;
+	if (p->own_pid_ns) {
+		int k = 0;
+
+		close(move_fd(go_r));
+		if (!read_report(err_r, REPORT_ARMED, &err)) {
+			reap(pid);
+			return -EIO;
+		}
+		if (p->started)
+			k = p->started(p->userdata, pid);
+		if (k < 0 || write(go_w, "g", 1) != 1) {
+			k = k < 0 ? k : -errno;
+			kill(pid, SIGKILL);
+			reap(pid);
+			return k;
+		}
+		if (!read_report(err_r, REPORT_STARTED, &err) || err) {
+			reap(pid); /* it exits after a failed start */
+			return err > 0 ? -err : -EIO;
+		}
+	} else {
+		do
+			n = read(err_r, &err, sizeof(err));
+		while (n < 0 && errno == EINTR);
+		if (n != 0) {
+			reap(pid);
+			return n == (ssize_t)sizeof(err) && err > 0 ? -err : -EIO;
+		}
 	}
+	/* the signals: to the init alone, which passes SIGTERM on to every
+	 * process of its namespace; else to the program's process group */
+	pid_t target = p->own_pid_ns ? pid : -pid;
 	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0 && errno != ENOSYS) {
 		int r = -errno;
-		kill(-pid, SIGKILL);
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
+		kill(target, SIGKILL);
+		reap(pid);
 		return r;
 	}
 	(void)fcntl(out_r, F_SETFL, O_NONBLOCK);
 
 	int64_t deadline = start + p->timeout_ns;
-	int64_t grace = p->kill_grace_ns < p->timeout_ns ? p->kill_grace_ns : p->timeout_ns;
 	bool output_open = true, termed = false, killed = false;
 	ret->end = PROGRAM_EXITED;
 	for (;;) {
@@ -195,13 +607,13 @@ int program_run(const struct program_run *p, struct program_result *ret)
 
 		if (now >= deadline && !killed) {
 			if (!termed) {
-				kill(-pid, SIGTERM);
+				kill(target, SIGTERM);
 				termed = true;
 				deadline = now + grace;
 				if (ret->end == PROGRAM_EXITED)
 					ret->end = PROGRAM_TIMED_OUT;
 			} else {
-				kill(-pid, SIGKILL);
+				kill(target, SIGKILL);
 				killed = true;
 			}
 			continue;
@@ -242,8 +654,19 @@ int program_run(const struct program_run *p, struct program_result *ret)
 				rr = output_read(&o, out_r);
 			if (rr == READ_NONE && o.len && !o.cut)
 				output_line(&o);
-			if (termed || killed)
+			int status;
+			if (!p->own_pid_ns && (termed || killed))
 				kill(-pid, SIGKILL); /* what is left of its group */
+			if (p->own_pid_ns && read_report(err_r, REPORT_ENDED, &status)) {
+				/* the program's own end, which its init reported */
+				info.si_code = WIFEXITED(status) ? CLD_EXITED : CLD_KILLED;
+				info.si_status = WIFEXITED(status) ? WEXITSTATUS(status) :
+								     WTERMSIG(status);
+			} else if (p->own_pid_ns && info.si_code == CLD_EXITED) {
+				/* its init ended it at the grace: killed */
+				info.si_code = CLD_KILLED;
+				info.si_status = SIGKILL;
+			}
 			if (ret->end == PROGRAM_EXITED)
 				ret->end = info.si_code == CLD_EXITED ? PROGRAM_EXITED :
 									PROGRAM_SIGNALED;

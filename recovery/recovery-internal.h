@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/parse.h"
 #include "grammar/limits.h"
@@ -25,12 +26,36 @@
 #define PROGRAM_LINE_MAX 256   /* a longer output line is cut here */
 #define PROGRAM_LINES_MAX 1000 /* lines handed on per run; the rest are counted */
 
+/* Open the program at path (absolute) once, for every run: *ret an O_PATH
+ * descriptor (close-on-exec) of the regular executable file the path names
+ * now.  Every component the kernel walks -- each directory, each symbolic
+ * link and what it points at, the file -- is looked at through descriptors
+ * (no name is resolved twice) and must be owned by root (or this process's
+ * user); no directory may be writable by group or others unless sticky,
+ * and then only a directory may follow it (another user could have put a
+ * file or link there); the file is not group or other writable.  -EACCES,
+ * -ENOENT, -ELOOP, -EINVAL with why (a sentence naming the component).
+ * Tests: tests/recovery/test-program.c test_open_rules,
+ * tests/fs/test-recover.sh ("a program others may change"). */
+int program_open(const char *path, int *ret, char *why, size_t why_size);
+
+/* Field 22 of /proc/PID/stat (its start time, in clock ticks since boot)
+ * and field 3 (its state: 'Z' a zombie).  -ENOENT: no such process. */
+int process_start_time(pid_t pid, uint64_t *ret, char *state);
+
 struct program_run {
-	char *const *argv; /* argv[0]: the absolute path */
+	int exec_fd;       /* the program (program_open): exec'd from it, never by name */
+	char *const *argv; /* argv[0]: its name, as it sees it */
 	char *const *envp;
 	int64_t timeout_ns;    /* SIGTERM to the process group at the deadline */
 	int64_t kill_grace_ns; /* SIGKILL this long after */
 	int stop_fd;           /* readable: end the run as at the deadline (-1: none) */
+	/* Run it in a PID namespace of its own, under an init of ours: no
+	 * process of it outlives the program, nor vfhealthd (see program.c);
+	 * pids it sees are the namespace's.  started(userdata, init's pid) is
+	 * called before the program runs: < 0 ends the run there, -errno. */
+	bool own_pid_ns;
+	int (*started)(void *userdata, pid_t init);
 	/* each output line (stdout and stderr, without its newline) */
 	void (*line)(void *userdata, const char *line);
 	void *userdata;
@@ -51,10 +76,11 @@ struct program_result {
 	int64_t elapsed_ns;
 };
 
-/* Run argv in its own process group, stdin /dev/null, stdout and stderr
- * into the line callback, under the deadline; always reaped before
- * returning.  0 with *ret filled, or -errno when it could not be started
- * (exec failed: the exec's errno). */
+/* Run exec_fd with argv in its own process group (or PID namespace),
+ * stdin /dev/null, stdout and stderr into the line callback, under the
+ * deadline; always reaped before returning (in a namespace: every process
+ * of it is gone).  0 with *ret filled, or -errno when it could not be
+ * started (exec failed: the exec's errno; -EPERM: no namespace may be made). */
 int program_run(const struct program_run *p, struct program_result *ret);
 
 /* -- sysfs.c --------------------------------------------------------------- */

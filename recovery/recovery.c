@@ -43,14 +43,18 @@
 #include "recovery/recovery.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -87,7 +91,14 @@ struct gpu_counts {
 };
 
 struct recovery {
-	char *program;
+	char *program;  /* its path, for messages */
+	int program_fd; /* what runs: opened and checked once (program_open) */
+	char *record_path;
+	/* processes of an earlier vfhealthd's cycle that would not end
+	 * (recovery.lock; 0: none) */
+	pid_t linger_pid;
+	uint64_t linger_start;
+	int linger_fd;
 	int64_t timeout_ns;
 	int64_t drain_timeout_ns; /* an automatic drain's deadline; 0: none */
 	char *sysfs_root;
@@ -117,50 +128,183 @@ struct recovery {
 
 /* -- options ------------------------------------------------------------------ */
 
-/* Only root (or the user vfhealthd runs as) may change the program or any
- * directory above it; a sticky directory (/tmp) protects entries it does
- * not own.  Else a user who could write there would make root run her
- * code. */
-static int program_trusted(const char *path, const char **why)
+/* -- the last cycle's processes ------------------------------------------------ */
+
+/* While a cycle runs, record_path holds "BOOT_ID PID START": the init of
+ * its PID namespace (program.c), by pid and start time, on this boot.
+ * While that process lives, processes of the cycle may; once it is gone,
+ * none is (the kernel ends them all before the init's exit is seen).  The
+ * init dies with vfhealthd (its parent-death signal: SIGTERM to the
+ * namespace, SIGKILL after the grace), so the record is only ever found at
+ * a start when an earlier vfhealthd died mid-cycle. */
+#define LINGER_KILL_WAIT_MS 5000
+
+static int read_boot_id(char buf[static 40])
 {
-	char real[PATH_MAX];
-	struct stat st;
-	uid_t me = geteuid();
+	_cleanup_close_ int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	ssize_t n;
 
-	if (!realpath(path, real)) {
-		*why = "cannot resolve it";
+	if (fd < 0)
 		return -errno;
-	}
-	if (stat(real, &st) < 0) {
-		*why = "cannot stat it";
-		return -errno;
-	}
-	if (!S_ISREG(st.st_mode) || access(real, X_OK) < 0) {
-		*why = "not an executable regular file";
-		return -EACCES;
-	}
-	for (bool file = true;; file = false) {
-		char *slash;
+	n = read(fd, buf, 39);
+	if (n < 36)
+		return n < 0 ? -errno : -EIO;
+	buf[36] = '\0';
+	return 0;
+}
 
-		if ((st.st_uid != 0 && st.st_uid != me) ||
-		    ((st.st_mode & (S_IWGRP | S_IWOTH)) && (file || !(st.st_mode & S_ISVTX)))) {
-			*why = file ? "writable by another user than root" :
-				      "a directory above it is writable by another user than root";
-			return -EACCES;
+static int record_write(struct recovery *r, pid_t init)
+{
+	_cleanup_free_ char *tmp = NULL;
+	_cleanup_close_ int fd = -1;
+	char boot[40], line[128], state;
+	uint64_t start;
+	int k, len;
+
+	if (!r->record_path)
+		return 0;
+	if ((k = read_boot_id(boot)) < 0 || (k = process_start_time(init, &start, &state)) < 0)
+		return k;
+	if (asprintf(&tmp, "%s.tmp", r->record_path) < 0)
+		return -ENOMEM;
+	len = snprintf(line, sizeof(line), "%s %d %" PRIu64 "\n", boot, (int)init, start);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, line, (size_t)len) != len || rename(tmp, r->record_path) < 0) {
+		k = -errno;
+		unlink(tmp);
+		return k;
+	}
+	return 0;
+}
+
+static void record_clear(struct recovery *r)
+{
+	if (r->record_path && unlink(r->record_path) < 0 && errno != ENOENT)
+		log_warn("cannot remove %s: %s", r->record_path, strerror(errno));
+}
+
+/* Whether pid is still the process that started at start, alive. */
+static bool same_process_lives(pid_t pid, uint64_t start)
+{
+	uint64_t now;
+	char state = 0;
+
+	return process_start_time(pid, &now, &state) == 0 && now == start && state != 'Z' &&
+	       state != 'X';
+}
+
+/* Wait up to ms for the process (its pidfd, or its /proc entry without
+ * one) to be gone; true when it is. */
+static bool wait_gone(int pidfd, pid_t pid, uint64_t start, int ms)
+{
+	int64_t until = monotonic_ns() + (int64_t)ms * 1000000;
+
+	for (;;) {
+		int64_t left = (until - monotonic_ns()) / 1000000;
+		if (pidfd >= 0) {
+			struct pollfd p = { .fd = pidfd, .events = POLLIN };
+			int k = poll(&p, 1, left > 0 ? (int)left : 0);
+			if (k != 0 || left <= 0)
+				return k > 0 || (k < 0 && errno != EINTR);
+			continue;
 		}
-		if (strcmp(real, "/") == 0)
-			return 0;
-		slash = strrchr(real, '/');
-		slash[slash == real ? 1 : 0] = '\0'; /* the parent; "/" stays */
-		if (stat(real, &st) < 0)
-			return -errno;
+		if (!same_process_lives(pid, start))
+			return true;
+		if (left <= 0)
+			return false;
+		usleep(10000); /* no pidfd_open(2): nothing to wait on */
 	}
 }
+
+/* At start, before anything is served: the processes of a cycle an
+ * earlier vfhealthd left end (they had SIGTERM when it died; SIGKILL once
+ * the grace is over); a process stuck in the kernel is waited for no longer,
+ * but then no cycle starts while it lives (last_cycle_lingers). */
+static void last_cycle_end(struct recovery *r)
+{
+	_cleanup_close_ int fd = -1, pidfd = -1;
+	char buf[128], boot[40], rec_boot[40];
+	struct stat st;
+	uint64_t start;
+	int pid;
+	ssize_t n;
+
+	if (!r->record_path)
+		return;
+	fd = open(r->record_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno != ENOENT)
+			log_warn("cannot read %s: %s", r->record_path, strerror(errno));
+		return;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	/* only what this user wrote names a process to kill */
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) ||
+	    sscanf(buf, "%39s %d %" SCNu64, rec_boot, &pid, &start) != 3 || pid <= 1) {
+		log_warn("%s is not a cycle's record: ignored", r->record_path);
+		record_clear(r);
+		return;
+	}
+	if (read_boot_id(boot) < 0 || strcmp(boot, rec_boot) != 0) {
+		record_clear(r); /* from an earlier boot */
+		return;
+	}
+	pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+	/* after the pidfd: it names the recorded process, not a later one */
+	if (!same_process_lives((pid_t)pid, start)) {
+		record_clear(r);
+		return;
+	}
+	log_warn("the processes of the last cycle (init pid %d) still run: an earlier vfhealthd"
+		 " died during it; waiting for them to end",
+		 pid);
+	if (!wait_gone(pidfd, (pid_t)pid, start, (int)(RECOVERY_KILL_GRACE_NS / 1000000) + 1000)) {
+		if (pidfd >= 0)
+			(void)syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+		else
+			kill((pid_t)pid, SIGKILL);
+		if (!wait_gone(pidfd, (pid_t)pid, start, LINGER_KILL_WAIT_MS)) {
+			log_err("the processes of the last cycle (init pid %d) do not end, even"
+				" killed: stuck in the kernel? No cycle starts while they live",
+				pid);
+			r->linger_pid = (pid_t)pid;
+			r->linger_start = start;
+			r->linger_fd = move_fd(pidfd);
+			return;
+		}
+	}
+	log_notice("the processes of the last cycle (init pid %d) have ended", pid);
+	record_clear(r);
+}
+
+/* Whether processes of the last cycle still live (they must not meet a
+ * new cycle on the GPU they were changing).  Any thread. */
+static bool last_cycle_lingers(struct recovery *r)
+{
+	bool lingers;
+
+	pthread_mutex_lock(&r->lock);
+	lingers = r->linger_pid > 0 && !wait_gone(r->linger_fd, r->linger_pid, r->linger_start, 0);
+	if (r->linger_pid > 0 && !lingers) {
+		log_notice("the processes of the last cycle (init pid %d) have ended",
+			   (int)r->linger_pid);
+		r->linger_pid = 0;
+		if (r->linger_fd >= 0)
+			close(move_fd(r->linger_fd));
+		record_clear(r);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return lingers;
+}
+
+/* -- options ------------------------------------------------------------------ */
 
 int recovery_new(const struct recovery_options *opt, struct recovery **ret)
 {
 	_cleanup_free_ struct recovery *r = NULL;
-	const char *why = NULL;
+	_cleanup_close_ int program_fd = -1;
+	char why[PATH_MAX + 128];
 	int k;
 
 	if (!opt || !ret)
@@ -169,8 +313,10 @@ int recovery_new(const struct recovery_options *opt, struct recovery **ret)
 		log_err("--recover-program must be an absolute path, not '%s'", opt->program);
 		return -EINVAL;
 	}
-	if (opt->program && (k = program_trusted(opt->program, &why)) < 0) {
-		log_err("--recover-program %s: %s", opt->program, why ? why : strerror(-k));
+	/* opened once: what runs is what was checked, whatever the path
+	 * names later */
+	if (opt->program && (k = program_open(opt->program, &program_fd, why, sizeof(why))) < 0) {
+		log_err("--recover-program %s: refused: %s", opt->program, why);
 		return k;
 	}
 	r = calloc(1, sizeof(*r));
@@ -184,13 +330,18 @@ int recovery_new(const struct recovery_options *opt, struct recovery **ret)
 				      AUTO_DRAIN_TIMEOUT_DEFAULT_S * NS_PER_S :
 				      opt->auto_drain_timeout_ns;
 	r->stop_fd = -1;
+	r->linger_fd = -1;
 	if ((opt->program && !(r->program = strdup(opt->program))) ||
+	    (opt->record_path && !(r->record_path = strdup(opt->record_path))) ||
 	    !(r->sysfs_root = strdup(opt->sysfs_root ? opt->sysfs_root : "/sys"))) {
 		free(r->program);
+		free(r->record_path);
 		return -ENOMEM;
 	}
+	r->program_fd = move_fd(program_fd);
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
+	last_cycle_end(r);
 	*ret = move_ptr(r);
 	return 0;
 }
@@ -332,9 +483,22 @@ static bool finish_pending(struct recovery *r)
 }
 
 struct line_context {
+	struct recovery *r;
 	const char *parent;
 	const char *program;
 };
+
+/* The cycle's init exists, the program not yet: record it first. */
+static int program_started(void *userdata, pid_t init)
+{
+	const struct line_context *c = userdata;
+	int k = record_write(c->r, init);
+
+	if (k < 0)
+		log_err("GPU %s: cannot record the cycle in %s: %s", c->parent, c->r->record_path,
+			strerror(-k));
+	return k;
+}
 
 static void program_line(void *userdata, const char *line)
 {
@@ -365,7 +529,7 @@ static void run_cycle(struct recovery *r, const char *parent)
 			    *env_numvfs = NULL, *env_sysfs = NULL;
 	size_t n_vfs = 0, n_before = 0, n_after = 0;
 	struct program_result res;
-	struct line_context lc = { .parent = parent, .program = r->program };
+	struct line_context lc = { .r = r, .parent = parent, .program = r->program };
 	struct log_fields f = { .parent = parent };
 	int k;
 
@@ -410,11 +574,14 @@ static void run_cycle(struct recovery *r, const char *parent)
 	}
 	char *argv[] = { r->program, (char *)parent, NULL };
 	char *envp[] = { (char *)PROGRAM_PATH, env_parent, env_vfs, env_numvfs, env_sysfs, NULL };
-	struct program_run run = { .argv = argv,
+	struct program_run run = { .exec_fd = r->program_fd,
+				   .argv = argv,
 				   .envp = envp,
 				   .timeout_ns = r->timeout_ns,
 				   .kill_grace_ns = RECOVERY_KILL_GRACE_NS,
 				   .stop_fd = r->stop_fd,
+				   .own_pid_ns = true,
+				   .started = program_started,
 				   .line = program_line,
 				   .userdata = &lc };
 
@@ -422,6 +589,7 @@ static void run_cycle(struct recovery *r, const char *parent)
 		  "GPU %s: recovery started: running %s for its %zu VF%s (timeout %" PRId64 " s)",
 		  parent, r->program, n_before, n_before == 1 ? "" : "s", r->timeout_ns / NS_PER_S);
 	k = program_run(&run, &res);
+	record_clear(r); /* reaped: nothing of it is left */
 	if (k < 0) {
 		snprintf(r->pending.detail, sizeof(r->pending.detail), "cannot run %s: %s",
 			 r->program, strerror(-k));
@@ -503,8 +671,9 @@ static bool fail_interrupted(struct recovery *r)
 		log_event(LOG_ERR, LOG_EVENT_RECOVERY_FAILED, &f,
 			  "GPU %s: recovery failed (interrupted): vfhealthd stopped during its"
 			  " cycle, which is not run again by itself; its VFs stay out of service."
-			  " Check the GPU, then: echo cycle > gpus/%s/recover, or echo 0 >"
-			  " gpus/%s/drain",
+			  " Check the GPU, its SR-IOV and the services the program stops (it"
+			  " may not have started them again), then: echo cycle >"
+			  " gpus/%s/recover, or echo 0 > gpus/%s/drain",
 			  parents[i], parents[i], parents[i]);
 		count_outcome(r, parents[i], OUTCOME_INTERRUPTED, -1);
 	}
@@ -659,6 +828,8 @@ static bool auto_step(struct recovery *r, const struct store_gpu_info *gpus, siz
 				g->parent, g->fresh_quarantines, threshold);
 		return k == 0;
 	}
+	if (observe || last_cycle_lingers(r))
+		return false;
 	k = store_gpu_recover_begin(r->store, g->parent, -1, NULL);
 	if (k < 0 && k != -EBUSY)
 		log_warn("GPU %s: auto_recover cannot start its cycle: %s", g->parent,
@@ -795,7 +966,12 @@ void recovery_free(struct recovery *r)
 	pthread_mutex_destroy(&r->lock);
 	free(r->counts);
 	free(r->observed);
+	if (r->program_fd >= 0)
+		close(r->program_fd);
+	if (r->linger_fd >= 0)
+		close(r->linger_fd);
 	free(r->program);
+	free(r->record_path);
 	free(r->sysfs_root);
 	free(r);
 }
@@ -830,6 +1006,11 @@ int recovery_request(struct recovery *r, const char *parent, int64_t uid, const 
 			   parent, uid, r->program);
 		*why = "observe mode: vfhealthd runs no cycle (the log says what it would run)";
 		return -EPERM;
+	}
+	if (last_cycle_lingers(r)) {
+		*why = "processes of the last cycle, which an earlier vfhealthd started, still run"
+		       " (the log says which)";
+		return -EBUSY;
 	}
 	k = store_gpu_recover_begin(r->store, parent, uid, &refusal);
 	if (k == -EBUSY) {

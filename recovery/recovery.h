@@ -44,14 +44,30 @@ struct recovery_options {
 	/* 0: AUTO_DRAIN_TIMEOUT_DEFAULT_S; < 0: automatic drains never end */
 	int64_t auto_drain_timeout_ns;
 	const char *sysfs_root; /* NULL: /sys */
+	/* where a running cycle is recorded (a file only vfhealthd's user
+	 * writes, beside the store); NULL: nowhere */
+	const char *record_path;
 };
 
 struct recovery;
 
-/* Check the options (the program must be a regular executable file that
- * only root (or this process's user) may change, as every directory above
- * it) and make the object; -EINVAL / -EACCES / -ENOENT with the reason
- * logged.  No thread runs yet. */
+/* Check the options and make the object; -EINVAL / -EACCES / -ENOENT /
+ * -ELOOP with the reason logged.  No thread runs yet.
+ *
+ * The program is opened here, once (program_open in recovery-internal.h:
+ * a regular executable file, and every directory, link and link target its
+ * path walks owned by root and writable by root alone), and every cycle
+ * runs that descriptor, never the path again.  Tests: tests/fs/
+ * test-recover.sh ("a program others may change", "the program checked
+ * is the program run").
+ *
+ * Each cycle runs in a PID namespace of its own whose init dies with
+ * vfhealthd (SIGTERM to every process of the cycle, SIGKILL after the
+ * grace), and is recorded at record_path while it runs.  Here, before
+ * anything is served, the processes of a cycle an earlier vfhealthd left
+ * are waited for (SIGKILLed after the grace); should they not end (stuck
+ * in the kernel), recovery_request refuses every cycle (-EBUSY) while they
+ * live.  Tests: tests/fs/test-recover.sh ("a cycle dies with vfhealthd"). */
 int recovery_new(const struct recovery_options *opt, struct recovery **ret);
 /* Start the thread over an open store.  A GPU an earlier vfhealthd left
  * recovering is made failed (interrupted) before anything else runs. */
@@ -71,8 +87,9 @@ bool recovery_configured(const struct recovery *r);
 /* gpus/PF/recover: start a cycle of parent for the writer uid.  0 when
  * the GPU is recovering and the thread was woken; -EOPNOTSUPP (no
  * program), -EPERM (observe mode: logged what would run), -EBUSY (not
- * drained, a claim left, another GPU recovering: *why a static sentence),
- * -EAGAIN (the thread is not running yet, or any more), -ENOENT, -EIO. */
+ * drained, a claim left, another GPU recovering, processes of an earlier
+ * vfhealthd's cycle still running: *why a static sentence), -EAGAIN (the
+ * thread is not running yet, or any more), -ENOENT, -EIO. */
 int recovery_request(struct recovery *r, const char *parent, int64_t uid, const char **why);
 
 /* The device a drain or a cycle of pf acts on, as sysfs says now (never

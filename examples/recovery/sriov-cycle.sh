@@ -25,7 +25,9 @@
 #  4. enable it: `sriov-manage -e PF`, else `echo N > sriov_numvfs`; wait
 #     (`udevadm settle`, then the virtfn links) until N VFs are back;
 #  5. start again exactly the services step 2 stopped, also when a step
-#     failed or the script was terminated (vfhealthd's --recover-timeout).
+#     failed or the script was terminated (SIGTERM: vfhealthd's
+#     --recover-timeout, or vfhealthd stopping or dying mid-cycle; it kills
+#     what is left after its grace, 10 s).
 #
 # Exit: 0 the VFs are back; 1 a step failed (stderr has one line: what
 # failed and what to do); 2 refused, nothing done (a bad PF, no

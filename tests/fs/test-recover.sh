@@ -15,6 +15,12 @@
 #     drain leaves it failed, an undrain serves;
 #   - vfhealthd stopped mid-cycle: the program is killed, the restart makes
 #     the GPU failed (interrupted) and does not run the program again;
+#   - a program whose path walks what uid 65534 owns is refused at start;
+#     the file renamed over the program after the start is not what runs;
+#   - vfhealthd SIGKILLed mid-cycle: the program and a setsid'd grandchild
+#     end with it, after the program's TERM trap ran; a restart serves only
+#     once processes of that cycle that ignore SIGTERM are gone, and while
+#     one stuck in the kernel lives, refuses every cycle;
 #   - observe mode runs nothing; one GPU recovers at a time;
 #   - auto_recover drains a GPU with enough quarantined VFs, waits for its
 #     VMs to leave, cycles it, and never retries a failed cycle;
@@ -42,17 +48,41 @@ set -u
 pf=$1
 dev=$VFHEALTH_SYSFS_ROOT/bus/pci/devices/$pf
 mode=$(cat "$T/mode") # before the call is recorded: a test waits for that
-echo "$$ $pf numvfs=$VFHEALTH_NUMVFS vfs=$VFHEALTH_VFS path=$PATH" >>"$T/calls"
+# its pid as the test sees it ($$ is its PID namespace's): /proc is the host's
+read -r pid _ </proc/self/stat
+echo "$pid $pf numvfs=$VFHEALTH_NUMVFS vfs=$VFHEALTH_VFS path=$PATH" >>"$T/calls"
 echo "cycling $pf"
 case $mode in
 fail) echo "sriov-manage -e $pf failed" >&2; exit 3 ;;
 hang)
 	trap '' TERM
-	sleep 1000 &
-	echo "$!" >"$T/hang-child"
+	sh -c 'read -r pid _ </proc/self/stat; echo "$pid" >"$1"; exec sleep 1000' sh "$T/hang-child" &
 	wait
 	exit 0 ;;
 gate) read -r _ <"$T/gate" ;;
+orphan | stubborn)
+	# as sriov-cycle.sh: stop a service, start it again when terminated
+	echo stopped >"$T/service"
+	if [[ $mode == orphan ]]; then
+		trap 'echo started >"$T/service"; exit 143' TERM
+	else
+		trap '' TERM # and so its children, as they inherit that
+	fi
+	# a grandchild that left the process group and the session
+	setsid sh -c 'read -r pid _ </proc/self/stat; echo "$pid" >"$1/orphan"
+		while :; do echo beat >>"$1/heartbeat"; sleep 0.1; done' sh "$T" &
+	sleep 1000 &
+	wait "$!"
+	exit 1 ;;
+stuck)
+	# a grandchild stuck in the kernel: its write waits for a commit that
+	# another vfhealthd holds (FUSE: once the request was read, even
+	# SIGKILL waits for the answer)
+	setsid sh -c 'read -r pid _ </proc/self/stat; echo "$pid" >"$1/orphan"
+		echo 1 >"$1/mntB/0000:99:00.1/quarantined"' sh "$T" &
+	sleep 1000 &
+	wait "$!"
+	exit 1 ;;
 esac
 vfs=()
 for l in "$dev"/virtfn*; do vfs+=("$(basename "$(readlink "$l")")"); done
@@ -97,9 +127,27 @@ stop_daemon
 # a program others may change is refused at start
 cp "$T/bin/cycle" "$T/bin/cycle-open"
 chmod 0757 "$T/bin/cycle-open"
-"$VFHEALTHD" -f --db "$DB" --recover-program "$T/bin/cycle-open" "$MNT" >"$T/open.out" 2>&1 &&
-	fail "vfhealthd ran a recovery program others may write"
+# refused_start PROGRAM: vfhealthd refuses it, exit 2 (one that started
+# anyway is stopped by timeout, and fails the test)
+refused_start() {
+	local rc=0
+	timeout 20 "$VFHEALTHD" -f --db "$DB" --recover-program "$1" "$MNT" >"$T/open.out" 2>&1 || rc=$?
+	((rc == 2)) || fail "vfhealthd did not refuse --recover-program $1 (exit $rc): $(cat "$T/open.out")"
+}
+refused_start "$T/bin/cycle-open"
 grep -q "writable by another user" "$T/open.out" || fail "no reason given: $(cat "$T/open.out")"
+# a program whose path walks what another user owns is refused at start:
+# the attacker (uid 65534) owns a directory and points a link in it at the
+# program (she could re-point it later), or at her own script
+mkdir -m 0755 "$T/evil"
+chown 65534:65534 "$T/evil"
+as_user 65534 ln -s "$T/bin/cycle" "$T/evil/cycle"
+ln -s "$T/evil/cycle" "$T/bin/via-evil" # root's link, into her directory
+for prog in "$T/evil/cycle" "$T/bin/via-evil"; do
+	refused_start "$prog"
+	grep -qF "refused: $T/evil is owned by uid 65534" "$T/open.out" ||
+		fail "no clear reason for $prog: $(cat "$T/open.out")"
+done
 
 DAEMON_ARGS+=(--recover-program "$T/bin/cycle" --recover-timeout 3)
 start_daemon
@@ -276,6 +324,108 @@ rm "$MNT/${VFA[2]}/assignments/vm-docs" # the VM leaves: the example returns
 wait_for 10 "the drain example to return" process_gone "${BG_PIDS[-1]}"
 assert_cat "$GA/state" drained
 assert_eq "$(sed "s|/run/vfhealth|$MNT|g" "$T/block2" | dash)" serving "the cycle example's output"
+
+# --- a cycle dies with vfhealthd: its program and a grandchild that left
+# its process group and session end when vfhealthd is SIGKILLed, and the
+# program's TERM trap runs first (the service it stopped is started again)
+put "$GA/drain" 1
+echo orphan >"$T/mode"
+rm -f "$T/orphan" "$T/heartbeat" "$T/service"
+n=$(calls)
+put "$GA/recover" cycle
+wait_for 10 "the program to start" calls_above "$n"
+wait_for 10 "the grandchild's heartbeat" test -s "$T/heartbeat"
+orphan=$(cat "$T/orphan") prog=$(tail -n 1 "$T/calls" | cut -d' ' -f1)
+process_running "$orphan" || fail "no grandchild $orphan"
+kill_daemon
+wait_for 10 "the grandchild $orphan to die with vfhealthd" process_gone "$orphan"
+wait_for 10 "the program $prog to die with vfhealthd" process_gone "$prog"
+assert_cat "$T/service" started
+start_daemon
+wait_state "$PFA" failed
+assert_match "$(tail -n 1 "$GA/history")" "recover-failed by=- why=interrupted" "history after vfhealthd was killed"
+assert_eq "$(calls)" "$((n + 1))" "program calls after vfhealthd was killed"
+
+# A cycle whose processes ignore SIGTERM ends at the grace (the deadline's
+# length here, 3 s); a vfhealthd started at once waits for them to end
+# before it serves: no second cycle can meet them.
+echo stubborn >"$T/mode"
+rm -f "$T/orphan" "$T/heartbeat"
+put "$GA/recover" cycle
+wait_for 10 "the program to start" calls_above "$((n + 1))"
+wait_for 10 "the grandchild's heartbeat" test -s "$T/heartbeat"
+orphan=$(cat "$T/orphan")
+kill_daemon
+process_running "$orphan" || fail "the grandchild $orphan ignoring SIGTERM is already gone"
+start_daemon
+process_gone "$orphan" || fail "vfhealthd serves while the last cycle's grandchild $orphan lives"
+grep -q "processes of the last cycle (init pid [0-9]*) still run" "$DAEMON_LOG" ||
+	fail "the start did not say it waited for the last cycle"
+grep -q "processes of the last cycle (init pid [0-9]*) have ended" "$DAEMON_LOG" ||
+	fail "the start did not say the last cycle ended"
+wait_state "$PFA" failed
+echo ok >"$T/mode"
+put "$GA/recover" cycle
+wait_state "$PFA" serving
+assert_eq "$(calls)" "$((n + 3))" "program calls: one cycle after the restart"
+
+# A process of the cycle stuck in the kernel outlives even SIGKILL: the
+# start waits for it (the grace, then SIGKILL) and serves, but refuses
+# every cycle while it lives; once it ends, a cycle runs.
+: "${STALLSYNC:?STALLSYNC must name libstallsync.so (set by meson)}"
+mkfifo "$T/stall"
+exec 9<>"$T/stall"
+env LD_PRELOAD="$STALLSYNC" VFHEALTH_STALL_DIR="$T/dbB/" VFHEALTH_STALL_FIFO="$T/stall.on" \
+	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+	"$VFHEALTHD" -f --db "$T/dbB/vfhealth.db" --no-sentinel --no-reconcile --sysfs-root "$T/sys" \
+	"$T/mntB" >"$T/b.log" 2>&1 &
+B_PID=$!
+BG_PIDS+=("$B_PID")
+wait_for 30 "the second vfhealthd to serve" test -e "$T/mntB/status"
+mkdir "$T/mntB/0000:99:00.1"
+ln "$T/stall" "$T/stall.on" # from now on its commits wait at the FIFO
+held() { ls -l "/proc/$B_PID/fd" 2>/dev/null | grep -q -- "-> $T/stall"; }
+put "$GA/drain" 1
+echo stuck >"$T/mode"
+rm -f "$T/orphan"
+n=$(calls)
+put "$GA/recover" cycle
+wait_for 10 "the program to start" calls_above "$n"
+wait_for 20 "the grandchild's write to be held" held
+orphan=$(cat "$T/orphan")
+kill_daemon
+start_daemon
+process_running "$orphan" || fail "the stuck grandchild $orphan is gone: nothing was tested"
+grep -q "processes of the last cycle (init pid [0-9]*) do not end" "$DAEMON_LOG" ||
+	fail "the start did not say the last cycle's processes do not end"
+wait_state "$PFA" failed
+echo ok >"$T/mode"
+expect_err "$EBUSY" put "$GA/recover" cycle
+assert_eq "$(calls)" "$((n + 1))" "program calls while the last cycle's processes live"
+rm "$T/stall.on"
+printf x >&9 # the commit goes on: the write returns, its SIGKILL ends it
+exec 9>&-
+wait_for 10 "the stuck grandchild $orphan to end" process_gone "$orphan"
+cycle_accepted() { put "$GA/recover" cycle 2>/dev/null; }
+wait_for 10 "a cycle to be accepted once the last one's processes ended" cycle_accepted
+wait_state "$PFA" serving
+assert_eq "$(calls)" "$((n + 2))" "program calls after the last cycle's processes ended"
+kill "$B_PID"
+wait_for 30 "the second vfhealthd to stop" process_gone "$B_PID"
+
+# --- the program checked is the program run: replacing the file at its
+# path (a rename, as an update would) after the start changes nothing
+ln "$T/bin/cycle" "$T/bin/cycle.orig"
+printf '#!/bin/bash\necho swapped >"%s/swapped"\n' "$T" >"$T/bin/cycle.new"
+chmod 0755 "$T/bin/cycle.new"
+mv "$T/bin/cycle.new" "$T/bin/cycle"
+n=$(calls)
+put "$GA/drain" 1
+put "$GA/recover" cycle
+wait_state "$PFA" serving
+assert_eq "$(calls)" "$((n + 1))" "calls of the checked program after the swap"
+[[ ! -e $T/swapped ]] || fail "vfhealthd ran the program put at the path after its start"
+mv "$T/bin/cycle.orig" "$T/bin/cycle"
 
 check_sanitizers
 stop_daemon
