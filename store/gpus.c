@@ -118,7 +118,8 @@ static void gpu_scan_locked(const struct store *s, const char *parent, size_t *c
 			*claimed += e->claim || e->reservation;
 	}
 	for (size_t i = 0; i < s->n_gpus && !other[0]; i++)
-		if (s->gpus[i].phase == GPU_PHASE_RECOVERING && strcmp(s->gpus[i].parent, parent) != 0)
+		if (s->gpus[i].phase == GPU_PHASE_RECOVERING &&
+		    strcmp(s->gpus[i].parent, parent) != 0)
 			copy_string(other, VF_ADDR_BUFSZ, s->gpus[i].parent);
 }
 
