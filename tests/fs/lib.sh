@@ -24,6 +24,16 @@ assert_cat() {
 	assert_eq "$got" "$2" "cat $1"
 }
 
+# settle_cat FILE EXPECTED: FILE comes to read EXPECTED.  A change vfhealthd
+# commits on its own (the recovery thread's, the policy's) reaches the
+# page-cached VF/quarantined when the notifier has invalidated it, after
+# the commit that a read-through file (gpus/PF/state) shows at once; only a
+# write through the mount is answered after the invalidation.
+settle_cat() {
+	cat_is() { [[ $(cat "$1") == "$2" ]]; }
+	wait_for 10 "cat $1 to read '$2' (it reads '$(cat "$1")')" cat_is "$1" "$2"
+}
+
 assert_match() {
 	[[ $1 =~ $2 ]] || fail "${3:-value}: '$1' does not match /$2/"
 }

@@ -189,7 +189,7 @@ wait_state "$PFA" serving
 call=$(cat "$T/calls")
 assert_match "$call" "^[0-9]+ $PFA numvfs=3 vfs=${VFA[*]} path=/usr/local/sbin:[^ ]*$" \
 	"the program's argument and environment"
-assert_cat "$MNT/${VFA[1]}/quarantined" 0
+settle_cat "$MNT/${VFA[1]}/quarantined" 0
 assert_cat "$MNT/${VFA[1]}/tally" 0
 assert_cat "$MNT/${VFA[2]}/quarantined" 1
 grep -qx "${VFA[1]}" "$MNT/allocatable" || fail "a recovered VF is not allocatable"
@@ -292,8 +292,8 @@ assert_eq "$(calls)" "$n" "a cycle while a VM holds a VF"
 rm "$MNT/${VFA[2]}/assignments/vm-busy"
 wait_state "$PFA" serving
 assert_eq "$(calls)" "$((n + 1))" "the automatic cycle"
-assert_cat "$MNT/${VFA[0]}/quarantined" 0
-assert_cat "$MNT/${VFA[1]}/quarantined" 0
+settle_cat "$MNT/${VFA[0]}/quarantined" 0
+settle_cat "$MNT/${VFA[1]}/quarantined" 0
 grep -q "auto_recover drains it" "$DAEMON_LOG" || fail "no automatic drain line"
 
 # --- an automatic cycle that fails is never retried
