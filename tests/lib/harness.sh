@@ -267,15 +267,15 @@ start_daemon() {
 	listener=$!
 	[[ -z ${DAEMON_NOTIFY_LOG:-} ]] || BG_PIDS+=("$listener")
 	exec 8<"$fifo"
-	read -r -t 10 -u 8 line || line=nothing
+	read -r -t 60 -u 8 line || line=nothing
 	[[ $line == bound ]] || fail "notify listener did not start ($line)"
 	env "${DAEMON_ENV[@]}" NOTIFY_SOCKET="$sock" \
 		"$VFHEALTHD" -f --db "$DB" "${dirs[@]}" "${DAEMON_ARGS[@]}" "$@" "$MNT" >>"$DAEMON_LOG" 2>&1 &
 	DAEMON_PID=$!
 	DAEMON_MNT=$MNT
-	read -r -t 35 -u 8 line || line=nothing
+	read -r -t 120 -u 8 line || line=nothing
 	DAEMON_STATUS=
-	if [[ $line == ready* ]] && read -r -t 5 -u 8 status; then
+	if [[ $line == ready* ]] && read -r -t 30 -u 8 status; then
 		DAEMON_STATUS=${status#status }
 	fi
 	exec 8<&-
