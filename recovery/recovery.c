@@ -810,8 +810,11 @@ static bool auto_step(struct recovery *r, const struct store_gpu_info *gpus, siz
 		_cleanup_free_ char(*sysfs_vfs)[VF_ADDR_BUFSZ] = NULL;
 		size_t n_sysfs_vfs = 0;
 		const char *why = NULL;
-		(void)recovery_gpu_target(r->sysfs_root, r->store, g->parent, &sysfs_vfs,
-					  &n_sysfs_vfs, &why);
+		k = recovery_gpu_target(r->sysfs_root, r->store, g->parent, &sysfs_vfs,
+					&n_sysfs_vfs, &why);
+		if (k < 0 && k != -EPERM)
+			log_warn("GPU %s: auto_recover drains it by its recorded VFs only: %s: %s",
+				 g->parent, why ? why : "cannot read sysfs", strerror(-k));
 		snprintf(detail, sizeof(detail), "auto: %zu VFs out of service by quarantine",
 			 g->fresh_quarantines);
 		k = store_gpu_drain(r->store, g->parent, true, -1, detail, NULL);
