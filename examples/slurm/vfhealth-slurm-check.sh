@@ -16,7 +16,9 @@
 # VFHEALTH_TIMEOUT seconds (the VFs' state is unknown, placement is
 # refused).  Resumes (State=RESUME) only a node whose drain reason starts
 # with "vfhealth:", so a drain by an operator or by NHC ("NHC:") is never
-# undone.  In observe mode it says what it would do and drains nothing.
+# undone.  In observe mode it says what it would do and drains nothing,
+# but for VFs on GPUs that are not serving (a GPU's drain refuses claims in
+# observe mode too).
 #
 # slurmd runs it with SLURMD_NODENAME and no other environment (no PATH),
 # kills it after 60 s and starts the next one at the next interval.  So:
@@ -31,7 +33,8 @@
 # Settings: VFHEALTH_MOUNT (/run/vfhealth), VFHEALTH_SLURM_NODE,
 # VFHEALTH_TIMEOUT (10: seconds for all reads of the mount),
 # VFHEALTH_SLURM_LOCK (/run/vfhealth-slurm-check.lock; a directory only
-# root writes), VFHEALTH_SLURM_SCONTROL (scontrol).  Exit 0 when vfhealth
+# root writes), VFHEALTH_SLURM_SCONTROL (scontrol), SLURM_CONF (for
+# scontrol, when slurm.conf is not where it looks).  Exit 0 when vfhealth
 # finds the node fit, 1 when it does not (drained now or before), 2 when
 # scontrol failed.
 set -uo pipefail
@@ -89,7 +92,7 @@ fi
 # ---- settings ----------------------------------------------------------------
 
 config=${VFHEALTH_SLURM_CONFIG:-/etc/default/vfhealth-slurm-check}
-keys=(VFHEALTH_MOUNT VFHEALTH_SLURM_NODE VFHEALTH_TIMEOUT VFHEALTH_SLURM_LOCK VFHEALTH_SLURM_SCONTROL)
+keys=(VFHEALTH_MOUNT VFHEALTH_SLURM_NODE VFHEALTH_TIMEOUT VFHEALTH_SLURM_LOCK VFHEALTH_SLURM_SCONTROL SLURM_CONF)
 if [[ -r $config ]]; then
 	while IFS= read -r line || [[ -n $line ]]; do
 		[[ $line =~ ^[[:space:]]*(#|$) ]] && continue
@@ -106,6 +109,7 @@ deadline=${VFHEALTH_TIMEOUT:-10}
 lock=${VFHEALTH_SLURM_LOCK:-/run/vfhealth-slurm-check.lock}
 scontrol=${VFHEALTH_SLURM_SCONTROL:-scontrol}
 node=${SLURMD_NODENAME:-${VFHEALTH_SLURM_NODE:-$(hostname -s)}}
+[[ -z ${SLURM_CONF:-} ]] || export SLURM_CONF
 prefix="vfhealth:"
 [[ $deadline =~ ^[1-9][0-9]?$ ]] || deadline=10
 
@@ -145,11 +149,13 @@ check_vfhealth() {
 		return
 	fi
 	if ! flock -w 2 9; then
-		why="$mount not answering (an earlier check still waits for it)"
+		echo "vfhealth-slurm-check: an earlier check still waits for $mount"
+		why="$mount not answering"
 		return
 	fi
 	tmp=$(mktemp) || { why="no temporary file"; return; }
-	timeout -s KILL "$deadline" "$BASH" "$0" --read "$mount" </dev/null >"$tmp" 2>&1 || rc=$?
+	# (in a subshell: bash's own "Killed" report goes nowhere)
+	(timeout -s KILL "$deadline" "$BASH" "$0" --read "$mount" </dev/null >"$tmp" 2>&1) 2>/dev/null || rc=$?
 	while read -r kind rest; do
 		case $kind in
 		unknown) why=$rest ;;
@@ -167,7 +173,8 @@ check_vfhealth() {
 	done <"$tmp"
 	rm -f -- "$tmp"
 	if ((rc != 0)); then
-		why="$mount not answering within ${deadline}s"
+		echo "vfhealth-slurm-check: $mount did not answer within ${deadline}s"
+		why="$mount not answering"
 	elif [[ -z $why ]] && ((n > 0 && out_n == n)); then
 		# the GPUs first (one item covers their VFs), then each VF's own reason
 		mapfile -t g < <(printf '%s\n' "${!by_gpu[@]}" | sort)

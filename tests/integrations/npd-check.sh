@@ -162,9 +162,9 @@ both 1 '^all 4 VFs out of service: GPU 0000:41:00\.0 drained, GPU 0000:42:00\.0 
 echo 0 >"$MNT/gpus/0000:41:00.0/drain"
 echo 0 >"$MNT/gpus/0000:42:00.0/drain"
 
-# leftovers: a check or a reader of the mount still running, one per line.
+# leftovers: a check's reader of the mount still running, one per line.
 leftovers() {
-	pgrep -af -- "$check|(cat|ls) -(1 )?-- $MNT" || true
+	pgrep -af -- "--read $MNT\$|(cat|ls) -(1 )?-- $MNT" || true
 }
 
 # A hung vfhealthd: each answers within its deadline, nothing is left.

@@ -150,9 +150,9 @@ expect 0 'update NodeName=gpu07 State=RESUME' "the GPU serving again"
 # A stopped vfhealthd: drained within the deadline, no process left.
 kill -STOP "$DAEMON_PID"
 start=$SECONDS
-expect 1 "update NodeName=gpu07 State=DRAIN Reason=vfhealth:\\ $MNT\\ not\\ answering\\ within\\ 2s" "a stopped vfhealthd"
+expect 1 "update NodeName=gpu07 State=DRAIN Reason=vfhealth:\\ $MNT\\ not\\ answering" "a stopped vfhealthd"
 ((SECONDS - start < 30)) || fail "a stopped vfhealthd: the check took $((SECONDS - start)) s"
-left=$(pgrep -af -- "$check|(cat|ls) -(1 )?-- $MNT" || true)
+left=$(pgrep -af -- "--read $MNT\$|(cat|ls) -(1 )?-- $MNT" || true)
 [[ -z $left ]] || fail "processes left behind: $left"
 kill -CONT "$DAEMON_PID"
 expect 0 'update NodeName=gpu07 State=RESUME' "vfhealthd going on"
