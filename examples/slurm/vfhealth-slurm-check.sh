@@ -91,7 +91,8 @@ fi
 
 # ---- settings ----------------------------------------------------------------
 
-config=${VFHEALTH_SLURM_CONFIG:-/etc/default/vfhealth-slurm-check}
+config=/etc/default/vfhealth-slurm-check
+config=${VFHEALTH_SLURM_CONFIG:-$config}
 keys=(VFHEALTH_MOUNT VFHEALTH_SLURM_NODE VFHEALTH_TIMEOUT VFHEALTH_SLURM_LOCK VFHEALTH_SLURM_SCONTROL SLURM_CONF)
 if [[ -r $config ]]; then
 	while IFS= read -r line || [[ -n $line ]]; do
