@@ -33,8 +33,8 @@
 # detector's container must see it (a hostPath volume with
 # mountPropagation: HostToContainer) and have cat, ls, timeout, flock.
 set -u
-PATH=/usr/sbin:/usr/bin:/sbin:/bin
-export PATH
+PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
+export PATH LC_ALL
 
 # read_mount MOUNT (run as `check --read MOUNT` under the deadline): as
 # vfhealth-slurm-check.sh's: `unknown WHY`, or `mode MODE`, `vf VF` per
@@ -56,9 +56,18 @@ read_mount() {
 	v=$(ls -1 -- "$m/gpus" 2>&1) || { echo "unknown no vfhealth at $m: ${v##*: }"; return; }
 	gpu=$NL
 	for g in $v; do
-		st=$(cat -- "$m/gpus/$g/state" 2>&1) || { echo "unknown vfhealth store unavailable: ${st##*: }"; return; }
+		# (a GPU whose last VF left since the listing is gone: no VF of it counts)
+		if ! st=$(cat -- "$m/gpus/$g/state" 2>&1); then
+			case $st in *"No such file or directory") continue ;; esac
+			echo "unknown vfhealth store unavailable: ${st##*: }"
+			return
+		fi
 		[ "$st" = serving ] && continue
-		vfs=$(cat -- "$m/gpus/$g/vfs" 2>&1) || { echo "unknown vfhealth store unavailable: ${vfs##*: }"; return; }
+		if ! vfs=$(cat -- "$m/gpus/$g/vfs" 2>&1); then
+			case $vfs in *"No such file or directory") continue ;; esac
+			echo "unknown vfhealth store unavailable: ${vfs##*: }"
+			return
+		fi
 		for vf in $vfs; do gpu="$gpu$vf GPU $g $st$NL"; done
 	done
 	v=$(ls -1 -- "$m" 2>&1) || { echo "unknown no vfhealth at $m: ${v##*: }"; return; }

@@ -31,15 +31,15 @@
 # the mount as not answering instead of piling up behind it.
 #
 # Settings: VFHEALTH_MOUNT (/run/vfhealth), VFHEALTH_SLURM_NODE,
-# VFHEALTH_TIMEOUT (10: seconds for all reads of the mount),
+# VFHEALTH_TIMEOUT (10: seconds for all reads of the mount, 1 to 30),
 # VFHEALTH_SLURM_LOCK (/run/vfhealth-slurm-check.lock; a directory only
 # root writes), VFHEALTH_SLURM_SCONTROL (scontrol), SLURM_CONF (for
 # scontrol, when slurm.conf is not where it looks).  Exit 0 when vfhealth
 # finds the node fit, 1 when it does not (drained now or before), 2 when
 # scontrol failed.
 set -uo pipefail
-PATH=/usr/sbin:/usr/bin:/sbin:/bin
-export PATH
+PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C
+export PATH LC_ALL
 
 # read_mount MOUNT (run as `check --read MOUNT` under the deadline): what
 # the node's VFs are, on stdout: `unknown WHY`, or `mode MODE`, one `vf VF`
@@ -66,9 +66,18 @@ read_mount() {
 	for vf in $v; do own[$vf]="held back"; done
 	v=$(ls -1 -- "$m/gpus" 2>&1) || { echo "unknown no vfhealth at $m: ${v##*: }"; return; }
 	for g in $v; do
-		st=$(cat -- "$m/gpus/$g/state" 2>&1) || { echo "unknown store unavailable: ${st##*: }"; return; }
+		# (a GPU whose last VF left since the listing is gone: no VF of it counts)
+		if ! st=$(cat -- "$m/gpus/$g/state" 2>&1); then
+			[[ $st == *"No such file or directory" ]] && continue
+			echo "unknown store unavailable: ${st##*: }"
+			return
+		fi
 		[[ $st == serving ]] && continue
-		line=$(cat -- "$m/gpus/$g/vfs" 2>&1) || { echo "unknown store unavailable: ${line##*: }"; return; }
+		if ! line=$(cat -- "$m/gpus/$g/vfs" 2>&1); then
+			[[ $line == *"No such file or directory" ]] && continue
+			echo "unknown store unavailable: ${line##*: }"
+			return
+		fi
 		for vf in $line; do gpu[$vf]="GPU $g $st"; done
 	done
 	v=$(ls -1 -- "$m" 2>&1) || { echo "unknown no vfhealth at $m: ${v##*: }"; return; }
@@ -112,7 +121,8 @@ scontrol=${VFHEALTH_SLURM_SCONTROL:-scontrol}
 node=${SLURMD_NODENAME:-${VFHEALTH_SLURM_NODE:-$(hostname -s)}}
 [[ -z ${SLURM_CONF:-} ]] || export SLURM_CONF
 prefix="vfhealth:"
-[[ $deadline =~ ^[1-9][0-9]?$ ]] || deadline=10
+# within slurmd's 60 s with the lock's 2 s and scontrol's 20 s
+[[ $deadline =~ ^([1-9]|[12][0-9]|30)$ ]] || deadline=10
 
 # ---- the node's VFs ----------------------------------------------------------
 
