@@ -38,6 +38,9 @@ kernel_test_pkgs=(qemu-system-x86 busybox-static cpio)
 # The libvirt hook's test (tests/integrations): a real libvirtd, which the
 # test starts itself in private namespaces (it also needs qemu-system-x86).
 libvirt_test_pkgs=(libvirt-daemon-system libvirt-clients)
+# The Slurm health check's test (tests/integrations/slurm-real.sh): a real
+# munged, slurmctld and slurmd, which the test starts itself on private ports.
+slurm_test_pkgs=(slurmctld slurmd slurm-client munge)
 
 die() { echo "dev.sh: $*" >&2; exit 1; }
 
@@ -162,7 +165,7 @@ cmd_test() {
 	local headers
 	headers=$(kernel_headers_pkg)
 	install_pkgs "${build_pkgs[@]}" "${test_pkgs[@]}" "$promtool_pkg" "${extra_test_pkgs[@]}" \
-		"${kernel_test_pkgs[@]}" "${libvirt_test_pkgs[@]}" ${headers:+"$headers"}
+		"${kernel_test_pkgs[@]}" "${libvirt_test_pkgs[@]}" "${slurm_test_pkgs[@]}" ${headers:+"$headers"}
 	local dir=${BUILD_DIR:-build}
 	setup_build "$dir" -Dwerror=true -Db_sanitize=address,undefined -Dtests=true
 	# shellcheck disable=SC2086

@@ -353,6 +353,7 @@ int store_allocatable_list(struct store *s, enum store_read how, struct store_pl
 		vfs[n].claimed = e->claim || e->reservation; /* a reservation is taken */
 		vfs[n].held_back = listed_held_back(s, e);
 		vfs[n].suspect = e->suspect_since[0] != '\0';
+		vfs[n].failing = e->n_failures > 0; /* below the threshold when in service */
 		n++;
 	}
 	mirror_unlock(s);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * placement.c - the placement order (placement.h): grouping by the parent's
- * state and a shuffle within each group.  Pure but for placement_seed().
+ * placement.c - the placement order (placement.h): by the VF's evidence,
+ * then by its parent's VFs out of service, and a shuffle among equals.
+ * Pure but for placement_seed().
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -38,20 +39,42 @@ static int compare_addr(const void *a, const void *b)
 	return strcmp(a, b);
 }
 
+static bool same_place(const struct store_placement *x, const struct store_placement *y)
+{
+	return x->group == y->group && x->parent_rank == y->parent_rank;
+}
+
 static int compare_placement(const void *a, const void *b)
 {
 	const struct store_placement *x = a, *y = b;
 
 	if (x->group != y->group)
 		return x->group < y->group ? -1 : 1;
+	if (x->parent_rank != y->parent_rank)
+		return x->parent_rank < y->parent_rank ? -1 : 1;
 	return strcmp(x->vf, y->vf);
 }
 
-/* Fisher-Yates within each run of one group (the list is sorted by group). */
+/* How many of the sorted parents[0..n) are `parent`. */
+static size_t count_parent(char (*parents)[VF_ADDR_BUFSZ], size_t n, const char *parent)
+{
+	char(*hit)[VF_ADDR_BUFSZ] = bsearch(parent, parents, n, sizeof(*parents), compare_addr);
+	size_t lo, hi;
+
+	if (!hit)
+		return 0;
+	for (lo = (size_t)(hit - parents); lo > 0 && !strcmp(parents[lo - 1], parent); lo--)
+		;
+	for (hi = (size_t)(hit - parents) + 1; hi < n && !strcmp(parents[hi], parent); hi++)
+		;
+	return hi - lo;
+}
+
+/* Fisher-Yates within each run of equals (the list is sorted). */
 static void shuffle_groups(struct store_placement *list, size_t n, uint64_t seed)
 {
 	for (size_t start = 0, end; start < n; start = end) {
-		for (end = start + 1; end < n && list[end].group == list[start].group; end++)
+		for (end = start + 1; end < n && same_place(&list[end], &list[start]); end++)
 			;
 		for (size_t i = end - 1; i > start; i--) {
 			size_t j = start + (size_t)rng_below(&seed, i - start + 1);
@@ -65,27 +88,29 @@ static void shuffle_groups(struct store_placement *list, size_t n, uint64_t seed
 int placement_order(enum store_mode mode, const struct placement_vf *vfs, size_t n, uint64_t seed,
 		    struct store_placement *out, size_t *n_out)
 {
-	_cleanup_free_ char(*degraded)[VF_ADDR_BUFSZ] = calloc(MAX(n, (size_t)1),
-							       sizeof(*degraded));
-	size_t n_degraded = 0, k = 0;
+	/* the parent of every VF out of service, once per such VF, sorted */
+	_cleanup_free_ char(*out_parents)[VF_ADDR_BUFSZ] = calloc(MAX(n, (size_t)1),
+								  sizeof(*out_parents));
+	size_t n_out_parents = 0, k = 0;
 
-	if (!degraded)
+	if (!out_parents)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		if (vfs[i].parent[0] && vfs[i].out_of_service)
-			memcpy(degraded[n_degraded++], vfs[i].parent, VF_ADDR_BUFSZ);
-	qsort(degraded, n_degraded, sizeof(*degraded), compare_addr);
+			memcpy(out_parents[n_out_parents++], vfs[i].parent, VF_ADDR_BUFSZ);
+	qsort(out_parents, n_out_parents, sizeof(*out_parents), compare_addr);
 	for (size_t i = 0; i < n; i++) {
 		const struct placement_vf *v = &vfs[i];
-		bool parent_degraded = v->parent[0] && bsearch(v->parent, degraded, n_degraded,
-							       sizeof(*degraded), compare_addr);
 		enum store_placement_group g = rule_placement_group(mode, v->out_of_service,
 								    v->claimed, v->held_back,
-								    v->suspect, parent_degraded);
+								    v->suspect, v->failing);
 		if (g == STORE_PLACE_NONE)
 			continue;
 		memcpy(out[k].vf, v->vf, VF_ADDR_BUFSZ);
-		out[k++].group = g;
+		out[k].group = g;
+		out[k++].parent_rank = rule_placement_parent_rank(
+			v->parent[0] != '\0',
+			v->parent[0] ? count_parent(out_parents, n_out_parents, v->parent) : 0);
 	}
 	qsort(out, k, sizeof(*out), compare_placement);
 	shuffle_groups(out, k, seed);

@@ -7,6 +7,7 @@
 #include "store/rules.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include "store/store.h"
@@ -165,15 +166,24 @@ int rule_parent_set(const char *vf, const char *current, const char *parent, boo
 
 enum store_placement_group rule_placement_group(enum store_mode mode, bool out_of_service,
 						bool claimed, bool held_back, bool suspect,
-						bool parent_degraded)
+						bool failing)
 {
 	if (claimed || (out_of_service && mode != STORE_MODE_OBSERVE))
 		return STORE_PLACE_NONE;
 	if (held_back || out_of_service)
 		return STORE_PLACE_HELD_BACK;
-	if (suspect)
-		return STORE_PLACE_SUSPECT;
-	return parent_degraded ? STORE_PLACE_DEGRADED_PARENT : STORE_PLACE_CLEAN_PARENT;
+	if (failing)
+		return STORE_PLACE_FAILING;
+	return suspect ? STORE_PLACE_SUSPECT : STORE_PLACE_CLEAN;
+}
+
+unsigned rule_placement_parent_rank(bool known, size_t out)
+{
+	if (!known)
+		return 1;
+	if (out == 0)
+		return 0;
+	return out >= UINT_MAX - 1 ? UINT_MAX : (unsigned)out + 1;
 }
 
 int rule_gpu_next(enum gpu_phase p, enum gpu_event ev, bool claimed, bool other_recovering)

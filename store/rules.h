@@ -185,8 +185,8 @@ bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally, bool susp
 
 /* What the VF's `state` file says: held wins over quarantined; held-back
  * (rule_held_back) over suspect, suspect over failing (failures on record
- * below the threshold): placement ranks a suspect VF lower than a failing
- * one. */
+ * below the threshold).  Placement ranks by the stronger evidence instead
+ * (rule_placement_group): a failing VF after a suspect one. */
 enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold,
 				  bool suspect);
 
@@ -207,13 +207,20 @@ int rule_crash_time_refusal(int64_t claimed_ns, int64_t died_ns, int64_t now_ns)
  * checked). */
 int rule_parent_set(const char *vf, const char *current, const char *parent, bool *unchanged);
 
-/* The placement group of a VF (store.h, "Placement"): STORE_PLACE_NONE when
- * claimed, or out of service in enforce mode; held-back VFs last whatever
- * their parent, and in observe mode the VFs enforcement would refuse with
- * them; suspect VFs just before them, whatever their parent;
- * parent_degraded: its parent is known and has a VF out of service. */
+/* The placement group of a VF (store.h, "Placement"), its own evidence:
+ * STORE_PLACE_NONE when claimed, or out of service in enforce mode;
+ * held-back VFs last, and in observe mode the VFs enforcement would refuse
+ * with them; failing (live failures below the threshold, suspect or not)
+ * before them; suspect before failing; clean first.  Tests: test-rules.c
+ * placement_groups. */
 enum store_placement_group rule_placement_group(enum store_mode mode, bool out_of_service,
 						bool claimed, bool held_back, bool suspect,
-						bool parent_degraded);
+						bool failing);
+
+/* The rank of a VF's parent GPU within a group, lower first: a known
+ * parent with no VF out of service 0, an unknown parent 1 (no evidence
+ * either way, but none that its GPU is clean), a known parent with `out`
+ * VFs out of service out + 1.  Tests: test-rules.c placement_parents. */
+unsigned rule_placement_parent_rank(bool known, size_t out);
 
 #endif

@@ -167,18 +167,22 @@
  *                 virtfn links say, before a drain or a cycle.
  *
  *  Placement      the allocatable VFs are those a claim may take now:
- *                 registered, in service (state ok, failing or held-back)
- *                 and unclaimed.  store_allocatable_list() ranks each in a
- *                 group (rule_placement_group): first the VFs whose parent
- *                 has no VF out of service (an unknown parent counts as
- *                 such a parent), then the VFs of parents that have one,
- *                 then the held-back VFs, whatever their parent.  The order
- *                 within a group is drawn at random for each read
- *                 (getrandom(2); placement.h).  In observe mode every
- *                 unclaimed VF is allocatable: those enforcement would
- *                 refuse rank with the held-back ones.  Tests:
- *                 allocatable_order; test-rules.c placement_groups,
- *                 placement_shuffle.
+ *                 registered, in service (state ok, failing, suspect or
+ *                 held-back), unclaimed, and of a serving GPU.
+ *                 store_allocatable_list() orders them by the VF's own
+ *                 evidence first (rule_placement_group): clean, then
+ *                 suspect, then failing (failures on record below the
+ *                 threshold; also when suspect), then held-back; and
+ *                 within each by its parent GPU (rule_placement_parent_rank):
+ *                 parents with fewer VFs out of service first, a parent
+ *                 with none, then an unknown parent, then one with one
+ *                 out, two out, ...  The order among equals is drawn at
+ *                 random for each read (getrandom(2); placement.h).  In
+ *                 observe mode every unclaimed VF of a serving GPU is
+ *                 allocatable: those enforcement would refuse rank with
+ *                 the held-back ones.  Tests: allocatable_order;
+ *                 test-rules.c placement_groups, placement_parents,
+ *                 placement_shuffle; tests/fs/test-placement.sh.
  *
  *  GPUs           a parent GPU is any parent a registered VF names.  A
  *                 drain (store_gpu_drain) is the operator's, persisted:
@@ -471,22 +475,24 @@ int store_quarantined_list(struct store *s, enum store_read how, char (**ret)[VF
 int store_held_back_list(struct store *s, enum store_read how, char (**ret)[VF_ADDR_BUFSZ],
 			 size_t *count);
 
-/* The placement groups, in placement order ("Placement" above). */
+/* The placement groups, the VF's own evidence, in placement order
+ * ("Placement" above). */
 enum store_placement_group {
-	STORE_PLACE_CLEAN_PARENT,    /* its parent has no VF out of service (or is unknown) */
-	STORE_PLACE_DEGRADED_PARENT, /* its parent has a VF out of service */
-	STORE_PLACE_SUSPECT,         /* suspect, whatever its parent */
-	STORE_PLACE_HELD_BACK,       /* in service only because of the breaker */
-	STORE_PLACE_NONE,            /* not allocatable: out of service or claimed */
+	STORE_PLACE_CLEAN,     /* no evidence against it */
+	STORE_PLACE_SUSPECT,   /* a VMM died on it in its init window */
+	STORE_PLACE_FAILING,   /* failed assignments on record, below the threshold */
+	STORE_PLACE_HELD_BACK, /* in service only because of the breaker */
+	STORE_PLACE_NONE,      /* not allocatable: out of service or claimed */
 };
 
 struct store_placement {
 	char vf[VF_ADDR_BUFSZ];
 	enum store_placement_group group; /* never STORE_PLACE_NONE here */
+	unsigned parent_rank;             /* rule_placement_parent_rank(): lower first */
 };
 
-/* The allocatable VFs in placement order: group by group, the order within
- * a group drawn for this read; *ret malloc'd.  Placement-facing; -EIO also
+/* The allocatable VFs in placement order: by group, then by parent rank,
+ * the order among equals drawn for this read; *ret malloc'd.  Placement-facing; -EIO also
  * when no random seed can be had. */
 int store_allocatable_list(struct store *s, enum store_read how, struct store_placement **ret,
 			   size_t *count);

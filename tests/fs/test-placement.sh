@@ -3,10 +3,12 @@
 # Placement on a real mount: each VF's parent GPU, read
 # from its sysfs physfn link at registration (--sysfs-root, a tree of our
 # own) or written once to VF/parent, and persisted; `allocatable` lists the
-# VFs a claim may take, in placement order: VFs of GPUs with no VF out of
-# service first, then those of GPUs with one, held-back VFs last, a fresh
-# random order among equals for each open; claimed and out-of-service VFs
-# are absent; inotify and poll watchers are woken when it changes; it fails
+# VFs a claim may take, in placement order, checked on each of 100 reads:
+# by the VF's own evidence (clean, then suspect, then failing: one failed
+# assignment on record), then by how many VFs of its GPU are out of
+# service (none, then an unknown GPU, then one out, then two), held-back
+# VFs last, a fresh random order among equals for each open; claimed and
+# out-of-service VFs are absent; inotify and poll watchers are woken when it changes; it fails
 # closed (EIO) while the store is unavailable; and the placement example
 # claims the first VF it can, moving on when one is busy.
 source "$(dirname "$0")/lib.sh"
@@ -20,7 +22,7 @@ mount_tmpfs "$T/db" 4m 0700
 fake_sysfs 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:42:00.1 0000:42:00.2 0000:42:00.3 \
 	0000:42:00.4
 mkdir -p "$SYSFS_DEVICES/0000:43:00.1"
-start_daemon
+start_daemon --init-window 60
 
 # --- notification: one VF, so the content says which change was seen
 N=$MNT/0000:44:00.1
@@ -125,6 +127,52 @@ done
 assert_match "$(cat "$MNT/resources")" $'\nallocatable_slots 5\n' "resources agrees"
 # a reader who may not write sees the same
 assert_eq "$(as_user 65534 cat "$MNT/allocatable" | wc -l)" 5 "lines for an unprivileged reader"
+
+# --- evidence first, then the GPU: GPU 46 (.1-.4) gets two VFs held, so
+# it ranks after GPU 41 (one out); 42:00.4 gets one failed assignment (a
+# real report below the threshold: failing, after every clean VF, whatever
+# its GPU), 46:00.4 a VMM that died in its init window (suspect: after the
+# clean VFs, before the failing one); 47:00.1 has no known GPU (after the
+# clean GPUs, before GPU 41).
+fake_sysfs 0000:46:00.1 0000:46:00.2 0000:46:00.3 0000:46:00.4
+for vf in 0000:46:00.1 0000:46:00.2 0000:46:00.3 0000:46:00.4 0000:47:00.1; do mkdir "$MNT/$vf"; done
+put "$MNT/0000:46:00.1/quarantined" 1
+put "$MNT/0000:46:00.2/quarantined" 1
+put "$MNT/0000:42:00.4/report" "failed vm-f1 2026-11-29T07:00:00Z NVRM: RmInitAdapter failed!"
+assert_cat "$MNT/0000:42:00.4/state" failing
+c=$(date -u -d '-1 second' +%Y-%m-%dT%H:%M:%S.000000000Z)
+put "$MNT/0000:46:00.4/assignments/vm-s1" "claimed_at=$c"
+printf 'release=%s\nended=crash\ndied_at=%s\n' "$c" "$(date -u +%Y-%m-%dT%H:%M:%S.000000000Z)" >"$T/crash"
+cat "$T/crash" >"$MNT/0000:46:00.4/assignments/vm-s1"
+assert_cat "$MNT/0000:46:00.4/state" suspect
+# the order, one set of VFs per rank
+want=("0000:42:00.3" "0000:47:00.1" "0000:41:00.1 0000:41:00.2" "0000:46:00.3" "0000:46:00.4"
+	"0000:42:00.4" "0000:42:00.2")
+declare -A firsts=()
+for read in $(seq 100); do
+	mapfile -t lines < "$MNT/allocatable"
+	assert_eq "${#lines[@]}" 8 "allocatable lines (read $read): ${lines[*]}"
+	declare -A seen=()
+	at=0
+	for w in "${want[@]}"; do
+		read -ra vfs <<<"$w"
+		for v in "${lines[@]:at:${#vfs[@]}}"; do
+			[[ " $w " == *" $v "* && -z ${seen[$v]:-} ]] ||
+				fail "read $read: $v where $w belongs: ${lines[*]}"
+			seen[$v]=1
+		done
+		at=$((at + ${#vfs[@]}))
+	done
+	unset seen
+	firsts[${lines[2]}]=1
+done
+((${#firsts[@]} == 2)) || fail "100 reads did not vary the order of equals: ${!firsts[*]}"
+put "$MNT/0000:46:00.1/quarantined" 0
+put "$MNT/0000:46:00.2/quarantined" 0
+put "$MNT/0000:42:00.4/quarantined" 0
+put "$MNT/0000:46:00.4/quarantined" 0
+for vf in 0000:46:00.1 0000:46:00.2 0000:46:00.3 0000:46:00.4 0000:47:00.1; do rmdir "$MNT/$vf"; done
+assert_eq "$(grep -c . "$MNT/allocatable")" 5 "allocatable after the evidence is cleared"
 
 # --- the placement example: the first line, claimed; a busy VF skipped
 out=$("$place" --mount "$MNT" --pid $$ vm-p1 2>"$T/place.err") || fail "place.sh failed: $(cat "$T/place.err")"

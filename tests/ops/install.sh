@@ -236,6 +236,10 @@ check "default/vfhealth-libvirt-hook installed" \
 	grep -q '^#VFHEALTH_MOUNT=' "$dest$sysconfdir/default/vfhealth-libvirt-hook"
 check "the libvirt hook reads $sysconfdir/default/vfhealth-libvirt-hook" \
 	grep -qx "CONFIG = \"$sysconfdir/default/vfhealth-libvirt-hook\"" "$dest$libexecdir/vfhealth-qemu-hook"
+check "default/vfhealth-slurm-check installed" \
+	grep -q '^#VFHEALTH_MOUNT=' "$dest$sysconfdir/default/vfhealth-slurm-check"
+check "the Slurm check reads $sysconfdir/default/vfhealth-slurm-check" \
+	grep -qx "config=$sysconfdir/default/vfhealth-slurm-check" "$dest$libexecdir/vfhealth-slurm-check.sh"
 check "no libvirt hook enabled" test -z "$(find "$dest" -path '*/libvirt/hooks*' 2>/dev/null)"
 npd_path() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["rules"][0]["path"])' "$1"; }
 check "the npd monitor names the installed check" \

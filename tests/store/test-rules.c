@@ -7,6 +7,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
 
 #include "common/cleanup.h"
 #include <string.h>
@@ -239,54 +240,50 @@ START_TEST(parent_and_placement)
 
 	/* out of service or claimed: not allocatable, whatever else */
 	for (int hb = 0; hb < 2; hb++)
-		for (int deg = 0; deg < 2; deg++) {
+		for (int ev = 0; ev < 4; ev++) {
+			bool suspect = ev & 1, failing = ev & 2;
 			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, false, hb,
-							      false, deg),
+							      suspect, failing),
 					 STORE_PLACE_NONE);
 			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, true, hb,
-							      false, deg),
+							      suspect, failing),
 					 STORE_PLACE_NONE);
-			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, true, hb,
-							      false, deg),
+			ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, true, hb,
+							      suspect, failing),
 					 STORE_PLACE_NONE);
+			/* held back: last, whatever its evidence */
+			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false,
+							      true, suspect, failing),
+					 STORE_PLACE_HELD_BACK);
+			/* observe mode: out of service is allocatable, last */
+			ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, false, hb,
+							      suspect, failing),
+					 STORE_PLACE_HELD_BACK);
 		}
-	/* held back: last, whatever its parent */
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, false, false),
-			 STORE_PLACE_HELD_BACK);
-	/* observe mode: out of service is allocatable, last; claimed is not */
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, false, false, false, false),
-			 STORE_PLACE_HELD_BACK);
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, true, false, false, false),
-			 STORE_PLACE_NONE);
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, false, false, false, false, true),
-			 STORE_PLACE_DEGRADED_PARENT);
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, false, true),
-			 STORE_PLACE_HELD_BACK);
-	/* the parent decides between the first two groups */
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, false,
-					      false),
-			 STORE_PLACE_CLEAN_PARENT);
-	ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, false, true),
-			 STORE_PLACE_DEGRADED_PARENT);
-	/* suspect: after both parent groups whatever its parent, before held back */
-	for (int deg = 0; deg < 2; deg++) {
-		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, false, true,
-						      deg),
+	/* the VF's own evidence: clean, suspect, failing (the stronger
+	 * evidence when both) */
+	for (int m = 0; m < 2; m++) {
+		enum store_mode mode = m ? STORE_MODE_OBSERVE : STORE_MODE_ENFORCE;
+		ck_assert_int_eq(rule_placement_group(mode, false, false, false, false, false),
+				 STORE_PLACE_CLEAN);
+		ck_assert_int_eq(rule_placement_group(mode, false, false, false, true, false),
 				 STORE_PLACE_SUSPECT);
-		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false, true, true,
-						      deg),
-				 STORE_PLACE_HELD_BACK);
-		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, true, false, true,
-						      deg),
-				 STORE_PLACE_NONE); /* claimed */
-		ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, false, false, true,
-						      deg),
-				 STORE_PLACE_NONE); /* out of service */
+		ck_assert_int_eq(rule_placement_group(mode, false, false, false, false, true),
+				 STORE_PLACE_FAILING);
+		ck_assert_int_eq(rule_placement_group(mode, false, false, false, true, true),
+				 STORE_PLACE_FAILING);
 	}
 	/* the groups' order is the placement order */
-	ck_assert_int_lt(STORE_PLACE_CLEAN_PARENT, STORE_PLACE_DEGRADED_PARENT);
-	ck_assert_int_lt(STORE_PLACE_DEGRADED_PARENT, STORE_PLACE_SUSPECT);
-	ck_assert_int_lt(STORE_PLACE_SUSPECT, STORE_PLACE_HELD_BACK);
+	ck_assert_int_lt(STORE_PLACE_CLEAN, STORE_PLACE_SUSPECT);
+	ck_assert_int_lt(STORE_PLACE_SUSPECT, STORE_PLACE_FAILING);
+	ck_assert_int_lt(STORE_PLACE_FAILING, STORE_PLACE_HELD_BACK);
+
+	/* the parent's rank: none out, then unknown, then 1, 2, ... out */
+	ck_assert_uint_eq(rule_placement_parent_rank(true, 0), 0);
+	ck_assert_uint_eq(rule_placement_parent_rank(false, 0), 1);
+	ck_assert_uint_eq(rule_placement_parent_rank(true, 1), 2);
+	ck_assert_uint_eq(rule_placement_parent_rank(true, 3), 4);
+	ck_assert_uint_eq(rule_placement_parent_rank(true, SIZE_MAX), UINT_MAX);
 }
 END_TEST
 
@@ -311,85 +308,169 @@ START_TEST(crash_suspect)
 }
 END_TEST
 
-/* Six VFs: 40:00.4-.6 of PF 41 (one out of service), 50:00.4-.5 of PF 51
- * (one claimed), 60:00.4 of an unknown parent, held back. */
+/* VFs: 40:00.x of PF 41 (one out of service: .6), 50:00.x of PF 51 (one
+ * claimed: .5, claims do not count), 60:00.x of PF 61 (three out of
+ * service), 70:00.x of unknown parents; a held-back VF, a suspect and a
+ * failing one (one failed report) on the clean PF 51. */
 static const struct placement_vf placement_vfs[] = {
-	{ "0000:40:00.4", "0000:41:00.0", false, false, false },
-	{ "0000:40:00.5", "0000:41:00.0", false, false, false },
-	{ "0000:40:00.6", "0000:41:00.0", true, false, false },
-	{ "0000:50:00.4", "0000:51:00.0", false, false, false },
-	{ "0000:50:00.5", "0000:51:00.0", false, true, false },
-	{ "0000:60:00.4", "", false, false, true },
-	{ "0000:70:00.4", "", false, false, false },
-	{ "0000:70:00.5", "", false, false, false },
+	/* vf, parent, out_of_service, claimed, held_back, suspect, failing */
+	{ "0000:40:00.4", "0000:41:00.0", false, false, false, false, false },
+	{ "0000:40:00.5", "0000:41:00.0", false, false, false, false, false },
+	{ "0000:40:00.6", "0000:41:00.0", true, false, false, false, false },
+	{ "0000:50:00.1", "0000:51:00.0", false, false, false, false, false },
+	{ "0000:50:00.2", "0000:51:00.0", false, false, false, true, false },
+	{ "0000:50:00.3", "0000:51:00.0", false, false, false, false, true },
+	{ "0000:50:00.4", "0000:51:00.0", false, false, false, false, false },
+	{ "0000:50:00.5", "0000:51:00.0", false, true, false, false, false },
+	{ "0000:50:00.6", "0000:51:00.0", false, false, true, false, true },
+	{ "0000:60:00.1", "0000:61:00.0", true, false, false, false, false },
+	{ "0000:60:00.2", "0000:61:00.0", true, false, false, false, false },
+	{ "0000:60:00.3", "0000:61:00.0", true, false, false, false, false },
+	{ "0000:60:00.4", "0000:61:00.0", false, false, false, false, false },
+	{ "0000:70:00.4", "", false, false, false, false, false },
+	{ "0000:70:00.5", "", false, false, false, false, false },
 };
 
+/* where: the place of vf in out[0..n), or n */
+static size_t where(const struct store_placement *out, size_t n, const char *vf)
+{
+	size_t i = 0;
+
+	while (i < n && strcmp(out[i].vf, vf) != 0)
+		i++;
+	return i;
+}
+
+/* In enforce mode: clean VFs (PF 51's two, then the unknown parents' two,
+ * then PF 41's two with one out, then PF 61's one with three out), then the
+ * suspect, the failing, the held-back VF; whatever the draw. */
 START_TEST(placement_groups)
 {
 	struct store_placement out[ARRAY_SIZE(placement_vfs)];
-	size_t n = 99;
+	static const struct {
+		const char *vf[2];
+		enum store_placement_group group;
+		unsigned parent_rank;
+	} want[] = {
+		{ { "0000:50:00.1", "0000:50:00.4" }, STORE_PLACE_CLEAN, 0 },
+		{ { "0000:70:00.4", "0000:70:00.5" }, STORE_PLACE_CLEAN, 1 },
+		{ { "0000:40:00.4", "0000:40:00.5" }, STORE_PLACE_CLEAN, 2 },
+		{ { "0000:60:00.4", NULL }, STORE_PLACE_CLEAN, 4 },
+		{ { "0000:50:00.2", NULL }, STORE_PLACE_SUSPECT, 0 },
+		{ { "0000:50:00.3", NULL }, STORE_PLACE_FAILING, 0 },
+		{ { "0000:50:00.6", NULL }, STORE_PLACE_HELD_BACK, 0 },
+	};
 
-	ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
-					 ARRAY_SIZE(placement_vfs), 42, out, &n),
-			 0);
-	/* out of service and claimed are not allocatable */
-	ck_assert_uint_eq(n, 6);
-	/* clean parents (51, unknown) first, then 41's, then the held-back */
-	for (size_t i = 0; i < 3; i++) {
-		ck_assert_int_eq(out[i].group, STORE_PLACE_CLEAN_PARENT);
-		ck_assert(strcmp(out[i].vf, "0000:50:00.4") == 0 ||
-			  strncmp(out[i].vf, "0000:70:00.", 11) == 0);
+	for (uint64_t seed = 0; seed < 50; seed++) {
+		size_t n = 99, at = 0;
+		ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
+						 ARRAY_SIZE(placement_vfs), seed, out, &n),
+				 0);
+		/* out of service and claimed are not allocatable */
+		ck_assert_uint_eq(n, 10);
+		for (size_t w = 0; w < ARRAY_SIZE(want); w++) {
+			size_t k = want[w].vf[1] ? 2 : 1;
+			for (size_t j = 0; j < k; j++) {
+				size_t i = where(out, n, want[w].vf[j]);
+				ck_assert_msg(i >= at && i < at + k, "%s at %zu, want %zu..%zu",
+					      want[w].vf[j], i, at, at + k - 1);
+				ck_assert_int_eq(out[i].group, want[w].group);
+				ck_assert_uint_eq(out[i].parent_rank, want[w].parent_rank);
+			}
+			at += k;
+		}
 	}
-	for (size_t i = 3; i < 5; i++) {
-		ck_assert_int_eq(out[i].group, STORE_PLACE_DEGRADED_PARENT);
-		ck_assert(strncmp(out[i].vf, "0000:40:00.", 11) == 0);
-	}
-	ck_assert_int_eq(out[5].group, STORE_PLACE_HELD_BACK);
-	ck_assert_str_eq(out[5].vf, "0000:60:00.4");
-	/* observe mode: the VF enforcement refuses ranks with the held-back */
+	/* observe mode: the VFs enforcement refuses rank with the held-back,
+	 * by their parent: 40:00.6 (PF 41, one out) before PF 61's three */
+	size_t n = 0;
 	ck_assert_int_eq(placement_order(STORE_MODE_OBSERVE, placement_vfs,
 					 ARRAY_SIZE(placement_vfs), 42, out, &n),
 			 0);
-	ck_assert_uint_eq(n, 7);
-	ck_assert_int_eq(out[5].group, STORE_PLACE_HELD_BACK);
-	ck_assert_int_eq(out[6].group, STORE_PLACE_HELD_BACK);
+	ck_assert_uint_eq(n, 14);
+	ck_assert_str_eq(out[9].vf, "0000:50:00.6");
+	ck_assert_str_eq(out[10].vf, "0000:40:00.6");
+	for (size_t i = 9; i < n; i++)
+		ck_assert_int_eq(out[i].group, STORE_PLACE_HELD_BACK);
+	for (size_t i = 11; i < n; i++)
+		ck_assert(strncmp(out[i].vf, "0000:60:00.", 11) == 0);
 }
 END_TEST
 
-/* The draw: one seed, one order; the seeds give every order of a group of
- * three, and nothing moves across groups. */
+/* Cards ranked by how many of their VFs are out: three GPUs with 1, 2 and
+ * 3 VFs out (claims and the VFs' own evidence do not count) come out in
+ * that order, whatever the draw. */
+START_TEST(placement_parents)
+{
+	static const struct placement_vf vfs[] = {
+		{ "0000:41:00.1", "0000:41:00.0", true, false, false, false, false },
+		{ "0000:41:00.2", "0000:41:00.0", true, false, false, false, false },
+		{ "0000:41:00.3", "0000:41:00.0", true, false, false, false, false },
+		{ "0000:41:00.4", "0000:41:00.0", false, false, false, false, false },
+		{ "0000:42:00.1", "0000:42:00.0", true, false, false, false, false },
+		{ "0000:42:00.2", "0000:42:00.0", false, true, false, false, false },
+		{ "0000:42:00.3", "0000:42:00.0", false, false, false, false, false },
+		{ "0000:43:00.1", "0000:43:00.0", true, false, false, false, false },
+		{ "0000:43:00.2", "0000:43:00.0", true, false, false, false, false },
+		{ "0000:43:00.3", "0000:43:00.0", false, false, false, true, false },
+		{ "0000:43:00.4", "0000:43:00.0", false, false, false, false, false },
+	};
+	struct store_placement out[ARRAY_SIZE(vfs)];
+
+	for (uint64_t seed = 0; seed < 50; seed++) {
+		size_t n = 0;
+		ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, vfs, ARRAY_SIZE(vfs), seed,
+						 out, &n),
+				 0);
+		ck_assert_uint_eq(n, 4);
+		ck_assert_str_eq(out[0].vf, "0000:42:00.3"); /* 1 out */
+		ck_assert_uint_eq(out[0].parent_rank, 2);
+		ck_assert_str_eq(out[1].vf, "0000:43:00.4"); /* 2 out */
+		ck_assert_uint_eq(out[1].parent_rank, 3);
+		ck_assert_str_eq(out[2].vf, "0000:41:00.4"); /* 3 out */
+		ck_assert_uint_eq(out[2].parent_rank, 4);
+		ck_assert_str_eq(out[3].vf, "0000:43:00.3"); /* suspect: after every clean VF */
+		ck_assert_int_eq(out[3].group, STORE_PLACE_SUSPECT);
+	}
+}
+END_TEST
+
+/* The draw: one seed, one order; the seeds give every order of three
+ * equals, and nothing moves across groups. */
 START_TEST(placement_shuffle)
 {
-	struct store_placement a[ARRAY_SIZE(placement_vfs)], b[ARRAY_SIZE(placement_vfs)];
+	static const struct placement_vf vfs[] = {
+		{ "0000:50:00.1", "0000:51:00.0", false, false, false, false, false },
+		{ "0000:50:00.2", "0000:51:00.0", false, false, false, false, false },
+		{ "0000:50:00.3", "0000:51:00.0", false, false, false, false, false },
+		{ "0000:50:00.4", "0000:51:00.0", false, false, false, true, false },
+		{ "0000:70:00.4", "", false, false, false, false, false },
+	};
+	struct store_placement a[ARRAY_SIZE(vfs)], b[ARRAY_SIZE(vfs)];
 	size_t n = 0, m = 0;
 	bool seen[3][3] = { { false } };
 
-	ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
-					 ARRAY_SIZE(placement_vfs), 7, a, &n),
-			 0);
-	ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
-					 ARRAY_SIZE(placement_vfs), 7, b, &m),
-			 0);
+	ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, vfs, ARRAY_SIZE(vfs), 7, a, &n), 0);
+	ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, vfs, ARRAY_SIZE(vfs), 7, b, &m), 0);
 	ck_assert_uint_eq(n, m);
 	for (size_t i = 0; i < n; i++) {
 		ck_assert_str_eq(a[i].vf, b[i].vf);
 		ck_assert_int_eq(a[i].group, b[i].group);
 	}
 	for (uint64_t seed = 0; seed < 200; seed++) {
-		ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, placement_vfs,
-						 ARRAY_SIZE(placement_vfs), seed, a, &n),
+		ck_assert_int_eq(placement_order(STORE_MODE_ENFORCE, vfs, ARRAY_SIZE(vfs), seed, a,
+						 &n),
 				 0);
-		/* which clean VF comes at which of the clean group's three places */
-		static const char *const clean[] = { "0000:50:00.4", "0000:70:00.4",
-						     "0000:70:00.5" };
+		ck_assert_str_eq(a[3].vf, "0000:70:00.4");
+		ck_assert_str_eq(a[4].vf, "0000:50:00.4");
+		/* which of the three equals comes at which of their places */
 		for (size_t i = 0; i < 3; i++)
 			for (size_t j = 0; j < 3; j++)
-				if (strcmp(a[i].vf, clean[j]) == 0)
+				if (strcmp(a[i].vf, vfs[j].vf) == 0)
 					seen[i][j] = true;
 	}
 	for (size_t i = 0; i < 3; i++)
 		for (size_t j = 0; j < 3; j++)
-			ck_assert_msg(seen[i][j], "%s never drawn at place %zu", "a clean VF", i);
+			ck_assert_msg(seen[i][j], "%s never drawn at place %zu", vfs[j].vf, i);
 	uint64_t seed = 0;
 	ck_assert_int_eq(placement_seed(&seed), 0);
 }
@@ -470,6 +551,7 @@ static Suite *rules_suite(void)
 				 vf_state,
 				 parent_and_placement,
 				 placement_groups,
+				 placement_parents,
 				 placement_shuffle,
 				 reservation_transitions,
 				 gpu_transitions,

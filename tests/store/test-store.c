@@ -2794,12 +2794,14 @@ START_TEST(parent_set_once_persisted)
 }
 END_TEST
 
-/* The allocatable list: in service and unclaimed only, by group (clean
- * parents, then parents with a VF out of service, then held back), by
- * address within a group; changes follow holds, claims, parents; fails
+/* The allocatable list: in service and unclaimed only, by the VF's
+ * evidence (clean, failing, held back), then by how many VFs its parent
+ * has out of service (an unknown parent after a clean one), by address
+ * among equals; changes follow holds, claims, parents, reports; fails
  * closed. */
-/* store_allocatable_list() draws the order within a group: check that the
- * groups come in order, then sort each group by address to compare. */
+/* store_allocatable_list() draws the order among equals: check that the
+ * (group, parent rank) come in order, then sort equals by address to
+ * compare. */
 static int allocatable_sorted(struct store *s, enum store_read how, struct store_placement **p,
 			      size_t *n)
 {
@@ -2807,10 +2809,14 @@ static int allocatable_sorted(struct store *s, enum store_read how, struct store
 
 	if (r < 0)
 		return r;
-	for (size_t i = 1; i < *n; i++)
+	for (size_t i = 1; i < *n; i++) {
 		ck_assert_int_le((*p)[i - 1].group, (*p)[i].group);
+		if ((*p)[i - 1].group == (*p)[i].group)
+			ck_assert_uint_le((*p)[i - 1].parent_rank, (*p)[i].parent_rank);
+	}
 	for (size_t i = 1; i < *n; i++)
 		for (size_t j = i; j > 0 && (*p)[j - 1].group == (*p)[j].group &&
+				   (*p)[j - 1].parent_rank == (*p)[j].parent_rank &&
 				   strcmp((*p)[j - 1].vf, (*p)[j].vf) > 0;
 		     j--) {
 			struct store_placement t = (*p)[j];
@@ -2832,12 +2838,13 @@ START_TEST(allocatable_order)
 
 	for (size_t i = 0; i < ARRAY_SIZE(vfs); i++)
 		ck_assert_int_eq(store_vf_register(s, vfs[i], parents[i]), 0);
-	/* all clean: one group, by address */
+	/* all clean: known clean parents, then the unknown ones */
 	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, ARRAY_SIZE(vfs));
 	for (size_t i = 0; i < n; i++) {
 		ck_assert_str_eq(p[i].vf, vfs[i]);
-		ck_assert_int_eq(p[i].group, STORE_PLACE_CLEAN_PARENT);
+		ck_assert_int_eq(p[i].group, STORE_PLACE_CLEAN);
+		ck_assert_uint_eq(p[i].parent_rank, parents[i][0] ? 0 : 1);
 	}
 	free(p);
 
@@ -2856,11 +2863,13 @@ START_TEST(allocatable_order)
 	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, 4);
 	ck_assert_str_eq(p[0].vf, "0000:50:00.4");
-	ck_assert_int_eq(p[0].group, STORE_PLACE_CLEAN_PARENT);
+	ck_assert_int_eq(p[0].group, STORE_PLACE_CLEAN);
+	ck_assert_uint_eq(p[0].parent_rank, 0);
 	ck_assert_str_eq(p[1].vf, "0000:40:00.4");
-	ck_assert_int_eq(p[1].group, STORE_PLACE_DEGRADED_PARENT);
+	ck_assert_int_eq(p[1].group, STORE_PLACE_CLEAN);
+	ck_assert_uint_eq(p[1].parent_rank, 2);
 	ck_assert_str_eq(p[2].vf, "0000:40:00.5");
-	ck_assert_int_eq(p[2].group, STORE_PLACE_DEGRADED_PARENT);
+	ck_assert_uint_eq(p[2].parent_rank, 2);
 	ck_assert_str_eq(p[3].vf, "0000:60:00.5");
 	ck_assert_int_eq(p[3].group, STORE_PLACE_HELD_BACK);
 	free(p);
@@ -2870,23 +2879,38 @@ START_TEST(allocatable_order)
 	ck_assert_uint_eq(st.allocatable, 4);
 
 	/* learning a parent moves a VF: 60:00.4 (quarantined) is PF_2's, so
-	 * 50:00.4 joins the degraded group */
+	 * 50:00.4 ranks with PF_1's (one out each), by address */
 	ck_assert_int_eq(store_vf_set_parent(s, "0000:60:00.4", PF_2, NULL), 0);
 	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_NORETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, 4);
 	ck_assert_str_eq(p[0].vf, "0000:40:00.4");
 	ck_assert_str_eq(p[2].vf, "0000:50:00.4");
-	ck_assert_int_eq(p[2].group, STORE_PLACE_DEGRADED_PARENT);
+	ck_assert_uint_eq(p[2].parent_rank, 2);
 	free(p);
 	/* back in service: PF_1 is clean again */
 	ck_assert_int_eq(store_clear(s, "0000:40:00.6", -1, NULL), 0);
 	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), 0);
 	ck_assert_uint_eq(n, 5);
 	ck_assert_str_eq(p[0].vf, "0000:40:00.4");
-	ck_assert_int_eq(p[2].group, STORE_PLACE_CLEAN_PARENT);
+	ck_assert_uint_eq(p[2].parent_rank, 0);
 	ck_assert_str_eq(p[2].vf, "0000:40:00.6");
 	ck_assert_str_eq(p[3].vf, "0000:50:00.4");
-	ck_assert_int_eq(p[3].group, STORE_PLACE_DEGRADED_PARENT);
+	ck_assert_uint_eq(p[3].parent_rank, 2);
+	free(p);
+	/* one failed assignment on record (below the threshold of 2): after
+	 * every clean VF, whatever its parent, before the held-back */
+	ck_assert_int_eq(report_fail(s, "0000:40:00.5", "i-9", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(info(s, "0000:40:00.5").state, STORE_VF_FAILING);
+	ck_assert_int_eq(allocatable_sorted(s, STORE_READ_RETRY, &p, &n), 0);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_str_eq(p[0].vf, "0000:40:00.4");
+	ck_assert_str_eq(p[1].vf, "0000:40:00.6");
+	ck_assert_str_eq(p[2].vf, "0000:50:00.4");
+	ck_assert_int_eq(p[2].group, STORE_PLACE_CLEAN);
+	ck_assert_str_eq(p[3].vf, "0000:40:00.5");
+	ck_assert_int_eq(p[3].group, STORE_PLACE_FAILING);
+	ck_assert_str_eq(p[4].vf, "0000:60:00.5");
+	ck_assert_int_eq(p[4].group, STORE_PLACE_HELD_BACK);
 	free(p);
 
 	/* fail closed: -EIO while latched (the retry fails too while the
@@ -3329,7 +3353,7 @@ START_TEST(suspect_lifecycle)
 		ck_assert_uint_eq(n, 3);
 		ck_assert_str_eq(p[2].vf, VF_A);
 		ck_assert_int_eq(p[2].group, STORE_PLACE_SUSPECT);
-		ck_assert_int_eq(p[0].group, STORE_PLACE_CLEAN_PARENT);
+		ck_assert_int_eq(p[0].group, STORE_PLACE_CLEAN);
 		free(p);
 	}
 	/* the history says which claim and how long after it its VMM died */
