@@ -1176,10 +1176,13 @@ void recovery_store_changed(struct recovery *r, unsigned bits)
 
 	if (!r || !atomic_load(&r->running))
 		return;
-	/* a VF kept absent leaves once its claim ends or its record is cleared */
-	if ((bits & (STORE_CHANGE_CLAIMS | STORE_CHANGE_RESERVATION | STORE_CHANGE_QUARANTINE |
-		     STORE_CHANGE_FAILURES)) &&
-	    atomic_load(&r->keeps_absent))
+	/* a VF kept absent leaves once its claim ends or its record is
+	 * cleared; a store that serves again (repaired, perhaps a new
+	 * database) gets what sysfs shows */
+	if (r->register_sysfs && (((bits & (STORE_CHANGE_CLAIMS | STORE_CHANGE_RESERVATION |
+					    STORE_CHANGE_QUARANTINE | STORE_CHANGE_FAILURES)) &&
+				   atomic_load(&r->keeps_absent)) ||
+				  (bits & STORE_CHANGE_STATUS)))
 		kick_rescan(r, false);
 	if ((bits & always) ||
 	    ((bits & policy) && r->program && store_auto_recover_get(r->store) > 0))
