@@ -407,8 +407,8 @@ int store_vf_unregister(struct store *s, const char *vf);
  * are refused (-EBUSY), in any mode; a live claim stays.  Memory only,
  * like a reservation (kept across store_repair): the caller says it again
  * after a restart.  *changed (may be NULL): it was not so before; a change
- * is announced as STORE_CHANGE_VFS.  -EINVAL, -ENOENT.  Tests:
- * tests/fs/test-register.sh ("a VF gone while claimed"). */
+ * is announced as STORE_CHANGE_VFS.  -EINVAL, -ENOENT.  Tests: vf_absent
+ * (test-store.c), tests/fs/test-register.sh. */
 int store_vf_set_absent(struct store *s, const char *vf, bool absent, bool *changed);
 
 /* Set the parent GPU once ("Parent GPU" above): 0 (*unchanged, when
