@@ -72,6 +72,9 @@ static void usage(FILE *out)
 		"                    suspect, at most %d, 0 off (default %d)\n"
 		"  --group NAME      group that may write the files (default root)\n"
 		"  --sysfs-root DIR  where sysfs is, for VFs' parent GPUs (default /sys)\n"
+		"  --register HOW    sysfs: register every VF of every NVIDIA GPU sysfs\n"
+		"                    shows, at start and whenever they change; manual:\n"
+		"                    only what is registered by hand, mkdir (default sysfs)\n"
 		"  --recover-program PATH  what runs a drained GPU's SR-IOV cycle\n"
 		"                    (gpus/PF/recover, auto_recover); default: none, no\n"
 		"                    cycle is ever run\n"
@@ -173,6 +176,7 @@ int main(int argc, char **argv)
 		OPT_RECOVER_PROGRAM,
 		OPT_RECOVER_TIMEOUT,
 		OPT_AUTO_DRAIN_TIMEOUT,
+		OPT_REGISTER,
 	};
 	static const struct option long_options[] = {
 		{ "db", required_argument, NULL, OPT_DB },
@@ -186,6 +190,7 @@ int main(int argc, char **argv)
 		{ "recover-program", required_argument, NULL, OPT_RECOVER_PROGRAM },
 		{ "recover-timeout", required_argument, NULL, OPT_RECOVER_TIMEOUT },
 		{ "auto-drain-timeout", required_argument, NULL, OPT_AUTO_DRAIN_TIMEOUT },
+		{ "register", required_argument, NULL, OPT_REGISTER },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "debug", no_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -201,7 +206,7 @@ int main(int argc, char **argv)
 	struct sentinel_options sentinel_opt;
 	struct sentinel_process *sentinel = NULL;
 	struct sd_notifier *notifier = NULL;
-	struct recovery_options recovery_opt = { .timeout_ns = 0 };
+	struct recovery_options recovery_opt = { .register_sysfs = true };
 	/* freed last, after the mount that rendered its counters */
 	__attribute__((cleanup(recovery_freep))) struct recovery *recovery = NULL;
 	_cleanup_free_ char *db_path = NULL, *sentinel_program = NULL, *cycle_record = NULL;
@@ -321,6 +326,13 @@ int main(int argc, char **argv)
 					AUTO_DRAIN_TIMEOUT_MAX_S, optarg);
 				return 2;
 			}
+			break;
+		case OPT_REGISTER:
+			if (strcmp(optarg, "sysfs") != 0 && strcmp(optarg, "manual") != 0) {
+				log_err("--register must be sysfs or manual, not '%s'", optarg);
+				return 2;
+			}
+			recovery_opt.register_sysfs = strcmp(optarg, "sysfs") == 0;
 			break;
 		case 'f':
 			foreground = true;

@@ -178,20 +178,37 @@ show() {
 
 # ---- vfhealthd -------------------------------------------------------------------
 
-# A fake sysfs with a second GPU, 0000:42:00.0, and its two VFs (virtfn and
-# physfn links), and a stand-in for examples/recovery/sriov-cycle.sh that
-# cycles it there: the demo's recovery program (no GPU, no sriov-manage).
+# A fake sysfs with two GPUs and their VFs (virtfn and physfn links), which
+# vfhealthd registers as it would a host's, and a stand-in for
+# examples/recovery/sriov-cycle.sh that cycles one there: the demo's
+# recovery program (no GPU, no sriov-manage).
+# GPU 0000:41:00.0: three guests run on .4, .5 and .7 in the end, .6 is
+# wedged, 41:01.1 loses its VMM during init (suspect), and 41:01.0 stays
+# free, for "What to try next" to claim.
 sys=$workdir/sys
+pf1=0000:41:00.0
+vfs=(0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:41:00.7 0000:41:01.0 0000:41:01.1)
+wedged=0000:41:00.6
+spare=0000:41:01.0
+early=0000:41:01.1
 pf2=0000:42:00.0
 gpu2_vfs=(0000:42:00.4 0000:42:00.5)
-mkdir -p -- "$sys/bus/pci/devices/$pf2"
-echo 0x10de >"$sys/bus/pci/devices/$pf2/vendor" # NVIDIA, with SR-IOV: vfhealthd cycles no other
-echo 16 >"$sys/bus/pci/devices/$pf2/sriov_totalvfs"
-for i in "${!gpu2_vfs[@]}"; do
-	mkdir -p -- "$sys/bus/pci/devices/${gpu2_vfs[i]}"
-	ln -s "../$pf2" "$sys/bus/pci/devices/${gpu2_vfs[i]}/physfn"
-	ln -s "../${gpu2_vfs[i]}" "$sys/bus/pci/devices/$pf2/virtfn$i"
-done
+# fake_gpu PF VF...: an NVIDIA GPU with SR-IOV and its VFs
+fake_gpu() {
+	local pf=$1 i=0 vf
+	shift
+	mkdir -p -- "$sys/bus/pci/devices/$pf"
+	echo 0x10de >"$sys/bus/pci/devices/$pf/vendor" # NVIDIA, with SR-IOV: vfhealthd registers and cycles no other
+	echo 16 >"$sys/bus/pci/devices/$pf/sriov_totalvfs"
+	for vf in "$@"; do
+		mkdir -p -- "$sys/bus/pci/devices/$vf"
+		ln -s "../$pf" "$sys/bus/pci/devices/$vf/physfn"
+		ln -s "../$vf" "$sys/bus/pci/devices/$pf/virtfn$i"
+		i=$((i + 1))
+	done
+}
+fake_gpu "$pf1" "${vfs[@]}"
+fake_gpu "$pf2" "${gpu2_vfs[@]}"
 cat >"$workdir/sriov-cycle-demo.sh" <<'EOF_CYCLE'
 #!/bin/bash
 # The demo's recovery program: what sriov-cycle.sh does, on a fake sysfs.
@@ -218,15 +235,13 @@ mounted() { [[ -e $mount/status ]]; }
 wait_for "vfhealthd to mount" 20 mounted
 echo "  vfhealthd runs as pid $daemon_pid; its log is $workdir/vfhealthd.log"
 
-# Six VFs: three guests run on .4, .5 and .7 in the end, .6 is wedged,
-# 41:01.1 loses its VMM during init (suspect), and 41:01.0 stays free, for
-# "What to try next" to claim.
-vfs=(0000:41:00.4 0000:41:00.5 0000:41:00.6 0000:41:00.7 0000:41:01.0 0000:41:01.1)
-wedged=0000:41:00.6
-spare=0000:41:01.0
-early=0000:41:01.1
-step "Registering ${#vfs[@]} VFs of GPU 0000:41:00.0 (mkdir)"
-for vf in "${vfs[@]}"; do mkdir "$mount/$vf"; done
+step "vfhealthd registers the VFs sysfs shows: ${#vfs[@]} of GPU $pf1, ${#gpu2_vfs[@]} of GPU $pf2"
+all_registered() {
+	local vf
+	for vf in "${vfs[@]}" "${gpu2_vfs[@]}"; do [[ -d $mount/$vf ]] || return 1; done
+}
+wait_for "vfhealthd to register the VFs" 20 all_registered
+show "grep 'registered from sysfs' $workdir/vfhealthd.log"
 show "ls $mount"
 show "cat $mount/resources"
 
@@ -342,7 +357,6 @@ fi
 echo "  $early moved to the back of allocatable before any guest failed on it (the next guest's OK clears it)"
 
 step "GPU $pf2: two VFs wedged; auto_recover drains the GPU and cycles its SR-IOV"
-for vf in "${gpu2_vfs[@]}"; do mkdir "$mount/$vf"; done
 show "echo 2 > $mount/auto_recover"
 # Two failed assignments on each, as the sentinel writes them for a guest
 # that logged RmInitAdapter failed.

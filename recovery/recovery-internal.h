@@ -5,6 +5,8 @@
  *   recovery.c  the thread: requests, the cycle's steps, outcomes, metrics
  *   program.c   running one program under a deadline, its output captured
  *   sysfs.c     the VFs a physical function's virtfn links name
+ *   register.c  the VFs sysfs shows, registered (--register sysfs)
+ *   uevent.c    the kernel's uevents: a PCI device came or went
  *   auto.c      the automatic policy (pure)
  * Locks: `recovery.lock` in docs/architecture.md's lock table (a leaf,
  * never held across a store call or while a program runs).
@@ -96,6 +98,39 @@ int sysfs_virtfns(const char *sysfs_root, const char *pf, char (**ret)[VF_ADDR_B
  * or it has no sriov_totalvfs; -ENOENT (no such device) and other -errno
  * with *why too. */
 int sysfs_gpu_check(const char *sysfs_root, const char *pf, const char **why);
+
+/* -- register.c ------------------------------------------------------------ */
+
+/* What one scan leaves for the next (zeroed before the first). */
+struct register_state {
+	bool scanned;  /* a scan ran: the per-GPU lines are logged only for news */
+	size_t gpus;   /* NVIDIA GPUs the last scan found */
+	size_t absent; /* VFs it left absent: a claim's end or a clear matters */
+};
+
+/* Make the store's VFs what sysfs shows: every VF (virtfnN link) of every
+ * NVIDIA GPU with SR-IOV in SYSFS_ROOT/bus/pci/devices (sysfs_gpu_check)
+ * registered with that GPU as its parent, and the VFs sysfs no longer
+ * shows deregistered, or, while a claim or their record holds them,
+ * absent (store_vf_set_absent) until it does not; a recovering GPU is
+ * left alone.  Logs what it registered: one line per GPU with the count
+ * (at the first scan, and when a GPU has new VFs), each VF at debug level,
+ * a notice when there is no NVIDIA GPU.  0, with *retry when the store
+ * could not take a change (try again later); -errno when sysfs cannot be
+ * read.  Tests: tests/fs/test-register.sh. */
+int register_scan(struct register_state *st, const char *sysfs_root, struct store *s, bool *retry);
+
+/* -- uevent.c --------------------------------------------------------------- */
+
+/* A non-blocking socket on the kernel's uevent group. */
+int uevent_open(int *ret);
+/* Whether a uevent (ACTION@DEVPATH, then KEY=VALUE fields, each NUL
+ * terminated) names SUBSYSTEM=pci.  Tests: tests/recovery/test-sysfs.c
+ * test_uevent_pci. */
+bool uevent_is_pci(const char *msg, size_t len);
+/* Read every waiting message: *pci set when one was of the pci subsystem
+ * or some were lost (ENOBUFS).  0, or -errno. */
+int uevent_drain(int fd, bool *pci);
 
 /* -- auto.c ---------------------------------------------------------------- */
 

@@ -124,6 +124,16 @@ struct recovery {
 	} pending; /* an outcome the store has not taken yet ("" parent: none) */
 	char (*observed)[VF_ADDR_BUFSZ]; /* GPUs whose would-be drain observe mode logged */
 	size_t n_observed;
+
+	/* --register sysfs (register.c) */
+	bool register_sysfs;
+	bool rescan;               /* recovery.lock: look at sysfs again */
+	int64_t rescan_at_ns;      /* recovery.lock: and at this monotonic time (0: no) */
+	atomic_bool keeps_absent;  /* the last scan left a VF absent */
+	struct register_state reg; /* the thread's own (and recovery_start's) */
+	int uevent_fd;             /* -1: none, rescans every REGISTER_RESCAN_NS */
+	pthread_t uevent_thread;
+	bool uevent_running;
 };
 
 /* -- options ------------------------------------------------------------------ */
@@ -331,6 +341,8 @@ int recovery_new(const struct recovery_options *opt, struct recovery **ret)
 				      opt->auto_drain_timeout_ns;
 	r->stop_fd = -1;
 	r->linger_fd = -1;
+	r->uevent_fd = -1;
+	r->register_sysfs = opt->register_sysfs;
 	if ((opt->program && !(r->program = strdup(opt->program))) ||
 	    (opt->record_path && !(r->record_path = strdup(opt->record_path))) ||
 	    !(r->sysfs_root = strdup(opt->sysfs_root ? opt->sysfs_root : "/sys"))) {
@@ -455,6 +467,86 @@ static void kick(struct recovery *r)
 	pthread_mutex_unlock(&r->lock);
 }
 
+/* Look at sysfs again (--register sysfs): now, and, with settle, once
+ * more REGISTER_SETTLE_NS later. */
+static void kick_rescan(struct recovery *r, bool settle)
+{
+	pthread_mutex_lock(&r->lock);
+	r->rescan = true;
+	if (settle)
+		r->rescan_at_ns = monotonic_ns() + REGISTER_SETTLE_NS;
+	r->kicked = true;
+	pthread_cond_signal(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* The scan, when one is due; *retry when the store refused a change,
+ * *wait_ns (when >= 0) lowered to the next one due. */
+static void rescan_step(struct recovery *r, bool *retry, int64_t *wait_ns)
+{
+	bool due, again = false;
+	int64_t now = monotonic_ns(), next;
+
+	pthread_mutex_lock(&r->lock);
+	if (r->rescan_at_ns && now >= r->rescan_at_ns) {
+		r->rescan_at_ns = 0;
+		r->rescan = true;
+	}
+	due = r->rescan;
+	r->rescan = false;
+	pthread_mutex_unlock(&r->lock);
+	if (due) {
+		if (register_scan(&r->reg, r->sysfs_root, r->store, &again) < 0 || again) {
+			*retry = true;
+			pthread_mutex_lock(&r->lock);
+			r->rescan = true;
+			pthread_mutex_unlock(&r->lock);
+		}
+		atomic_store(&r->keeps_absent, r->reg.absent > 0);
+	}
+	pthread_mutex_lock(&r->lock);
+	if (r->uevent_fd < 0 && !r->rescan_at_ns)
+		r->rescan_at_ns = now + REGISTER_RESCAN_NS; /* no uevents: look now and then */
+	next = r->rescan_at_ns ? r->rescan_at_ns - now : -1;
+	pthread_mutex_unlock(&r->lock);
+	if (next >= 0 && (*wait_ns < 0 || next < *wait_ns))
+		*wait_ns = next > 0 ? next : 0;
+}
+
+static void *uevent_main(void *arg)
+{
+	struct recovery *r = arg;
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = r->uevent_fd, .events = POLLIN },
+				       { .fd = r->stop_fd, .events = POLLIN } };
+		bool pci = false;
+		int k;
+
+		if (poll(p, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			k = -errno;
+		} else if (p[1].revents) {
+			return NULL;
+		} else {
+			k = uevent_drain(r->uevent_fd, &pci);
+		}
+		if (k < 0) {
+			log_warn("cannot read the kernel's uevents: %s; sysfs is looked at every"
+				 " %" PRId64 " s instead",
+				 strerror(-k), REGISTER_RESCAN_NS / NS_PER_S);
+			pthread_mutex_lock(&r->lock);
+			close(move_fd(r->uevent_fd));
+			pthread_mutex_unlock(&r->lock);
+			kick_rescan(r, false);
+			return NULL;
+		}
+		if (pci)
+			kick_rescan(r, true);
+	}
+}
+
 /* Offer the pending outcome to the store; false: try again later. */
 static bool finish_pending(struct recovery *r)
 {
@@ -479,6 +571,8 @@ static bool finish_pending(struct recovery *r)
 			  parent, outcome_names[r->pending.outcome], r->pending.detail, parent);
 	count_outcome(r, parent, r->pending.outcome, r->pending.duration_s);
 	r->pending.parent[0] = '\0';
+	if (r->register_sysfs)
+		kick_rescan(r, false); /* the cycle changed its VFs */
 	return true;
 }
 
@@ -858,6 +952,10 @@ static bool step(struct recovery *r, bool *retry, int64_t *wait_ns)
 		*retry = !finish_pending(r);
 		return !*retry;
 	}
+	int64_t rescan_wait_ns = -1;
+	bool rescan_retry = false;
+	if (r->register_sysfs)
+		rescan_step(r, &rescan_retry, &rescan_wait_ns);
 	if (store_gpu_list(r->store, &gpus, &n) < 0) {
 		*retry = true;
 		return false;
@@ -877,7 +975,11 @@ static bool step(struct recovery *r, bool *retry, int64_t *wait_ns)
 		run_cycle(r, gpus[i].parent);
 		return r->pending.parent[0] != '\0';
 	}
-	return auto_step(r, gpus, n, wait_ns, retry);
+	bool again = auto_step(r, gpus, n, wait_ns, retry);
+	*retry |= rescan_retry;
+	if (rescan_wait_ns >= 0 && (*wait_ns < 0 || rescan_wait_ns < *wait_ns))
+		*wait_ns = rescan_wait_ns;
+	return again;
 }
 
 static void *recovery_main(void *arg)
@@ -937,10 +1039,37 @@ int recovery_start(struct recovery *r, struct store *s)
 		log_warn("auto_recover is %d but vfhealthd runs with no --recover-program:"
 			 " nothing is recovered automatically",
 			 store_auto_recover_get(s));
+	if (r->register_sysfs) {
+		bool again = false;
+
+		/* before READY=1; the thread's first step looks again, once a
+		 * GPU an earlier vfhealthd left recovering is failed */
+		(void)register_scan(&r->reg, r->sysfs_root, s, &again);
+		r->rescan = true;
+		k = uevent_open(&r->uevent_fd);
+		if (k < 0)
+			log_warn("cannot hear the kernel's uevents: %s; sysfs is looked at every"
+				 " %" PRId64 " s instead",
+				 strerror(-k), REGISTER_RESCAN_NS / NS_PER_S);
+	}
 	k = -pthread_create(&r->thread, NULL, recovery_main, r);
 	if (k < 0)
 		return k;
 	atomic_store(&r->running, true);
+	if (r->uevent_fd >= 0) {
+		k = -pthread_create(&r->uevent_thread, NULL, uevent_main, r);
+		if (k < 0) {
+			log_warn("cannot start the uevent thread: %s; sysfs is looked at every"
+				 " %" PRId64 " s instead",
+				 strerror(-k), REGISTER_RESCAN_NS / NS_PER_S);
+			pthread_mutex_lock(&r->lock);
+			close(move_fd(r->uevent_fd));
+			pthread_mutex_unlock(&r->lock);
+			kick_rescan(r, false);
+		} else {
+			r->uevent_running = true;
+		}
+	}
 	return 0;
 }
 
@@ -955,6 +1084,9 @@ void recovery_stop(struct recovery *r)
 	if (eventfd_write(r->stop_fd, 1) < 0)
 		log_warn("recovery: cannot signal the stop: %s", strerror(errno));
 	pthread_join(r->thread, NULL);
+	if (r->uevent_running)
+		pthread_join(r->uevent_thread, NULL); /* it polls stop_fd too */
+	r->uevent_running = false;
 	atomic_store(&r->running, false);
 }
 
@@ -973,6 +1105,8 @@ void recovery_free(struct recovery *r)
 		close(r->program_fd);
 	if (r->linger_fd >= 0)
 		close(r->linger_fd);
+	if (r->uevent_fd >= 0)
+		close(r->uevent_fd);
 	free(r->program);
 	free(r->record_path);
 	free(r->sysfs_root);
@@ -1042,6 +1176,14 @@ void recovery_store_changed(struct recovery *r, unsigned bits)
 
 	if (!r || !atomic_load(&r->running))
 		return;
+	/* a VF kept absent leaves once its claim ends or its record is
+	 * cleared; a store that serves again (repaired, perhaps a new
+	 * database) gets what sysfs shows */
+	if (r->register_sysfs && (((bits & (STORE_CHANGE_CLAIMS | STORE_CHANGE_RESERVATION |
+					    STORE_CHANGE_QUARANTINE | STORE_CHANGE_FAILURES)) &&
+				   atomic_load(&r->keeps_absent)) ||
+				  (bits & STORE_CHANGE_STATUS)))
+		kick_rescan(r, false);
 	if ((bits & always) ||
 	    ((bits & policy) && r->program && store_auto_recover_get(r->store) > 0))
 		kick(r);

@@ -37,6 +37,8 @@
  * restart does not put it off.  Tests: tests/fs/test-auto-drain.sh. */
 #define AUTO_DRAIN_TIMEOUT_DEFAULT_S 86400
 #define AUTO_DRAIN_TIMEOUT_MAX_S (30 * 86400)
+#define REGISTER_SETTLE_NS (2 * INT64_C(1000000000))
+#define REGISTER_RESCAN_NS (60 * INT64_C(1000000000))
 
 struct recovery_options {
 	const char *program; /* absolute path; NULL: no cycle is ever run */
@@ -47,6 +49,10 @@ struct recovery_options {
 	/* where a running cycle is recorded (a file only vfhealthd's user
 	 * writes, beside the store); NULL: nowhere */
 	const char *record_path;
+	/* --register sysfs: the VFs sysfs shows are registered at start,
+	 * after every cycle and on every uevent of the pci subsystem
+	 * (recovery-internal.h, register_scan); false: by hand only */
+	bool register_sysfs;
 };
 
 struct recovery;
@@ -70,7 +76,14 @@ struct recovery;
  * live.  Tests: tests/fs/test-recover.sh ("a cycle dies with vfhealthd"). */
 int recovery_new(const struct recovery_options *opt, struct recovery **ret);
 /* Start the thread over an open store.  A GPU an earlier vfhealthd left
- * recovering is made failed (interrupted) before anything else runs. */
+ * recovering is made failed (interrupted) before anything else runs.
+ * With register_sysfs, the VFs sysfs shows are registered before it
+ * returns (again by the thread, should the store refuse), and a thread
+ * listens for the kernel's uevents (uevent.c): a PCI device that comes or
+ * goes makes the thread look again, at once and REGISTER_SETTLE_NS after
+ * the last such event (the kernel links a VF to its GPU after the VF's
+ * own "add"); without that socket it looks every REGISTER_RESCAN_NS.
+ * Tests: tests/fs/test-register.sh. */
 int recovery_start(struct recovery *r, struct store *s);
 /* Stop the thread; a program still running is killed and reaped and its
  * GPU left recovering (the next start makes it failed).  NULL: no-op. */

@@ -244,6 +244,34 @@ int store_vf_get(struct store *s, const char *vf, enum store_read how, struct st
 	return vf_read(s, vf, 0, ret);
 }
 
+int store_vf_set_absent(struct store *s, const char *vf, bool absent, bool *changed)
+{
+	struct store_change change = { .bits = STORE_CHANGE_VFS };
+	bool was = absent;
+	int r = 0;
+
+	if (!s || !vf_address_valid(vf))
+		return -EINVAL;
+	pthread_rwlock_rdlock(&s->index_lock);
+	pthread_rwlock_wrlock(&s->mirror_lock);
+	struct vf_entry *e = mirror_find(s, vf);
+	if (e) {
+		was = e->absent;
+		e->absent = absent;
+		copy_string(change.vf, sizeof(change.vf), vf);
+		copy_string(change.parent, sizeof(change.parent), e->parent);
+	} else {
+		r = -ENOENT;
+	}
+	pthread_rwlock_unlock(&s->mirror_lock);
+	pthread_rwlock_unlock(&s->index_lock);
+	if (changed)
+		*changed = was != absent;
+	if (was != absent)
+		commit_publish(s, &change); /* allocatable changed */
+	return r;
+}
+
 int store_vf_get_by_id(struct store *s, uint64_t id, struct store_vf_info *ret)
 {
 	if (!ret)
@@ -345,8 +373,8 @@ int store_allocatable_list(struct store *s, enum store_read how, struct store_pl
 	list = calloc(MAX(s->n_vfs, (size_t)1), sizeof(*list));
 	for (size_t i = 0; vfs && list && i < s->n_vfs; i++) {
 		const struct vf_entry *e = s->by_addr[i];
-		if (gpu_refuses_claims_locked(s, e->parent))
-			continue; /* its GPU is drained: no candidate, in any mode */
+		if (gpu_refuses_claims_locked(s, e->parent) || e->absent)
+			continue; /* its GPU is drained, or it is gone: no candidate, in any mode */
 		memcpy(vfs[n].vf, e->addr, VF_ADDR_BUFSZ);
 		memcpy(vfs[n].parent, e->parent, VF_ADDR_BUFSZ);
 		vfs[n].out_of_service = listed_out_of_service(s, e);
@@ -591,8 +619,10 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 		const struct vf_entry *e = s->by_addr[i];
 		bool out = listed_out_of_service(s, e), claimed = e->claim || e->reservation;
 		both += out && claimed;
-		/* a VF of a drained GPU that would otherwise be allocatable */
-		drained += !out && !claimed && gpu_refuses_claims_locked(s, e->parent);
+		/* a VF of a drained GPU, or an absent one, that would otherwise
+		 * be allocatable */
+		drained += !out && !claimed &&
+			   (gpu_refuses_claims_locked(s, e->parent) || e->absent);
 	}
 	ret->vfs = s->n_vfs;
 	ret->quarantined = s->n_out_of_service;

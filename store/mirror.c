@@ -478,6 +478,8 @@ int mirror_reservation_add(struct store *s, struct store_claim *res)
 
 	if (r == 0 && gpu_refuses_claims_locked(s, e->parent))
 		r = -EBUSY; /* its GPU is drained: a drain is the operator's, in any mode */
+	if (r == 0 && e->absent)
+		r = -EBUSY; /* sysfs no longer shows it (store_vf_set_absent) */
 
 	if (r == 0 && !atomic_load(&s->available))
 		r = -EIO; /* it could not be committed */
@@ -629,13 +631,18 @@ void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry 
 {
 	pthread_rwlock_wrlock(&s->index_lock);
 	pthread_rwlock_wrlock(&s->mirror_lock);
-	/* a reservation lives in memory only: its creator may still commit it */
+	/* a reservation lives in memory only: its creator may still commit it;
+	 * so does absence */
 	for (size_t i = 0, j = 0; i < s->n_vfs; i++) {
 		struct vf_entry *old = s->by_addr[i];
-		if (!old->reservation)
+		if (!old->reservation && !old->absent)
 			continue;
 		while (j < n && strcmp(by_addr[j]->addr, old->addr) < 0)
 			j++;
+		if (j < n && strcmp(by_addr[j]->addr, old->addr) == 0)
+			by_addr[j]->absent = old->absent;
+		if (!old->reservation)
+			continue;
 		if (j < n && strcmp(by_addr[j]->addr, old->addr) == 0 && !by_addr[j]->claim) {
 			/* moved whole, state and all: no transition */
 			by_addr[j]->reservation = move_ptr(old->reservation);

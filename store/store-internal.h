@@ -125,6 +125,8 @@ struct vf_entry {
 	 * is the one place they are applied. */
 	struct store_claim *reservation;
 	enum reservation_state reservation_state;
+	/* sysfs no longer shows it (store_vf_set_absent): memory only */
+	bool absent;
 };
 
 /* A VF's committed state, read inside the transaction before COMMIT and

@@ -405,6 +405,16 @@ void store_set_change_callback(struct store *s, store_change_fn fn, void *userda
 int store_vf_register(struct store *s, const char *vf, const char *parent);
 int store_vf_unregister(struct store *s, const char *vf);
 
+/* A registered VF sysfs no longer shows while a claim or its record keeps
+ * it registered (recovery/register.c): absent, it leaves the allocatable
+ * list and store_stats.allocatable, and new claims and reservations of it
+ * are refused (-EBUSY), in any mode; a live claim stays.  Memory only,
+ * like a reservation (kept across store_repair): the caller says it again
+ * after a restart.  *changed (may be NULL): it was not so before; a change
+ * is announced as STORE_CHANGE_VFS.  -EINVAL, -ENOENT.  Tests: vf_absent
+ * (test-store.c), tests/fs/test-register.sh. */
+int store_vf_set_absent(struct store *s, const char *vf, bool absent, bool *changed);
+
 /* Set the parent GPU once ("Parent GPU" above): 0 (*unchanged, when
  * non-NULL, says it already was that parent), -EBUSY when another is set,
  * -EINVAL, -ENOENT, -EIO.  Test: parent_set_once_persisted. */

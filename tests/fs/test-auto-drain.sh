@@ -65,7 +65,8 @@ for bad in -1 abc 2592001 "" " 5" 1e3; do
 done
 [[ ! -e $DB ]] || fail "a refused start created the database"
 
-DAEMON_ARGS+=(--recover-program "$T/bin/cycle")
+# VFs are registered by hand here (mkdir), before and after sysfs shows them
+DAEMON_ARGS+=(--register manual --recover-program "$T/bin/cycle")
 start_daemon --auto-drain-timeout 0
 for vf in "${VFA[@]}" "${VFB[@]}"; do mkdir "$MNT/$vf"; done
 put "$MNT/auto_recover" 2

@@ -41,7 +41,8 @@ mkdir -m 0755 "$T/bin"
 printf '#!/bin/sh\necho "$1 numvfs=$VFHEALTH_NUMVFS vfs=$VFHEALTH_VFS" >>%s\n' "$T/calls" >"$T/bin/cycle"
 chmod 0755 "$T/bin/cycle"
 calls() { if [[ -e $T/calls ]]; then cat "$T/calls"; fi; }
-DAEMON_ARGS+=(--recover-program "$T/bin/cycle")
+# VFs are registered by hand here (mkdir), before and after sysfs shows them
+DAEMON_ARGS+=(--register manual --recover-program "$T/bin/cycle")
 start_daemon --group nogroup
 
 WG=$(getent group nogroup | cut -d: -f3)

@@ -36,6 +36,8 @@ VFB=(0000:42:00.1)
 fake_sysfs "${VFA[@]}" "${VFB[@]}"
 fake_virtfns "$PFA" "${VFA[@]}"
 fake_virtfns "$PFB" "${VFB[@]}"
+# VFs are registered by hand here (mkdir), before and after sysfs shows them
+DAEMON_ARGS+=(--register manual)
 
 # The stand-in: $T/mode says what it does (ok, fail, hang, missing, gate).
 mkdir -m 0755 "$T/bin"

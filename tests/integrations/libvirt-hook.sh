@@ -16,7 +16,9 @@
 # its very parent; started completes the claims with pid=, control= and
 # agent=vsock:CID in one write; release releases its own claims
 # conditionally, twice is harmless, and one a live QEMU holds is left alone;
-# reconnect re-creates a lost claim; an <interface type='network'> on a
+# reconnect re-creates a lost claim; a VF of an NVIDIA GPU (sysfs: its
+# physfn's vendor) that is not registered refuses the start, a NIC's VF
+# passes unclaimed; an <interface type='network'> on a
 # hostdev pool (or a network it cannot read) refuses; bad XML, a bad name, a
 # missing or dead mount and an unavailable store refuse at prepare and only
 # warn at release; the settings come from /etc/default/vfhealth-libvirt-hook
@@ -70,7 +72,7 @@ run_hook() {
 	env -i LC_ALL=C PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/ \
 		VFHEALTH_MOUNT="${HOOK_MOUNT:-$MNT}" VFHEALTH_LIBVIRT_RUNDIR="$rundir" \
 		VFHEALTH_LIBVIRT_STATEDIR="$statedir" VFHEALTH_LIBVIRT_HOOK_STATE="$hookstate" \
-		VFHEALTH_LIBVIRT_NETWORKDIR="$netdir" \
+		VFHEALTH_LIBVIRT_NETWORKDIR="$netdir" VFHEALTH_SYSFS_ROOT="$T/sys" \
 		"$hook" "$1" "$2" "$3" - >"$T/out" 2>"$T/err" || rc=$?
 	[[ ! -s $T/out ]] || fail "the hook wrote to stdout: $(cat "$T/out")"
 }
@@ -419,6 +421,39 @@ unshare -m sh -c 'mount -t tmpfs cfg /etc/default && cp "$1" /etc/default/vfheal
 expect_rc 0 "prepare with the settings file"
 expect_eq "$(claims)" "$V1 vm-i" "claims made through the settings file"
 run_hook vm-i release end <"$T/i.xml"
+
+# ---- a VF of an NVIDIA GPU vfhealthd does not know: refused ----------------------
+
+# sysfs (VFHEALTH_SYSFS_ROOT): GPU 0000:43:00.0 (NVIDIA, SR-IOV) and NIC
+# 0000:51:00.0 (Intel, SR-IOV), a VF of each, neither registered
+GV=0000:43:00.1 NV=0000:51:00.1
+for pf in 0000:43:00.0=0x10de 0000:51:00.0=0x8086; do
+	mkdir -p "$T/sys/bus/pci/devices/${pf%=*}"
+	echo "${pf#*=}" >"$T/sys/bus/pci/devices/${pf%=*}/vendor"
+	echo 16 >"$T/sys/bus/pci/devices/${pf%=*}/sriov_totalvfs"
+done
+for vf in "$GV" "$NV"; do
+	mkdir -p "$T/sys/bus/pci/devices/$vf"
+	ln -s "../${vf%.*}.0" "$T/sys/bus/pci/devices/$vf/physfn"
+done
+before=$(claims)
+run_hook vm-u prepare begin < <(domain_xml vm-u "" "" "$V2" "$GV")
+expect_rc 1 "prepare with an unregistered VF of an NVIDIA GPU"
+expect_grep "^vfhealth: domain vm-u not started: VF $GV of NVIDIA GPU 0000:43:00.0 is not registered with vfhealthd " \
+	"$(cat "$T/err")" "the refusal"
+expect_eq "$(claims)" "$before" "claims after the refusal"
+# a NIC's VF is not vfhealth's: it passes, as before
+run_hook vm-u prepare begin < <(domain_xml vm-u "" "" "$V2" "$NV")
+expect_rc 0 "prepare with an unregistered VF of a NIC"
+expect_grep "^$V2 vm-u$" "$(claims)" "the claim of the NIC's domain"
+run_hook vm-u release end < <(domain_xml vm-u "" "" "$V2" "$NV")
+# registered (by hand here): claimed like any other
+mkdir "$MNT/$GV"
+run_hook vm-u prepare begin < <(domain_xml vm-u "" "" "$GV")
+expect_rc 0 "prepare once the VF is registered"
+expect_grep "^$GV vm-u$" "$(claims)" "the claim of the registered VF"
+run_hook vm-u release end < <(domain_xml vm-u "" "" "$GV")
+expect_eq "$(claims)" "$before" "claims after the release"
 
 # ---- the store unavailable: refuse at prepare, warn at release -------------------
 

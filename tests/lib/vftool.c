@@ -41,6 +41,12 @@
  *       stop at the first open or read that fails.  Print "held N", then
  *       "error STRERROR" if one failed, then "holding", and keep them until
  *       stdin ends.  Raises its descriptor limit to the hard limit.
+ *   vftool uevent ACTION DEVPATH SUBSYSTEM
+ *       send a uevent as the kernel words one (ACTION@DEVPATH, then
+ *       ACTION=, DEVPATH=, SUBSYSTEM=) to the kernel's uevent group of this
+ *       network namespace (root; a test runs in a namespace of its own, so
+ *       that nothing else on the host hears it); strerror and exit 1 on
+ *       failure.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -53,6 +59,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <linux/netlink.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -332,6 +339,27 @@ static int cmd_hold(const char *path, const char *count_arg)
 	return 0;
 }
 
+static int cmd_uevent(const char *action, const char *devpath, const char *subsystem)
+{
+	struct sockaddr_nl to = { .nl_family = AF_NETLINK, .nl_groups = 1 };
+	char msg[1024];
+	int len, fd;
+
+	len = snprintf(msg, sizeof(msg), "%s@%s%cACTION=%s%cDEVPATH=%s%cSUBSYSTEM=%s%cSEQNUM=1",
+		       action, devpath, 0, action, 0, devpath, 0, subsystem, 0);
+	if (len < 0 || (size_t)len >= sizeof(msg)) {
+		fprintf(stderr, "uevent too long\n");
+		return 2;
+	}
+	fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_KOBJECT_UEVENT);
+	if (fd < 0 || sendto(fd, msg, (size_t)len + 1, 0, (struct sockaddr *)&to, sizeof(to)) < 0) {
+		printf("%s\n", strerror(errno));
+		return 1;
+	}
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "poll") == 0)
@@ -350,10 +378,12 @@ int main(int argc, char **argv)
 		return cmd_notify_listen(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
 	if (argc == 4 && strcmp(argv[1], "hold") == 0)
 		return cmd_hold(argv[2], argv[3]);
+	if (argc == 5 && strcmp(argv[1], "uevent") == 0)
+		return cmd_uevent(argv[2], argv[3], argv[4]);
 	fprintf(stderr,
 		"usage: vftool poll FILE TIMEOUT_MS [EXPECTED] | write-read FILE TEXT |\n"
 		"       write-reads [--append] FILE TEXT... | pread-fd FD |\n"
 		"       write-at FILE OFFSET TEXT | notify-listen SOCKET TIMEOUT_MS [LOG] |\n"
-		"       hold FILE COUNT\n");
+		"       hold FILE COUNT | uevent ACTION DEVPATH SUBSYSTEM\n");
 	return 2;
 }

@@ -52,6 +52,7 @@ sample() {
 	# A valid rules file (the agent refuses a bad one with its line number).
 	rules:*) printf 'failure GPU has fallen off the bus\n' >"$T/rules"; echo "$T/rules" ;;
 	group:*) echo root ;;
+	register:*) echo manual ;;
 	*:PATH) echo "$T/some-file" ;;
 	*:DIR) echo "$T" ;;
 	*:N) echo 3 ;;

@@ -111,7 +111,32 @@ START_TEST(test_gpu_check)
 }
 END_TEST
 
+/* Only a SUBSYSTEM=pci field makes a uevent a PCI device's: not the
+ * header's path, not another field's value, not a field cut short. */
+START_TEST(test_uevent_pci)
+{
+	static const char pci[] =
+		"add@/devices/pci0000:40/0000:41:00.1\0ACTION=add\0"
+		"DEVPATH=/devices/pci0000:40/0000:41:00.1\0SUBSYSTEM=pci\0SEQNUM=7";
+	static const char net[] = "add@/devices/pci0000:40/0000:41:00.1/net/eth0\0ACTION=add\0"
+				  "SUBSYSTEM=net\0DRIVER=SUBSYSTEM=pci";
+	static const char header[] = "change@SUBSYSTEM=pci\0ACTION=change";
+	static const char prefix[] = "add@/x\0SUBSYSTEM=pcie_port";
+
+	ck_assert(uevent_is_pci(pci, sizeof(pci)));
+	ck_assert(!uevent_is_pci(net, sizeof(net)));
+	ck_assert(!uevent_is_pci(header, sizeof(header)));
+	ck_assert(!uevent_is_pci(prefix, sizeof(prefix)));
+	/* a message cut inside the field reads "SUBSYSTEM=pc" */
+	const char *field = memmem(pci, sizeof(pci), "SUBSYSTEM=pci", 13);
+	ck_assert_ptr_nonnull(field);
+	ck_assert(!uevent_is_pci(pci, (size_t)(field - pci) + 12));
+	ck_assert(uevent_is_pci(pci, (size_t)(field - pci) + 13));
+	ck_assert(!uevent_is_pci("", 0));
+}
+END_TEST
+
 static const struct check_case sysfs_case = { .suite = "recovery-sysfs",
 					      .tcase = "sysfs",
 					      .timeout = 30 };
-CHECK_CASE_MAIN(sysfs_case, test_virtfns, test_gpu_check)
+CHECK_CASE_MAIN(sysfs_case, test_virtfns, test_gpu_check, test_uevent_pci)

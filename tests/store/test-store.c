@@ -3550,6 +3550,53 @@ START_TEST(gpu_adopt_sysfs)
 }
 END_TEST
 
+/* A VF sysfs no longer shows (store_vf_set_absent): out of allocatable and
+ * store_stats.allocatable, new claims and reservations refused, a live
+ * claim kept and, released, leaving the VF absent; memory only, yet kept
+ * across a repair's reload of the mirror; back, it is allocatable again. */
+START_TEST(vf_absent)
+{
+	struct store *s = open_store();
+	struct store_claim a = gpu_claim(VF_A, "i-a"), b = gpu_claim(VF_B, "i-b"), got;
+	struct store_stats st;
+	bool changed = false;
+
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_B, PF_1), 0);
+	ck_assert_int_eq(store_claim(s, &b, NULL), 0);
+	ck_assert_int_eq(store_vf_set_absent(s, VF_A, true, &changed), 0);
+	ck_assert(changed);
+	ck_assert_int_eq(store_vf_set_absent(s, VF_A, true, &changed), 0);
+	ck_assert(!changed);
+	ck_assert_int_eq(store_vf_set_absent(s, VF_B, true, NULL), 0);
+	ck_assert_int_eq(store_vf_set_absent(s, VF_C, true, NULL), -ENOENT);
+	ck_assert_int_eq(store_vf_set_absent(s, "0000:41:00", true, NULL), -EINVAL);
+	ck_assert(!allocatable_has(s, VF_A));
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.allocatable, 0);
+	ck_assert_int_eq(store_claim(s, &a, NULL), -EBUSY);
+	ck_assert_int_eq(store_claim_reserve(s, &a, &got), -EBUSY);
+	ck_assert_int_eq(store_claim_get(s, VF_B, "i-b", STORE_READ_MEMORY, &got), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-b", NULL), 0);
+	ck_assert(!allocatable_has(s, VF_B));
+	/* a failed commit, then a repair reloads the mirror from the file */
+	faultvfs_fail_writes(SQLITE_IOERR);
+	ck_assert_int_eq(store_quarantine_manual(s, VF_B, -1, NULL), -EIO);
+	faultvfs_fail_writes(SQLITE_OK);
+	ck_assert_int_eq(store_repair(s), 0);
+	ck_assert(!allocatable_has(s, VF_A));
+	ck_assert(!allocatable_has(s, VF_B));
+	ck_assert_int_eq(store_claim(s, &a, NULL), -EBUSY);
+	ck_assert_int_eq(store_vf_set_absent(s, VF_A, false, &changed), 0);
+	ck_assert(changed);
+	ck_assert(allocatable_has(s, VF_A));
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.allocatable, 1);
+	ck_assert_int_eq(store_claim(s, &a, NULL), 0);
+	store_close(s);
+}
+END_TEST
+
 /* A cycle: refused unless drained; recovering refuses claims and undrain;
  * recovered clears every VF's failures, quarantine and suspicion (a hold
  * stays) and serves; the history keeps each step with its detail. */
