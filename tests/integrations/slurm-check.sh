@@ -86,7 +86,8 @@ for vf in 0000:41:00.4 0000:41:00.5; do
 	ln -s ../0000:41:00.0 "$sys/$vf/physfn"
 	ln -s "../$vf" "$sys/0000:41:00.0/virtfn${vf##*.}"
 done
-start_daemon --no-sentinel --sysfs-root "$T/sys"
+# VFs are registered by hand here (mkdir)
+start_daemon --no-sentinel --register manual --sysfs-root "$T/sys"
 mkdir "$MNT/0000:41:00.4" "$MNT/0000:41:00.5"
 set_node IDLE
 

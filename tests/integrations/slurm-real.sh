@@ -108,7 +108,8 @@ for vf in 0000:41:00.4 0000:41:00.5; do
 	ln -s "../$pf" "$sys/$vf/physfn"
 	ln -s "../$vf" "$sys/$pf/virtfn${vf##*.}"
 done
-start_daemon --no-sentinel --sysfs-root "$T/sys"
+# VFs are registered by hand here (mkdir)
+start_daemon --no-sentinel --register manual --sysfs-root "$T/sys"
 # shellcheck disable=SC2016 # expanded at exit
 EXIT_HOOKS+=('[[ -z $DAEMON_PID ]] || kill -CONT "$DAEMON_PID"')
 mkdir "$MNT/0000:41:00.4" "$MNT/0000:41:00.5"
