@@ -10,7 +10,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "fs/vfiles.h"
 #include "grammar/assignment.h"
@@ -705,15 +704,14 @@ int claims_flush(const struct claims *c, struct claim_handle *h)
  * With pid=: the pid is gone, a zombie, or another process by its start
  * time or the host's boot id (the sentinel's rule, sentinel/verdict.h);
  * a pid whose start time was not recorded, or whose stat cannot be read,
- * may be the VMM.  Without pid=, control=: no file at the path, or one that
- * is no socket (a socket file may be listened on: this process does not
- * read the VMM's socket table; the sentinel releases it once nothing
- * listens).  Neither: a bare claim, nothing to keep. */
+ * may be the VMM.  control= alone never shows a VMM gone: a socket file may
+ * be listened on (this process reads no VMM's socket table), and a missing
+ * one may be bound later (a VMM still starting); the sentinel releases it
+ * when it is dead.  Neither: a bare claim, nothing to keep. */
 static int vmm_gone(const struct store_claim *claim, const char **why)
 {
 	char boot[PROC_BOOT_ID_LEN + 1];
 	struct proc_stat st;
-	struct stat sb;
 	int r;
 
 	if (claim->pid > 0) {
@@ -730,9 +728,8 @@ static int vmm_gone(const struct store_claim *claim, const char **why)
 		return -EBUSY;
 	}
 	if (claim->control[0]) {
-		if (lstat(claim->control, &sb) < 0 ? errno == ENOENT : !S_ISSOCK(sb.st_mode))
-			return 0;
-		*why = "its control= socket file exists (it may be listening)";
+		*why = "its VMM is named by control= alone, whose socket may listen or be "
+		       "bound later";
 		return -EBUSY;
 	}
 	return 0;

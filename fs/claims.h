@@ -199,8 +199,8 @@ int claims_read_outcome(const struct claim_handle *h, uint64_t off, size_t size,
  * still run (-EBUSY, logged with how to release it).  A reservation and a
  * claim naming neither pid= nor control= are released; a claim naming a
  * VMM only once the kernel shows that VMM gone (the pid gone, a zombie, or
- * another process by start time or boot id; with control= alone, no socket
- * file at its path).  Anything unknown refuses.  Released only while the
+ * another process by start time or boot id; never with control= alone,
+ * which may be bound later).  Anything unknown refuses.  Released only while the
  * claim still names the VMM judged (store_release_opts.if_vmm).  Test:
  * tests/fs/test-claim-rm.sh. */
 int claims_unlink(const struct claims *c, const char *vf, const char *instance, uid_t uid,
