@@ -60,16 +60,18 @@
  *
  * The outcome.  Every refusal (of a line, of the claim or the release at
  * FLUSH) and every release leaves its outcome in the handle, one line
- * (`refused ERRNO: WHY`, `released CLAIMED_AT`, `already released
- * CLAIMED_AT ended=HOW [newer=CLAIMED_AT]`, the last naming the instance's
- * live claim made since), logged too; a read through the same open file
- * shows it (at offset 0, or at the offset its writes reached, so a
- * shell's `cat <&3` after `echo ... >&3` sees it, and so the claim when
- * there is none); a committed claim clears it, and the claim reads again.  The unwatched notice (a claim without
- * agent=) is said at the last close, of what the open file left.  Tests:
- * tests/fs/test-claim-whole.sh (the transitions on a real mount, bash and
- * dash), tests/fs/test-claim-release.sh (releases staged and repeated,
- * outcomes read back, EBUSY's reasons), tests/fs/test-claim-lifecycle.sh,
+ * (`refused ERRNO: WHY`, `released CLAIMED_AT`, `already released CLAIMED_AT
+ * ended=HOW [newer=CLAIMED_AT]`, the last naming the instance's live claim
+ * made since), logged too; a read through the same open file shows it (at
+ * offset 0, or at the offset its writes reached, so a shell's `cat <&3`
+ * after `echo ... >&3` sees it, and so the claim when there is none); a
+ * committed claim clears it, and the claim reads again.  The unwatched
+ * notice (a claim without agent=) is said at the last close, of what the
+ * open file left.  Tests: tests/fs/test-vfiles.c (test_claim_states:
+ * claim_next(), every transition), tests/fs/test-claim-whole.sh (the
+ * transitions on a real mount, bash and dash),
+ * tests/fs/test-claim-release.sh (releases staged and repeated, outcomes
+ * read back, EBUSY's reasons), tests/fs/test-claim-lifecycle.sh,
  * tests/fs/test-claims.sh.
  *
  * Locks: none of its own; a handle is used under its vhandle's mutex
