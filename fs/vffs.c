@@ -182,11 +182,24 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct vffs *fs = req_fs(req);
-	struct vnode n;
+	struct vnode n = { 0 };
 	struct stat st;
+	int r = vnode_resolve(fs, ino, &n);
 
-	if (!vnode_get_or_reply(req, ino, &n))
+	/* A claim released through an open file is still that open file (its
+	 * outcome is read through it: claims.h), which fstat(2) (a shell's
+	 * cat) must find: an unlinked file.  No name leads to it. */
+	if (r == -ENOENT && ino >> INO_KIND_SHIFT == INO_KIND_CLAIM) {
+		n.kind = VN_CLAIM;
+		vnode_stat(fs, ino, &n, &st);
+		st.st_nlink = 0;
+		fuse_reply_attr(req, &st, 0);
 		return;
+	}
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	vnode_stat(fs, ino, &n, &st);
 	fuse_reply_attr(req, &st, attr_timeout(&n));
 }
@@ -309,22 +322,9 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	r = vnode_resolve(fs, parent, &p);
 	if (r == 0 && !vnode_is_claim_dir(&p))
 		r = -EPERM; /* only claims can be removed */
-	if (r == 0) {
-		r = store_release(fs->store, p.vf.vf, name,
-				  &(struct store_release_opts){ .uid = fuse_req_ctx(req)->uid });
-		if (r == 0) {
-			const struct fuse_ctx *ctx = fuse_req_ctx(req);
-			struct log_fields f = { .vf = p.vf.vf,
-						.instance = name,
-						.has_writer = true,
-						.writer_uid = (uint32_t)ctx->uid,
-						.writer_pid = (int32_t)ctx->pid };
-
-			log_event(LOG_INFO, LOG_EVENT_RELEASED, &f,
-				  "release of %s/assignments/%s accepted (uid %u, pid %d)", p.vf.vf,
-				  name, (unsigned)ctx->uid, (int)ctx->pid);
-		}
-	}
+	if (r == 0)         /* never a running VM's: claims.h */
+		r = claims_unlink(&fs->claims, p.vf.vf, name, fuse_req_ctx(req)->uid,
+				  fuse_req_ctx(req)->pid);
 	fuse_reply_err(req, -r);
 }
 

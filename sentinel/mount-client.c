@@ -75,6 +75,44 @@ static int write_command(const char *path, const char *command, size_t len, char
 	return 0;
 }
 
+/* A release is committed when a descriptor of its open file closes
+ * (fs/claims.h): a duplicate's close(2) gives the store's answer, then the
+ * outcome is read through the open file.  0: this write released it;
+ * -ENOENT or -ESTALE (a newer claim of the instance lives): it was released
+ * already; another refusal as is. */
+static int write_release(const char *path, const char *command, size_t len)
+{
+	_cleanup_close_ int fd = -1;
+	char outcome[256];
+	ssize_t n;
+	int dup_fd;
+
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return negative_errno();
+	do
+		n = pwrite(fd, command, len, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return negative_errno();
+	if ((size_t)n != len)
+		return -EIO;
+	dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dup_fd < 0)
+		return negative_errno();
+	if (close(dup_fd) < 0)
+		return negative_errno();
+	do
+		n = pread(fd, outcome, sizeof(outcome) - 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return negative_errno();
+	outcome[n] = '\0';
+	if (strncmp(outcome, "already released ", strlen("already released ")) == 0)
+		return strstr(outcome, " newer=") ? -ESTALE : -ENOENT;
+	return 0;
+}
+
 int read_assignment(const struct sentinel *s, const char *vf, const char *instance_id,
 		    struct assignment *ret)
 {
@@ -335,5 +373,5 @@ int release_claim(const struct sentinel *s, const struct assignment *c, const ch
 	/* its VMM died: the store judges the init window (ended=crash) */
 	len = snprintf(command, sizeof(command), "release=%s\nended=crash\n%s%s%s", c->claimed_at,
 		       died_at ? "died_at=" : "", died_at ? died_at : "", died_at ? "\n" : "");
-	return write_command(path, command, (size_t)len, NULL, 0, NULL);
+	return write_release(path, command, (size_t)len);
 }

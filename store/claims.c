@@ -253,9 +253,14 @@ int store_claim_update(struct store *s, const struct store_claim *c)
 
 static int decide_release(const struct store *s, const struct vf_entry *e, struct op *op)
 {
-	const struct store_claim *live = held_claim(e, op);
+	const struct store_claim *live = held_claim(e, op), *vmm = op->if_vmm;
+	int r = rule_release_refusal(live ? live->claimed_at : NULL, op->when);
 
-	return rule_release_refusal(live ? live->claimed_at : NULL, op->when);
+	if (r == 0 && vmm &&
+	    (live->pid != vmm->pid || live->pid_starttime != vmm->pid_starttime ||
+	     strcmp(live->control, vmm->control) != 0))
+		return -EBUSY; /* it names another VMM than the one judged gone */
+	return r;
 }
 
 int store_release(struct store *s, const char *vf, const char *instance_id,
@@ -278,6 +283,7 @@ int store_release(struct store *s, const char *vf, const char *instance_id,
 	    (opt->crashed && !opt->claimed_at) || (opt->died_at && !opt->crashed))
 		return -EINVAL;
 	op.crashed = opt->crashed;
+	op.if_vmm = opt->if_vmm;
 	if (opt->died_at) {
 		/* a VMM does not die before its claim, nor in the future */
 		char now[RFC3339_BUFSZ];

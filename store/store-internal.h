@@ -194,6 +194,7 @@ struct op {
 	int value;   /* threshold, max_quarantined, mode, auto_recover or (OP_GPU) enum gpu_event */
 	int64_t uid; /* the writer, for the history: -1 unknown */
 	const char *how;                  /* OP_RELEASE: how the claim ended */
+	const struct store_claim *if_vmm; /* OP_RELEASE: only while it names this VMM */
 	bool gpu_applied;                 /* OP_GPU: changed the GPU's phase (gpus_apply_batch) */
 	enum gpu_phase gpu_next;          /* OP_GPU: the phase it changed to */
 	struct store_gpu_refusal gpu_why; /* OP_GPU: why it was refused (-EBUSY) */

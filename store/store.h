@@ -812,11 +812,15 @@ struct store_release_opts {
 	bool *suspect_began;
 	int64_t *died_after_ms;
 	int64_t uid; /* the uid that ended it; -1: unknown */
+	/* release only while the live claim names the VMM this one does (pid,
+	 * pid_starttime, control): -EBUSY when it has changed since it was
+	 * judged (rm judges a claim's VMM gone first); NULL: any */
+	const struct store_claim *if_vmm;
 };
 
 /* Release a live claim (it moves to history), or cancel a reservation
  * (nothing is left).  -ENOENT when not held.  Test:
- * claims_conditional_release, claims_reservation. */
+ * claims_conditional_release, claims_reservation, claims_release_if_vmm. */
 int store_release(struct store *s, const char *vf, const char *instance_id,
 		  const struct store_release_opts *opt);
 

@@ -4,7 +4,7 @@
 # the VM is gone.  Use it as a command or source it for the two functions.
 #
 #   vfhealth-claim.sh claim VF INSTANCE [--agent EP] [--control PATH] [--pid PID]
-#   vfhealth-claim.sh release VF INSTANCE
+#   vfhealth-claim.sh release VF INSTANCE [CLAIMED_AT]
 #   MOUNT=/run/vfhealth (environment) names the mount.
 #
 # claim creates VF/assignments/INSTANCE exclusively; vfhealthd refuses with
@@ -19,7 +19,9 @@
 # Without --agent the claim only excludes the VF (a guest without the agent).
 # It prints the claim as vfhealthd stored it, claimed_at (the assignment's
 # identity, stamped at create) included.
-# release removes the file; the claim moves to the store's history.
+# release, once the VMM is gone, releases that assignment (CLAIMED_AT, by
+# default the one the file shows) and nothing newer; the claim moves to the
+# store's history.  Releasing one already released succeeds again.
 # Exit 0 on success, 1 when vfhealthd refused (the reason on stderr), 2 usage.
 
 MOUNT=${MOUNT:-/run/vfhealth}
@@ -61,13 +63,24 @@ vfhealth_claim() {
 	fi
 }
 
-# vfhealth_release VF INSTANCE
+# vfhealth_release VF INSTANCE [CLAIMED_AT]
 vfhealth_release() {
-	local vf=${1:?VF} instance=${2:?INSTANCE} err
-	if ! err=$(rm -- "$MOUNT/$vf/assignments/$instance" 2>&1); then
-		echo "vfhealth_release: cannot release $vf for $instance: ${err##*: }" >&2
-		return 1
+	local vf=${1:?VF} instance=${2:?INSTANCE} at=${3:-} out
+	local file=$MOUNT/$vf/assignments/$instance
+	if [[ -z $at ]]; then
+		at=$(sed -n 's/^claimed_at=//p' -- "$file" 2>/dev/null) || true
+		[[ -n $at ]] || { echo "vfhealth_release: cannot release $vf for $instance: no claim" >&2; return 1; }
 	fi
+	# Staged through one open file and committed when echo's descriptor
+	# closes; the outcome is read back through the same open file.
+	out=$( { exec 3<>"$file" && echo "release=$at" >&3 && cat <&3; } 2>&1 ) || true
+	case $out in
+	"released "* | "already released "*) ;;
+	*)
+		echo "vfhealth_release: cannot release $vf for $instance: ${out#refused }" >&2
+		return 1
+		;;
+	esac
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then

@@ -55,6 +55,16 @@ put() {
 	sh -c '/bin/echo "$2" > "$1"' sh "$1" "$2"
 }
 
+# unclaim FILE: release the claim FILE is by the claimed_at it reads, as a
+# VMM manager does once its VMM is gone (rm refuses while the claim's pid=
+# runs, and the tests' claims name the test's own shell).
+unclaim() {
+	local at
+	at=$(sed -n 's/^claimed_at=//p' "$1")
+	[[ -n $at ]] || fail "unclaim $1: no claim"
+	put "$1" "release=$at"
+}
+
 # putf FILE FORMAT...: printf through sh -c (multi-line commands, no newline).
 putf() {
 	local file=$1

@@ -6,7 +6,8 @@
 #          write leaves nothing (no
 #          claim, no history row, no notification), a restart forgets a
 #          reservation;
-#  rule 2  release=CLAIMED_AT releases that claim and nothing newer (ESTALE);
+#  rule 2  release=CLAIMED_AT releases that claim and nothing newer (ESTALE
+#          for a claimed_at never claimed); again, it is done already;
 #  rule 1  the assignment file shows the boot id the daemon recorded;
 #  rule 7  assignment files and assignments/ read from memory while the store
 #          is unavailable, while placement reads fail closed (EIO).
@@ -58,7 +59,7 @@ assert_eq "$others" "" "notifications after a refused first write"
 put "$V/assignments/i-300" "agent=vsock:3"$'\npid='"$$"
 assert_eq "$(ls "$V/assignments")" i-300 "a claim after a valid first write"
 assert_match "$(cat "$V/assignments/i-300")" $'\nagent=vsock:3:2222\n' "its first write"
-rm "$V/assignments/i-300"
+unclaim "$V/assignments/i-300"
 
 # --- rule 3: create answers at once; a reservation is held, counted, and
 # visible by name (lookup, readdir, open), but not durable until committed
@@ -92,7 +93,7 @@ assert_match "$(cat "$V/assignments/vm-a")" "^claimed_at=$stamp"$'\nagent=vsock:
 echo "pid=$$" >&7 # the creator's write updates the claim at its close
 exec 7>&-
 assert_match "$(cat "$V/assignments/vm-a")" $'\nagent=vsock:9:2222\n.*\npid='"$$"$'\n' "the creator's write"
-rm "$V/assignments/vm-a"
+unclaim "$V/assignments/vm-a"
 # A refused first write through the creating handle cancels it: nothing is
 # left, not even once the handle is released.
 exec 7>"$V/assignments/vm-x"
@@ -115,7 +116,7 @@ for i in $(seq 1 20); do
 	: >"$V/assignments/vm-l"
 	put "$V/assignments/vm-l" "agent=vsock:$((i + 2))"$'\npid='"$$"
 	assert_match "$(cat "$V/assignments/vm-l")" $'\nagent=vsock:'"$((i + 2))"$':2222\n' "write after create+close ($i)"
-	rm "$V/assignments/vm-l"
+	unclaim "$V/assignments/vm-l"
 done
 assert_eq "$(sqlite3 "$DB" "SELECT COUNT(*) FROM claims WHERE instance_id = 'vm-l' AND agent LIKE 'vsock:%'")" 20 \
 	"each create+close+write is one claim with what was written"
@@ -135,13 +136,14 @@ rm "$W/assignments/vm-1"
 touch "$W/assignments/vm-1" # released and claimed again meanwhile
 new=$(claimed_at "$W/assignments/vm-1")
 [[ $new != "$old" ]] || fail "the new claim has the old claimed_at"
-expect_err "$ESTALE" put "$W/assignments/vm-1" "release=$old"
-if printf 'release=%s' "$old" >&6 2>"$T/err"; then
-	fail "a release through a handle on the old claim succeeded"
-fi
-assert_match "$(cat "$T/err")" "$ESTALE" "release through a handle on the old claim"
+# the old one is on record as released: done again, the newer one stays
+put "$W/assignments/vm-1" "release=$old"
+printf 'release=%s' "$old" >&6 || fail "a release through a handle on the old claim failed"
+assert_eq "$(cat <&6)" "already released $old ended=released newer=$new" "the outcome through the old handle"
 exec 6>&-
 assert_eq "$(claimed_at "$W/assignments/vm-1")" "$new" "the newer claim stays"
+# a claimed_at never claimed, while another claim lives: ESTALE
+expect_err "$ESTALE" put "$W/assignments/vm-1" "release=2026-11-29T05:00:00Z"
 expect_err "$EINVAL" put "$W/assignments/vm-1" "release=$new"$'\n'"agent=vsock:3"
 expect_err "$EINVAL" put "$W/assignments/vm-1" "release=yesterday"
 # Another spelling of the same instant releases it.  A release by write
@@ -150,9 +152,11 @@ expect_err "$EINVAL" put "$W/assignments/vm-1" "release=yesterday"
 assert_eq "$(ls "$W/assignments")" vm-1 "the claim before its release"
 put "$W/assignments/vm-1" "release=${new,,}"
 assert_eq "$(ls "$W/assignments")" "" "released by its claimed_at"
-# With no claim to release (the shell's O_CREAT reserved it): nothing is left.
-expect_err "$ENOENT" put "$W/assignments/vm-1" "release=$new"
-assert_eq "$(ls "$W/assignments")" "" "after a release of no claim"
+# Released already (the shell's O_CREAT reserved the VF again): done, and
+# nothing is left; a claimed_at never claimed: ENOENT.
+put "$W/assignments/vm-1" "release=$new"
+expect_err "$ENOENT" put "$W/assignments/vm-1" "release=2026-11-29T05:00:00Z"
+assert_eq "$(ls "$W/assignments")" "" "after releases of no live claim"
 
 # --- rule 7: assignment files read from memory while the store is unavailable
 touch "$W/assignments/vm-7"

@@ -38,11 +38,11 @@ control=$1
 pid=$2" > "$3"' bash "$CTL" $$ "$V/assignments/vm-7"
 assert_claim "$V/assignments/vm-7" vsock:42:2222 "$CTL" $$
 assert_eq "$(live vm-7)" 1 "rows of bash's multi-line claim"
-rm "$V/assignments/vm-7"
+unclaim "$V/assignments/vm-7"
 # dash: its echo turns \n into newlines, one write(2)
 dash -c 'echo "agent=vsock:43\ncontrol=$1\npid=$2" > "$3"' dash "$CTL" $$ "$V/assignments/vm-8"
 assert_claim "$V/assignments/vm-8" vsock:43:2222 "$CTL" $$
-rm "$V/assignments/vm-8"
+unclaim "$V/assignments/vm-8"
 # Lines through one descriptor: nothing is committed before the close.
 exec 7>"$V/assignments/vm-9"
 echo "agent=vsock:44" >&7
@@ -50,7 +50,7 @@ assert_match "$(cat "$V/assignments/vm-9")" $'\nagent=\n' "a reservation before 
 echo "pid=$$" >&7
 exec 7>&-
 assert_claim "$V/assignments/vm-9" vsock:44:2222 "" $$
-rm "$V/assignments/vm-9"
+unclaim "$V/assignments/vm-9"
 
 # A bad second line: the writer sees EINVAL, nothing is left.
 out=$(bash -c 'echo "agent=vsock:45
@@ -79,7 +79,7 @@ put "$V/assignments/vm-u" "agent=vsock:46"$'\npid='"$$"
 bash -c 'echo "control=$1
 colour=blue" >> "$2"' bash "$CTL" "$V/assignments/vm-u" 2>/dev/null && fail "a bad update line was accepted"
 assert_claim "$V/assignments/vm-u" vsock:46:2222 "" $$
-rm "$V/assignments/vm-u"
+unclaim "$V/assignments/vm-u"
 
 # --- 2. agent= alone is refused, at close (coreutils' echo reports it)
 expect_err "$EINVAL" put "$V/assignments/vm-a" "agent=vsock:47"
@@ -97,7 +97,7 @@ echo "agent=vsock:49" >&7
 echo "pid=$$" >&7
 exec 7>&-
 assert_claim "$V/assignments/vm-d" vsock:49:2222 "" $$
-rm "$V/assignments/vm-d"
+unclaim "$V/assignments/vm-d"
 # ... and a bad line after a line that made a claim by itself leaves none.
 exec 7>"$V/assignments/vm-d"
 echo "pid=$$" >&7
@@ -109,7 +109,7 @@ assert_eq "$(live vm-d)" 0 "live claims of vm-d"
 put "$V/assignments/vm-n" "pid=$$"
 assert_claim "$V/assignments/vm-n" "" "" $$
 wait_for 10 "the unwatched notice" grep -q '^<5>.*0000:41:00.4: claim of instance vm-n is unwatched' "$DAEMON_LOG"
-rm "$V/assignments/vm-n"
+unclaim "$V/assignments/vm-n"
 touch "$V/assignments/vm-n" # a bare claim: unwatched too
 wait_for 10 "the bare claim committed" sh -c '[ "$(sqlite3 "$1" "SELECT COUNT(*) FROM claims WHERE instance_id = '"'vm-n'"' AND released_at IS NULL")" = 1 ]' sh "$DB"
 assert_eq "$(grep -c 'claim of instance vm-n is unwatched' "$DAEMON_LOG")" 2 "one notice per claim"
@@ -144,7 +144,7 @@ assert_cat "$V/state" quarantined
 exec 7>&-
 assert_claim "$V/assignments/vm-h" vsock:48:2222 "" $$
 assert_eq "$(live vm-h)" 1 "a claim committed under a quarantine"
-rm "$V/assignments/vm-h"
+unclaim "$V/assignments/vm-h"
 put "$V/quarantined" 0
 # ... and a switch to enforce, with the VF out of service
 put "$MNT/mode" observe
@@ -178,7 +178,7 @@ put "$X/assignments/vm-x" "pid=$$"
 ino=$(stat -c %i "$X/assignments/vm-x")
 (( (ino >> 60) == 2 && ((ino >> 36) & 0xffffff) != 0 )) || fail "claim inode $ino carries no VF id"
 assert_claim "$X/assignments/vm-x" "" "" $$
-rm "$X/assignments/vm-x"
+unclaim "$X/assignments/vm-x"
 
 stop_daemon
 echo "ok"

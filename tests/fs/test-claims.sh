@@ -98,8 +98,8 @@ expect_err "$EBUSY" touch "$Q/assignments/vm-4"
 put "$Q/quarantined" 0
 touch "$Q/assignments/vm-4"
 
-# --- rm releases; then another instance may claim
-rm "$V/assignments/vm-1"
+# --- release= releases; then another instance may claim
+unclaim "$V/assignments/vm-1"
 assert_eq "$(ls "$V/assignments")" "" "after rm"
 expect_err "$ENOENT" cat "$V/assignments/vm-1"
 expect_err "$ENOENT" rm "$V/assignments/vm-1"

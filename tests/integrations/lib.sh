@@ -27,6 +27,12 @@ claim_key() {
 	sed -n "s/^$2=//p" "$1"
 }
 
+# release_claim FILE: release the claim by its claimed_at, as its manager
+# does once its VMM is gone (rm refuses while the VMM may run).
+release_claim() {
+	echo "release=$(claim_key "$1" claimed_at)" >"$1"
+}
+
 # fill_db_dir: make the store unavailable: its directory (the caller
 # mounted $T/db as a small tmpfs before start_daemon) fills up, and the next
 # commit (a threshold change) fails and latches the store unavailable.

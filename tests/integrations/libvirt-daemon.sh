@@ -150,7 +150,7 @@ grep -qF "vfhealth: domain vfh-test not started: VF $vf is claimed as vfh-test b
 	fail "the other manager's claim changed: $(cat "$MNT/$vf/assignments/vfh-test")"
 [[ $(cat "$MNT/$vf/history") == "$before" ]] || fail "the refused start left history: $(cat "$MNT/$vf/history")"
 stop_listener
-rm "$MNT/$vf/assignments/vfh-test"
+release_claim "$MNT/$vf/assignments/vfh-test"
 virsh -q undefine vfh-test >/dev/null
 
 # <interface type='hostdev'>: refused while the VF is held, claimed (and

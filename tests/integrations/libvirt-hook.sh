@@ -220,13 +220,13 @@ expect_grep "VF $V1 is claimed as vm-d by another claimant \(nothing listens on 
 	"$(cat "$T/err")" "the refusal"
 run_hook vm-d release end <"$T/d.xml"
 expect_eq "$(cat "$MNT/$V1/assignments/vm-d")" "$other" "the other manager's dead claim after release"
-rm "$MNT/$V1/assignments/vm-d"
+release_claim "$MNT/$V1/assignments/vm-d"
 
 # The hook's own claim removed and the name claimed again by someone else
 # between prepare and release (a failed start): not completed, not released.
 run_hook vm-d prepare begin <"$T/d.xml"
 expect_rc 0 "prepare of vm-d"
-rm "$MNT/$V1/assignments/vm-d"
+release_claim "$MNT/$V1/assignments/vm-d"
 listen_unix "$T/other2.ctl"
 echo "control=$T/other2.ctl" >"$MNT/$V1/assignments/vm-d"
 other=$(cat "$MNT/$V1/assignments/vm-d")
@@ -240,7 +240,7 @@ run_hook vm-d release end <"$T/d.xml"
 expect_rc 0 "release after the failed start"
 expect_eq "$(cat "$MNT/$V1/assignments/vm-d")" "$other" "the other claimant's claim after the failed start"
 stop_listener
-rm "$MNT/$V1/assignments/vm-d"
+release_claim "$MNT/$V1/assignments/vm-d"
 
 # ---- a claim of the hook's own left by a start that never completed ----------
 

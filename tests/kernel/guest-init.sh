@@ -144,6 +144,12 @@ claim() {
 	cat /tmp/claim >"$MNT/$VF/assignments/$1"
 }
 file_is() { [ "$(cat "$1")" = "$2" ]; }
+# release ID: by its claimed_at, as its manager does (rm refuses a claim
+# naming control= alone: its VMM may bind the socket later)
+release() {
+	at=$(sed -n 's/^claimed_at=//p' "$MNT/$VF/assignments/$1") && [ -n "$at" ] &&
+		echo "release=$at" >"$MNT/$VF/assignments/$1"
+}
 metric() { awk -v n="$1" '$1 == n { print $2 }' "$MNT/metrics"; }
 
 claim vm-1 || fail "claim vm-1"
@@ -152,7 +158,7 @@ grep -qF "vm-1 " "$MNT/$VF/failures" && grep -qF "${GSP#NVRM: }" "$MNT/$VF/failu
 	fail "vm-1's failure (the GSP line) not recorded: $(cat "$MNT/$VF/failures")"
 say "PASS sentinel-vsock: vfhealthd's sentinel read the agent's failure over AF_VSOCK"
 
-rm "$MNT/$VF/assignments/vm-1" || fail "release vm-1"
+release vm-1 || fail "release vm-1"
 claim vm-2 || fail "claim vm-2 (not quarantined yet)"
 wait_for 30 "quarantine after the second failed assignment" file_is "$MNT/$VF/quarantined" 1
 file_is "$MNT/quarantined" "$VF" || fail "top-level quarantined does not list $VF"
@@ -173,7 +179,7 @@ wait_for 30 "the agent OK" query_is 0
 wait_for 30 "the quarantine lifted" file_is "$MNT/$VF/quarantined" 0
 file_is "$MNT/$VF/tally" 0 || fail "tally $(cat "$MNT/$VF/tally") after the success, want 0"
 file_is "$MNT/quarantined" "" || fail "top-level quarantined still lists $VF"
-rm "$MNT/$VF/assignments/vm-2" || fail "release vm-2"
+release vm-2 || fail "release vm-2"
 claim vm-3 || fail "claim vm-3 after the lift"
 say "PASS lifted: ok from vm-2 rescinded the quarantine; vm-3 claimed"
 

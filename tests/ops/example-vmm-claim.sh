@@ -4,7 +4,8 @@
 # claimed_at; a second instance, a quarantined VF, an unknown VF, a bad
 # attribute and an agent without its VMM are refused with exit 1 and leave
 # no claim behind; release
-# removes it; the functions work when the file is sourced.
+# releases it, again by its claimed_at too, and refuses a claimed_at never
+# claimed; the functions work when the file is sourced.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
@@ -51,10 +52,17 @@ refused "attributes refused" 0000:41:00.5 vm-5 --pid $$ --agent tcp:1.2.3.4
 [[ $(used) == 1 ]] || fail "used_slots $(used) after refusals"
 
 # Release, and the VF can be claimed again (by the sourced function).
+at=$(sed -n 's/^claimed_at=//p' "$mnt/0000:41:00.4/assignments/vm-1")
 "$claim" release 0000:41:00.4 vm-1 || fail "release failed"
 [[ ! -e $mnt/0000:41:00.4/assignments/vm-1 && $(used) == 0 ]] || fail "release left the claim"
+"$claim" release 0000:41:00.4 vm-1 "$at" || fail "releasing by claimed_at again"
 rc=0; "$claim" release 0000:41:00.4 vm-1 2>"$T/out" || rc=$?
-[[ $rc == 1 ]] || fail "releasing twice: exit $rc"
+[[ $rc == 1 ]] || fail "releasing with no claim: exit $rc"
+rc=0; "$claim" release 0000:41:00.4 vm-1 2026-11-29T05:00:00Z 2>"$T/out" || rc=$?
+if [[ $rc != 1 ]] || ! grep -q "ENOENT" "$T/out"; then
+	fail "releasing a claim never made: exit $rc, $(cat "$T/out")"
+fi
+[[ -z $(ls "$mnt/0000:41:00.4/assignments") && $(used) == 0 ]] || fail "releases left a claim"
 (
 	# shellcheck source=../../examples/vmm/vfhealth-claim.sh
 	. "$claim"

@@ -39,8 +39,10 @@ claim() {
 	fi
 }
 
+# release VF ID: as a VMM manager does once its VMM is gone, by claimed_at
+# (rm refuses while the claim's VMM may run).
 release() {
-	rm "$MNT/$1/assignments/$2"
+	write_once "$MNT/$1/assignments/$2" "release=$(claimed_at "$1" "$2")"
 }
 
 claimed_at() {

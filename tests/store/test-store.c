@@ -2489,6 +2489,33 @@ START_TEST(claims_bare_kept_while_unavailable)
 END_TEST
 
 /* release=CLAIMED_AT: only the claim it names; a newer one is -ESTALE. */
+/* rm's release: only while the claim names the VMM judged gone. */
+START_TEST(claims_release_if_vmm)
+{
+	struct store *s = open_store();
+	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .claimed_at = T1 }, judged, got;
+
+	reg(s, VF_A);
+	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &judged), 0);
+	/* a pid written after the claim was judged bare */
+	got = judged;
+	got.pid = 4242;
+	got.pid_starttime = 17;
+	ck_assert_int_eq(store_claim_update(s, &got), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1",
+				       &(struct store_release_opts){ .uid = -1,
+								     .if_vmm = &judged }),
+			 -EBUSY);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
+	ck_assert_int_eq(store_release(s, VF_A, "i-1",
+				       &(struct store_release_opts){ .uid = -1, .if_vmm = &got }),
+			 0);
+	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), -ENOENT);
+	store_close(s);
+}
+END_TEST
+
 START_TEST(claims_conditional_release)
 {
 	struct store *s = open_store();
