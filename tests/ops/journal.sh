@@ -184,7 +184,7 @@ grep -Eq "^[0-9]{4}-[0-9T:.-]+Z hold by=0 cleared=[0-9]{4}-[0-9T:.-]+Z cleared_b
 has EVENT=cleared "VF=$VF3" PRIORITY=5 WRITER_UID=0 || fail "no cleared record for $VF3"
 
 echo "== a GPU's failed cycle: started (notice), failed (err), with PARENT and REASON"
-mkdir "$MNT/$VFG"
+[[ -d $MNT/$VFG ]] || fail "$VFG, the fake GPU's VF, is not registered from sysfs"
 echo 1 >"$MNT/gpus/$PF/drain"
 echo cycle >"$MNT/gpus/$PF/recover"
 wait_for 20 "recovery-failed" has EVENT=recovery-failed "PARENT=$PF" PRIORITY=3
