@@ -32,7 +32,10 @@
  * namespace's PID/net/unix an inode number of its own, and PID/net/ is
  * readable whoever runs PID.  Equal numbers: the sentinel's own table
  * decides, by identity as above.  A VMM of another user in a namespace of
- * its own stays uncertain (its table cannot be read).
+ * its own stays uncertain (its table cannot be read).  Tests:
+ * tests/sentinel/test-verdict.c (test_gather_other_user: both, without
+ * CAP_SYS_PTRACE), test-liveness-unit.sh (vfhealthd under the unit's
+ * bounding set, a VMM of uid 65534).
  *
  * Conventions: 0 or -errno; outputs are written only on success.
  * Thread-safety: a pass belongs to one thread.

@@ -123,11 +123,11 @@ void note_starting(const struct sentinel *s, struct claim_memory *m, const struc
 {
 	if (m && m->noted_starting)
 		return;
-	log_info("vf %s: the control socket of %s (claimed %s) is not listening yet: kept and not "
-		 "polled until it listens, judged by it at most %" PRId64 " s after the claim "
+	log_info("vf %s: the control socket of %s (claimed %s) is not listening yet: kept, not "
+		 "polled, until it listens or the startup grace of %g s after the claim is over "
 		 "(--control-grace)",
 		 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-",
-		 s->opt.control_grace_ns / SENTINEL_NS_PER_S);
+		 (double)s->opt.control_grace_ns / SENTINEL_NS_PER_S);
 	if (m)
 		m->noted_starting = true;
 }

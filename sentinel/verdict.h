@@ -135,7 +135,8 @@ enum liveness liveness_verdict(const struct liveness_evidence *ev, const char **
  * and kept: the wall clock stepped later does not move it; a sentinel
  * started later finds the same claimed_at, so a restart neither renews the
  * grace nor lets a claimed_at to come extend it beyond one grace from the
- * first sighting. */
+ * first sighting.  Tests: test-verdict.c (test_control_grace), on a real
+ * mount test-late-bind.sh. */
 int64_t sentinel_claim_boot_ns(const char *claimed_at, int64_t now_wall_ns, int64_t now_boot_ns);
 
 /* Whether a claim made at claim_boot_ns is still within a grace of grace_ns

@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <sched.h>
 #include <stddef.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -688,6 +690,97 @@ START_TEST(test_control_grace)
 }
 END_TEST
 
+/* A VMM of another user (here: root that became uid 65534 after binding,
+ * so not dumpable either) whose /proc/PID/ns/net the sentinel may not open
+ * without CAP_SYS_PTRACE, which the checker drops: in the sentinel's own
+ * namespace it is judged by its socket (alive); in a namespace of its own,
+ * uncertain, never dead. */
+static enum liveness judge_without_ptrace(bool own_netns, int *sockets_rc)
+{
+	char ctl[sizeof(((struct assignment *)0)->control)], ready;
+	struct assignment c = claim("0000:41:00.4", "vm-1", T1);
+	int pipefd[2], hold[2], result[2], status;
+	pid_t vmm, checker;
+	struct {
+		enum liveness l;
+		int sockets_rc;
+	} out = { LIVENESS_UNMANAGED, 0 };
+
+	fake_path(ctl, sizeof(ctl), own_netns ? "own.ctl" : "other.ctl");
+	ck_assert_int_eq(pipe(pipefd), 0);
+	ck_assert_int_eq(pipe(hold), 0);
+	ck_assert_int_eq(pipe(result), 0);
+	vmm = fork();
+	ck_assert_int_ge(vmm, 0);
+	if (vmm == 0) {
+		char byte;
+		if (!own_netns && unshare(CLONE_NEWNET) < 0)
+			_exit(1);
+		listen_at(ctl, true);
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(1);
+		if (write(pipefd[1], "r", 1) != 1 || read(hold[0], &byte, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	ck_assert_int_eq(read(pipefd[0], &ready, 1), 1);
+	c.pid = vmm;
+	ck_assert_int_eq(proc_pid_starttime(NULL, vmm, &c.pid_starttime), 0);
+	ck_assert_int_eq(proc_boot_id(NULL, c.boot_id), 0);
+	memcpy(c.control, ctl, sizeof(ctl));
+
+	checker = fork();
+	ck_assert_int_ge(checker, 0);
+	if (checker == 0) {
+		struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+		struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+		struct liveness_evidence ev;
+		struct liveness_pass pass;
+		char path[64];
+
+		if (syscall(SYS_capget, &h, d) < 0)
+			_exit(2);
+		d[0].effective &= ~(1u << CAP_SYS_PTRACE);
+		if (syscall(SYS_capset, &h, d) < 0)
+			_exit(2);
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)vmm);
+		if (open(path, O_RDONLY | O_CLOEXEC) >= 0)
+			_exit(3); /* the premise: without CAP_SYS_PTRACE it does not open */
+		liveness_pass_begin(&pass, "/proc");
+		liveness_gather(&pass, &c, &ev);
+		out.l = liveness_verdict(&ev, NULL);
+		out.sockets_rc = ev.sockets_rc;
+		liveness_pass_end(&pass);
+		_exit(write(result[1], &out, sizeof(out)) == (ssize_t)sizeof(out) ? 0 : 4);
+	}
+	ck_assert_int_eq(waitpid(checker, &status, 0), checker);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "checker status %#x", status);
+	ck_assert_int_eq(read(result[0], &out, sizeof(out)), (ssize_t)sizeof(out));
+	ck_assert_int_eq(write(hold[1], "x", 1), 1);
+	ck_assert_int_eq(waitpid(vmm, NULL, 0), vmm);
+	unlink(ctl);
+	for (int i = 0; i < 2; i++) {
+		close(pipefd[i]);
+		close(hold[i]);
+		close(result[i]);
+	}
+	*sockets_rc = out.sockets_rc;
+	return out.l;
+}
+
+START_TEST(test_gather_other_user)
+{
+	int rc;
+
+	if (geteuid() != 0)
+		return; /* setresuid, unshare(CLONE_NEWNET) and capset need root */
+	ck_assert_int_eq(judge_without_ptrace(true, &rc), LIVENESS_ALIVE);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(judge_without_ptrace(false, &rc), LIVENESS_UNCERTAIN);
+	ck_assert_int_eq(rc, -EACCES);
+}
+END_TEST
+
 /* ---- options ----------------------------------------------------------------------------- */
 
 START_TEST(test_options)
@@ -939,6 +1032,7 @@ static Suite *verdict_suite(void)
 	tcase_add_test(tc, test_boot_id);
 	tcase_add_test(tc, test_gather);
 	tcase_add_test(tc, test_gather_other_netns);
+	tcase_add_test(tc, test_gather_other_user);
 	suite_add_tcase(s, tc);
 
 	tc = check_tcase("death_time", 30);
