@@ -5,7 +5,8 @@
  * two passes in a row, unchanged, is released through the mount; one
  * judged alive again is polled again; uncertain ones are kept and counted;
  * starting ones (a control socket not listening yet, within the startup
- * grace) are kept, and counted nowhere: a VMM that starts is no failure.
+ * grace) are kept and not counted uncertain: a VMM that starts is no
+ * failure to verify.
  */
 #include <errno.h>
 #include <stdlib.h>

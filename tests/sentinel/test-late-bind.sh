@@ -74,6 +74,7 @@ start_vmm late --never-answer --connect-log "$T/late.connects"
 wait_for 10 "the late binder polled" watched_is polled 1
 wait_for 10 "the late binder's agent dialled" lines_at_least "$T/late.connects" 1
 watched_is starting 1 || fail "starting is not the never-bound claim alone"
+echo "ok   late binder: kept $(($(reconciles) - R0)) reconciles until its VMM bound, then polled"
 
 # A restart does not renew the grace: the claim counts from its claimed_at.
 stop_daemon
@@ -81,8 +82,9 @@ start_daemon "${FAST[@]}" --control-grace 150
 wait_for 10 "the 200 s old claim released" test ! -e "$MNT/$N/assignments/vm-never"
 grep -q "vf $N: released the claim of vm-never .*VMM dead (no socket listening on the control path)" \
 	"$T/daemon.log" || fail "vm-never: release not logged"
-awk -v s="$(released_after "$N" vm-never)" 'BEGIN { exit !(s >= 150) }' ||
-	fail "vm-never released before its grace"
+span=$(released_after "$N" vm-never)
+awk -v s="$span" 'BEGIN { exit !(s >= 150) }' || fail "vm-never released before its grace"
+echo "ok   after a restart with a 150 s grace, a claim 200 s old released at once ($span s after its claimed_at)"
 [[ -f $MNT/$L/assignments/vm-late ]] || fail "the late binder released after the restart"
 
 # A grace ends: from the claim, or from its first sighting for a claimed_at to come.
@@ -92,7 +94,9 @@ claim "$G" vm-g "agent=hvsock:$T/g.hv:2222" "control=$T/g.ctl"
 claim "$F" vm-f "claimed_at=$(rfc3339 "+1 hour")" "agent=hvsock:$T/f.hv:2222" "control=$T/f.ctl"
 wait_for 10 "the never-bound claim released" test ! -e "$MNT/$G/assignments/vm-g"
 wait_for 10 "the claim from the future released" test ! -e "$MNT/$F/assignments/vm-f"
-awk -v s="$(released_after "$G" vm-g)" 'BEGIN { exit !(s >= 2) }' || fail "vm-g released before its grace"
+span=$(released_after "$G" vm-g)
+awk -v s="$span" 'BEGIN { exit !(s >= 2) }' || fail "vm-g released before its grace"
+echo "ok   never bound under a 2 s grace: released $span s after its claim; claimed_at an hour ahead: released too"
 grep -q "vf $G: the control socket of vm-g .* is not listening yet" "$T/daemon.log" ||
 	fail "vm-g not noted as starting"
 [[ -f $MNT/$L/assignments/vm-late ]] || fail "the late binder released"

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Liveness under the shipped unit's capabilities: vfhealthd runs with the
 # bounding set of vfhealthd.service's CapabilityBoundingSet=, no inheritable
-# capabilities and no_new_privs (setpriv, as tests/ops/unit-sandbox.sh
-# applies them), so its sentinel cannot open /proc/PID/ns/net of a process
+# or ambient capabilities (AmbientCapabilities=) and no_new_privs (setpriv,
+# as tests/ops/unit-sandbox.sh applies them), so its sentinel cannot open /proc/PID/ns/net of a process
 # of another uid.  A stand-in VMM runs as uid 65534 (as libvirt's QEMU runs
 # as libvirt-qemu) in the host's network namespace, listening on its control
 # socket in a directory only it may enter:
@@ -29,7 +29,7 @@ done
 # vfhealthd under the unit's limits (the wrapper execs it: the same pid).
 cat >"$T/vfhealthd-unit" <<EOF
 #!/bin/sh
-exec setpriv --bounding-set $bounding --inh-caps -all --no-new-privs -- "$VFHEALTHD" "\$@"
+exec setpriv --bounding-set $bounding --inh-caps -all --ambient-caps -all --no-new-privs -- "$VFHEALTHD" "\$@"
 EOF
 chmod 755 "$T/vfhealthd-unit"
 VFHEALTHD=$T/vfhealthd-unit start_daemon --poll-interval 0.2 --poll-timeout 1 --reconcile-interval 0.2
@@ -57,6 +57,7 @@ wait_for 10 "its agent dialled" lines_at_least "$dir/connects" 1
 R0=$(metric vfhealth_sentinel_reconciles_total)
 wait_for 10 "three reconciles" metric_ge vfhealth_sentinel_reconciles_total $((R0 + 3))
 watched_is polled 1 || fail "the claim is no longer polled"
+echo "ok   a VMM of uid 65534 under the unit's bounding set ($bounding): watch=polled, $(lines_in "$dir/connects") dial(s), 0 uncertain"
 [[ $(metric vfhealth_sentinel_liveness_uncertain_total) == 0 ]] || fail "the claim was counted uncertain"
 ! grep -q "keeping the claim of vm-n" "$T/daemon.log" || fail "the claim was warned uncertain"
 [[ -f $MNT/$VF/assignments/vm-n ]] || fail "the live claim was released"
