@@ -283,11 +283,13 @@ start_guest() {
 	fi
 }
 
-# assign NAME VF: the VMM manager claims VF for NAME (create, then one write).
+# assign NAME VF: the VMM manager claims VF for NAME (create, then one write),
+# naming its VMM's pid: a VMM gone is seen at once, not after the startup
+# grace a control socket alone gets.
 assign() {
 	local name=$1 vf=$2 g=$workdir/$1
 	MOUNT=$mount "$examples/vmm/vfhealth-claim.sh" claim "$vf" "$name" \
-		--agent "hvsock:$g.hv:2222" --control "$g.ctl" >/dev/null
+		--agent "hvsock:$g.hv:2222" --control "$g.ctl" --pid "${vmm_pid[$name]}" >/dev/null
 	echo "  $name started on $vf"
 }
 

@@ -416,7 +416,8 @@ void sentinel_counters_render(void *counters, FILE *out)
 		st.last_poll_duration_ns % SENTINEL_NS_PER_S);
 	fputs("# HELP vfhealth_sentinel_claims Live claims at the last poll, by how the sentinel "
 	      "watches them (polled: its agent is asked; uncertain: asked and kept, its VMM's "
-	      "liveness unknown; dead: no longer asked, to be released; no_agent, no_evidence, "
+	      "liveness unknown; starting: its control socket not listening yet, kept, not asked "
+	      "yet; dead: no longer asked, to be released; no_agent, no_evidence, "
 	      "unconfined: never asked).\n"
 	      "# TYPE vfhealth_sentinel_claims gauge\n",
 	      out);

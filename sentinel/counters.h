@@ -48,6 +48,8 @@ const char *check_result_name(enum check_result r);
 #define SENTINEL_WATCHES(X)                                                                 \
 	X(POLLED, "polled")           /* its VMM is alive: its agent is asked */            \
 	X(UNCERTAIN, "uncertain")     /* its VMM's liveness cannot be told: asked, kept */  \
+	X(STARTING, "starting")       /* its control socket not listening yet, within */    \
+				      /* the startup grace: never asked yet, kept */        \
 	X(DEAD, "dead")               /* its VMM is dead: never asked again, released by */ \
 				      /* the next reconcile that agrees */                  \
 	X(NO_AGENT, "no_agent")       /* no agent= (exclusion only): never asked */         \

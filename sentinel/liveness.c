@@ -29,6 +29,7 @@
 #define DUMP_BUFSZ 32768
 #define LISTENERS_MAX (1u << 22) /* far above any host's; a runaway dump stops here */
 #define NETNS_MAX 4096           /* namespaces read per pass; the rest are uncertain */
+#define OWN_NETNS (-EEXIST)      /* liveness_gather: the VMM's namespace is ours, unopened */
 
 uint64_t kernel_dev_to_user(uint32_t kdev)
 {
@@ -243,6 +244,11 @@ void liveness_pass_begin(struct liveness_pass *p, const char *proc_root)
 		p->own.dev = st.st_dev;
 		p->own.ino = st.st_ino;
 	}
+	p->own_unix_rc = stat("/proc/thread-self/net/unix", &st) < 0 ? negative_errno() : 0;
+	if (p->own_unix_rc == 0) {
+		p->own_unix_dev = st.st_dev;
+		p->own_unix_ino = st.st_ino;
+	}
 }
 
 void liveness_pass_end(struct liveness_pass *p)
@@ -308,6 +314,25 @@ static int open_netns(const char *proc_root, int64_t pid)
 	return fd < 0 ? negative_errno() : fd;
 }
 
+/* Whether the process pid, whose namespace cannot be opened (another
+ * user's, and no CAP_SYS_PTRACE), is in the sentinel's own network
+ * namespace.  procfs gives each namespace's net/unix an inode number of its
+ * own, and PID/net/ is readable whoever runs pid, so equal numbers on the
+ * same proc mount are the same namespace: a kernel fact, no name compared. */
+static bool in_own_netns(const struct liveness_pass *p, int64_t pid)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int r;
+
+	if (p->own_unix_rc < 0)
+		return false;
+	r = snprintf(path, sizeof(path), "%s/%" PRId64 "/net/unix", p->proc_root, pid);
+	if (r < 0 || (size_t)r >= sizeof(path) || stat(path, &st) < 0)
+		return false;
+	return st.st_dev == p->own_unix_dev && st.st_ino == p->own_unix_ino;
+}
+
 void liveness_gather(struct liveness_pass *p, const struct assignment *c,
 		     struct liveness_evidence *ev)
 {
@@ -328,8 +353,11 @@ void liveness_gather(struct liveness_pass *p, const struct assignment *c,
 	if (ev->pid > 0) {
 		/* The namespace first, then the process: if the stat read below
 		 * shows the recorded start time, the process was alive, and so
-		 * the same one, when its namespace was opened. */
+		 * the same one, when its namespace was opened (or found to be
+		 * ours). */
 		netns_fd = open_netns(p->proc_root, ev->pid);
+		if ((netns_fd == -EACCES || netns_fd == -EPERM) && in_own_netns(p, ev->pid))
+			netns_fd = OWN_NETNS;
 		ev->proc_rc = proc_pid_stat(p->proc_root, ev->pid, &ps);
 		ev->ended = ev->proc_rc == 0 && proc_state_ended(ps.state);
 		ev->starttime_now = ps.starttime;
@@ -344,7 +372,7 @@ void liveness_gather(struct liveness_pass *p, const struct assignment *c,
 		ev->sockets_rc = ev->proc_rc < 0 ? ev->proc_rc : -ESRCH;
 		return;
 	}
-	if (ev->pid > 0 && netns_fd < 0) {
+	if (ev->pid > 0 && netns_fd < 0 && netns_fd != OWN_NETNS) {
 		ev->sockets_rc = netns_fd;
 		return;
 	}
@@ -360,7 +388,7 @@ void liveness_gather(struct liveness_pass *p, const struct assignment *c,
 	}
 	if (!S_ISSOCK(st.st_mode))
 		return;
-	const struct liveness_netns *table = netns_table(p, netns_fd);
+	const struct liveness_netns *table = netns_table(p, netns_fd >= 0 ? netns_fd : -1);
 	if (table->rc < 0) {
 		ev->sockets_rc = table->rc;
 		return;

@@ -25,6 +25,18 @@
  * can point them at a fake tree; namespaces and sockets are always the
  * kernel's.
  *
+ * Another user's VMM.  /proc/PID/ns/net of a process of another uid opens
+ * only with CAP_SYS_PTRACE, which vfhealthd's unit does not give (libvirt's
+ * QEMU runs as libvirt-qemu).  Without it, whether that VMM shares the
+ * sentinel's own namespace is still a kernel fact: procfs gives each
+ * namespace's PID/net/unix an inode number of its own, and PID/net/ is
+ * readable whoever runs PID.  Equal numbers: the sentinel's own table
+ * decides, by identity as above.  A VMM of another user in a namespace of
+ * its own stays uncertain (its table cannot be read).  Tests:
+ * tests/sentinel/test-verdict.c (test_gather_other_user: both, without
+ * CAP_SYS_PTRACE), test-liveness-unit.sh (vfhealthd under the unit's
+ * bounding set, a VMM of uid 65534).
+ *
  * Conventions: 0 or -errno; outputs are written only on success.
  * Thread-safety: a pass belongs to one thread.
  */
@@ -81,6 +93,8 @@ struct liveness_pass {
 	int boot_rc;
 	char boot_id[BOOT_ID_BUFSZ];
 	struct liveness_netns own; /* the sentinel's namespace; rc -EAGAIN until read */
+	int own_unix_rc;           /* stat of its net/unix (another user's VMM: in_own_netns) */
+	uint64_t own_unix_dev, own_unix_ino;
 	struct liveness_netns *others;
 	size_t other_count;
 	size_t tables_read; /* socket tables read this pass (tests, debug log) */

@@ -10,10 +10,21 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "sentinel/sentinel-internal.h"
+
+/* CLOCK_BOOTTIME: monotonic, and it counts a suspended host's sleep, as the
+ * wall clock that stamped claimed_at does. */
+static int64_t boottime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (int64_t)ts.tv_sec * SENTINEL_NS_PER_S + ts.tv_nsec;
+}
 
 static int claim_memory_cmp(const void *a_, const void *b_)
 {
@@ -71,6 +82,8 @@ void claim_memory_update(struct sentinel *s, const struct claim_list *l)
 		} else {
 			claim_memory_key(c, m);
 			m->timed = s->listed_once;
+			m->claim_boot_ns = sentinel_claim_boot_ns(c->claimed_at, realtime_ns(),
+								  boottime_ns());
 		}
 	}
 	if (l->error)
@@ -87,6 +100,36 @@ void claim_memory_update(struct sentinel *s, const struct claim_list *l)
 	next = NULL;
 	s->memory_count = unique;
 	s->listed_once = true;
+}
+
+enum liveness judge_claim(struct sentinel *s, struct liveness_pass *pass, struct claim_memory *m,
+			  const struct assignment *c, const char **reason)
+{
+	struct liveness_evidence ev;
+	int64_t now = boottime_ns();
+
+	liveness_gather(pass, c, &ev);
+	if (ev.control_given && ev.sockets_rc == 0 && ev.listening && m)
+		m->control_seen = true;
+	ev.control_grace = !(m && m->control_seen) &&
+			   sentinel_control_grace(m ? m->claim_boot_ns :
+						      sentinel_claim_boot_ns(c->claimed_at,
+									     realtime_ns(), now),
+						  now, s->opt.control_grace_ns);
+	return liveness_verdict(&ev, reason);
+}
+
+void note_starting(const struct sentinel *s, struct claim_memory *m, const struct assignment *c)
+{
+	if (m && m->noted_starting)
+		return;
+	log_info("vf %s: the control socket of %s (claimed %s) is not listening yet: kept, not "
+		 "polled, until it listens or the startup grace of %g s after the claim is over "
+		 "(--control-grace)",
+		 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-",
+		 (double)s->opt.control_grace_ns / SENTINEL_NS_PER_S);
+	if (m)
+		m->noted_starting = true;
 }
 
 /* The first failed and the first ok answer of each timed assignment, into

@@ -21,6 +21,7 @@ void sentinel_options_init(struct sentinel_options *o)
 		.reconcile = true,
 		.reconcile_interval_ns = SENTINEL_DEFAULT_RECONCILE_INTERVAL_NS,
 		.agent_grace_ns = SENTINEL_DEFAULT_AGENT_GRACE_NS,
+		.control_grace_ns = SENTINEL_DEFAULT_CONTROL_GRACE_NS,
 		.proc_root = "/proc",
 	};
 	sockdirs_init_default(&o->socket_dirs);
@@ -53,6 +54,17 @@ int sentinel_options_apply(struct sentinel_options *o, int opt, const char *arg)
 		return apply_seconds("reconcile-interval", arg, &o->reconcile_interval_ns);
 	case SENTINEL_OPT_AGENT_GRACE:
 		return apply_seconds("agent-grace", arg, &o->agent_grace_ns);
+	case SENTINEL_OPT_CONTROL_GRACE:
+		if (arg && strcmp(arg, "0") == 0) {
+			o->control_grace_ns = 0;
+			return 0;
+		}
+		r = parse_seconds(arg, SENTINEL_DURATION_MAX_NS, &o->control_grace_ns);
+		if (r < 0)
+			log_err("--control-grace: \"%s\" is not 0 or a duration in seconds (at most "
+				"86400; fractions such as 0.2 are fine)",
+				arg ? arg : "");
+		return r;
 	case SENTINEL_OPT_CONCURRENCY:
 		r = parse_uint64(arg, SENTINEL_CONCURRENCY_MIN, SENTINEL_CONCURRENCY_MAX, &n);
 		if (r < 0) {

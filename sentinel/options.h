@@ -21,6 +21,9 @@
 /* The agent's default --probe-window (vfhealth-agent(8)): an agent still
  * answering unknown after it is not going to settle by itself. */
 #define SENTINEL_DEFAULT_AGENT_GRACE_NS (600 * SENTINEL_NS_PER_S)
+/* Five default reconcile intervals: a VMM that claims its VF before it
+ * binds its control socket has that long to bind it. */
+#define SENTINEL_DEFAULT_CONTROL_GRACE_NS (300 * SENTINEL_NS_PER_S)
 #define SENTINEL_DEFAULT_CONCURRENCY 64
 #define SENTINEL_CONCURRENCY_MIN 1
 #define SENTINEL_CONCURRENCY_MAX 1024
@@ -36,6 +39,9 @@ struct sentinel_options {
 	int64_t reconcile_interval_ns; /* --reconcile-interval S */
 	int64_t agent_grace_ns;        /* --agent-grace S: rpc_error or unknown for longer
 					* is logged (agent-unreachable) */
+	int64_t control_grace_ns;      /* --control-grace S: a claim whose control socket
+					* was never seen listening is not judged dead by
+					* its socket before S after its claim; 0: at once */
 	const char *proc_root;         /* where /proc is; tests point it at a fake tree */
 	const char *metrics_path;      /* standalone: after every poll and reconcile, replace
 					* this file (write + rename) with the metrics; NULL: none */
@@ -67,6 +73,7 @@ enum {
 	SENTINEL_OPT_PROC_ROOT,
 	SENTINEL_OPT_SOCKET_DIR,
 	SENTINEL_OPT_AGENT_GRACE,
+	SENTINEL_OPT_CONTROL_GRACE,
 	SENTINEL_OPT_END,
 };
 
@@ -87,8 +94,9 @@ enum {
 		  SENTINEL_OPT_RECONCILE_INTERVAL },                                    \
 		{ "proc-root", required_argument, NULL, SENTINEL_OPT_PROC_ROOT },       \
 		{ "socket-dir", required_argument, NULL, SENTINEL_OPT_SOCKET_DIR },     \
+		{ "agent-grace", required_argument, NULL, SENTINEL_OPT_AGENT_GRACE },   \
 	{                                                                               \
-		"agent-grace", required_argument, NULL, SENTINEL_OPT_AGENT_GRACE        \
+		"control-grace", required_argument, NULL, SENTINEL_OPT_CONTROL_GRACE    \
 	}
 
 #define SENTINEL_OPTIONS_HELP                                                                   \
@@ -100,6 +108,9 @@ enum {
 	"                               for longer (default 600, the agent's probe window)\n"   \
 	"      --no-reconcile           never release claims whose VMM is dead\n"               \
 	"      --reconcile-interval S   seconds between stale-claim scans (default 60)\n"       \
+	"      --control-grace S        a claim's control socket, never seen listening,\n"      \
+	"                               may be bound until S after its claim (default\n"        \
+	"                               300; 0: judged at once)\n"                              \
 	"      --proc-root DIR          where to read PID/stat from (default /proc; tests)\n"   \
 	"      --socket-dir DIR         claims' socket paths must lie under DIR, reached\n"     \
 	"                               without symlinks (repeatable, up to 16; default:\n"     \

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * poll.c - one poll (scheduler thread): the repair attempt, the listing,
- * how each claim is watched (polled, uncertain, dead, no_agent,
+ * how each claim is watched (polled, uncertain, starting, dead, no_agent,
  * no_evidence, unconfined), the targets handed to the worker pool, and
  * then the latencies and the agents' telemetry published into the counters.
  */
@@ -69,7 +69,6 @@ static enum sentinel_watch watch_claim(struct sentinel *s, struct liveness_pass 
 				       const struct assignment *c)
 {
 	struct claim_memory *m;
-	struct liveness_evidence ev;
 	const char *reason;
 	enum liveness l;
 
@@ -80,8 +79,7 @@ static enum sentinel_watch watch_claim(struct sentinel *s, struct liveness_pass 
 	m = claim_memory_find(s, c);
 	if (m && m->dead)
 		return SENTINEL_WATCH_DEAD;
-	liveness_gather(pass, c, &ev);
-	l = liveness_verdict(&ev, &reason);
+	l = judge_claim(s, pass, m, c, &reason);
 	switch (l) {
 	case LIVENESS_DEAD:
 		mark_dead(m, c, reason);
@@ -99,6 +97,9 @@ static enum sentinel_watch watch_claim(struct sentinel *s, struct liveness_pass 
 	case LIVENESS_UNCERTAIN:
 		note_uncertain(m, c, reason);
 		return SENTINEL_WATCH_UNCERTAIN;
+	case LIVENESS_STARTING:
+		note_starting(s, m, c);
+		return SENTINEL_WATCH_STARTING;
 	case LIVENESS_ALIVE:
 		note_alive(m);
 		if (m)

@@ -3,7 +3,10 @@
  * reconcile.c - one reconcile (scheduler thread): every confined claim's
  * VMM judged (verdict.h, evidence from liveness.h); a claim judged dead by
  * two passes in a row, unchanged, is released through the mount; one
- * judged alive again is polled again; uncertain ones are kept and counted.
+ * judged alive again is polled again; uncertain ones are kept and counted;
+ * starting ones (a control socket not listening yet, within the startup
+ * grace) are kept and not counted uncertain: a VMM that starts is no
+ * failure to verify.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -54,7 +57,6 @@ static void reconcile_claim(struct sentinel *s, struct liveness_pass *pass,
 {
 	struct claim_memory *m = claim_memory_find(s, c);
 	const struct assignment *judged = c;
-	struct liveness_evidence ev;
 	const char *reason;
 	enum liveness verdict;
 	int r;
@@ -74,8 +76,7 @@ static void reconcile_claim(struct sentinel *s, struct liveness_pass *pass,
 			c->vf, c->instance_id);
 		judged = fresh;
 	}
-	liveness_gather(pass, judged, &ev);
-	verdict = liveness_verdict(&ev, &reason);
+	verdict = judge_claim(s, pass, m, judged, &reason);
 
 	switch (verdict) {
 	case LIVENESS_DEAD:
@@ -102,6 +103,9 @@ static void reconcile_claim(struct sentinel *s, struct liveness_pass *pass,
 				 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-",
 				 reason);
 		}
+		break;
+	case LIVENESS_STARTING:
+		note_starting(s, m, judged);
 		break;
 	case LIVENESS_UNMANAGED:
 		break;

@@ -55,6 +55,12 @@ struct claim_memory {
 				    * text), NULL when the last was not uncertain:
 				    * warned once per change */
 	bool noted_no_evidence;       /* said once that it is never polled */
+	/* the startup grace (--control-grace): a socket was seen listening on
+	 * its control path; when it was claimed (CLOCK_BOOTTIME, estimated at
+	 * its first sighting: sentinel_claim_boot_ns); said once that it waits */
+	bool control_seen;
+	int64_t claim_boot_ns;
+	bool noted_starting;
 	/* agent-unreachable: since when (monotonic ns, 0: not now) its answers
 	 * have been rpc_error or unknown, and the result and reason last
 	 * logged (NULL: not logged in this streak): logged once per change */
@@ -139,6 +145,14 @@ struct claim_memory *claim_memory_find(struct sentinel *s, const struct assignme
 void claim_memory_update(struct sentinel *s, const struct claim_list *l);
 /* The first dead verdict on a claim: from now on it is not polled. */
 void mark_dead(struct claim_memory *m, const struct assignment *c, const char *reason);
+/* Gather the evidence about c's VMM and judge it (liveness_verdict), with
+ * what m remembers: whether its control socket was ever seen listening,
+ * and its startup grace.  m may be NULL (no memory: the grace counts from
+ * claimed_at alone). */
+enum liveness judge_claim(struct sentinel *s, struct liveness_pass *pass, struct claim_memory *m,
+			  const struct assignment *c, const char **reason);
+/* A starting verdict: said once per claim, at info. */
+void note_starting(const struct sentinel *s, struct claim_memory *m, const struct assignment *c);
 /* A claim judged alive: when, for the death time of a later release. */
 void note_alive(struct claim_memory *m);
 /* An uncertain verdict: warned once per change of reason. */

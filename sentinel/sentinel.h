@@ -34,7 +34,10 @@
  * Every reconcile_interval (and once at start, when enabled) every claim is
  * judged; one judged dead is no longer polled, and released (conditional
  * release, `release=CLAIMED_AT`) when the next pass judges it dead again;
- * uncertain ones are kept, counted, and warned about once per change.
+ * uncertain ones are kept, counted, and warned about once per change;
+ * starting ones (a control socket never seen listening, within
+ * control_grace after the claim: verdict.h) are kept, not polled, noted
+ * once.
  * Without polls (options.poll false: vfhealthd --no-sentinel) only the
  * reconcile runs.
  *

@@ -60,10 +60,9 @@ enum revalidate_verdict sentinel_revalidate(const struct assignment *captured,
 /* ---- liveness ----------------------------------------------------------------------- */
 
 static const char *const liveness_names[] = {
-	[LIVENESS_ALIVE] = "alive",
-	[LIVENESS_DEAD] = "dead",
-	[LIVENESS_UNCERTAIN] = "uncertain",
-	[LIVENESS_UNMANAGED] = "unmanaged",
+	[LIVENESS_ALIVE] = "alive",         [LIVENESS_DEAD] = "dead",
+	[LIVENESS_UNCERTAIN] = "uncertain", [LIVENESS_UNMANAGED] = "unmanaged",
+	[LIVENESS_STARTING] = "starting",
 };
 
 const char *liveness_name(enum liveness l)
@@ -102,12 +101,17 @@ static enum liveness judge(const struct liveness_evidence *ev, const char **why)
 			return *why = "no pid or control socket recorded", LIVENESS_UNMANAGED;
 		if (ev->sockets_rc < 0)
 			return *why = "control socket cannot be checked", LIVENESS_UNCERTAIN;
+		if (ev->control_grace)
+			return *why = "control socket not listening yet", LIVENESS_STARTING;
 		return *why = "no socket listening on the control path", LIVENESS_DEAD;
 	}
 	/* The pid runs and is not a zombie: never dead from here on. */
 	if (ev->starttime_claimed == 0 || !ev->boot_id_given)
 		return *why = "process runs, but its start time or boot id was not recorded",
 		       LIVENESS_UNCERTAIN;
+	if (ev->control_given && ev->sockets_rc == 0 && ev->control_grace)
+		return *why = "process runs; its control socket not listening yet",
+		       LIVENESS_STARTING;
 	if (ev->control_given)
 		return *why = ev->sockets_rc < 0 ? "process runs; its control socket cannot be "
 						   "checked" :
@@ -125,6 +129,24 @@ enum liveness liveness_verdict(const struct liveness_evidence *ev, const char **
 	if (reason)
 		*reason = why;
 	return l;
+}
+
+/* ---- the startup grace ------------------------------------------------------- */
+
+int64_t sentinel_claim_boot_ns(const char *claimed_at, int64_t now_wall_ns, int64_t now_boot_ns)
+{
+	int64_t age;
+
+	if (sentinel_latency_ns(claimed_at, now_wall_ns, &age) < 0)
+		age = 0;
+	if (now_boot_ns < 0)
+		now_boot_ns = 0;
+	return now_boot_ns - (age < now_boot_ns ? age : now_boot_ns);
+}
+
+bool sentinel_control_grace(int64_t claim_boot_ns, int64_t now_boot_ns, int64_t grace_ns)
+{
+	return now_boot_ns - claim_boot_ns < grace_ns;
 }
 
 /* ---- detection latency ------------------------------------------------------ */

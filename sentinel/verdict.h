@@ -5,7 +5,8 @@
  *
  *  classify      agent_query()'s return code and answer -> one check result;
  *  revalidate    whether an answer is reported against the assignment asked;
- *  liveness      the evidence about a claim's VMM -> dead / alive / uncertain;
+ *  liveness      the evidence about a claim's VMM -> dead / alive / uncertain /
+ *                starting; and when a claim's startup grace ends;
  *  death time    what a dead VMM's release says of when it died.
  *
  * The file interface's grammar (assignment files, report commands and their
@@ -74,6 +75,9 @@ enum liveness {
 			     * vfhealth_sentinel_liveness_uncertain_total */
 	LIVENESS_UNMANAGED, /* no pid and no control path: nothing to judge by; kept,
 			     * never dialled */
+	LIVENESS_STARTING,  /* its control socket is not listening yet, within the
+			     * startup grace: kept, never released, never dialled
+			     * (nothing vouches for its agent yet), noted once */
 };
 
 const char *liveness_name(enum liveness l);
@@ -94,6 +98,9 @@ struct liveness_evidence {
 	bool listening;             /* when sockets_rc == 0: a socket bound to the control
 				      * path's file (device and inode) is listening in the
 				      * VMM's network namespace */
+	bool control_grace;         /* its control socket was never seen listening and
+				      * its startup grace has not ended
+				      * (sentinel_control_grace) */
 };
 
 /* The rule, in order:
@@ -106,6 +113,10 @@ struct liveness_evidence {
  *              see: never released on that alone); or the pid runs but its
  *              start time or boot id was not recorded (not proven to be the
  *              claim's VMM) and no control socket vouches for it;
+ *   starting   instead of dead or uncertain for the one reason that nothing
+ *              listens on the control path (its file may not exist yet),
+ *              while control_grace holds: a VMM binds its control socket
+ *              after it claims;
  *   unmanaged  neither pid nor control path;
  *   alive      otherwise: the control socket listens, or the pid runs with
  *              the recorded start time and boot id.
@@ -113,6 +124,24 @@ struct liveness_evidence {
  * and boot id makes its claim alive or uncertain.  *reason (static) says
  * why. */
 enum liveness liveness_verdict(const struct liveness_evidence *ev, const char **reason);
+
+/* ---- the startup grace ------------------------------------------------------- */
+
+/* When a claim was made on CLOCK_BOOTTIME (ns), as first estimated at
+ * now_boot_ns / now_wall_ns (CLOCK_BOOTTIME and Unix time, ns): now, less
+ * the age its claimed_at says, which counts as 0 when claimed_at is empty,
+ * malformed or to come, and at most the time since boot (a claim of this
+ * boot is not older than it).  Estimated once, at a claim's first sighting,
+ * and kept: the wall clock stepped later does not move it; a sentinel
+ * started later finds the same claimed_at, so a restart neither renews the
+ * grace nor lets a claimed_at to come extend it beyond one grace from the
+ * first sighting.  Tests: test-verdict.c (test_control_grace), on a real
+ * mount test-late-bind.sh. */
+int64_t sentinel_claim_boot_ns(const char *claimed_at, int64_t now_wall_ns, int64_t now_boot_ns);
+
+/* Whether a claim made at claim_boot_ns is still within a grace of grace_ns
+ * at now_boot_ns (all CLOCK_BOOTTIME). */
+bool sentinel_control_grace(int64_t claim_boot_ns, int64_t now_boot_ns, int64_t grace_ns);
 
 /* ---- death time -------------------------------------------------------------- */
 

@@ -10,8 +10,13 @@
 #            [--pid PID] INSTANCE
 #
 # The claim is the exclusive create of VF/assignments/INSTANCE, followed by
-# one write of its attributes (pid=PID, default: the caller's pid, and
-# agent=/control= when given), as examples/vmm/vfhealth-claim.sh does.
+# one write of the attributes given (pid=, agent=, control=), as
+# examples/vmm/vfhealth-claim.sh does.  Name the VMM, never this script or
+# its shell (a claim whose pid dies is released as its VMM's crash):
+# --pid the VMM's pid when it runs already; else --control its control
+# socket, which the sentinel waits for (--control-grace after the claim,
+# vfhealthd(8)), or neither, and complete the claim with pid= once the VMM
+# runs.  --agent needs --pid or --control.
 # --candidates FILE: the VFs to try, one per line, instead of reading
 # allocatable (a scheduler's filtered copy of it; - for stdin).
 # Prints the VF it claimed.  Exit: 0 claimed; 1 nothing could be claimed
@@ -21,9 +26,8 @@ set -euo pipefail
 mount=/run/vfhealth
 candidates=
 attrs=
-pid=$PPID
 instance=
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "place: $*" >&2; exit 2; }
 while (($#)); do
 	case $1 in
@@ -31,14 +35,13 @@ while (($#)); do
 	--candidates) candidates=${2:?--candidates needs a file}; shift 2 ;;
 	--agent) attrs+="agent=${2:?--agent needs an endpoint}"$'\n'; shift 2 ;;
 	--control) attrs+="control=${2:?--control needs a path}"$'\n'; shift 2 ;;
-	--pid) pid=${2:?--pid needs a pid}; shift 2 ;;
+	--pid) attrs="pid=${2:?--pid needs a pid}"$'\n'$attrs; shift 2 ;;
 	-h|--help) usage; exit 0 ;;
 	-*) die "unknown option: $1" ;;
 	*) [[ -z $instance ]] || die "one INSTANCE only"; instance=$1; shift ;;
 	esac
 done
 [[ -n $instance ]] || { usage >&2; exit 2; }
-attrs="pid=$pid"$'\n'$attrs
 
 # One open, one order: the whole list is read before the first claim.
 if [[ -z $candidates ]]; then

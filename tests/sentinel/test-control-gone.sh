@@ -12,7 +12,8 @@ source "$(dirname "$0")/lib.sh"
 A=0000:41:00.4
 B=0000:41:00.5
 C=0000:41:00.6
-start_daemon --poll-interval 0.2 --poll-timeout 2 --no-reconcile
+# --control-grace 0: judged at once (the startup grace is test-late-bind.sh's).
+start_daemon --poll-interval 0.2 --poll-timeout 2 --no-reconcile --control-grace 0
 register_vf "$A"
 register_vf "$B"
 register_vf "$C"

@@ -23,7 +23,8 @@ J=0000:41:00.2 # jailed, with pid
 K=0000:41:00.3 # jailed, control only
 Z=0000:41:00.4 # zombie, pid only
 U=0000:41:00.5 # uncertain
-start_daemon --poll-interval 0.2 --poll-timeout 1 --reconcile-interval 0.2
+# --control-grace 0: judged at once (the startup grace is test-late-bind.sh's).
+start_daemon --poll-interval 0.2 --poll-timeout 1 --reconcile-interval 0.2 --control-grace 0
 for vf in "$F" "$J" "$K" "$Z" "$U"; do register_vf "$vf"; done
 
 # forged: the victim VMM dies by SIGKILL (its socket file stays); the forger

@@ -16,7 +16,8 @@ kill -KILL "${BG_PIDS[-1]}"
 wait "${BG_PIDS[-1]}" 2>/dev/null || true
 
 # 1. --no-sentinel: released, nothing polled.
-start_daemon --no-sentinel --poll-interval 0.1 --reconcile-interval 0.2
+# --control-grace 0: judged at once (the startup grace is test-late-bind.sh's).
+start_daemon --no-sentinel --poll-interval 0.1 --reconcile-interval 0.2 --control-grace 0
 register_vf "$DEAD"
 register_vf "$LIVE"
 claim "$DEAD" vm-dead "agent=hvsock:$T/g1.hv:2222" "control=$T/killed.ctl"
@@ -35,7 +36,7 @@ file_is "$MNT/$LIVE/tally" 0 || fail "--no-sentinel reported"
 stop_daemon
 
 # 2. --no-reconcile: polled, but the dead claim stays.
-start_daemon --no-reconcile --poll-interval 0.1 --poll-timeout 2
+start_daemon --no-reconcile --poll-interval 0.1 --poll-timeout 2 --control-grace 0
 claim "$DEAD" vm-dead "agent=hvsock:$T/g1.hv:2222" "control=$T/killed.ctl"
 wait_for 20 "the live claim polled" file_is "$MNT/$LIVE/tally" 1
 wait_polls 5

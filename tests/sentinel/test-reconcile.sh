@@ -8,7 +8,8 @@
 # unreadable /proc) are in test-liveness-fake.sh.
 source "$(dirname "$0")/lib.sh"
 
-start_daemon --poll-interval 3600 --reconcile-interval 0.2
+# --control-grace 0: judged at once (the startup grace is test-late-bind.sh's).
+start_daemon --poll-interval 3600 --reconcile-interval 0.2 --control-grace 0
 for vf in 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:41:00.4 0000:41:00.5; do
 	register_vf "$vf"
 done

@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <sched.h>
 #include <stddef.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -247,6 +249,32 @@ START_TEST(test_liveness_verdicts)
 		{ { .pid = 77, .proc_rc = -EBADMSG, .control_given = true, .sockets_rc = -EBADMSG },
 		  LIVENESS_UNCERTAIN },
 		{ { .control_given = true, .sockets_rc = -EACCES }, LIVENESS_UNCERTAIN },
+		/* Within the startup grace, nothing listening on the control path
+		 * (yet) is neither dead nor uncertain: starting. */
+		{ { .control_given = true, .control_grace = true }, LIVENESS_STARTING },
+		{ { .control_given = true, .control_grace = true, BOOT_SAME }, LIVENESS_STARTING },
+		{ { .control_given = true, .control_grace = true, PID_RUNS }, LIVENESS_STARTING },
+		/* ... but it hides nothing else: a socket listening is alive, a
+		 * dead fact dead, an unreadable fact uncertain. */
+		{ { .control_given = true, .listening = true, .control_grace = true },
+		  LIVENESS_ALIVE },
+		{ { .control_given = true, .control_grace = true, .pid = 77, .proc_rc = -ENOENT },
+		  LIVENESS_DEAD },
+		{ { .control_given = true, .control_grace = true, PID_RUNS, .ended = true },
+		  LIVENESS_DEAD },
+		{ { .control_given = true,
+		    .control_grace = true,
+		    .boot_id_given = true,
+		    .boot_id_same = false },
+		  LIVENESS_DEAD },
+		{ { .control_given = true, .control_grace = true, .sockets_rc = -EACCES },
+		  LIVENESS_UNCERTAIN },
+		{ { .control_given = true, .control_grace = true, PID_RUNS, .sockets_rc = -EPERM },
+		  LIVENESS_UNCERTAIN },
+		{ { .control_given = true, .control_grace = true, .pid = 77, .starttime_now = 5 },
+		  LIVENESS_UNCERTAIN },
+		{ { .control_grace = true }, LIVENESS_UNMANAGED },
+		{ { PID_RUNS, .control_grace = true }, LIVENESS_ALIVE },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
@@ -258,6 +286,7 @@ START_TEST(test_liveness_verdicts)
 		ck_assert_ptr_nonnull(reason);
 	}
 	ck_assert_str_eq(liveness_name(LIVENESS_UNCERTAIN), "uncertain");
+	ck_assert_str_eq(liveness_name(LIVENESS_STARTING), "starting");
 	ck_assert_str_eq(liveness_name((enum liveness)9), "invalid");
 }
 END_TEST
@@ -627,6 +656,131 @@ START_TEST(test_gather_other_netns)
 }
 END_TEST
 
+/* The startup grace counts from the claim, on the boot clock: a claimed_at
+ * in the past has spent part of it (a restarted sentinel does not renew
+ * it), one to come counts from the first sighting (never extends it),
+ * one before the boot from the boot. */
+START_TEST(test_control_grace)
+{
+	const int64_t s = SENTINEL_NS_PER_S;
+	/* 2026-01-01T00:00:00Z is 1767225600 */
+	const int64_t wall = INT64_C(1767225600) * s, boot = 1000 * s, grace = 300 * s;
+	int64_t at;
+
+	at = sentinel_claim_boot_ns("2025-12-31T23:58:20Z", wall, boot); /* 100 s ago */
+	ck_assert_int_eq(at, 900 * s);
+	ck_assert(sentinel_control_grace(at, boot, grace));
+	ck_assert(sentinel_control_grace(at, 1200 * s - 1, grace));
+	ck_assert(!sentinel_control_grace(at, 1200 * s, grace));
+	/* Older than the grace at its first sighting: over at once. */
+	at = sentinel_claim_boot_ns("2025-12-31T23:50:00Z", wall, boot);
+	ck_assert(!sentinel_control_grace(at, boot, grace));
+	/* To come (a writer's time, or a clock stepped back): from now. */
+	at = sentinel_claim_boot_ns("2026-01-01T01:00:00Z", wall, boot);
+	ck_assert_int_eq(at, boot);
+	ck_assert(sentinel_control_grace(at, boot + grace - 1, grace));
+	ck_assert(!sentinel_control_grace(at, boot + grace, grace));
+	/* None, or unreadable: from now. */
+	ck_assert_int_eq(sentinel_claim_boot_ns("", wall, boot), boot);
+	ck_assert_int_eq(sentinel_claim_boot_ns("yesterday", wall, boot), boot);
+	/* Before this boot: from the boot. */
+	ck_assert_int_eq(sentinel_claim_boot_ns("2025-12-31T00:00:00Z", wall, boot), 0);
+	/* 0: no grace at all. */
+	ck_assert(!sentinel_control_grace(boot, boot, 0));
+}
+END_TEST
+
+/* A VMM of another user (here: root that became uid 65534 after binding,
+ * so not dumpable either) whose /proc/PID/ns/net the sentinel may not open
+ * without CAP_SYS_PTRACE, which the checker drops: in the sentinel's own
+ * namespace it is judged by its socket (alive); in a namespace of its own,
+ * uncertain, never dead. */
+static enum liveness judge_without_ptrace(bool own_netns, int *sockets_rc)
+{
+	char ctl[sizeof(((struct assignment *)0)->control)], ready;
+	struct assignment c = claim("0000:41:00.4", "vm-1", T1);
+	int pipefd[2], hold[2], result[2], status;
+	pid_t vmm, checker;
+	struct {
+		enum liveness l;
+		int sockets_rc;
+	} out = { LIVENESS_UNMANAGED, 0 };
+
+	fake_path(ctl, sizeof(ctl), own_netns ? "own.ctl" : "other.ctl");
+	ck_assert_int_eq(pipe(pipefd), 0);
+	ck_assert_int_eq(pipe(hold), 0);
+	ck_assert_int_eq(pipe(result), 0);
+	vmm = fork();
+	ck_assert_int_ge(vmm, 0);
+	if (vmm == 0) {
+		char byte;
+		if (!own_netns && unshare(CLONE_NEWNET) < 0)
+			_exit(1);
+		listen_at(ctl, true);
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(1);
+		if (write(pipefd[1], "r", 1) != 1 || read(hold[0], &byte, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	ck_assert_int_eq(read(pipefd[0], &ready, 1), 1);
+	c.pid = vmm;
+	ck_assert_int_eq(proc_pid_starttime(NULL, vmm, &c.pid_starttime), 0);
+	ck_assert_int_eq(proc_boot_id(NULL, c.boot_id), 0);
+	memcpy(c.control, ctl, sizeof(ctl));
+
+	checker = fork();
+	ck_assert_int_ge(checker, 0);
+	if (checker == 0) {
+		struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+		struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+		struct liveness_evidence ev;
+		struct liveness_pass pass;
+		char path[64];
+
+		if (syscall(SYS_capget, &h, d) < 0)
+			_exit(2);
+		d[0].effective &= ~(1u << CAP_SYS_PTRACE);
+		if (syscall(SYS_capset, &h, d) < 0)
+			_exit(2);
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)vmm);
+		if (open(path, O_RDONLY | O_CLOEXEC) >= 0)
+			_exit(3); /* the premise: without CAP_SYS_PTRACE it does not open */
+		liveness_pass_begin(&pass, "/proc");
+		liveness_gather(&pass, &c, &ev);
+		out.l = liveness_verdict(&ev, NULL);
+		out.sockets_rc = ev.sockets_rc;
+		liveness_pass_end(&pass);
+		_exit(write(result[1], &out, sizeof(out)) == (ssize_t)sizeof(out) ? 0 : 4);
+	}
+	ck_assert_int_eq(waitpid(checker, &status, 0), checker);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "checker status %#x", status);
+	ck_assert_int_eq(read(result[0], &out, sizeof(out)), (ssize_t)sizeof(out));
+	ck_assert_int_eq(write(hold[1], "x", 1), 1);
+	ck_assert_int_eq(waitpid(vmm, NULL, 0), vmm);
+	unlink(ctl);
+	for (int i = 0; i < 2; i++) {
+		close(pipefd[i]);
+		close(hold[i]);
+		close(result[i]);
+	}
+	*sockets_rc = out.sockets_rc;
+	return out.l;
+}
+
+START_TEST(test_gather_other_user)
+{
+	int rc;
+
+	if (geteuid() != 0)
+		return; /* setresuid, unshare(CLONE_NEWNET) and capset need root */
+	ck_assert_int_eq(judge_without_ptrace(true, &rc), LIVENESS_ALIVE);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_int_eq(judge_without_ptrace(false, &rc), LIVENESS_UNCERTAIN);
+	ck_assert_int_eq(rc, -EACCES);
+}
+END_TEST
+
 /* ---- options ----------------------------------------------------------------------------- */
 
 START_TEST(test_options)
@@ -640,7 +794,12 @@ START_TEST(test_options)
 	ck_assert_int_eq(o.poll_timeout_ns, 5 * SENTINEL_NS_PER_S);
 	ck_assert_int_eq(o.reconcile_interval_ns, 60 * SENTINEL_NS_PER_S);
 	ck_assert_uint_eq(o.concurrency, 64);
+	ck_assert_int_eq(o.control_grace_ns, 300 * SENTINEL_NS_PER_S);
 
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONTROL_GRACE, "2.5"), 0);
+	ck_assert_int_eq(o.control_grace_ns, 2500000000);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONTROL_GRACE, "0"), 0);
+	ck_assert_int_eq(o.control_grace_ns, 0);
 	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_POLL_INTERVAL, "0.2"), 0);
 	ck_assert_int_eq(o.poll_interval_ns, 200000000);
 	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_POLL_TIMEOUT, "1.25"), 0);
@@ -663,6 +822,9 @@ START_TEST(test_options)
 	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONCURRENCY, "1025"), -ERANGE);
 	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONCURRENCY, "x"), -EINVAL);
 	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_PROC_ROOT, "proc"), -EINVAL);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONTROL_GRACE, "-1"), -EINVAL);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONTROL_GRACE, "5m"), -EINVAL);
+	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONTROL_GRACE, "86401"), -ERANGE);
 	ck_assert_int_eq(sentinel_options_apply(&o, 'x', "1"), -ENOENT);
 	ck_assert_mem_eq(&o, &before, sizeof(o));
 }
@@ -741,6 +903,7 @@ START_TEST(test_metrics_render)
 		"# TYPE vfhealth_sentinel_claims gauge\n",
 		"vfhealth_sentinel_claims{watch=\"polled\"} 0\n",
 		"vfhealth_sentinel_claims{watch=\"uncertain\"} 0\n",
+		"vfhealth_sentinel_claims{watch=\"starting\"} 0\n",
 		"vfhealth_sentinel_claims{watch=\"dead\"} 0\n",
 		"vfhealth_sentinel_claims{watch=\"no_agent\"} 0\n",
 		"vfhealth_sentinel_claims{watch=\"no_evidence\"} 0\n",
@@ -869,10 +1032,12 @@ static Suite *verdict_suite(void)
 	tcase_add_test(tc, test_boot_id);
 	tcase_add_test(tc, test_gather);
 	tcase_add_test(tc, test_gather_other_netns);
+	tcase_add_test(tc, test_gather_other_user);
 	suite_add_tcase(s, tc);
 
 	tc = check_tcase("death_time", 30);
 	tcase_add_test(tc, test_death_time);
+	tcase_add_test(tc, test_control_grace);
 	suite_add_tcase(s, tc);
 
 	tc = check_tcase("options", 30);
