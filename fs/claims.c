@@ -540,7 +540,17 @@ static int commit_release(const struct claims *c, struct claim_handle *h)
 		log_notice("vf %s: suspect: the VMM of %s (claimed %s) died %" PRId64 ".%03" PRId64
 			   " s after its claim, within the init window",
 			   h->vf, h->instance_id, rel.claimed_at, after_ms / 1000, after_ms % 1000);
-	log_written(h, line, h->uid, h->pid);
+	/* the VF's story (journalctl VF=) ends each claim with this event, however released */
+	log_event(LOG_INFO, LOG_EVENT_RELEASED,
+		  &(struct log_fields){ .vf = h->vf,
+					.instance = h->instance_id,
+					.claimed_at = rel.claimed_at,
+					.has_writer = true,
+					.writer_uid = (uint32_t)h->uid,
+					.writer_pid = (int32_t)h->pid },
+		  "write to %s accepted (uid %u, pid %d): %s",
+		  claim_path(h->vf, h->instance_id, path, sizeof(path)), (unsigned)h->uid,
+		  (int)h->pid, line);
 done:
 	claim_handle_free(h);
 	h->state = claim_next(h->state, CLAIM_EV_RELEASED);
