@@ -490,7 +490,8 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (sig == SIGHUP) {
-			log_notice("signal HUP: nothing to reload; new options apply at the next start");
+			log_notice(
+				"signal HUP: nothing to reload; new options apply at the next start");
 			continue;
 		}
 		if (sig != SIGCHLD) {

@@ -61,7 +61,7 @@ nspawn=(systemd-nspawn -q -D "$root" -M "$machine" --keep-unit --register=no
 export SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1
 out=$("${nspawn[@]}" /bin/true 2>&1) || skip "systemd-nspawn cannot run here: $out"
 
-ct_script= ct_pid1= boots=0 shutdown_cursor=
+ct_script='' ct_pid1='' boots=0 shutdown_cursor=''
 # in_ct COMMAND...: run COMMAND inside the container, in all its namespaces,
 # with a clean environment.
 in_ct() {
@@ -246,6 +246,7 @@ in_ct systemd-run --quiet --unit=vfhealth-test-vmm sleep infinity
 vmm=$(prop vfhealth-test-vmm MainPID)
 in_ct sh -c ": > /run/vfhealth/$agent_vf/assignments/vm-g &&
 	printf 'agent=unix:/run/vfhealth-vmm/agent.sock\npid=$vmm\n' > /run/vfhealth/$agent_vf/assignments/vm-g"
+# shellcheck disable=SC2016 # awk's own fields
 counter() { in_ct awk -v want="vfhealth_sentinel_checks_total{result=\"$1\"}" '$1 == want { print $2 }' /run/vfhealth/metrics; }
 agent_answered() { local n; n=$(counter unknown); [[ -n $n && $n != 0 ]]; }
 wait_for 60 "the sentinel to get the agent's answer (unknown: no GPU here)" agent_answered
@@ -276,6 +277,7 @@ in_ct rm /etc/systemd/system/vfhealth-textfile.service /etc/systemd/system/vfhea
 # ---- the quarantine path unit, as its header says ------------------------------
 in_ct systemctl enable --now vfhealth-quarantine.path 2>/dev/null
 in_ct mkdir -p /etc/vfhealth/quarantine.d
+# shellcheck disable=SC2016 # the hook's arguments
 in_ct sh -c 'printf "#!/bin/sh\necho \"\$1 \$2\" >> /var/lib/vfhealth-hook-calls\n" > /etc/vfhealth/quarantine.d/10-record &&
 	chmod 755 /etc/vfhealth/quarantine.d/10-record'
 hook_called() { in_ct grep -qx "$1" /var/lib/vfhealth-hook-calls 2>/dev/null; }
@@ -326,10 +328,10 @@ echo "ok   dpkg --purge vfhealth vfhealth-agent"
 files after
 stray=$(comm -13 "$T/files.before" "$T/files.after")
 check "purge leaves no file that was not there before the install" test -z "$stray"
-[[ -z $stray ]] || sed 's/^/  stray: /' <<<"$stray" >&2
+[[ -z $stray ]] || echo "$stray" | while read -r f; do echo "  stray: $f"; done >&2
 left=$(in_ct find / /run -xdev -name '*vfhealth*' -not -path '/proc/*' 2>/dev/null || true)
 check "purge leaves nothing named vfhealth" test -z "$left"
-[[ -z $left ]] || sed 's/^/  left: /' <<<"$left" >&2
+[[ -z $left ]] || echo "$left" | while read -r f; do echo "  left: $f"; done >&2
 check "the vfhealth group stays (Debian keeps system groups)" group_exists
 poweroff
 finish_checks

@@ -37,6 +37,8 @@ finish_checks() {
 copy_tree() {
 	mkdir -p "$1"
 	if git -C "$source_root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+		# Tracked files deleted in the work tree are left out.
+		# shellcheck disable=SC2016 # the inner shell's own variables
 		git -C "$source_root" ls-files -z --cached --others --exclude-standard |
 			(cd "$source_root" && xargs -0 -r sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh) |
 			tar -C "$source_root" --null -T - -cf - | tar -C "$1" -xf -

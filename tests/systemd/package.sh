@@ -19,10 +19,8 @@ done
 
 build_debs
 echo "ok   dpkg-buildpackage -b -us -uc in a copy of the tree"
-host=$deb_dir/vfhealth_*_*.deb
-agent=$deb_dir/vfhealth-agent_*_*.deb
-# shellcheck disable=SC2086 # one file each
-{ host=$(echo $host); agent=$(echo $agent); }
+host=$(compgen -G "$deb_dir/vfhealth_*_*.deb" | head -n1) || true
+agent=$(compgen -G "$deb_dir/vfhealth-agent_*_*.deb" | head -n1) || true
 [[ -f $host && -f $agent ]] || fail "no vfhealth or vfhealth-agent .deb in $deb_dir: $(ls "$deb_dir")"
 
 # Lintian: every tag it prints is shown; an error or a warning fails.

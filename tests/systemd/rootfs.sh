@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # rootfs.sh - print the path of a Debian 12 root file system with systemd
 # (a tar), building it with mmdebstrap when the cache lacks it.
 #
@@ -28,6 +29,7 @@ if [[ ! -s $tar ]]; then
 	if [[ ! -s $tar ]]; then
 		echo "rootfs.sh: building $tar with mmdebstrap (a few minutes, once)" >&2
 		list=$(IFS=,; echo "${pkgs[*]}")
+		# shellcheck disable=SC2016 # $1 is the hook's: the new root
 		mmdebstrap --quiet --variant=minbase --include="$list" \
 			--customize-hook='echo vfhealth-test > "$1/etc/hostname"' \
 			--customize-hook='rm -f "$1/etc/machine-id"; : > "$1/etc/machine-id"' \
