@@ -320,7 +320,10 @@ wait_for 60 "$pf to serve again after its cycle" gpu_state serving
 echo "ok   a recovery cycle of $pf ran from the unit; the GPU serves again"
 EXPECT=0 check "the cycle cleared 0000:42:00.4's quarantine" is in_ct cat /run/vfhealth/0000:42:00.4/quarantined
 check "vfhealthd logged the program's lines" log_has vfhealthd "test-cycle: $pf: 2 VFs back"
-in_ct journalctl -q --no-pager -u vfhealthd -o cat | grep -F "$pf" | while read -r l; do echo "  | $l"; done
+echo "  journalctl -u vfhealthd VF=0000:42:00.4:"
+in_ct journalctl -q --no-pager -u vfhealthd VF=0000:42:00.4 | sed 's/^/  | /'
+echo "  journalctl -u vfhealthd, GPU $pf:"
+in_ct journalctl -q --no-pager -u vfhealthd -o cat | grep -F "GPU $pf" | sed 's/^/  | /'
 
 # ---- systemd-analyze security ---------------------------------------------------
 ex=/usr/share/doc/vfhealth/examples
