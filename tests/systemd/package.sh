@@ -17,6 +17,8 @@ for tool in dpkg-buildpackage dh lintian; do
 	command -v "$tool" >/dev/null || skip "$tool not installed (./dev.sh test installs it)"
 done
 
+# No .deb of an earlier run is left for the boot test to install.
+rm -rf "$deb_dir"
 build_debs
 echo "ok   dpkg-buildpackage -b -us -uc in a copy of the tree"
 host=$(compgen -G "$deb_dir/vfhealth_*_*.deb" | head -n1) || true
