@@ -26,6 +26,10 @@ build_pkgs=(gcc libc6-dev pkg-config meson ninja-build libfuse3-dev fuse3
 run_pkgs=(fuse3 sqlite3 util-linux procps inotify-tools)
 test_pkgs=(inotify-tools sqlite3 util-linux procps python3 valgrind e2fsprogs strace
 	   clang clang-tidy libclang-rt-14-dev man-db groff-base bsdextrautils clang-format)
+# The suite systemd (tests/systemd): the Debian packages built with debhelper
+# and checked with lintian, then booted under systemd in a container that
+# mmdebstrap builds once (systemd-nspawn; nsenter and script are essential).
+systemd_test_pkgs=(dpkg-dev debhelper lintian mmdebstrap systemd systemd-container)
 # promtool (checks the metrics and the alert rules) ships in Debian's prometheus.
 promtool_pkg=prometheus
 # node_exporter scrapes the textfile example; shellcheck lints every script.
@@ -165,7 +169,8 @@ cmd_test() {
 	local headers
 	headers=$(kernel_headers_pkg)
 	install_pkgs "${build_pkgs[@]}" "${test_pkgs[@]}" "$promtool_pkg" "${extra_test_pkgs[@]}" \
-		"${kernel_test_pkgs[@]}" "${libvirt_test_pkgs[@]}" "${slurm_test_pkgs[@]}" ${headers:+"$headers"}
+		"${kernel_test_pkgs[@]}" "${libvirt_test_pkgs[@]}" "${slurm_test_pkgs[@]}" \
+		"${systemd_test_pkgs[@]}" ${headers:+"$headers"}
 	local dir=${BUILD_DIR:-build}
 	setup_build "$dir" -Dwerror=true -Db_sanitize=address,undefined -Dtests=true
 	# shellcheck disable=SC2086

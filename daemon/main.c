@@ -11,12 +11,15 @@
  *
  * Design notes
  * ------------
- * Exit status: 0 after SIGTERM/SIGINT/SIGHUP, 2 for bad usage, 1 for every
+ * Exit status: 0 after SIGTERM/SIGINT, 2 for bad usage, 1 for every
  * failure, so that Restart=on-failure restarts it: a live vfhealth mount at
  * the mountpoint (vffs_mount refuses to stack a mount over it), a store held
  * by another process, the mount unmounted from outside, the sentinel's
  * death.  $NOTIFY_SOCKET hears READY=1 with the store's STATUS= and every
- * availability change after it (sd-notify.h).
+ * availability change after it (sd-notify.h).  SIGHUP is logged and
+ * otherwise ignored: nothing is read after the start (options come from the
+ * command line), and a HUP that stopped the daemon with status 0 would stop
+ * it for good under Restart=on-failure.
  *
  * Threads: this main thread does all of the above, then only waits for
  * SIGTERM/SIGINT/SIGHUP (and SIGCHLD from the sentinel) with sigwait();
@@ -497,6 +500,11 @@ int main(int argc, char **argv)
 				vffs_mountpoint(fs));
 			r = -ENOTCONN;
 			break;
+		}
+		if (sig == SIGHUP) {
+			log_notice(
+				"signal HUP: nothing to reload; new options apply at the next start");
+			continue;
 		}
 		if (sig != SIGCHLD) {
 			log_info("signal %s: shutting down",

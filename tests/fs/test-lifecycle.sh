@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # vfhealthd(8) itself: options, directories it creates, readiness on
-# $NOTIFY_SOCKET, clean unmount on SIGTERM and SIGINT, a crash (SIGKILL) then
+# $NOTIFY_SOCKET, SIGHUP logged and ignored (a HUP that stopped it with
+# status 0 would stop it for good under Restart=on-failure), clean unmount
+# on SIGTERM and SIGINT, a crash (SIGKILL) then
 # a restart on the stale mount with the state intact, daemonizing without
 # -f, and an unmount from outside ending the daemon.
 source "$(dirname "$0")/lib.sh"
@@ -41,6 +43,13 @@ rc=0
 assert_eq "$rc" 1 "exit status of a second instance on the same database"
 ! mountpoint -q "$T/second" || fail "the refused instance left its mount"
 assert_cat "$MNT/threshold" 3
+
+# --- SIGHUP is logged, and the daemon goes on serving the same mount
+kill -HUP "$DAEMON_PID"
+wait_for 10 "SIGHUP to be logged" grep -q "signal HUP: nothing to reload" "$T/daemon.log"
+kill -0 "$DAEMON_PID" 2>/dev/null || fail "vfhealthd exited on SIGHUP"
+assert_cat "$MNT/threshold" 3
+put "$MNT/max_quarantined" 5
 
 # --- SIGINT unmounts cleanly too
 kill -INT "$DAEMON_PID"

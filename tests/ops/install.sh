@@ -30,7 +30,7 @@ grep -qxF -- "$recipe" "$source_root/docs/overview.md" ||
 read -r -a words <<<"$recipe"
 # meson setup OPTIONS... BUILDDIR: the options, on a build directory of ours.
 opts=("${words[@]:2:${#words[@]}-3}")
-for want in --prefix=/usr --sysconfdir=/etc --localstatedir=/var -Db_sanitize=none; do
+for want in --prefix=/usr --sysconfdir=/etc --localstatedir=/var -Db_sanitize=none -Dtests=false; do
 	printf '%s\n' "${opts[@]}" | grep -qxF -- "$want" || fail "the README's recipe lacks $want: $recipe"
 done
 rel=$T/build-release

@@ -6,7 +6,7 @@ set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 
 cd "$source_root"
-mapfile -t shell_scripts < <(ls examples/*.sh examples/*/*.sh tests/ops/*.sh tests/integrations/*.sh 2>/dev/null)
+mapfile -t shell_scripts < <(ls examples/*.sh examples/*/*.sh tests/ops/*.sh tests/integrations/*.sh tests/systemd/*.sh 2>/dev/null)
 # Python scripts: by name, and executables without one by their #! line.
 mapfile -t python_scripts < <(ls examples/*/*.py 2>/dev/null
 	for f in examples/*/*; do
