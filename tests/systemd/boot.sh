@@ -257,14 +257,24 @@ agent_answered() { local n; n=$(counter unknown); [[ -n $n && $n != 0 ]]; }
 wait_for 60 "the sentinel to get the agent's answer (unknown: no GPU here)" agent_answered
 echo "ok   the sentinel polled the agent unit's socket (it answered unknown: no GPU here)"
 # The sentinel judges a VMM of another uid under the unit's capabilities
-# (no CAP_SYS_PTRACE): its claim reads watch=polled, not uncertain.
+# (no CAP_SYS_PTRACE): its claim is counted watch="polled", not uncertain.
 in_ct mkdir "/run/vfhealth/0000:41:00.7"
 in_ct systemd-run --quiet --unit=vfhealth-test-vmm-nobody -p User=nobody sleep infinity
 vmm_nobody=$(prop vfhealth-test-vmm-nobody MainPID)
 in_ct sh -c ": > /run/vfhealth/0000:41:00.7/assignments/vm-n &&
 	printf 'agent=unix:/run/vfhealth-vmm/agent.sock\npid=$vmm_nobody\n' > /run/vfhealth/0000:41:00.7/assignments/vm-n"
-polled() { in_ct grep -x watch=polled /run/vfhealth/0000:41:00.7/assignments/vm-n >/dev/null; }
-wait_for 30 "the claim of nobody's VMM to read watch=polled" polled
+# shellcheck disable=SC2016 # awk's own fields
+series() { in_ct awk -v want="$1" '$1 == want { print $2 }' /run/vfhealth/metrics; }
+# both live claims (vm-g's VMM runs as root, vm-n's as nobody) polled, none uncertain
+polled() {
+	[[ $(series 'vfhealth_sentinel_claims{watch="polled"}') == 2 &&
+		$(series 'vfhealth_sentinel_claims{watch="uncertain"}') == 0 ]]
+}
+wait_until 30 polled || {
+	in_ct grep '^vfhealth_sentinel_claims' /run/vfhealth/metrics >&2 || :
+	in_ct journalctl -q -n 20 -u vfhealthd >&2 || :
+	fail "timed out waiting for: both claims polled (vfhealth_sentinel_claims{watch=\"polled\"} 2), none uncertain"
+}
 echo "ok   the sentinel polls a VMM of another uid (watch=polled)"
 in_ct systemctl stop vfhealth-test-vmm-nobody
 in_ct systemctl stop vfhealth-test-vmm vfhealth-agent
@@ -301,7 +311,12 @@ in_ct tee /etc/default/vfhealthd >/dev/null <<'OPTIONS'
 VFHEALTHD_OPTIONS="--group vfhealth --sysfs-root /srv/vfhealth-test-sys --recover-program /usr/local/sbin/vfhealth-test-cycle"
 OPTIONS
 in_ct systemctl restart vfhealthd
-in_ct mkdir /run/vfhealth/0000:42:00.4 /run/vfhealth/0000:42:00.5
+# vfhealthd registers the fake GPU's VFs from its sysfs before it is ready
+EXPECT=$pf check "vfhealthd registered 0000:42:00.4 from sysfs, its parent $pf" \
+	is in_ct cat /run/vfhealth/0000:42:00.4/parent
+EXPECT=$pf check "vfhealthd registered 0000:42:00.5 from sysfs, its parent $pf" \
+	is in_ct cat /run/vfhealth/0000:42:00.5/parent
+check "the registration is logged" log_has vfhealthd "GPU $pf: 2 VFs registered from sysfs"
 vf=0000:42:00.4 report vm-c
 vf=0000:42:00.4 report vm-d
 EXPECT=1 check "0000:42:00.4 quarantined before the cycle" is in_ct cat /run/vfhealth/0000:42:00.4/quarantined

@@ -37,7 +37,7 @@ dpkg-deb -R "$host" "$x/host"
 dpkg-deb -R "$agent" "$x/agent"
 conffiles() { sort "$1/DEBIAN/conffiles" 2>/dev/null | tr '\n' ' '; }
 check "vfhealth's conffiles are its /etc/default files" \
-	test "$(conffiles "$x/host")" = "/etc/default/vfhealth-libvirt-hook /etc/default/vfhealthd "
+	test "$(conffiles "$x/host")" = "/etc/default/vfhealth-libvirt-hook /etc/default/vfhealth-slurm-check /etc/default/vfhealthd "
 check "vfhealth-agent's conffile is /etc/default/vfhealth-agent" \
 	test "$(conffiles "$x/agent")" = "/etc/default/vfhealth-agent "
 for f in usr/sbin/vfhealthd usr/sbin/vfhealth-sentinel lib/systemd/system/vfhealthd.service \
