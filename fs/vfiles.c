@@ -587,7 +587,8 @@ static int failures_render(const struct vfile_call *call, FILE *out)
  * HISTORY_MAX (vfhealth(5)):
  *   # N older entries dropped
  *   CLAIMED_AT claim INSTANCE released=AT|- ended=HOW|- by=UID|-
- *   REPORTED_AT failure INSTANCE assigned=AT|- cleared=AT|- why=WHY|- by=UID|- MESSAGE */
+ *   REPORTED_AT failure INSTANCE assigned=AT|- cleared=AT|- why=WHY|- by=UID|- MESSAGE
+ *   SINCE probation cleared=AT|- why=WHY|- */
 /* ms as seconds with three decimals: "12.345s". */
 static const char *seconds_ms(int64_t ms, char *buf, size_t size)
 {
@@ -626,6 +627,9 @@ static int history_render(const struct vfile_call *call, FILE *out)
 			fprintf(out, "%s claim %s released=%s ended=%s by=%s\n", e->at,
 				e->instance_id, e->ended_at[0] ? e->ended_at : "-",
 				e->how[0] ? e->how : "-", by);
+		else if (e->kind == STORE_HISTORY_PROBATION)
+			fprintf(out, "%s probation cleared=%s why=%s\n", e->at,
+				e->ended_at[0] ? e->ended_at : "-", e->how[0] ? e->how : "-");
 		else if (e->kind == STORE_HISTORY_SUSPECT)
 			fprintf(out,
 				"%s suspect %s claimed=%s died=%s after=%s cleared=%s why=%s\n",

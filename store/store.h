@@ -236,6 +236,21 @@
  *                 suspect_lifecycle, migrate_v3_to_v4; test-rules.c
  *                 crash_suspect.
  *
+ *  Probation      a VF the GPU's SR-IOV cycle cleared (store_gpu_recover_end
+ *                 with ok: its quarantine, failures or suspicion ended) is
+ *                 on probation from that commit on, with a history entry:
+ *                 the cycle may not have cured its wedge.  It ranks with
+ *                 the suspect VFs in placement (rule_placement_group), and
+ *                 its first failure report quarantines it whatever the
+ *                 threshold (rule_after_failure; the breaker's cap still
+ *                 holds it back), ending the probation (`quarantined`).  It
+ *                 ends too with a success report of an assignment made
+ *                 after it began (`ok:INSTANCE`) and with the operator's
+ *                 store_clear (`operator`: the operator vouches for the
+ *                 VF).  Persisted (table probations).  Tests:
+ *                 probation_lifecycle, migrate_v7_to_v8; test-rules.c
+ *                 placement_groups, after_failure.
+ *
  *  Durability     every acknowledged mutation is committed durably before the
  *                 call returns (WAL, synchronous=FULL, BEGIN IMMEDIATE).
  *                 Concurrent writers are grouped into one transaction and one
@@ -369,7 +384,7 @@ enum store_change_bits {
 	STORE_CHANGE_MODE = 1 << 10,     /* enforce <-> observe */
 	STORE_CHANGE_FAILING = 1 << 11,  /* vf's tally went between 0 and not (ok <-> failing) */
 	STORE_CHANGE_GPU = 1 << 12,      /* a GPU's phase changed (names no VF; parent) */
-	STORE_CHANGE_SUSPECT = 1 << 13,  /* vf became suspect or stopped being it */
+	STORE_CHANGE_SUSPECT = 1 << 13,  /* vf's suspicion or probation began or ended */
 	STORE_CHANGE_AUTO_RECOVER = 1 << 14,
 	/* vf's reservation was cancelled: what it excluded is free again.  The
 	 * reservation itself was never announced, so files that list claims
@@ -442,6 +457,7 @@ struct store_vf_info {
 	char since[RFC3339_BUFSZ];  /* when it went out of service, or became suspect
 				    * while in service; "" otherwise */
 	bool suspect;               /* "Suspect" above; in service or not */
+	bool probation;             /* "Probation" above; in service or not */
 	bool claimed;               /* has a live claim or a reservation */
 	char parent[VF_ADDR_BUFSZ]; /* the physical function; "" when unknown */
 };
@@ -545,6 +561,7 @@ enum store_history_kind {
 	STORE_HISTORY_FAILURE,
 	STORE_HISTORY_HOLD,
 	STORE_HISTORY_SUSPECT,
+	STORE_HISTORY_PROBATION, /* at: when it began; how: why it ended */
 };
 
 /* The why of a cleared failure, the how of an ended claim: one word. */
@@ -712,6 +729,7 @@ struct store_success_result {
 	unsigned cleared;
 	bool rescinded;       /* back in service: the quarantine was lifted, no hold remains */
 	bool suspect_cleared; /* the VF was suspect and is no longer ("Suspect" above) */
+	bool probation_ended; /* the VF was on probation and is no longer ("Probation") */
 };
 
 /* uid: the writer, for the history (-1: unknown). */
@@ -856,6 +874,7 @@ struct store_stats {
 	uint64_t ok_reports_cleared; /* success reports that cleared something */
 	uint64_t ok_reports_noop;    /* success reports that changed nothing */
 	size_t suspect;              /* VFs suspect now */
+	size_t probation;            /* VFs on probation now */
 	uint64_t suspect_confirmed;  /* suspect VFs quarantined since open */
 	uint64_t suspect_cleared;    /* suspect VFs cleared (an OK, the operator) since open */
 	uint64_t commits;            /* durable transactions since open */
