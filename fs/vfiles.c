@@ -559,6 +559,8 @@ static int vf_quarantined_write(const struct vfile_call *call, char *command)
 		log_cleared(call, &before);
 		if (before.suspect)
 			log_notice("%s: no longer suspect: cleared by the operator", call->vf);
+		if (before.probation)
+			log_notice("%s: probation ended: cleared by the operator", call->vf);
 	}
 	return 0;
 }
@@ -752,6 +754,10 @@ static int report_write(const struct vfile_call *call, char *command)
 			log_notice("%s: suspicion confirmed: quarantined after its VMM died in "
 				   "its init window, instance %s failed",
 				   call->vf, cmd.instance_id);
+		if (res.probation_failed)
+			log_notice("%s: quarantined: failed on probation after its GPU's cycle, "
+				   "instance %s failed",
+				   call->vf, cmd.instance_id);
 		return 0;
 	}
 
@@ -762,11 +768,14 @@ static int report_write(const struct vfile_call *call, char *command)
 	if (r < 0)
 		return r;
 	note_check(call, &cmd, METRICS_CHECK_OK);
-	if (!res.cleared && !res.suspect_cleared)
+	if (!res.cleared && !res.suspect_cleared && !res.probation_ended)
 		mark_unchanged(call);
 	if (res.suspect_cleared)
 		log_notice("%s: no longer suspect: instance %s (claimed %s) succeeded", call->vf,
 			   cmd.instance_id, cmd.claimed_at);
+	if (res.probation_ended)
+		log_notice("%s: probation ended: first OK: instance %s (claimed %s) succeeded",
+			   call->vf, cmd.instance_id, cmd.claimed_at);
 	o.kind = REPORT_CLEARED;
 	o.cleared = res.cleared;
 	o.rescinded = res.rescinded;

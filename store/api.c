@@ -51,6 +51,7 @@ const char *store_vf_state_name(enum store_vf_state state)
 		[STORE_VF_HELD] = "held",
 		[STORE_VF_HELD_BACK] = "held-back",
 		[STORE_VF_SUSPECT] = "suspect",
+		[STORE_VF_PROBATION] = "probation",
 	};
 
 	return (size_t)state < ARRAY_SIZE(names) && names[state] ? names[state] : "unknown";
@@ -578,6 +579,7 @@ static int decide_operator(const struct store *s, const struct vf_entry *e, stru
 		.quarantined = rule_out_of_service(e->quarantined, e->held),
 		.tally = (unsigned)e->n_failures,
 		.suspect = e->suspect_since[0] != '\0',
+		.probation = e->probation_since[0] != '\0',
 	};
 	return 0;
 }

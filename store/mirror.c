@@ -433,11 +433,13 @@ void mirror_fill_info(const struct store *s, const struct vf_entry *e, struct st
 	info->suspect = e->suspect_since[0] != '\0';
 	info->probation = e->probation_since[0] != '\0';
 	info->state = rule_vf_state(e->quarantined, e->held, e->n_failures, s->threshold,
-				    info->suspect);
+				    info->suspect, info->probation);
 	if (info->quarantined)
 		memcpy(info->since, e->since, sizeof(info->since));
 	else if (info->state == STORE_VF_SUSPECT)
 		memcpy(info->since, e->suspect_since, sizeof(info->since));
+	else if (info->state == STORE_VF_PROBATION)
+		memcpy(info->since, e->probation_since, sizeof(info->since));
 	info->claimed = e->claim || e->reservation; /* placement: a reservation is taken */
 	copy_string(info->parent, sizeof(info->parent), e->parent); /* no bytes past the NUL */
 }

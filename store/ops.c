@@ -391,12 +391,14 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 			if ((r = quarantine_row(s, row->id, false)) < 0 ||
 			    (r = end_suspicion(s, row->id, "quarantined",
 					       &op->failure.suspect_confirmed)) < 0 ||
-			    (r = end_probation(s, row->id, "quarantined", NULL, &probation)) < 0)
+			    (r = end_probation(s, row->id, "quarantined", NULL,
+					       &op->failure.probation_failed)) < 0)
 				return r;
 			op->failure.outcome = STORE_OUTCOME_QUARANTINED;
 			bits |= STORE_CHANGE_QUARANTINE |
-				(op->failure.suspect_confirmed || probation ? STORE_CHANGE_SUSPECT :
-									      0u);
+				(op->failure.suspect_confirmed || op->failure.probation_failed ?
+					 STORE_CHANGE_SUSPECT :
+					 0u);
 			break;
 		case RULE_HOLD_BACK:
 			op->failure.breaker_engaged = true;

@@ -128,7 +128,7 @@ bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally, bool susp
 }
 
 enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold,
-				  bool suspect)
+				  bool suspect, bool probation)
 {
 	if (held)
 		return STORE_VF_HELD;
@@ -138,6 +138,8 @@ enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, i
 		return STORE_VF_HELD_BACK;
 	if (suspect)
 		return STORE_VF_SUSPECT;
+	if (probation)
+		return STORE_VF_PROBATION;
 	return tally > 0 ? STORE_VF_FAILING : STORE_VF_OK;
 }
 

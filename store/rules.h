@@ -188,11 +188,12 @@ bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally, bool susp
 			  bool probation);
 
 /* What the VF's `state` file says: held wins over quarantined; held-back
- * (rule_held_back) over suspect, suspect over failing (failures on record
- * below the threshold).  Placement ranks by the stronger evidence instead
+ * (rule_held_back) over suspect, suspect over probation (store.h,
+ * Probation), probation over failing (failures on record below the
+ * threshold).  Placement ranks by the stronger evidence instead
  * (rule_placement_group): a failing VF after a suspect one. */
 enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold,
-				  bool suspect);
+				  bool suspect, bool probation);
 
 /* A claim whose VMM died makes its VF suspect when the death falls within
  * the init window after the claim (store.h, "Suspect"): window_ns > 0 and

@@ -442,8 +442,9 @@ enum store_vf_state {
 	STORE_VF_HELD,        /* by the operator (whether quarantined or not) */
 	STORE_VF_HELD_BACK,   /* meets the threshold; the breaker keeps it in service */
 	STORE_VF_SUSPECT,     /* in service; its last VMM died in its init window */
+	STORE_VF_PROBATION,   /* in service; back from its GPU's cycle, no OK since */
 };
-/* "ok", "failing", "quarantined", "held", "held-back", "suspect" */
+/* "ok", "failing", "quarantined", "held", "held-back", "suspect", "probation" */
 const char *store_vf_state_name(enum store_vf_state state);
 
 struct store_vf_info {
@@ -714,6 +715,7 @@ struct store_failure_result {
 	size_t n_instances;
 	bool more_instances;
 	bool suspect_confirmed; /* QUARANTINED: the VF was suspect ("Suspect" above) */
+	bool probation_failed;  /* QUARANTINED: the VF was on probation ("Probation") */
 };
 
 /* assigned_at: canonical RFC 3339 (see rfc3339_normalize) or "" / NULL when
@@ -746,6 +748,7 @@ struct store_operator_result {
 	bool quarantined;      /* out of service before */
 	unsigned tally;        /* failures on record before */
 	bool suspect;          /* suspect before (store_clear ends it) */
+	bool probation;        /* on probation before (store_clear ends it) */
 };
 
 /* Set the hold (a no-op if held); uid: the writer, for the history (-1:

@@ -196,26 +196,32 @@ END_TEST
 START_TEST(vf_state)
 {
 	/* held wins over everything */
-	ck_assert_int_eq(rule_vf_state(true, true, 5, 2, false), STORE_VF_HELD);
-	ck_assert_int_eq(rule_vf_state(false, true, 0, 2, false), STORE_VF_HELD);
-	ck_assert_int_eq(rule_vf_state(false, true, 3, 2, false),
+	ck_assert_int_eq(rule_vf_state(true, true, 5, 2, false, false), STORE_VF_HELD);
+	ck_assert_int_eq(rule_vf_state(false, true, 0, 2, false, false), STORE_VF_HELD);
+	ck_assert_int_eq(rule_vf_state(false, true, 3, 2, false, false),
 			 STORE_VF_HELD); /* not held-back */
 	/* then the automatic quarantine */
-	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, false), STORE_VF_QUARANTINED);
-	ck_assert_int_eq(rule_vf_state(true, false, 0, 2, false), STORE_VF_QUARANTINED);
+	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, false, false), STORE_VF_QUARANTINED);
+	ck_assert_int_eq(rule_vf_state(true, false, 0, 2, false, false), STORE_VF_QUARANTINED);
 	/* in service: held back when the tally meets the threshold */
-	ck_assert_int_eq(rule_vf_state(false, false, 2, 2, false), STORE_VF_HELD_BACK);
-	ck_assert_int_eq(rule_vf_state(false, false, 9, 2, false), STORE_VF_HELD_BACK);
+	ck_assert_int_eq(rule_vf_state(false, false, 2, 2, false, false), STORE_VF_HELD_BACK);
+	ck_assert_int_eq(rule_vf_state(false, false, 9, 2, false, false), STORE_VF_HELD_BACK);
 	/* failing below it, ok with nothing on record */
-	ck_assert_int_eq(rule_vf_state(false, false, 1, 2, false), STORE_VF_FAILING);
-	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, false), STORE_VF_OK);
-	ck_assert_int_eq(rule_vf_state(false, false, 0, 1, false), STORE_VF_OK);
+	ck_assert_int_eq(rule_vf_state(false, false, 1, 2, false, false), STORE_VF_FAILING);
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, false, false), STORE_VF_OK);
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 1, false, false), STORE_VF_OK);
 	/* suspect: below held-back, above failing and ok */
-	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, true), STORE_VF_SUSPECT);
-	ck_assert_int_eq(rule_vf_state(false, false, 1, 2, true), STORE_VF_SUSPECT);
-	ck_assert_int_eq(rule_vf_state(false, false, 2, 2, true), STORE_VF_HELD_BACK);
-	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, true), STORE_VF_QUARANTINED);
-	ck_assert_int_eq(rule_vf_state(false, true, 0, 2, true), STORE_VF_HELD);
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, true, false), STORE_VF_SUSPECT);
+	ck_assert_int_eq(rule_vf_state(false, false, 1, 2, true, false), STORE_VF_SUSPECT);
+	ck_assert_int_eq(rule_vf_state(false, false, 2, 2, true, false), STORE_VF_HELD_BACK);
+	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, true, false), STORE_VF_QUARANTINED);
+	ck_assert_int_eq(rule_vf_state(false, true, 0, 2, true, false), STORE_VF_HELD);
+	/* probation: below suspect and held-back, above failing and ok */
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, false, true), STORE_VF_PROBATION);
+	ck_assert_int_eq(rule_vf_state(false, false, 1, 2, false, true), STORE_VF_PROBATION);
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, true, true), STORE_VF_SUSPECT);
+	ck_assert_int_eq(rule_vf_state(false, false, 2, 2, false, true), STORE_VF_HELD_BACK);
+	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, false, true), STORE_VF_QUARANTINED);
 
 	/* the names the state file shows */
 	ck_assert_str_eq(store_vf_state_name(STORE_VF_OK), "ok");
@@ -224,6 +230,7 @@ START_TEST(vf_state)
 	ck_assert_str_eq(store_vf_state_name(STORE_VF_HELD), "held");
 	ck_assert_str_eq(store_vf_state_name(STORE_VF_HELD_BACK), "held-back");
 	ck_assert_str_eq(store_vf_state_name(STORE_VF_SUSPECT), "suspect");
+	ck_assert_str_eq(store_vf_state_name(STORE_VF_PROBATION), "probation");
 	ck_assert_str_eq(store_vf_state_name((enum store_vf_state)99), "unknown");
 }
 END_TEST

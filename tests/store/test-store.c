@@ -2558,10 +2558,10 @@ END_TEST
 /* A version 6 database taken back to version 5: no suspects table; then to
  * version 4: no GPU drains. */
 #define V8_TO_V7_SQL "DROP INDEX probations_live; DROP TABLE probations; PRAGMA user_version = 7;"
-#define V7_TO_V6_SQL                                                                                       \
-	V8_TO_V7_SQL                                                                                       \
-		"ALTER TABLE gpu_history DROP COLUMN detail; DELETE FROM meta WHERE key = 'auto_recover';" \
-		"PRAGMA user_version = 6;"
+#define V7_TO_V6_SQL                                                                               \
+	V8_TO_V7_SQL                                                                               \
+	"ALTER TABLE gpu_history DROP COLUMN detail; DELETE FROM meta WHERE key = 'auto_recover';" \
+	"PRAGMA user_version = 6;"
 #define V6_TO_V5_SQL \
 	V7_TO_V6_SQL "DROP INDEX suspects_live; DROP TABLE suspects; PRAGMA user_version = 5;"
 #define V5_TO_V4_SQL \
@@ -3908,6 +3908,9 @@ START_TEST(probation_lifecycle)
 	ck_assert(info(s, VF_B).probation);
 	ck_assert(info(s, VF_D).probation);
 	ck_assert(!info(s, VF_C).probation);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_PROBATION);
+	ck_assert_str_ne(info(s, VF_A).since, "");
+	ck_assert_int_eq(info(s, VF_C).state, STORE_VF_OK);
 	ck_assert_uint_eq(probation_stat(s), 3);
 	ck_assert_str_eq(probation_why(s, VF_A, why, sizeof(why)), "live");
 	ck_assert_int_eq(group_of(s, VF_C), STORE_PLACE_CLEAN);
@@ -3915,10 +3918,10 @@ START_TEST(probation_lifecycle)
 	ck_assert_int_eq(group_of(s, VF_B), STORE_PLACE_SUSPECT);
 
 	/* an OK of an assignment before the cycle proves nothing */
-	(void)ok(s, VF_A, "i-2", T2);
+	ck_assert(!ok(s, VF_A, "i-2", T2).probation_ended);
 	ck_assert(info(s, VF_A).probation);
 	/* the first OK after it ends it */
-	(void)ok(s, VF_A, "i-4", T_LATE1);
+	ck_assert(ok(s, VF_A, "i-4", T_LATE1).probation_ended);
 	ck_assert(!info(s, VF_A).probation);
 	ck_assert_int_eq(group_of(s, VF_A), STORE_PLACE_CLEAN);
 	ck_assert_str_eq(probation_why(s, VF_A, why, sizeof(why)), "ok:i-4");
@@ -3926,13 +3929,18 @@ START_TEST(probation_lifecycle)
 	ck_assert_int_eq(report_fail(s, VF_A, "i-5", T_LATE2), STORE_OUTCOME_RECORDED);
 
 	/* the first failure on probation quarantines below the threshold */
-	ck_assert_int_eq(report_fail(s, VF_B, "i-6", T_LATE1), STORE_OUTCOME_QUARANTINED);
+	struct store_failure_result fr;
+	ck_assert_int_eq(store_report_failure(s, VF_B, "i-6", T_LATE1, "NVRM: again", &fr), 0);
+	ck_assert_int_eq(fr.outcome, STORE_OUTCOME_QUARANTINED);
+	ck_assert(fr.probation_failed);
 	ck_assert(info(s, VF_B).auto_quarantined);
 	ck_assert(!info(s, VF_B).probation);
 	ck_assert_str_eq(probation_why(s, VF_B, why, sizeof(why)), "quarantined");
 
 	/* the operator vouches for a VF: echo 0 ends it */
-	ck_assert_int_eq(store_clear(s, VF_D, 0, NULL), 0);
+	struct store_operator_result before;
+	ck_assert_int_eq(store_clear(s, VF_D, 0, &before), 0);
+	ck_assert(before.probation);
 	ck_assert(!info(s, VF_D).probation);
 	ck_assert_str_eq(probation_why(s, VF_D, why, sizeof(why)), "operator");
 	ck_assert_uint_eq(probation_stat(s), 0);
