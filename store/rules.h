@@ -121,8 +121,8 @@ enum rule_verdict {
 /* What a failure just recorded (tally now counts it) does to a VF that was
  * not quarantined, with `quarantined` VFs quarantined before it.  A VF on
  * probation (store.h, Probation) meets the threshold with its first failure:
- * a cycle that did not cure its wedge costs one guest; the cap still holds
- * it back.  Tests: test-rules.c failure_rules. */
+ * a cycle that did not cure its wedge costs one guest; at the cap it is
+ * RULE_HOLD_BACK like any other.  Tests: test-rules.c failure_reports. */
 enum rule_verdict rule_after_failure(uint64_t tally, int64_t threshold, int64_t cap,
 				     uint64_t quarantined, bool probation);
 

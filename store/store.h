@@ -242,13 +242,15 @@
  *                 the cycle may not have cured its wedge.  It ranks with
  *                 the suspect VFs in placement (rule_placement_group), and
  *                 its first failure report quarantines it whatever the
- *                 threshold (rule_after_failure; the breaker's cap still
- *                 holds it back), ending the probation (`quarantined`).  It
+ *                 threshold (rule_after_failure), ending the probation
+ *                 (`quarantined`); at the max_quarantined cap the failure
+ *                 is recorded and it stays in service on probation.  It
  *                 ends too with a success report of an assignment made
  *                 after it began (`ok:INSTANCE`) and with the operator's
  *                 store_clear (`operator`: the operator vouches for the
  *                 VF).  Persisted (table probations).  Tests:
- *                 probation_lifecycle, migrate_v7_to_v8; test-rules.c
+ *                 probation_lifecycle, probation_at_cap, migrate_v7_to_v8;
+ *                 test-rules.c
  *                 placement_groups, after_failure.
  *
  *  Durability     every acknowledged mutation is committed durably before the

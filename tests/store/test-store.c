@@ -3951,6 +3951,38 @@ START_TEST(probation_lifecycle)
 }
 END_TEST
 
+/* At the max_quarantined cap a failure on probation is recorded and the VF
+ * stays in service, still on probation: the cap outranks probation as it
+ * outranks the threshold. */
+START_TEST(probation_at_cap)
+{
+	struct store *s = open_store();
+	struct store_failure_result fr;
+
+	ck_assert_int_eq(store_threshold_set(s, 2), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, "0000:50:00.4", PF_2), 0);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, true, "", NULL), 0);
+	ck_assert(info(s, VF_A).probation);
+	ck_assert_int_eq(store_max_quarantined_set(s, 1), 0);
+	ck_assert_int_eq(report_fail(s, "0000:50:00.4", "i-2", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, "0000:50:00.4", "i-3", T2), STORE_OUTCOME_QUARANTINED);
+
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i-4", T_LATE1, "NVRM: again", &fr), 0);
+	ck_assert_int_eq(fr.outcome, STORE_OUTCOME_RECORDED);
+	ck_assert(fr.breaker_engaged);
+	ck_assert(!fr.probation_failed);
+	ck_assert(!info(s, VF_A).quarantined);
+	ck_assert(info(s, VF_A).probation);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_PROBATION);
+	ck_assert(allocatable_has(s, VF_A));
+	store_close(s);
+}
+END_TEST
+
 /* A version 7 database gains the probations table: a cycle marks its VFs. */
 START_TEST(migrate_v7_to_v8)
 {
