@@ -171,7 +171,7 @@
  *                 held-back), unclaimed, and of a serving GPU.
  *                 store_allocatable_list() orders them by the VF's own
  *                 evidence first (rule_placement_group): clean, then
- *                 suspect, then failing (failures on record below the
+ *                 suspect or on probation ("Probation"), then failing (failures on record below the
  *                 threshold; also when suspect), then held-back; and
  *                 within each by its parent GPU (rule_placement_parent_rank):
  *                 parents with fewer VFs out of service first, a parent
@@ -217,7 +217,7 @@
  *
  *  State          each VF's state, derived: held (an operator hold, whatever
  *                 else), quarantined (automatically), held-back, suspect,
- *                 failing (failures on record below the threshold), ok.
+ *                 probation, failing (failures on record below the threshold), ok.
  *
  *  Suspect        a claim released with `crashed` (its VMM died: the
  *                 sentinel found it dead, or its manager says so) whose
