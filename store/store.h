@@ -167,12 +167,13 @@
  *                 virtfn links say, before a drain or a cycle.
  *
  *  Placement      the allocatable VFs are those a claim may take now:
- *                 registered, in service (state ok, failing, suspect or
- *                 held-back), unclaimed, and of a serving GPU.
- *                 store_allocatable_list() orders them by the VF's own
- *                 evidence first (rule_placement_group): clean, then
- *                 suspect or on probation ("Probation"), then failing (failures on record below the
- *                 threshold; also when suspect), then held-back; and
+ *                 registered, in service (state ok, failing, suspect,
+ *                 probation or held-back), unclaimed, and of a serving
+ *                 GPU.  store_allocatable_list() orders them by the VF's
+ *                 own evidence first (rule_placement_group): clean, then
+ *                 suspect or on probation ("Probation"), then failing
+ *                 (failures on record below the threshold; also when
+ *                 suspect), then held-back; and
  *                 within each by its parent GPU (rule_placement_parent_rank):
  *                 parents with fewer VFs out of service first, a parent
  *                 with none, then an unknown parent, then one with one
