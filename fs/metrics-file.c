@@ -75,6 +75,7 @@ static const char *vf_out_of_service_reason(const struct store_vf_info *info, in
 	case STORE_VF_OK:
 	case STORE_VF_FAILING:
 	case STORE_VF_SUSPECT:
+	case STORE_VF_PROBATION:
 		break;
 	}
 	return NULL;
@@ -197,6 +198,9 @@ int metrics_render(const struct vfile_call *call, FILE *out)
 	metric(out, "vfhealth_held_vfs", "gauge",
 	       "VFs held out of service by an operator (echo 1 > VF/quarantined).", st.held);
 	metric(out, "vfhealth_claimed_vfs", "gauge", "VFs with a live claim.", st.claimed);
+	metric(out, "vfhealth_probation_vfs", "gauge",
+	       "VFs on probation after their GPU's SR-IOV cycle, until their first OK.",
+	       st.probation);
 	metric(out, "vfhealth_allocatable_vfs", "gauge",
 	       "VFs neither quarantined nor claimed (0 while the store is unavailable).",
 	       st.available ? st.allocatable : 0);

@@ -559,6 +559,8 @@ static int vf_quarantined_write(const struct vfile_call *call, char *command)
 		log_cleared(call, &before);
 		if (before.suspect)
 			log_notice("%s: no longer suspect: cleared by the operator", call->vf);
+		if (before.probation)
+			log_notice("%s: probation ended: cleared by the operator", call->vf);
 	}
 	return 0;
 }
@@ -587,7 +589,8 @@ static int failures_render(const struct vfile_call *call, FILE *out)
  * HISTORY_MAX (vfhealth(5)):
  *   # N older entries dropped
  *   CLAIMED_AT claim INSTANCE released=AT|- ended=HOW|- by=UID|-
- *   REPORTED_AT failure INSTANCE assigned=AT|- cleared=AT|- why=WHY|- by=UID|- MESSAGE */
+ *   REPORTED_AT failure INSTANCE assigned=AT|- cleared=AT|- why=WHY|- by=UID|- MESSAGE
+ *   SINCE probation cleared=AT|- why=WHY|- */
 /* ms as seconds with three decimals: "12.345s". */
 static const char *seconds_ms(int64_t ms, char *buf, size_t size)
 {
@@ -626,6 +629,9 @@ static int history_render(const struct vfile_call *call, FILE *out)
 			fprintf(out, "%s claim %s released=%s ended=%s by=%s\n", e->at,
 				e->instance_id, e->ended_at[0] ? e->ended_at : "-",
 				e->how[0] ? e->how : "-", by);
+		else if (e->kind == STORE_HISTORY_PROBATION)
+			fprintf(out, "%s probation cleared=%s why=%s\n", e->at,
+				e->ended_at[0] ? e->ended_at : "-", e->how[0] ? e->how : "-");
 		else if (e->kind == STORE_HISTORY_SUSPECT)
 			fprintf(out,
 				"%s suspect %s claimed=%s died=%s after=%s cleared=%s why=%s\n",
@@ -748,6 +754,10 @@ static int report_write(const struct vfile_call *call, char *command)
 			log_notice("%s: suspicion confirmed: quarantined after its VMM died in "
 				   "its init window, instance %s failed",
 				   call->vf, cmd.instance_id);
+		if (res.probation_failed)
+			log_notice("%s: quarantined: failed on probation after its GPU's cycle, "
+				   "instance %s failed",
+				   call->vf, cmd.instance_id);
 		return 0;
 	}
 
@@ -758,11 +768,14 @@ static int report_write(const struct vfile_call *call, char *command)
 	if (r < 0)
 		return r;
 	note_check(call, &cmd, METRICS_CHECK_OK);
-	if (!res.cleared && !res.suspect_cleared)
+	if (!res.cleared && !res.suspect_cleared && !res.probation_ended)
 		mark_unchanged(call);
 	if (res.suspect_cleared)
 		log_notice("%s: no longer suspect: instance %s (claimed %s) succeeded", call->vf,
 			   cmd.instance_id, cmd.claimed_at);
+	if (res.probation_ended)
+		log_notice("%s: probation ended: first OK: instance %s (claimed %s) succeeded",
+			   call->vf, cmd.instance_id, cmd.claimed_at);
 	o.kind = REPORT_CLEARED;
 	o.cleared = res.cleared;
 	o.rescinded = res.rescinded;

@@ -562,7 +562,8 @@ static bool finish_pending(struct recovery *r)
 	else if (r->pending.ok)
 		log_event(LOG_NOTICE, LOG_EVENT_RECOVERED, &f,
 			  "GPU %s: recovered: its SR-IOV cycle took %.1f s, every VF is back;"
-			  " %zu VF%s cleared (why=recovered), the GPU serves again",
+			  " %zu VF%s cleared (why=recovered), on probation after the GPU's cycle"
+			  " until their first OK; the GPU serves again",
 			  parent, r->pending.duration_s, cleared, cleared == 1 ? "" : "s");
 	else
 		log_event(LOG_ERR, LOG_EVENT_RECOVERY_FAILED, &f,

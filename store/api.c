@@ -51,6 +51,7 @@ const char *store_vf_state_name(enum store_vf_state state)
 		[STORE_VF_HELD] = "held",
 		[STORE_VF_HELD_BACK] = "held-back",
 		[STORE_VF_SUSPECT] = "suspect",
+		[STORE_VF_PROBATION] = "probation",
 	};
 
 	return (size_t)state < ARRAY_SIZE(names) && names[state] ? names[state] : "unknown";
@@ -382,6 +383,7 @@ int store_allocatable_list(struct store *s, enum store_read how, struct store_pl
 		vfs[n].held_back = listed_held_back(s, e);
 		vfs[n].suspect = e->suspect_since[0] != '\0';
 		vfs[n].failing = e->n_failures > 0; /* below the threshold when in service */
+		vfs[n].probation = e->probation_since[0] != '\0';
 		n++;
 	}
 	mirror_unlock(s);
@@ -509,7 +511,8 @@ static int decide_success(const struct store *s, const struct vf_entry *e, struc
 {
 	if (!e)
 		return -ENOENT;
-	op->noop = !mirror_failure_recorded(e, op->instance_id, op->when) && !e->suspect_since[0];
+	op->noop = !mirror_failure_recorded(e, op->instance_id, op->when) && !e->suspect_since[0] &&
+		   !e->probation_since[0];
 	return 0;
 }
 
@@ -530,7 +533,7 @@ int store_report_success(struct store *s, const char *vf, const char *instance_i
 	pthread_rwlock_rdlock(&s->index_lock);
 	struct vf_entry *e = mirror_find(s, vf);
 	unsigned failures = e ? atomic_load(&e->failure_count) : 0;
-	bool suspect = e && atomic_load(&e->suspect);
+	bool suspect = e && (atomic_load(&e->suspect) || atomic_load(&e->probation));
 	pthread_rwlock_unlock(&s->index_lock);
 	if (!e)
 		return -ENOENT;
@@ -550,7 +553,7 @@ int store_report_success(struct store *s, const char *vf, const char *instance_i
 		atomic_fetch_add(&s->ok_reports_cleared, 1);
 	}
 	if (op.noop)
-		op.success.suspect_cleared = false;
+		op.success.suspect_cleared = op.success.probation_ended = false;
 	if (op.success.suspect_cleared)
 		atomic_fetch_add(&s->suspect_cleared, 1);
 	if (ret)
@@ -567,7 +570,8 @@ static int decide_operator(const struct store *s, const struct vf_entry *e, stru
 	op->noop = op->kind == OP_MANUAL ?
 			   rule_hold_unchanged(e->held) :
 			   rule_clear_unchanged(e->quarantined, e->held, e->n_failures,
-						e->suspect_since[0] != '\0');
+						e->suspect_since[0] != '\0',
+						e->probation_since[0] != '\0');
 	op->operator=(struct store_operator_result){
 		.unchanged = op->noop,
 		.held = e->held,
@@ -575,6 +579,7 @@ static int decide_operator(const struct store *s, const struct vf_entry *e, stru
 		.quarantined = rule_out_of_service(e->quarantined, e->held),
 		.tally = (unsigned)e->n_failures,
 		.suspect = e->suspect_since[0] != '\0',
+		.probation = e->probation_since[0] != '\0',
 	};
 	return 0;
 }
@@ -629,6 +634,7 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 	ret->held = s->n_held;
 	ret->held_back = s->n_held_back;
 	ret->suspect = s->n_suspect;
+	ret->probation = s->n_probation;
 	ret->claimed = s->n_claimed;
 	ret->available = atomic_load(&s->available);
 	/* what enforcement would allocate, in observe mode too (resources) */

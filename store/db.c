@@ -250,7 +250,7 @@ int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 	sqlite3_stmt *st = db_cached_prepare(
 		s,
 		"SELECT id, quarantined, held, quarantined_at, parent, " SUSPECT_SINCE_SQL
-		" FROM vfs WHERE address = ?",
+		", " PROBATION_SINCE_SQL " FROM vfs WHERE address = ?",
 		"t", addr);
 	if (!st)
 		return -EIO;
@@ -262,6 +262,7 @@ int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 		copy_string(row->since, sizeof(row->since), db_col_text(st, 3));
 		copy_string(row->parent, sizeof(row->parent), db_col_text(st, 4));
 		copy_string(row->suspect_since, sizeof(row->suspect_since), db_col_text(st, 5));
+		copy_string(row->probation_since, sizeof(row->probation_since), db_col_text(st, 6));
 	}
 	db_uncache(s, st);
 	return r < 0 ? r : r == 0 ? -ENOENT : 0;
@@ -320,6 +321,7 @@ static int snapshot_with(struct store *s, const char *addr, struct vf_snapshot *
 	memcpy(snap->since, row.since, sizeof(snap->since));
 	memcpy(snap->parent, row.parent, sizeof(snap->parent));
 	memcpy(snap->suspect_since, row.suspect_since, sizeof(snap->suspect_since));
+	memcpy(snap->probation_since, row.probation_since, sizeof(snap->probation_since));
 
 	{
 		struct failure_builder b = { 0 };

@@ -138,7 +138,9 @@ static int read_history(struct store *s, const char *vf, size_t max,
 		"  o.held_by FROM holds o JOIN v ON o.vf_id = v.id"
 		"  UNION ALL SELECT 3, u.id, u.since, u.instance_id, u.claimed_at,"
 		"  u.cleared_at, u.cleared_why, NULL, u.died_at, NULL"
-		"  FROM suspects u JOIN v ON u.vf_id = v.id),"
+		"  FROM suspects u JOIN v ON u.vf_id = v.id"
+		"  UNION ALL SELECT 4, p.id, p.since, '', '', p.cleared_at, p.cleared_why, NULL,"
+		"  '', NULL FROM probations p JOIN v ON p.vf_id = v.id),"
 		" r AS (SELECT h.*, COUNT(*) OVER () AS total FROM h"
 		"  ORDER BY at DESC, kind DESC, rid DESC LIMIT ?2)"
 		" SELECT r.kind, r.at, r.inst, r.assigned, r.ended, r.how, r.by, r.msg, r.total,"
@@ -151,10 +153,10 @@ static int read_history(struct store *s, const char *vf, size_t max,
 		if (sqlite3_column_type(st, 0) == SQLITE_NULL || n == max)
 			continue;
 		struct store_history_entry *e = &list[n++];
-		static const enum store_history_kind kinds[] = { STORE_HISTORY_CLAIM,
-								 STORE_HISTORY_FAILURE,
-								 STORE_HISTORY_HOLD,
-								 STORE_HISTORY_SUSPECT };
+		static const enum store_history_kind kinds[] = {
+			STORE_HISTORY_CLAIM, STORE_HISTORY_FAILURE, STORE_HISTORY_HOLD,
+			STORE_HISTORY_SUSPECT, STORE_HISTORY_PROBATION
+		};
 		int kind = sqlite3_column_int(st, 0);
 		e->kind = kind >= 0 && kind < (int)ARRAY_SIZE(kinds) ? kinds[kind] :
 								       STORE_HISTORY_CLAIM;

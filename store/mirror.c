@@ -317,6 +317,7 @@ static void counts_sub(struct store *s, const struct vf_entry *e)
 	s->n_claimed -= e->claim || e->reservation;
 	s->n_held_back -= entry_held_back(s, e);
 	s->n_suspect -= e->suspect_since[0] != '\0';
+	s->n_probation -= e->probation_since[0] != '\0';
 }
 
 static void counts_add(struct store *s, const struct vf_entry *e)
@@ -327,12 +328,14 @@ static void counts_add(struct store *s, const struct vf_entry *e)
 	s->n_claimed += e->claim || e->reservation;
 	s->n_held_back += entry_held_back(s, e);
 	s->n_suspect += e->suspect_since[0] != '\0';
+	s->n_probation += e->probation_since[0] != '\0';
 }
 
 static void counts_recompute(struct store *s)
 {
 	s->n_quarantined = s->n_held = s->n_out_of_service = s->n_claimed = s->n_held_back = 0;
 	s->n_suspect = 0;
+	s->n_probation = 0;
 	for (size_t i = 0; i < s->n_vfs; i++)
 		counts_add(s, s->by_addr[i]);
 }
@@ -428,12 +431,15 @@ void mirror_fill_info(const struct store *s, const struct vf_entry *e, struct st
 	info->auto_quarantined = e->quarantined;
 	info->held = e->held;
 	info->suspect = e->suspect_since[0] != '\0';
+	info->probation = e->probation_since[0] != '\0';
 	info->state = rule_vf_state(e->quarantined, e->held, e->n_failures, s->threshold,
-				    info->suspect);
+				    info->suspect, info->probation);
 	if (info->quarantined)
 		memcpy(info->since, e->since, sizeof(info->since));
 	else if (info->state == STORE_VF_SUSPECT)
 		memcpy(info->since, e->suspect_since, sizeof(info->since));
+	else if (info->state == STORE_VF_PROBATION)
+		memcpy(info->since, e->probation_since, sizeof(info->since));
 	info->claimed = e->claim || e->reservation; /* placement: a reservation is taken */
 	copy_string(info->parent, sizeof(info->parent), e->parent); /* no bytes past the NUL */
 }
@@ -589,6 +595,7 @@ unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entr
 		memcpy(e->since, snap->since, sizeof(e->since));
 		memcpy(e->parent, snap->parent, sizeof(e->parent));
 		memcpy(e->suspect_since, snap->suspect_since, sizeof(e->suspect_since));
+		memcpy(e->probation_since, snap->probation_since, sizeof(e->probation_since));
 		e->failures = snap->failures;
 		e->failure_ids = snap->failure_ids;
 		e->n_failures = snap->n_failures;
@@ -604,6 +611,7 @@ unsigned mirror_apply(struct store *s, struct vf_snapshot *snaps, struct vf_entr
 		snap->claim = NULL;
 		atomic_store(&e->failure_count, (unsigned)e->n_failures);
 		atomic_store(&e->suspect, e->suspect_since[0] != '\0');
+		atomic_store(&e->probation, e->probation_since[0] != '\0');
 		counts_add(s, e);
 		held_back_changed |= was_held_back != entry_held_back(s, e);
 	}

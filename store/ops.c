@@ -147,6 +147,27 @@ static int end_suspicion(struct store *s, int64_t vf_id, const char *why, bool *
 	return 0;
 }
 
+/* End the VF's live probation, if any, saying why; *ended: there was one.
+ * older_than: only a probation that began before it (an assignment's
+ * time), NULL for any. */
+static int end_probation(struct store *s, int64_t vf_id, const char *why, const char *older_than,
+			 bool *ended)
+{
+	char now[RFC3339_BUFSZ];
+	int r;
+
+	rfc3339_now(now);
+	r = db_exec(s,
+		    "UPDATE probations SET cleared_at = ?, cleared_why = ?"
+		    " WHERE vf_id = ? AND cleared_at IS NULL AND (? = '' OR since < ?)",
+		    "ttitt", now, why, vf_id, older_than ? older_than : "",
+		    older_than ? older_than : "");
+	if (r < 0)
+		return r;
+	*ended = sqlite3_changes(s->db) > 0;
+	return 0;
+}
+
 /* Back in service: no hold, no quarantine. */
 static int release_row(struct store *s, int64_t vf_id)
 {
@@ -357,21 +378,27 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 	op->failure.outcome = STORE_OUTCOME_RECORDED;
 	unsigned bits = STORE_CHANGE_FAILURES | (first ? STORE_CHANGE_FAILING : 0u);
 
-	if (rule_meets_threshold((uint64_t)tally, threshold)) {
+	bool probation = row->probation_since[0] != '\0';
+
+	if (probation || rule_meets_threshold((uint64_t)tally, threshold)) {
 		int64_t cap, quarantined;
 		if ((r = db_setting(s, "max_quarantined", &cap)) < 0 ||
 		    (r = db_quarantined_count(s, &quarantined)) < 0)
 			return r;
-		switch (rule_after_failure((uint64_t)tally, threshold, cap,
-					   (uint64_t)quarantined)) {
+		switch (rule_after_failure((uint64_t)tally, threshold, cap, (uint64_t)quarantined,
+					   probation)) {
 		case RULE_QUARANTINE:
 			if ((r = quarantine_row(s, row->id, false)) < 0 ||
 			    (r = end_suspicion(s, row->id, "quarantined",
-					       &op->failure.suspect_confirmed)) < 0)
+					       &op->failure.suspect_confirmed)) < 0 ||
+			    (r = end_probation(s, row->id, "quarantined", NULL,
+					       &op->failure.probation_failed)) < 0)
 				return r;
 			op->failure.outcome = STORE_OUTCOME_QUARANTINED;
 			bits |= STORE_CHANGE_QUARANTINE |
-				(op->failure.suspect_confirmed ? STORE_CHANGE_SUSPECT : 0u);
+				(op->failure.suspect_confirmed || op->failure.probation_failed ?
+					 STORE_CHANGE_SUSPECT :
+					 0u);
 			break;
 		case RULE_HOLD_BACK:
 			op->failure.breaker_engaged = true;
@@ -411,6 +438,15 @@ static int op_success(struct store *s, struct op *op, const struct vf_row *row)
 		if (op->success.suspect_cleared &&
 		    (r = op_change(op, STORE_CHANGE_SUSPECT, op->vf, NULL)) < 0)
 			return r;
+	}
+	/* a guest assigned after the cycle worked: the cycle cured the VF */
+	if (row->probation_since[0] && op->when[0]) {
+		bool ended;
+		snprintf(why, sizeof(why), "ok:%s", op->instance_id);
+		if ((r = end_probation(s, row->id, why, op->when, &ended)) < 0 ||
+		    (ended && (r = op_change(op, STORE_CHANGE_SUSPECT, op->vf, NULL)) < 0))
+			return r;
+		op->success.probation_ended = ended;
 	}
 	r = db_int(s, &match,
 		   "SELECT id FROM failures WHERE vf_id = ? AND instance_id = ? AND assigned_at = ?"
@@ -460,17 +496,19 @@ static int op_clear(struct store *s, struct op *op, const struct vf_row *row)
 
 	if ((r = live_failures(s, op, row, &n)) < 0)
 		return r;
-	bool suspect = row->suspect_since[0] != '\0';
+	bool suspect = row->suspect_since[0] != '\0', probation = row->probation_since[0] != '\0';
 
-	if (rule_clear_unchanged(row->quarantined, row->held, (uint64_t)n, suspect))
+	if (rule_clear_unchanged(row->quarantined, row->held, (uint64_t)n, suspect, probation))
 		return 0;
+	/* the operator vouches for the VF: its probation ends too */
 	if ((r = clear_failures(s, row->id, "1 = ?", 1, op->uid, "operator")) < 0 ||
 	    (r = close_hold(s, row->id, op->uid)) < 0 || (r = release_row(s, row->id)) < 0 ||
-	    (r = end_suspicion(s, row->id, "operator", &suspect)) < 0)
+	    (r = end_suspicion(s, row->id, "operator", &suspect)) < 0 ||
+	    (r = end_probation(s, row->id, "operator", NULL, &probation)) < 0)
 		return r;
 	return op_change(op,
 			 (n ? STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING : 0u) |
-				 (suspect ? STORE_CHANGE_SUSPECT : 0u) |
+				 (suspect || probation ? STORE_CHANGE_SUSPECT : 0u) |
 				 (rule_out_of_service(row->quarantined, row->held) ?
 					  STORE_CHANGE_QUARANTINE :
 					  0u),
@@ -520,9 +558,18 @@ int ops_recovered_vfs(struct store *s, struct op *op)
 		    (r = lift_row(s, row.id)) < 0 ||
 		    (r = end_suspicion(s, row.id, "recovered", &suspect)) < 0)
 			return r;
+		/* the cycle may not have cured it: on probation until its first OK */
+		if (!row.probation_since[0]) {
+			char now[RFC3339_BUFSZ];
+			rfc3339_now(now);
+			r = db_exec(s, "INSERT INTO probations (vf_id, since) VALUES (?, ?)", "it",
+				    row.id, now);
+			if (r < 0)
+				return r;
+		}
 		r = op_change_append(op,
 				     (live ? STORE_CHANGE_FAILURES | STORE_CHANGE_FAILING : 0u) |
-					     (suspect ? STORE_CHANGE_SUSPECT : 0u) |
+					     STORE_CHANGE_SUSPECT |
 					     (row.quarantined ? STORE_CHANGE_QUARANTINE : 0u),
 				     addrs[i], NULL);
 		if (r < 0)

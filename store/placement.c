@@ -101,9 +101,9 @@ int placement_order(enum store_mode mode, const struct placement_vf *vfs, size_t
 	qsort(out_parents, n_out_parents, sizeof(*out_parents), compare_addr);
 	for (size_t i = 0; i < n; i++) {
 		const struct placement_vf *v = &vfs[i];
-		enum store_placement_group g = rule_placement_group(mode, v->out_of_service,
-								    v->claimed, v->held_back,
-								    v->suspect, v->failing);
+		enum store_placement_group g =
+			rule_placement_group(mode, v->out_of_service, v->claimed, v->held_back,
+					     v->suspect, v->failing, v->probation);
 		if (g == STORE_PLACE_NONE)
 			continue;
 		memcpy(out[k].vf, v->vf, VF_ADDR_BUFSZ);

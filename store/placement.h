@@ -26,7 +26,8 @@ struct placement_vf {
 	bool claimed; /* a live claim or a reservation */
 	bool held_back;
 	bool suspect;
-	bool failing; /* failed assignments on record, below the threshold */
+	bool failing;   /* failed assignments on record, below the threshold */
+	bool probation; /* back from its GPU's cycle, no OK since (store.h, Probation) */
 };
 
 /* The allocatable VFs among vfs[0..n) (sorted by address), into out (room

@@ -48,9 +48,9 @@ bool rule_failure_drops_oldest(uint64_t tally)
 }
 
 enum rule_verdict rule_after_failure(uint64_t tally, int64_t threshold, int64_t cap,
-				     uint64_t quarantined)
+				     uint64_t quarantined, bool probation)
 {
-	if (!rule_meets_threshold(tally, threshold))
+	if (!probation && !rule_meets_threshold(tally, threshold))
 		return RULE_RECORD;
 	return rule_cap_allows(cap, quarantined) ? RULE_QUARANTINE : RULE_HOLD_BACK;
 }
@@ -122,13 +122,13 @@ bool rule_hold_unchanged(bool held)
 	return held;
 }
 
-bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally, bool suspect)
+bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally, bool suspect, bool probation)
 {
-	return !quarantined && !held && tally == 0 && !suspect;
+	return !quarantined && !held && tally == 0 && !suspect && !probation;
 }
 
 enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold,
-				  bool suspect)
+				  bool suspect, bool probation)
 {
 	if (held)
 		return STORE_VF_HELD;
@@ -138,6 +138,8 @@ enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, i
 		return STORE_VF_HELD_BACK;
 	if (suspect)
 		return STORE_VF_SUSPECT;
+	if (probation)
+		return STORE_VF_PROBATION;
 	return tally > 0 ? STORE_VF_FAILING : STORE_VF_OK;
 }
 
@@ -166,7 +168,7 @@ int rule_parent_set(const char *vf, const char *current, const char *parent, boo
 
 enum store_placement_group rule_placement_group(enum store_mode mode, bool out_of_service,
 						bool claimed, bool held_back, bool suspect,
-						bool failing)
+						bool failing, bool probation)
 {
 	if (claimed || (out_of_service && mode != STORE_MODE_OBSERVE))
 		return STORE_PLACE_NONE;
@@ -174,7 +176,7 @@ enum store_placement_group rule_placement_group(enum store_mode mode, bool out_o
 		return STORE_PLACE_HELD_BACK;
 	if (failing)
 		return STORE_PLACE_FAILING;
-	return suspect ? STORE_PLACE_SUSPECT : STORE_PLACE_CLEAN;
+	return suspect || probation ? STORE_PLACE_SUSPECT : STORE_PLACE_CLEAN;
 }
 
 unsigned rule_placement_parent_rank(bool known, size_t out)

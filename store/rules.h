@@ -119,9 +119,12 @@ enum rule_verdict {
 };
 
 /* What a failure just recorded (tally now counts it) does to a VF that was
- * not quarantined, with `quarantined` VFs quarantined before it. */
+ * not quarantined, with `quarantined` VFs quarantined before it.  A VF on
+ * probation (store.h, Probation) meets the threshold with its first failure:
+ * a cycle that did not cure its wedge costs one guest; at the cap it is
+ * RULE_HOLD_BACK like any other.  Tests: test-rules.c failure_reports. */
 enum rule_verdict rule_after_failure(uint64_t tally, int64_t threshold, int64_t cap,
-				     uint64_t quarantined);
+				     uint64_t quarantined, bool probation);
 
 /* A success that cleared failures lifts the automatic quarantine when none
  * remain (also under a hold: the quarantine no longer has a failure behind
@@ -181,14 +184,16 @@ int rule_unregister_refusal(bool out_of_service, uint64_t tally, bool claimed);
  * automatically quarantined VF does set the hold), clearing a VF with no
  * hold, no quarantine and no failure. */
 bool rule_hold_unchanged(bool held);
-bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally, bool suspect);
+bool rule_clear_unchanged(bool quarantined, bool held, uint64_t tally, bool suspect,
+			  bool probation);
 
 /* What the VF's `state` file says: held wins over quarantined; held-back
- * (rule_held_back) over suspect, suspect over failing (failures on record
- * below the threshold).  Placement ranks by the stronger evidence instead
+ * (rule_held_back) over suspect, suspect over probation (store.h,
+ * Probation), probation over failing (failures on record below the
+ * threshold).  Placement ranks by the stronger evidence instead
  * (rule_placement_group): a failing VF after a suspect one. */
 enum store_vf_state rule_vf_state(bool quarantined, bool held, uint64_t tally, int64_t threshold,
-				  bool suspect);
+				  bool suspect, bool probation);
 
 /* A claim whose VMM died makes its VF suspect when the death falls within
  * the init window after the claim (store.h, "Suspect"): window_ns > 0 and
@@ -211,11 +216,11 @@ int rule_parent_set(const char *vf, const char *current, const char *parent, boo
  * STORE_PLACE_NONE when claimed, or out of service in enforce mode;
  * held-back VFs last, and in observe mode the VFs enforcement would refuse
  * with them; failing (live failures below the threshold, suspect or not)
- * before them; suspect before failing; clean first.  Tests: test-rules.c
- * placement_groups. */
+ * before them; suspect, and on probation (store.h, Probation) with them,
+ * before failing; clean first.  Tests: test-rules.c placement_groups. */
 enum store_placement_group rule_placement_group(enum store_mode mode, bool out_of_service,
 						bool claimed, bool held_back, bool suspect,
-						bool failing);
+						bool failing, bool probation);
 
 /* The rank of a VF's parent GPU within a group, lower first: a known
  * parent with no VF out of service 0, an unknown parent 1 (no evidence

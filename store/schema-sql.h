@@ -11,7 +11,7 @@
 #define VFHEALTH_STORE_SCHEMA_SQL_H
 
 #define STORE_APPLICATION_ID 0x56464831 /* 'VFH1' */
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 
 /* A failure cleared by a success, the operator or the FAILURES_PER_VF_MAX
  * cap stays as history: cleared_at (when), cleared_by (the writer's uid,
@@ -62,6 +62,16 @@
 	" cleared_why TEXT);"                                                      \
 	"CREATE UNIQUE INDEX suspects_live ON suspects (vf_id) WHERE cleared_at IS NULL;"
 
+/* A VF's probations (store.h, Probation): since (when the GPU's SR-IOV
+ * cycle that cleared it ended); cleared_at/cleared_why when it ended
+ * (`ok:INSTANCE`, `operator`, `quarantined`).  At most one live
+ * (cleared_at NULL) per VF. */
+#define PROBATIONS_TABLE_SQL                                             \
+	"CREATE TABLE probations (id INTEGER PRIMARY KEY AUTOINCREMENT," \
+	" vf_id INTEGER NOT NULL, since TEXT NOT NULL, cleared_at TEXT," \
+	" cleared_why TEXT);"                                            \
+	"CREATE UNIQUE INDEX probations_live ON probations (vf_id) WHERE cleared_at IS NULL;"
+
 #define SCHEMA_SQL                                                                               \
 	"BEGIN IMMEDIATE;"                                                                       \
 	"CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"                      \
@@ -77,15 +87,16 @@
 		"CREATE UNIQUE INDEX claims_live ON claims (vf_id) WHERE released_at IS NULL;"   \
 		"CREATE INDEX claims_vf ON claims (vf_id);" HOLDS_TABLE_SQL GPUS_TABLES_SQL      \
 			GPU_HISTORY_DETAIL_SQL SUSPECTS_TABLE_SQL AUTO_RECOVER_SQL               \
+				PROBATIONS_TABLE_SQL                                             \
 		"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0)," \
 		" ('mode', 0);"                                                                  \
 		"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                 \
-		"PRAGMA user_version = 7;"            /* STORE_SCHEMA_VERSION */                 \
+		"PRAGMA user_version = 8;"            /* STORE_SCHEMA_VERSION */                 \
 		"COMMIT;"
 
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
 _Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
-_Static_assert(STORE_SCHEMA_VERSION == 7, "SCHEMA_SQL and the migrations name the version");
+_Static_assert(STORE_SCHEMA_VERSION == 8, "SCHEMA_SQL and the migrations name the version");
 _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
 
 /* Schema migrations, one transaction each, run at open once the checks
@@ -151,6 +162,12 @@ _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
 /* v6 -> v7: GPU events' details and the auto_recover setting (off). */
 #define MIGRATE_V6_V7_SQL                                                                     \
 	"BEGIN IMMEDIATE;" GPU_HISTORY_DETAIL_SQL AUTO_RECOVER_SQL "PRAGMA user_version = 7;" \
+	"COMMIT;"
+
+/* v7 -> v8: VFs on probation after their GPU's cycle (store.h,
+ * Probation), a table of their own; a v7 database never had one. */
+#define MIGRATE_V7_V8_SQL                                                  \
+	"BEGIN IMMEDIATE;" PROBATIONS_TABLE_SQL "PRAGMA user_version = 8;" \
 	"COMMIT;"
 
 #endif

@@ -259,6 +259,8 @@ static int db_load_failures(struct store *s, struct loaded_index *li)
 	for (size_t i = 0; i < li->n; i++) {
 		atomic_store(&li->by_addr[i]->failure_count, (unsigned)li->by_addr[i]->n_failures);
 		atomic_store(&li->by_addr[i]->suspect, li->by_addr[i]->suspect_since[0] != '\0');
+		atomic_store(&li->by_addr[i]->probation,
+			     li->by_addr[i]->probation_since[0] != '\0');
 	}
 	return r;
 }
@@ -303,7 +305,7 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(
 			s,
 			"SELECT id, address, quarantined, held, quarantined_at, parent, " SUSPECT_SINCE_SQL
-			" FROM vfs ORDER BY address",
+			", " PROBATION_SINCE_SQL " FROM vfs ORDER BY address",
 			"");
 		if (!st)
 			return -EIO;
@@ -318,6 +320,8 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 			e->held = sqlite3_column_int(st, 3) != 0;
 			copy_string(e->since, sizeof(e->since), db_col_text(st, 4));
 			copy_string(e->suspect_since, sizeof(e->suspect_since), db_col_text(st, 6));
+			copy_string(e->probation_since, sizeof(e->probation_since),
+				    db_col_text(st, 7));
 			const char *parent = db_col_text(st, 5);
 			if (!vf_address_valid(e->addr) ||
 			    (parent[0] &&
@@ -392,6 +396,7 @@ static int mirror_reload(struct store *s)
 static const char *const migrations[] = {
 	[1] = MIGRATE_V1_V2_SQL, [2] = MIGRATE_V2_V3_SQL, [3] = MIGRATE_V3_V4_SQL,
 	[4] = MIGRATE_V4_V5_SQL, [5] = MIGRATE_V5_V6_SQL, [6] = MIGRATE_V6_V7_SQL,
+	[7] = MIGRATE_V7_V8_SQL,
 };
 _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "one migration per version");
 

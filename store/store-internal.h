@@ -110,13 +110,15 @@ struct vf_entry {
 	uint64_t id;
 	atomic_uint failure_count;         /* == n_failures; read without mirror_lock */
 	atomic_bool suspect;               /* == suspect_since[0] != 0; read without mirror_lock */
+	atomic_bool probation;             /* == probation_since[0] != 0; likewise */
 	bool quarantined;                  /* automatically, by failures */
 	bool held;                         /* by the operator */
 	char since[RFC3339_BUFSZ];         /* out of service since; "" while in service */
 	char parent[VF_ADDR_BUFSZ];        /* the physical function; "" when unknown */
 	char suspect_since[RFC3339_BUFSZ]; /* "" when not suspect (store.h, Suspect) */
-	struct failure_key *failures;      /* oldest first; one block with failure_ids */
-	const char *failure_ids;           /* inside the failures block; not freed alone */
+	char probation_since[RFC3339_BUFSZ]; /* "" when not on probation (store.h, Probation) */
+	struct failure_key *failures;        /* oldest first; one block with failure_ids */
+	const char *failure_ids;             /* inside the failures block; not freed alone */
 	size_t n_failures;
 	struct store_claim *claim; /* the live claim, NULL when none */
 	/* a reservation (store.h): never with a claim, memory only; NULL exactly
@@ -140,6 +142,7 @@ struct vf_snapshot {
 	char since[RFC3339_BUFSZ];
 	char parent[VF_ADDR_BUFSZ];
 	char suspect_since[RFC3339_BUFSZ];
+	char probation_since[RFC3339_BUFSZ];
 	struct failure_key *failures;
 	const char *failure_ids;
 	size_t n_failures;
@@ -282,6 +285,7 @@ struct store {
 	size_t gpus_pending;     /* OP_GPUs of the running batch (under write_lock too) */
 	atomic_int auto_recover; /* store_auto_recover_get: read without mirror_lock */
 	size_t n_suspect;
+	size_t n_probation;
 
 	pthread_mutex_t queue_lock;
 	pthread_cond_t queue_cond;
@@ -417,14 +421,20 @@ struct vf_row {
 	int64_t id;
 	bool quarantined; /* automatically */
 	bool held;
-	char since[RFC3339_BUFSZ];         /* "" while in service */
-	char parent[VF_ADDR_BUFSZ];        /* "" when unknown */
-	char suspect_since[RFC3339_BUFSZ]; /* "" when not suspect */
+	char since[RFC3339_BUFSZ];           /* "" while in service */
+	char parent[VF_ADDR_BUFSZ];          /* "" when unknown */
+	char suspect_since[RFC3339_BUFSZ];   /* "" when not suspect */
+	char probation_since[RFC3339_BUFSZ]; /* "" when not on probation */
 };
 
 /* The VF's live suspicion's since, NULL when none: a column of a SELECT
  * FROM vfs. */
 #define SUSPECT_SINCE_SQL "(SELECT since FROM suspects WHERE vf_id = vfs.id AND cleared_at IS NULL)"
+
+/* The VF's live probation's since, NULL when none: a column of a SELECT
+ * FROM vfs. */
+#define PROBATION_SINCE_SQL \
+	"(SELECT since FROM probations WHERE vf_id = vfs.id AND cleared_at IS NULL)"
 
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row);
 

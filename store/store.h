@@ -167,12 +167,13 @@
  *                 virtfn links say, before a drain or a cycle.
  *
  *  Placement      the allocatable VFs are those a claim may take now:
- *                 registered, in service (state ok, failing, suspect or
- *                 held-back), unclaimed, and of a serving GPU.
- *                 store_allocatable_list() orders them by the VF's own
- *                 evidence first (rule_placement_group): clean, then
- *                 suspect, then failing (failures on record below the
- *                 threshold; also when suspect), then held-back; and
+ *                 registered, in service (state ok, failing, suspect,
+ *                 probation or held-back), unclaimed, and of a serving
+ *                 GPU.  store_allocatable_list() orders them by the VF's
+ *                 own evidence first (rule_placement_group): clean, then
+ *                 suspect or on probation ("Probation"), then failing
+ *                 (failures on record below the threshold; also when
+ *                 suspect), then held-back; and
  *                 within each by its parent GPU (rule_placement_parent_rank):
  *                 parents with fewer VFs out of service first, a parent
  *                 with none, then an unknown parent, then one with one
@@ -217,7 +218,7 @@
  *
  *  State          each VF's state, derived: held (an operator hold, whatever
  *                 else), quarantined (automatically), held-back, suspect,
- *                 failing (failures on record below the threshold), ok.
+ *                 probation, failing (failures on record below the threshold), ok.
  *
  *  Suspect        a claim released with `crashed` (its VMM died: the
  *                 sentinel found it dead, or its manager says so) whose
@@ -235,6 +236,23 @@
  *                 changes nothing.  Persisted (table suspects).  Tests:
  *                 suspect_lifecycle, migrate_v3_to_v4; test-rules.c
  *                 crash_suspect.
+ *
+ *  Probation      a VF the GPU's SR-IOV cycle cleared (store_gpu_recover_end
+ *                 with ok: its quarantine, failures or suspicion ended) is
+ *                 on probation from that commit on, with a history entry:
+ *                 the cycle may not have cured its wedge.  It ranks with
+ *                 the suspect VFs in placement (rule_placement_group), and
+ *                 its first failure report quarantines it whatever the
+ *                 threshold (rule_after_failure), ending the probation
+ *                 (`quarantined`); at the max_quarantined cap the failure
+ *                 is recorded and it stays in service on probation.  It
+ *                 ends too with a success report of an assignment made
+ *                 after it began (`ok:INSTANCE`) and with the operator's
+ *                 store_clear (`operator`: the operator vouches for the
+ *                 VF).  Persisted (table probations).  Tests:
+ *                 probation_lifecycle, probation_at_cap, migrate_v7_to_v8;
+ *                 test-rules.c
+ *                 placement_groups, after_failure.
  *
  *  Durability     every acknowledged mutation is committed durably before the
  *                 call returns (WAL, synchronous=FULL, BEGIN IMMEDIATE).
@@ -369,7 +387,7 @@ enum store_change_bits {
 	STORE_CHANGE_MODE = 1 << 10,     /* enforce <-> observe */
 	STORE_CHANGE_FAILING = 1 << 11,  /* vf's tally went between 0 and not (ok <-> failing) */
 	STORE_CHANGE_GPU = 1 << 12,      /* a GPU's phase changed (names no VF; parent) */
-	STORE_CHANGE_SUSPECT = 1 << 13,  /* vf became suspect or stopped being it */
+	STORE_CHANGE_SUSPECT = 1 << 13,  /* vf's suspicion or probation began or ended */
 	STORE_CHANGE_AUTO_RECOVER = 1 << 14,
 	/* vf's reservation was cancelled: what it excluded is free again.  The
 	 * reservation itself was never announced, so files that list claims
@@ -427,8 +445,9 @@ enum store_vf_state {
 	STORE_VF_HELD,        /* by the operator (whether quarantined or not) */
 	STORE_VF_HELD_BACK,   /* meets the threshold; the breaker keeps it in service */
 	STORE_VF_SUSPECT,     /* in service; its last VMM died in its init window */
+	STORE_VF_PROBATION,   /* in service; back from its GPU's cycle, no OK since */
 };
-/* "ok", "failing", "quarantined", "held", "held-back", "suspect" */
+/* "ok", "failing", "quarantined", "held", "held-back", "suspect", "probation" */
 const char *store_vf_state_name(enum store_vf_state state);
 
 struct store_vf_info {
@@ -442,6 +461,7 @@ struct store_vf_info {
 	char since[RFC3339_BUFSZ];  /* when it went out of service, or became suspect
 				    * while in service; "" otherwise */
 	bool suspect;               /* "Suspect" above; in service or not */
+	bool probation;             /* "Probation" above; in service or not */
 	bool claimed;               /* has a live claim or a reservation */
 	char parent[VF_ADDR_BUFSZ]; /* the physical function; "" when unknown */
 };
@@ -545,6 +565,7 @@ enum store_history_kind {
 	STORE_HISTORY_FAILURE,
 	STORE_HISTORY_HOLD,
 	STORE_HISTORY_SUSPECT,
+	STORE_HISTORY_PROBATION, /* at: when it began; how: why it ended */
 };
 
 /* The why of a cleared failure, the how of an ended claim: one word. */
@@ -697,6 +718,7 @@ struct store_failure_result {
 	size_t n_instances;
 	bool more_instances;
 	bool suspect_confirmed; /* QUARANTINED: the VF was suspect ("Suspect" above) */
+	bool probation_failed;  /* QUARANTINED: the VF was on probation ("Probation") */
 };
 
 /* assigned_at: canonical RFC 3339 (see rfc3339_normalize) or "" / NULL when
@@ -712,6 +734,7 @@ struct store_success_result {
 	unsigned cleared;
 	bool rescinded;       /* back in service: the quarantine was lifted, no hold remains */
 	bool suspect_cleared; /* the VF was suspect and is no longer ("Suspect" above) */
+	bool probation_ended; /* the VF was on probation and is no longer ("Probation") */
 };
 
 /* uid: the writer, for the history (-1: unknown). */
@@ -728,6 +751,7 @@ struct store_operator_result {
 	bool quarantined;      /* out of service before */
 	unsigned tally;        /* failures on record before */
 	bool suspect;          /* suspect before (store_clear ends it) */
+	bool probation;        /* on probation before (store_clear ends it) */
 };
 
 /* Set the hold (a no-op if held); uid: the writer, for the history (-1:
@@ -856,6 +880,7 @@ struct store_stats {
 	uint64_t ok_reports_cleared; /* success reports that cleared something */
 	uint64_t ok_reports_noop;    /* success reports that changed nothing */
 	size_t suspect;              /* VFs suspect now */
+	size_t probation;            /* VFs on probation now */
 	uint64_t suspect_confirmed;  /* suspect VFs quarantined since open */
 	uint64_t suspect_cleared;    /* suspect VFs cleared (an OK, the operator) since open */
 	uint64_t commits;            /* durable transactions since open */

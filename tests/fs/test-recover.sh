@@ -10,6 +10,8 @@
 #   - success: the program gets PF and its VFs, every VF is back in sysfs,
 #     their failures and quarantine are cleared (an operator hold stays),
 #     the GPU serves, the history and metrics say so;
+#   - the VF the cycle cleared is on probation (state, history, metric),
+#     ranks after the clean VFs, and one failed assignment quarantines it;
 #   - program failure, timeout (the program and its child are killed and
 #     reaped), a VF that does not come back: failed, the VFs stay out, a
 #     drain leaves it failed, an undrain serves;
@@ -209,6 +211,32 @@ assert_eq "$(metric "vfhealth_gpu_recoveries_total{parent=\"$PFA\",outcome=\"suc
 assert_match "$(metric "vfhealth_gpu_recovery_duration_seconds{parent=\"$PFA\"}")" '^[0-9]+\.[0-9]+$' "duration"
 grep -q "GPU $PFA: .*cycle: cycling $PFA" "$DAEMON_LOG" || fail "the program's output is not logged"
 grep -q "GPU $PFA: recovered" "$DAEMON_LOG" || fail "no recovered line"
+
+# --- the VF the cycle cleared is on probation until its first OK: ranked
+# after every clean VF (with the suspect ones), and its first failed
+# assignment quarantines it although the threshold is 2
+assert_cat "$MNT/threshold" 2
+assert_cat "$MNT/${VFA[1]}/state" probation
+assert_cat "$MNT/${VFA[0]}/state" ok
+assert_cat "$MNT/${VFA[2]}/state" held # not cleared by the cycle
+assert_eq "$(awk '$1 == "vfhealth_probation_vfs" {print $2}' "$MNT/metrics")" 1 "VFs on probation"
+assert_match "$(cat "$MNT/${VFA[1]}/history")" " probation cleared=- why=-$" "history on probation"
+grep -q "GPU $PFA: recovered: .* on probation after the GPU's cycle" "$DAEMON_LOG" ||
+	fail "the recovered line does not say the VFs are on probation"
+# equals are drawn afresh for each open: without its rank, the probation
+# VF would come before its clean sibling about half the time
+for _ in 1 2 3 4 5 6 7 8; do
+	assert_eq "$(tail -n 1 "$MNT/allocatable")" "${VFA[1]}" "the VF on probation ranks last"
+done
+put "$MNT/${VFA[1]}/report" "failed p1 2026-11-29T08:00:00Z NVRM: RmInitAdapter failed!"
+assert_cat "$MNT/${VFA[1]}/quarantined" 1
+assert_cat "$MNT/${VFA[1]}/tally" 1
+assert_cat "$MNT/${VFA[1]}/state" quarantined
+assert_eq "$(awk '$1 == "vfhealth_probation_vfs" {print $2}' "$MNT/metrics")" 0 "VFs on probation after the failure"
+assert_match "$(cat "$MNT/${VFA[1]}/history")" " probation cleared=[^ ]+ why=quarantined
+" \
+	"history after failing on probation"
+grep -q "${VFA[1]}: quarantined: failed on probation" "$DAEMON_LOG" || fail "no line for it"
 
 # --- failure, timeout, a VF missing: failed, the VFs stay out
 cycle_fails() { # cycle_fails MODE OUTCOME WHY-REGEX

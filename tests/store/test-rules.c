@@ -71,15 +71,19 @@ START_TEST(failure_reports)
 
 	/* after failure record quarantine or hold back */
 	/* below the threshold: recorded whatever the cap */
-	ck_assert_int_eq(rule_after_failure(1, 2, 0, 0), RULE_RECORD);
-	ck_assert_int_eq(rule_after_failure(1, 2, 1, 5), RULE_RECORD);
+	ck_assert_int_eq(rule_after_failure(1, 2, 0, 0, false), RULE_RECORD);
+	ck_assert_int_eq(rule_after_failure(1, 2, 1, 5, false), RULE_RECORD);
 	/* meets it: quarantined while the cap allows */
-	ck_assert_int_eq(rule_after_failure(2, 2, 0, 100), RULE_QUARANTINE);
-	ck_assert_int_eq(rule_after_failure(2, 2, 3, 2), RULE_QUARANTINE);
-	ck_assert_int_eq(rule_after_failure(5, 2, 3, 2), RULE_QUARANTINE);
+	ck_assert_int_eq(rule_after_failure(2, 2, 0, 100, false), RULE_QUARANTINE);
+	ck_assert_int_eq(rule_after_failure(2, 2, 3, 2, false), RULE_QUARANTINE);
+	ck_assert_int_eq(rule_after_failure(5, 2, 3, 2, false), RULE_QUARANTINE);
 	/* the cap is reached: held back, the breaker engages */
-	ck_assert_int_eq(rule_after_failure(2, 2, 3, 3), RULE_HOLD_BACK);
-	ck_assert_int_eq(rule_after_failure(1, 1, 1, 1), RULE_HOLD_BACK);
+	ck_assert_int_eq(rule_after_failure(2, 2, 3, 3, false), RULE_HOLD_BACK);
+	ck_assert_int_eq(rule_after_failure(1, 1, 1, 1, false), RULE_HOLD_BACK);
+	/* on probation the first failure meets any threshold; the cap holds */
+	ck_assert_int_eq(rule_after_failure(1, 2, 0, 0, true), RULE_QUARANTINE);
+	ck_assert_int_eq(rule_after_failure(1, 10, 3, 2, true), RULE_QUARANTINE);
+	ck_assert_int_eq(rule_after_failure(1, 10, 3, 3, true), RULE_HOLD_BACK);
 }
 END_TEST
 
@@ -178,38 +182,46 @@ START_TEST(refusals)
 	 * automatically quarantined one gets the hold) */
 	ck_assert(rule_hold_unchanged(true));
 	ck_assert(!rule_hold_unchanged(false));
-	ck_assert(rule_clear_unchanged(false, false, 0, false));
-	ck_assert(!rule_clear_unchanged(true, false, 0, false));
-	ck_assert(!rule_clear_unchanged(false, true, 0, false));
-	ck_assert(!rule_clear_unchanged(false, false, 1,
+	ck_assert(rule_clear_unchanged(false, false, 0, false, false));
+	ck_assert(!rule_clear_unchanged(true, false, 0, false, false));
+	ck_assert(!rule_clear_unchanged(false, true, 0, false, false));
+	ck_assert(!rule_clear_unchanged(false, false, 1, false,
 					false)); /* held back or below the threshold */
-	ck_assert(!rule_clear_unchanged(false, false, 0, true)); /* suspect: echo 0 ends it */
+	ck_assert(
+		!rule_clear_unchanged(false, false, 0, true, false)); /* suspect: echo 0 ends it */
+	ck_assert(!rule_clear_unchanged(false, false, 0, false, true)); /* so is probation */
 }
 END_TEST
 
 START_TEST(vf_state)
 {
 	/* held wins over everything */
-	ck_assert_int_eq(rule_vf_state(true, true, 5, 2, false), STORE_VF_HELD);
-	ck_assert_int_eq(rule_vf_state(false, true, 0, 2, false), STORE_VF_HELD);
-	ck_assert_int_eq(rule_vf_state(false, true, 3, 2, false),
+	ck_assert_int_eq(rule_vf_state(true, true, 5, 2, false, false), STORE_VF_HELD);
+	ck_assert_int_eq(rule_vf_state(false, true, 0, 2, false, false), STORE_VF_HELD);
+	ck_assert_int_eq(rule_vf_state(false, true, 3, 2, false, false),
 			 STORE_VF_HELD); /* not held-back */
 	/* then the automatic quarantine */
-	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, false), STORE_VF_QUARANTINED);
-	ck_assert_int_eq(rule_vf_state(true, false, 0, 2, false), STORE_VF_QUARANTINED);
+	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, false, false), STORE_VF_QUARANTINED);
+	ck_assert_int_eq(rule_vf_state(true, false, 0, 2, false, false), STORE_VF_QUARANTINED);
 	/* in service: held back when the tally meets the threshold */
-	ck_assert_int_eq(rule_vf_state(false, false, 2, 2, false), STORE_VF_HELD_BACK);
-	ck_assert_int_eq(rule_vf_state(false, false, 9, 2, false), STORE_VF_HELD_BACK);
+	ck_assert_int_eq(rule_vf_state(false, false, 2, 2, false, false), STORE_VF_HELD_BACK);
+	ck_assert_int_eq(rule_vf_state(false, false, 9, 2, false, false), STORE_VF_HELD_BACK);
 	/* failing below it, ok with nothing on record */
-	ck_assert_int_eq(rule_vf_state(false, false, 1, 2, false), STORE_VF_FAILING);
-	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, false), STORE_VF_OK);
-	ck_assert_int_eq(rule_vf_state(false, false, 0, 1, false), STORE_VF_OK);
+	ck_assert_int_eq(rule_vf_state(false, false, 1, 2, false, false), STORE_VF_FAILING);
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, false, false), STORE_VF_OK);
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 1, false, false), STORE_VF_OK);
 	/* suspect: below held-back, above failing and ok */
-	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, true), STORE_VF_SUSPECT);
-	ck_assert_int_eq(rule_vf_state(false, false, 1, 2, true), STORE_VF_SUSPECT);
-	ck_assert_int_eq(rule_vf_state(false, false, 2, 2, true), STORE_VF_HELD_BACK);
-	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, true), STORE_VF_QUARANTINED);
-	ck_assert_int_eq(rule_vf_state(false, true, 0, 2, true), STORE_VF_HELD);
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, true, false), STORE_VF_SUSPECT);
+	ck_assert_int_eq(rule_vf_state(false, false, 1, 2, true, false), STORE_VF_SUSPECT);
+	ck_assert_int_eq(rule_vf_state(false, false, 2, 2, true, false), STORE_VF_HELD_BACK);
+	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, true, false), STORE_VF_QUARANTINED);
+	ck_assert_int_eq(rule_vf_state(false, true, 0, 2, true, false), STORE_VF_HELD);
+	/* probation: below suspect and held-back, above failing and ok */
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, false, true), STORE_VF_PROBATION);
+	ck_assert_int_eq(rule_vf_state(false, false, 1, 2, false, true), STORE_VF_PROBATION);
+	ck_assert_int_eq(rule_vf_state(false, false, 0, 2, true, true), STORE_VF_SUSPECT);
+	ck_assert_int_eq(rule_vf_state(false, false, 2, 2, false, true), STORE_VF_HELD_BACK);
+	ck_assert_int_eq(rule_vf_state(true, false, 2, 2, false, true), STORE_VF_QUARANTINED);
 
 	/* the names the state file shows */
 	ck_assert_str_eq(store_vf_state_name(STORE_VF_OK), "ok");
@@ -218,6 +230,7 @@ START_TEST(vf_state)
 	ck_assert_str_eq(store_vf_state_name(STORE_VF_HELD), "held");
 	ck_assert_str_eq(store_vf_state_name(STORE_VF_HELD_BACK), "held-back");
 	ck_assert_str_eq(store_vf_state_name(STORE_VF_SUSPECT), "suspect");
+	ck_assert_str_eq(store_vf_state_name(STORE_VF_PROBATION), "probation");
 	ck_assert_str_eq(store_vf_state_name((enum store_vf_state)99), "unknown");
 }
 END_TEST
@@ -243,35 +256,48 @@ START_TEST(parent_and_placement)
 		for (int ev = 0; ev < 4; ev++) {
 			bool suspect = ev & 1, failing = ev & 2;
 			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, true, false, hb,
-							      suspect, failing),
+							      suspect, failing, false),
 					 STORE_PLACE_NONE);
 			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, true, hb,
-							      suspect, failing),
+							      suspect, failing, false),
 					 STORE_PLACE_NONE);
 			ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, true, hb,
-							      suspect, failing),
+							      suspect, failing, false),
 					 STORE_PLACE_NONE);
 			/* held back: last, whatever its evidence */
 			ck_assert_int_eq(rule_placement_group(STORE_MODE_ENFORCE, false, false,
-							      true, suspect, failing),
+							      true, suspect, failing, false),
 					 STORE_PLACE_HELD_BACK);
 			/* observe mode: out of service is allocatable, last */
 			ck_assert_int_eq(rule_placement_group(STORE_MODE_OBSERVE, true, false, hb,
-							      suspect, failing),
+							      suspect, failing, false),
 					 STORE_PLACE_HELD_BACK);
 		}
 	/* the VF's own evidence: clean, suspect, failing (the stronger
 	 * evidence when both) */
 	for (int m = 0; m < 2; m++) {
 		enum store_mode mode = m ? STORE_MODE_OBSERVE : STORE_MODE_ENFORCE;
-		ck_assert_int_eq(rule_placement_group(mode, false, false, false, false, false),
+		ck_assert_int_eq(rule_placement_group(mode, false, false, false, false, false,
+						      false),
 				 STORE_PLACE_CLEAN);
-		ck_assert_int_eq(rule_placement_group(mode, false, false, false, true, false),
+		ck_assert_int_eq(rule_placement_group(mode, false, false, false, true, false,
+						      false),
 				 STORE_PLACE_SUSPECT);
-		ck_assert_int_eq(rule_placement_group(mode, false, false, false, false, true),
+		ck_assert_int_eq(rule_placement_group(mode, false, false, false, false, true,
+						      false),
 				 STORE_PLACE_FAILING);
-		ck_assert_int_eq(rule_placement_group(mode, false, false, false, true, true),
+		ck_assert_int_eq(rule_placement_group(mode, false, false, false, true, true, false),
 				 STORE_PLACE_FAILING);
+		/* on probation: with the suspect ones, whatever else */
+		ck_assert_int_eq(rule_placement_group(mode, false, false, false, false, false,
+						      true),
+				 STORE_PLACE_SUSPECT);
+		ck_assert_int_eq(rule_placement_group(mode, false, false, false, true, false, true),
+				 STORE_PLACE_SUSPECT);
+		ck_assert_int_eq(rule_placement_group(mode, false, false, false, false, true, true),
+				 STORE_PLACE_FAILING);
+		ck_assert_int_eq(rule_placement_group(mode, false, false, true, false, false, true),
+				 STORE_PLACE_HELD_BACK);
 	}
 	/* the groups' order is the placement order */
 	ck_assert_int_lt(STORE_PLACE_CLEAN, STORE_PLACE_SUSPECT);
@@ -314,21 +340,21 @@ END_TEST
  * failing one (one failed report) on the clean PF 51. */
 static const struct placement_vf placement_vfs[] = {
 	/* vf, parent, out_of_service, claimed, held_back, suspect, failing */
-	{ "0000:40:00.4", "0000:41:00.0", false, false, false, false, false },
-	{ "0000:40:00.5", "0000:41:00.0", false, false, false, false, false },
-	{ "0000:40:00.6", "0000:41:00.0", true, false, false, false, false },
-	{ "0000:50:00.1", "0000:51:00.0", false, false, false, false, false },
-	{ "0000:50:00.2", "0000:51:00.0", false, false, false, true, false },
-	{ "0000:50:00.3", "0000:51:00.0", false, false, false, false, true },
-	{ "0000:50:00.4", "0000:51:00.0", false, false, false, false, false },
-	{ "0000:50:00.5", "0000:51:00.0", false, true, false, false, false },
-	{ "0000:50:00.6", "0000:51:00.0", false, false, true, false, true },
-	{ "0000:60:00.1", "0000:61:00.0", true, false, false, false, false },
-	{ "0000:60:00.2", "0000:61:00.0", true, false, false, false, false },
-	{ "0000:60:00.3", "0000:61:00.0", true, false, false, false, false },
-	{ "0000:60:00.4", "0000:61:00.0", false, false, false, false, false },
-	{ "0000:70:00.4", "", false, false, false, false, false },
-	{ "0000:70:00.5", "", false, false, false, false, false },
+	{ "0000:40:00.4", "0000:41:00.0", false, false, false, false, false, false },
+	{ "0000:40:00.5", "0000:41:00.0", false, false, false, false, false, false },
+	{ "0000:40:00.6", "0000:41:00.0", true, false, false, false, false, false },
+	{ "0000:50:00.1", "0000:51:00.0", false, false, false, false, false, false },
+	{ "0000:50:00.2", "0000:51:00.0", false, false, false, true, false, false },
+	{ "0000:50:00.3", "0000:51:00.0", false, false, false, false, true, false },
+	{ "0000:50:00.4", "0000:51:00.0", false, false, false, false, false, false },
+	{ "0000:50:00.5", "0000:51:00.0", false, true, false, false, false, false },
+	{ "0000:50:00.6", "0000:51:00.0", false, false, true, false, true, false },
+	{ "0000:60:00.1", "0000:61:00.0", true, false, false, false, false, false },
+	{ "0000:60:00.2", "0000:61:00.0", true, false, false, false, false, false },
+	{ "0000:60:00.3", "0000:61:00.0", true, false, false, false, false, false },
+	{ "0000:60:00.4", "0000:61:00.0", false, false, false, false, false, false },
+	{ "0000:70:00.4", "", false, false, false, false, false, false },
+	{ "0000:70:00.5", "", false, false, false, false, false, false },
 };
 
 /* where: the place of vf in out[0..n), or n */
@@ -402,17 +428,17 @@ END_TEST
 START_TEST(placement_parents)
 {
 	static const struct placement_vf vfs[] = {
-		{ "0000:41:00.1", "0000:41:00.0", true, false, false, false, false },
-		{ "0000:41:00.2", "0000:41:00.0", true, false, false, false, false },
-		{ "0000:41:00.3", "0000:41:00.0", true, false, false, false, false },
-		{ "0000:41:00.4", "0000:41:00.0", false, false, false, false, false },
-		{ "0000:42:00.1", "0000:42:00.0", true, false, false, false, false },
-		{ "0000:42:00.2", "0000:42:00.0", false, true, false, false, false },
-		{ "0000:42:00.3", "0000:42:00.0", false, false, false, false, false },
-		{ "0000:43:00.1", "0000:43:00.0", true, false, false, false, false },
-		{ "0000:43:00.2", "0000:43:00.0", true, false, false, false, false },
-		{ "0000:43:00.3", "0000:43:00.0", false, false, false, true, false },
-		{ "0000:43:00.4", "0000:43:00.0", false, false, false, false, false },
+		{ "0000:41:00.1", "0000:41:00.0", true, false, false, false, false, false },
+		{ "0000:41:00.2", "0000:41:00.0", true, false, false, false, false, false },
+		{ "0000:41:00.3", "0000:41:00.0", true, false, false, false, false, false },
+		{ "0000:41:00.4", "0000:41:00.0", false, false, false, false, false, false },
+		{ "0000:42:00.1", "0000:42:00.0", true, false, false, false, false, false },
+		{ "0000:42:00.2", "0000:42:00.0", false, true, false, false, false, false },
+		{ "0000:42:00.3", "0000:42:00.0", false, false, false, false, false, false },
+		{ "0000:43:00.1", "0000:43:00.0", true, false, false, false, false, false },
+		{ "0000:43:00.2", "0000:43:00.0", true, false, false, false, false, false },
+		{ "0000:43:00.3", "0000:43:00.0", false, false, false, true, false, false },
+		{ "0000:43:00.4", "0000:43:00.0", false, false, false, false, false, false },
 	};
 	struct store_placement out[ARRAY_SIZE(vfs)];
 
@@ -439,11 +465,11 @@ END_TEST
 START_TEST(placement_shuffle)
 {
 	static const struct placement_vf vfs[] = {
-		{ "0000:50:00.1", "0000:51:00.0", false, false, false, false, false },
-		{ "0000:50:00.2", "0000:51:00.0", false, false, false, false, false },
-		{ "0000:50:00.3", "0000:51:00.0", false, false, false, false, false },
-		{ "0000:50:00.4", "0000:51:00.0", false, false, false, true, false },
-		{ "0000:70:00.4", "", false, false, false, false, false },
+		{ "0000:50:00.1", "0000:51:00.0", false, false, false, false, false, false },
+		{ "0000:50:00.2", "0000:51:00.0", false, false, false, false, false, false },
+		{ "0000:50:00.3", "0000:51:00.0", false, false, false, false, false, false },
+		{ "0000:50:00.4", "0000:51:00.0", false, false, false, true, false, false },
+		{ "0000:70:00.4", "", false, false, false, false, false, false },
 	};
 	struct store_placement a[ARRAY_SIZE(vfs)], b[ARRAY_SIZE(vfs)];
 	size_t n = 0, m = 0;

@@ -43,6 +43,7 @@
 #define VF_A "0000:41:00.1"
 #define VF_B "0000:41:00.2"
 #define VF_C "0000:41:00.3"
+#define VF_D "0000:41:00.4"
 #define T1 "2026-11-29T07:00:01.000000000Z"
 #define T2 "2026-11-29T07:00:02.000000000Z"
 #define T3 "2026-11-29T07:00:03.000000000Z"
@@ -1077,7 +1078,7 @@ START_TEST(migrate_v1_to_v2)
 	 * until a success clears them */
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('vfs')"
 				  " WHERE name = 'manual'"),
 			 0);
@@ -1507,7 +1508,7 @@ START_TEST(persistence_all_state)
 	free(f);
 	/* the file is what this code writes */
 	ck_assert_int_eq(db_query("PRAGMA application_id"), 0x56464831);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
 	store_close(s);
 	struct stat st;
 	ck_assert_int_eq(stat(db_path, &st), 0);
@@ -2556,7 +2557,9 @@ END_TEST
  * (the v3 failures table had a UNIQUE constraint of its own). */
 /* A version 6 database taken back to version 5: no suspects table; then to
  * version 4: no GPU drains. */
+#define V8_TO_V7_SQL "DROP INDEX probations_live; DROP TABLE probations; PRAGMA user_version = 7;"
 #define V7_TO_V6_SQL                                                                               \
+	V8_TO_V7_SQL                                                                               \
 	"ALTER TABLE gpu_history DROP COLUMN detail; DELETE FROM meta WHERE key = 'auto_recover';" \
 	"PRAGMA user_version = 6;"
 #define V6_TO_V5_SQL \
@@ -2596,7 +2599,7 @@ START_TEST(schema_v1_migrated)
 	s = open_store();
 	char reason[STORE_REASON_MAX];
 	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.claimed_at, T1);
 	ck_assert_str_eq(got.boot_id, "");
@@ -2974,7 +2977,7 @@ START_TEST(migrate_v2_to_v3)
 	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2, NULL), 0);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('failures')"
 				  " WHERE name = 'cleared_at'"),
 			 1);
@@ -3286,7 +3289,7 @@ START_TEST(migrate_v4_to_v5)
 	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINED);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
 }
 END_TEST
 
@@ -3534,7 +3537,7 @@ START_TEST(migrate_v5_to_v6)
 	s = reopen(s);
 	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_SUSPECT);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
 }
 END_TEST
 
@@ -3831,8 +3834,177 @@ START_TEST(migrate_v6_to_v7)
 	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, NULL), 0);
 	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, false, "exit 1", NULL), 0);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM gpu_history WHERE detail = 'exit 1'"), 1);
+}
+END_TEST
+
+/* Assignments made after the cycle (later than any time the clock gives
+ * a probation's start). */
+#define T_LATE1 "2099-01-01T00:00:01.000000000Z"
+#define T_LATE2 "2099-01-01T00:00:02.000000000Z"
+
+static size_t probation_stat(struct store *s)
+{
+	struct store_stats st;
+
+	store_get_stats(s, &st);
+	return st.probation;
+}
+
+static enum store_placement_group group_of(struct store *s, const char *vf)
+{
+	_cleanup_free_ struct store_placement *p = NULL;
+	size_t n = 0;
+
+	ck_assert_int_eq(store_allocatable_list(s, STORE_READ_RETRY, &p, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(p[i].vf, vf) == 0)
+			return p[i].group;
+	return STORE_PLACE_NONE;
+}
+
+/* The why of the VF's newest probation in its history, "" when none. */
+static const char *probation_why(struct store *s, const char *vf, char *buf, size_t size)
+{
+	_cleanup_free_ struct store_history_entry *h = NULL;
+	size_t n, dropped;
+
+	buf[0] = '\0';
+	ck_assert_int_eq(store_history_list(s, vf, 50, &h, &n, &dropped), 0);
+	for (size_t i = 0; i < n; i++)
+		if (h[i].kind == STORE_HISTORY_PROBATION)
+			snprintf(buf, size, "%s", h[i].how[0] ? h[i].how : "live");
+	return buf;
+}
+
+/* The VFs a successful cycle cleared are on probation, across a reopen:
+ * ranked with the suspect VFs; a success of an assignment made before it
+ * began proves nothing, one made after ends it; so does the operator's
+ * clear; the first failure on probation quarantines whatever the
+ * threshold, and the next failure after probation counts as usual. */
+START_TEST(probation_lifecycle)
+{
+	struct store *s = open_store();
+	char why[STORE_HISTORY_WORD_MAX + 1];
+
+	ck_assert_int_eq(store_threshold_set(s, 2), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_B, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_C, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_D, PF_1), 0);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
+	ck_assert_int_eq(report_fail(s, VF_B, "i-3", T3), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_D, "i-3", T3), STORE_OUTCOME_RECORDED);
+	ck_assert_uint_eq(probation_stat(s), 0);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, true, "0.1 s", NULL), 0);
+
+	/* the cleared VFs, not the clean one; kept across a reopen */
+	s = reopen(s);
+	ck_assert(info(s, VF_A).probation);
+	ck_assert(info(s, VF_B).probation);
+	ck_assert(info(s, VF_D).probation);
+	ck_assert(!info(s, VF_C).probation);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_PROBATION);
+	ck_assert_str_ne(info(s, VF_A).since, "");
+	ck_assert_int_eq(info(s, VF_C).state, STORE_VF_OK);
+	ck_assert_uint_eq(probation_stat(s), 3);
+	ck_assert_str_eq(probation_why(s, VF_A, why, sizeof(why)), "live");
+	ck_assert_int_eq(group_of(s, VF_C), STORE_PLACE_CLEAN);
+	ck_assert_int_eq(group_of(s, VF_A), STORE_PLACE_SUSPECT);
+	ck_assert_int_eq(group_of(s, VF_B), STORE_PLACE_SUSPECT);
+
+	/* an OK of an assignment before the cycle proves nothing */
+	ck_assert(!ok(s, VF_A, "i-2", T2).probation_ended);
+	ck_assert(info(s, VF_A).probation);
+	/* the first OK after it ends it */
+	ck_assert(ok(s, VF_A, "i-4", T_LATE1).probation_ended);
+	ck_assert(!info(s, VF_A).probation);
+	ck_assert_int_eq(group_of(s, VF_A), STORE_PLACE_CLEAN);
+	ck_assert_str_eq(probation_why(s, VF_A, why, sizeof(why)), "ok:i-4");
+	/* ... and the threshold counts again */
+	ck_assert_int_eq(report_fail(s, VF_A, "i-5", T_LATE2), STORE_OUTCOME_RECORDED);
+
+	/* the first failure on probation quarantines below the threshold */
+	struct store_failure_result fr;
+	ck_assert_int_eq(store_report_failure(s, VF_B, "i-6", T_LATE1, "NVRM: again", &fr), 0);
+	ck_assert_int_eq(fr.outcome, STORE_OUTCOME_QUARANTINED);
+	ck_assert(fr.probation_failed);
+	ck_assert(info(s, VF_B).auto_quarantined);
+	ck_assert(!info(s, VF_B).probation);
+	ck_assert_str_eq(probation_why(s, VF_B, why, sizeof(why)), "quarantined");
+
+	/* the operator vouches for a VF: echo 0 ends it */
+	struct store_operator_result before;
+	ck_assert_int_eq(store_clear(s, VF_D, 0, &before), 0);
+	ck_assert(before.probation);
+	ck_assert(!info(s, VF_D).probation);
+	ck_assert_str_eq(probation_why(s, VF_D, why, sizeof(why)), "operator");
+	ck_assert_uint_eq(probation_stat(s), 0);
+	s = reopen(s);
+	ck_assert_uint_eq(probation_stat(s), 0);
+	store_close(s);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM probations WHERE cleared_at IS NULL"), 0);
+}
+END_TEST
+
+/* At the max_quarantined cap a failure on probation is recorded and the VF
+ * stays in service, still on probation: the cap outranks probation as it
+ * outranks the threshold. */
+START_TEST(probation_at_cap)
+{
+	struct store *s = open_store();
+	struct store_failure_result fr;
+
+	ck_assert_int_eq(store_threshold_set(s, 2), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(store_vf_register(s, "0000:50:00.4", PF_2), 0);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, true, "", NULL), 0);
+	ck_assert(info(s, VF_A).probation);
+	ck_assert_int_eq(store_max_quarantined_set(s, 1), 0);
+	ck_assert_int_eq(report_fail(s, "0000:50:00.4", "i-2", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, "0000:50:00.4", "i-3", T2), STORE_OUTCOME_QUARANTINED);
+
+	ck_assert_int_eq(store_report_failure(s, VF_A, "i-4", T_LATE1, "NVRM: again", &fr), 0);
+	ck_assert_int_eq(fr.outcome, STORE_OUTCOME_RECORDED);
+	ck_assert(fr.breaker_engaged);
+	ck_assert(!fr.probation_failed);
+	ck_assert(!info(s, VF_A).quarantined);
+	ck_assert(info(s, VF_A).probation);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_PROBATION);
+	ck_assert(allocatable_has(s, VF_A));
+	store_close(s);
+}
+END_TEST
+
+/* A version 7 database gains the probations table: a cycle marks its VFs. */
+START_TEST(migrate_v7_to_v8)
+{
+	struct store *s = open_store();
+
+	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
+	store_close(s);
+	db_write(V8_TO_V7_SQL);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
+	s = open_store();
+	char reason[STORE_REASON_MAX];
+	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	ck_assert_uint_eq(info(s, VF_A).tally, 1);
+	ck_assert(!info(s, VF_A).probation);
+	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, NULL), 0);
+	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, true, "", NULL), 0);
+	ck_assert(info(s, VF_A).probation);
+	store_close(s);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM probations"), 1);
 }
 END_TEST
 
