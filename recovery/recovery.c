@@ -513,6 +513,18 @@ static void rescan_step(struct recovery *r, bool *retry, int64_t *wait_ns)
 		*wait_ns = next > 0 ? next : 0;
 }
 
+/* Without the kernel's uevents, sysfs is looked at every REGISTER_RESCAN_NS
+ * instead: said once, the socket closed, a look now. */
+static void uevents_lost(struct recovery *r, const char *what, int k)
+{
+	log_warn("%s: %s; sysfs is looked at every %" PRId64 " s instead", what, strerror(-k),
+		 REGISTER_RESCAN_NS / NS_PER_S);
+	pthread_mutex_lock(&r->lock);
+	close(move_fd(r->uevent_fd));
+	pthread_mutex_unlock(&r->lock);
+	kick_rescan(r, false);
+}
+
 static void *uevent_main(void *arg)
 {
 	struct recovery *r = arg;
@@ -533,13 +545,7 @@ static void *uevent_main(void *arg)
 			k = uevent_drain(r->uevent_fd, &pci);
 		}
 		if (k < 0) {
-			log_warn("cannot read the kernel's uevents: %s; sysfs is looked at every"
-				 " %" PRId64 " s instead",
-				 strerror(-k), REGISTER_RESCAN_NS / NS_PER_S);
-			pthread_mutex_lock(&r->lock);
-			close(move_fd(r->uevent_fd));
-			pthread_mutex_unlock(&r->lock);
-			kick_rescan(r, false);
+			uevents_lost(r, "cannot read the kernel's uevents", k);
 			return NULL;
 		}
 		if (pci)
@@ -1060,13 +1066,7 @@ int recovery_start(struct recovery *r, struct store *s)
 	if (r->uevent_fd >= 0) {
 		k = -pthread_create(&r->uevent_thread, NULL, uevent_main, r);
 		if (k < 0) {
-			log_warn("cannot start the uevent thread: %s; sysfs is looked at every"
-				 " %" PRId64 " s instead",
-				 strerror(-k), REGISTER_RESCAN_NS / NS_PER_S);
-			pthread_mutex_lock(&r->lock);
-			close(move_fd(r->uevent_fd));
-			pthread_mutex_unlock(&r->lock);
-			kick_rescan(r, false);
+			uevents_lost(r, "cannot start the uevent thread", k);
 		} else {
 			r->uevent_running = true;
 		}

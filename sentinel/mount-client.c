@@ -47,13 +47,14 @@ static int read_file(const char *path, char *buf, size_t size, size_t *ret_len)
 
 /* One command: a single write(2) at offset 0, then, when answer is non-NULL,
  * the outcome read back from offset 0 of the same open file. */
-static int write_command(const char *path, const char *command, size_t len, char *answer,
-			 size_t answer_size, size_t *answer_len)
+/* Open path (flags) and write command whole at offset 0: the descriptor, or
+ * -errno. */
+static int open_write(const char *path, int flags, const char *command, size_t len)
 {
 	_cleanup_close_ int fd = -1;
 	ssize_t n;
 
-	fd = open(path, (answer ? O_RDWR : O_WRONLY) | O_CLOEXEC | O_NOCTTY);
+	fd = open(path, flags | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return negative_errno();
 	do
@@ -63,6 +64,18 @@ static int write_command(const char *path, const char *command, size_t len, char
 		return negative_errno();
 	if ((size_t)n != len)
 		return -EIO; /* the interface takes whole commands; a short write is a bug */
+	return move_fd(fd);
+}
+
+static int write_command(const char *path, const char *command, size_t len, char *answer,
+			 size_t answer_size, size_t *answer_len)
+{
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+
+	fd = open_write(path, answer ? O_RDWR : O_WRONLY, command, len);
+	if (fd < 0)
+		return fd;
 	if (!answer)
 		return 0;
 	do
@@ -87,16 +100,9 @@ static int write_release(const char *path, const char *command, size_t len)
 	ssize_t n;
 	int dup_fd;
 
-	fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+	fd = open_write(path, O_RDWR, command, len);
 	if (fd < 0)
-		return negative_errno();
-	do
-		n = pwrite(fd, command, len, 0);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return negative_errno();
-	if ((size_t)n != len)
-		return -EIO;
+		return fd;
 	dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (dup_fd < 0)
 		return negative_errno();
