@@ -10,7 +10,12 @@
 #  - the claim (pid=, control=, agent=) is judged by its socket's identity:
 #    watch=polled, its agent dialled, never counted or warned uncertain, its
 #    VF out of allocatable;
-#  - the VMM killed by SIGKILL: the claim is released (process gone).
+#  - the VMM killed by SIGKILL: the claim is released (process gone);
+#  - with /proc mounted hidepid=invisible,gid=G (as hardened hosts mount it:
+#    only group G may see other users' processes, and root without
+#    CAP_SYS_PTRACE is not in it), the VMM's entry is hidden from the
+#    sentinel: its claim is kept, uncertain, never released as gone while it
+#    runs; killed, it is released.
 # Skips (77) without setpriv or root.
 source "$(dirname "$0")/lib.sh"
 command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
@@ -68,5 +73,30 @@ wait "$VMM" 2>/dev/null || true
 wait_for 10 "the dead VMM's claim released" test ! -e "$MNT/$VF/assignments/vm-n"
 grep -q "vf $VF: released the claim of vm-n .*VMM dead (process gone)" "$T/daemon.log" ||
 	fail "the release not logged"
+
+# A proc that hides other users' processes: the sentinel reads it (--proc-root).
+mkdir "$T/proc"
+mount -t proc -o hidepid=invisible,gid=65534 proc "$T/proc" ||
+	skip "cannot mount proc with hidepid=invisible,gid=65534"
+# shellcheck disable=SC2016 # expanded at exit
+EXIT_HOOKS+=('umount -l "$T/proc"')
+setpriv --reuid=65534 --regid=65534 --clear-groups sleep 3600 &
+VMM=$!
+BG_PIDS+=("$VMM")
+sh -c "exec setpriv --bounding-set $bounding --inh-caps -all --ambient-caps -all --no-new-privs -- \
+	test ! -e $T/proc/$VMM" || fail "hidepid=invisible,gid=65534 does not hide uid 65534's process here"
+stop_daemon
+VFHEALTHD=$T/vfhealthd-unit start_daemon --poll-interval 0.2 --poll-timeout 1 --reconcile-interval 0.2 \
+	--proc-root "$T/proc"
+claim "$VF" vm-h "agent=hvsock:$T/vm-h.hv:2222" "pid=$VMM"
+wait_for 10 "the hidden VMM's claim uncertain" watched_is uncertain 1
+R0=$(metric vfhealth_sentinel_reconciles_total)
+wait_for 10 "three reconciles" metric_ge vfhealth_sentinel_reconciles_total $((R0 + 3))
+[[ -f $MNT/$VF/assignments/vm-h ]] || fail "the claim of a VMM hidden by hidepid was released"
+! grep -qx "$VF" "$MNT/allocatable" || fail "the VF of a hidden VMM is allocatable"
+echo "ok   a VMM hidden by hidepid=invisible: its claim kept, uncertain"
+kill -KILL "$VMM"
+wait "$VMM" 2>/dev/null || true
+wait_for 10 "the hidden VMM's claim released once it died" test ! -e "$MNT/$VF/assignments/vm-h"
 stop_daemon
 echo PASS
