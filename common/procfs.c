@@ -9,8 +9,11 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/magic.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -82,6 +85,21 @@ int proc_pid_starttime(const char *proc_root, int64_t pid, uint64_t *ret)
 	return r;
 }
 
+/* Whether a real proc mount hides process pid, which runs: mounted
+ * hidepid=invisible,gid=G, it hides other users' processes from a root
+ * without CAP_SYS_PTRACE outside group G.  Its absence then says nothing;
+ * kill(2) asks the kernel itself.  A test's tree (not a procfs) fakes its
+ * processes: its absence is the answer. */
+static bool proc_hides(const char *proc_root, int64_t pid)
+{
+	struct statfs sf;
+
+	if (pid > INT_MAX || statfs(proc_root ? proc_root : "/proc", &sf) < 0 ||
+	    sf.f_type != PROC_SUPER_MAGIC)
+		return false;
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
 int proc_pid_stat(const char *proc_root, int64_t pid, struct proc_stat *ret)
 {
 	char path[PATH_MAX], text[PROC_STAT_MAX];
@@ -96,6 +114,8 @@ int proc_pid_stat(const char *proc_root, int64_t pid, struct proc_stat *ret)
 	if (len < 0 || (size_t)len >= sizeof(path))
 		return -ENAMETOOLONG;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0 && errno == ENOENT && proc_hides(proc_root, pid))
+		return -EACCES;
 	if (fd < 0)
 		return errno == ESRCH ? -ENOENT : negative_errno();
 	n = read(fd, text, sizeof(text));

@@ -33,8 +33,10 @@ bool proc_state_ended(char state);
 
 /* Field 22 of PROC_ROOT/PID/stat (proc_root NULL: "/proc").  -EINVAL for
  * pid <= 0; -ENOENT when the process does not exist (also ESRCH: it exited
- * between open and read); -EBADMSG when the file cannot be parsed; another
- * -errno when it cannot be read. */
+ * between open and read); -EACCES when a proc mounted hidepid= hides a
+ * process the kernel says runs (tests/sentinel/test-liveness-unit.sh);
+ * -EBADMSG when the file cannot be parsed; another -errno when it cannot be
+ * read. */
 int proc_pid_starttime(const char *proc_root, int64_t pid, uint64_t *ret);
 
 /* PROC_ROOT/PID/stat's state and start time; errors as proc_pid_starttime. */

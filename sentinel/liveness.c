@@ -7,19 +7,16 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <linux/magic.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <linux/unix_diag.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -239,10 +236,7 @@ void liveness_pass_begin(struct liveness_pass *p, const char *proc_root)
 {
 	struct stat st;
 
-	struct statfs sf;
-
 	*p = (struct liveness_pass){ .proc_root = proc_root, .own = { .rc = -EAGAIN } };
-	p->real_proc = statfs(proc_root, &sf) == 0 && sf.f_type == PROC_SUPER_MAGIC;
 	p->boot_rc = proc_boot_id(proc_root, p->boot_id);
 	/* The sentinel's own namespace, to tell a VMM's from it (always the
 	 * kernel's: a fake proc root fakes processes, not namespaces). */
@@ -365,13 +359,6 @@ void liveness_gather(struct liveness_pass *p, const struct assignment *c,
 		if ((netns_fd == -EACCES || netns_fd == -EPERM) && in_own_netns(p, ev->pid))
 			netns_fd = OWN_NETNS;
 		ev->proc_rc = proc_pid_stat(p->proc_root, ev->pid, &ps);
-		/* A proc mounted with hidepid= hides other users' processes
-		 * from a root without CAP_SYS_PTRACE: no entry is "gone" only
-		 * when the kernel has no such process either, else it cannot
-		 * be checked. */
-		if (ev->proc_rc == -ENOENT && p->real_proc && ev->pid <= INT_MAX &&
-		    (kill((pid_t)ev->pid, 0) == 0 || errno == EPERM))
-			ev->proc_rc = -EACCES;
 		ev->ended = ev->proc_rc == 0 && proc_state_ended(ps.state);
 		ev->starttime_now = ps.starttime;
 	}

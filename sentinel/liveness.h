@@ -90,7 +90,6 @@ struct liveness_netns {
 
 struct liveness_pass {
 	const char *proc_root;
-	bool real_proc; /* proc_root is a procfs (not a test's tree): kill(2) can confirm */
 	int boot_rc;
 	char boot_id[BOOT_ID_BUFSZ];
 	struct liveness_netns own; /* the sentinel's namespace; rc -EAGAIN until read */
