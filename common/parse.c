@@ -28,7 +28,7 @@ int parse_uint64(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
 
 int parse_seconds(const char *s, int64_t max_ns, int64_t *ret_ns)
 {
-	int64_t whole = 0, frac = 0, scale = 1000000000;
+	int64_t whole = 0, frac = 0, scale = NSEC_PER_SEC;
 	const char *p = s;
 	bool digits = false;
 
@@ -37,7 +37,7 @@ int parse_seconds(const char *s, int64_t max_ns, int64_t *ret_ns)
 	for (; *p >= '0' && *p <= '9'; p++) {
 		digits = true;
 		whole = whole * 10 + (*p - '0');
-		if (whole > max_ns / 1000000000 + 1)
+		if (whole > max_ns / NSEC_PER_SEC + 1)
 			return -ERANGE;
 	}
 	if (*p == '.') {
@@ -52,9 +52,9 @@ int parse_seconds(const char *s, int64_t max_ns, int64_t *ret_ns)
 	}
 	if (*p || !digits)
 		return -EINVAL;
-	if (whole > INT64_MAX / 1000000000)
+	if (whole > INT64_MAX / NSEC_PER_SEC)
 		return -ERANGE;
-	int64_t ns = whole * 1000000000 + frac;
+	int64_t ns = whole * NSEC_PER_SEC + frac;
 	if (ns <= 0 || ns > max_ns)
 		return -ERANGE;
 	*ret_ns = ns;
@@ -86,7 +86,7 @@ static void format_canonical(int Y, int M, int D, int h, int m, int sec, long ns
 	char tmp[96];
 
 	snprintf(tmp, sizeof(tmp), "%04d-%02d-%02dT%02d:%02d:%02d.%09ldZ", Y % 10000, M, D, h, m,
-		 sec, nsec % 1000000000);
+		 sec, nsec % NSEC_PER_SEC);
 	memcpy(out, tmp, RFC3339_BUFSZ - 1);
 	out[RFC3339_BUFSZ - 1] = '\0';
 }
@@ -184,7 +184,7 @@ int64_t monotonic_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
 }
 
 int64_t realtime_ns(void)
@@ -192,7 +192,7 @@ int64_t realtime_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
 }
 
 void strip_trailing_newline(char *buf, size_t *len)

@@ -53,6 +53,9 @@ bool instance_id_valid(const char *s);
 	"an instance id is 1.." PARSE_STR( \
 		INSTANCE_ID_MAX) " of [A-Za-z0-9._-], not starting with '.'"
 
+/* The tree's one time unit is the nanosecond, in an int64_t. */
+#define NSEC_PER_SEC INT64_C(1000000000)
+
 /* Nanoseconds on CLOCK_MONOTONIC. */
 int64_t monotonic_ns(void);
 /* Nanoseconds since the epoch (CLOCK_REALTIME): to compare with RFC 3339 times. */

@@ -61,7 +61,7 @@
 #define DEFAULT_DB "/var/lib/vfhealth/vfhealth.db"
 /* How long a stopping sentinel may take beyond one poll timeout before it
  * is killed (it stops within one poll timeout, vfhealth-sentinel(8)). */
-#define SENTINEL_STOP_GRACE_NS (2 * SENTINEL_NS_PER_S)
+#define SENTINEL_STOP_GRACE_NS (2 * NSEC_PER_SEC)
 
 static void usage(FILE *out)
 {
@@ -223,7 +223,7 @@ int main(int argc, char **argv)
 	bool foreground = false;
 	sigset_t shutdown_signals;
 	uint64_t threshold;
-	int64_t init_window_ns = (int64_t)INIT_WINDOW_DEFAULT_S * 1000000000;
+	int64_t init_window_ns = (int64_t)INIT_WINDOW_DEFAULT_S * NSEC_PER_SEC;
 	int store_threshold = 0;
 	int c, sig = 0, r;
 
@@ -252,7 +252,7 @@ int main(int argc, char **argv)
 			/* 0 turns it off; else seconds, a fraction allowed */
 			if (strcmp(optarg, "0") == 0) {
 				init_window_ns = 0;
-			} else if (parse_seconds(optarg, (int64_t)INIT_WINDOW_MAX_S * 1000000000,
+			} else if (parse_seconds(optarg, (int64_t)INIT_WINDOW_MAX_S * NSEC_PER_SEC,
 						 &init_window_ns) < 0) {
 				log_err("--init-window must be 0 or seconds up to %d, not '%s'",
 					INIT_WINDOW_MAX_S, optarg);
@@ -309,7 +309,7 @@ int main(int argc, char **argv)
 			recovery_opt.program = optarg;
 			break;
 		case OPT_RECOVER_TIMEOUT:
-			if (parse_seconds(optarg, (int64_t)RECOVERY_TIMEOUT_MAX_S * 1000000000,
+			if (parse_seconds(optarg, (int64_t)RECOVERY_TIMEOUT_MAX_S * NSEC_PER_SEC,
 					  &recovery_opt.timeout_ns) < 0 ||
 			    recovery_opt.timeout_ns <= 0) {
 				log_err("--recover-timeout must be seconds, more than 0 and up to %d,"
@@ -323,7 +323,7 @@ int main(int argc, char **argv)
 			if (strcmp(optarg, "0") == 0) {
 				recovery_opt.auto_drain_timeout_ns = -1;
 			} else if (parse_seconds(optarg,
-						 (int64_t)AUTO_DRAIN_TIMEOUT_MAX_S * 1000000000,
+						 (int64_t)AUTO_DRAIN_TIMEOUT_MAX_S * NSEC_PER_SEC,
 						 &recovery_opt.auto_drain_timeout_ns) < 0) {
 				log_err("--auto-drain-timeout must be 0 or seconds up to %d, not '%s'",
 					AUTO_DRAIN_TIMEOUT_MAX_S, optarg);

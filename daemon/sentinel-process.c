@@ -261,8 +261,8 @@ static bool wait_child(struct sentinel_process *p, int64_t timeout_ns)
 		if (left <= 0 || pidfd < 0)
 			return false;
 		struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
-		struct timespec ts = { .tv_sec = left / SENTINEL_NS_PER_S,
-				       .tv_nsec = left % SENTINEL_NS_PER_S };
+		struct timespec ts = { .tv_sec = left / NSEC_PER_SEC,
+				       .tv_nsec = left % NSEC_PER_SEC };
 		if (ppoll(&pfd, 1, &ts, NULL) < 0 && errno != EINTR)
 			return false;
 	}
@@ -278,7 +278,7 @@ void sentinel_process_stop(struct sentinel_process *p)
 		return;
 	log_warn("sentinel: process %d did not stop in time; killing it", (int)p->pid);
 	kill(p->pid, SIGKILL);
-	if (!wait_child(p, 2 * SENTINEL_NS_PER_S))
+	if (!wait_child(p, 2 * NSEC_PER_SEC))
 		log_err("sentinel: process %d does not die (stuck on the mount?)", (int)p->pid);
 }
 

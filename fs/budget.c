@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include "common/parse.h"
 
 struct uid_held {
 	uid_t uid;
@@ -150,7 +151,7 @@ bool budget_log_due(struct budget *b, bool uid_spent, int64_t now_ns)
 
 	pthread_mutex_lock(&b->lock);
 	due = !b->logged[k] ||
-	      now_ns - b->last_log_ns[k] >= (int64_t)BUDGET_LOG_INTERVAL_S * 1000000000;
+	      now_ns - b->last_log_ns[k] >= (int64_t)BUDGET_LOG_INTERVAL_S * NSEC_PER_SEC;
 	if (due) {
 		b->logged[k] = true;
 		b->last_log_ns[k] = now_ns;

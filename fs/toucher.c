@@ -30,6 +30,7 @@
  * fill up: then the feeder waits, holding no lock; the notifier never
  * does.  touch_lock (a leaf) guards the feeder's set.
  */
+#include "common/parse.h"
 #include "fs/notify-internal.h"
 
 #include <errno.h>
@@ -254,9 +255,9 @@ void *feeder_main(void *arg)
 		pthread_mutex_unlock(&n->touch_lock);
 		clock_gettime(CLOCK_MONOTONIC, &next_batch);
 		next_batch.tv_nsec += NOTIFY_TOUCH_PACE_MS * 1000000L;
-		if (next_batch.tv_nsec >= 1000000000L) {
+		if (next_batch.tv_nsec >= NSEC_PER_SEC) {
 			next_batch.tv_sec++;
-			next_batch.tv_nsec -= 1000000000L;
+			next_batch.tv_nsec -= NSEC_PER_SEC;
 		}
 		list_dirty(n, d, false, &lists);
 		each_dirty_file(n, d, &lists, true, touch_through_mount);

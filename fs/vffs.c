@@ -55,6 +55,7 @@
  * exception to how threads stop, and why is said in docs/architecture.md
  * ("Stopping a thread").
  */
+#include "common/parse.h"
 #include "fs/vffs-internal.h"
 #include "recovery/recovery.h"
 
@@ -633,9 +634,9 @@ void vffs_stop(struct vffs *fs)
 			pthread_kill(fs->loop_thread, SIGUSR1);
 			clock_gettime(CLOCK_REALTIME, &deadline);
 			deadline.tv_nsec += 100L * 1000 * 1000;
-			if (deadline.tv_nsec >= 1000000000) {
+			if (deadline.tv_nsec >= NSEC_PER_SEC) {
 				deadline.tv_sec++;
-				deadline.tv_nsec -= 1000000000;
+				deadline.tv_nsec -= NSEC_PER_SEC;
 			}
 			if (pthread_timedjoin_np(fs->loop_thread, NULL, &deadline) == 0)
 				break;

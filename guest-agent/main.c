@@ -12,8 +12,8 @@
 #include "common/log.h"
 #include "common/parse.h"
 
-#define SECONDS_MAX_NS (86400 * 1000000000LL)
-#define QUERY_DEFAULT_TIMEOUT_NS (5 * 1000000000LL)
+#define SECONDS_MAX_NS (86400 * NSEC_PER_SEC)
+#define QUERY_DEFAULT_TIMEOUT_NS (5 * NSEC_PER_SEC)
 
 /* --query exit statuses (a bad command line with --query is QUERY_ERROR:
  * 2 already means "unknown" there) */

@@ -251,7 +251,7 @@ static int reap(struct probe *p, int64_t now_ns)
 	if (p->killed) {
 		p->timeouts++;
 		log_warn("probe: attempt %u did not finish in %.1fs; killed", p->attempts,
-			 (double)p->timeout_ns / 1e9);
+			 (double)p->timeout_ns / NSEC_PER_SEC);
 		return 0;
 	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
@@ -291,13 +291,14 @@ int probe_step(struct probe *p, int64_t now_ns)
 		if (p->backoff_max_ns <= 0) {
 			p->finished = true;
 			log_warn("probe: no successful attempt within %.1fs; stopped probing",
-				 (double)p->window_ns / 1e9);
+				 (double)p->window_ns / NSEC_PER_SEC);
 			return 0;
 		}
 		p->backing_off = true;
 		p->backoff_ns = MIN(2 * p->interval_ns, p->backoff_max_ns);
 		log_warn("probe: no successful attempt within %.1fs; backing off up to %.1fs",
-			 (double)p->window_ns / 1e9, (double)p->backoff_max_ns / 1e9);
+			 (double)p->window_ns / NSEC_PER_SEC,
+			 (double)p->backoff_max_ns / NSEC_PER_SEC);
 	}
 	if (now_ns < p->next_attempt_ns)
 		return 0;
@@ -331,13 +332,14 @@ void probe_stop(struct probe *p)
 	kill(p->pid, SIGKILL);
 	while ((r = waitpid(p->pid, NULL, WNOHANG)) == 0 || (r < 0 && errno == EINTR)) {
 		int64_t left = end - monotonic_ns();
-		struct timespec ts = { .tv_sec = left / 1000000000, .tv_nsec = left % 1000000000 };
+		struct timespec ts = { .tv_sec = left / NSEC_PER_SEC,
+				       .tv_nsec = left % NSEC_PER_SEC };
 
 		if (left <= 0) {
 			/* SIGKILL waits for the child to leave the kernel; a
 			 * probe stuck in the driver may never.  Do not hang. */
 			log_warn("probe: pid %d did not die within %.1fs; leaving it", (int)p->pid,
-				 (double)PROBE_STOP_WAIT_NS / 1e9);
+				 (double)PROBE_STOP_WAIT_NS / NSEC_PER_SEC);
 			break;
 		}
 		sigtimedwait(&chld, NULL, &ts);

@@ -380,7 +380,7 @@ static void kmsg_try_open(struct agent *a, int64_t now)
 	if (k < 0) {
 		log_msg(a->kmsg_open_failed ? LOG_DEBUG : LOG_WARNING,
 			"kmsg: cannot open %s: %s; retrying every %llds", a->kmsg.path,
-			strerror(-k), (long long)(AGENT_KMSG_REOPEN_NS / 1000000000LL));
+			strerror(-k), (long long)(AGENT_KMSG_REOPEN_NS / NSEC_PER_SEC));
 		a->kmsg_open_failed = true;
 		a->kmsg_reopen_ns = now + AGENT_KMSG_REOPEN_NS;
 		return;
@@ -402,7 +402,7 @@ static void kmsg_event(struct agent *a, int64_t now)
 	}
 	if (k < 0) {
 		log_warn("kmsg: reading %s: %s; reopening in %llds", a->kmsg.path, strerror(-k),
-			 (long long)(AGENT_KMSG_REOPEN_NS / 1000000000LL));
+			 (long long)(AGENT_KMSG_REOPEN_NS / NSEC_PER_SEC));
 		a->kmsg_reopen_ns = now + AGENT_KMSG_REOPEN_NS;
 	}
 }

@@ -15,15 +15,16 @@
 #include <stdint.h>
 
 #include "common/endpoint.h"
+#include "common/parse.h"
 
 #define AGENT_DEFAULT_KMSG "/dev/kmsg"
 #define AGENT_DEFAULT_SYSFS "/sys"
 #define AGENT_DEFAULT_DEV_DIR "/dev"
 #define AGENT_DEFAULT_LISTEN "vsock:any:2222"
 #define AGENT_DEFAULT_MAX_CLIENTS 64
-#define AGENT_DEFAULT_CLIENT_TIMEOUT_NS (5 * 1000000000LL)
+#define AGENT_DEFAULT_CLIENT_TIMEOUT_NS (5 * NSEC_PER_SEC)
 /* Wait before reopening the kernel log after a read error. */
-#define AGENT_KMSG_REOPEN_NS (5 * 1000000000LL)
+#define AGENT_KMSG_REOPEN_NS (5 * NSEC_PER_SEC)
 
 struct agent_options {
 	struct endpoint listen;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/parse.h"
 #include "recovery/recovery-internal.h"
 
 /* Nanoseconds since the epoch of a canonical RFC 3339 time (nine fraction
@@ -21,7 +22,7 @@ static int64_t at_ns(const char *at)
 			return -1;
 		ns = ns * 10 + (at[i] - '0');
 	}
-	return sec * INT64_C(1000000000) + ns;
+	return sec * NSEC_PER_SEC + ns;
 }
 
 void auto_history_read(const struct store_gpu_event *h, size_t n, struct auto_history *ret)

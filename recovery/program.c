@@ -542,7 +542,7 @@ int program_run(const struct program_run *p, struct program_result *ret)
 		pid = clone_process(CLONE_NEWPID);
 		if (pid == 0)
 			init_main(p, null_fd, out_w, go_r, err_w,
-				  (unsigned)((grace + 999999999) / 1000000000));
+				  (unsigned)((grace + NSEC_PER_SEC - 1) / NSEC_PER_SEC));
 	} else {
 		pid = fork();
 		if (pid == 0)

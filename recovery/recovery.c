@@ -63,8 +63,7 @@
 #include "grammar/vf.h"
 #include "recovery/recovery-internal.h"
 
-#define NS_PER_S INT64_C(1000000000)
-#define RETRY_NS (5 * NS_PER_S)
+#define RETRY_NS (5 * NSEC_PER_SEC)
 #define HISTORY_SCAN 64 /* a GPU's newest events the policy looks at */
 #define PROGRAM_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -333,11 +332,11 @@ int recovery_new(const struct recovery_options *opt, struct recovery **ret)
 	if (!r)
 		return -ENOMEM;
 	r->timeout_ns = opt->timeout_ns > 0 ? opt->timeout_ns :
-					      RECOVERY_TIMEOUT_DEFAULT_S * NS_PER_S;
+					      RECOVERY_TIMEOUT_DEFAULT_S * NSEC_PER_SEC;
 	r->drain_timeout_ns = opt->auto_drain_timeout_ns < 0 ?
 				      0 :
 			      opt->auto_drain_timeout_ns == 0 ?
-				      AUTO_DRAIN_TIMEOUT_DEFAULT_S * NS_PER_S :
+				      AUTO_DRAIN_TIMEOUT_DEFAULT_S * NSEC_PER_SEC :
 				      opt->auto_drain_timeout_ns;
 	r->stop_fd = -1;
 	r->linger_fd = -1;
@@ -518,7 +517,7 @@ static void rescan_step(struct recovery *r, bool *retry, int64_t *wait_ns)
 static void uevents_lost(struct recovery *r, const char *what, int k)
 {
 	log_warn("%s: %s; sysfs is looked at every %" PRId64 " s instead", what, strerror(-k),
-		 REGISTER_RESCAN_NS / NS_PER_S);
+		 REGISTER_RESCAN_NS / NSEC_PER_SEC);
 	pthread_mutex_lock(&r->lock);
 	close(move_fd(r->uevent_fd));
 	pthread_mutex_unlock(&r->lock);
@@ -688,7 +687,8 @@ static void run_cycle(struct recovery *r, const char *parent)
 
 	log_event(LOG_NOTICE, LOG_EVENT_RECOVERY_STARTED, &f,
 		  "GPU %s: recovery started: running %s for its %zu VF%s (timeout %" PRId64 " s)",
-		  parent, r->program, n_before, n_before == 1 ? "" : "s", r->timeout_ns / NS_PER_S);
+		  parent, r->program, n_before, n_before == 1 ? "" : "s",
+		  r->timeout_ns / NSEC_PER_SEC);
 	k = program_run(&run, &res);
 	record_clear(r); /* reaped: nothing of it is left */
 	if (k < 0) {
@@ -696,7 +696,7 @@ static void run_cycle(struct recovery *r, const char *parent)
 			 r->program, strerror(-k));
 		return;
 	}
-	r->pending.duration_s = (double)res.elapsed_ns / NS_PER_S;
+	r->pending.duration_s = (double)res.elapsed_ns / NSEC_PER_SEC;
 	switch (res.end) {
 	case PROGRAM_STOPPED:
 		log_warn("GPU %s: vfhealthd stops: %s killed; the GPU stays recovering and is"
@@ -707,7 +707,7 @@ static void run_cycle(struct recovery *r, const char *parent)
 	case PROGRAM_TIMED_OUT:
 		r->pending.outcome = OUTCOME_TIMEOUT;
 		snprintf(r->pending.detail, sizeof(r->pending.detail),
-			 "timed out after %" PRId64 " s: killed", r->timeout_ns / NS_PER_S);
+			 "timed out after %" PRId64 " s: killed", r->timeout_ns / NSEC_PER_SEC);
 		return;
 	case PROGRAM_SIGNALED:
 		snprintf(r->pending.detail, sizeof(r->pending.detail), "killed by signal %s",
@@ -817,7 +817,7 @@ static bool auto_undrain(struct recovery *r, const struct auto_gpu *g, bool *ret
 			"it was not cycled (observe mode, auto_recover off or another GPU's cycle)";
 	struct log_fields f = { .parent = g->parent, .reason = detail };
 	bool unchanged = false;
-	double timeout_s = (double)r->drain_timeout_ns / NS_PER_S;
+	double timeout_s = (double)r->drain_timeout_ns / NSEC_PER_SEC;
 	int k;
 
 	snprintf(detail, sizeof(detail), "auto: the drain timed out after %g s: %s", timeout_s,
@@ -924,7 +924,7 @@ static bool auto_step(struct recovery *r, const struct store_gpu_info *gpus, siz
 				   " quarantine, auto_recover %d); its cycle runs once no VM is"
 				   " left, else the drain ends after %g s (--auto-drain-timeout)",
 				   g->parent, g->fresh_quarantines, threshold,
-				   (double)r->drain_timeout_ns / NS_PER_S);
+				   (double)r->drain_timeout_ns / NSEC_PER_SEC);
 		else if (k == 0)
 			log_notice(
 				"GPU %s: auto_recover drains it (%zu VFs out of service by"
@@ -1004,9 +1004,9 @@ static void *recovery_main(void *arg)
 			if (wait >= 0) {
 				struct timespec until;
 				clock_gettime(CLOCK_MONOTONIC, &until);
-				int64_t ns = until.tv_nsec + wait % NS_PER_S;
-				until.tv_sec += (time_t)(wait / NS_PER_S + ns / NS_PER_S);
-				until.tv_nsec = (long)(ns % NS_PER_S);
+				int64_t ns = until.tv_nsec + wait % NSEC_PER_SEC;
+				until.tv_sec += (time_t)(wait / NSEC_PER_SEC + ns / NSEC_PER_SEC);
+				until.tv_nsec = (long)(ns % NSEC_PER_SEC);
 				if (pthread_cond_timedwait(&r->cond, &r->lock, &until) == ETIMEDOUT)
 					r->kicked = true;
 			} else {
@@ -1057,7 +1057,7 @@ int recovery_start(struct recovery *r, struct store *s)
 		if (k < 0)
 			log_warn("cannot hear the kernel's uevents: %s; sysfs is looked at every"
 				 " %" PRId64 " s instead",
-				 strerror(-k), REGISTER_RESCAN_NS / NS_PER_S);
+				 strerror(-k), REGISTER_RESCAN_NS / NSEC_PER_SEC);
 	}
 	k = -pthread_create(&r->thread, NULL, recovery_main, r);
 	if (k < 0)

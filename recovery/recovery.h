@@ -23,13 +23,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/parse.h"
 #include "store/store.h"
 
 #define RECOVERY_TIMEOUT_DEFAULT_S 300
 #define RECOVERY_TIMEOUT_MAX_S 86400
 /* After the deadline: SIGTERM to the program's process group, SIGKILL this
  * long after (or at the deadline's own length, when shorter). */
-#define RECOVERY_KILL_GRACE_NS (10 * INT64_C(1000000000))
+#define RECOVERY_KILL_GRACE_NS (10 * NSEC_PER_SEC)
 /* An automatic drain whose cycle has not begun this long after the drain
  * began ends: the GPU serves again (its quarantined VFs stay out).  So a
  * tenant whose reports drained a GPU cannot keep it out of service with
@@ -37,8 +38,8 @@
  * restart does not put it off.  Tests: tests/fs/test-auto-drain.sh. */
 #define AUTO_DRAIN_TIMEOUT_DEFAULT_S 86400
 #define AUTO_DRAIN_TIMEOUT_MAX_S (30 * 86400)
-#define REGISTER_SETTLE_NS (2 * INT64_C(1000000000))
-#define REGISTER_RESCAN_NS (60 * INT64_C(1000000000))
+#define REGISTER_SETTLE_NS (2 * NSEC_PER_SEC)
+#define REGISTER_RESCAN_NS (60 * NSEC_PER_SEC)
 
 struct recovery_options {
 	const char *program; /* absolute path; NULL: no cycle is ever run */

@@ -192,8 +192,8 @@ void sentinel_counters_get(const struct sentinel_counters *c, struct sentinel_st
 /* Seconds with up to nine decimals, no trailing zeros: "5", "0.2". */
 static void format_seconds(int64_t ns, char *buf, size_t size)
 {
-	int len = snprintf(buf, size, "%" PRId64 ".%09" PRId64, ns / SENTINEL_NS_PER_S,
-			   ns % SENTINEL_NS_PER_S);
+	int len = snprintf(buf, size, "%" PRId64 ".%09" PRId64, ns / NSEC_PER_SEC,
+			   ns % NSEC_PER_SEC);
 
 	while (len > 0 && (size_t)len < size && buf[len - 1] == '0')
 		buf[--len] = '\0';
@@ -412,8 +412,7 @@ void sentinel_counters_render(void *counters, FILE *out)
 		"completed poll.\n"
 		"# TYPE vfhealth_sentinel_last_poll_duration_seconds gauge\n"
 		"vfhealth_sentinel_last_poll_duration_seconds %" PRId64 ".%09" PRId64 "\n",
-		st.last_poll_duration_ns / SENTINEL_NS_PER_S,
-		st.last_poll_duration_ns % SENTINEL_NS_PER_S);
+		st.last_poll_duration_ns / NSEC_PER_SEC, st.last_poll_duration_ns % NSEC_PER_SEC);
 	fputs("# HELP vfhealth_sentinel_claims Live claims at the last poll, by how the sentinel "
 	      "watches them (polled: its agent is asked; uncertain: asked and kept, its VMM's "
 	      "liveness unknown; starting: its control socket not listening yet, kept, not asked "

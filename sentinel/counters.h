@@ -26,7 +26,6 @@
 #include "grammar/limits.h"
 #include "proto/client.h"
 
-#define SENTINEL_NS_PER_S INT64_C(1000000000)
 #define SENTINEL_MAX_TARGETS 65536 /* claims looked at per poll (the store's VF cap) */
 
 /* What one agent check came to (vfhealth_sentinel_checks_total{result=...});

@@ -14,6 +14,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/parse.h"
 #include "sentinel/sentinel-internal.h"
 
 /* CLOCK_BOOTTIME: monotonic, and it counts a suspended host's sleep, as the
@@ -23,7 +24,7 @@ static int64_t boottime_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (int64_t)ts.tv_sec * SENTINEL_NS_PER_S + ts.tv_nsec;
+	return (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
 }
 
 static int claim_memory_cmp(const void *a_, const void *b_)
@@ -127,7 +128,7 @@ void note_starting(const struct sentinel *s, struct claim_memory *m, const struc
 		 "polled, until it listens or the startup grace of %g s after the claim is over "
 		 "(--control-grace)",
 		 c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-",
-		 (double)s->opt.control_grace_ns / SENTINEL_NS_PER_S);
+		 (double)s->opt.control_grace_ns / NSEC_PER_SEC);
 	if (m)
 		m->noted_starting = true;
 }
@@ -212,7 +213,7 @@ void note_reachability(struct sentinel *s, const struct target *targets, size_t 
 			  "vf %s: the agent of %s (claimed %s) has not answered for %" PRId64
 			  " s: %s (%s); its VF's health is not known",
 			  c->vf, c->instance_id, c->claimed_at[0] ? c->claimed_at : "-",
-			  (now - m->unanswered_since_ns) / SENTINEL_NS_PER_S,
+			  (now - m->unanswered_since_ns) / NSEC_PER_SEC,
 			  check_result_name(t->result), m->unreachable_why);
 	}
 }

@@ -12,22 +12,22 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/parse.h"
 #include "common/sockdir.h"
-#include "sentinel/counters.h" /* SENTINEL_NS_PER_S */
 
-#define SENTINEL_DEFAULT_POLL_INTERVAL_NS (5 * SENTINEL_NS_PER_S)
-#define SENTINEL_DEFAULT_POLL_TIMEOUT_NS (5 * SENTINEL_NS_PER_S)
-#define SENTINEL_DEFAULT_RECONCILE_INTERVAL_NS (60 * SENTINEL_NS_PER_S)
+#define SENTINEL_DEFAULT_POLL_INTERVAL_NS (5 * NSEC_PER_SEC)
+#define SENTINEL_DEFAULT_POLL_TIMEOUT_NS (5 * NSEC_PER_SEC)
+#define SENTINEL_DEFAULT_RECONCILE_INTERVAL_NS (60 * NSEC_PER_SEC)
 /* The agent's default --probe-window (vfhealth-agent(8)): an agent still
  * answering unknown after it is not going to settle by itself. */
-#define SENTINEL_DEFAULT_AGENT_GRACE_NS (600 * SENTINEL_NS_PER_S)
+#define SENTINEL_DEFAULT_AGENT_GRACE_NS (600 * NSEC_PER_SEC)
 /* Five default reconcile intervals: a VMM that claims its VF before it
  * binds its control socket has that long to bind it. */
-#define SENTINEL_DEFAULT_CONTROL_GRACE_NS (300 * SENTINEL_NS_PER_S)
+#define SENTINEL_DEFAULT_CONTROL_GRACE_NS (300 * NSEC_PER_SEC)
 #define SENTINEL_DEFAULT_CONCURRENCY 64
 #define SENTINEL_CONCURRENCY_MIN 1
 #define SENTINEL_CONCURRENCY_MAX 1024
-#define SENTINEL_DURATION_MAX_NS (86400 * SENTINEL_NS_PER_S) /* any duration option: <= 1 day */
+#define SENTINEL_DURATION_MAX_NS (86400 * NSEC_PER_SEC) /* any duration option: <= 1 day */
 
 struct sentinel_options {
 	bool enabled;                  /* vfhealthd: false with --no-sentinel */

@@ -176,6 +176,6 @@ void run_poll(struct sentinel *s)
 	atomic_store(&s->counters->last_poll_duration_ns, duration);
 	atomic_fetch_add(&s->counters->polls, 1);
 	log_debug("sentinel: poll of %zu target(s) took %" PRId64 ".%03" PRId64 " s", count,
-		  duration / SENTINEL_NS_PER_S, duration % SENTINEL_NS_PER_S / 1000000);
+		  duration / NSEC_PER_SEC, duration % NSEC_PER_SEC / 1000000);
 	write_metrics_file(s);
 }

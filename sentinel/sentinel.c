@@ -95,8 +95,8 @@ void sentinel_get_stats(struct sentinel *s, struct sentinel_stats *ret)
  * false on the stop. */
 static bool sleep_until(struct sentinel *s, int64_t deadline)
 {
-	struct timespec ts = { .tv_sec = deadline / SENTINEL_NS_PER_S,
-			       .tv_nsec = deadline % SENTINEL_NS_PER_S };
+	struct timespec ts = { .tv_sec = deadline / NSEC_PER_SEC,
+			       .tv_nsec = deadline % NSEC_PER_SEC };
 	bool running;
 
 	pthread_mutex_lock(&s->scan_lock);
@@ -267,16 +267,16 @@ int sentinel_start_counting(const char *mountpoint, const struct sentinel_option
 	if (o->poll)
 		log_info("sentinel: polling agents of claims under %s every %" PRId64 ".%03" PRId64
 			 " s (timeout %" PRId64 ".%03" PRId64 " s, %u at once), reconcile %s",
-			 s->mountpoint, o->poll_interval_ns / SENTINEL_NS_PER_S,
-			 o->poll_interval_ns % SENTINEL_NS_PER_S / 1000000,
-			 o->poll_timeout_ns / SENTINEL_NS_PER_S,
-			 o->poll_timeout_ns % SENTINEL_NS_PER_S / 1000000, o->concurrency,
+			 s->mountpoint, o->poll_interval_ns / NSEC_PER_SEC,
+			 o->poll_interval_ns % NSEC_PER_SEC / 1000000,
+			 o->poll_timeout_ns / NSEC_PER_SEC,
+			 o->poll_timeout_ns % NSEC_PER_SEC / 1000000, o->concurrency,
 			 o->reconcile ? "on" : "off");
 	else
 		log_info("sentinel: not polling agents; releasing stale claims under %s every %" PRId64
 			 ".%03" PRId64 " s",
-			 s->mountpoint, o->reconcile_interval_ns / SENTINEL_NS_PER_S,
-			 o->reconcile_interval_ns % SENTINEL_NS_PER_S / 1000000);
+			 s->mountpoint, o->reconcile_interval_ns / NSEC_PER_SEC,
+			 o->reconcile_interval_ns % NSEC_PER_SEC / 1000000);
 	*ret = s;
 	return 0;
 

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/cleanup.h"
+#include "common/parse.h"
 
 enum check_result sentinel_classify(int query_rc, const struct agent_status *status)
 {
@@ -170,14 +171,14 @@ int sentinel_latency_ns(const char *claimed_at, int64_t answered_ns, int64_t *re
 	time_t sec = timegm(&tm);
 	if (sec == (time_t)-1)
 		return -EINVAL;
-	int64_t claimed_ns = (int64_t)sec * SENTINEL_NS_PER_S + nsec;
+	int64_t claimed_ns = (int64_t)sec * NSEC_PER_SEC + nsec;
 	*ret_ns = answered_ns > claimed_ns ? answered_ns - claimed_ns : 0;
 	return 0;
 }
 
 size_t sentinel_latency_bucket(int64_t latency_ns)
 {
-#define LATENCY_BOUND(le) (int64_t)(le) * SENTINEL_NS_PER_S,
+#define LATENCY_BOUND(le) (int64_t)(le) * NSEC_PER_SEC,
 	static const int64_t bounds_ns[] = { SENTINEL_LATENCY_BUCKETS(LATENCY_BOUND) };
 #undef LATENCY_BOUND
 	size_t i = 0;

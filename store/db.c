@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/parse.h"
 #include "store/store-internal.h"
 
 /* Remember the first SQLite error of a batch or an open; its message becomes
@@ -239,7 +240,7 @@ int rfc3339_to_ns(const char *s, int64_t *ret)
 	for (int i = 20; i < 29; i++)
 		frac = frac * 10 + (canonical[i] - '0');
 	/* past 2262 the nanoseconds leave int64_t: no time this store keeps */
-	if (__builtin_mul_overflow(sec, (int64_t)1000000000, ret) ||
+	if (__builtin_mul_overflow(sec, NSEC_PER_SEC, ret) ||
 	    __builtin_add_overflow(*ret, frac, ret))
 		return -EINVAL;
 	return 0;

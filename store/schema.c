@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/parse.h"
 #include "common/safefile.h"
 #include "store/rules.h"
 #include "store/store-internal.h"
@@ -804,7 +805,7 @@ int store_open(const struct store_options *opt, struct store **ret)
 {
 	if (!opt || !ret || !opt->path || !*opt->path || strlen(opt->path) >= PATH_MAX - 8 ||
 	    opt->init_window_ns < 0 ||
-	    opt->init_window_ns > (int64_t)INIT_WINDOW_MAX_S * 1000000000)
+	    opt->init_window_ns > (int64_t)INIT_WINDOW_MAX_S * NSEC_PER_SEC)
 		return -EINVAL;
 	if (opt->threshold != 0 &&
 	    (opt->threshold < THRESHOLD_MIN || opt->threshold > THRESHOLD_MAX))

@@ -314,9 +314,9 @@ struct store {
 };
 
 /* Reads retry a latched store at most this often (store_retry_for_read). */
-#define STORE_READ_REPAIR_INTERVAL_NS 1000000000LL
+#define STORE_READ_REPAIR_INTERVAL_NS NSEC_PER_SEC
 /* While no commit runs, reads check the store's files at most this often. */
-#define STORE_FILES_CHECK_INTERVAL_NS 1000000000LL
+#define STORE_FILES_CHECK_INTERVAL_NS NSEC_PER_SEC
 
 /* -- mirror.c ------------------------------------------------------------------ */
 

@@ -662,7 +662,7 @@ END_TEST
  * one before the boot from the boot. */
 START_TEST(test_control_grace)
 {
-	const int64_t s = SENTINEL_NS_PER_S;
+	const int64_t s = NSEC_PER_SEC;
 	/* 2026-01-01T00:00:00Z is 1767225600 */
 	const int64_t wall = INT64_C(1767225600) * s, boot = 1000 * s, grace = 300 * s;
 	int64_t at;
@@ -790,11 +790,11 @@ START_TEST(test_options)
 	sentinel_options_init(&o);
 	ck_assert(o.enabled);
 	ck_assert(o.reconcile);
-	ck_assert_int_eq(o.poll_interval_ns, 5 * SENTINEL_NS_PER_S);
-	ck_assert_int_eq(o.poll_timeout_ns, 5 * SENTINEL_NS_PER_S);
-	ck_assert_int_eq(o.reconcile_interval_ns, 60 * SENTINEL_NS_PER_S);
+	ck_assert_int_eq(o.poll_interval_ns, 5 * NSEC_PER_SEC);
+	ck_assert_int_eq(o.poll_timeout_ns, 5 * NSEC_PER_SEC);
+	ck_assert_int_eq(o.reconcile_interval_ns, 60 * NSEC_PER_SEC);
 	ck_assert_uint_eq(o.concurrency, 64);
-	ck_assert_int_eq(o.control_grace_ns, 300 * SENTINEL_NS_PER_S);
+	ck_assert_int_eq(o.control_grace_ns, 300 * NSEC_PER_SEC);
 
 	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONTROL_GRACE, "2.5"), 0);
 	ck_assert_int_eq(o.control_grace_ns, 2500000000);
@@ -805,7 +805,7 @@ START_TEST(test_options)
 	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_POLL_TIMEOUT, "1.25"), 0);
 	ck_assert_int_eq(o.poll_timeout_ns, 1250000000);
 	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_RECONCILE_INTERVAL, "3"), 0);
-	ck_assert_int_eq(o.reconcile_interval_ns, 3 * SENTINEL_NS_PER_S);
+	ck_assert_int_eq(o.reconcile_interval_ns, 3 * NSEC_PER_SEC);
 	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_CONCURRENCY, "1024"), 0);
 	ck_assert_uint_eq(o.concurrency, 1024);
 	ck_assert_int_eq(sentinel_options_apply(&o, SENTINEL_OPT_NO_RECONCILE, NULL), 0);
@@ -857,7 +857,7 @@ END_TEST
  * stepped back is 0, a claim without claimed_at is not timed. */
 START_TEST(test_latency)
 {
-	const int64_t s = SENTINEL_NS_PER_S;
+	const int64_t s = NSEC_PER_SEC;
 	/* 2026-01-01T00:00:00Z is 1767225600 */
 	const int64_t claimed = INT64_C(1767225600) * s + 250000000;
 	int64_t ns = -1;
@@ -927,7 +927,7 @@ START_TEST(test_metrics_render)
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	sentinel_options_init(&o);
 	o.reconcile = false;
-	o.poll_interval_ns = 3600 * SENTINEL_NS_PER_S; /* no poll during the test */
+	o.poll_interval_ns = 3600 * NSEC_PER_SEC; /* no poll during the test */
 	ck_assert_int_eq(sentinel_start(dir, &o, &s), 0);
 	out = open_memstream(&text, &len);
 	ck_assert_ptr_nonnull(out);
