@@ -28,9 +28,11 @@
 # waits a whole interval plus the next poll's listing and query, which the
 # limit does not count).
 #
-# Knobs (environment): BENCH_DETECT_N (40 samples per interval),
+# Knobs (environment): BENCH_DETECT_N (30 samples per interval),
 # BENCH_DETECT_INTERVALS (the poll intervals after the default one;
-# "0.5").  About four minutes at the defaults (40 x 5 s at 5 s).
+# "0.5").  A sample costs a whole number of polls (mostly one: the next
+# sample's setup and delay end before the poll after its detection), so
+# the defaults take about three minutes, 2.5 of them at 5 s.
 # Run by `meson test -C BUILD --benchmark --verbose detection`, which sets
 # the programs' paths in the environment (tests/bench/meson.build).
 set -euo pipefail
@@ -41,7 +43,7 @@ agent_bin=${VFHEALTH_AGENT:?}
 require_fuse
 DAEMON_WATCHDOG=1
 
-n=${BENCH_DETECT_N:-40}
+n=${BENCH_DETECT_N:-30}
 read -r -a extra_intervals <<<"${BENCH_DETECT_INTERVALS:-0.5}"
 ((n >= 2)) || fail "BENCH_DETECT_N=$n: want at least 2 samples"
 
