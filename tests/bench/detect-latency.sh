@@ -2,11 +2,12 @@
 # detect-latency.sh - detection latency (docs/benchmarks.md, "Detection
 # latency"): from the moment a guest's kernel logs "NVRM: ...
 # RmInitAdapter failed!" to the moment an inotify watcher on the VF's
-# `quarantined` sees it turn 1.  All real parts: a vfhealth-agent per sample
-# (a new boot: an agent's FAILED lasts for its life) reading its kernel log
-# from a FIFO, vfhealthd with its sentinel polling the claim's agent, a claim
-# whose VMM is a live process, threshold 1, and detectlat.c, which writes
-# the record and waits for the watch in one process.  Per sample the write
+# `quarantined` sees it turn 1.  All real parts: a vfhealth-agent per
+# sample (a new boot: an agent that saw the line answers failed from then
+# on) reading its kernel log from a FIFO, vfhealthd with its sentinel
+# polling the claim's agent, a claim whose VMM is a live process,
+# threshold 1, and detectlat.c, which writes the record and waits for the
+# watch in one process.  Per sample the write
 # comes after a random delay, uniform over one poll interval, so that it
 # lands at every phase of the poll alike; then the claim is released, the
 # VF cleared (`echo 0 > VF/quarantined`) and the next sample claims it anew
