@@ -72,6 +72,7 @@ struct notifier {
 	pthread_cond_t touch_cond;
 	struct dirty_set touch;
 	bool touch_stop;
+	bool touch_pacing; /* the feeder waits for its next batch: a change needs no wake */
 	/* each thread's copy of the set it drained (no allocation: a drained
 	 * set is never dropped, or a write could be answered uninvalidated) */
 	struct dirty_set drained, fed;

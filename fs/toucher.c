@@ -198,7 +198,7 @@ void toucher_stop(struct notifier *n)
 void touch_add(struct notifier *n, unsigned top, const char *vf, unsigned files, unsigned all_vfs)
 {
 	pthread_mutex_lock(&n->touch_lock);
-	if (dirty_empty(&n->touch))
+	if (dirty_empty(&n->touch) && !n->touch_pacing)
 		pthread_cond_signal(&n->touch_cond);
 	dirty_add(&n->touch, top, vf, files, all_vfs);
 	pthread_mutex_unlock(&n->touch_lock);
@@ -209,7 +209,7 @@ void touch_add_gpu(struct notifier *n, const char *gpu, unsigned files)
 	if (!files)
 		return;
 	pthread_mutex_lock(&n->touch_lock);
-	if (dirty_empty(&n->touch))
+	if (dirty_empty(&n->touch) && !n->touch_pacing)
 		pthread_cond_signal(&n->touch_cond);
 	dirty_add_gpu(&n->touch, gpu, files);
 	pthread_mutex_unlock(&n->touch_lock);
@@ -243,10 +243,13 @@ void *feeder_main(void *arg)
 		while (!n->touch_stop && dirty_empty(&n->touch))
 			pthread_cond_wait(&n->touch_cond, &n->touch_lock);
 		/* Paced: what changes before the next batch is due joins it, so
-		 * a file changing 1000 times a second costs a touch a pace. */
+		 * a file changing 1000 times a second costs a touch a pace; a
+		 * change meanwhile does not wake us (touch_add()), only the stop. */
+		n->touch_pacing = true;
 		while (!n->touch_stop && pthread_cond_timedwait(&n->touch_cond, &n->touch_lock,
 								&next_batch) != ETIMEDOUT)
 			;
+		n->touch_pacing = false;
 		if (n->touch_stop) {
 			pthread_mutex_unlock(&n->touch_lock);
 			break;

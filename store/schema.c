@@ -70,17 +70,14 @@ void latch_unavailable(struct store *s, const char *reason)
 
 /* -- the store's files -------------------------------------------------------- */
 
-/* fd is what we opened as path: is it still linked, and still the file there? */
-static int file_at_path(int fd, const char *path, const char *what, char *reason,
-			size_t reason_size)
+/* fd, which is held, is what we opened as path: is it still the file there
+ * (and so still linked)?  One stat(2) of the path: what fd is was taken
+ * when it was opened, and only a file found gone looks at fd again, to say
+ * whether it was deleted or moved away.  Per commit twice (commit.c). */
+static int file_at_path(int fd, const struct file_id *held, const char *path, const char *what,
+			char *reason, size_t reason_size)
 {
-	struct stat held, now;
-
-	if (fstat(fd, &held) < 0) {
-		snprintf(reason, reason_size, "cannot check the %s %s: %s", what, path,
-			 strerror(errno));
-		return 1;
-	}
+	struct stat now, st;
 	bool gone = stat(path, &now) < 0;
 
 	if (gone && errno != ENOENT) {
@@ -88,24 +85,33 @@ static int file_at_path(int fd, const char *path, const char *what, char *reason
 			 strerror(errno));
 		return 1;
 	}
-	if (gone || now.st_dev != held.st_dev || now.st_ino != held.st_ino || held.st_nlink == 0) {
-		snprintf(reason, reason_size, "the %s %s was %s under the running daemon", what,
-			 path,
-			 !gone              ? "replaced by another file" :
-			 held.st_nlink == 0 ? "deleted" :
-					      "moved away");
-		return 1;
-	}
-	return 0;
+	if (!gone && now.st_dev == held->dev && now.st_ino == held->ino)
+		return 0;
+	bool deleted = gone && fstat(fd, &st) == 0 && st.st_nlink == 0;
+	snprintf(reason, reason_size, "the %s %s was %s under the running daemon", what, path,
+		 !gone   ? "replaced by another file" :
+		 deleted ? "deleted" :
+			   "moved away");
+	return 1;
 }
 
+/* The WAL opened, with what it is (s->wal_id); -1 while there is none. */
 static int wal_open(struct store *s)
 {
 	_cleanup_free_ char *wal = NULL;
+	struct stat st;
+	int fd;
 
 	if (asprintf(&wal, "%s-wal", s->path) < 0)
-		return -ENOMEM;
-	return open(wal, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+		return -1;
+	fd = open(wal, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+	if (fd >= 0 && fstat(fd, &st) < 0) {
+		close(fd);
+		return -1;
+	}
+	if (fd >= 0)
+		s->wal_id = (struct file_id){ .dev = st.st_dev, .ino = st.st_ino };
+	return fd;
 }
 
 int files_check(struct store *s, char *reason, size_t reason_size)
@@ -116,13 +122,14 @@ int files_check(struct store *s, char *reason, size_t reason_size)
 
 	if (s->db_fd < 0)
 		return 0; /* not open: the open checks */
-	r = file_at_path(s->db_fd, s->path, "database file", reason, reason_size);
+	r = file_at_path(s->db_fd, &s->db_id, s->path, "database file", reason, reason_size);
 	if (r == 0 && s->wal_fd < 0)
 		s->wal_fd = wal_open(s); /* SQLite made it since the open */
 	if (r == 0 && s->wal_fd >= 0) {
 		if (asprintf(&wal, "%s-wal", s->path) < 0)
 			return 0; /* no memory to check: the next check will */
-		r = file_at_path(s->wal_fd, wal, "write-ahead log", reason, reason_size);
+		r = file_at_path(s->wal_fd, &s->wal_id, wal, "write-ahead log", reason,
+				 reason_size);
 	}
 	if (r)
 		strncat(reason, advice, reason_size - strlen(reason) - 1);
@@ -135,7 +142,8 @@ void files_lost(struct store *s, const char *reason)
 
 	latch_unavailable(s, reason);
 	if (!s->db || s->db_fd < 0 ||
-	    file_at_path(s->db_fd, s->path, "database file", ignored, sizeof(ignored)) != 0)
+	    file_at_path(s->db_fd, &s->db_id, s->path, "database file", ignored, sizeof(ignored)) !=
+		    0)
 		return; /* the database file itself is gone: its WAL stays as it is */
 	if (sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_FULL, NULL, NULL) ==
 		    SQLITE_OK &&
@@ -502,9 +510,11 @@ static int db_file_open(struct store *s, bool *created, char *reason, size_t rea
 		s->db_fd = fd;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		s->db_id = (struct file_id){ 0 };
 		snprintf(reason, reason_size, "%s is not a regular file", s->path);
 		return 1;
 	}
+	s->db_id = (struct file_id){ .dev = st.st_dev, .ino = st.st_ino };
 	if (!*created && st.st_size == 0) {
 		snprintf(reason, reason_size,
 			 "%s is empty (0 bytes): not a vfhealth database, and never taken for a new"

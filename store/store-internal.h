@@ -244,6 +244,10 @@ struct store {
 	int lock_fd; /* flock'd; -1 while not held */
 	int db_fd;   /* the database file itself, flock'd; -1 while not held */
 	int wal_fd;  /* its WAL, to tell whether it is still the file at its path; -1: none yet */
+	struct file_id {
+		dev_t dev;
+		ino_t ino;
+	} db_id, wal_id; /* what db_fd and wal_fd are: fixed while they are open */
 	atomic_int_fast64_t files_checked_ns; /* monotonic time of the last idle files_check */
 	sqlite3 *db;
 	struct op *batch; /* the batch the leader is running (commit.c) */

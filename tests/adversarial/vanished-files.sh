@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# vanished-files.sh wal|db - the store's files vanish under a running
+# vanished-files.sh wal|db|moved - the store's files vanish under a running
 # vfhealthd (docs/security.md).
 #
 #   wal  `rm vfhealth.db-wal vfhealth.db-shm`: the WAL holds every commit
@@ -7,6 +7,9 @@
 #        the unlinked file
 #   db   the database file is replaced by a copy (cp; mv over it), as a
 #        careless restore would: SQLite would go on writing the old inode
+#   moved  the WAL is renamed away (still linked, no longer at its path):
+#        told apart from a deleted one only by its link count, which the
+#        daemon looks at only once the path no longer names it
 #
 # Either way: the next write fails with EIO and changes nothing, `status`
 # names the file and what happened, placement reads (allocatable,
@@ -16,7 +19,7 @@
 set -euo pipefail
 # shellcheck source=../crash/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../crash/lib.sh"
-mode=${1:?usage: vanished-files.sh wal|db}
+mode=${1:?usage: vanished-files.sh wal|db|moved}
 require_fuse
 
 A=0000:41:00.1 B=0000:41:00.2 C=0000:41:00.3
@@ -45,6 +48,10 @@ db)
 	cp "$DB" "$DB.copy"
 	mv "$DB.copy" "$DB"
 	reason_re="database file $DB was replaced"
+	;;
+moved)
+	mv "$DB-wal" "$DB-wal.moved"
+	reason_re="write-ahead log $DB-wal was moved away"
 	;;
 *) fail "unknown mode $mode" ;;
 esac

@@ -13,7 +13,8 @@
 # BENCH_DISK_DIR (a directory on the disk the database would live on;
 # default under BUILD_DIR), BENCH_IDLE_S (agent idle window, 20 s),
 # BENCH_ONLY=fs (only the mount's figures and the request counts: reads,
-# listings, ingest).
+# listings, ingest), BENCH_SYSCALL_REPORTS (200: reports traced for the
+# system calls a report costs; needs strace, else skipped).
 # Run by `meson test -C BUILD_DIR --benchmark`, which sets the programs'
 # paths in the environment (tests/bench/meson.build), as for every suite.
 set -euo pipefail
@@ -26,6 +27,13 @@ adversary_bin=${ADVERSARY:?ADVERSARY must name the adversary (set by meson)}
 : "${FUSEFLOOR:?FUSEFLOOR must name fusefloor (set by meson)}"
 : "${REPORTFLOOR:?REPORTFLOOR must name reportfloor (set by meson)}"
 require_fuse
+
+# The state the current ingest is measured against (ingest_vs_baseline): the
+# last commit whose ingest (one durable report through VF/report) was
+# measured faster than what came after it (335-354 us a report against
+# 514-518 us, side by side in one run).  There is no release tag yet to pin
+# instead.  baseline.sh builds it once under BUILD_DIR/bench-baseline.
+baseline_commit=5208bf3565a156e4dac40e93b4dbc78bae688331
 
 ls_rounds=${BENCH_LS_ROUNDS:-200}
 ingest_1=${BENCH_INGEST_1:-200}
@@ -118,6 +126,7 @@ reads() {
 		"FUSE floor $(us "$fl1") us ($(awk -v a="$fl1" -v b="$tmpfs" 'BEGIN { printf "%.2f", a / b }')x tmpfs);" \
 		"load average before $l0, after $(load))"
 	figure "$name" "$(us "$fs")" us "$(us "$tmpfs")" us "<=" "$target"
+	figure "${name}_vs_fuse_floor" "$(us "$fs")" us "$(us "$fl")" us "<=" 1.00
 }
 reads read_quarantined_median 8 "$vf/quarantined" quarantined
 reads read_top_quarantined_median 12 quarantined list
@@ -140,6 +149,37 @@ paired() {
 	for ((i = 0; i < pairs_n; i++)); do lines+="$(eval "$a") $(eval "$b")"$'\n'; done
 	echo "#   ($name, $pairs_n alternating pairs: $(tr '\n' ';' <<<"${lines%$'\n'}"); load average before $l0, after $(load))" >&2
 	median_pair <<<"${lines%$'\n'}"
+}
+
+# syscalls_per_report NAME PID MOUNT FIRST: the system calls the daemon PID
+# (every thread: strace -f -c) makes for BENCH_SYSCALL_REPORTS reports by
+# one writer through MOUNT (fresh VFs from the FIRST-th), per report.  The
+# daemon's read and writev are /dev/fuse's (two per FUSE request; its
+# toucher is another process, not traced).  Traced, a report takes longer,
+# so the toucher's paced requests (one batch per 10 ms) weigh more per
+# report than untraced.
+syscall_reports=${BENCH_SYSCALL_REPORTS:-200}
+syscalls_per_report() {
+	local name=$1 pid=$2 mnt_=$3 first=$4 spid out=$T/strace-$1
+	if ! command -v strace >/dev/null; then
+		echo "syscalls_per_report_$name: skipped: no strace"
+		return 0
+	fi
+	strace -f -c -o "$out" -p "$pid" 2>"$out.err" &
+	spid=$!
+	wait_for 10 "strace to attach" grep -q attached "$out.err"
+	"$vfbench" ingest "$mnt_" 1 "$syscall_reports" "$first" >/dev/null
+	kill -INT "$spid"
+	wait "$spid" || true
+	awk -v n="$syscall_reports" -v name="$name" '
+		{ calls[$NF] = $4 }
+		END {
+			split("futex pwrite64 newfstatat fdatasync read writev poll write sendto", k, " ")
+			line = ""
+			for (i = 1; i in k; i++)
+				line = line sprintf("%s%s %.1f", i > 1 ? ", " : "", k[i], calls[k[i]] / n)
+			printf "syscalls_per_report_%s: %s (strace -f -c of the daemon over %d reports, per report)\n", name, line, n
+		}' "$out"
 }
 
 # Ingest: one writer against the bare SQLite loop on the same disk, then 64
@@ -171,12 +211,20 @@ cat "$T/pairs"
 echo "#   (the floor of a report through FUSE, reportfloor.c: $rf reports/s against the bare loop's $rbare," \
 	"$(awk -v a="$rf" -v b="$rbare" 'BEGIN { printf "%.2f", a / b }')x, the median pair;" \
 	"the mount's figure is $(awk -v a="$one" -v b="$bare" -v f="$rf" -v fb="$rbare" 'BEGIN { printf "%.2f", (a / b) / (f / fb) }')x the floor's ratio)"
+# The mount against that floor directly: a report through VF/report and one
+# through reportfloor's file, in alternating pairs (fresh VFs from 600 on).
+read -r one_f rf_f < <(paired ingest_vs_fuse_floor \
+	'"$vfbench" ingest "$mnt" 1 "$ingest_1" $((600 + i))' \
+	'"$vfbench" reports "$rfloor/report" "$ingest_1"' 2>"$T/pairs")
+cat "$T/pairs"
+figure ingest_vs_fuse_floor "$one_f" reports/s "$rf_f" reports/s ">=" 0.90
 ((16 + 64 * pairs_n <= 512)) || fail "BENCH_PAIRS=$pairs_n: not enough fresh VFs"
 read -r many one < <(paired ingest_64_writers \
 	'"$vfbench" ingest "$mnt" 64 "$ingest_64" $((16 + 64 * i))' \
 	'"$vfbench" ingest "$mnt" 1 "$ingest_1" $((512 + i))' 2>"$T/pairs")
 cat "$T/pairs"
-figure ingest_64_writers "$many" reports/s "$one" reports/s ">=" 3
+figure ingest_64_writers "$many" reports/s "$one" reports/s ">=" 4
+syscalls_per_report current "$DAEMON_PID" "$mnt" 700
 stop_daemon
 
 # -- FUSE requests per operation (vfhealthd -d traces every request) -----------------
@@ -228,6 +276,44 @@ count_requests report_failed one_report
 c1=$(commits)
 echo "commits_per_report: $(((c1 - c0) / 2)) (two reports: the warm one and the counted one)"
 stop_daemon
+
+# -- ingest against the baseline commit ----------------------------------------------
+# Its vfhealthd and the current one side by side, each on a new database of
+# its own on the disk, the same VFs made by mkdir on both (the baseline
+# cannot open a newer schema), in alternating pairs.
+baseline_err=$T/baseline.err
+if base_daemon=$("$(dirname "${BASH_SOURCE[0]}")/baseline.sh" "${VFHEALTH_SOURCE_ROOT:?}" \
+	"$build" "$baseline_commit" 2>"$baseline_err"); then
+	bmnt=$T/baseline-mnt
+	mkdir -p "$bmnt" "$disk/current" "$disk/baseline"
+	DB=$disk/current/vfhealth.db
+	start_daemon --threshold 1000 --no-sentinel
+	background "$base_daemon" -f --db "$disk/baseline/vfhealth.db" --threshold 1000 \
+		--no-sentinel --no-reconcile "$bmnt" >>"$T/baseline.log" 2>&1
+	base_pid=$!
+	EXTRA_MOUNTS+=("$bmnt")
+	wait_for 30 "the baseline vfhealthd to mount" is_mounted "$bmnt"
+	for ((k = 0; k <= pairs_n; k++)); do
+		mkdir "$mnt/$(vf_name $k)" "$bmnt/$(vf_name $k)"
+	done
+	read -r cur base < <(paired ingest_vs_baseline \
+		'"$vfbench" ingest "$mnt" 1 "$ingest_1" "$i"' \
+		'"$vfbench" ingest "$bmnt" 1 "$ingest_1" "$i"' 2>"$T/pairs")
+	cat "$T/pairs"
+	echo "#   (the baseline: vfhealthd of ${baseline_commit:0:12}, built by baseline.sh)"
+	figure ingest_vs_baseline "$cur" reports/s "$base" reports/s ">=" 1.00
+	# both on the same new database, the current one first (before: the
+	# 1024-VF database's figure above)
+	syscalls_per_report current_new_db "$DAEMON_PID" "$mnt" "$pairs_n"
+	syscalls_per_report baseline_new_db "$base_pid" "$bmnt" "$pairs_n"
+	kill -TERM "$base_pid"
+	wait_for 30 "the baseline vfhealthd to stop" process_gone "$base_pid"
+	stop_daemon
+elif (($? == 2)); then
+	echo "ingest_vs_baseline: skipped: $(cat "$baseline_err")"
+else
+	fail "cannot build the baseline ${baseline_commit:0:12}: $(cat "$baseline_err")"
+fi
 [[ ${BENCH_ONLY:-} != fs ]] || { echo "# $missed figure(s) missed their target (BENCH_ONLY=fs); load average now $(load)"; exit 0; }
 
 # -- the sentinel: 1000 targets, then 100 of them never answering ------------------
