@@ -3,9 +3,9 @@
  * loop.c - the FUSE loop: one receiving thread reads every request from
  * /dev/fuse and serves those that never wait itself (lookups, attributes,
  * opens, listings, polls, reads of files rendered from memory, reads of a
- * write's outcome, releases of what is not a claim); every request that
- * may wait goes to a pool of workers, started as they are needed up to
- * max_workers, the most recently idle woken first.
+ * write's outcome, releases of what is not a claim written); every
+ * request that may wait goes to a pool of workers, started as they are
+ * needed up to max_workers, the most recently idle woken first.
  *
  * Why not libfuse's multi-threaded loop: its idle workers all wait in the
  * kernel's request queue, which wakes the one that waited longest, so a
@@ -26,7 +26,8 @@
  * handle.c never repairs on this thread (loop_on_receiver()).
  *
  * Two classes of handed-off requests.  Writers' (WRITE, CREATE, MKNOD,
- * UNLINK, MKDIR, RMDIR, FSYNC, a claim's FLUSH and RELEASE: what commits)
+ * UNLINK, MKDIR, RMDIR, FSYNC, the FLUSH and RELEASE of a claim created
+ * or opened for writing: what commits)
  * wait in one FIFO queue, and a worker always takes a writer's request
  * first.  Readers' (READs rendered off this thread: history, failures, the
  * claims listing, metrics ...) wait in one queue per uid, the uid the

@@ -150,8 +150,9 @@ struct vhandle {
 	 * decided where the handle is made: reads LOOP_INLINE when they never
 	 * wait on a commit (opened read-only on a file rendered from memory, or
 	 * a VFILE_OUTCOME file, whose reads take outcome_lock only), else
-	 * LOOP_READER; close LOOP_WRITER for a claim (it commits), else
-	 * LOOP_INLINE. */
+	 * LOOP_READER; close LOOP_WRITER for a claim created or opened for
+	 * writing (it commits), else LOOP_INLINE (a read-only claim's close
+	 * does nothing: an unprivileged user sends no writer's request). */
 	enum loop_class read_class;
 	enum loop_class close_class;
 	/* VFILE_OUTCOME: the outcome of the last write through the handle, and

@@ -64,9 +64,10 @@ for ((round = 1; round <= rounds; round++)); do
 	[[ $word == read ]] || fail "the reader did not stop ($word)"
 	exec {fin}>&- {fout}<&-
 	((errors == 0)) || fail "$errors of her reads failed"
-	# Every thread read again while the claims were made: she kept the
-	# workers she may have busy.
-	((after - before >= threads)) ||
+	# She kept reading while the claims were made (a render takes about a
+	# millisecond and they are made in some 50 ms: about 50 reads), so
+	# the claims were not fast for want of her reads.
+	((after - before >= threads / 2)) ||
 		fail "she read only $((after - before)) times while $(wc -l <"$T/hostile$round") claims were made"
 	echo "round $round: median claim: alone $(median "$T/base$round") us," \
 		"under $((after - before)) reads of $lines lines $(median "$T/hostile$round") us"
