@@ -122,6 +122,9 @@ struct vhandle *handle_new(struct vffs *fs, const struct vnode *n, bool created,
 	open_link_add(fs, &h->link, handle_free_link);
 	h->kind = n->kind;
 	h->index = n->index;
+	h->read_class = LOOP_READER; /* op_open() tells those that never wait */
+	/* a created claim commits at its close; op_open() tells those written */
+	h->close_class = n->kind == VN_CLAIM && created ? LOOP_WRITER : LOOP_INLINE;
 	if (n->kind == VN_CLAIM) {
 		snprintf(h->vf, sizeof(h->vf), "%s", n->claim.vf);
 		claim_handle_init(&h->claim, &n->claim, n->vf.id, created, ctx->uid, ctx->pid);
@@ -196,9 +199,11 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		    store_status(fs->store, NULL, 0);
 	/* Claims and placement files render from memory, an outcome is a copy
 	 * (loop.c) */
-	h->read_inline = (!writing &&
-			  (n.kind == VN_CLAIM || (f && (f->flags & VFILE_PLACEMENT)))) ||
-			 (f && (f->flags & VFILE_OUTCOME));
+	if ((!writing && (n.kind == VN_CLAIM || (f && (f->flags & VFILE_PLACEMENT)))) ||
+	    (f && (f->flags & VFILE_OUTCOME)))
+		h->read_class = LOOP_INLINE;
+	if (n.kind == VN_CLAIM && writing)
+		h->close_class = LOOP_WRITER; /* its FLUSH and RELEASE commit (claims.h) */
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = !h->cached;
 	/* Only a claim opened for writing acts on close (claims.h): no other

@@ -3,11 +3,9 @@
  * loop.c - the FUSE loop: one receiving thread reads every request from
  * /dev/fuse and serves those that never wait itself (lookups, attributes,
  * opens, listings, polls, reads of files rendered from memory, reads of a
- * write's outcome, releases); every request that may wait (a write, which
- * commits and fsyncs; a claim's flush and release; a read rendered from
- * SQLite or by any other writable handle; a directory change) goes to a
- * pool of workers, started as they
- * are needed up to max_workers, the most recently idle woken first.
+ * write's outcome, releases of what is not a claim written); every
+ * request that may wait goes to a pool of workers, started as they are
+ * needed up to max_workers, the most recently idle woken first.
  *
  * Why not libfuse's multi-threaded loop: its idle workers all wait in the
  * kernel's request queue, which wakes the one that waited longest, so a
@@ -21,20 +19,59 @@
  * What the receiving thread must never do: wait on a commit, the store's
  * write_lock, a handle's lock that a writer may hold across a commit, or
  * the notifier (which waits for READs in flight, which only this thread
- * reads).  request_waits() is the one place that decides; a read that
- * might repair an unavailable store is handed off there, and handle.c
- * never repairs on this thread (loop_on_receiver()).
+ * reads).  request_class() is the one place that decides, from the
+ * operation: the opcode, and for a READ, FLUSH or RELEASE the class its
+ * handle was given where it was opened (vhandle.read_class, close_class);
+ * a read that might repair an unavailable store is handed off there, and
+ * handle.c never repairs on this thread (loop_on_receiver()).
+ *
+ * Two classes of handed-off requests.  Writers' (WRITE, CREATE, MKNOD,
+ * UNLINK, MKDIR, RMDIR, FSYNC, the FLUSH and RELEASE of a claim created
+ * or opened for writing: what commits)
+ * wait in one FIFO queue, and a worker always takes a writer's request
+ * first.  Readers' (READs rendered off this thread: history, failures, the
+ * claims listing, metrics ...) wait in one queue per uid, the uid the
+ * kernel put in the request's header, served round-robin across uids; at
+ * most reader_max workers (max_workers / 2, at least 1) serve readers at
+ * once, and at most uid_max (max_workers / 4, at least 1) one uid.  So
+ * however many threads one user reads with, she holds at most her share
+ * of the workers and her requests wait behind each other, not in front of
+ * anyone else's; with max_workers >= 2 a writer's request always finds a
+ * worker that no reader holds (tests/adversarial/read-flood.sh: a claim
+ * under 32 threads of rendered reads stays within 3x of its baseline).
+ * Readers share the CPU with the writers still (a render is SQLite and
+ * formatting); the shares bound how many of them run at once.  Nor does
+ * a reader hold what a writer waits on across a commit: `history` and
+ * `failures` render under the reader's own handle lock and the store's
+ * read_lock alone, on its read-only listing connection, which WAL lets
+ * read beside a commit (store/listing.c), never write_lock; a writer
+ * takes read_lock only to name a quarantine's failed assignments in its
+ * log line or to find a claim released already (fs/vfiles.c,
+ * fs/claims.c), behind at most the renders under way.
  *
  * Between requests the receiving thread polls /dev/fuse for LOOP_SPIN_NS
  * before it blocks in read(2) (await_request()).
  *
- * Bounds: the requests handed off and not yet taken hold at most
+ * Bounds.  Writers' requests handed off and not yet taken hold at most
  * LOOP_QUEUE_BYTES (one larger request alone is let through); past it the
  * receiving thread waits for a worker to take one, and the kernel holds
- * the rest, as it did with every libfuse worker busy.
+ * the rest, as it did with every libfuse worker busy: only the writers
+ * (root and the writers' group, whom the kernel's permission check lets
+ * write) can make it wait, and a worker takes their requests first.
+ * Readers' requests are bounded apart, and never make the receiving
+ * thread wait, which would stall every writer behind one reader: one uid's
+ * queued reads hold at most LOOP_UID_BYTES, and those of every uid but
+ * root at most LOOP_QUEUE_BYTES (as the reader budget counts root apart,
+ * budget.h); a read past either bound is answered ENOBUFS at once (the
+ * reader budget's errno) and logged at most once per LOOP_LOG_INTERVAL_NS.
+ * A READ request is 80 bytes, so a uid reaches its bound only with some
+ * 13,000 reads waiting at once, that many threads of its own blocked.
+ * The uids with reads queued or in service are a list, walked to pick
+ * the next: as long as the number of users reading at once.
  *
  * Locks: `lock` (row 12 of the lock table, docs/architecture.md) is a
- * leaf, held only to queue, dequeue and pick a worker.
+ * leaf, held only to queue, dequeue and pick a worker (and to allocate a
+ * uid's queue).
  */
 #include "fs/vffs-internal.h"
 
@@ -44,15 +81,30 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LOOP_QUEUE_BYTES (16u << 20)
+#define LOOP_UID_BYTES (1u << 20)
 #define LOOP_SPIN_NS (INT64_C(50) * 1000) /* how long the receiver looks before it sleeps */
+#define LOOP_LOG_INTERVAL_NS (INT64_C(10) * NSEC_PER_SEC)
+
+struct loop_uid;
 
 /* One request handed off: its bytes as read from /dev/fuse. */
 struct loop_job {
 	struct loop_job *next;
+	struct loop_uid *reader; /* a reader's: its uid's queue, while a worker serves it */
 	size_t size;
 	char data[];
+};
+
+/* One uid's queued reads. */
+struct loop_uid {
+	struct loop_uid *next;
+	uid_t uid;
+	struct loop_job *head, **tail;
+	size_t bytes;  /* queued */
+	unsigned busy; /* workers serving it */
 };
 
 struct loop_worker {
@@ -61,22 +113,30 @@ struct loop_worker {
 	pthread_cond_t wake; /* with the loop's lock: a job, or the stop */
 	struct loop_worker *next_idle;
 	bool idle;    /* on the idle stack */
+	bool woken;   /* by wake_idle(), and not back yet */
 	bool started; /* thread joinable */
 };
 
 struct loop {
 	struct vffs *fs;
 	struct fuse_session *se;
-	pthread_mutex_t lock; /* row 12: the queue, the idle stack, stopping */
-	pthread_cond_t space; /* with lock: the receiver waits for room in the queue */
-	struct loop_job *head, **tail;
-	size_t queued_bytes;
+	pthread_mutex_t lock; /* row 12: the queues, the idle stack, stopping */
+	pthread_cond_t space; /* with lock: the receiver waits for room for a writer's request */
+	struct loop_job *head, **tail; /* writers' */
+	size_t queued_bytes;           /* writers' */
 	bool space_wanted;
+	struct loop_uid *uids; /* readers' queues: uids with reads queued or served */
+	struct loop_uid *turn; /* the next to serve (NULL: the first) */
+	size_t reader_bytes;   /* queued by every uid but root */
+	unsigned readers;      /* workers serving readers */
+	unsigned reader_max, uid_max;
 	struct loop_worker *idle; /* most recently idle first */
+	unsigned waking;          /* workers woken and not back yet */
 	struct loop_worker *workers;
 	unsigned started, max; /* slots tried, slots there are */
 	unsigned running;      /* workers whose thread started */
 	bool stopping;
+	int64_t refused_logged; /* the receiver's alone */
 };
 
 static _Thread_local bool receiver_thread;
@@ -86,49 +146,52 @@ bool loop_on_receiver(void)
 	return receiver_thread;
 }
 
-/* The handle a READ or RELEASE names: the fh we gave at its open. */
+/* The handle a READ, FLUSH or RELEASE names: the fh we gave at its open. */
 static const struct vhandle *request_handle(const char *arg)
 {
 	uint64_t fh;
 
-	memcpy(&fh, arg, sizeof(fh)); /* fuse_read_in and fuse_release_in begin with fh */
+	/* fuse_read_in, fuse_flush_in and fuse_release_in begin with fh */
+	memcpy(&fh, arg, sizeof(fh));
 	return (const struct vhandle *)(uintptr_t)fh;
 }
 
-/* Whether a request may wait (on a commit, a lock held across one, a
- * repair): then a worker serves it.  What vffs_ops answers from memory, and
- * every opcode libfuse answers itself (ENOSYS: STATX, xattrs, locks ...),
- * is served here; an op added to vffs_ops that may wait must be named. */
-static bool request_waits(struct vffs *fs, const char *data, size_t size)
+/* How a request is served: LOOP_INLINE on the receiving thread, else by a
+ * worker, as a reader's or a writer's.  What vffs_ops answers from
+ * memory, and every opcode libfuse answers itself (ENOSYS: STATX, xattrs,
+ * locks ...), is inline; an op added to vffs_ops that may wait must be
+ * named. */
+static enum loop_class request_class(struct vffs *fs, const char *data, size_t size)
 {
 	const struct fuse_in_header *in = (const struct fuse_in_header *)data;
 	const char *arg = data + sizeof(*in);
-	const struct vhandle *h;
+	enum loop_class c;
 
 	switch (in->opcode) {
 	case FUSE_WRITE:  /* a commit */
-	case FUSE_FLUSH:  /* a claim's commit */
 	case FUSE_CREATE: /* a claim's reservation */
 	case FUSE_MKNOD:
 	case FUSE_UNLINK: /* a claim's release */
 	case FUSE_MKDIR:  /* registrations */
 	case FUSE_RMDIR:
 	case FUSE_FSYNC:
-		return true;
+		return LOOP_WRITER;
 	case FUSE_READ:
 		if (size < sizeof(*in) + sizeof(struct fuse_read_in))
-			return true;
-		h = request_handle(arg);
-		/* From memory and by a handle no writer holds; a placement file
-		 * of an unavailable store may be repaired by the read. */
-		return !h->read_inline || !store_status(fs->store, NULL, 0);
-	case FUSE_RELEASE:
+			return LOOP_READER; /* libfuse refuses it */
+		c = request_handle(arg)->read_class;
+		/* a placement file of an unavailable store may be repaired by the read */
+		return c == LOOP_INLINE && !store_status(fs->store, NULL, 0) ? LOOP_READER : c;
+	case FUSE_FLUSH: /* a claim's commit */
+		if (size < sizeof(*in) + sizeof(struct fuse_flush_in))
+			return LOOP_WRITER;
+		return request_handle(arg)->close_class;
+	case FUSE_RELEASE: /* a bare claim commits at its release */
 		if (size < sizeof(*in) + sizeof(struct fuse_release_in))
-			return true;
-		h = request_handle(arg);
-		return h->kind == VN_CLAIM; /* a bare claim commits at its release */
+			return LOOP_WRITER;
+		return request_handle(arg)->close_class;
 	default:
-		return false;
+		return LOOP_INLINE;
 	}
 }
 
@@ -140,6 +203,110 @@ static void serve_job(struct loop *l, struct loop_job *job)
 	free(job);
 }
 
+static uid_t job_uid(const struct loop_job *job)
+{
+	return ((const struct fuse_in_header *)job->data)->uid;
+}
+
+/* lock held.  Unlink u (no reads queued, none served) and free it. */
+static void uid_drop(struct loop *l, struct loop_uid *u)
+{
+	struct loop_uid **p = &l->uids;
+
+	while (*p != u)
+		p = &(*p)->next;
+	*p = u->next;
+	if (l->turn == u)
+		l->turn = u->next;
+	free(u);
+}
+
+/* lock held.  Take the head of u's queue. */
+static struct loop_job *uid_pop(struct loop *l, struct loop_uid *u)
+{
+	struct loop_job *job = u->head;
+
+	u->head = job->next;
+	if (!u->head)
+		u->tail = &u->head;
+	u->bytes -= job->size;
+	if (u->uid != 0)
+		l->reader_bytes -= job->size;
+	return job;
+}
+
+/* lock held.  The next uid whose read a worker may take now, in turn; NULL
+ * when none may (the readers' share, or each uid's, is taken). */
+static struct loop_uid *next_reader(struct loop *l)
+{
+	struct loop_uid *start, *u;
+
+	if (l->readers >= l->reader_max || !l->uids)
+		return NULL;
+	start = l->turn ? l->turn : l->uids;
+	u = start;
+	do {
+		if (u->head && u->busy < l->uid_max)
+			return u;
+		u = u->next ? u->next : l->uids;
+	} while (u != start);
+	return NULL;
+}
+
+/* lock held.  The request a worker takes: a writer's first, then a
+ * reader's within the shares; NULL when there is none it may take. */
+static struct loop_job *take_job(struct loop *l)
+{
+	struct loop_job *job = l->head;
+	struct loop_uid *u;
+
+	if (job) {
+		l->head = job->next;
+		if (!l->head)
+			l->tail = &l->head;
+		l->queued_bytes -= job->size;
+		if (l->space_wanted)
+			pthread_cond_signal(&l->space);
+		job->reader = NULL;
+		return job;
+	}
+	u = next_reader(l);
+	if (!u)
+		return NULL;
+	l->turn = u->next; /* round-robin: the next uid's turn */
+	job = uid_pop(l, u);
+	job->reader = u;
+	u->busy++;
+	l->readers++;
+	return job;
+}
+
+/* lock held.  A reader's request served: its share back. */
+static void job_done(struct loop *l, struct loop_uid *u)
+{
+	if (!u)
+		return;
+	u->busy--;
+	l->readers--;
+	if (!u->head && !u->busy)
+		uid_drop(l, u);
+}
+
+/* lock held.  Wake the most recently idle worker. */
+static bool wake_idle(struct loop *l)
+{
+	struct loop_worker *w = l->idle;
+
+	if (!w)
+		return false;
+	l->idle = w->next_idle;
+	w->idle = false;
+	w->woken = true;
+	l->waking++;
+	pthread_cond_signal(&w->wake);
+	return true;
+}
+
 static void *worker_main(void *arg)
 {
 	struct loop_worker *w = arg;
@@ -147,15 +314,22 @@ static void *worker_main(void *arg)
 
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
-		struct loop_job *job;
+		struct loop_job *job = take_job(l);
 
-		while (!l->head && !l->stopping) {
+		if (!job) {
+			if (l->stopping)
+				break; /* what is left, the workers still serving take */
 			if (!w->idle) {
 				w->idle = true;
 				w->next_idle = l->idle;
 				l->idle = w;
 			}
 			pthread_cond_wait(&w->wake, &l->lock);
+			if (w->woken) {
+				w->woken = false;
+				l->waking--;
+			}
+			continue;
 		}
 		if (w->idle) {
 			/* woken by no hand-off (spuriously): off the stack, or a
@@ -166,54 +340,84 @@ static void *worker_main(void *arg)
 			*p = w->next_idle;
 			w->idle = false;
 		}
-		job = l->head;
-		if (!job)
-			break; /* stopping, and the queue is drained */
-		l->head = job->next;
-		if (!l->head)
-			l->tail = &l->head;
-		l->queued_bytes -= job->size;
-		if (l->space_wanted)
-			pthread_cond_signal(&l->space);
+		/* Who takes the next request: a hand-off wakes a worker only
+		 * while none is on its way, and a reader's request waiting for
+		 * its share wakes nobody; so each worker that takes one wakes
+		 * the next while there is more. */
+		if (!l->waking && (l->head || next_reader(l)))
+			wake_idle(l);
 		pthread_mutex_unlock(&l->lock);
 
+		struct loop_uid *reader = job->reader;
 		serve_job(l, job);
 		pthread_mutex_lock(&l->lock);
+		job_done(l, reader);
 	}
 	pthread_mutex_unlock(&l->lock);
 	return NULL;
 }
 
-/* Queue a copy of the request for a worker; -ENOMEM: the caller serves it. */
-static int hand_off(struct loop *l, const struct fuse_buf *buf)
+/* Queue a copy of the request for a worker: -ENOMEM, the caller serves it;
+ * -ENOBUFS, a reader's past its bound: the caller refuses it. */
+static int hand_off(struct loop *l, const struct fuse_buf *buf, enum loop_class class)
 {
 	struct loop_job *job = malloc(sizeof(*job) + buf->size);
 	struct loop_worker *spawn = NULL;
+	bool takeable = true;
 
 	if (!job)
 		return -ENOMEM;
 	job->next = NULL;
+	job->reader = NULL;
 	job->size = buf->size;
 	memcpy(job->data, buf->mem, buf->size);
 
 	pthread_mutex_lock(&l->lock);
-	while (l->queued_bytes && l->queued_bytes + job->size > LOOP_QUEUE_BYTES) {
-		l->space_wanted = true;
-		pthread_cond_wait(&l->space, &l->lock);
-	}
-	l->space_wanted = false;
-	*l->tail = job;
-	l->tail = &job->next;
-	l->queued_bytes += job->size;
-	if (l->idle) {
-		struct loop_worker *w = l->idle;
+	if (class == LOOP_WRITER) {
+		while (l->queued_bytes && l->queued_bytes + job->size > LOOP_QUEUE_BYTES) {
+			l->space_wanted = true;
+			pthread_cond_wait(&l->space, &l->lock);
+		}
+		l->space_wanted = false;
+		*l->tail = job;
+		l->tail = &job->next;
+		l->queued_bytes += job->size;
+	} else {
+		uid_t uid = job_uid(job);
+		struct loop_uid *u = l->uids;
 
-		l->idle = w->next_idle;
-		w->idle = false;
-		pthread_cond_signal(&w->wake);
-	} else if (l->started < l->max) {
-		spawn = &l->workers[l->started++];
+		while (u && u->uid != uid)
+			u = u->next;
+		if ((u && u->bytes && u->bytes + job->size > LOOP_UID_BYTES) ||
+		    (uid != 0 && l->reader_bytes &&
+		     l->reader_bytes + job->size > LOOP_QUEUE_BYTES)) {
+			pthread_mutex_unlock(&l->lock);
+			free(job);
+			return -ENOBUFS;
+		}
+		if (!u) {
+			u = calloc(1, sizeof(*u));
+			if (!u) {
+				pthread_mutex_unlock(&l->lock);
+				free(job);
+				return -ENOMEM;
+			}
+			u->uid = uid;
+			u->tail = &u->head;
+			u->next = l->uids;
+			l->uids = u;
+		}
+		*u->tail = job;
+		u->tail = &job->next;
+		u->bytes += job->size;
+		if (uid != 0)
+			l->reader_bytes += job->size;
+		takeable = l->readers < l->reader_max && u->busy < l->uid_max;
 	}
+	/* A worker woken and on its way takes this or wakes the next idle one;
+	 * with none idle, one more is started. */
+	if (takeable && !(l->waking && l->idle) && !wake_idle(l) && l->started < l->max)
+		spawn = &l->workers[l->started++];
 	pthread_mutex_unlock(&l->lock);
 
 	if (spawn) {
@@ -239,18 +443,54 @@ static int hand_off(struct loop *l, const struct fuse_buf *buf)
 	return 0;
 }
 
-/* With no worker at all, the receiving thread empties the queue itself. */
+/* A reader's request past its bound: ENOBUFS now, written as libfuse
+ * writes a reply (one write(2) of the header), so that the receiving
+ * thread waits for nobody. */
+static void refuse(struct loop *l, const struct fuse_buf *buf)
+{
+	const struct fuse_in_header *in = buf->mem;
+	struct fuse_out_header out = { .len = sizeof(out),
+				       .error = -ENOBUFS,
+				       .unique = in->unique };
+	int64_t now = monotonic_ns();
+
+	if (write(fuse_session_fd(l->se), &out, sizeof(out)) < 0) {
+		/* the request was interrupted meanwhile: no reply is wanted */
+	}
+	if (!l->refused_logged || now - l->refused_logged >= LOOP_LOG_INTERVAL_NS) {
+		l->refused_logged = now;
+		log_warn("reads queued by uid %u (or by every uid) reached their bound: "
+			 "its reads get ENOBUFS until its queue drains",
+			 (unsigned)in->uid);
+	}
+}
+
+/* lock held.  Any queued request, whoever's, with no share counted: for the
+ * receiving thread with no worker, and at the end. */
+static struct loop_job *take_any(struct loop *l)
+{
+	struct loop_job *job = take_job(l);
+
+	if (job) {
+		job_done(l, job->reader);
+		return job;
+	}
+	for (struct loop_uid *u = l->uids; u; u = u->next)
+		if (u->head) {
+			job = uid_pop(l, u);
+			if (!u->head && !u->busy)
+				uid_drop(l, u);
+			return job;
+		}
+	return NULL;
+}
+
+/* With no worker at all, the receiving thread empties the queues itself. */
 static void serve_queue_here(struct loop *l)
 {
 	for (;;) {
 		pthread_mutex_lock(&l->lock);
-		struct loop_job *job = l->head;
-		if (job) {
-			l->head = job->next;
-			if (!l->head)
-				l->tail = &l->head;
-			l->queued_bytes -= job->size;
-		}
+		struct loop_job *job = take_any(l);
 		pthread_mutex_unlock(&l->lock);
 		if (!job)
 			return;
@@ -276,6 +516,7 @@ static void await_request(struct fuse_session *se)
 int loop_run(struct vffs *fs, unsigned max_workers)
 {
 	struct loop l = { .fs = fs, .se = fs->se, .max = max_workers ? max_workers : 1 };
+	enum loop_class class;
 	struct fuse_buf buf = { 0 };
 	int r = 0;
 
@@ -285,6 +526,8 @@ int loop_run(struct vffs *fs, unsigned max_workers)
 	pthread_mutex_init(&l.lock, NULL);
 	pthread_cond_init(&l.space, NULL);
 	l.tail = &l.head;
+	l.reader_max = MAX(l.max / 2, 1u);
+	l.uid_max = MAX(l.max / 4, 1u);
 	for (unsigned i = 0; i < l.max; i++) {
 		l.workers[i].loop = &l;
 		pthread_cond_init(&l.workers[i].wake, NULL);
@@ -298,11 +541,17 @@ int loop_run(struct vffs *fs, unsigned max_workers)
 			continue;
 		if (r <= 0)
 			break;
-		if (!(buf.flags & FUSE_BUF_IS_FD) && request_waits(fs, buf.mem, buf.size)) {
-			int h = hand_off(&l, &buf);
+		class = buf.flags & FUSE_BUF_IS_FD ? LOOP_INLINE :
+						     request_class(fs, buf.mem, buf.size);
+		if (class != LOOP_INLINE) {
+			int h = hand_off(&l, &buf, class);
 
 			if (h == 0)
 				continue;
+			if (h == -ENOBUFS) {
+				refuse(&l, &buf);
+				continue;
+			}
 			if (h == -EAGAIN) {
 				serve_queue_here(&l);
 				continue;

@@ -121,6 +121,15 @@ struct vnode {
 	struct store_claim claim; /* VN_CLAIM */
 };
 
+/* How the FUSE loop serves a request (loop.c, request_class()): on its
+ * receiving thread, or handed to a worker as a reader's (queued per uid,
+ * a share of the workers) or a writer's (taken first). */
+enum loop_class {
+	LOOP_INLINE, /* never waits: the receiving thread */
+	LOOP_READER, /* a read rendered off the receiving thread */
+	LOOP_WRITER  /* commits, or waits on a commit */
+};
+
 /* One open file. */
 struct vhandle {
 	struct open_link link; /* first: the owner is the link's address */
@@ -137,10 +146,15 @@ struct vhandle {
 	bool rendered;
 	bool append; /* opened O_APPEND: the kernel picks the offset */
 	bool cached; /* opened keep_cache: reads may be served by the page cache */
-	/* its reads never wait on a commit, so the FUSE loop's receiving
-	 * thread serves them (loop.c): opened read-only on a file rendered from
-	 * memory, or a VFILE_OUTCOME file (whose reads take outcome_lock only) */
-	bool read_inline;
+	/* How the FUSE loop serves its READs, and its FLUSH and RELEASE (loop.c),
+	 * decided where the handle is made: reads LOOP_INLINE when they never
+	 * wait on a commit (opened read-only on a file rendered from memory, or
+	 * a VFILE_OUTCOME file, whose reads take outcome_lock only), else
+	 * LOOP_READER; close LOOP_WRITER for a claim created or opened for
+	 * writing (it commits), else LOOP_INLINE (a read-only claim's close
+	 * does nothing: an unprivileged user sends no writer's request). */
+	enum loop_class read_class;
+	enum loop_class close_class;
 	/* VFILE_OUTCOME: the outcome of the last write through the handle, and
 	 * what the reads begun at offset 0 show.  outcome_lock (a leaf) guards
 	 * them and is never held across a commit, unlike `lock`. */
