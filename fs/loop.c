@@ -168,7 +168,8 @@ static enum loop_class request_class(struct vffs *fs, const char *data, size_t s
 	enum loop_class c;
 
 	switch (in->opcode) {
-	case FUSE_WRITE:  /* a commit */
+	case FUSE_WRITE: /* a commit, but for the notifier's byte (op_write answers it at once) */
+		return from_notifier_pid(fs, in->pid) ? LOOP_INLINE : LOOP_WRITER;
 	case FUSE_CREATE: /* a claim's reservation */
 	case FUSE_MKNOD:
 	case FUSE_UNLINK: /* a claim's release */
@@ -292,19 +293,27 @@ static void job_done(struct loop *l, struct loop_uid *u)
 		uid_drop(l, u);
 }
 
-/* lock held.  Wake the most recently idle worker. */
-static bool wake_idle(struct loop *l)
+/* lock held.  Pick the most recently idle worker to wake: the caller
+ * signals it once it has let go of the lock, so that the worker does not
+ * wake only to wait for the lock (a futex round trip on every hand-off). */
+static struct loop_worker *wake_idle(struct loop *l)
 {
 	struct loop_worker *w = l->idle;
 
 	if (!w)
-		return false;
+		return NULL;
 	l->idle = w->next_idle;
 	w->idle = false;
 	w->woken = true;
 	l->waking++;
-	pthread_cond_signal(&w->wake);
-	return true;
+	return w;
+}
+
+/* lock not held: the worker wake_idle() picked, or none. */
+static void wake(struct loop_worker *w)
+{
+	if (w)
+		pthread_cond_signal(&w->wake);
 }
 
 static void *worker_main(void *arg)
@@ -344,9 +353,11 @@ static void *worker_main(void *arg)
 		 * while none is on its way, and a reader's request waiting for
 		 * its share wakes nobody; so each worker that takes one wakes
 		 * the next while there is more. */
+		struct loop_worker *next = NULL;
 		if (!l->waking && (l->head || next_reader(l)))
-			wake_idle(l);
+			next = wake_idle(l);
 		pthread_mutex_unlock(&l->lock);
+		wake(next);
 
 		struct loop_uid *reader = job->reader;
 		serve_job(l, job);
@@ -362,7 +373,7 @@ static void *worker_main(void *arg)
 static int hand_off(struct loop *l, const struct fuse_buf *buf, enum loop_class class)
 {
 	struct loop_job *job = malloc(sizeof(*job) + buf->size);
-	struct loop_worker *spawn = NULL;
+	struct loop_worker *spawn = NULL, *woken = NULL;
 	bool takeable = true;
 
 	if (!job)
@@ -416,9 +427,10 @@ static int hand_off(struct loop *l, const struct fuse_buf *buf, enum loop_class 
 	}
 	/* A worker woken and on its way takes this or wakes the next idle one;
 	 * with none idle, one more is started. */
-	if (takeable && !(l->waking && l->idle) && !wake_idle(l) && l->started < l->max)
+	if (takeable && !(l->waking && l->idle) && !(woken = wake_idle(l)) && l->started < l->max)
 		spawn = &l->workers[l->started++];
 	pthread_mutex_unlock(&l->lock);
+	wake(woken);
 
 	if (spawn) {
 		sigset_t all, old;

@@ -181,11 +181,16 @@ static inline struct vffs *req_fs(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-static inline bool from_notifier(struct vffs *fs, fuse_req_t req)
+static inline bool from_notifier_pid(struct vffs *fs, pid_t pid)
 {
 	pid_t writer = notifier_writer_pid(fs->notifier);
 
-	return writer > 0 && fuse_req_ctx(req)->pid == writer;
+	return writer > 0 && pid == writer;
+}
+
+static inline bool from_notifier(struct vffs *fs, fuse_req_t req)
+{
+	return from_notifier_pid(fs, fuse_req_ctx(req)->pid);
 }
 
 /* handle.c */
