@@ -55,7 +55,10 @@ static int addr_push(addr_t **list, size_t *n, size_t *cap, const char *addr)
 		*list = grown;
 		*cap = grow;
 	}
-	snprintf((*list)[(*n)++], VF_ADDR_BUFSZ, "%s", addr);
+	size_t len = strlen(addr);
+	if (len >= VF_ADDR_BUFSZ)
+		return -ENAMETOOLONG; /* not a PCI address: no list holds it */
+	memcpy((*list)[(*n)++], addr, len + 1);
 	return 0;
 }
 
