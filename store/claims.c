@@ -28,7 +28,7 @@ static int claim_check(const struct store_claim *c, char when[static RFC3339_BUF
 	if (!c || !vf_address_valid(c->vf) || !instance_id_valid(c->instance_id))
 		return -EINVAL;
 	if (strnlen(c->claimed_at, sizeof(c->claimed_at)) >= sizeof(c->claimed_at) ||
-	    normalize_optional_time(c->claimed_at, when) < 0)
+	    rfc3339_normalize_optional(c->claimed_at, when) < 0)
 		return -EINVAL;
 	if (strnlen(c->agent, sizeof(c->agent)) >= sizeof(c->agent) ||
 	    strnlen(c->control, sizeof(c->control)) >= sizeof(c->control) ||

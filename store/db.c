@@ -229,23 +229,6 @@ void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim
 	copy_string(c->boot_id, sizeof(c->boot_id), db_col_text(st, col + 7));
 }
 
-int rfc3339_to_ns(const char *s, int64_t *ret)
-{
-	char canonical[RFC3339_BUFSZ];
-	int64_t sec, frac = 0;
-
-	/* canonical: YYYY-MM-DDTHH:MM:SS.fffffffffZ */
-	if (rfc3339_normalize(s, canonical) < 0 || rfc3339_to_unix(canonical, &sec) < 0)
-		return -EINVAL;
-	for (int i = 20; i < 29; i++)
-		frac = frac * 10 + (canonical[i] - '0');
-	/* past 2262 the nanoseconds leave int64_t: no time this store keeps */
-	if (__builtin_mul_overflow(sec, NSEC_PER_SEC, ret) ||
-	    __builtin_add_overflow(*ret, frac, ret))
-		return -EINVAL;
-	return 0;
-}
-
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 {
 	sqlite3_stmt *st = db_cached_prepare(
