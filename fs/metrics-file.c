@@ -133,16 +133,16 @@ static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int thr
 	for (size_t i = 0; i < n_vfs; i++) {
 		const char *result = NULL;
 
-		while (c < n_claims && strcmp(claims[c].vf, vfs[i].vf) < 0)
+		while (c < n_claims && strcmp(claims[c].a.vf, vfs[i].vf) < 0)
 			c++;
-		if (c == n_claims || strcmp(claims[c].vf, vfs[i].vf) != 0)
+		if (c == n_claims || strcmp(claims[c].a.vf, vfs[i].vf) != 0)
 			continue;
 		while (k < n_checks && strcmp(checks[k].vf, vfs[i].vf) < 0)
 			k++;
 		/* the sentinel's check of this very assignment, else its last report */
 		for (size_t j = k; j < n_checks && strcmp(checks[j].vf, vfs[i].vf) == 0; j++)
-			if (strcmp(checks[j].instance_id, claims[c].instance_id) == 0 &&
-			    strcmp(checks[j].claimed_at, claims[c].claimed_at) == 0)
+			if (strcmp(checks[j].instance_id, claims[c].a.instance_id) == 0 &&
+			    strcmp(checks[j].claimed_at, claims[c].a.claimed_at) == 0)
 				result = checks[j].result;
 		if (!result) {
 			enum metrics_check r = metrics_last_check(call->metrics, vfs[i].id,

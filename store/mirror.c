@@ -407,8 +407,8 @@ void mirror_fill_info(const struct store *s, const struct vf_entry *e, struct st
 /* The instance holding e: its claim's, or its reservation's; NULL when free. */
 const char *mirror_holder(const struct vf_entry *e)
 {
-	return e->claim       ? e->claim->instance_id :
-	       e->reservation ? e->reservation->instance_id :
+	return e->claim       ? e->claim->a.instance_id :
+	       e->reservation ? e->reservation->a.instance_id :
 				NULL;
 }
 
@@ -436,10 +436,10 @@ int mirror_reservation_add(struct store *s, struct store_claim *res)
 {
 	pthread_rwlock_rdlock(&s->index_lock);
 	pthread_rwlock_wrlock(&s->mirror_lock);
-	struct vf_entry *e = mirror_find(s, res->vf);
+	struct vf_entry *e = mirror_find(s, res->a.vf);
 	int r = e ? rule_claim_refusal((enum store_mode)atomic_load(&s->mode),
 				       rule_out_of_service(e->quarantined, e->held),
-				       mirror_holder(e), res->instance_id) :
+				       mirror_holder(e), res->a.instance_id) :
 		    -ENOENT;
 
 	if (r == 0 && gpu_refuses_claims_locked(s, e->parent))
