@@ -141,8 +141,9 @@ START_TEST(test_rfc3339_format_roundtrip)
 }
 END_TEST
 
-/* Seconds agree with the C library's timegm() on every day from 1970 to
- * 2110, and on the days around the leap days of 2400 and 9996. */
+/* Seconds agree with the C library (gmtime_r, through rfc3339_format, and
+ * timegm) on the last second of every day from 1970 to 2110, and on the
+ * days around the leap days of 2400 and 9996. */
 START_TEST(test_rfc3339_to_unix_days)
 {
 	static const char *const days[] = { "2400-02-28T12:00:00Z", "2400-02-29T12:00:00Z",
@@ -153,12 +154,11 @@ START_TEST(test_rfc3339_to_unix_days)
 	struct tm tm;
 
 	for (int64_t day = 0; day < 51500; day++) {
-		time_t t = (time_t)(day * 86400 + 86399);
+		int64_t t = day * 86400 + 86399;
 
-		gmtime_r(&t, &tm);
 		rfc3339_format(t, 0, text);
 		ck_assert_int_eq(rfc3339_to_unix(text, &sec), 0);
-		ck_assert_int_eq(sec, (int64_t)timegm(&tm));
+		ck_assert_int_eq(sec, t);
 	}
 	for (size_t i = 0; i < sizeof(days) / sizeof(days[0]); i++) {
 		memset(&tm, 0, sizeof(tm));
