@@ -73,9 +73,72 @@ static int digits_at(const char *s, int n, int *ret)
 	return 0;
 }
 
-static bool leap_year(int y)
+static bool leap_year(int64_t y)
 {
 	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+/* Days from 1970-01-01 to the given proleptic Gregorian date: arithmetic,
+ * not timegm(), so that no time zone or time_t width enters. */
+static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
+{
+	y -= m <= 2;
+	int64_t era = y / 400; /* y >= 1969 here: no negative division */
+	int64_t yoe = y - era * 400;
+	int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+	return era * 146097 + doe - 719468;
+}
+
+/* One parsed time: its fields, each range-checked. */
+struct rfc3339 {
+	int Y, M, D, h, m, sec;
+	long nsec;
+	bool canonical; /* spelled exactly as rfc3339_normalize writes it */
+};
+
+/* The one parser of RFC 3339 text: "YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z". */
+static int rfc3339_parse(const char *s, struct rfc3339 *t)
+{
+	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+	const char *p;
+
+	if (!s || strnlen(s, 64) < 20)
+		return -EINVAL;
+	if (digits_at(s, 4, &t->Y) || s[4] != '-' || digits_at(s + 5, 2, &t->M) || s[7] != '-' ||
+	    digits_at(s + 8, 2, &t->D) || (s[10] != 'T' && s[10] != 't') ||
+	    digits_at(s + 11, 2, &t->h) || s[13] != ':' || digits_at(s + 14, 2, &t->m) ||
+	    s[16] != ':' || digits_at(s + 17, 2, &t->sec))
+		return -EINVAL;
+	p = s + 19;
+	t->nsec = 0;
+	if (*p == '.') {
+		long scale = 100000000;
+		int n = 0;
+		for (p++; *p >= '0' && *p <= '9'; p++, n++) {
+			if (n >= 9)
+				return -EINVAL;
+			t->nsec += (*p - '0') * scale;
+			scale /= 10;
+		}
+		if (n == 0)
+			return -EINVAL;
+	}
+	if ((*p != 'Z' && *p != 'z') || p[1])
+		return -EINVAL;
+	if (t->Y < 1970 || t->M < 1 || t->M > 12 || t->D < 1 || t->h > 23 || t->m > 59 ||
+	    t->sec > 59)
+		return -EINVAL;
+	if (t->D > mdays[t->M - 1] + (t->M == 2 && leap_year(t->Y)))
+		return -EINVAL;
+	/* nine fraction digits (the '.' at 19 and the 'Z' at 29), capitals */
+	t->canonical = p - s == RFC3339_NANO_LEN - 1 && s[19] == '.' && s[10] == 'T' && *p == 'Z';
+	return 0;
+}
+
+static int64_t rfc3339_seconds(const struct rfc3339 *t)
+{
+	return days_from_civil(t->Y, t->M, t->D) * 86400 + t->h * 3600 + t->m * 60 + t->sec;
 }
 
 /* Fields are range-checked by the callers; the wide scratch buffer keeps the
@@ -93,54 +156,56 @@ static void format_canonical(int Y, int M, int D, int h, int m, int sec, long ns
 
 int rfc3339_normalize(const char *s, char out[static RFC3339_BUFSZ])
 {
-	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-	int Y, M, D, h, m, sec;
-	long nsec = 0;
-	const char *p;
+	struct rfc3339 t;
 
-	if (!s || strnlen(s, 64) < 20)
+	if (rfc3339_parse(s, &t) < 0)
 		return -EINVAL;
-	if (digits_at(s, 4, &Y) || s[4] != '-' || digits_at(s + 5, 2, &M) || s[7] != '-' ||
-	    digits_at(s + 8, 2, &D) || (s[10] != 'T' && s[10] != 't') || digits_at(s + 11, 2, &h) ||
-	    s[13] != ':' || digits_at(s + 14, 2, &m) || s[16] != ':' || digits_at(s + 17, 2, &sec))
-		return -EINVAL;
-	p = s + 19;
-	if (*p == '.') {
-		long scale = 100000000;
-		int n = 0;
-		for (p++; *p >= '0' && *p <= '9'; p++, n++) {
-			if (n >= 9)
-				return -EINVAL;
-			nsec += (*p - '0') * scale;
-			scale /= 10;
-		}
-		if (n == 0)
-			return -EINVAL;
-	}
-	if ((*p != 'Z' && *p != 'z') || p[1])
-		return -EINVAL;
-	if (Y < 1970 || M < 1 || M > 12 || D < 1 || h > 23 || m > 59 || sec > 59)
-		return -EINVAL;
-	if (D > mdays[M - 1] + (M == 2 && leap_year(Y)))
-		return -EINVAL;
-	format_canonical(Y, M, D, h, m, sec, nsec, out);
+	format_canonical(t.Y, t.M, t.D, t.h, t.m, t.sec, t.nsec, out);
 	return 0;
+}
+
+int rfc3339_normalize_optional(const char *s, char out[static RFC3339_BUFSZ])
+{
+	if (!s || !*s) {
+		out[0] = '\0';
+		return 0;
+	}
+	return rfc3339_normalize(s, out);
 }
 
 int rfc3339_to_unix(const char *s, int64_t *ret)
 {
-	char canonical[RFC3339_BUFSZ];
-	struct tm tm = { 0 };
+	struct rfc3339 t;
 
-	if (rfc3339_normalize(s, canonical) < 0)
+	if (rfc3339_parse(s, &t) < 0)
 		return -EINVAL;
-	/* canonical: YYYY-MM-DDTHH:MM:SS.fffffffffZ, every field checked */
-	if (sscanf(canonical, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-		   &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+	*ret = rfc3339_seconds(&t);
+	return 0;
+}
+
+int rfc3339_to_ns(const char *s, int64_t *ret)
+{
+	struct rfc3339 t;
+	int64_t ns;
+
+	if (rfc3339_parse(s, &t) < 0)
 		return -EINVAL;
-	tm.tm_year -= 1900;
-	tm.tm_mon -= 1;
-	*ret = (int64_t)timegm(&tm);
+	/* past 2262 the nanoseconds leave int64_t: no time this project keeps */
+	if (__builtin_mul_overflow(rfc3339_seconds(&t), NSEC_PER_SEC, &ns) ||
+	    __builtin_add_overflow(ns, (int64_t)t.nsec, &ns))
+		return -EINVAL;
+	*ret = ns;
+	return 0;
+}
+
+int rfc3339_canonical_split(const char *s, int64_t *sec, uint32_t *nsec)
+{
+	struct rfc3339 t;
+
+	if (rfc3339_parse(s, &t) < 0 || !t.canonical)
+		return -EINVAL;
+	*sec = rfc3339_seconds(&t);
+	*nsec = (uint32_t)t.nsec;
 	return 0;
 }
 

@@ -29,15 +29,29 @@ int parse_uint64(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
  * nanoseconds. Must be > 0 and <= max_ns. -EINVAL/-ERANGE. */
 int parse_seconds(const char *s, int64_t max_ns, int64_t *ret_ns);
 
-/* Parse an RFC 3339 UTC timestamp "YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z" (a 'T' or
- * 't', a 'Z' or 'z') and write its canonical form with exactly nine fraction
- * digits into out. The canonical form is the assignment identity: two
- * spellings of one instant compare equal after normalization. */
+/* The tree's one RFC 3339 parser and formatter (tests/common/test-parse.c).
+ * Parse an RFC 3339 UTC timestamp "YYYY-MM-DDTHH:MM:SS[.f{1,9}]Z" (a 'T' or
+ * 't', a 'Z' or 'z', no other offset, years 1970-9999) and write its
+ * canonical form with exactly nine fraction digits into out. The canonical
+ * form is the assignment identity: two spellings of one instant compare
+ * equal after normalization. */
 int rfc3339_normalize(const char *s, char out[static RFC3339_BUFSZ]);
+
+/* rfc3339_normalize, but NULL or "" is "" (a time not given). */
+int rfc3339_normalize_optional(const char *s, char out[static RFC3339_BUFSZ]);
 
 /* Seconds since the epoch of an RFC 3339 UTC timestamp (the fraction
  * dropped).  -EINVAL as rfc3339_normalize. */
 int rfc3339_to_unix(const char *s, int64_t *ret);
+
+/* Nanoseconds since the epoch of an RFC 3339 UTC timestamp (any spelling):
+ * -EINVAL as rfc3339_normalize, and past int64_t's nanoseconds (2262). */
+int rfc3339_to_ns(const char *s, int64_t *ret);
+
+/* The instant of canonical text only (rfc3339_normalize's output, byte for
+ * byte), as seconds and nanoseconds: then comparing instants is comparing
+ * the text.  -EINVAL for any other spelling, valid or not. */
+int rfc3339_canonical_split(const char *s, int64_t *sec, uint32_t *nsec);
 
 /* The current wall-clock time in canonical form. */
 void rfc3339_now(char out[static RFC3339_BUFSZ]);

@@ -134,34 +134,7 @@ int claims_read_outcome(const struct claim_handle *h, uint64_t off, size_t size,
 	return 0;
 }
 
-/* -- the grammar's view of a stored claim ------------------------------------------ */
-
-static void copy_field(char *dst, size_t size, const char *src)
-{
-	size_t n = strnlen(src, size - 1);
-
-	memcpy(dst, src, n);
-	dst[n] = '\0';
-}
-
-/* A claim and an assignment file carry the same fields, sized by one limit. */
-_Static_assert(sizeof(((struct store_claim *)0)->agent) ==
-			       sizeof(((struct assignment *)0)->agent) &&
-		       sizeof(((struct store_claim *)0)->control) ==
-			       sizeof(((struct assignment *)0)->control),
-	       "claim fields are the grammar's");
-
-static void claim_to_assignment(const struct store_claim *c, struct assignment *a)
-{
-	copy_field(a->vf, sizeof(a->vf), c->vf);
-	copy_field(a->instance_id, sizeof(a->instance_id), c->instance_id);
-	copy_field(a->claimed_at, sizeof(a->claimed_at), c->claimed_at);
-	copy_field(a->agent, sizeof(a->agent), c->agent);
-	copy_field(a->control, sizeof(a->control), c->control);
-	a->pid = c->pid;
-	a->pid_starttime = c->pid_starttime;
-	copy_field(a->boot_id, sizeof(a->boot_id), c->boot_id);
-}
+/* -- the assignment file of a stored claim ------------------------------------------ */
 
 /* The key=value lines of text applied to a copy of current (the grammar
  * checks every line); a written pid= records its start time (0 when /proc
@@ -169,43 +142,18 @@ static void claim_to_assignment(const struct store_claim *c, struct assignment *
 int claim_parse_update(const struct store_claim *current, const char *text, bool may_set_claimed_at,
 		       struct store_claim *ret)
 {
-	struct store_claim next;
-	struct assignment cur, upd;
+	struct store_claim next = *current;
 	unsigned written;
 	int r;
 
-	claim_to_assignment(current, &cur);
-	r = assignment_parse_update(&cur, text, may_set_claimed_at, &upd, &written);
+	r = assignment_parse_update(&current->a, text, may_set_claimed_at, &next.a, &written);
 	if (r < 0)
 		return r;
-	next = *current;
-	memcpy(next.claimed_at, upd.claimed_at, sizeof(upd.claimed_at));
-	memcpy(next.agent, upd.agent, sizeof(upd.agent));
-	memcpy(next.control, upd.control, sizeof(upd.control));
-	next.pid = upd.pid;
-	next.pid_starttime = upd.pid_starttime;
-	if ((written & (1u << ASSIGNMENT_PID)) && next.pid > 0 &&
-	    proc_pid_starttime(NULL, next.pid, &next.pid_starttime) < 0)
-		next.pid_starttime = 0;
+	if ((written & (1u << ASSIGNMENT_PID)) && next.a.pid > 0 &&
+	    proc_pid_starttime(NULL, next.a.pid, &next.a.pid_starttime) < 0)
+		next.a.pid_starttime = 0;
 	*ret = next;
 	return 0;
-}
-
-const char *claim_update_refusal(const struct store_claim *current, const char *text,
-				 bool may_set_claimed_at)
-{
-	struct assignment cur;
-
-	claim_to_assignment(current, &cur);
-	return assignment_update_refusal(&cur, text, may_set_claimed_at);
-}
-
-int claim_render(const struct store_claim *claim, FILE *out)
-{
-	struct assignment a;
-
-	claim_to_assignment(claim, &a);
-	return assignment_render(&a, out);
 }
 
 int claims_render(const struct claims *c, const struct claim_handle *h, FILE *out)
@@ -217,7 +165,7 @@ int claims_render(const struct claims *c, const struct claim_handle *h, FILE *ou
 	 * placement (tests/fs/test-failclosed.sh). */
 	int r = store_claim_get(c->store, h->vf, h->instance_id, STORE_READ_MEMORY, &claim);
 
-	return r < 0 ? r : claim_render(&claim, out);
+	return r < 0 ? r : assignment_render(&claim.a, out);
 }
 
 /* -- the log ------------------------------------------------------------------------ */
@@ -235,17 +183,17 @@ static const char *claim_path(const char *vf, const char *instance, char *buf, s
 static void log_claimed(const struct store_claim *c, uid_t uid, pid_t pid)
 {
 	char path[CLAIM_PATH_BUFSZ];
-	struct log_fields f = { .vf = c->vf,
-				.instance = c->instance_id,
-				.claimed_at = c->claimed_at,
+	struct log_fields f = { .vf = c->a.vf,
+				.instance = c->a.instance_id,
+				.claimed_at = c->a.claimed_at,
 				.has_writer = true,
 				.writer_uid = (uint32_t)uid,
 				.writer_pid = (int32_t)pid };
 
 	log_event(LOG_INFO, LOG_EVENT_CLAIMED, &f,
 		  "claim %s accepted (uid %u, pid %d): claimed_at=%s",
-		  claim_path(c->vf, c->instance_id, path, sizeof(path)), (unsigned)uid, (int)pid,
-		  c->claimed_at);
+		  claim_path(c->a.vf, c->a.instance_id, path, sizeof(path)), (unsigned)uid,
+		  (int)pid, c->a.claimed_at);
 }
 
 /* Once, at notice, at the last close of the open file that made or
@@ -253,10 +201,10 @@ static void log_claimed(const struct store_claim *c, uid_t uid, pid_t pid)
  * completed through the same open is not). */
 static void log_unwatched(const struct store_claim *c)
 {
-	if (!c->reserved && !rule_claim_watched(c->agent))
+	if (!c->reserved && !rule_claim_watched(c->a.agent))
 		log_notice("%s: claim of instance %s is unwatched: it names no agent=, so it only "
 			   "excludes the VF and no guest is polled for it",
-			   c->vf, c->instance_id);
+			   c->a.vf, c->a.instance_id);
 }
 
 /* The audit line of what a writer wrote, as every file's: its text on one
@@ -288,7 +236,8 @@ static void log_claim_refused(const struct claim_handle *h, uid_t uid, pid_t pid
 /* Why the store refused a complete claim, for the log. */
 static const char *commit_refusal(const struct store_claim *next, int r)
 {
-	if (r == -EINVAL && rule_claim_watch_refusal(next->agent, next->control, next->pid) < 0)
+	if (r == -EINVAL &&
+	    rule_claim_watch_refusal(next->a.agent, next->a.control, next->a.pid) < 0)
 		return CLAIM_WATCH_RULE;
 	if (r == -EINVAL)
 		return "claimed_at is later than every earlier claim's of the VF";
@@ -311,8 +260,8 @@ static void busy_reason(const struct claims *c, const struct store_vf_info *vf,
 	if (store_vf_get(c->store, vf->vf, STORE_READ_MEMORY, &now) == 0)
 		vf = &now;
 	if (store_claim_list(c->store, vf->vf, &holders, &n) == 0 && n &&
-	    strcmp(holders[0].instance_id, instance) != 0)
-		snprintf(buf, size, "claimed by instance %s%s", holders[0].instance_id,
+	    strcmp(holders[0].a.instance_id, instance) != 0)
+		snprintf(buf, size, "claimed by instance %s%s", holders[0].a.instance_id,
 			 holders[0].reserved ? " (reserved)" : "");
 	else if (vf->held)
 		snprintf(buf, size, "the VF is held");
@@ -335,12 +284,12 @@ int claims_make(const struct claims *c, const struct store_vf_info *vf, const ch
 
 	if (!instance_id_valid(instance))
 		return -EINVAL;
-	snprintf(want.vf, sizeof(want.vf), "%s", vf->vf);
-	snprintf(want.instance_id, sizeof(want.instance_id), "%s", instance);
+	snprintf(want.a.vf, sizeof(want.a.vf), "%s", vf->vf);
+	snprintf(want.a.instance_id, sizeof(want.a.instance_id), "%s", instance);
 	/* liveness evidence recorded by the daemon, not the writer; unknown ("")
 	 * when it cannot be read */
-	if (proc_boot_id(NULL, want.boot_id) < 0)
-		want.boot_id[0] = '\0';
+	if (proc_boot_id(NULL, want.a.boot_id) < 0)
+		want.a.boot_id[0] = '\0';
 	/* claimed_at "": the store stamps the current time. */
 	r = reserve ? store_claim_reserve(c->store, &want, ret) : store_claim(c->store, &want, ret);
 	if (r == -EBUSY || r == -EIO) {
@@ -352,8 +301,8 @@ int claims_make(const struct claims *c, const struct store_vf_info *vf, const ch
 			snprintf(why, sizeof(why), "the store is unavailable");
 		log_event(LOG_WARNING, LOG_EVENT_CLAIM_REFUSED,
 			  &(struct log_fields){
-				  .vf = want.vf, .instance = instance, .reason = why },
-			  "%s: claim by instance %s refused (%s): %s", want.vf, instance,
+				  .vf = want.a.vf, .instance = instance, .reason = why },
+			  "%s: claim by instance %s refused (%s): %s", want.a.vf, instance,
 			  strerror(-r), why);
 	}
 	return r;
@@ -365,8 +314,8 @@ void claim_handle_init(struct claim_handle *h, const struct store_claim *claim, 
 	memset(h, 0, sizeof(*h));
 	h->vf_id = vf_id;
 	h->state = created ? CLAIM_RESERVED : CLAIM_OPEN;
-	snprintf(h->vf, sizeof(h->vf), "%s", claim->vf);
-	snprintf(h->instance_id, sizeof(h->instance_id), "%s", claim->instance_id);
+	snprintf(h->vf, sizeof(h->vf), "%s", claim->a.vf);
+	snprintf(h->instance_id, sizeof(h->instance_id), "%s", claim->a.instance_id);
 	h->claim_id = claim->id;
 	h->uid = uid;
 	h->pid = pid;
@@ -418,22 +367,23 @@ static int claim_write_confined(const struct claims *c, const struct claim_handl
 				const struct store_claim *current, const struct store_claim *next,
 				uid_t uid, pid_t pid, const char **why)
 {
-	bool control = next->control[0] && strcmp(next->control, current->control) != 0;
-	bool agent = next->agent[0] && strcmp(next->agent, current->agent) != 0;
+	bool control = next->a.control[0] && strcmp(next->a.control, current->a.control) != 0;
+	bool agent = next->a.agent[0] && strcmp(next->a.agent, current->a.agent) != 0;
 	const char *key = NULL, *path = NULL;
 	struct endpoint ep;
 	int r;
 
-	r = sockdirs_check_claim(c->socket_dirs, control ? next->control : NULL,
-				 agent && endpoint_parse(next->agent, &ep) == 0 ? &ep : NULL, &key,
-				 &path);
+	r = sockdirs_check_claim(c->socket_dirs, control ? next->a.control : NULL,
+				 agent && endpoint_parse(next->a.agent, &ep) == 0 ? &ep : NULL,
+				 &key, &path);
 	if (r < 0) {
 		const char *what = r == -EACCES ?
 					   "outside the socket directories or through a symlink" :
 					   "cannot check it";
 		log_warn("%s: claim of instance %s: %s=%s refused (%s) for uid %u pid %d: %s",
-			 h->vf, h->instance_id, key, strcmp(key, "agent") == 0 ? next->agent : path,
-			 what, (unsigned)uid, (int)pid, strerror(-r));
+			 h->vf, h->instance_id, key,
+			 strcmp(key, "agent") == 0 ? next->a.agent : path, what, (unsigned)uid,
+			 (int)pid, strerror(-r));
 		if (why)
 			*why = r == -EACCES ?
 				       "a socket path (control= or agent=) is outside the "
@@ -457,7 +407,7 @@ static int judge_update(const struct claims *c, const struct claim_handle *h, co
 	if (r == 0) {
 		r = claim_parse_update(current, text, holds_reservation(h), next);
 		if (r < 0 && why)
-			*why = claim_update_refusal(current, text, holds_reservation(h));
+			*why = assignment_update_refusal(&current->a, text, holds_reservation(h));
 	}
 	if (r == 0)
 		r = claim_write_confined(c, h, current, next, uid, pid, why);
@@ -514,7 +464,7 @@ static int commit_release(const struct claims *c, struct claim_handle *h)
 
 		set_outcome(h, "already released %s ended=%s%s%s", rel.claimed_at,
 			    past.how[0] ? past.how : "-", newer ? " newer=" : "",
-			    newer ? live.claimed_at : "");
+			    newer ? live.a.claimed_at : "");
 		log_info("release of %s (uid %u, pid %d): already released (ended=%s)",
 			 claim_path(h->vf, h->instance_id, path, sizeof(path)), (unsigned)h->uid,
 			 (int)h->pid, past.how[0] ? past.how : "-");
@@ -649,7 +599,7 @@ static int commit_staged(const struct claims *c, struct claim_handle *h, bool fi
 	r = judge_update(c, h, h->staged, h->uid, h->pid, &current, &next, &why);
 	if (r < 0)
 		return poison(c, h, r, why);
-	if (!final && rule_claim_watch_refusal(next.agent, next.control, next.pid) < 0) {
+	if (!final && rule_claim_watch_refusal(next.a.agent, next.a.control, next.a.pid) < 0) {
 		/* not whole yet: a close of a duplicate descriptor (a shell's
 		 * `>&7`) flushes between lines; the last close decides */
 		h->state = claim_next(h->state, CLAIM_EV_INCOMPLETE);
@@ -665,7 +615,7 @@ static int commit_staged(const struct claims *c, struct claim_handle *h, bool fi
 			log_claimed(&next, h->uid, h->pid);
 			h->committed = true;
 			if (holds_reservation(h))
-				memcpy(h->made_at, next.claimed_at, sizeof(h->made_at));
+				memcpy(h->made_at, next.a.claimed_at, sizeof(h->made_at));
 			goto done;
 		}
 		if (r != -EALREADY) {
@@ -724,20 +674,20 @@ static int vmm_gone(const struct store_claim *claim, const char **why)
 	struct proc_stat st;
 	int r;
 
-	if (claim->pid > 0) {
-		if (claim->boot_id[0] && proc_boot_id(NULL, boot) == 0 &&
-		    strcmp(boot, claim->boot_id) != 0)
+	if (claim->a.pid > 0) {
+		if (claim->a.boot_id[0] && proc_boot_id(NULL, boot) == 0 &&
+		    strcmp(boot, claim->a.boot_id) != 0)
 			return 0; /* the host rebooted since */
-		r = proc_pid_stat(NULL, claim->pid, &st);
+		r = proc_pid_stat(NULL, claim->a.pid, &st);
 		if (r == -ENOENT || (r == 0 && proc_state_ended(st.state)) ||
-		    (r == 0 && claim->pid_starttime && st.starttime != claim->pid_starttime))
+		    (r == 0 && claim->a.pid_starttime && st.starttime != claim->a.pid_starttime))
 			return 0;
-		*why = r < 0                ? "its pid's /proc/PID/stat cannot be read" :
-		       claim->pid_starttime ? "its VMM (pid= with the recorded start time) runs" :
-					      "its pid= runs and its start time was not recorded";
+		*why = r < 0                  ? "its pid's /proc/PID/stat cannot be read" :
+		       claim->a.pid_starttime ? "its VMM (pid= with the recorded start time) runs" :
+						"its pid= runs and its start time was not recorded";
 		return -EBUSY;
 	}
-	if (claim->control[0]) {
+	if (claim->a.control[0]) {
 		*why = "its VMM is named by control= alone, whose socket may listen or be "
 		       "bound later";
 		return -EBUSY;
@@ -760,7 +710,7 @@ int claims_unlink(const struct claims *c, const char *vf, const char *instance, 
 		r = vmm_gone(&claim, &why);
 	if (r == 0)
 		r = store_release(c->store, vf, instance,
-				  &(struct store_release_opts){ .claimed_at = claim.claimed_at,
+				  &(struct store_release_opts){ .claimed_at = claim.a.claimed_at,
 								.how = "released",
 								.uid = uid,
 								.if_vmm = &claim });
@@ -768,7 +718,7 @@ int claims_unlink(const struct claims *c, const char *vf, const char *instance, 
 		log_event(LOG_WARNING, LOG_EVENT_CLAIM_REFUSED,
 			  &(struct log_fields){ .vf = vf,
 						.instance = instance,
-						.claimed_at = claim.claimed_at,
+						.claimed_at = claim.a.claimed_at,
 						.reason = why ? why : "its VMM changed meanwhile",
 						.has_writer = true,
 						.writer_uid = (uint32_t)uid,
@@ -776,12 +726,12 @@ int claims_unlink(const struct claims *c, const char *vf, const char *instance, 
 			  "rm of %s refused (uid %u, pid %d): %s; release it once its VMM is gone: "
 			  "echo release=%s > %s",
 			  path, (unsigned)uid, (int)pid, why ? why : "its VMM changed meanwhile",
-			  claim.claimed_at, path);
+			  claim.a.claimed_at, path);
 	else if (r == 0)
 		log_event(LOG_INFO, LOG_EVENT_RELEASED,
 			  &(struct log_fields){ .vf = vf,
 						.instance = instance,
-						.claimed_at = claim.claimed_at,
+						.claimed_at = claim.a.claimed_at,
 						.has_writer = true,
 						.writer_uid = (uint32_t)uid,
 						.writer_pid = (int32_t)pid },
@@ -808,10 +758,10 @@ void claims_release(const struct claims *c, struct claim_handle *h)
 		} else if (r == 0)
 			log_warn("%s: claim by instance %s kept reserved: the store is unavailable; "
 				 "it is committed once the store is available again",
-				 res.vf, res.instance_id);
+				 res.a.vf, res.a.instance_id);
 		else if (r != -EALREADY && r != -ENOENT) {
 			log_claim_refused(h, h->uid, h->pid, commit_refusal(&res, r));
-			store_claim_cancel(c->store, res.vf, res.id);
+			store_claim_cancel(c->store, res.a.vf, res.id);
 		}
 		break;
 	case CLAIM_RESERVED_STAGED:

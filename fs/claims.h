@@ -153,9 +153,6 @@ void claim_handle_init(struct claim_handle *h, const struct store_claim *claim, 
 		       bool created, uid_t uid, pid_t pid);
 void claim_handle_free(struct claim_handle *h);
 
-/* The assignment file of a claim (grammar/assignment.h): 0 or -EIO. */
-int claim_render(const struct store_claim *claim, FILE *out);
-
 /* Parse and validate `key=value` lines (grammar/assignment.h) into a copy of
  * `current`; touches nothing else.  may_set_claimed_at: the claim is still
  * the reservation this open made, so claimed_at may change; else it must
@@ -164,11 +161,6 @@ int claim_render(const struct store_claim *claim, FILE *out);
  * repeated keys and bad values. */
 int claim_parse_update(const struct store_claim *current, const char *text, bool may_set_claimed_at,
 		       struct store_claim *ret);
-
-/* Which rule text claim_parse_update() refuses breaks (a static string),
- * for the log; NULL when it is accepted. */
-const char *claim_update_refusal(const struct store_claim *current, const char *text,
-				 bool may_set_claimed_at);
 
 /* The assignment file of the claim h names, by its name. */
 int claims_render(const struct claims *c, const struct claim_handle *h, FILE *out);

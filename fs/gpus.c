@@ -18,6 +18,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/prometheus.h"
 #include "recovery/recovery.h"
 
 /* The history a read shows at most (older events are counted). */
@@ -206,15 +207,15 @@ void gpu_metrics_render(struct store *s, FILE *out)
 	_cleanup_free_ struct store_gpu_info *gpus = NULL;
 	size_t count = 0;
 
-	fputs("# HELP vfhealth_gpu_state 1 for the state the parent GPU is in (serving, "
-	      "draining, drained, recovering, failed), 0 for the others.\n"
-	      "# TYPE vfhealth_gpu_state gauge\n",
-	      out);
+	prom_family(out, "vfhealth_gpu_state", "gauge",
+		    "1 for the state the parent GPU is in (serving, draining, drained, recovering, "
+		    "failed), 0 for the others.");
 	if (store_gpu_list(s, &gpus, &count) < 0)
 		return; /* never loaded: no GPUs to tell */
 	for (size_t i = 0; i < count; i++)
 		for (size_t j = 0; j < ARRAY_SIZE(states); j++)
-			fprintf(out, "vfhealth_gpu_state{parent=\"%s\",state=\"%s\"} %d\n",
-				gpus[i].parent, store_gpu_state_name(states[j]),
-				gpus[i].state == states[j]);
+			prom_sample_u64(out, "vfhealth_gpu_state",
+					PROM_LABELS({ "parent", gpus[i].parent },
+						    { "state", store_gpu_state_name(states[j]) }),
+					gpus[i].state == states[j]);
 }

@@ -126,7 +126,7 @@ struct vhandle *handle_new(struct vffs *fs, const struct vnode *n, bool created,
 	/* a created claim commits at its close; op_open() tells those written */
 	h->close_class = n->kind == VN_CLAIM && created ? LOOP_WRITER : LOOP_INLINE;
 	if (n->kind == VN_CLAIM) {
-		snprintf(h->vf, sizeof(h->vf), "%s", n->claim.vf);
+		snprintf(h->vf, sizeof(h->vf), "%s", n->claim.a.vf);
 		claim_handle_init(&h->claim, &n->claim, n->vf.id, created, ctx->uid, ctx->pid);
 	} else if (n->kind == VN_VF_ENTRY) {
 		snprintf(h->vf, sizeof(h->vf), "%s", n->vf.vf);

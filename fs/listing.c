@@ -107,7 +107,7 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		for (size_t i = 0; i < count; i++) {
 			struct vnode c = { .kind = VN_CLAIM, .claim = claims[i] };
 			c.vf.id = n->vf.id;
-			dirbuf_add(b, claims[i].instance_id, ino_claim(n->vf.id, claims[i].id),
+			dirbuf_add(b, claims[i].a.instance_id, ino_claim(n->vf.id, claims[i].id),
 				   S_IFREG, &c);
 		}
 		return b->error;

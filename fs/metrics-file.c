@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,35 +20,32 @@
 #include "common/log.h"
 #include "common/parse.h"
 #include "common/procfs.h"
+#include "common/prometheus.h"
 #include "store/rules.h"
 
-static void metric(FILE *out, const char *name, const char *type, const char *help, uint64_t value)
-{
-	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name, type, name,
-		value);
-}
-
-/* Build and configuration, as info series (value 1, the facts in labels).
- * Labels hold only digits and version strings (no quote, backslash or
- * newline to escape). */
+/* Build and configuration, as info series (value 1, the facts in labels). */
 static void metrics_render_info(const struct vfile_call *call, FILE *out, int threshold,
 				int max_quarantined, int mode)
 {
+	char thr[16], maxq[16];
+
 	(void)call;
-	fprintf(out,
-		"# HELP vfhealth_build_info The vfhealthd build: its version and the libfuse and "
-		"SQLite it runs with.\n"
-		"# TYPE vfhealth_build_info gauge\n"
-		"vfhealth_build_info{version=\"%s\",libfuse=\"%s\",sqlite=\"%s\"} 1\n",
-		VFHEALTH_VERSION, fuse_pkgversion(), store_engine_version());
+	prom_family(out, "vfhealth_build_info", "gauge",
+		    "The vfhealthd build: its version and the libfuse and SQLite it runs with.");
+	prom_sample(out, "vfhealth_build_info",
+		    PROM_LABELS({ "version", VFHEALTH_VERSION }, { "libfuse", fuse_pkgversion() },
+				{ "sqlite", store_engine_version() }),
+		    "1");
 	if (threshold <= 0 || max_quarantined < 0 || mode < 0)
 		return; /* the store could never be loaded: no settings to tell */
-	fprintf(out,
-		"# HELP vfhealth_config_info The settings in force: threshold, max_quarantined "
-		"(0 = no cap) and mode.\n"
-		"# TYPE vfhealth_config_info gauge\n"
-		"vfhealth_config_info{threshold=\"%d\",max_quarantined=\"%d\",mode=\"%s\"} 1\n",
-		threshold, max_quarantined, store_mode_name((enum store_mode)mode));
+	snprintf(thr, sizeof(thr), "%d", threshold);
+	snprintf(maxq, sizeof(maxq), "%d", max_quarantined);
+	prom_family(out, "vfhealth_config_info", "gauge",
+		    "The settings in force: threshold, max_quarantined (0 = no cap) and mode.");
+	prom_sample(out, "vfhealth_config_info",
+		    PROM_LABELS({ "threshold", thr }, { "max_quarantined", maxq },
+				{ "mode", store_mode_name((enum store_mode)mode) }),
+		    "1");
 }
 
 /* When the VF went out of service, as a Unix time (the store's `since`);
@@ -102,59 +98,51 @@ static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int thr
 		n_claims = 0;
 	n_checks = metrics_source_checks(call->metrics, &checks);
 
-	fputs("# HELP vfhealth_vf_out_of_service 1 while the VF is out of service, with why "
-	      "(failures, operator, held-back); 0 (no reason) while it is in service.\n"
-	      "# TYPE vfhealth_vf_out_of_service gauge\n",
-	      out);
+#define VF_LABELS(v) { "vf", (v).vf }, { "parent", (v).parent }
+	prom_family(out, "vfhealth_vf_out_of_service", "gauge",
+		    "1 while the VF is out of service, with why (failures, operator, held-back); "
+		    "0 (no reason) while it is in service.");
 	for (size_t i = 0; i < n_vfs; i++) {
 		const char *reason = vf_out_of_service_reason(&vfs[i], threshold);
-		fprintf(out,
-			"vfhealth_vf_out_of_service{vf=\"%s\",parent=\"%s\",reason=\"%s\"} %d\n",
-			vfs[i].vf, vfs[i].parent, reason ? reason : "", reason != NULL);
+		prom_sample_u64(out, "vfhealth_vf_out_of_service",
+				PROM_LABELS(VF_LABELS(vfs[i]), { "reason", reason ? reason : "" }),
+				reason != NULL);
 	}
-	fputs("# HELP vfhealth_vf_suspect 1 while the VF is suspect: the VMM of its last claim "
-	      "died within the init window.\n"
-	      "# TYPE vfhealth_vf_suspect gauge\n",
-	      out);
+	prom_family(out, "vfhealth_vf_suspect", "gauge",
+		    "1 while the VF is suspect: the VMM of its last claim died within the init "
+		    "window.");
 	for (size_t i = 0; i < n_vfs; i++)
-		fprintf(out, "vfhealth_vf_suspect{vf=\"%s\",parent=\"%s\"} %d\n", vfs[i].vf,
-			vfs[i].parent, vfs[i].suspect);
-	fputs("# HELP vfhealth_vf_failures Failed assignments on record for the VF.\n"
-	      "# TYPE vfhealth_vf_failures gauge\n",
-	      out);
+		prom_sample_u64(out, "vfhealth_vf_suspect", PROM_LABELS(VF_LABELS(vfs[i])),
+				vfs[i].suspect);
+	prom_family(out, "vfhealth_vf_failures", "gauge",
+		    "Failed assignments on record for the VF.");
 	for (size_t i = 0; i < n_vfs; i++)
-		fprintf(out, "vfhealth_vf_failures{vf=\"%s\",parent=\"%s\"} %u\n", vfs[i].vf,
-			vfs[i].parent, vfs[i].tally);
-	fputs("# HELP vfhealth_vf_out_of_service_since_timestamp_seconds When the VF went out "
-	      "of service (Unix time), where known.\n"
-	      "# TYPE vfhealth_vf_out_of_service_since_timestamp_seconds gauge\n",
-	      out);
+		prom_sample_u64(out, "vfhealth_vf_failures", PROM_LABELS(VF_LABELS(vfs[i])),
+				vfs[i].tally);
+	prom_family(out, "vfhealth_vf_out_of_service_since_timestamp_seconds", "gauge",
+		    "When the VF went out of service (Unix time), where known.");
 	for (size_t i = 0; i < n_vfs; i++)
 		if (vf_out_of_service_reason(&vfs[i], threshold) &&
 		    vf_out_of_service_since(&vfs[i], &since))
-			fprintf(out,
-				"vfhealth_vf_out_of_service_since_timestamp_seconds{vf=\"%s\","
-				"parent=\"%s\"} %" PRId64 "\n",
-				vfs[i].vf, vfs[i].parent, since);
-	fputs("# HELP vfhealth_vf_last_check The result of the last check of the VF's live "
-	      "claim (ok, failed, unknown, rpc_error, unsupported_agent), where it was "
-	      "checked.\n"
-	      "# TYPE vfhealth_vf_last_check gauge\n",
-	      out);
+			prom_sample_i64(out, "vfhealth_vf_out_of_service_since_timestamp_seconds",
+					PROM_LABELS(VF_LABELS(vfs[i])), since);
+	prom_family(out, "vfhealth_vf_last_check", "gauge",
+		    "The result of the last check of the VF's live claim (ok, failed, unknown, "
+		    "rpc_error, unsupported_agent), where it was checked.");
 	/* the three lists are sorted by address: one merge walk */
 	for (size_t i = 0; i < n_vfs; i++) {
 		const char *result = NULL;
 
-		while (c < n_claims && strcmp(claims[c].vf, vfs[i].vf) < 0)
+		while (c < n_claims && strcmp(claims[c].a.vf, vfs[i].vf) < 0)
 			c++;
-		if (c == n_claims || strcmp(claims[c].vf, vfs[i].vf) != 0)
+		if (c == n_claims || strcmp(claims[c].a.vf, vfs[i].vf) != 0)
 			continue;
 		while (k < n_checks && strcmp(checks[k].vf, vfs[i].vf) < 0)
 			k++;
 		/* the sentinel's check of this very assignment, else its last report */
 		for (size_t j = k; j < n_checks && strcmp(checks[j].vf, vfs[i].vf) == 0; j++)
-			if (strcmp(checks[j].instance_id, claims[c].instance_id) == 0 &&
-			    strcmp(checks[j].claimed_at, claims[c].claimed_at) == 0)
+			if (strcmp(checks[j].instance_id, claims[c].a.instance_id) == 0 &&
+			    strcmp(checks[j].claimed_at, claims[c].a.claimed_at) == 0)
 				result = checks[j].result;
 		if (!result) {
 			enum metrics_check r = metrics_last_check(call->metrics, vfs[i].id,
@@ -163,10 +151,10 @@ static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int thr
 				result = check_names[r];
 		}
 		if (result)
-			fprintf(out,
-				"vfhealth_vf_last_check{vf=\"%s\",parent=\"%s\",result=\"%s\"} 1\n",
-				vfs[i].vf, vfs[i].parent, result);
+			prom_sample(out, "vfhealth_vf_last_check",
+				    PROM_LABELS(VF_LABELS(vfs[i]), { "result", result }), "1");
 	}
+#undef VF_LABELS
 }
 
 /* VFs out of service by their failures (from memory): an operator's hold
@@ -191,57 +179,63 @@ int metrics_render(const struct vfile_call *call, FILE *out)
 	int mode = store_mode_get(call->store);
 
 	store_get_stats(call->store, &st);
-	metric(out, "vfhealth_vfs", "gauge", "Registered VFs.", st.vfs);
-	metric(out, "vfhealth_quarantined_vfs", "gauge",
-	       "VFs quarantined automatically, by failed assignments (also when held too).",
-	       auto_quarantined_count(call->store));
-	metric(out, "vfhealth_held_vfs", "gauge",
-	       "VFs held out of service by an operator (echo 1 > VF/quarantined).", st.held);
-	metric(out, "vfhealth_claimed_vfs", "gauge", "VFs with a live claim.", st.claimed);
-	metric(out, "vfhealth_probation_vfs", "gauge",
-	       "VFs on probation after their GPU's SR-IOV cycle, until their first OK.",
-	       st.probation);
-	metric(out, "vfhealth_allocatable_vfs", "gauge",
-	       "VFs neither quarantined nor claimed (0 while the store is unavailable).",
-	       st.available ? st.allocatable : 0);
-	metric(out, "vfhealth_store_unavailable", "gauge",
-	       "1 while the store cannot commit (placement fails closed).", !st.available);
-	metric(out, "vfhealth_breaker_engaged", "gauge",
-	       "1 while the max_quarantined cap holds back a quarantine.", st.breaker_engaged);
+	prom_scalar_u64(out, "vfhealth_vfs", "gauge", "Registered VFs.", st.vfs);
+	prom_scalar_u64(out, "vfhealth_quarantined_vfs", "gauge",
+			"VFs quarantined automatically, by failed assignments (also when held too).",
+			auto_quarantined_count(call->store));
+	prom_scalar_u64(out, "vfhealth_held_vfs", "gauge",
+			"VFs held out of service by an operator (echo 1 > VF/quarantined).",
+			st.held);
+	prom_scalar_u64(out, "vfhealth_claimed_vfs", "gauge", "VFs with a live claim.", st.claimed);
+	prom_scalar_u64(out, "vfhealth_probation_vfs", "gauge",
+			"VFs on probation after their GPU's SR-IOV cycle, until their first OK.",
+			st.probation);
+	prom_scalar_u64(out, "vfhealth_allocatable_vfs", "gauge",
+			"VFs neither quarantined nor claimed (0 while the store is unavailable).",
+			st.available ? st.allocatable : 0);
+	prom_scalar_u64(out, "vfhealth_store_unavailable", "gauge",
+			"1 while the store cannot commit (placement fails closed).", !st.available);
+	prom_scalar_u64(out, "vfhealth_breaker_engaged", "gauge",
+			"1 while the max_quarantined cap holds back a quarantine.",
+			st.breaker_engaged);
 	if (threshold > 0)
-		metric(out, "vfhealth_threshold", "gauge",
-		       "Recorded failures that quarantine a VF.", (uint64_t)threshold);
+		prom_scalar_u64(out, "vfhealth_threshold", "gauge",
+				"Recorded failures that quarantine a VF.", (uint64_t)threshold);
 	if (max_quarantined >= 0)
-		metric(out, "vfhealth_max_quarantined", "gauge",
-		       "Cap on quarantined VFs (0 = none).", (uint64_t)max_quarantined);
+		prom_scalar_u64(out, "vfhealth_max_quarantined", "gauge",
+				"Cap on quarantined VFs (0 = none).", (uint64_t)max_quarantined);
 	if (mode >= 0)
-		metric(out, "vfhealth_observe_mode", "gauge",
-		       "1 in observe mode: claims are not refused for being out of service.",
-		       mode == STORE_MODE_OBSERVE);
-	fputs("# HELP vfhealth_reports_total Reports written to VF report files, by kind and outcome.\n"
-	      "# TYPE vfhealth_reports_total counter\n",
-	      out);
+		prom_scalar_u64(
+			out, "vfhealth_observe_mode", "gauge",
+			"1 in observe mode: claims are not refused for being out of service.",
+			mode == STORE_MODE_OBSERVE);
+	prom_family(out, "vfhealth_reports_total", "counter",
+		    "Reports written to VF report files, by kind and outcome.");
 	for (int o = STORE_OUTCOME_UNCHANGED; o <= STORE_OUTCOME_QUARANTINED; o++)
-		fprintf(out, "vfhealth_reports_total{kind=\"failed\",outcome=\"%s\"} %" PRIu64 "\n",
-			store_outcome_name((enum store_outcome)o), st.failed_reports[o]);
-	fprintf(out, "vfhealth_reports_total{kind=\"ok\",outcome=\"cleared\"} %" PRIu64 "\n",
-		st.ok_reports_cleared);
-	fprintf(out, "vfhealth_reports_total{kind=\"ok\",outcome=\"unchanged\"} %" PRIu64 "\n",
-		st.ok_reports_noop);
-	fputs("# HELP vfhealth_suspect_total Suspect VFs that stopped being suspect, by how: "
-	      "confirmed (quarantined) or cleared (an OK, the operator).\n"
-	      "# TYPE vfhealth_suspect_total counter\n",
-	      out);
-	fprintf(out, "vfhealth_suspect_total{outcome=\"confirmed\"} %" PRIu64 "\n",
-		st.suspect_confirmed);
-	fprintf(out, "vfhealth_suspect_total{outcome=\"cleared\"} %" PRIu64 "\n",
-		st.suspect_cleared);
-	metric(out, "vfhealth_store_commits_total", "counter",
-	       "Durable store transactions since start.", st.commits);
-	metric(out, "vfhealth_store_commit_failures_total", "counter",
-	       "Store commits that failed since start.", st.commit_failures);
-	metric(out, "vfhealth_store_repairs_total", "counter",
-	       "Attempts to bring the unavailable store back since start.", st.repairs);
+		prom_sample_u64(out, "vfhealth_reports_total",
+				PROM_LABELS({ "kind", "failed" },
+					    { "outcome",
+					      store_outcome_name((enum store_outcome)o) }),
+				st.failed_reports[o]);
+	prom_sample_u64(out, "vfhealth_reports_total",
+			PROM_LABELS({ "kind", "ok" }, { "outcome", "cleared" }),
+			st.ok_reports_cleared);
+	prom_sample_u64(out, "vfhealth_reports_total",
+			PROM_LABELS({ "kind", "ok" }, { "outcome", "unchanged" }),
+			st.ok_reports_noop);
+	prom_family(out, "vfhealth_suspect_total", "counter",
+		    "Suspect VFs that stopped being suspect, by how: confirmed (quarantined) or "
+		    "cleared (an OK, the operator).");
+	prom_sample_u64(out, "vfhealth_suspect_total", PROM_LABELS({ "outcome", "confirmed" }),
+			st.suspect_confirmed);
+	prom_sample_u64(out, "vfhealth_suspect_total", PROM_LABELS({ "outcome", "cleared" }),
+			st.suspect_cleared);
+	prom_scalar_u64(out, "vfhealth_store_commits_total", "counter",
+			"Durable store transactions since start.", st.commits);
+	prom_scalar_u64(out, "vfhealth_store_commit_failures_total", "counter",
+			"Store commits that failed since start.", st.commit_failures);
+	prom_scalar_u64(out, "vfhealth_store_repairs_total", "counter",
+			"Attempts to bring the unavailable store back since start.", st.repairs);
 	metrics_render_info(call, out, threshold, max_quarantined, mode);
 	metrics_render_vfs(call, out, threshold);
 	gpu_metrics_render(call->store, out);

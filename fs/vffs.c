@@ -283,7 +283,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	h = handle_new(fs, &child, true, fuse_req_ctx(req));
 	if (!h) {
 		/* The caller sees a failure: do not leave the reservation behind. */
-		store_claim_cancel(fs->store, child.claim.vf, child.claim.id);
+		store_claim_cancel(fs->store, child.claim.a.vf, child.claim.id);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -295,7 +295,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	fi->fh = (uintptr_t)h;
 	fi->direct_io = 1;
 	if (fuse_reply_create(req, &e, fi) < 0) {
-		store_claim_cancel(fs->store, child.claim.vf, child.claim.id);
+		store_claim_cancel(fs->store, child.claim.a.vf, child.claim.id);
 		handle_free(fs, h);
 	}
 }

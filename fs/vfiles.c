@@ -399,7 +399,7 @@ static int top_claims_render(const struct vfile_call *call, FILE *out)
 
 	r = store_claim_list(call->store, NULL, &claims, &count);
 	for (size_t i = 0; r == 0 && i < count; i++)
-		r = claims_line_render(claims[i].vf, claims[i].instance_id, out);
+		r = claims_line_render(claims[i].a.vf, claims[i].a.instance_id, out);
 	return r;
 }
 
@@ -712,7 +712,7 @@ static void note_check(const struct vfile_call *call, const struct report_comman
 
 	if (store_claim_get(call->store, call->vf, cmd->instance_id, STORE_READ_MEMORY, &claim) ==
 		    0 &&
-	    strcmp(claim.claimed_at, cmd->claimed_at) == 0)
+	    strcmp(claim.a.claimed_at, cmd->claimed_at) == 0)
 		metrics_note_check(call->metrics, call->vf_id, claim.id, result);
 }
 

@@ -15,16 +15,6 @@
 
 #define CLAIMED_AT_RULE "CLAIMED_AT is an RFC 3339 UTC time (\"2026-01-01T00:00:00Z\") or \"-\""
 
-/* The canonical claimed_at ("" for NULL or ""), or -EINVAL. */
-static int canonical_claimed_at(const char *claimed_at, char out[static RFC3339_BUFSZ])
-{
-	if (!claimed_at || !*claimed_at) {
-		out[0] = '\0';
-		return 0;
-	}
-	return rfc3339_normalize(claimed_at, out) < 0 ? -EINVAL : 0;
-}
-
 static int finish(int n, size_t size)
 {
 	if (n < 0)
@@ -45,7 +35,7 @@ int report_format_failed(char *buf, size_t size, const char *instance_id, const 
 	char when[RFC3339_BUFSZ], clean[FAILURE_MESSAGE_MAX + 1];
 	size_t clean_len;
 
-	if (!instance_id_valid(instance_id) || canonical_claimed_at(claimed_at, when) < 0)
+	if (!instance_id_valid(instance_id) || rfc3339_normalize_optional(claimed_at, when) < 0)
 		return -EINVAL;
 	if (!message)
 		message = "";
@@ -65,7 +55,7 @@ int report_format_ok(char *buf, size_t size, const char *instance_id, const char
 {
 	char when[RFC3339_BUFSZ];
 
-	if (!instance_id_valid(instance_id) || canonical_claimed_at(claimed_at, when) < 0)
+	if (!instance_id_valid(instance_id) || rfc3339_normalize_optional(claimed_at, when) < 0)
 		return -EINVAL;
 	return finish(snprintf(buf, size, "ok %s %s", instance_id, when[0] ? when : "-"), size);
 }

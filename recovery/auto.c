@@ -9,20 +9,13 @@
 #include "common/parse.h"
 #include "recovery/recovery-internal.h"
 
-/* Nanoseconds since the epoch of a canonical RFC 3339 time (nine fraction
- * digits, as the store writes them); -1 when it is not one. */
+/* Nanoseconds since the epoch of an RFC 3339 time (the store writes them
+ * canonical); -1 when it is not one. */
 static int64_t at_ns(const char *at)
 {
-	int64_t sec, ns = 0;
+	int64_t ns;
 
-	if (rfc3339_to_unix(at, &sec) < 0 || strlen(at) != RFC3339_NANO_LEN || at[19] != '.')
-		return -1;
-	for (int i = 20; i < 29; i++) {
-		if (at[i] < '0' || at[i] > '9')
-			return -1;
-		ns = ns * 10 + (at[i] - '0');
-	}
-	return sec * NSEC_PER_SEC + ns;
+	return rfc3339_to_ns(at, &ns) < 0 ? -1 : ns;
 }
 
 void auto_history_read(const struct store_gpu_event *h, size_t n, struct auto_history *ret)

@@ -60,6 +60,7 @@
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/prometheus.h"
 #include "grammar/vf.h"
 #include "recovery/recovery-internal.h"
 
@@ -412,19 +413,17 @@ static void render_drain_timeouts(struct recovery *r, FILE *out)
 
 	if (!r->store || store_gpu_list(r->store, &gpus, &n) < 0)
 		n = 0;
-	fputs("# HELP vfhealth_gpu_auto_drain_timeouts_total Automatic drains of the parent GPU "
-	      "ended by --auto-drain-timeout (its VMs did not leave, or its cycle could not "
-	      "begin, in time) since vfhealthd started.\n"
-	      "# TYPE vfhealth_gpu_auto_drain_timeouts_total counter\n",
-	      out);
+	prom_family(out, "vfhealth_gpu_auto_drain_timeouts_total", "counter",
+		    "Automatic drains of the parent GPU ended by --auto-drain-timeout (its VMs did "
+		    "not leave, or its cycle could not begin, in time) since vfhealthd started.");
 	pthread_mutex_lock(&r->lock);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t count = 0;
 		for (size_t j = 0; j < r->n_counts; j++)
 			if (strcmp(r->counts[j].parent, gpus[i].parent) == 0)
 				count = r->counts[j].drain_timeouts;
-		fprintf(out, "vfhealth_gpu_auto_drain_timeouts_total{parent=\"%s\"} %" PRIu64 "\n",
-			gpus[i].parent, count);
+		prom_sample_u64(out, "vfhealth_gpu_auto_drain_timeouts_total",
+				PROM_LABELS({ "parent", gpus[i].parent }), count);
 	}
 	pthread_mutex_unlock(&r->lock);
 }
@@ -433,25 +432,28 @@ void recovery_render_metrics(void *userdata, FILE *out)
 {
 	struct recovery *r = userdata;
 
-	fputs("# HELP vfhealth_gpu_recoveries_total SR-IOV cycles of the parent GPU since vfhealthd "
-	      "started, by outcome (success, failed, timeout, vf_missing, interrupted).\n"
-	      "# TYPE vfhealth_gpu_recoveries_total counter\n",
-	      out);
+	char seconds[32];
+
+	prom_family(out, "vfhealth_gpu_recoveries_total", "counter",
+		    "SR-IOV cycles of the parent GPU since vfhealthd started, by outcome (success, "
+		    "failed, timeout, vf_missing, interrupted).");
 	pthread_mutex_lock(&r->lock);
 	for (size_t i = 0; i < r->n_counts; i++)
 		for (size_t o = 0; o < OUTCOME_COUNT; o++)
-			fprintf(out,
-				"vfhealth_gpu_recoveries_total{parent=\"%s\",outcome=\"%s\"} %" PRIu64
-				"\n",
-				r->counts[i].parent, outcome_names[o], r->counts[i].outcomes[o]);
-	fputs("# HELP vfhealth_gpu_recovery_duration_seconds How long the parent GPU's last cycle "
-	      "took: the program and the check of its VFs.\n"
-	      "# TYPE vfhealth_gpu_recovery_duration_seconds gauge\n",
-	      out);
-	for (size_t i = 0; i < r->n_counts; i++)
-		if (r->counts[i].last_duration_s >= 0)
-			fprintf(out, "vfhealth_gpu_recovery_duration_seconds{parent=\"%s\"} %.3f\n",
-				r->counts[i].parent, r->counts[i].last_duration_s);
+			prom_sample_u64(out, "vfhealth_gpu_recoveries_total",
+					PROM_LABELS({ "parent", r->counts[i].parent },
+						    { "outcome", outcome_names[o] }),
+					r->counts[i].outcomes[o]);
+	prom_family(out, "vfhealth_gpu_recovery_duration_seconds", "gauge",
+		    "How long the parent GPU's last cycle took: the program and the check of its "
+		    "VFs.");
+	for (size_t i = 0; i < r->n_counts; i++) {
+		if (r->counts[i].last_duration_s < 0)
+			continue;
+		snprintf(seconds, sizeof(seconds), "%.3f", r->counts[i].last_duration_s);
+		prom_sample(out, "vfhealth_gpu_recovery_duration_seconds",
+			    PROM_LABELS({ "parent", r->counts[i].parent }), seconds);
+	}
 	pthread_mutex_unlock(&r->lock);
 	render_drain_timeouts(r, out);
 }

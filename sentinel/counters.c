@@ -22,6 +22,7 @@
 #include "common/cleanup.h"
 #include "proto/frame.h"
 #include "common/parse.h"
+#include "common/prometheus.h"
 
 static const char *const check_result_names[CHECK_RESULT_COUNT] = {
 	[CHECK_OK] = "ok",
@@ -211,24 +212,22 @@ static void render_latency(const struct sentinel_stats *st, FILE *out)
 	};
 	char sum[32];
 
-	fputs("# HELP vfhealth_detection_latency_seconds Time from a claim to the first failed "
-	      "(kind=failed) and the first ok (kind=ok) answer the sentinel saw for it.\n"
-	      "# TYPE vfhealth_detection_latency_seconds histogram\n",
-	      out);
+	prom_family(out, "vfhealth_detection_latency_seconds", "histogram",
+		    "Time from a claim to the first failed (kind=failed) and the first ok (kind=ok) "
+		    "answer the sentinel saw for it.");
 	for (int k = 0; k < SENTINEL_LATENCY_KINDS; k++) {
 		uint64_t cumulative = 0;
 		for (size_t b = 0; b <= SENTINEL_LATENCY_BUCKET_COUNT; b++) {
 			cumulative += st->latency[k].buckets[b];
-			fprintf(out,
-				"vfhealth_detection_latency_seconds_bucket{kind=\"%s\",le=\"%s\"} "
-				"%" PRIu64 "\n",
-				kinds[k], le[b], cumulative);
+			prom_sample_u64(out, "vfhealth_detection_latency_seconds_bucket",
+					PROM_LABELS({ "kind", kinds[k] }, { "le", le[b] }),
+					cumulative);
 		}
 		format_seconds((int64_t)st->latency[k].sum_ns, sum, sizeof(sum));
-		fprintf(out,
-			"vfhealth_detection_latency_seconds_sum{kind=\"%s\"} %s\n"
-			"vfhealth_detection_latency_seconds_count{kind=\"%s\"} %" PRIu64 "\n",
-			kinds[k], sum, kinds[k], st->latency[k].count);
+		prom_sample(out, "vfhealth_detection_latency_seconds_sum",
+			    PROM_LABELS({ "kind", kinds[k] }), sum);
+		prom_sample_u64(out, "vfhealth_detection_latency_seconds_count",
+				PROM_LABELS({ "kind", kinds[k] }), st->latency[k].count);
 	}
 }
 
@@ -327,19 +326,20 @@ static void render_agents(const struct sentinel_counters *c, FILE *out)
 			agents[kept++] = agents[i];
 	n = kept;
 
-#define AGENT_COUNTER(field, name, help)                                                        \
-	fputs("# HELP " name " " help "\n# TYPE " name " counter\n", out);                      \
-	for (size_t i = 0; i < n; i++)                                                          \
-		fprintf(out, name "{vf=\"%s\",instance_id=\"%s\"} %" PRIu64 "\n", agents[i].vf, \
-			agents[i].instance_id, agents[i].telemetry.field);
-	fputs("# HELP vfhealth_sentinel_agent_info The guest agent of each polled claim that "
-	      "answered with telemetry, and its version.\n"
-	      "# TYPE vfhealth_sentinel_agent_info gauge\n",
-	      out);
+#define AGENT_LABELS(a) { "vf", (a).vf }, { "instance_id", (a).instance_id }
+#define AGENT_COUNTER(field, name, help)                                         \
+	prom_family(out, name, "counter", help);                                 \
+	for (size_t i = 0; i < n; i++)                                           \
+		prom_sample_u64(out, name, PROM_LABELS(AGENT_LABELS(agents[i])), \
+				agents[i].telemetry.field);
+	prom_family(out, "vfhealth_sentinel_agent_info", "gauge",
+		    "The guest agent of each polled claim that answered with telemetry, and its "
+		    "version.");
 	for (size_t i = 0; i < n; i++)
-		fprintf(out,
-			"vfhealth_sentinel_agent_info{vf=\"%s\",instance_id=\"%s\",version=\"%s\"} 1\n",
-			agents[i].vf, agents[i].instance_id, agents[i].telemetry.version);
+		prom_sample(out, "vfhealth_sentinel_agent_info",
+			    PROM_LABELS(AGENT_LABELS(agents[i]),
+					{ "version", agents[i].telemetry.version }),
+			    "1");
 	AGENT_COUNTER(kmsg_records_lost, "vfhealth_sentinel_agent_kmsg_records_lost_total",
 		      "Kernel log records the agent never read (sequence gaps), as it last said.")
 	AGENT_COUNTER(kmsg_overruns, "vfhealth_sentinel_agent_kmsg_overruns_total",
@@ -349,37 +349,40 @@ static void render_agents(const struct sentinel_counters *c, FILE *out)
 	AGENT_COUNTER(probe_timeouts, "vfhealth_sentinel_agent_probe_timeouts_total",
 		      "Probe attempts the agent killed at their deadline.")
 #undef AGENT_COUNTER
-	fputs("# HELP vfhealth_sentinel_agent_probe_last_exit_status Exit status of the agent's "
-	      "last ended probe attempt (128+N: signal N), once one has ended.\n"
-	      "# TYPE vfhealth_sentinel_agent_probe_last_exit_status gauge\n",
-	      out);
+	prom_family(
+		out, "vfhealth_sentinel_agent_probe_last_exit_status", "gauge",
+		"Exit status of the agent's last ended probe attempt (128+N: signal N), once one "
+		"has ended.");
 	for (size_t i = 0; i < n; i++)
 		if (agents[i].telemetry.probe_last_exit_status >= 0)
-			fprintf(out,
-				"vfhealth_sentinel_agent_probe_last_exit_status{vf=\"%s\",instance_id=\"%s\"} %d\n",
-				agents[i].vf, agents[i].instance_id,
-				(int)agents[i].telemetry.probe_last_exit_status);
+			prom_sample_i64(out, "vfhealth_sentinel_agent_probe_last_exit_status",
+					PROM_LABELS(AGENT_LABELS(agents[i])),
+					(int)agents[i].telemetry.probe_last_exit_status);
+#undef AGENT_LABELS
 }
 
 static void render_config(const struct sentinel_stats *st, FILE *out)
 {
-	char interval[32], timeout[32];
+	char interval[32], timeout[32], concurrency[24];
 
 	if (st->concurrency == 0)
 		return; /* not started */
 	format_seconds(st->poll_interval_ns, interval, sizeof(interval));
 	format_seconds(st->poll_timeout_ns, timeout, sizeof(timeout));
-	fprintf(out,
-		"# HELP vfhealth_sentinel_config_info The sentinel's options in force.\n"
-		"# TYPE vfhealth_sentinel_config_info gauge\n"
-		"vfhealth_sentinel_config_info{poll_interval_seconds=\"%s\","
-		"poll_timeout_seconds=\"%s\",concurrency=\"%" PRIu64 "\"} 1\n",
-		interval, timeout, st->concurrency);
+	snprintf(concurrency, sizeof(concurrency), "%" PRIu64, st->concurrency);
+	prom_family(out, "vfhealth_sentinel_config_info", "gauge",
+		    "The sentinel's options in force.");
+	prom_sample(out, "vfhealth_sentinel_config_info",
+		    PROM_LABELS({ "poll_interval_seconds", interval },
+				{ "poll_timeout_seconds", timeout },
+				{ "concurrency", concurrency }),
+		    "1");
 }
 
 void sentinel_counters_render(void *counters, FILE *out)
 {
 	struct sentinel_stats st;
+	char duration[48];
 
 	if (!counters)
 		return;
@@ -391,38 +394,39 @@ void sentinel_counters_render(void *counters, FILE *out)
 		return;
 	}
 	sentinel_counters_get(counters, &st);
-	fprintf(out, "# HELP vfhealth_sentinel_checks_total Guest agent checks by result.\n"
-		     "# TYPE vfhealth_sentinel_checks_total counter\n");
+	prom_family(out, "vfhealth_sentinel_checks_total", "counter",
+		    "Guest agent checks by result.");
 	for (int r = 0; r < CHECK_RESULT_COUNT; r++)
-		fprintf(out, "vfhealth_sentinel_checks_total{result=\"%s\"} %" PRIu64 "\n",
-			check_result_name((enum check_result)r), st.checks[r]);
-	fprintf(out, "# HELP vfhealth_sentinel_unknown_total Unknown answers by the agent's reason "
-		     "(unspecified: an agent older than reasons).\n"
-		     "# TYPE vfhealth_sentinel_unknown_total counter\n");
+		prom_sample_u64(out, "vfhealth_sentinel_checks_total",
+				PROM_LABELS({ "result", check_result_name((enum check_result)r) }),
+				st.checks[r]);
+	prom_family(out, "vfhealth_sentinel_unknown_total", "counter",
+		    "Unknown answers by the agent's reason (unspecified: an agent older than "
+		    "reasons).");
 	for (int r = 0; r < AGENT_REASON_COUNT; r++)
-		fprintf(out, "vfhealth_sentinel_unknown_total{reason=\"%s\"} %" PRIu64 "\n",
-			agent_unknown_reason_name((enum agent_unknown_reason)r), st.unknown[r]);
-#define RENDER_COUNTER(field, name, help)                                                         \
-	fprintf(out, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %" PRIu64 "\n", \
-		st.field);
+		prom_sample_u64(out, "vfhealth_sentinel_unknown_total",
+				PROM_LABELS({ "reason", agent_unknown_reason_name(
+								(enum agent_unknown_reason)r) }),
+				st.unknown[r]);
+#define RENDER_COUNTER(field, name, help) prom_scalar_u64(out, name, "counter", help, st.field);
 	SENTINEL_SCALAR_COUNTERS(RENDER_COUNTER)
 #undef RENDER_COUNTER
-	fprintf(out,
-		"# HELP vfhealth_sentinel_last_poll_duration_seconds Duration of the last "
-		"completed poll.\n"
-		"# TYPE vfhealth_sentinel_last_poll_duration_seconds gauge\n"
-		"vfhealth_sentinel_last_poll_duration_seconds %" PRId64 ".%09" PRId64 "\n",
-		st.last_poll_duration_ns / NSEC_PER_SEC, st.last_poll_duration_ns % NSEC_PER_SEC);
-	fputs("# HELP vfhealth_sentinel_claims Live claims at the last poll, by how the sentinel "
-	      "watches them (polled: its agent is asked; uncertain: asked and kept, its VMM's "
-	      "liveness unknown; starting: its control socket not listening yet, kept, not asked "
-	      "yet; dead: no longer asked, to be released; no_agent, no_evidence, "
-	      "unconfined: never asked).\n"
-	      "# TYPE vfhealth_sentinel_claims gauge\n",
-	      out);
+	snprintf(duration, sizeof(duration), "%" PRId64 ".%09" PRId64,
+		 st.last_poll_duration_ns / NSEC_PER_SEC, st.last_poll_duration_ns % NSEC_PER_SEC);
+	prom_family(out, "vfhealth_sentinel_last_poll_duration_seconds", "gauge",
+		    "Duration of the last completed poll.");
+	prom_sample(out, "vfhealth_sentinel_last_poll_duration_seconds", NULL, duration);
+	prom_family(
+		out, "vfhealth_sentinel_claims", "gauge",
+		"Live claims at the last poll, by how the sentinel watches them (polled: its "
+		"agent is asked; uncertain: asked and kept, its VMM's liveness unknown; "
+		"starting: its control socket not listening yet, kept, not asked yet; dead: no "
+		"longer asked, to be released; no_agent, no_evidence, unconfined: never asked).");
 	for (int w = 0; w < SENTINEL_WATCH_COUNT; w++)
-		fprintf(out, "vfhealth_sentinel_claims{watch=\"%s\"} %" PRIu64 "\n",
-			sentinel_watch_name((enum sentinel_watch)w), st.claims_watched[w]);
+		prom_sample_u64(out, "vfhealth_sentinel_claims",
+				PROM_LABELS(
+					{ "watch", sentinel_watch_name((enum sentinel_watch)w) }),
+				st.claims_watched[w]);
 	render_latency(&st, out);
 	render_config(&st, out);
 	render_agents(counters, out);

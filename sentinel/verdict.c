@@ -3,9 +3,7 @@
 #include "sentinel/verdict.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/cleanup.h"
 #include "common/parse.h"
@@ -154,24 +152,10 @@ bool sentinel_control_grace(int64_t claim_boot_ns, int64_t now_boot_ns, int64_t 
 
 int sentinel_latency_ns(const char *claimed_at, int64_t answered_ns, int64_t *ret_ns)
 {
-	char canonical[RFC3339_BUFSZ];
-	struct tm tm = { 0 };
-	long nsec;
-	int n = 0;
+	int64_t claimed_ns;
 
-	if (!claimed_at || !claimed_at[0] || rfc3339_normalize(claimed_at, canonical) < 0)
+	if (rfc3339_to_ns(claimed_at, &claimed_ns) < 0)
 		return -EINVAL;
-	/* canonical: YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ */
-	if (sscanf(canonical, "%4d-%2d-%2dT%2d:%2d:%2d.%9ldZ%n", &tm.tm_year, &tm.tm_mon,
-		   &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &nsec, &n) != 7 ||
-	    canonical[n] != '\0')
-		return -EINVAL;
-	tm.tm_year -= 1900;
-	tm.tm_mon -= 1;
-	time_t sec = timegm(&tm);
-	if (sec == (time_t)-1)
-		return -EINVAL;
-	int64_t claimed_ns = (int64_t)sec * NSEC_PER_SEC + nsec;
 	*ret_ns = answered_ns > claimed_ns ? answered_ns - claimed_ns : 0;
 	return 0;
 }

@@ -64,16 +64,6 @@ const char *store_mode_name(enum store_mode mode)
 					    "unknown";
 }
 
-/* "" or NULL -> ""; else the canonical form, -EINVAL when unparseable. */
-int normalize_optional_time(const char *in, char out[static RFC3339_BUFSZ])
-{
-	if (!in || !*in) {
-		out[0] = '\0';
-		return 0;
-	}
-	return rfc3339_normalize(in, out);
-}
-
 /* Placement-facing reads: a latched store retries once (at most one such
  * retry a second for the whole store, and only for a reader who may write),
  * then -EIO.  They also notice the store's files vanish while no write
@@ -491,7 +481,7 @@ int store_report_failure(struct store *s, const char *vf, const char *instance_i
 	int r;
 
 	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) ||
-	    normalize_optional_time(assigned_at, op.when) < 0)
+	    rfc3339_normalize_optional(assigned_at, op.when) < 0)
 		return -EINVAL;
 	copy_string(op.vf, sizeof(op.vf), vf);
 	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
@@ -523,7 +513,7 @@ int store_report_success(struct store *s, const char *vf, const char *instance_i
 	int r;
 
 	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) ||
-	    normalize_optional_time(assigned_at, op.when) < 0)
+	    rfc3339_normalize_optional(assigned_at, op.when) < 0)
 		return -EINVAL;
 	if (!atomic_load(&s->loaded))
 		return -EIO;

@@ -25,33 +25,33 @@
 
 static int claim_check(const struct store_claim *c, char when[static RFC3339_BUFSZ])
 {
-	if (!c || !vf_address_valid(c->vf) || !instance_id_valid(c->instance_id))
+	if (!c || !vf_address_valid(c->a.vf) || !instance_id_valid(c->a.instance_id))
 		return -EINVAL;
-	if (strnlen(c->claimed_at, sizeof(c->claimed_at)) >= sizeof(c->claimed_at) ||
-	    normalize_optional_time(c->claimed_at, when) < 0)
+	if (strnlen(c->a.claimed_at, sizeof(c->a.claimed_at)) >= sizeof(c->a.claimed_at) ||
+	    rfc3339_normalize_optional(c->a.claimed_at, when) < 0)
 		return -EINVAL;
-	if (strnlen(c->agent, sizeof(c->agent)) >= sizeof(c->agent) ||
-	    strnlen(c->control, sizeof(c->control)) >= sizeof(c->control) ||
-	    strnlen(c->boot_id, sizeof(c->boot_id)) >= sizeof(c->boot_id))
+	if (strnlen(c->a.agent, sizeof(c->a.agent)) >= sizeof(c->a.agent) ||
+	    strnlen(c->a.control, sizeof(c->a.control)) >= sizeof(c->a.control) ||
+	    strnlen(c->a.boot_id, sizeof(c->a.boot_id)) >= sizeof(c->a.boot_id))
 		return -ENAMETOOLONG;
-	if (c->pid < 0 || c->pid > INT32_MAX)
+	if (c->a.pid < 0 || c->a.pid > INT32_MAX)
 		return -EINVAL;
-	return rule_claim_watch_refusal(c->agent, c->control, c->pid);
+	return rule_claim_watch_refusal(c->a.agent, c->a.control, c->a.pid);
 }
 
 /* Fill a claim op from a checked claim. */
 static void claim_op(struct op *op, const struct store_claim *c)
 {
 	op->claim_in = c;
-	copy_string(op->vf, sizeof(op->vf), c->vf);
-	copy_string(op->instance_id, sizeof(op->instance_id), c->instance_id);
+	copy_string(op->vf, sizeof(op->vf), c->a.vf);
+	copy_string(op->instance_id, sizeof(op->instance_id), c->a.instance_id);
 }
 
 /* The live claim of e when op's instance holds it, else NULL. */
 static const struct store_claim *held_claim(const struct vf_entry *e, const struct op *op)
 {
-	return e && e->claim && strcmp(e->claim->instance_id, op->instance_id) == 0 ? e->claim :
-										      NULL;
+	return e && e->claim && strcmp(e->claim->a.instance_id, op->instance_id) == 0 ? e->claim :
+											NULL;
 }
 
 int store_claim_reserve(struct store *s, const struct store_claim *c, struct store_claim *ret)
@@ -71,9 +71,9 @@ int store_claim_reserve(struct store *s, const struct store_claim *c, struct sto
 	*res = *c;
 	res->reserved = true;
 	if (when[0])
-		memcpy(res->claimed_at, when, sizeof(when));
+		memcpy(res->a.claimed_at, when, sizeof(when));
 	else
-		rfc3339_now(res->claimed_at);
+		rfc3339_now(res->a.claimed_at);
 	*ret = *res; /* before the mirror owns it */
 	if ((r = mirror_reservation_add(s, res)) < 0) {
 		free(res);
@@ -90,14 +90,14 @@ static int decide_commit(const struct store *s, const struct vf_entry *e, struct
 	const struct store_claim *res = e ? e->reservation : NULL;
 
 	if (e && e->claim && e->claim->id == op->claim_in->id &&
-	    strcmp(e->claim->instance_id, op->instance_id) == 0)
+	    strcmp(e->claim->a.instance_id, op->instance_id) == 0)
 		return -EALREADY; /* committed by a concurrent commit */
-	if (!res || res->id != op->claim_in->id || strcmp(res->instance_id, op->instance_id) != 0)
+	if (!res || res->id != op->claim_in->id || strcmp(res->a.instance_id, op->instance_id) != 0)
 		return -ENOENT;
-	op->when_given = op->when[0] && strcmp(op->when, res->claimed_at) != 0;
+	op->when_given = op->when[0] && strcmp(op->when, res->a.claimed_at) != 0;
 	if (!op->when[0])
-		memcpy(op->when, res->claimed_at, sizeof(op->when));
-	return rule_commit_refusal(e->claim ? e->claim->instance_id : NULL, op->instance_id);
+		memcpy(op->when, res->a.claimed_at, sizeof(op->when));
+	return rule_commit_refusal(e->claim ? e->claim->a.instance_id : NULL, op->instance_id);
 }
 
 int store_claim_commit(struct store *s, const struct store_claim *c)
@@ -148,7 +148,7 @@ int store_claim_abandon(struct store *s, const struct store_claim *c, bool *kept
 		return r;
 	/* reservation_lock: a commit or cancel in between is seen (-ENOENT) */
 	pthread_mutex_lock(&s->reservation_lock);
-	if (mirror_reservation_orphan(s, c->vf, c->id) == 0) {
+	if (mirror_reservation_orphan(s, c->a.vf, c->id) == 0) {
 		*kept = true;
 		r = 0;
 	}
@@ -174,8 +174,8 @@ void claims_commit_orphaned(struct store *s)
 		int r = store_claim_commit(s, &orphans[i]);
 		if (r < 0 && r != -EIO && r != -EALREADY && r != -ENOENT) {
 			log_warn("%s: reserved claim of instance %s not committed: %s",
-				 orphans[i].vf, orphans[i].instance_id, strerror(-r));
-			store_claim_cancel(s, orphans[i].vf, orphans[i].id);
+				 orphans[i].a.vf, orphans[i].a.instance_id, strerror(-r));
+			store_claim_cancel(s, orphans[i].a.vf, orphans[i].id);
 		}
 	}
 }
@@ -194,9 +194,9 @@ static int release_reservation(struct store *s, const struct op *op, bool *held)
 	mirror_rdlock(s);
 	const struct vf_entry *e = mirror_find(s, op->vf);
 	const struct store_claim *res = e ? e->reservation : NULL;
-	*held = res && strcmp(res->instance_id, op->instance_id) == 0;
+	*held = res && strcmp(res->a.instance_id, op->instance_id) == 0;
 	if (*held) {
-		r = rule_release_refusal(res->claimed_at, op->when);
+		r = rule_release_refusal(res->a.claimed_at, op->when);
 		id = res->id;
 	}
 	mirror_unlock(s);
@@ -216,7 +216,7 @@ int store_claim(struct store *s, const struct store_claim *c, struct store_claim
 	if ((r = store_claim_reserve(s, c, &res)) < 0)
 		return r;
 	if ((r = store_claim_commit(s, &res)) < 0) {
-		store_claim_cancel(s, res.vf, res.id);
+		store_claim_cancel(s, res.a.vf, res.id);
 		return r;
 	}
 	if (ret) {
@@ -232,10 +232,11 @@ static int decide_claim_update(const struct store *s, const struct vf_entry *e, 
 
 	if (!live)
 		return -ENOENT;
-	op->when_given = op->when[0] && strcmp(live->claimed_at, op->when) != 0;
-	bool same = strcmp(live->agent, c->agent) == 0 && strcmp(live->control, c->control) == 0 &&
-		    live->pid == c->pid && live->pid_starttime == c->pid_starttime &&
-		    (!op->when[0] || strcmp(live->claimed_at, op->when) == 0);
+	op->when_given = op->when[0] && strcmp(live->a.claimed_at, op->when) != 0;
+	bool same = strcmp(live->a.agent, c->a.agent) == 0 &&
+		    strcmp(live->a.control, c->a.control) == 0 && live->a.pid == c->a.pid &&
+		    live->a.pid_starttime == c->a.pid_starttime &&
+		    (!op->when[0] || strcmp(live->a.claimed_at, op->when) == 0);
 	op->noop = same;
 	return 0;
 }
@@ -254,11 +255,11 @@ int store_claim_update(struct store *s, const struct store_claim *c)
 static int decide_release(const struct store *s, const struct vf_entry *e, struct op *op)
 {
 	const struct store_claim *live = held_claim(e, op), *vmm = op->if_vmm;
-	int r = rule_release_refusal(live ? live->claimed_at : NULL, op->when);
+	int r = rule_release_refusal(live ? live->a.claimed_at : NULL, op->when);
 
 	if (r == 0 && vmm &&
-	    (live->pid != vmm->pid || live->pid_starttime != vmm->pid_starttime ||
-	     strcmp(live->control, vmm->control) != 0))
+	    (live->a.pid != vmm->a.pid || live->a.pid_starttime != vmm->a.pid_starttime ||
+	     strcmp(live->a.control, vmm->a.control) != 0))
 		return -EBUSY; /* it names another VMM than the one judged gone */
 	return r;
 }
@@ -325,7 +326,7 @@ static int claim_read(struct store *s, const char *vf, const char *instance_id,
 	mirror_rdlock(s);
 	struct vf_entry *e = mirror_find(s, vf);
 	const struct store_claim *c = e ? entry_holder(e) : NULL;
-	bool held = c && strcmp(c->instance_id, instance_id) == 0;
+	bool held = c && strcmp(c->a.instance_id, instance_id) == 0;
 	if (held)
 		*ret = *c;
 	mirror_unlock(s);

@@ -218,32 +218,15 @@ int db_read_failure_key(sqlite3_stmt *st, int col, struct failure_builder *b)
 void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim *c)
 {
 	memset(c, 0, sizeof(*c));
-	copy_string(c->vf, sizeof(c->vf), vf);
+	copy_string(c->a.vf, sizeof(c->a.vf), vf);
 	c->id = (uint64_t)sqlite3_column_int64(st, col);
-	copy_string(c->instance_id, sizeof(c->instance_id), db_col_text(st, col + 1));
-	copy_string(c->claimed_at, sizeof(c->claimed_at), db_col_text(st, col + 2));
-	copy_string(c->agent, sizeof(c->agent), db_col_text(st, col + 3));
-	copy_string(c->control, sizeof(c->control), db_col_text(st, col + 4));
-	c->pid = sqlite3_column_int64(st, col + 5);
-	c->pid_starttime = (uint64_t)sqlite3_column_int64(st, col + 6);
-	copy_string(c->boot_id, sizeof(c->boot_id), db_col_text(st, col + 7));
-}
-
-int rfc3339_to_ns(const char *s, int64_t *ret)
-{
-	char canonical[RFC3339_BUFSZ];
-	int64_t sec, frac = 0;
-
-	/* canonical: YYYY-MM-DDTHH:MM:SS.fffffffffZ */
-	if (rfc3339_normalize(s, canonical) < 0 || rfc3339_to_unix(canonical, &sec) < 0)
-		return -EINVAL;
-	for (int i = 20; i < 29; i++)
-		frac = frac * 10 + (canonical[i] - '0');
-	/* past 2262 the nanoseconds leave int64_t: no time this store keeps */
-	if (__builtin_mul_overflow(sec, NSEC_PER_SEC, ret) ||
-	    __builtin_add_overflow(*ret, frac, ret))
-		return -EINVAL;
-	return 0;
+	copy_string(c->a.instance_id, sizeof(c->a.instance_id), db_col_text(st, col + 1));
+	copy_string(c->a.claimed_at, sizeof(c->a.claimed_at), db_col_text(st, col + 2));
+	copy_string(c->a.agent, sizeof(c->a.agent), db_col_text(st, col + 3));
+	copy_string(c->a.control, sizeof(c->a.control), db_col_text(st, col + 4));
+	c->a.pid = sqlite3_column_int64(st, col + 5);
+	c->a.pid_starttime = (uint64_t)sqlite3_column_int64(st, col + 6);
+	copy_string(c->a.boot_id, sizeof(c->a.boot_id), db_col_text(st, col + 7));
 }
 
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row)

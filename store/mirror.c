@@ -24,22 +24,6 @@
 
 /* -- compact failure keys ----------------------------------------------------- */
 
-static bool leap_year(int64_t y)
-{
-	return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-}
-
-/* Days from 1970-01-01 to the given proleptic Gregorian date. */
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-	y -= m <= 2;
-	int64_t era = y / 400; /* y >= 1969 here: no negative division */
-	int64_t yoe = y - era * 400;
-	int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-	int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-	return era * 146097 + doe - 719468;
-}
-
 /* assigned_at text -> its key.  "" is ASSIGNED_UNKNOWN.  Canonical text
  * (rfc3339_normalize's output, fixed width, so one instant has exactly one
  * spelling) maps one-to-one onto (seconds, nanoseconds): comparing keys is
@@ -48,37 +32,13 @@ static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
  * never match it against canonical input either. */
 static void assigned_key(const char *text, int64_t *sec, uint32_t *nsec)
 {
-	static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddddddddZ";
-	static const int mdays[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-	int64_t v[7] = { 0 }; /* Y M D h m s ns */
-	size_t field = 0;
-
-	_Static_assert(sizeof(shape) - 1 == RFC3339_NANO_LEN, "canonical width");
-	*sec = 0;
 	if (!*text) {
+		*sec = 0;
 		*nsec = ASSIGNED_UNKNOWN;
-		return;
+	} else if (rfc3339_canonical_split(text, sec, nsec) < 0) {
+		*sec = 0;
+		*nsec = ASSIGNED_FOREIGN;
 	}
-	*nsec = ASSIGNED_FOREIGN;
-	if (strlen(text) != RFC3339_NANO_LEN)
-		return;
-	for (size_t i = 0; i < RFC3339_NANO_LEN; i++) {
-		if (shape[i] == 'd') {
-			if (text[i] < '0' || text[i] > '9')
-				return;
-			v[field] = v[field] * 10 + (text[i] - '0');
-		} else if (text[i] != shape[i]) {
-			return;
-		} else {
-			field++;
-		}
-	}
-	if (v[0] < 1970 || v[1] < 1 || v[1] > 12 || v[2] < 1 ||
-	    v[2] > mdays[v[1] - 1] + (v[1] == 2 && leap_year(v[0])) || v[3] > 23 || v[4] > 59 ||
-	    v[5] > 59)
-		return;
-	*sec = days_from_civil(v[0], v[1], v[2]) * 86400 + v[3] * 3600 + v[4] * 60 + v[5];
-	*nsec = (uint32_t)v[6];
 }
 
 static bool failure_key_matches(const struct failure_key *k, const char *ids,
@@ -208,7 +168,7 @@ void failure_builder_free(struct failure_builder *b)
 	memset(b, 0, sizeof(*b));
 }
 
-/* assigned_at is canonical or "" (normalize_optional_time). */
+/* assigned_at is canonical or "" (rfc3339_normalize_optional). */
 bool mirror_failure_recorded(const struct vf_entry *e, const char *instance_id,
 			     const char *assigned_at)
 {
@@ -447,8 +407,8 @@ void mirror_fill_info(const struct store *s, const struct vf_entry *e, struct st
 /* The instance holding e: its claim's, or its reservation's; NULL when free. */
 const char *mirror_holder(const struct vf_entry *e)
 {
-	return e->claim       ? e->claim->instance_id :
-	       e->reservation ? e->reservation->instance_id :
+	return e->claim       ? e->claim->a.instance_id :
+	       e->reservation ? e->reservation->a.instance_id :
 				NULL;
 }
 
@@ -476,10 +436,10 @@ int mirror_reservation_add(struct store *s, struct store_claim *res)
 {
 	pthread_rwlock_rdlock(&s->index_lock);
 	pthread_rwlock_wrlock(&s->mirror_lock);
-	struct vf_entry *e = mirror_find(s, res->vf);
+	struct vf_entry *e = mirror_find(s, res->a.vf);
 	int r = e ? rule_claim_refusal((enum store_mode)atomic_load(&s->mode),
 				       rule_out_of_service(e->quarantined, e->held),
-				       mirror_holder(e), res->instance_id) :
+				       mirror_holder(e), res->a.instance_id) :
 		    -ENOENT;
 
 	if (r == 0 && gpu_refuses_claims_locked(s, e->parent))

@@ -638,25 +638,25 @@ static int op_claim(struct store *s, struct op *op, const struct vf_row *row)
 
 	if (r < 0)
 		return r;
-	r = rule_commit_refusal(r == 1 ? out->instance_id : NULL, op->instance_id);
+	r = rule_commit_refusal(r == 1 ? out->a.instance_id : NULL, op->instance_id);
 	if (r < 0 || (r = claimed_at_check(s, op, row, 0)) < 0)
 		return r;
 	*out = *op->claim_in;
 	out->reserved = false;
-	copy_string(out->vf, sizeof(out->vf), op->vf);
-	copy_string(out->instance_id, sizeof(out->instance_id), op->instance_id);
+	copy_string(out->a.vf, sizeof(out->a.vf), op->vf);
+	copy_string(out->a.instance_id, sizeof(out->a.instance_id), op->instance_id);
 	if (op->when[0])
-		copy_string(out->claimed_at, sizeof(out->claimed_at), op->when);
+		copy_string(out->a.claimed_at, sizeof(out->a.claimed_at), op->when);
 	else
-		rfc3339_now(out->claimed_at);
+		rfc3339_now(out->a.claimed_at);
 	/* the id is the reservation's (its creator holds the inode) */
 	r = db_exec(s,
 		    "INSERT INTO claims (id, vf_id, instance_id, claimed_at, agent, control, pid, "
 		    "pid_starttime, boot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		    "iitttt"
 		    "iit",
-		    (int64_t)out->id, row->id, out->instance_id, out->claimed_at, out->agent,
-		    out->control, out->pid, (int64_t)out->pid_starttime, out->boot_id);
+		    (int64_t)out->id, row->id, out->a.instance_id, out->a.claimed_at, out->a.agent,
+		    out->a.control, out->a.pid, (int64_t)out->a.pid_starttime, out->a.boot_id);
 	if (r < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
@@ -681,8 +681,8 @@ static int op_claim_update(struct store *s, struct op *op, const struct vf_row *
 	r = db_exec(s,
 		    "UPDATE claims SET agent = ?, control = ?, pid = ?, pid_starttime = ?, "
 		    "claimed_at = CASE WHEN ? = '' THEN claimed_at ELSE ? END WHERE id = ?",
-		    "ttiitti", c->agent, c->control, c->pid, (int64_t)c->pid_starttime, op->when,
-		    op->when, claim_id);
+		    "ttiitti", c->a.agent, c->a.control, c->a.pid, (int64_t)c->a.pid_starttime,
+		    op->when, op->when, claim_id);
 	if (r < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);

@@ -383,8 +383,6 @@ int mutate(struct store *s, struct op *op, decide_fn decide);
 /* The check every read makes before it copies from the mirror (enum
  * store_read). */
 int read_ready(struct store *s, enum store_read how);
-/* in: canonical RFC 3339, "" or NULL (unknown) -> out ("" when unknown). */
-int normalize_optional_time(const char *in, char out[static RFC3339_BUFSZ]);
 /* index_lock's write side held */
 int mirror_reserve(struct store *s, size_t want);
 void mirror_clear(struct store *s);
@@ -442,9 +440,6 @@ struct vf_row {
 
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row);
 
-/* Nanoseconds since the epoch of an RFC 3339 time (any spelling): 0 or
- * -EINVAL (also past int64_t's nanoseconds, in 2262). */
-int rfc3339_to_ns(const char *s, int64_t *ret);
 int db_setting(struct store *s, const char *key, int64_t *ret);
 int db_failure_count(struct store *s, int64_t vf_id, int64_t *ret);
 int db_quarantined_count(struct store *s, int64_t *ret);

@@ -323,6 +323,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grammar/assignment.h"
 #include "grammar/limits.h"
 #include "grammar/vf.h" /* the VF address rule the store enforces */
 #include "common/parse.h"
@@ -764,32 +765,29 @@ int store_clear(struct store *s, const char *vf, int64_t uid, struct store_opera
 
 /* -- claims --------------------------------------------------------------- */
 
+/* A claim is its assignment file's record (grammar/assignment.h: the VF,
+ * the instance, claimed_at, the VMM's agent, control socket, pid and start
+ * time, the boot id), the one the sentinel reads back, and the store's
+ * identity for it.  claimed_at is stamped when "". */
 struct store_claim {
-	char vf[VF_ADDR_BUFSZ];
-	char instance_id[INSTANCE_ID_MAX + 1];
-	char claimed_at[RFC3339_BUFSZ];     /* canonical; stamped when "" */
-	char agent[AGENT_ENDPOINT_MAX + 1]; /* agent endpoint, "" when none */
-	char control[CONTROL_PATH_MAX + 1]; /* VMM control socket path, "" when none */
-	int64_t pid;                        /* VMM pid, 0 when none */
-	uint64_t pid_starttime;             /* /proc/PID/stat field 22 at claim, 0 when unknown */
-	char boot_id[BOOT_ID_BUFSZ];        /* the host's boot id at claim, "" when unknown */
-	uint64_t id;                        /* stable, never reused: names the inode */
-	bool reserved;                      /* a reservation, not committed yet (reads) */
+	struct assignment a;
+	uint64_t id;   /* stable, never reused: names the inode */
+	bool reserved; /* a reservation, not committed yet (reads) */
 };
 
-/* Claim c->vf for c->instance_id.  On success, when ret is non-NULL, it
+/* Claim c->a.vf for c->a.instance_id.  On success, when ret is non-NULL, it
  * receives the stored claim (with claimed_at stamped and id set).  The
  * caller validates agent/control syntax; the store checks lengths.  Made as
  * a reservation committed at once. */
 int store_claim(struct store *s, const struct store_claim *c, struct store_claim *ret);
 
-/* Reserve c->vf for c->instance_id (see Reservations): the refusals of
+/* Reserve c->a.vf for c->a.instance_id (see Reservations): the refusals of
  * store_claim(), answered from memory.  ret (required) receives the claim as
  * it will be stored: claimed_at stamped when c gives none, and the id the
  * claim will have. */
 int store_claim_reserve(struct store *s, const struct store_claim *c, struct store_claim *ret);
 
-/* Commit the reservation c->id of c->vf by c->instance_id as a claim with
+/* Commit the reservation c->id of c->a.vf by c->a.instance_id as a claim with
  * c's attributes (claimed_at as given, or the reservation's when "").
  * -EALREADY when it was committed already (by a concurrent commit: c's
  * attributes are then not applied; store_claim_update() them); -ENOENT when
@@ -809,7 +807,7 @@ int store_claim_abandon(struct store *s, const struct store_claim *c, bool *kept
 void store_claim_cancel(struct store *s, const char *vf, uint64_t id);
 
 /* Update the attributes (agent, control, pid, pid_starttime) of a live claim.
- * When c->claimed_at is non-empty and differs, it replaces the assignment
+ * When c->a.claimed_at is non-empty and differs, it replaces the assignment
  * identity: the filesystem allows that only on the first write through the
  * handle that created the claim (create stamps, the write that follows may
  * name the VMM's own time).  -ENOENT when not held. */

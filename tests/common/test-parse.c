@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -78,6 +79,9 @@ START_TEST(test_rfc3339)
 	ck_assert_int_eq(rfc3339_normalize("2026-11-29t07:44:51.5z", out), 0);
 	ck_assert_str_eq(out, "2026-11-29T07:44:51.500000000Z");
 	ck_assert_int_eq(rfc3339_normalize("2024-02-29T00:00:00Z", out), 0);
+	ck_assert_int_eq(rfc3339_normalize("2000-02-29T23:59:59.999999999Z", out), 0);
+	ck_assert_int_eq(rfc3339_normalize("9999-12-31T23:59:59Z", out), 0);
+	ck_assert_str_eq(out, "9999-12-31T23:59:59.000000000Z");
 
 	strcpy(out, "unchanged");
 	const char *bad[] = {
@@ -96,6 +100,16 @@ START_TEST(test_rfc3339)
 		"2026-11-29T07:44:51.12Zjunk",
 		"1969-12-31T23:59:59Z",
 		"2026-1-29T07:44:51Z",
+		"2100-02-29T00:00:00Z", /* a century: no leap day */
+		"2026-04-31T00:00:00Z",
+		"2026-00-10T00:00:00Z",
+		"2026-11-00T00:00:00Z",
+		"2026-11-29T07:44:60Z", /* no leap second */
+		"2026-11-29T07:44:51.5-01:00",
+		"2026-11-29T07:44:51Z ",
+		"2026-11-29T07:44:51.123456789Z\n",
+		"+2026-11-29T07:44:51Z",
+		"2026-11-29T07:44:5aZ",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(rfc3339_normalize(bad[i], out) == -EINVAL, "accepted %s", bad[i]);
@@ -124,6 +138,106 @@ START_TEST(test_rfc3339_format_roundtrip)
 	sec = 7;
 	ck_assert_int_eq(rfc3339_to_unix("2026-02-30T00:00:00Z", &sec), -EINVAL);
 	ck_assert_int_eq(sec, 7); /* untouched on failure */
+}
+END_TEST
+
+/* Seconds agree with the C library (gmtime_r, through rfc3339_format, and
+ * timegm) on the last second of every day from 1970 to 2110, and on the
+ * days around the leap days of 2400 and 9996. */
+START_TEST(test_rfc3339_to_unix_days)
+{
+	static const char *const days[] = { "2400-02-28T12:00:00Z", "2400-02-29T12:00:00Z",
+					    "2400-03-01T12:00:00Z", "9996-02-29T12:00:00Z",
+					    "9999-12-31T23:59:59Z" };
+	char text[RFC3339_BUFSZ];
+	int64_t sec = -1;
+	struct tm tm;
+
+	for (int64_t day = 0; day < 51500; day++) {
+		int64_t t = day * 86400 + 86399;
+
+		rfc3339_format(t, 0, text);
+		ck_assert_int_eq(rfc3339_to_unix(text, &sec), 0);
+		ck_assert_int_eq(sec, t);
+	}
+	for (size_t i = 0; i < sizeof(days) / sizeof(days[0]); i++) {
+		memset(&tm, 0, sizeof(tm));
+		ck_assert_ptr_nonnull(strptime(days[i], "%Y-%m-%dT%H:%M:%SZ", &tm));
+		ck_assert_int_eq(rfc3339_to_unix(days[i], &sec), 0);
+		ck_assert_int_eq(sec, (int64_t)timegm(&tm));
+	}
+}
+END_TEST
+
+START_TEST(test_rfc3339_to_ns)
+{
+	int64_t ns = 7;
+
+	ck_assert_int_eq(rfc3339_to_ns("2026-11-29T07:44:51.123456789Z", &ns), 0);
+	ck_assert_int_eq(ns, INT64_C(1795938291123456789));
+	ck_assert_int_eq(rfc3339_to_ns("2026-11-29t07:44:51.5z", &ns), 0); /* any spelling */
+	ck_assert_int_eq(ns, INT64_C(1795938291500000000));
+	ck_assert_int_eq(rfc3339_to_ns("1970-01-01T00:00:00Z", &ns), 0);
+	ck_assert_int_eq(ns, 0);
+	/* the last nanosecond an int64_t holds, and the next */
+	ck_assert_int_eq(rfc3339_to_ns("2262-04-11T23:47:16.854775807Z", &ns), 0);
+	ck_assert_int_eq(ns, INT64_MAX);
+	ns = 7;
+	ck_assert_int_eq(rfc3339_to_ns("2262-04-11T23:47:16.854775808Z", &ns), -EINVAL);
+	ck_assert_int_eq(rfc3339_to_ns("9999-12-31T23:59:59Z", &ns), -EINVAL);
+	ck_assert_int_eq(rfc3339_to_ns("2026-11-29T07:44:51+00:00", &ns), -EINVAL);
+	ck_assert_int_eq(rfc3339_to_ns("", &ns), -EINVAL);
+	ck_assert_int_eq(rfc3339_to_ns(NULL, &ns), -EINVAL);
+	ck_assert_int_eq(ns, 7); /* untouched on failure */
+}
+END_TEST
+
+/* Canonical text only, byte for byte: another spelling of a valid instant
+ * is refused as firmly as garbage. */
+START_TEST(test_rfc3339_canonical_split)
+{
+	int64_t sec = 7;
+	uint32_t nsec = 7;
+
+	ck_assert_int_eq(rfc3339_canonical_split("2026-11-29T07:44:51.123456789Z", &sec, &nsec), 0);
+	ck_assert_int_eq(sec, 1795938291);
+	ck_assert_uint_eq(nsec, 123456789);
+	ck_assert_int_eq(rfc3339_canonical_split("9999-12-31T23:59:59.999999999Z", &sec, &nsec), 0);
+	ck_assert_int_eq(sec, INT64_C(253402300799));
+	ck_assert_uint_eq(nsec, 999999999);
+	sec = nsec = 7;
+	const char *other[] = {
+		"2026-11-29T07:44:51Z",
+		"2026-11-29T07:44:51.12345678Z",
+		"2026-11-29t07:44:51.123456789Z",
+		"2026-11-29T07:44:51.123456789z",
+		"2026-11-29T07:44:51.123456789Zx",
+		"2026-02-30T07:44:51.123456789Z",
+		"",
+	};
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+		ck_assert_msg(rfc3339_canonical_split(other[i], &sec, &nsec) == -EINVAL,
+			      "accepted %s", other[i]);
+	ck_assert_int_eq(sec, 7);
+	ck_assert_uint_eq(nsec, 7);
+}
+END_TEST
+
+START_TEST(test_rfc3339_normalize_optional)
+{
+	char out[RFC3339_BUFSZ] = "unchanged";
+
+	ck_assert_int_eq(rfc3339_normalize_optional(NULL, out), 0);
+	ck_assert_str_eq(out, "");
+	strcpy(out, "unchanged");
+	ck_assert_int_eq(rfc3339_normalize_optional("", out), 0);
+	ck_assert_str_eq(out, "");
+	ck_assert_int_eq(rfc3339_normalize_optional("2026-11-29T07:44:51Z", out), 0);
+	ck_assert_str_eq(out, "2026-11-29T07:44:51.000000000Z");
+	strcpy(out, "unchanged");
+	ck_assert_int_eq(rfc3339_normalize_optional("-", out), -EINVAL);
+	ck_assert_int_eq(rfc3339_normalize_optional(" ", out), -EINVAL);
+	ck_assert_str_eq(out, "unchanged");
 }
 END_TEST
 
@@ -196,4 +310,6 @@ END_TEST
 
 static const struct check_case parse_case = { .suite = "parse", .tcase = "parse", .timeout = 30 };
 CHECK_CASE_MAIN(parse_case, test_uint64, test_seconds, test_rfc3339, test_rfc3339_format_roundtrip,
-		test_instance_id, test_path_absolute, test_path_read)
+		test_rfc3339_to_unix_days, test_rfc3339_to_ns, test_rfc3339_canonical_split,
+		test_rfc3339_normalize_optional, test_instance_id, test_path_absolute,
+		test_path_read)

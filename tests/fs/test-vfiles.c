@@ -85,9 +85,9 @@ static struct store_claim *sample_claim(void)
 	struct store_claim *c = calloc(1, sizeof(*c));
 
 	ck_assert_ptr_nonnull(c);
-	strcpy(c->vf, "0000:41:00.4");
-	strcpy(c->instance_id, "vm-1");
-	strcpy(c->claimed_at, "2026-11-29T07:00:00.000000000Z");
+	strcpy(c->a.vf, "0000:41:00.4");
+	strcpy(c->a.instance_id, "vm-1");
+	strcpy(c->a.claimed_at, "2026-11-29T07:00:00.000000000Z");
 	c->id = 7;
 	return c;
 }
@@ -111,20 +111,20 @@ START_TEST(test_claim_parse)
 
 	snprintf(cmd, sizeof(cmd), "agent=vsock:3\ncontrol=/run/vm.sock\npid=%d", (int)getpid());
 	ck_assert_int_eq(parse(cur, cmd, false, out), 0);
-	ck_assert_str_eq(out->agent, "vsock:3:2222");
-	ck_assert_str_eq(out->control, "/run/vm.sock");
-	ck_assert_int_eq(out->pid, getpid());
-	ck_assert_uint_gt(out->pid_starttime, 0); /* our own start time, from /proc */
-	ck_assert_str_eq(out->claimed_at, cur->claimed_at);
+	ck_assert_str_eq(out->a.agent, "vsock:3:2222");
+	ck_assert_str_eq(out->a.control, "/run/vm.sock");
+	ck_assert_int_eq(out->a.pid, getpid());
+	ck_assert_uint_gt(out->a.pid_starttime, 0); /* our own start time, from /proc */
+	ck_assert_str_eq(out->a.claimed_at, cur->a.claimed_at);
 	ck_assert_uint_eq(out->id, 7);
 
 	/* empty values unset */
 	*cur = *out;
 	ck_assert_int_eq(parse(cur, "agent=\ncontrol=\npid=\n", false, out), 0);
-	ck_assert_str_eq(out->agent, "");
-	ck_assert_str_eq(out->control, "");
-	ck_assert_int_eq(out->pid, 0);
-	ck_assert_uint_eq(out->pid_starttime, 0);
+	ck_assert_str_eq(out->a.agent, "");
+	ck_assert_str_eq(out->a.control, "");
+	ck_assert_int_eq(out->a.pid, 0);
+	ck_assert_uint_eq(out->a.pid_starttime, 0);
 
 	/* What a reader sees may be written back: pid_starttime is recorded anew
 	 * from the pid (the same process: the same value), never taken from the
@@ -137,25 +137,25 @@ START_TEST(test_claim_parse)
 
 		snprintf(cmd, sizeof(cmd), "pid=%d", (int)getpid());
 		ck_assert_int_eq(parse(cur, cmd, false, out), 0);
-		recorded = out->pid_starttime;
+		recorded = out->a.pid_starttime;
 		*cur = *out;
 		f = open_memstream(&text, &len);
-		claim_render(cur, f);
+		assignment_render(&cur->a, f);
 		fclose(f);
 		ck_assert_int_eq(parse(cur, text, false, out), 0);
-		ck_assert_uint_eq(out->pid_starttime, recorded);
+		ck_assert_uint_eq(out->a.pid_starttime, recorded);
 		free(text);
 		ck_assert_int_eq(parse(cur, "pid_starttime=1", false, out), -EINVAL);
 		*cur = *out;
-		cur->pid = 0;
-		cur->pid_starttime = 0;
+		cur->a.pid = 0;
+		cur->a.pid_starttime = 0;
 	}
 
 	/* claimed_at: equal spellings always, a new value only on the first write */
 	ck_assert_int_eq(parse(cur, "claimed_at=2026-11-29T07:00:00Z", false, out), 0);
 	ck_assert_int_eq(parse(cur, "claimed_at=2026-11-29T07:00:01Z", false, out), -EINVAL);
 	ck_assert_int_eq(parse(cur, "claimed_at=2026-11-29T07:00:01.5Z", true, out), 0);
-	ck_assert_str_eq(out->claimed_at, "2026-11-29T07:00:01.500000000Z");
+	ck_assert_str_eq(out->a.claimed_at, "2026-11-29T07:00:01.500000000Z");
 
 	static const char *const bad[] = {
 		"agent=tcp:1.2.3.4",
@@ -241,18 +241,18 @@ START_TEST(test_claim_render)
 	FILE *out;
 
 	out = open_memstream(&text, &len);
-	claim_render(c, out);
+	assignment_render(&c->a, out);
 	fclose(out);
 	ck_assert_str_eq(text, "claimed_at=2026-11-29T07:00:00.000000000Z\nagent=\ncontrol=\npid=\n"
 			       "pid_starttime=\nboot_id=\n");
 	free(text);
 
-	strcpy(c->agent, "vsock:3:2222");
-	c->pid = 42;
-	c->pid_starttime = 8765;
-	strcpy(c->boot_id, "0123abcd-4567-89ef-0123-456789abcdef");
+	strcpy(c->a.agent, "vsock:3:2222");
+	c->a.pid = 42;
+	c->a.pid_starttime = 8765;
+	strcpy(c->a.boot_id, "0123abcd-4567-89ef-0123-456789abcdef");
 	out = open_memstream(&text, &len);
-	claim_render(c, out);
+	assignment_render(&c->a, out);
 	fclose(out);
 	ck_assert_str_eq(text,
 			 "claimed_at=2026-11-29T07:00:00.000000000Z\nagent=vsock:3:2222\ncontrol=\n"
@@ -471,8 +471,8 @@ START_TEST(test_notify_gpu_mapping)
 	ck_assert_int_eq(notifier_start(n), 0); /* what the files say now is seen */
 
 	/* a claim on a serving GPU's VF: its state reads the same */
-	snprintf(claim.vf, sizeof(claim.vf), "%s", vf1);
-	snprintf(claim.instance_id, sizeof(claim.instance_id), "i-1");
+	snprintf(claim.a.vf, sizeof(claim.a.vf), "%s", vf1);
+	snprintf(claim.a.instance_id, sizeof(claim.a.instance_id), "i-1");
 	ck_assert_int_eq(store_claim(store, &claim, NULL), 0);
 	struct store_change claimed = { .bits = STORE_CHANGE_CLAIMS };
 	snprintf(claimed.vf, sizeof(claimed.vf), "%s", vf1);

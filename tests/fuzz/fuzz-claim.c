@@ -9,7 +9,7 @@
  * claim has a canonical claimed_at (unchanged unless allowed), an agent that
  * is empty or a canonical endpoint, a control path that is empty or
  * absolute, short and free of control characters, a pid in range; and what
- * claim_render writes (pid_starttime= included) parses back to the same
+ * assignment_render writes (pid_starttime= included) parses back to the same
  * claim.
  */
 #include <errno.h>
@@ -26,29 +26,31 @@ static void check_claim(const struct store_claim *cur, const struct store_claim 
 	char norm[RFC3339_BUFSZ], canon[ENDPOINT_STRING_MAX + 64];
 	struct endpoint ep;
 
-	fuzz_check(strcmp(c->vf, cur->vf) == 0 && strcmp(c->instance_id, cur->instance_id) == 0);
-	fuzz_check(rfc3339_normalize(c->claimed_at, norm) == 0 && strcmp(norm, c->claimed_at) == 0);
+	fuzz_check(strcmp(c->a.vf, cur->a.vf) == 0 &&
+		   strcmp(c->a.instance_id, cur->a.instance_id) == 0);
+	fuzz_check(rfc3339_normalize(c->a.claimed_at, norm) == 0 &&
+		   strcmp(norm, c->a.claimed_at) == 0);
 	if (!may_set)
-		fuzz_check(strcmp(c->claimed_at, cur->claimed_at) == 0);
-	if (c->agent[0]) {
-		fuzz_check(endpoint_parse(c->agent, &ep) == 0);
+		fuzz_check(strcmp(c->a.claimed_at, cur->a.claimed_at) == 0);
+	if (c->a.agent[0]) {
+		fuzz_check(endpoint_parse(c->a.agent, &ep) == 0);
 		fuzz_check(endpoint_format(&ep, canon, sizeof(canon)) == 0);
-		fuzz_check(strcmp(canon, c->agent) == 0);
+		fuzz_check(strcmp(canon, c->a.agent) == 0);
 	}
-	if (c->control[0]) {
-		fuzz_check(c->control[0] == '/' && strlen(c->control) < 108);
-		for (const char *q = c->control; *q; q++)
+	if (c->a.control[0]) {
+		fuzz_check(c->a.control[0] == '/' && strlen(c->a.control) < 108);
+		for (const char *q = c->a.control; *q; q++)
 			fuzz_check((unsigned char)*q >= 0x20 && *q != 0x7f);
 	}
-	fuzz_check(c->pid >= 0 && c->pid <= 4194304);
+	fuzz_check(c->a.pid >= 0 && c->a.pid <= 4194304);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct store_claim cur = {
-		.vf = "0000:41:00.4",
-		.instance_id = "vm-1",
-		.claimed_at = "2026-11-29T07:44:51.123456789Z",
+		.a.vf = "0000:41:00.4",
+		.a.instance_id = "vm-1",
+		.a.claimed_at = "2026-11-29T07:44:51.123456789Z",
 		.id = 7,
 	};
 	struct store_claim out, untouched, again;
@@ -78,14 +80,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FILE *f = open_memstream(&rendered, &rendered_len);
 	if (!f)
 		return 0;
-	claim_render(&out, f);
+	assignment_render(&out.a, f);
 	fclose(f);
 	memset(&again, 0, sizeof(again));
 	fuzz_check(claim_parse_update(&out, rendered, false, &again) == 0);
-	fuzz_check(strcmp(again.claimed_at, out.claimed_at) == 0);
-	fuzz_check(strcmp(again.agent, out.agent) == 0);
-	fuzz_check(strcmp(again.control, out.control) == 0);
-	fuzz_check(again.pid == out.pid);
-	fuzz_check(!out.pid || again.pid_starttime == out.pid_starttime || !again.pid_starttime);
+	fuzz_check(strcmp(again.a.claimed_at, out.a.claimed_at) == 0);
+	fuzz_check(strcmp(again.a.agent, out.a.agent) == 0);
+	fuzz_check(strcmp(again.a.control, out.a.control) == 0);
+	fuzz_check(again.a.pid == out.a.pid);
+	fuzz_check(!out.a.pid || again.a.pid_starttime == out.a.pid_starttime ||
+		   !again.a.pid_starttime);
 	return 0;
 }

@@ -45,7 +45,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	char path[128];
 	struct store_vf_info info;
-	struct store_claim claim = { .vf = VF_B, .instance_id = "vm-b" };
+	struct store_claim claim = { .a.vf = VF_B, .a.instance_id = "vm-b" };
 
 	log_set_max_priority(LOG_ERR); /* every accepted report would log */
 	snprintf(scratch, sizeof(scratch), "%s/vfhealth-fuzz.XXXXXX",

@@ -217,7 +217,7 @@ END_TEST
 START_TEST(vf_register_unregister)
 {
 	struct store *s = open_store();
-	struct store_claim c = { .vf = VF_C, .instance_id = "i-1" };
+	struct store_claim c = { .a.vf = VF_C, .a.instance_id = "i-1" };
 
 	reg(s, VF_A);
 	ck_assert_int_eq(store_vf_register(s, VF_A, NULL), -EEXIST);
@@ -775,7 +775,7 @@ END_TEST
 START_TEST(hold_sticky_over_quarantine)
 {
 	struct store *s = open_store();
-	struct store_claim c = { .vf = VF_A, .instance_id = "i-9" };
+	struct store_claim c = { .a.vf = VF_A, .a.instance_id = "i-9" };
 
 	reg(s, VF_A);
 	report_fail(s, VF_A, "i-1", T1);
@@ -1063,8 +1063,8 @@ START_TEST(migrate_v1_to_v2)
 	ck_assert_int_eq(store_max_quarantined_get(s), 1);
 	struct store_claim got;
 	ck_assert_int_eq(store_claim_get(s, "0000:41:00.5", "i-e", STORE_READ_RETRY, &got), 0);
-	ck_assert_str_eq(got.agent, "vsock:3:5000");
-	ck_assert_int_eq(got.pid_starttime, 8);
+	ck_assert_str_eq(got.a.agent, "vsock:3:5000");
+	ck_assert_int_eq(got.a.pid_starttime, 8);
 	/* the cap of 1 is C's; the holds do not count */
 	struct store_stats st;
 	store_get_stats(s, &st);
@@ -1128,8 +1128,8 @@ END_TEST
 START_TEST(mode_observe_claims)
 {
 	struct store *s = open_store();
-	struct store_claim c = { .vf = VF_A, .instance_id = "i-1" };
-	struct store_claim other = { .vf = VF_A, .instance_id = "i-2" };
+	struct store_claim c = { .a.vf = VF_A, .a.instance_id = "i-1" };
+	struct store_claim other = { .a.vf = VF_A, .a.instance_id = "i-2" };
 
 	reg(s, VF_A);
 	reg(s, VF_B);
@@ -1171,7 +1171,7 @@ END_TEST
 START_TEST(failures_soft_deleted_history)
 {
 	struct store *s = open_store();
-	struct store_claim c = { .vf = VF_A, .instance_id = "i-1" }, got;
+	struct store_claim c = { .a.vf = VF_A, .a.instance_id = "i-1" }, got;
 	struct store_history_entry *h;
 	size_t n, dropped;
 
@@ -1181,7 +1181,7 @@ START_TEST(failures_soft_deleted_history)
 	ck_assert_uint_eq(n, 0);
 	free(h);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0); /* stamped now: before the reports */
-	struct store_release_opts by_nobody = { .claimed_at = got.claimed_at,
+	struct store_release_opts by_nobody = { .claimed_at = got.a.claimed_at,
 						.how = "released-if",
 						.uid = 65534 };
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", &by_nobody), 0);
@@ -1210,7 +1210,7 @@ START_TEST(failures_soft_deleted_history)
 	ck_assert_uint_eq(n, 4);
 	ck_assert_uint_eq(dropped, 0);
 	ck_assert_int_eq(h[0].kind, STORE_HISTORY_CLAIM);
-	ck_assert_str_eq(h[0].at, got.claimed_at);
+	ck_assert_str_eq(h[0].at, got.a.claimed_at);
 	ck_assert_str_eq(h[0].how, "released-if");
 	ck_assert_int_eq(h[0].by, 65534);
 	ck_assert_str_ne(h[0].ended_at, "");
@@ -1281,23 +1281,23 @@ END_TEST
 START_TEST(claims_one_live_per_vf)
 {
 	struct store *s = open_store();
-	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .pid = 42 }, got;
+	struct store_claim c = { .a.vf = VF_A, .a.instance_id = "i-1", .a.pid = 42 }, got;
 
 	reg(s, VF_A);
 	reg(s, VF_B);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0);
 	ck_assert_int_eq(store_claim(s, &c, NULL), -EEXIST);
-	struct store_claim other = { .vf = VF_A, .instance_id = "i-2" };
+	struct store_claim other = { .a.vf = VF_A, .a.instance_id = "i-2" };
 	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-2", STORE_READ_RETRY, &got), -ENOENT);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
-	ck_assert_int_eq(got.pid, 42);
+	ck_assert_int_eq(got.a.pid, 42);
 
 	ck_assert_int_eq(store_quarantine_manual(s, VF_B, -1, NULL), 0);
-	other.vf[0] = '\0';
-	strcpy(other.vf, VF_B);
+	other.a.vf[0] = '\0';
+	strcpy(other.a.vf, VF_B);
 	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY);
-	struct store_claim nobody = { .vf = VF_C, .instance_id = "i-3" };
+	struct store_claim nobody = { .a.vf = VF_C, .a.instance_id = "i-3" };
 	ck_assert_int_eq(store_claim(s, &nobody, NULL), -ENOENT);
 
 	struct store_stats st;
@@ -1310,7 +1310,7 @@ START_TEST(claims_one_live_per_vf)
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), -ENOENT);
 	ck_assert_int_eq(store_claim(s, &other, NULL), -EBUSY); /* B still quarantined */
-	strcpy(other.vf, VF_A);
+	strcpy(other.a.vf, VF_A);
 	ck_assert_int_eq(store_claim(s, &other, NULL), 0);
 	store_close(s);
 }
@@ -1319,55 +1319,55 @@ END_TEST
 START_TEST(claims_stamp_normalize_history)
 {
 	struct store *s = open_store();
-	struct store_claim c = { .vf = VF_A, .instance_id = "i-1" }, got, again;
+	struct store_claim c = { .a.vf = VF_A, .a.instance_id = "i-1" }, got, again;
 	char before[RFC3339_BUFSZ], after[RFC3339_BUFSZ];
 
 	reg(s, VF_A);
 	rfc3339_now(before);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0);
 	rfc3339_now(after);
-	ck_assert_uint_eq(strlen(got.claimed_at), RFC3339_NANO_LEN);
-	ck_assert_str_ge(got.claimed_at, before);
-	ck_assert_str_le(got.claimed_at, after);
+	ck_assert_uint_eq(strlen(got.a.claimed_at), RFC3339_NANO_LEN);
+	ck_assert_str_ge(got.a.claimed_at, before);
+	ck_assert_str_le(got.a.claimed_at, after);
 	ck_assert_uint_gt(got.id, 0);
 	ck_assert_int_eq(store_claim_get_by_id(s, 0, got.id, &again), 0);
-	ck_assert_str_eq(again.claimed_at, got.claimed_at);
+	ck_assert_str_eq(again.a.claimed_at, got.a.claimed_at);
 
 	/* the first write may name the VMM's own time: normalized */
 	struct store_claim upd = got;
-	strcpy(upd.claimed_at, "2026-11-29t07:44:51.5z");
-	strcpy(upd.agent, "vsock:42:9999");
-	strcpy(upd.control, "/run/vmm/i-1.sock");
-	upd.pid = 1234;
-	upd.pid_starttime = 987654321;
+	strcpy(upd.a.claimed_at, "2026-11-29t07:44:51.5z");
+	strcpy(upd.a.agent, "vsock:42:9999");
+	strcpy(upd.a.control, "/run/vmm/i-1.sock");
+	upd.a.pid = 1234;
+	upd.a.pid_starttime = 987654321;
 	ck_assert_int_eq(store_claim_update(s, &upd), 0);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &again), 0);
-	ck_assert_str_eq(again.claimed_at, "2026-11-29T07:44:51.500000000Z");
-	ck_assert_str_eq(again.agent, "vsock:42:9999");
-	ck_assert_uint_eq(again.pid_starttime, 987654321);
+	ck_assert_str_eq(again.a.claimed_at, "2026-11-29T07:44:51.500000000Z");
+	ck_assert_str_eq(again.a.agent, "vsock:42:9999");
+	ck_assert_uint_eq(again.a.pid_starttime, 987654321);
 	ck_assert_uint_eq(again.id, got.id);
 	/* an empty claimed_at keeps the identity */
-	upd.claimed_at[0] = '\0';
-	upd.pid = 99;
+	upd.a.claimed_at[0] = '\0';
+	upd.a.pid = 99;
 	ck_assert_int_eq(store_claim_update(s, &upd), 0);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &again), 0);
-	ck_assert_str_eq(again.claimed_at, "2026-11-29T07:44:51.500000000Z");
-	ck_assert_int_eq(again.pid, 99);
+	ck_assert_str_eq(again.a.claimed_at, "2026-11-29T07:44:51.500000000Z");
+	ck_assert_int_eq(again.a.pid, 99);
 
 	struct store_claim bad = c;
-	strcpy(bad.claimed_at, "2026-11-29 07:44:51Z");
+	strcpy(bad.a.claimed_at, "2026-11-29 07:44:51Z");
 	ck_assert_int_eq(store_claim_update(s, &bad), -EINVAL);
-	memset(bad.agent, 'a', sizeof(bad.agent)); /* no terminator within the limit */
-	bad.claimed_at[0] = '\0';
+	memset(bad.a.agent, 'a', sizeof(bad.a.agent)); /* no terminator within the limit */
+	bad.a.claimed_at[0] = '\0';
 	ck_assert_int_eq(store_claim(s, &bad, NULL), -ENAMETOOLONG);
-	struct store_claim stranger = { .vf = VF_A, .instance_id = "i-9" };
+	struct store_claim stranger = { .a.vf = VF_A, .a.instance_id = "i-9" };
 	ck_assert_int_eq(store_claim_update(s, &stranger), -ENOENT);
 
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
-	struct store_claim c2 = { .vf = VF_A, .instance_id = "i-2" };
-	strcpy(c2.claimed_at, "2026-11-29T08:00:00Z");
+	struct store_claim c2 = { .a.vf = VF_A, .a.instance_id = "i-2" };
+	strcpy(c2.a.claimed_at, "2026-11-29T08:00:00Z");
 	ck_assert_int_eq(store_claim(s, &c2, &got), 0);
-	ck_assert_str_eq(got.claimed_at, "2026-11-29T08:00:00.000000000Z");
+	ck_assert_str_eq(got.a.claimed_at, "2026-11-29T08:00:00.000000000Z");
 	store_close(s);
 
 	/* history: the released claim is a row with released_at set */
@@ -1452,7 +1452,9 @@ END_TEST
 START_TEST(persistence_all_state)
 {
 	struct store *s = open_with(3, 5, NULL);
-	struct store_claim c = { .vf = VF_C, .instance_id = "i-c", .pid = 7, .pid_starttime = 8 };
+	struct store_claim c = {
+		.a.vf = VF_C, .a.instance_id = "i-c", .a.pid = 7, .a.pid_starttime = 8
+	};
 	struct store_claim got;
 
 	reg(s, VF_A);
@@ -1464,11 +1466,11 @@ START_TEST(persistence_all_state)
 	report_fail(s, VF_A, "i-3", T3); /* quarantined */
 	report_fail(s, VF_B, "i-4", T1);
 	ck_assert_int_eq(store_quarantine_manual(s, "0000:41:00.4", -1, NULL), 0);
-	strcpy(c.agent, "vsock:3:5000");
-	strcpy(c.control, "/run/c.sock");
-	strcpy(c.boot_id, BOOT_ID);
+	strcpy(c.a.agent, "vsock:3:5000");
+	strcpy(c.a.control, "/run/c.sock");
+	strcpy(c.a.boot_id, BOOT_ID);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0);
-	struct store_claim old = { .vf = VF_B, .instance_id = "i-old" };
+	struct store_claim old = { .a.vf = VF_B, .a.instance_id = "i-old" };
 	ck_assert_int_eq(store_claim(s, &old, NULL), 0);
 	ck_assert_int_eq(store_release(s, VF_B, "i-old", NULL), 0);
 	struct store_vf_info *before, *after;
@@ -1706,7 +1708,7 @@ END_TEST
 static struct store *populated(void)
 {
 	struct store *s = open_store();
-	struct store_claim c = { .vf = VF_C, .instance_id = "i-c" };
+	struct store_claim c = { .a.vf = VF_C, .a.instance_id = "i-c" };
 
 	reg(s, VF_A);
 	reg(s, VF_B);
@@ -1769,12 +1771,12 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	ck_assert_int_eq(store_quarantine_manual(s, VF_A, -1, NULL), -EIO);
 	ck_assert_int_eq(store_threshold_set(s, 2), 0);
 	/* refusals are still refusals; a claim that would succeed is -EIO */
-	struct store_claim want = { .vf = VF_A, .instance_id = "i-new" };
+	struct store_claim want = { .a.vf = VF_A, .a.instance_id = "i-new" };
 	ck_assert_int_eq(store_claim(s, &want, NULL), -EBUSY);
-	strcpy(want.vf, VF_C);
+	strcpy(want.a.vf, VF_C);
 	ck_assert_int_eq(store_claim(s, &want, NULL), -EBUSY);
 	ck_assert_int_eq(store_release(s, VF_C, "i-new", NULL), -ENOENT);
-	strcpy(want.vf, VF_B);
+	strcpy(want.a.vf, VF_B);
 	ck_assert_int_eq(store_claim(s, &want, NULL), -EIO);
 	/* ... placement-facing reads retry once, then fail ... */
 	struct store_vf_info i;
@@ -1848,11 +1850,11 @@ START_TEST(lookups_served_while_unavailable)
 	ck_assert_int_eq(store_vf_get(s, "0000:41:00.8", STORE_READ_MEMORY, &i), -EINVAL);
 	ck_assert_int_eq(store_vf_get(s, VF_A, STORE_READ_MEMORY, NULL), -EINVAL);
 	ck_assert_int_eq(store_claim_get(s, VF_C, "i-c", STORE_READ_MEMORY, &c), 0);
-	ck_assert_str_eq(c.vf, VF_C);
-	ck_assert_str_eq(c.instance_id, "i-c");
+	ck_assert_str_eq(c.a.vf, VF_C);
+	ck_assert_str_eq(c.a.instance_id, "i-c");
 	struct store_claim by_id;
 	ck_assert_int_eq(store_claim_get_by_id(s, 0, c.id, &by_id), 0);
-	ck_assert_str_eq(by_id.instance_id, "i-c");
+	ck_assert_str_eq(by_id.a.instance_id, "i-c");
 	ck_assert_int_eq(store_claim_get(s, VF_C, "i-other", STORE_READ_MEMORY, &c), -ENOENT);
 	ck_assert_int_eq(store_claim_get(s, VF_B, "i-c", STORE_READ_MEMORY, &c), -ENOENT);
 	ck_assert_int_eq(store_claim_get(s, VF_C, "bad id", STORE_READ_MEMORY, &c), -EINVAL);
@@ -1958,8 +1960,8 @@ static void *failure_thread(void *arg)
 		atomic_fetch_add(j->entered, 1);
 	if (j->claim) {
 		struct store_claim c = { 0 };
-		strcpy(c.vf, j->vf);
-		strcpy(c.instance_id, j->instance);
+		strcpy(c.a.vf, j->vf);
+		strcpy(c.a.instance_id, j->instance);
 		j->rc = store_claim(j->s, &c, NULL);
 	} else {
 		j->rc = store_report_failure(j->s, j->vf, j->instance, T1, "m", &j->result);
@@ -2189,7 +2191,7 @@ START_TEST(change_callback)
 {
 	struct store *s = open_store();
 	struct seen seen = { .s = s };
-	struct store_claim c = { .vf = VF_A, .instance_id = "i-1" };
+	struct store_claim c = { .a.vf = VF_A, .a.instance_id = "i-1" };
 
 	store_set_change_callback(s, on_change, &seen);
 	reg(s, VF_A);
@@ -2244,18 +2246,18 @@ START_TEST(claims_reservation)
 {
 	struct store *s = open_store();
 	struct seen seen = { .s = s };
-	struct store_claim want = { .vf = VF_A, .instance_id = "i-1", .pid = 5 }, res, got;
-	struct store_claim other = { .vf = VF_A, .instance_id = "i-2" }, tmp;
+	struct store_claim want = { .a.vf = VF_A, .a.instance_id = "i-1", .a.pid = 5 }, res, got;
+	struct store_claim other = { .a.vf = VF_A, .a.instance_id = "i-2" }, tmp;
 	struct store_stats st;
 
 	reg(s, VF_A);
 	reg(s, VF_B);
 	store_set_change_callback(s, on_change, &seen);
-	strcpy(want.boot_id, BOOT_ID);
+	strcpy(want.a.boot_id, BOOT_ID);
 	uint64_t commits_before = commits(s);
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
 	ck_assert_uint_gt(res.id, 0);
-	ck_assert_uint_eq(strlen(res.claimed_at), RFC3339_NANO_LEN);
+	ck_assert_uint_eq(strlen(res.a.claimed_at), RFC3339_NANO_LEN);
 	/* refused at once, like a claim */
 	ck_assert_int_eq(store_claim_reserve(s, &want, &tmp), -EEXIST);
 	ck_assert_int_eq(store_claim_reserve(s, &other, &tmp), -EBUSY);
@@ -2270,7 +2272,7 @@ START_TEST(claims_reservation)
 	/* ... and so do names, marked reserved, with the stamped claimed_at */
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert(got.reserved);
-	ck_assert_str_eq(got.claimed_at, res.claimed_at);
+	ck_assert_str_eq(got.a.claimed_at, res.a.claimed_at);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_MEMORY, &got), 0);
 	ck_assert_uint_eq(got.id, res.id);
 	struct store_claim *live;
@@ -2280,7 +2282,7 @@ START_TEST(claims_reservation)
 	ck_assert(live[0].reserved);
 	free(live);
 	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
-	ck_assert_str_eq(got.instance_id, "i-1");
+	ck_assert_str_eq(got.a.instance_id, "i-1");
 	ck_assert(got.reserved);
 	/* nothing durable, nothing announced */
 	ck_assert_uint_eq(commits(s), commits_before);
@@ -2304,10 +2306,10 @@ START_TEST(claims_reservation)
 	/* committed with the first write's attributes and time: one change, one row */
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
 	ck_assert_uint_gt(res.id, dropped);
-	strcpy(res.agent, "vsock:3:2222");
-	strcpy(res.claimed_at, "2026-11-29t07:00:01z");
+	strcpy(res.a.agent, "vsock:3:2222");
+	strcpy(res.a.claimed_at, "2026-11-29t07:00:01z");
 	struct store_claim wrong = res;
-	strcpy(wrong.instance_id, "i-2");
+	strcpy(wrong.a.instance_id, "i-2");
 	ck_assert_int_eq(store_claim_commit(s, &wrong), -ENOENT);
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
 	uint64_t committed = res.id;
@@ -2317,10 +2319,10 @@ START_TEST(claims_reservation)
 	ck_assert_uint_eq(seen.bits[1], STORE_CHANGE_CLAIMS);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_uint_eq(got.id, res.id); /* the inode its creator holds */
-	ck_assert_str_eq(got.claimed_at, T1);
-	ck_assert_str_eq(got.agent, "vsock:3:2222");
-	ck_assert_str_eq(got.boot_id, BOOT_ID);
-	ck_assert_int_eq(got.pid, 5);
+	ck_assert_str_eq(got.a.claimed_at, T1);
+	ck_assert_str_eq(got.a.agent, "vsock:3:2222");
+	ck_assert_str_eq(got.a.boot_id, BOOT_ID);
+	ck_assert_int_eq(got.a.pid, 5);
 	ck_assert(!got.reserved);
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.claimed, 1);
@@ -2329,14 +2331,14 @@ START_TEST(claims_reservation)
 
 	/* held meanwhile: the reservation is a claim, and a hold ends no claim:
 	 * the commit goes through (rule_commit_refusal) */
-	struct store_claim on_b = { .vf = VF_B, .instance_id = "i-5" };
+	struct store_claim on_b = { .a.vf = VF_B, .a.instance_id = "i-5" };
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_B, -1, NULL), 0);
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
 	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
 	ck_assert(!got.reserved);
 	ck_assert_int_eq(store_release(s, VF_B, "i-5", NULL), 0);
-	strcpy(on_b.instance_id, "i-3");
+	strcpy(on_b.a.instance_id, "i-3");
 	ck_assert_int_eq(store_clear(s, VF_B, -1, NULL), 0);
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0); /* in service again */
 
@@ -2346,7 +2348,7 @@ START_TEST(claims_reservation)
 	uint64_t before_release = commits(s);
 	ck_assert_int_eq(store_release(s, VF_B, "i-3", RELEASE_IF(T2)), -ESTALE);
 	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
-	ck_assert_int_eq(store_release(s, VF_B, "i-3", RELEASE_IF(res.claimed_at)), 0);
+	ck_assert_int_eq(store_release(s, VF_B, "i-3", RELEASE_IF(res.a.claimed_at)), 0);
 	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), -ENOENT);
 	ck_assert_int_eq(store_claim_commit(s, &res), -ENOENT);
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res), 0);
@@ -2364,7 +2366,7 @@ START_TEST(claims_reservation)
 	s = reopen(s);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE instance_id = 'i-3'"), 0);
 	ck_assert(!info(s, VF_B).claimed);
-	struct store_claim after = { .vf = VF_B, .instance_id = "i-4" };
+	struct store_claim after = { .a.vf = VF_B, .a.instance_id = "i-4" };
 	ck_assert_int_eq(store_claim(s, &after, &got), 0);
 	ck_assert_uint_gt(got.id, committed);
 	/* while unavailable: refused with EIO at once */
@@ -2384,21 +2386,21 @@ END_TEST
 START_TEST(claims_identity_never_reused)
 {
 	struct store *s = open_store();
-	struct store_claim want = { .vf = VF_A, .instance_id = "i-1" }, res, got;
+	struct store_claim want = { .a.vf = VF_A, .a.instance_id = "i-1" }, res, got;
 
 	reg(s, VF_A);
 	reg(s, VF_B);
 	/* a first claim at T2, released: history */
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
-	strcpy(res.claimed_at, T2);
+	strcpy(res.a.claimed_at, T2);
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
 	/* the same instance again, with the same or an earlier claimed_at: refused,
 	 * and the reservation stays for its creator to cancel */
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
-	strcpy(res.claimed_at, T2);
+	strcpy(res.a.claimed_at, T2);
 	ck_assert_int_eq(store_claim_commit(s, &res), -EINVAL);
-	strcpy(res.claimed_at, T1);
+	strcpy(res.a.claimed_at, T1);
 	ck_assert_int_eq(store_claim_commit(s, &res), -EINVAL);
 	ck_assert_int_eq(store_claim_get_by_id(s, 0, res.id, &got), 0);
 	ck_assert(got.reserved);
@@ -2406,15 +2408,15 @@ START_TEST(claims_identity_never_reused)
 				  "WHERE address = '" VF_A "')"),
 			 1);
 	/* another VF's history is not this one's */
-	struct store_claim on_b = { .vf = VF_B, .instance_id = "i-1" }, res_b;
+	struct store_claim on_b = { .a.vf = VF_B, .a.instance_id = "i-1" }, res_b;
 	ck_assert_int_eq(store_claim_reserve(s, &on_b, &res_b), 0);
-	strcpy(res_b.claimed_at, T1);
+	strcpy(res_b.a.claimed_at, T1);
 	ck_assert_int_eq(store_claim_commit(s, &res_b), 0);
 	/* later: accepted; an update may not move it back to an earlier one */
-	strcpy(res.claimed_at, "2026-11-29T07:00:02.000000001Z");
+	strcpy(res.a.claimed_at, "2026-11-29T07:00:02.000000001Z");
 	ck_assert_int_eq(store_claim_commit(s, &res), 0);
 	got = res;
-	strcpy(got.claimed_at, T2);
+	strcpy(got.a.claimed_at, T2);
 	ck_assert_int_eq(store_claim_update(s, &got), -EINVAL);
 	/* the stamp (no claimed_at given) is the store's */
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
@@ -2429,20 +2431,20 @@ END_TEST
 START_TEST(claims_watch_rule)
 {
 	struct store *s = open_store();
-	struct store_claim want = { .vf = VF_A, .instance_id = "i-1" }, res, next;
+	struct store_claim want = { .a.vf = VF_A, .a.instance_id = "i-1" }, res, next;
 
 	reg(s, VF_A);
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
 	next = res;
-	strcpy(next.agent, "vsock:3:2222");
+	strcpy(next.a.agent, "vsock:3:2222");
 	ck_assert_int_eq(store_claim_commit(s, &next), -EINVAL);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims"), 0);
-	next.pid = 7;
+	next.a.pid = 7;
 	ck_assert_int_eq(store_claim_commit(s, &next), 0);
 	/* an update may not drop the liveness evidence */
-	next.pid = 0;
+	next.a.pid = 0;
 	ck_assert_int_eq(store_claim_update(s, &next), -EINVAL);
-	strcpy(next.control, "/run/vmm/a.ctl");
+	strcpy(next.a.control, "/run/vmm/a.ctl");
 	ck_assert_int_eq(store_claim_update(s, &next), 0);
 	/* no agent: exclusion only */
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
@@ -2459,7 +2461,7 @@ END_TEST
 START_TEST(claims_bare_kept_while_unavailable)
 {
 	struct store *s = open_store();
-	struct store_claim want = { .vf = VF_A, .instance_id = "i-1" }, res, got;
+	struct store_claim want = { .a.vf = VF_A, .a.instance_id = "i-1" }, res, got;
 	struct store_stats st;
 	bool kept = false;
 
@@ -2477,7 +2479,7 @@ START_TEST(claims_bare_kept_while_unavailable)
 	ck_assert_int_eq(store_repair(s), 0);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_MEMORY, &got), 0);
 	ck_assert(!got.reserved);
-	ck_assert_str_eq(got.claimed_at, res.claimed_at);
+	ck_assert_str_eq(got.a.claimed_at, res.a.claimed_at);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM claims WHERE released_at IS NULL"), 1);
 	/* available: committed at once */
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
@@ -2494,15 +2496,16 @@ END_TEST
 START_TEST(claims_release_if_vmm)
 {
 	struct store *s = open_store();
-	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .claimed_at = T1 }, judged, got;
+	struct store_claim c = { .a.vf = VF_A, .a.instance_id = "i-1", .a.claimed_at = T1 }, judged,
+			   got;
 
 	reg(s, VF_A);
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &judged), 0);
 	/* a pid written after the claim was judged bare */
 	got = judged;
-	got.pid = 4242;
-	got.pid_starttime = 17;
+	got.a.pid = 4242;
+	got.a.pid_starttime = 17;
 	ck_assert_int_eq(store_claim_update(s, &got), 0);
 	ck_assert_int_eq(store_release(s, VF_A, "i-1",
 				       &(struct store_release_opts){ .uid = -1,
@@ -2520,7 +2523,7 @@ END_TEST
 START_TEST(claims_conditional_release)
 {
 	struct store *s = open_store();
-	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .claimed_at = T1 }, got;
+	struct store_claim c = { .a.vf = VF_A, .a.instance_id = "i-1", .a.claimed_at = T1 }, got;
 
 	reg(s, VF_A);
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T1)), -ENOENT);
@@ -2536,13 +2539,13 @@ START_TEST(claims_conditional_release)
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T1)), -ENOENT);
 
 	/* released and claimed again meanwhile: the old identity releases nothing */
-	strcpy(c.claimed_at, T2);
+	strcpy(c.a.claimed_at, T2);
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 	uint64_t before = commits(s);
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T1)), -ESTALE);
 	ck_assert_uint_eq(commits(s), before); /* decided without a transaction */
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
-	ck_assert_str_eq(got.claimed_at, T2);
+	ck_assert_str_eq(got.a.claimed_at, T2);
 	s = reopen(s);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", RELEASE_IF(T2)), 0);
@@ -2585,7 +2588,7 @@ END_TEST
 START_TEST(schema_v1_migrated)
 {
 	struct store *s = open_store();
-	struct store_claim c = { .vf = VF_A, .instance_id = "i-1", .claimed_at = T1 }, got;
+	struct store_claim c = { .a.vf = VF_A, .a.instance_id = "i-1", .a.claimed_at = T1 }, got;
 
 	reg(s, VF_A);
 	report_fail(s, VF_A, "i-0", T1);
@@ -2601,15 +2604,15 @@ START_TEST(schema_v1_migrated)
 	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
-	ck_assert_str_eq(got.claimed_at, T1);
-	ck_assert_str_eq(got.boot_id, "");
+	ck_assert_str_eq(got.a.claimed_at, T1);
+	ck_assert_str_eq(got.a.boot_id, "");
 	ck_assert_uint_eq(info(s, VF_A).tally, 1);
 	ck_assert_int_eq(store_release(s, VF_A, "i-1", NULL), 0);
-	strcpy(c.boot_id, BOOT_ID);
+	strcpy(c.a.boot_id, BOOT_ID);
 	ck_assert_int_eq(store_claim(s, &c, &got), 0);
 	s = reopen(s);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
-	ck_assert_str_eq(got.boot_id, BOOT_ID);
+	ck_assert_str_eq(got.a.boot_id, BOOT_ID);
 	store_close(s);
 }
 END_TEST
@@ -2882,7 +2885,7 @@ START_TEST(allocatable_order)
 	 * clean), 60:00.4 is quarantined (no parent known: nobody else is
 	 * degraded by it), 60:00.5 held back by the cap of 1 */
 	ck_assert_int_eq(store_quarantine_manual(s, "0000:40:00.6", -1, NULL), 0);
-	struct store_claim c = { .vf = "0000:50:00.5", .instance_id = "i-1" };
+	struct store_claim c = { .a.vf = "0000:50:00.5", .a.instance_id = "i-1" };
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 	report_fail(s, "0000:60:00.4", "i-2", T1);
 	ck_assert_int_eq(report_fail(s, "0000:60:00.4", "i-3", T2), STORE_OUTCOME_QUARANTINED);
@@ -3015,8 +3018,8 @@ static struct store_claim gpu_claim(const char *vf, const char *inst)
 {
 	struct store_claim c = { 0 };
 
-	snprintf(c.vf, sizeof(c.vf), "%s", vf);
-	snprintf(c.instance_id, sizeof(c.instance_id), "%s", inst);
+	snprintf(c.a.vf, sizeof(c.a.vf), "%s", vf);
+	snprintf(c.a.instance_id, sizeof(c.a.instance_id), "%s", inst);
 	return c;
 }
 
@@ -3308,11 +3311,11 @@ static struct store *open_window(int64_t window_s)
 
 static void claim_at(struct store *s, const char *vf, const char *inst, const char *at)
 {
-	struct store_claim c = { .instance_id = "", .claimed_at = "" };
+	struct store_claim c = { .a.instance_id = "", .a.claimed_at = "" };
 
-	strcpy(c.vf, vf);
-	strcpy(c.instance_id, inst);
-	strcpy(c.claimed_at, at);
+	strcpy(c.a.vf, vf);
+	strcpy(c.a.instance_id, inst);
+	strcpy(c.a.claimed_at, at);
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);
 }
 
