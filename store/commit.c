@@ -257,9 +257,9 @@ static void run_batch(struct store *s, struct op *batch)
 		return;
 	}
 	s->batch = batch;
-	r = db_exec(s, "BEGIN IMMEDIATE", "");
+	r = db_exec(s, "BEGIN IMMEDIATE", DB_NONE);
 	for (struct op *op = batch; op && r == 0; op = op->next) {
-		if ((r = db_exec(s, "SAVEPOINT op", "")) < 0)
+		if ((r = db_exec(s, "SAVEPOINT op", DB_NONE)) < 0)
 			break;
 		op->rc = ops_exec(s, op);
 		if (s->batch_failed)
@@ -267,10 +267,10 @@ static void run_batch(struct store *s, struct op *batch)
 		if (op->rc < 0) {
 			/* a refused op (e.g. -EBUSY) leaves no trace; the others go on */
 			op_discard_changes(op);
-			r = db_exec(s, "ROLLBACK TO op", "");
+			r = db_exec(s, "ROLLBACK TO op", DB_NONE);
 		}
 		if (r == 0)
-			r = db_exec(s, "RELEASE op", "");
+			r = db_exec(s, "RELEASE op", DB_NONE);
 		structural |= op->rc == 0 && (op->kind == OP_REGISTER || op->kind == OP_UNREGISTER);
 		registered += op->rc == 0 && op->kind == OP_REGISTER;
 	}

@@ -65,7 +65,6 @@
 #define VFHEALTH_STORE_INTERNAL_H
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -406,13 +405,54 @@ void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry 
 #define FAILURE_LIVE "cleared_at IS NULL"
 #define CLAIM_COLUMNS "id, instance_id, claimed_at, agent, control, pid, pid_starttime, boot_id"
 
+/* A statement's parameters, bound in order, each by its type: db_text()
+ * for a string (NULL binds SQL NULL; it must outlive the statement's use),
+ * db_i64() for an integer.  A value of the wrong type is a compile error
+ * (tests/store/meson.build compiles one), and a count that differs from the
+ * statement's parameters fails the statement:
+ *     db_exec(s, "DELETE FROM vfs WHERE id = ?", DB_ARGS(db_i64(id)));
+ *     db_exec(s, "BEGIN IMMEDIATE", DB_NONE); */
+enum db_type {
+	DB_TEXT = 1,
+	DB_INT64,
+};
+
+struct db_value {
+	enum db_type type;
+	union {
+		const char *text;
+		int64_t i64;
+	};
+};
+
+struct db_args {
+	const struct db_value *v;
+	size_t n;
+};
+
+static inline struct db_value db_text(const char *text)
+{
+	return (struct db_value){ .type = DB_TEXT, .text = text };
+}
+
+static inline struct db_value db_i64(int64_t i64)
+{
+	return (struct db_value){ .type = DB_INT64, .i64 = i64 };
+}
+
+#define DB_ARGS(...)                                                               \
+	((struct db_args){ .v = (const struct db_value[]){ __VA_ARGS__ },          \
+			   .n = sizeof((const struct db_value[]){ __VA_ARGS__ }) / \
+				sizeof(struct db_value) })
+#define DB_NONE ((struct db_args){ .v = NULL, .n = 0 })
+
 int db_fail(struct store *s, const char *what);
 /* Finalize the cached statements: before db is closed. */
 void db_stmt_cache_clear(struct store *s);
-sqlite3_stmt *db_prepare(struct store *s, const char *sql, const char *types, ...);
+sqlite3_stmt *db_prepare(struct store *s, const char *sql, struct db_args args);
 int db_step(struct store *s, sqlite3_stmt *st);
-int db_exec(struct store *s, const char *sql, const char *types, ...);
-int db_int(struct store *s, int64_t *ret, const char *sql, const char *types, ...);
+int db_exec(struct store *s, const char *sql, struct db_args args);
+int db_int(struct store *s, int64_t *ret, const char *sql, struct db_args args);
 const char *db_col_text(sqlite3_stmt *st, int col);
 int db_read_failure_key(sqlite3_stmt *st, int col, struct failure_builder *b);
 void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim *c);
