@@ -80,6 +80,10 @@ struct notify_key {
 	enum notify_scope scope;
 	char addr[VF_ADDR_BUFSZ]; /* the VF's or the GPU's address; "" for a top-level file */
 	int index;                /* index in top_files[], vf_files[] or gpu_files[] */
+	/* NOTIFY_VF: the VF's store id, which names its inodes, as the store's
+	 * change or list gave it (0 unknown: nothing to invalidate); not part
+	 * of the key's identity */
+	uint64_t vf_id;
 };
 
 /* One per open file that can be polled; embedded in the open-file state.

@@ -737,7 +737,7 @@ static void notify_all(struct store *s)
 	_cleanup_free_ char(*addrs)[VF_ADDR_BUFSZ] = NULL;
 	size_t n = 0;
 
-	if (!s->change_fn)
+	if (!s->n_subscribers)
 		return;
 	pthread_rwlock_rdlock(&s->index_lock);
 	addrs = calloc(MAX(s->n_vfs, (size_t)1), sizeof(*addrs));

@@ -17,7 +17,7 @@
  *   ops.c      the SQL operations, run inside the batch transaction, and
  *              their change lists
  *   commit.c   group commit: the queue, the leader, savepoints, one fsync,
- *              the change callback
+ *              the subscribers
  *   schema.c   open, load, migrate, repair, close; the unavailable latch
  *              (the SQL text of the schema and its steps: schema-sql.h)
  *   listing.c  the read-only listing connection (store_failure_list,
@@ -298,8 +298,11 @@ struct store {
 	unsigned read_db_generation; /* the db_generation read_db was opened at */
 	atomic_uint db_generation;   /* bumped by every successful open of db */
 
-	store_change_fn change_fn;
-	void *change_userdata;
+	struct store_subscriber {
+		store_change_fn fn;
+		void *userdata;
+	} subscribers[STORE_SUBSCRIBERS_MAX]; /* store_subscribe(), in order */
+	size_t n_subscribers;
 
 	atomic_uint_fast64_t failed_reports[3];
 	atomic_uint_fast64_t ok_reports_cleared;
@@ -529,8 +532,11 @@ int op_change_global(struct op *op, unsigned bits);
 
 /* Queue ops and wait until all are durable (or failed); op->rc says. */
 void commit_submit(struct store *s, struct op **ops, size_t n);
-/* Call the change callback (no store lock held). */
+/* Call the subscribers (no store lock held). */
 void commit_notify(struct store *s, unsigned bits, const char *vf, const char *instance_id);
+/* vf's id in the index (takes index_lock's read side); 0 for "" or a VF
+ * not registered. */
+uint64_t commit_vf_id(struct store *s, const char *vf);
 void commit_publish(struct store *s, const struct store_change *change);
 
 /* -- schema.c ------------------------------------------------------------------ */
