@@ -15,7 +15,7 @@ needed() { readelf -d -- "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
 protobuf_symbols() { { nm -- "$1" 2>/dev/null || :; nm -D -- "$1"; } | grep -c 'protobuf_c_' || :; }
 
 # The control: the sentinel decodes the wire, so the patterns must find it.
-needed "$VFHEALTH_SENTINEL" | grep -q '^libprotobuf-c' ||
+needed "$VFHEALTH_SENTINEL" | grep '^libprotobuf-c' >/dev/null ||
 	fail "vfhealth-sentinel has no NEEDED libprotobuf-c: the check cannot see it"
 (($(protobuf_symbols "$VFHEALTH_SENTINEL") > 0)) ||
 	fail "vfhealth-sentinel has no protobuf_c_ symbol: the check cannot see it"

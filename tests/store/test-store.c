@@ -2156,7 +2156,7 @@ START_TEST(batch_fails_as_a_whole)
 }
 END_TEST
 
-/* -- change callback ------------------------------------------------------------- */
+/* -- change subscribers ---------------------------------------------------------- */
 
 #define SEEN_MAX 16
 
