@@ -4,7 +4,9 @@
  *
  * The composition root, and nothing else: it parses the options, mounts
  * (libvffs), opens the store (libvfstore) and hands it to the filesystem,
- * and runs the sentinel program as a child (sentinel-process.h), whose
+ * subscribes the filesystem's notifier, the recovery thread and the
+ * service manager's status to the store's changes (store_subscribe), and
+ * runs the sentinel program as a child (sentinel-process.h), whose
  * counters it registers with the `metrics` file (fs/metrics.h).  Every rule
  * lives in those libraries; this file only wires them and orders their life
  * cycles (docs/architecture.md, "Processes, threads and locks").
@@ -30,7 +32,8 @@
  * Locks: none here.
  * Shutdown: clients of the mount (the sentinel) stop first, while the mount
  * still serves, then vffs_stop() stops the notifier, leaves the FUSE loop
- * and unmounts, then the store closes; see the marked places below.
+ * and unmounts, then the subscribers leave and the store closes; see the
+ * marked places below.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -416,8 +419,6 @@ int main(int argc, char **argv)
 		log_err("out of memory");
 		return 1;
 	}
-	opt.status_changed = sd_notifier_status_changed;
-	opt.status_userdata = notifier;
 	opt.mountpoint = optind < argc ? argv[optind] : NULL;
 	opt.fuse_options = fuse_options[0] ? fuse_options : NULL;
 	opt.metrics = metrics;
@@ -477,6 +478,15 @@ int main(int argc, char **argv)
 		log_err("cannot show the recovery counters: %s", strerror(-r));
 		goto out;
 	}
+	/* The store tells each of them of its changes itself, before anything
+	 * can change it: the filesystem's notifier, the recovery thread, the
+	 * service manager's STATUS=. */
+	if ((r = store_subscribe(store, vffs_store_changed, fs)) < 0 ||
+	    (r = store_subscribe(store, recovery_store_changed, recovery)) < 0 ||
+	    (r = store_subscribe(store, sd_notifier_store_changed, notifier)) < 0) {
+		log_err("cannot subscribe to the store's changes: %s", strerror(-r));
+		goto out;
+	}
 	r = vffs_start(fs, store);
 	if (r < 0)
 		goto out;
@@ -527,11 +537,15 @@ out:
 	sentinel_process_stop(sentinel);
 	recovery_stop(recovery); /* a cycle still running is killed: failed at the next start */
 	vffs_stop(fs);
+	/* nothing changes the store any more: none of them hears of it again */
+	store_unsubscribe(store, sd_notifier_store_changed, notifier);
+	store_unsubscribe(store, recovery_store_changed, recovery);
+	store_unsubscribe(store, vffs_store_changed, fs);
 	store_close(store);
 	vffs_free(fs);
 	sentinel_process_free(
 		sentinel); /* after the mount: `metrics` renders its counters until then */
 	metrics_free(metrics);
-	sd_notifier_free(notifier); /* after the store: its status hook is gone */
+	sd_notifier_free(notifier); /* after the store: no longer a subscriber */
 	return r < 0 ? 1 : 0;
 }

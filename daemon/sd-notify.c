@@ -2,7 +2,7 @@
 /*
  * sd-notify.c - READY=1 and STATUS= through sd_notify(3) (sd-notify.h).
  *
- * Threads: sd_notifier_ready() runs on the main thread; the status hook on
+ * Threads: sd_notifier_ready() runs on the main thread; its store subscriber on
  * whichever store thread changed availability.  Locks: `lock` (D1 in
  * docs/architecture.md's lock table) is a leaf: the state is read first,
  * with no lock of ours held (store_status() takes the store's own locks),
@@ -70,6 +70,8 @@ static void status_text(struct store *store, char *buf, size_t size)
 
 /* sd_notify(3) says 0 when $NOTIFY_SOCKET is unset (ruled out by enabled),
  * > 0 when sent. */
+static void status_changed(struct sd_notifier *n);
+
 static int notify_result(int r)
 {
 	return r < 0 ? r : 0;
@@ -90,13 +92,12 @@ int sd_notifier_ready(struct sd_notifier *n, struct store *store)
 	pthread_mutex_unlock(&n->lock);
 	/* A transition between the read and the lock: its hook found no store
 	 * yet, so say it now. */
-	sd_notifier_status_changed(n);
+	status_changed(n);
 	return r;
 }
 
-void sd_notifier_status_changed(void *userdata)
+static void status_changed(struct sd_notifier *n)
 {
-	struct sd_notifier *n = userdata;
 	char text[STATUS_MAX];
 	struct store *store;
 	bool sent;
@@ -122,4 +123,10 @@ void sd_notifier_status_changed(void *userdata)
 	} while (sent);
 	if (r < 0)
 		log_debug("cannot send STATUS= to $NOTIFY_SOCKET: %s", strerror(-r));
+}
+
+void sd_notifier_store_changed(void *userdata, const struct store_change *change)
+{
+	if (change->bits & STORE_CHANGE_STATUS)
+		status_changed(userdata);
 }

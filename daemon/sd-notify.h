@@ -6,9 +6,10 @@
  * available" or "store unavailable: REASON"), and a new STATUS= line on
  * every availability transition after that (`systemctl status` shows it).
  *
- * The transitions come from the filesystem's status hook (vffs_options:
- * status_changed), called from the store thread that changed the state:
- * sd_notifier_status_changed() re-reads the state and sends only a changed
+ * The transitions come from the store: sd_notifier_store_changed() is a
+ * subscriber (store_subscribe, which daemon/main.c calls), called from the
+ * store thread that changed the state; on STORE_CHANGE_STATUS it
+ * re-reads the state and sends only a changed
  * text (sd_notify(3)'s send waits only while the service manager's socket
  * queue is full, as every Type=notify service's does); the last message
  * sent always shows the latest state, whatever order hooks run in
@@ -19,6 +20,7 @@
 #define VFHEALTH_DAEMON_SD_NOTIFY_H
 
 struct store;
+struct store_change;
 struct sd_notifier;
 
 /* Notes whether $NOTIFY_SOCKET is set.  -ENOMEM. */
@@ -26,9 +28,10 @@ int sd_notifier_new(struct sd_notifier **ret);
 /* READY=1, MAINPID= (this process: call it after daemonizing) and the
  * STATUS= of store, which later transitions report.  0 or -errno. */
 int sd_notifier_ready(struct sd_notifier *n, struct store *store);
-/* The status hook (userdata: the sd_notifier): a STATUS= line when the
- * state differs from the last one sent.  Before ready: nothing. */
-void sd_notifier_status_changed(void *userdata);
+/* The store's subscriber (userdata: the sd_notifier): on a change of the
+ * store's availability, a STATUS= line when the state differs from the
+ * last one sent.  Before ready: nothing. */
+void sd_notifier_store_changed(void *userdata, const struct store_change *change);
 void sd_notifier_free(struct sd_notifier *n);
 
 #endif

@@ -8,7 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-void dirty_add(struct dirty_set *d, unsigned top, const char *vf, unsigned files, unsigned all_vfs)
+void dirty_add_vf(struct dirty_set *d, unsigned top, const char *vf, uint64_t id, unsigned files,
+		  unsigned all_vfs)
 {
 	d->top |= top;
 	d->all_vfs |= all_vfs;
@@ -17,6 +18,8 @@ void dirty_add(struct dirty_set *d, unsigned top, const char *vf, unsigned files
 	for (size_t i = 0; i < d->count; i++)
 		if (strcmp(d->vfs[i].vf, vf) == 0) {
 			d->vfs[i].files |= files;
+			if (id)
+				d->vfs[i].id = id;
 			return;
 		}
 	if (d->count == NOTIFY_MAX_QUEUED_VFS) {
@@ -29,8 +32,14 @@ void dirty_add(struct dirty_set *d, unsigned top, const char *vf, unsigned files
 		return;
 	}
 	snprintf(d->vfs[d->count].vf, VF_ADDR_BUFSZ, "%s", vf);
+	d->vfs[d->count].id = id;
 	d->vfs[d->count].files = files;
 	d->count++;
+}
+
+void dirty_add(struct dirty_set *d, unsigned top, const char *vf, unsigned files, unsigned all_vfs)
+{
+	dirty_add_vf(d, top, vf, 0, files, all_vfs);
 }
 
 void dirty_add_gpu(struct dirty_set *d, const char *gpu, unsigned files)

@@ -31,6 +31,7 @@
 
 struct dirty_vf {
 	char vf[VF_ADDR_BUFSZ];
+	uint64_t id;    /* the store's id of vf (its inodes); 0 unknown */
 	unsigned files; /* bitmask over enum vf_file_index */
 };
 
@@ -51,8 +52,13 @@ struct dirty_set {
 	size_t n_inodes;
 };
 
-/* Add the top-level files top, the files of vf (NULL or "": none) and the
- * files all_vfs of every VF. */
+/* Add the top-level files top, the files of vf (NULL or "": none), whose
+ * store id is id (0 unknown; the latest known is kept), and the files
+ * all_vfs of every VF. */
+void dirty_add_vf(struct dirty_set *d, unsigned top, const char *vf, uint64_t id, unsigned files,
+		  unsigned all_vfs);
+/* The same without an id: a set that names files by path alone (the
+ * toucher's). */
 void dirty_add(struct dirty_set *d, unsigned top, const char *vf, unsigned files, unsigned all_vfs);
 /* Add the files of gpu's directory; gpu NULL or "": of every GPU. */
 void dirty_add_gpu(struct dirty_set *d, const char *gpu, unsigned files);

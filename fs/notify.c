@@ -115,13 +115,14 @@ pid_t notifier_writer_pid(const struct notifier *n)
 	return (pid_t)atomic_load(&((struct notifier *)n)->writer_pid);
 }
 
-static void enqueue(struct notifier *n, unsigned top, const char *vf, unsigned vf_mask,
-		    unsigned all_vfs, const char *gpu, unsigned gpu_mask, bool page_cached)
+static void enqueue(struct notifier *n, unsigned top, const char *vf, uint64_t vf_id,
+		    unsigned vf_mask, unsigned all_vfs, const char *gpu, unsigned gpu_mask,
+		    bool page_cached)
 {
 	if (!top && !all_vfs && (!vf_mask || !vf || !*vf) && !gpu_mask)
 		return;
 	pthread_mutex_lock(&n->dirty_lock);
-	dirty_add(&n->dirty, top, vf, vf_mask, all_vfs);
+	dirty_add_vf(&n->dirty, top, vf, vf_id, vf_mask, all_vfs);
 	dirty_add_gpu(&n->dirty, gpu, gpu_mask);
 	n->cached_queued += page_cached;
 	pthread_cond_signal(&n->dirty_cond);
@@ -198,11 +199,11 @@ void notifier_store_change(void *userdata, const struct store_change *change)
 	 * for every VF (vfiles.h). */
 	if (change->vf[0] && !page_cached) {
 		announce_now(n, top, change->vf, vf);
-		enqueue(n, 0, NULL, 0, 0, change->parent, gpu, false);
+		enqueue(n, 0, NULL, 0, 0, 0, change->parent, gpu, false);
 	} else if (change->vf[0]) {
-		enqueue(n, top, change->vf, vf, 0, change->parent, gpu, page_cached);
+		enqueue(n, top, change->vf, change->vf_id, vf, 0, change->parent, gpu, page_cached);
 	} else {
-		enqueue(n, top, NULL, 0, vf, change->parent, gpu, page_cached);
+		enqueue(n, top, NULL, 0, 0, vf, change->parent, gpu, page_cached);
 	}
 }
 
@@ -266,6 +267,7 @@ void each_dirty_file(struct notifier *n, const struct dirty_set *d, const struct
 		if (stoppable && atomic_load(&n->abandon))
 			return;
 		snprintf(key.addr, sizeof(key.addr), "%s", l->vfs[v].vf);
+		key.vf_id = l->vfs[v].id;
 		for (int i = 0; i < VF_FILE_COUNT; i++)
 			if (d->all_vfs & (1u << i)) {
 				key.index = i;
@@ -276,6 +278,7 @@ void each_dirty_file(struct notifier *n, const struct dirty_set *d, const struct
 		if (stoppable && atomic_load(&n->abandon))
 			return;
 		snprintf(key.addr, sizeof(key.addr), "%s", d->vfs[v].vf);
+		key.vf_id = d->vfs[v].id;
 		for (int i = 0; i < VF_FILE_COUNT; i++)
 			if (d->vfs[v].files & ~d->all_vfs & (1u << i)) {
 				key.index = i;

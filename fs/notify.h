@@ -4,7 +4,8 @@
  * watchers) that a virtual file's content changed.
  *
  * Contract:
- *  - notifier_store_change() is the store's change callback.  It maps a
+ *  - notifier_store_change() takes each store change (the filesystem's
+ *    store subscriber, vffs_store_changed, hands it on).  It maps a
  *    store_change to the files whose content it changes (the `changes`
  *    column of the vfiles.h tables, the one home of that map) and never
  *    blocks on anything but leaf mutexes.  A change of files the kernel
@@ -29,7 +30,10 @@
  *    notifier_seen() (called by a read at offset 0) catches up.
  *  - Files are named by a notify_key: its table (top level, a VF's, a
  *    parent GPU's gpus/PF/), the VF's or GPU's address and the index in
- *    that vfiles.h table.  A change reaches a GPU's files through the
+ *    that vfiles.h table.  A VF's key also carries the id the store's
+ *    change (or its list of VFs) named, which names the VF's inodes: the
+ *    notifier never asks the store for it (tests/fs/test-freshness.sh
+ *    finds stale reads without it).  A change reaches a GPU's files through the
  *    parent it names (store_change.parent); one that names neither a VF
  *    nor a parent reaches every GPU's.  The notifier thread renders each
  *    GPU file a change dirtied and announces it only when its text differs
@@ -80,6 +84,10 @@ struct notify_key {
 	enum notify_scope scope;
 	char addr[VF_ADDR_BUFSZ]; /* the VF's or the GPU's address; "" for a top-level file */
 	int index;                /* index in top_files[], vf_files[] or gpu_files[] */
+	/* NOTIFY_VF: the VF's store id, which names its inodes, as the store's
+	 * change or list gave it (0 unknown: nothing to invalidate); not part
+	 * of the key's identity */
+	uint64_t vf_id;
 };
 
 /* One per open file that can be polled; embedded in the open-file state.

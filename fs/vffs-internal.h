@@ -88,9 +88,6 @@ struct vffs {
 	struct open_link *open_list;
 	struct timespec start_time;
 
-	void (*status_changed)(void *userdata); /* the caller's status hook (vffs.h) */
-	void *status_userdata;
-
 	pthread_t loop_thread;
 	bool loop_running;
 	atomic_bool stopping;

@@ -57,7 +57,6 @@
  */
 #include "common/parse.h"
 #include "fs/vffs-internal.h"
-#include "recovery/recovery.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -457,9 +456,7 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret)
 	fs->metrics = opt->metrics;
 	fs->max_workers = opt->max_workers ? MIN(opt->max_workers, (unsigned)VFFS_MAX_WORKERS_MAX) :
 					     VFFS_MAX_WORKERS_DEFAULT;
-	fs->status_changed = opt->status_changed;
 	fs->recovery = opt->recovery;
-	fs->status_userdata = opt->status_userdata;
 	fs->claims.socket_dirs = &fs->socket_dirs;
 	if (opt->socket_dirs)
 		fs->socket_dirs = *opt->socket_dirs;
@@ -560,14 +557,11 @@ bool vffs_unmounted_outside(const struct vffs *fs)
 /* The inode of a notified file (notify.h): the scheme atop this file. */
 static fuse_ino_t notify_inode(void *userdata, const struct notify_key *key)
 {
-	struct vffs *fs = userdata;
-	struct store_vf_info vf;
-
 	switch (key->scope) {
 	case NOTIFY_VF:
-		if (store_vf_get(fs->store, key->addr, STORE_READ_MEMORY, &vf) < 0)
-			return 0; /* gone: its inodes resolve to nothing any more */
-		return ino_vf(vf.id, 1 + key->index);
+		/* the id the store's change named: 0 when the VF is gone, whose
+		 * inodes resolve to nothing any more */
+		return key->vf_id ? ino_vf(key->vf_id, 1 + key->index) : 0;
 	case NOTIFY_GPU:
 		return ino_gpu(key->addr, 1 + key->index);
 	case NOTIFY_TOP:
@@ -576,15 +570,12 @@ static fuse_ino_t notify_inode(void *userdata, const struct notify_key *key)
 	}
 }
 
-/* The store's change callback: the notifier, and the caller's status hook. */
-static void store_changed(void *userdata, const struct store_change *change)
+void vffs_store_changed(void *userdata, const struct store_change *change)
 {
 	struct vffs *fs = userdata;
 
-	notifier_store_change(fs->notifier, change);
-	if ((change->bits & STORE_CHANGE_STATUS) && fs->status_changed)
-		fs->status_changed(fs->status_userdata);
-	recovery_store_changed(fs->recovery, change->bits);
+	if (fs->notifier)
+		notifier_store_change(fs->notifier, change);
 }
 
 int vffs_start(struct vffs *fs, struct store *store)
@@ -600,7 +591,6 @@ int vffs_start(struct vffs *fs, struct store *store)
 	if (r < 0)
 		return r;
 	notifier_set_inode_fn(fs->notifier, notify_inode, fs);
-	store_set_change_callback(fs->store, store_changed, fs);
 	r = notifier_start(fs->notifier);
 	if (r < 0) {
 		log_err("cannot start the notifier: %s", strerror(-r));
@@ -657,9 +647,6 @@ void vffs_stop(struct vffs *fs)
 		log_info("unmounted %s", fs->mountpoint);
 	}
 	if (fs->store) {
-		/* The store outlives us (the caller closes it): nothing may call
-		 * into the notifier once it is freed. */
-		store_set_change_callback(fs->store, NULL, NULL);
 		fs->store = NULL;
 		fs->claims.store = NULL;
 	}

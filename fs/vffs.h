@@ -12,7 +12,7 @@
  *                   crashed instance (ENOTCONN), mount (allow_other,
  *                   default_permissions)
  *   [fuse_daemonize() here when not in the foreground: before any thread]
- *   [the caller opens the store here]
+ *   [the caller opens the store here and subscribes vffs_store_changed]
  *   vffs_start()    serve the caller's store: fork the notifier's helper
  *                   process (so: call it while this process has no other
  *                   thread), start the notifier thread and the
@@ -21,6 +21,7 @@
  *   ... clients of the mount (the sentinel) run here ...
  *   vffs_stop()     stop the notifier (while the mount still serves), leave
  *                   the FUSE loop, unmount, detach from the store
+ *   [the caller unsubscribes vffs_store_changed here]
  *   [the caller closes the store here]
  *   vffs_free()
  *
@@ -50,6 +51,7 @@
 
 struct vffs;
 struct store;
+struct store_change;
 struct metrics;
 
 struct vffs_options {
@@ -63,11 +65,6 @@ struct vffs_options {
 				   * may wait (one more thread reads and serves the rest:
 				   * loop.c), 1..VFFS_MAX_WORKERS_MAX;
 				   * 0: VFFS_MAX_WORKERS_DEFAULT */
-	/* Called when the store's availability changed (STORE_CHANGE_STATUS),
-	 * from the thread that changed it, with no store lock held: it may read
-	 * the store (store_status) but must not block.  NULL for none. */
-	void (*status_changed)(void *userdata);
-	void *status_userdata;
 	/* Where the socket paths of claims may point (common/sockdir.h): a claim
 	 * write naming one elsewhere gets EACCES.  NULL: the defaults. */
 	const struct sockdirs *socket_dirs;
@@ -75,8 +72,9 @@ struct vffs_options {
 	 * GPU from its physfn link.  NULL: /sys. */
 	const char *sysfs_root;
 	/* Runs GPU cycles (recovery/recovery.h), owned by the caller and kept
-	 * until vffs_free: gpus/PF/recover hands it the request, and it hears
-	 * of every store change.  NULL: the recover file refuses. */
+	 * until vffs_free: gpus/PF/recover hands it the request (the store
+	 * tells it of changes itself: the caller subscribes it).  NULL: the
+	 * recover file refuses. */
 	struct recovery *recovery;
 };
 
@@ -84,6 +82,12 @@ int vffs_new(const struct vffs_options *opt, struct vffs **ret);
 int vffs_mount(struct vffs *fs);
 /* store: open (store/store.h), owned by the caller, closed only after vffs_stop. */
 int vffs_start(struct vffs *fs, struct store *store);
+/* The filesystem's subscriber to the store's changes (store_subscribe,
+ * userdata the vffs): its notifier, which makes each change visible in the
+ * order docs/architecture.md sets.  The caller subscribes it before
+ * vffs_start (a change before then reaches nobody: nothing is served yet)
+ * and unsubscribes it after vffs_stop, before vffs_free. */
+void vffs_store_changed(void *userdata, const struct store_change *change);
 void vffs_stop(struct vffs *fs);
 void vffs_free(struct vffs *fs);
 

@@ -28,30 +28,6 @@
  * connect says EAGAIN there and offers nothing to poll for room. */
 #define UNIX_BACKLOG_RETRY_NS (INT64_C(10) * 1000 * 1000)
 
-const char *agent_unknown_reason_name(enum agent_unknown_reason r)
-{
-	static const char *const names[] = {
-#define AGENT_REASON_NAME(id, name) [id] = name,
-		AGENT_UNKNOWN_REASONS(AGENT_REASON_NAME)
-#undef AGENT_REASON_NAME
-	};
-
-	return (unsigned)r < ARRAY_SIZE(names) ? names[r] : names[AGENT_REASON_UNSPECIFIED];
-}
-
-const char *gpu_init_state_name(enum gpu_init_state s)
-{
-	switch (s) {
-	case GPU_INIT_OK:
-		return "ok";
-	case GPU_INIT_FAILED:
-		return "failed";
-	case GPU_INIT_UNKNOWN:
-	default:
-		return "unknown";
-	}
-}
-
 /* Sleep until min(deadline, now + ns) unless cancel_fd fires first. */
 static int backoff(int64_t ns, int64_t deadline_ns, int cancel_fd)
 {

@@ -296,20 +296,6 @@ void wire_sanitize_rule(const char *in, size_t len, char out[static AGENT_RULE_M
 	sanitize_cut(in, len, out, AGENT_RULE_MAX);
 }
 
-void wire_sanitize_version(const char *in, char out[static AGENT_VERSION_MAX + 1])
-{
-	size_t n = 0;
-
-	for (; in && in[n] && n < AGENT_VERSION_MAX; n++) {
-		char c = in[n];
-		out[n] = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') ||
-					 (c >= 'a' && c <= 'z') || strchr(".+~_-", c) ?
-				 c :
-				 '_';
-	}
-	out[n] = '\0';
-}
-
 int wire_encode_request(const char *method, uint8_t **ret_frame, size_t *ret_len)
 {
 	Vfhealth__Request req = VFHEALTH__REQUEST__INIT;

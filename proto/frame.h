@@ -116,10 +116,6 @@ void wire_sanitize_message(const char *in, size_t len, char out[static AGENT_MES
 /* The same, cut at AGENT_RULE_MAX bytes (a failure rule's text). */
 void wire_sanitize_rule(const char *in, size_t len, char out[static AGENT_RULE_MAX + 1]);
 
-/* Copy at most AGENT_VERSION_MAX bytes of in into out, each byte outside
- * [0-9A-Za-z.+~_-] replaced by '_': a version fit for a metric label. */
-void wire_sanitize_version(const char *in, char out[static AGENT_VERSION_MAX + 1]);
-
 /* Response frames (header included).  The status message goes through
  * wire_sanitize_message. */
 int wire_encode_status_response(const struct agent_status *st, uint8_t **ret_frame,

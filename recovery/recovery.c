@@ -1168,8 +1168,10 @@ int recovery_request(struct recovery *r, const char *parent, int64_t uid, const 
 	return 0;
 }
 
-void recovery_store_changed(struct recovery *r, unsigned bits)
+void recovery_store_changed(void *userdata, const struct store_change *change)
 {
+	struct recovery *r = userdata;
+	unsigned bits = change->bits;
 	/* a GPU's phase (a cycle asked for), the setting, the mode and the
 	 * store's availability always; quarantines and claims only matter to
 	 * the automatic policy, and a busy host has many */

@@ -117,9 +117,11 @@ int recovery_request(struct recovery *r, const char *parent, int64_t uid, const 
 int recovery_gpu_target(const char *sysfs_root, struct store *s, const char *pf,
 			char (**vfs)[VF_ADDR_BUFSZ], size_t *n, const char **why);
 
-/* The store changed (store_change bits): the automatic policy may have
- * something to do.  Must not block (called from the committing thread). */
-void recovery_store_changed(struct recovery *r, unsigned bits);
+/* The recovery's subscriber to the store's changes (store_subscribe,
+ * userdata the recovery; daemon/main.c subscribes it): the automatic
+ * policy or the registration may have something to do.  Only sets a flag
+ * (lock D2): called from the committing thread, it never blocks. */
+void recovery_store_changed(void *userdata, const struct store_change *change);
 
 /* vfhealth_gpu_recoveries_total{parent,outcome},
  * vfhealth_gpu_recovery_duration_seconds{parent} and

@@ -20,7 +20,7 @@
 
 #include "grammar/vf.h"
 #include "common/cleanup.h"
-#include "proto/frame.h"
+#include "proto/status.h"
 #include "common/parse.h"
 #include "common/prometheus.h"
 

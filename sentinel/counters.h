@@ -24,7 +24,7 @@
 #include <stdio.h>
 
 #include "grammar/limits.h"
-#include "proto/client.h"
+#include "proto/status.h"
 
 #define SENTINEL_MAX_TARGETS 65536 /* claims looked at per poll (the store's VF cap) */
 

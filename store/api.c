@@ -250,6 +250,7 @@ int store_vf_set_absent(struct store *s, const char *vf, bool absent, bool *chan
 		was = e->absent;
 		e->absent = absent;
 		copy_string(change.vf, sizeof(change.vf), vf);
+		change.vf_id = e->id;
 		copy_string(change.parent, sizeof(change.parent), e->parent);
 	} else {
 		r = -ENOENT;

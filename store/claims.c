@@ -118,7 +118,8 @@ int store_claim_commit(struct store *s, const struct store_claim *c)
  * STORE_CHANGE_RESERVATION). */
 static void reservation_dropped(struct store *s, const char *vf, const char *parent)
 {
-	struct store_change change = { .bits = STORE_CHANGE_RESERVATION };
+	struct store_change change = { .bits = STORE_CHANGE_RESERVATION,
+				       .vf_id = commit_vf_id(s, vf) };
 
 	copy_string(change.vf, sizeof(change.vf), vf);
 	copy_string(change.parent, sizeof(change.parent), parent);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * commit.c - the store's group commit: the op queue, the leader that runs a
- * batch as one transaction, and the change callback.  Locks: store-internal.h.
+ * batch as one transaction, and its subscribers.  Locks: store-internal.h.
  *
  * Design notes
  * ============
@@ -11,16 +11,18 @@
  * runs them in one SQLite transaction (BEGIN IMMEDIATE, one SAVEPOINT per
  * op so a logical error such as -EBUSY rolls back only that op), COMMITs
  * once (one fsync of the WAL: group commit), applies the result to the
- * in-memory mirror, calls the change callback and only then marks the ops
+ * in-memory mirror, calls the subscribers and only then marks the ops
  * done.  If anything in SQLite fails, or COMMIT fails, the transaction is
  * rolled back, every op of the batch fails with -EIO, the mirror is
  * untouched and the store latches unavailable with sqlite3_errmsg() as the
  * reason.
  *
- * Change callback.  Called by the leader after COMMIT and the mirror update,
- * with no store lock held (the callback may read the store), but before the
- * batch's callers are released: it must not block and must not call a
- * mutating store function (the leader would wait for itself).
+ * Subscribers (store_subscribe).  Called by the leader after COMMIT and the
+ * mirror update, with no store lock held (a subscriber may read the store),
+ * but before the batch's callers are released: none may block or call a
+ * mutating store function (the leader would wait for itself).  Each change
+ * carries its VF's id, read from the index while write_lock still orders
+ * the batch before any other, so no subscriber asks for it by address.
  *
  * Vanished files.  The leader checks, before BEGIN and after COMMIT, that
  * the database file and its WAL are still linked and are the files at
@@ -45,21 +47,53 @@
 
 /* -- change notification ---------------------------------------------------- */
 
-void store_set_change_callback(struct store *s, store_change_fn fn, void *userdata)
+int store_subscribe(struct store *s, store_change_fn fn, void *userdata)
 {
-	s->change_fn = fn;
-	s->change_userdata = userdata;
+	if (!s || !fn)
+		return -EINVAL;
+	for (size_t i = 0; i < s->n_subscribers; i++)
+		if (s->subscribers[i].fn == fn && s->subscribers[i].userdata == userdata)
+			return -EEXIST;
+	if (s->n_subscribers == STORE_SUBSCRIBERS_MAX)
+		return -ENOSPC;
+	s->subscribers[s->n_subscribers++] = (struct store_subscriber){ fn, userdata };
+	return 0;
+}
+
+void store_unsubscribe(struct store *s, store_change_fn fn, void *userdata)
+{
+	for (size_t i = 0; s && i < s->n_subscribers; i++)
+		if (s->subscribers[i].fn == fn && s->subscribers[i].userdata == userdata) {
+			memmove(&s->subscribers[i], &s->subscribers[i + 1],
+				(s->n_subscribers - i - 1) * sizeof(s->subscribers[0]));
+			s->n_subscribers--;
+			return;
+		}
 }
 
 void commit_publish(struct store *s, const struct store_change *change)
 {
-	if (s->change_fn)
-		s->change_fn(s->change_userdata, change);
+	for (size_t i = 0; i < s->n_subscribers; i++)
+		s->subscribers[i].fn(s->subscribers[i].userdata, change);
+}
+
+uint64_t commit_vf_id(struct store *s, const char *vf)
+{
+	uint64_t id = 0;
+
+	if (!vf || !vf[0])
+		return 0;
+	pthread_rwlock_rdlock(&s->index_lock);
+	struct vf_entry *e = mirror_find(s, vf);
+	if (e)
+		id = e->id;
+	pthread_rwlock_unlock(&s->index_lock);
+	return id;
 }
 
 void commit_notify(struct store *s, unsigned bits, const char *vf, const char *instance_id)
 {
-	struct store_change change = { .bits = bits };
+	struct store_change change = { .bits = bits, .vf_id = commit_vf_id(s, vf) };
 
 	copy_string(change.vf, sizeof(change.vf), vf);
 	copy_string(change.instance_id, sizeof(change.instance_id), instance_id);
@@ -259,9 +293,9 @@ static void run_batch(struct store *s, struct op *batch)
 		return;
 	}
 	s->batch = batch;
-	r = db_exec(s, "BEGIN IMMEDIATE", "");
+	r = db_exec(s, "BEGIN IMMEDIATE", DB_NONE);
 	for (struct op *op = batch; op && r == 0; op = op->next) {
-		if ((r = db_exec(s, "SAVEPOINT op", "")) < 0)
+		if ((r = db_exec(s, "SAVEPOINT op", DB_NONE)) < 0)
 			break;
 		op->rc = ops_exec(s, op);
 		if (s->batch_failed)
@@ -269,10 +303,10 @@ static void run_batch(struct store *s, struct op *batch)
 		if (op->rc < 0) {
 			/* a refused op (e.g. -EBUSY) leaves no trace; the others go on */
 			op_discard_changes(op);
-			r = db_exec(s, "ROLLBACK TO op", "");
+			r = db_exec(s, "ROLLBACK TO op", DB_NONE);
 		}
 		if (r == 0)
-			r = db_exec(s, "RELEASE op", "");
+			r = db_exec(s, "RELEASE op", DB_NONE);
 		structural |= op->rc == 0 && (op->kind == OP_REGISTER || op->kind == OP_UNREGISTER);
 		registered += op->rc == 0 && op->kind == OP_REGISTER;
 	}
@@ -313,9 +347,14 @@ static void run_batch(struct store *s, struct op *batch)
 	}
 	gpus_apply_batch(s, batch, !s->batch_failed);
 	batch_state_release(&b);
+	/* each change names its VF's id as applied, before another batch may
+	 * unregister it (a discarded change list is empty) */
+	for (struct op *op = batch; op; op = op->next)
+		for (size_t i = 0; i < op->n_changes; i++)
+			op->changes[i].vf_id = commit_vf_id(s, op->changes[i].vf);
 	pthread_mutex_unlock(&s->write_lock);
 
-	/* durable and mirrored: tell the filesystem, with no store lock held */
+	/* durable and mirrored: tell the subscribers, with no store lock held */
 	for (struct op *op = batch; op; op = op->next) {
 		for (size_t i = 0; i < op->n_changes; i++)
 			commit_publish(s, &op->changes[i]);

@@ -28,17 +28,24 @@ int db_fail(struct store *s, const char *what)
 	return -EIO;
 }
 
-/* Bind sql's parameters, typed by letters: 't' const char *, 'i' int64_t.
- * The strings must outlive the statement's use (SQLITE_STATIC). */
-static int db_vbind(struct store *s, sqlite3_stmt *st, const char *types, va_list ap)
+/* Bind sql's parameters (store-internal.h's db_args), each by its type.
+ * A count other than the statement's is a caller's mistake that SQLite
+ * would take for NULLs: the statement fails instead. */
+static int db_bind(struct store *s, sqlite3_stmt *st, struct db_args args)
 {
-	for (int i = 0; types[i]; i++) {
+	if ((size_t)sqlite3_bind_parameter_count(st) != args.n)
+		return db_fail(s, "database error: parameter count");
+	for (size_t i = 0; i < args.n; i++) {
+		const struct db_value *v = &args.v[i];
 		int rc = SQLITE_MISUSE;
-		if (types[i] == 't')
-			rc = sqlite3_bind_text(st, i + 1, va_arg(ap, const char *), -1,
-					       SQLITE_STATIC);
-		else if (types[i] == 'i')
-			rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+		switch (v->type) {
+		case DB_TEXT:
+			rc = sqlite3_bind_text(st, (int)i + 1, v->text, -1, SQLITE_STATIC);
+			break;
+		case DB_INT64:
+			rc = sqlite3_bind_int64(st, (int)i + 1, v->i64);
+			break;
+		}
 		if (rc != SQLITE_OK)
 			return db_fail(s, "database error");
 	}
@@ -53,7 +60,7 @@ static void db_uncache(struct store *s, sqlite3_stmt *st);
  * and reset after each use.  A statement is handed out once at a time (a
  * nested use of the same SQL gets its own, finalized after use); the cache
  * is emptied before the connection closes (db_stmt_cache_clear). */
-static sqlite3_stmt *db_cached(struct store *s, const char *sql, const char *types, va_list ap)
+static sqlite3_stmt *db_cached(struct store *s, const char *sql, struct db_args args)
 {
 	struct db_cached_stmt *slot = NULL;
 	sqlite3_stmt *st = NULL;
@@ -78,20 +85,10 @@ static sqlite3_stmt *db_cached(struct store *s, const char *sql, const char *typ
 	}
 	if (slot)
 		slot->busy = true;
-	if (db_vbind(s, st, types, ap) < 0) {
+	if (db_bind(s, st, args) < 0) {
 		db_uncache(s, st);
 		return NULL;
 	}
-	return st;
-}
-
-static sqlite3_stmt *db_cached_prepare(struct store *s, const char *sql, const char *types, ...)
-{
-	va_list ap;
-
-	va_start(ap, types);
-	sqlite3_stmt *st = db_cached(s, sql, types, ap);
-	va_end(ap);
 	return st;
 }
 
@@ -116,8 +113,8 @@ void db_stmt_cache_clear(struct store *s)
 }
 
 /* Prepare sql (not cached: statements that run once per open or load) and
- * bind its parameters (db_vbind). */
-static sqlite3_stmt *db_vprepare(struct store *s, const char *sql, const char *types, va_list ap)
+ * bind its parameters (db_bind). */
+sqlite3_stmt *db_prepare(struct store *s, const char *sql, struct db_args args)
 {
 	sqlite3_stmt *st = NULL;
 
@@ -126,20 +123,10 @@ static sqlite3_stmt *db_vprepare(struct store *s, const char *sql, const char *t
 		sqlite3_finalize(st);
 		return NULL;
 	}
-	if (db_vbind(s, st, types, ap) < 0) {
+	if (db_bind(s, st, args) < 0) {
 		sqlite3_finalize(st);
 		return NULL;
 	}
-	return st;
-}
-
-sqlite3_stmt *db_prepare(struct store *s, const char *sql, const char *types, ...)
-{
-	va_list ap;
-
-	va_start(ap, types);
-	sqlite3_stmt *st = db_vprepare(s, sql, types, ap);
-	va_end(ap);
 	return st;
 }
 
@@ -158,9 +145,9 @@ int db_step(struct store *s, sqlite3_stmt *st)
 /* Prepare, bind and run: with ret NULL every row is stepped over (0 when
  * done); else the first column of the first row lands in *ret (1 row, 0
  * none).  -EIO on error. */
-static int db_vrun(struct store *s, int64_t *ret, const char *sql, const char *types, va_list ap)
+static int db_run(struct store *s, int64_t *ret, const char *sql, struct db_args args)
 {
-	sqlite3_stmt *st = db_cached(s, sql, types, ap);
+	sqlite3_stmt *st = db_cached(s, sql, args);
 	int r;
 
 	if (!st)
@@ -178,25 +165,15 @@ static int db_vrun(struct store *s, int64_t *ret, const char *sql, const char *t
 }
 
 /* Run a statement that returns no rows. */
-int db_exec(struct store *s, const char *sql, const char *types, ...)
+int db_exec(struct store *s, const char *sql, struct db_args args)
 {
-	va_list ap;
-
-	va_start(ap, types);
-	int r = db_vrun(s, NULL, sql, types, ap);
-	va_end(ap);
-	return r;
+	return db_run(s, NULL, sql, args);
 }
 
 /* The first column of the first row as an integer: 1 row, 0 none, -EIO. */
-int db_int(struct store *s, int64_t *ret, const char *sql, const char *types, ...)
+int db_int(struct store *s, int64_t *ret, const char *sql, struct db_args args)
 {
-	va_list ap;
-
-	va_start(ap, types);
-	int r = db_vrun(s, ret, sql, types, ap);
-	va_end(ap);
-	return r;
+	return db_run(s, ret, sql, args);
 }
 
 const char *db_col_text(sqlite3_stmt *st, int col)
@@ -231,11 +208,11 @@ void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim
 
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 {
-	sqlite3_stmt *st = db_cached_prepare(
-		s,
-		"SELECT id, quarantined, held, quarantined_at, parent, " SUSPECT_SINCE_SQL
-		", " PROBATION_SINCE_SQL " FROM vfs WHERE address = ?",
-		"t", addr);
+	sqlite3_stmt *st =
+		db_cached(s,
+			  "SELECT id, quarantined, held, quarantined_at, parent, " SUSPECT_SINCE_SQL
+			  ", " PROBATION_SINCE_SQL " FROM vfs WHERE address = ?",
+			  DB_ARGS(db_text(addr)));
 	if (!st)
 		return -EIO;
 	int r = db_step(s, st);
@@ -254,7 +231,7 @@ int db_vf_row(struct store *s, const char *addr, struct vf_row *row)
 
 int db_setting(struct store *s, const char *key, int64_t *ret)
 {
-	int r = db_int(s, ret, "SELECT value FROM meta WHERE key = ?", "t", key);
+	int r = db_int(s, ret, "SELECT value FROM meta WHERE key = ?", DB_ARGS(db_text(key)));
 
 	if (r == 0) {
 		/* a missing setting row means a damaged database */
@@ -268,7 +245,7 @@ int db_setting(struct store *s, const char *key, int64_t *ret)
 int db_failure_count(struct store *s, int64_t vf_id, int64_t *ret)
 {
 	int r = db_int(s, ret, "SELECT COUNT(*) FROM failures WHERE vf_id = ? AND " FAILURE_LIVE,
-		       "i", vf_id);
+		       DB_ARGS(db_i64(vf_id)));
 
 	return r < 0 ? r : 0;
 }
@@ -276,7 +253,7 @@ int db_failure_count(struct store *s, int64_t vf_id, int64_t *ret)
 /* Automatic quarantines: what the breaker's cap counts (holds are not). */
 int db_quarantined_count(struct store *s, int64_t *ret)
 {
-	int r = db_int(s, ret, "SELECT COUNT(*) FROM vfs WHERE quarantined = 1", "");
+	int r = db_int(s, ret, "SELECT COUNT(*) FROM vfs WHERE quarantined = 1", DB_NONE);
 
 	return r < 0 ? r : 0;
 }
@@ -337,7 +314,7 @@ static int fill_from_db(struct store *s, const struct vf_row *row, struct failur
 		db_prepare(s,
 			   "SELECT " FAILURE_KEY_COLUMNS
 			   " FROM failures WHERE vf_id = ? AND " FAILURE_LIVE,
-			   "i", row->id);
+			   DB_ARGS(db_i64(row->id)));
 	int r;
 
 	if (!st)
@@ -385,10 +362,10 @@ int db_snapshot_appended(struct store *s, const char *addr, struct op *const *ro
 
 int db_live_claim(struct store *s, int64_t vf_id, const char *vf, struct store_claim *ret)
 {
-	sqlite3_stmt *st = db_cached_prepare(s,
-					     "SELECT " CLAIM_COLUMNS
-					     " FROM claims WHERE vf_id = ? AND released_at IS NULL",
-					     "i", vf_id);
+	sqlite3_stmt *st = db_cached(s,
+				     "SELECT " CLAIM_COLUMNS
+				     " FROM claims WHERE vf_id = ? AND released_at IS NULL",
+				     DB_ARGS(db_i64(vf_id)));
 	if (!st)
 		return -EIO;
 	int r = db_step(s, st);

@@ -160,13 +160,14 @@ int gpus_op(struct store *s, struct op *op)
 	int r;
 
 	/* a parent only some registered VF names is a GPU */
-	r = db_int(s, &n, "SELECT COUNT(*) FROM vfs WHERE parent = ?", "t", op->parent);
+	r = db_int(s, &n, "SELECT COUNT(*) FROM vfs WHERE parent = ?",
+		   DB_ARGS(db_text(op->parent)));
 	if (r < 0)
 		return r;
 	if (n == 0)
 		return -ENOENT;
-	r = db_int(s, &phase, "SELECT COALESCE((SELECT phase FROM gpus WHERE parent = ?), 0)", "t",
-		   op->parent);
+	r = db_int(s, &phase, "SELECT COALESCE((SELECT phase FROM gpus WHERE parent = ?), 0)",
+		   DB_ARGS(db_text(op->parent)));
 	if (r < 0)
 		return r;
 	mirror_rdlock(s);
@@ -178,8 +179,8 @@ int gpus_op(struct store *s, struct op *op)
 	if (op->value == GPU_EV_RECOVER) {
 		if (!agrees)
 			return -EBUSY;
-		r = db_int(s, &n, "SELECT COUNT(*) FROM gpus WHERE phase = ? AND parent <> ?", "it",
-			   (int64_t)GPU_PHASE_RECOVERING, op->parent);
+		r = db_int(s, &n, "SELECT COUNT(*) FROM gpus WHERE phase = ? AND parent <> ?",
+			   DB_ARGS(db_i64((int64_t)GPU_PHASE_RECOVERING), db_text(op->parent)));
 		if (r < 0)
 			return r;
 		if (n > 0)
@@ -192,17 +193,17 @@ int gpus_op(struct store *s, struct op *op)
 	if (op->gpu_next == (enum gpu_phase)phase)
 		return 0;
 	if (op->gpu_next == GPU_PHASE_SERVING)
-		r = db_exec(s, "DELETE FROM gpus WHERE parent = ?", "t", op->parent);
+		r = db_exec(s, "DELETE FROM gpus WHERE parent = ?", DB_ARGS(db_text(op->parent)));
 	else
-		r = db_exec(s, "INSERT OR REPLACE INTO gpus (parent, phase) VALUES (?, ?)", "ti",
-			    op->parent, (int64_t)op->gpu_next);
+		r = db_exec(s, "INSERT OR REPLACE INTO gpus (parent, phase) VALUES (?, ?)",
+			    DB_ARGS(db_text(op->parent), db_i64((int64_t)op->gpu_next)));
 	if (r < 0)
 		return r;
 	rfc3339_now(now);
 	r = db_exec(s,
 		    "INSERT INTO gpu_history (parent, at, event, by, detail) VALUES (?, ?, ?, ?, ?)",
-		    "tttit", op->parent, now, gpu_event_words[op->value], op->uid,
-		    op->message ? op->message : "");
+		    DB_ARGS(db_text(op->parent), db_text(now), db_text(gpu_event_words[op->value]),
+			    db_i64(op->uid), db_text(op->message ? op->message : "")));
 	if (r < 0)
 		return r;
 	if (op->value == GPU_EV_RECOVERED && (r = ops_recovered_vfs(s, op)) < 0)
@@ -223,8 +224,8 @@ int gpus_op_auto_recover(struct store *s, struct op *op)
 		return r;
 	if (current == op->value)
 		return 0;
-	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = 'auto_recover'", "i",
-		    (int64_t)op->value);
+	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = 'auto_recover'",
+		    DB_ARGS(db_i64((int64_t)op->value)));
 	if (r < 0)
 		return r;
 	op->gpu_applied = true;
@@ -251,7 +252,7 @@ int gpus_load(struct store *s)
 	_cleanup_free_ struct gpu_entry *list = NULL;
 	size_t n = 0, cap = 0;
 	int r;
-	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(s, "SELECT parent, phase FROM gpus", "");
+	_cleanup_stmt_ sqlite3_stmt *st = db_prepare(s, "SELECT parent, phase FROM gpus", DB_NONE);
 
 	if (!st)
 		return -EIO;

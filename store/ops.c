@@ -92,7 +92,9 @@ static int clear_failures(struct store *s, int64_t vf_id, const char *which, int
 		 "UPDATE failures SET cleared_at = ?, cleared_by = NULLIF(?, -1), cleared_why = ?"
 		 " WHERE vf_id = ? AND " FAILURE_LIVE " AND %s",
 		 which);
-	return db_exec(s, sql, "titii", now, uid, why, vf_id, arg);
+	return db_exec(s, sql,
+		       DB_ARGS(db_text(now), db_i64(uid), db_text(why), db_i64(vf_id),
+			       db_i64(arg)));
 }
 
 /* The automatic quarantine (held: set the operator hold instead). */
@@ -106,7 +108,7 @@ static int quarantine_row(struct store *s, int64_t vf_id, bool held)
 			      " WHERE id = ?" :
 			      "UPDATE vfs SET quarantined = 1,"
 			      " quarantined_at = COALESCE(quarantined_at, ?) WHERE id = ?",
-		       "ti", now, vf_id);
+		       DB_ARGS(db_text(now), db_i64(vf_id)));
 }
 
 /* Lift the automatic quarantine; a hold keeps the VF out (and its time). */
@@ -115,7 +117,7 @@ static int lift_row(struct store *s, int64_t vf_id)
 	return db_exec(s,
 		       "UPDATE vfs SET quarantined = 0,"
 		       " quarantined_at = CASE WHEN held THEN quarantined_at END WHERE id = ?",
-		       "i", vf_id);
+		       DB_ARGS(db_i64(vf_id)));
 }
 
 /* The open hold of a VF, if any, ends: when, by whom (uid, -1 unknown). */
@@ -127,7 +129,7 @@ static int close_hold(struct store *s, int64_t vf_id, int64_t uid)
 	return db_exec(s,
 		       "UPDATE holds SET cleared_at = ?, cleared_by = NULLIF(?, -1)"
 		       " WHERE vf_id = ? AND cleared_at IS NULL",
-		       "tii", now, uid, vf_id);
+		       DB_ARGS(db_text(now), db_i64(uid), db_i64(vf_id)));
 }
 
 /* End the VF's live suspicion, if any, saying why; *ended: there was one. */
@@ -140,7 +142,7 @@ static int end_suspicion(struct store *s, int64_t vf_id, const char *why, bool *
 	r = db_exec(s,
 		    "UPDATE suspects SET cleared_at = ?, cleared_why = ?"
 		    " WHERE vf_id = ? AND cleared_at IS NULL",
-		    "tti", now, why, vf_id);
+		    DB_ARGS(db_text(now), db_text(why), db_i64(vf_id)));
 	if (r < 0)
 		return r;
 	*ended = sqlite3_changes(s->db) > 0;
@@ -160,8 +162,9 @@ static int end_probation(struct store *s, int64_t vf_id, const char *why, const 
 	r = db_exec(s,
 		    "UPDATE probations SET cleared_at = ?, cleared_why = ?"
 		    " WHERE vf_id = ? AND cleared_at IS NULL AND (? = '' OR since < ?)",
-		    "ttitt", now, why, vf_id, older_than ? older_than : "",
-		    older_than ? older_than : "");
+		    DB_ARGS(db_text(now), db_text(why), db_i64(vf_id),
+			    db_text(older_than ? older_than : ""),
+			    db_text(older_than ? older_than : "")));
 	if (r < 0)
 		return r;
 	*ended = sqlite3_changes(s->db) > 0;
@@ -173,7 +176,7 @@ static int release_row(struct store *s, int64_t vf_id)
 {
 	return db_exec(
 		s, "UPDATE vfs SET quarantined = 0, held = 0, quarantined_at = NULL WHERE id = ?",
-		"i", vf_id);
+		DB_ARGS(db_i64(vf_id)));
 }
 
 /* Quarantine every held-back VF (rule_held_back), oldest registration
@@ -201,7 +204,7 @@ static int db_reevaluate(struct store *s, struct op *op)
 			" (SELECT COUNT(*) FROM failures f WHERE f.vf_id = v.id AND f." FAILURE_LIVE
 			")"
 			" FROM vfs v WHERE v.quarantined = 0 AND v.held = 0 ORDER BY v.id",
-			"");
+			DB_NONE);
 		if (!st)
 			return -EIO;
 		while ((r = db_step(s, st)) == 1) {
@@ -241,7 +244,7 @@ static int op_register(struct store *s, struct op *op)
 {
 	int64_t n;
 	struct vf_row row;
-	int r = db_int(s, &n, "SELECT COUNT(*) FROM vfs", "");
+	int r = db_int(s, &n, "SELECT COUNT(*) FROM vfs", DB_NONE);
 
 	if (r < 0)
 		return r;
@@ -253,7 +256,7 @@ static int op_register(struct store *s, struct op *op)
 	if (r != -ENOENT)
 		return r;
 	r = db_exec(s, "INSERT INTO vfs (address, quarantined, held, parent) VALUES (?, 0, 0, ?)",
-		    "tt", op->vf, op->parent);
+		    DB_ARGS(db_text(op->vf), db_text(op->parent)));
 	if (r < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_VFS, op->vf, NULL);
@@ -281,8 +284,8 @@ static int op_unregister(struct store *s, struct op *op, const struct vf_row *ro
 	if ((r = live_failures(s, op, row, &tally)) < 0)
 		return r;
 	r = db_int(s, &claims,
-		   "SELECT COUNT(*) FROM claims WHERE vf_id = ? AND released_at IS NULL", "i",
-		   row->id);
+		   "SELECT COUNT(*) FROM claims WHERE vf_id = ? AND released_at IS NULL",
+		   DB_ARGS(db_i64(row->id)));
 	if (r < 0)
 		return r;
 	if ((r = rule_unregister_refusal(rule_out_of_service(row->quarantined, row->held),
@@ -291,12 +294,12 @@ static int op_unregister(struct store *s, struct op *op, const struct vf_row *ro
 	int64_t recovering = 0;
 	if (row->parent[0] &&
 	    (r = db_int(s, &recovering, "SELECT COUNT(*) FROM gpus WHERE parent = ? AND phase = ?",
-			"ti", row->parent, (int64_t)GPU_PHASE_RECOVERING)) < 0)
+			DB_ARGS(db_text(row->parent), db_i64((int64_t)GPU_PHASE_RECOVERING)))) < 0)
 		return r;
 	if (recovering)
 		return -EBUSY; /* its GPU's cycle will check it */
 	/* released claims stay as history under the old vf_id, never reused */
-	if ((r = db_exec(s, "DELETE FROM vfs WHERE id = ?", "i", row->id)) < 0)
+	if ((r = db_exec(s, "DELETE FROM vfs WHERE id = ?", DB_ARGS(db_i64(row->id)))) < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_VFS, op->vf, NULL);
 }
@@ -310,7 +313,7 @@ static int failed_instances(struct store *s, int64_t vf_id, struct store_failure
 		s,
 		"SELECT instance_id, COUNT(*) FROM failures WHERE vf_id = ? AND " FAILURE_LIVE
 		" GROUP BY instance_id ORDER BY MIN(id) LIMIT ?",
-		"ii", vf_id, (int64_t)STORE_INSTANCES_SHOWN + 1);
+		DB_ARGS(db_i64(vf_id), db_i64((int64_t)STORE_INSTANCES_SHOWN + 1)));
 	int r;
 
 	if (!st)
@@ -344,7 +347,7 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 	r = db_int(s, &dup,
 		   "SELECT 1 FROM failures WHERE vf_id = ? AND instance_id = ? AND assigned_at = ?"
 		   " AND " FAILURE_LIVE,
-		   "itt", row->id, op->instance_id, op->when);
+		   DB_ARGS(db_i64(row->id), db_text(op->instance_id), db_text(op->when)));
 	if (r < 0)
 		return r;
 	if (rule_failure_unchanged(rule_out_of_service(row->quarantined, row->held), r == 1))
@@ -367,9 +370,8 @@ static int op_failure(struct store *s, struct op *op, const struct vf_row *row)
 	r = db_exec(s,
 		    "INSERT INTO failures (vf_id, instance_id, assigned_at, reported_at, message) "
 		    "VALUES (?, ?, ?, ?, ?)",
-		    "ittt"
-		    "t",
-		    row->id, op->instance_id, op->when, now, op->message);
+		    DB_ARGS(db_i64(row->id), db_text(op->instance_id), db_text(op->when),
+			    db_text(now), db_text(op->message)));
 	if (r < 0)
 		return r;
 	op->failure_row = sqlite3_last_insert_rowid(s->db);
@@ -431,7 +433,8 @@ static int op_success(struct store *s, struct op *op, const struct vf_row *row)
 		r = db_exec(s,
 			    "UPDATE suspects SET cleared_at = ?, cleared_why = ?"
 			    " WHERE vf_id = ? AND cleared_at IS NULL AND claimed_at < ?",
-			    "ttit", now, why, row->id, op->when);
+			    DB_ARGS(db_text(now), db_text(why), db_i64(row->id),
+				    db_text(op->when)));
 		if (r < 0)
 			return r;
 		op->success.suspect_cleared = sqlite3_changes(s->db) > 0;
@@ -451,7 +454,7 @@ static int op_success(struct store *s, struct op *op, const struct vf_row *row)
 	r = db_int(s, &match,
 		   "SELECT id FROM failures WHERE vf_id = ? AND instance_id = ? AND assigned_at = ?"
 		   " AND " FAILURE_LIVE,
-		   "itt", row->id, op->instance_id, op->when);
+		   DB_ARGS(db_i64(row->id), db_text(op->instance_id), db_text(op->when)));
 	if (r <= 0)
 		return r;
 	/* this assignment worked: it and every older failure are history */
@@ -484,7 +487,7 @@ static int op_manual(struct store *s, struct op *op, const struct vf_row *row)
 	if ((r = quarantine_row(s, row->id, true)) < 0 ||
 	    (r = db_exec(s,
 			 "INSERT INTO holds (vf_id, held_at, held_by) VALUES (?, ?, NULLIF(?, -1))",
-			 "iti", row->id, now, op->uid)) < 0)
+			 DB_ARGS(db_i64(row->id), db_text(now), db_i64(op->uid)))) < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_QUARANTINE, op->vf, NULL);
 }
@@ -524,7 +527,7 @@ int ops_recovered_vfs(struct store *s, struct op *op)
 	{
 		_cleanup_stmt_ sqlite3_stmt *st =
 			db_prepare(s, "SELECT address FROM vfs WHERE parent = ? ORDER BY address",
-				   "t", op->parent);
+				   DB_ARGS(db_text(op->parent)));
 		if (!st)
 			return -EIO;
 		while ((r = db_step(s, st)) == 1) {
@@ -562,8 +565,8 @@ int ops_recovered_vfs(struct store *s, struct op *op)
 		if (!row.probation_since[0]) {
 			char now[RFC3339_BUFSZ];
 			rfc3339_now(now);
-			r = db_exec(s, "INSERT INTO probations (vf_id, since) VALUES (?, ?)", "it",
-				    row.id, now);
+			r = db_exec(s, "INSERT INTO probations (vf_id, since) VALUES (?, ?)",
+				    DB_ARGS(db_i64(row.id), db_text(now)));
 			if (r < 0)
 				return r;
 		}
@@ -588,7 +591,8 @@ static int op_setting(struct store *s, struct op *op, const char *key, unsigned 
 		return r;
 	if (current == op->value)
 		return 0;
-	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = ?", "it", (int64_t)op->value, key);
+	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = ?",
+		    DB_ARGS(db_i64((int64_t)op->value), db_text(key)));
 	if (r < 0)
 		return r;
 	if ((r = op_change(op, bit, "", NULL)) < 0)
@@ -606,7 +610,8 @@ static int op_mode(struct store *s, struct op *op)
 		return r;
 	if (current == op->value)
 		return 0;
-	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = 'mode'", "i", (int64_t)op->value);
+	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = 'mode'",
+		    DB_ARGS(db_i64((int64_t)op->value)));
 	if (r < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_MODE, "", NULL);
@@ -624,7 +629,7 @@ static int claimed_at_check(struct store *s, const struct op *op, const struct v
 		return 0;
 	_cleanup_stmt_ sqlite3_stmt *st =
 		db_prepare(s, "SELECT max(claimed_at) FROM claims WHERE vf_id = ? AND id != ?",
-			   "ii", row->id, self);
+			   DB_ARGS(db_i64(row->id), db_i64(self)));
 	if (!st || (r = db_step(s, st)) < 0)
 		return -EIO;
 	return rule_claimed_at_refusal(r == 1 ? db_col_text(st, 0) : NULL, op->when);
@@ -653,10 +658,10 @@ static int op_claim(struct store *s, struct op *op, const struct vf_row *row)
 	r = db_exec(s,
 		    "INSERT INTO claims (id, vf_id, instance_id, claimed_at, agent, control, pid, "
 		    "pid_starttime, boot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		    "iitttt"
-		    "iit",
-		    (int64_t)out->id, row->id, out->a.instance_id, out->a.claimed_at, out->a.agent,
-		    out->a.control, out->a.pid, (int64_t)out->a.pid_starttime, out->a.boot_id);
+		    DB_ARGS(db_i64((int64_t)out->id), db_i64(row->id), db_text(out->a.instance_id),
+			    db_text(out->a.claimed_at), db_text(out->a.agent), db_text(out->a.control),
+			    db_i64(out->a.pid), db_i64((int64_t)out->a.pid_starttime),
+			    db_text(out->a.boot_id)));
 	if (r < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
@@ -671,7 +676,7 @@ static int op_claim_update(struct store *s, struct op *op, const struct vf_row *
 	r = db_int(
 		s, &claim_id,
 		"SELECT id FROM claims WHERE vf_id = ? AND instance_id = ? AND released_at IS NULL",
-		"it", row->id, op->instance_id);
+		DB_ARGS(db_i64(row->id), db_text(op->instance_id)));
 	if (r < 0)
 		return r;
 	if (r == 0)
@@ -681,8 +686,9 @@ static int op_claim_update(struct store *s, struct op *op, const struct vf_row *
 	r = db_exec(s,
 		    "UPDATE claims SET agent = ?, control = ?, pid = ?, pid_starttime = ?, "
 		    "claimed_at = CASE WHEN ? = '' THEN claimed_at ELSE ? END WHERE id = ?",
-		    "ttiitti", c->a.agent, c->a.control, c->a.pid, (int64_t)c->a.pid_starttime,
-		    op->when, op->when, claim_id);
+		    DB_ARGS(db_text(c->a.agent), db_text(c->a.control), db_i64(c->a.pid),
+			    db_i64((int64_t)c->a.pid_starttime), db_text(op->when), db_text(op->when),
+			    db_i64(claim_id)));
 	if (r < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
@@ -714,9 +720,8 @@ static int crash_suspicion(struct store *s, struct op *op, const struct vf_row *
 	r = db_exec(s,
 		    "INSERT INTO suspects (vf_id, since, instance_id, claimed_at, died_at)"
 		    " VALUES (?, ?, ?, ?, ?)",
-		    "ittt"
-		    "t",
-		    row->id, now, op->instance_id, op->when, died_at);
+		    DB_ARGS(db_i64(row->id), db_text(now), db_text(op->instance_id),
+			    db_text(op->when), db_text(died_at)));
 	if (r < 0)
 		return r;
 	op->suspect_began = true;
@@ -736,7 +741,7 @@ static int op_release(struct store *s, struct op *op, const struct vf_row *row)
 			s,
 			"SELECT id, claimed_at FROM claims WHERE vf_id = ? AND instance_id = ? AND "
 			"released_at IS NULL",
-			"it", row->id, op->instance_id);
+			DB_ARGS(db_i64(row->id), db_text(op->instance_id)));
 		if (!st || (r = db_step(s, st)) < 0)
 			return -EIO;
 		r = rule_release_refusal(r == 1 ? db_col_text(st, 1) : NULL, op->when);
@@ -748,7 +753,8 @@ static int op_release(struct store *s, struct op *op, const struct vf_row *row)
 	r = db_exec(s,
 		    "UPDATE claims SET released_at = ?, ended = ?, released_by = NULLIF(?, -1)"
 		    " WHERE id = ?",
-		    "ttii", now, op->how ? op->how : "released", op->uid, claim_id);
+		    DB_ARGS(db_text(now), db_text(op->how ? op->how : "released"), db_i64(op->uid),
+			    db_i64(claim_id)));
 	if (r < 0)
 		return r;
 	unsigned bits = STORE_CHANGE_CLAIMS;
@@ -767,7 +773,8 @@ static int op_set_parent(struct store *s, struct op *op, const struct vf_row *ro
 
 	if (r < 0 || unchanged)
 		return r;
-	r = db_exec(s, "UPDATE vfs SET parent = ? WHERE id = ?", "ti", op->parent, row->id);
+	r = db_exec(s, "UPDATE vfs SET parent = ? WHERE id = ?",
+		    DB_ARGS(db_text(op->parent), db_i64(row->id)));
 	if (r < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_PARENT, op->vf, NULL);

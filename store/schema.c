@@ -236,7 +236,7 @@ static int db_load_failures(struct store *s, struct loaded_index *li)
 						     "SELECT vf_id, " FAILURE_KEY_COLUMNS
 						     " FROM failures WHERE " FAILURE_LIVE
 						     " ORDER BY vf_id",
-						     "");
+						     DB_NONE);
 
 	if (!st)
 		return -EIO;
@@ -285,14 +285,14 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 	if ((r = db_setting(s, "threshold", threshold)) < 0 ||
 	    (r = db_setting(s, "max_quarantined", max_quarantined)) < 0 ||
 	    (r = db_setting(s, "mode", mode)) < 0 ||
-	    (r = db_int(s, &n, "SELECT COUNT(*) FROM vfs", "")) < 0)
+	    (r = db_int(s, &n, "SELECT COUNT(*) FROM vfs", DB_NONE)) < 0)
 		return r;
 	/* reservations take their ids ahead of the INSERT: above every id used */
 	r = db_int(
 		s, next_claim_id,
 		"SELECT MAX(COALESCE((SELECT MAX(seq) FROM sqlite_sequence WHERE name = 'claims'), 0),"
 		" COALESCE((SELECT MAX(id) FROM claims), 0)) + 1",
-		"");
+		DB_NONE);
 	if (r < 0)
 		return r;
 	if (*threshold < THRESHOLD_MIN || *threshold > THRESHOLD_MAX || *max_quarantined < 0 ||
@@ -315,7 +315,7 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 			s,
 			"SELECT id, address, quarantined, held, quarantined_at, parent, " SUSPECT_SINCE_SQL
 			", " PROBATION_SINCE_SQL " FROM vfs ORDER BY address",
-			"");
+			DB_NONE);
 		if (!st)
 			return -EIO;
 		while ((r = db_step(s, st)) == 1 && li->n < (size_t)n) {
@@ -359,7 +359,7 @@ static int db_load(struct store *s, struct loaded_index *li, int64_t *threshold,
 			db_prepare(s,
 				   "SELECT vf_id, " CLAIM_COLUMNS
 				   " FROM claims WHERE released_at IS NULL",
-				   "");
+				   DB_NONE);
 		if (!st)
 			return -EIO;
 		while ((r = db_step(s, st)) == 1) {
@@ -617,9 +617,9 @@ static int db_open_file(struct store *s, bool created, char *reason, size_t reas
 	}
 	sqlite3_busy_timeout(s->db, STORE_BUSY_TIMEOUT_MS);
 	s->batch_failed = false;
-	if (db_int(s, &app_id, "PRAGMA application_id", "") < 0 ||
-	    db_int(s, &version, "PRAGMA user_version", "") < 0 ||
-	    db_int(s, &tables, "SELECT COUNT(*) FROM sqlite_master", "") < 0) {
+	if (db_int(s, &app_id, "PRAGMA application_id", DB_NONE) < 0 ||
+	    db_int(s, &version, "PRAGMA user_version", DB_NONE) < 0 ||
+	    db_int(s, &tables, "SELECT COUNT(*) FROM sqlite_master", DB_NONE) < 0) {
 		snprintf(reason, reason_size, "cannot read database %s: %s", s->path,
 			 sqlite3_errmsg(s->db));
 		return 1;
@@ -640,7 +640,7 @@ static int db_open_file(struct store *s, bool created, char *reason, size_t reas
 		return 1;
 	}
 	{
-		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(s, "PRAGMA quick_check", "");
+		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(s, "PRAGMA quick_check", DB_NONE);
 		if (!st || db_step(s, st) != 1) {
 			snprintf(reason, reason_size, "quick_check of %s failed: %s", s->path,
 				 sqlite3_errmsg(s->db));
@@ -654,7 +654,8 @@ static int db_open_file(struct store *s, bool created, char *reason, size_t reas
 	}
 	/* checks passed: from here on we may write */
 	{
-		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(s, "PRAGMA journal_mode = WAL", "");
+		_cleanup_stmt_ sqlite3_stmt *st = db_prepare(s, "PRAGMA journal_mode = WAL",
+							     DB_NONE);
 		if (!st || db_step(s, st) != 1 || strcmp(db_col_text(st, 0), "wal") != 0) {
 			snprintf(reason, reason_size, "cannot enable WAL on %s: %s", s->path,
 				 sqlite3_errmsg(s->db));
@@ -746,7 +747,7 @@ static void notify_all(struct store *s)
 	_cleanup_free_ char(*addrs)[VF_ADDR_BUFSZ] = NULL;
 	size_t n = 0;
 
-	if (!s->change_fn)
+	if (!s->n_subscribers)
 		return;
 	pthread_rwlock_rdlock(&s->index_lock);
 	addrs = calloc(MAX(s->n_vfs, (size_t)1), sizeof(*addrs));
@@ -782,11 +783,11 @@ int store_repair(struct store *s)
 				copy_string(s->batch_error, sizeof(s->batch_error), lost);
 				s->batch_failed =
 					true; /* a commit would go to a file nobody reads */
-			} else if (db_exec(s, "BEGIN IMMEDIATE", "") == 0 &&
+			} else if (db_exec(s, "BEGIN IMMEDIATE", DB_NONE) == 0 &&
 				   db_exec(s,
 					   "INSERT INTO meta (key, value) VALUES ('repairs', 1) "
 					   "ON CONFLICT (key) DO UPDATE SET value = value + 1",
-					   "") == 0 &&
+					   DB_NONE) == 0 &&
 				   sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 				db_fail(s, "repair failed");
 			if (!s->batch_failed)

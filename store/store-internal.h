@@ -17,7 +17,7 @@
  *   ops.c      the SQL operations, run inside the batch transaction, and
  *              their change lists
  *   commit.c   group commit: the queue, the leader, savepoints, one fsync,
- *              the change callback
+ *              the subscribers
  *   schema.c   open, load, migrate, repair, close; the unavailable latch
  *              (the SQL text of the schema and its steps: schema-sql.h)
  *   listing.c  the read-only listing connection (store_failure_list,
@@ -65,7 +65,6 @@
 #define VFHEALTH_STORE_INTERNAL_H
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -303,8 +302,11 @@ struct store {
 	unsigned read_db_generation; /* the db_generation read_db was opened at */
 	atomic_uint db_generation;   /* bumped by every successful open of db */
 
-	store_change_fn change_fn;
-	void *change_userdata;
+	struct store_subscriber {
+		store_change_fn fn;
+		void *userdata;
+	} subscribers[STORE_SUBSCRIBERS_MAX]; /* store_subscribe(), in order */
+	size_t n_subscribers;
 
 	atomic_uint_fast64_t failed_reports[3];
 	atomic_uint_fast64_t ok_reports_cleared;
@@ -408,13 +410,54 @@ void mirror_replace(struct store *s, struct vf_entry **by_addr, struct vf_entry 
 #define FAILURE_LIVE "cleared_at IS NULL"
 #define CLAIM_COLUMNS "id, instance_id, claimed_at, agent, control, pid, pid_starttime, boot_id"
 
+/* A statement's parameters, bound in order, each by its type: db_text()
+ * for a string (NULL binds SQL NULL; it must outlive the statement's use),
+ * db_i64() for an integer.  A value of the wrong type is a compile error
+ * (tests/store/meson.build compiles one), and a count that differs from the
+ * statement's parameters fails the statement:
+ *     db_exec(s, "DELETE FROM vfs WHERE id = ?", DB_ARGS(db_i64(id)));
+ *     db_exec(s, "BEGIN IMMEDIATE", DB_NONE); */
+enum db_type {
+	DB_TEXT = 1,
+	DB_INT64,
+};
+
+struct db_value {
+	enum db_type type;
+	union {
+		const char *text;
+		int64_t i64;
+	};
+};
+
+struct db_args {
+	const struct db_value *v;
+	size_t n;
+};
+
+static inline struct db_value db_text(const char *text)
+{
+	return (struct db_value){ .type = DB_TEXT, .text = text };
+}
+
+static inline struct db_value db_i64(int64_t i64)
+{
+	return (struct db_value){ .type = DB_INT64, .i64 = i64 };
+}
+
+#define DB_ARGS(...)                                                               \
+	((struct db_args){ .v = (const struct db_value[]){ __VA_ARGS__ },          \
+			   .n = sizeof((const struct db_value[]){ __VA_ARGS__ }) / \
+				sizeof(struct db_value) })
+#define DB_NONE ((struct db_args){ .v = NULL, .n = 0 })
+
 int db_fail(struct store *s, const char *what);
 /* Finalize the cached statements: before db is closed. */
 void db_stmt_cache_clear(struct store *s);
-sqlite3_stmt *db_prepare(struct store *s, const char *sql, const char *types, ...);
+sqlite3_stmt *db_prepare(struct store *s, const char *sql, struct db_args args);
 int db_step(struct store *s, sqlite3_stmt *st);
-int db_exec(struct store *s, const char *sql, const char *types, ...);
-int db_int(struct store *s, int64_t *ret, const char *sql, const char *types, ...);
+int db_exec(struct store *s, const char *sql, struct db_args args);
+int db_int(struct store *s, int64_t *ret, const char *sql, struct db_args args);
 const char *db_col_text(sqlite3_stmt *st, int col);
 int db_read_failure_key(sqlite3_stmt *st, int col, struct failure_builder *b);
 void db_read_claim(sqlite3_stmt *st, int col, const char *vf, struct store_claim *c);
@@ -488,8 +531,11 @@ int op_change_global(struct op *op, unsigned bits);
 
 /* Queue ops and wait until all are durable (or failed); op->rc says. */
 void commit_submit(struct store *s, struct op **ops, size_t n);
-/* Call the change callback (no store lock held). */
+/* Call the subscribers (no store lock held). */
 void commit_notify(struct store *s, unsigned bits, const char *vf, const char *instance_id);
+/* vf's id in the index (takes index_lock's read side); 0 for "" or a VF
+ * not registered. */
+uint64_t commit_vf_id(struct store *s, const char *vf);
 void commit_publish(struct store *s, const struct store_change *change);
 
 /* -- schema.c ------------------------------------------------------------------ */

@@ -92,7 +92,7 @@
  *                 it is valid: store_claim_reserve() answers like a claim
  *                 (-EBUSY, -EEXIST, -EIO while unavailable) at once and
  *                 holds the VF in memory only: nothing durable, no history
- *                 row, no change callback.  store_claim_commit() makes it
+ *                 row, no change announced.  store_claim_commit() makes it
  *                 the claim (one transaction, one change);
  *                 store_claim_cancel() drops it and nothing is left.  A
  *                 reservation refuses other claims and reservations of its
@@ -398,8 +398,12 @@ enum store_change_bits {
 };
 
 struct store_change {
-	unsigned bits;
-	char vf[VF_ADDR_BUFSZ];                /* "" when not about one VF */
+	unsigned bits;          /* enum store_change_bits, or'ed */
+	char vf[VF_ADDR_BUFSZ]; /* "" when not about one VF */
+	/* vf's id (store_vf_info.id, which names its inodes), taken when the
+	 * change was applied; 0 when the change names no VF or the VF is no
+	 * longer registered.  Test: change_subscribers. */
+	uint64_t vf_id;
 	char instance_id[INSTANCE_ID_MAX + 1]; /* for STORE_CHANGE_CLAIMS */
 	/* The parent GPU whose gpus/PF/ files the change is about: for a change
 	 * of one VF that VF's parent (the new one when it was set), for
@@ -408,13 +412,24 @@ struct store_change {
 	char parent[VF_ADDR_BUFSZ];
 };
 
-/* Called once per changed object after the change is durable, from the
- * thread that committed it, with no store lock held.  It must not block and
- * must not call a store function that changes state (the committing thread
- * would wait on itself); reading is allowed.  The filesystem queues the
- * change for its notifier thread.  Set before use. */
+/* A subscriber to the store's changes.  Each is called once per changed
+ * object after the change is durable, in the order they subscribed, from
+ * the thread that committed it, with no store lock held.  It must not block
+ * and must not call a store function that changes state (the committing
+ * thread would wait on itself); reading is allowed.  vfhealthd's
+ * composition root (daemon/main.c) subscribes the filesystem's notifier,
+ * the recovery thread and its status notification. */
 typedef void (*store_change_fn)(void *userdata, const struct store_change *change);
-void store_set_change_callback(struct store *s, store_change_fn fn, void *userdata);
+
+#define STORE_SUBSCRIBERS_MAX 4
+
+/* Add (fn, userdata) to the subscribers: 0, -EEXIST when it is one
+ * already, -ENOSPC when STORE_SUBSCRIBERS_MAX are, -EINVAL without s or fn.
+ * The list is not locked: subscribe before any thread that may change the
+ * store starts, and unsubscribe (a no-op when it is none, or s is NULL)
+ * after every such thread stopped.  Test: change_subscribers. */
+int store_subscribe(struct store *s, store_change_fn fn, void *userdata);
+void store_unsubscribe(struct store *s, store_change_fn fn, void *userdata);
 
 /* -- VFs ------------------------------------------------------------------ */
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for the coalescing dirty set (fs/dirty.h) alone: coalescing,
- * the collapse when its VF or GPU slots are full (nothing lost), the
+ * the VF's store id carried with its entry (the inodes the notifier
+ * invalidates, never looked up by address), the collapse when its VF or GPU slots are full (nothing lost), the
  * inodes by number and their bound, and take (move and empty).
  *
  * Design notes: each test runs in its own forked process (Check's default);
@@ -48,6 +49,32 @@ START_TEST(test_coalesce)
 	dirty_add(d, 0, NULL, 0x40, 0);
 	dirty_add(d, 0, "", 0x40, 0);
 	ck_assert_uint_eq(d->count, 2);
+	free(d);
+}
+END_TEST
+
+/* The store's change names the VF's id; the entry keeps the latest one
+ * known (an addition by path alone, the toucher's, keeps it), and a VF
+ * registered again under a new id is invalidated under that one. */
+START_TEST(test_vf_id)
+{
+	struct dirty_set *d = set_new(), *taken = set_new();
+
+	dirty_add_vf(d, 0, "0000:01:00.1", 7, 0x1, 0);
+	dirty_add(d, 0, "0000:01:00.1", 0x2, 0);
+	dirty_add_vf(d, 0, "0000:01:00.2", 0, 0x1, 0);
+	ck_assert_uint_eq(d->count, 2);
+	ck_assert_uint_eq(d->vfs[0].id, 7);
+	ck_assert_uint_eq(d->vfs[0].files, 0x3);
+	ck_assert_uint_eq(d->vfs[1].id, 0); /* unknown: nothing to invalidate */
+	dirty_add_vf(d, 0, "0000:01:00.2", 9, 0x4, 0);
+	ck_assert_uint_eq(d->vfs[1].id, 9);
+	dirty_add_vf(d, 0, "0000:01:00.1", 8, 0x4, 0); /* registered again */
+	ck_assert_uint_eq(d->vfs[0].id, 8);
+	dirty_take(taken, d);
+	ck_assert_uint_eq(taken->vfs[0].id, 8);
+	ck_assert_uint_eq(taken->vfs[1].id, 9);
+	free(taken);
 	free(d);
 }
 END_TEST
@@ -190,6 +217,7 @@ static Suite *dirty_suite(void)
 	TCase *tc = check_tcase("dirty", 30);
 
 	tcase_add_test(tc, test_coalesce);
+	tcase_add_test(tc, test_vf_id);
 	tcase_add_test(tc, test_collapse_loses_nothing);
 	tcase_add_test(tc, test_gpus_coalesce_apart_from_vfs);
 	tcase_add_test(tc, test_gpus_collapse_loses_nothing);

@@ -935,7 +935,7 @@ START_TEST(breaker_counts_automatic_only)
 	ck_assert_int_eq(report_fail(s, VF_B, "i-2", T2), STORE_OUTCOME_QUARANTINED);
 	/* the cap is now reached by B's automatic quarantine: C is held back */
 	report_fail(s, VF_C, "i-3", T1);
-	store_set_change_callback(s, collect_change_bits, &bits);
+	ck_assert_int_eq(store_subscribe(s, collect_change_bits, &bits), 0);
 	struct store_failure_result r;
 	ck_assert_int_eq(store_report_failure(s, VF_C, "i-4", T2, "m", &r), 0);
 	ck_assert_int_eq(r.outcome, STORE_OUTCOME_RECORDED);
@@ -961,7 +961,7 @@ START_TEST(breaker_counts_automatic_only)
 
 	/* a hold on the held-back VF takes it out of the set */
 	bits = 0;
-	store_set_change_callback(s, collect_change_bits, &bits);
+	ck_assert_int_eq(store_subscribe(s, collect_change_bits, &bits), 0);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_C, -1, NULL), 0);
 	ck_assert(bits & STORE_CHANGE_HELD_BACK);
 	ck_assert(bits & STORE_CHANGE_BREAKER);
@@ -1407,7 +1407,7 @@ START_TEST(breaker)
 	ck_assert(!st.breaker_engaged); /* cap reached, nothing held back */
 
 	report_fail(s, VF_B, "i-3", T1);
-	store_set_change_callback(s, collect_bits, &bits);
+	ck_assert_int_eq(store_subscribe(s, collect_bits, &bits), 0);
 	ck_assert_int_eq(store_report_failure(s, VF_B, "i-4", T2, "m", &r), 0);
 	ck_assert_uint_eq(bits,
 			  STORE_CHANGE_FAILURES | STORE_CHANGE_BREAKER | STORE_CHANGE_HELD_BACK);
@@ -2158,7 +2158,7 @@ START_TEST(batch_fails_as_a_whole)
 }
 END_TEST
 
-/* -- change callback ------------------------------------------------------------- */
+/* -- change subscribers ---------------------------------------------------------- */
 
 #define SEEN_MAX 16
 
@@ -2193,7 +2193,7 @@ START_TEST(change_callback)
 	struct seen seen = { .s = s };
 	struct store_claim c = { .a.vf = VF_A, .a.instance_id = "i-1" };
 
-	store_set_change_callback(s, on_change, &seen);
+	ck_assert_int_eq(store_subscribe(s, on_change, &seen), 0);
 	reg(s, VF_A);
 	ck_assert_int_eq(seen.n, 1);
 	ck_assert_uint_eq(seen.bits[0], STORE_CHANGE_VFS);
@@ -2237,6 +2237,112 @@ START_TEST(change_callback)
 }
 END_TEST
 
+/* The subscribers (store.h, store_subscribe): each change goes to every
+ * one, in the order they subscribed, naming the VF by address and by the id
+ * that names its inodes (0 once it is gone), from every path that announces
+ * (a commit, an absence, a cancelled reservation); a full list, a second
+ * subscription of the same pair and an unsubscribed one are refused or
+ * silent. */
+struct heard {
+	int who[SEEN_MAX];
+	unsigned bits[SEEN_MAX];
+	char vf[SEEN_MAX][VF_ADDR_BUFSZ];
+	uint64_t vf_id[SEEN_MAX];
+	int n;
+};
+
+struct listener {
+	int tag;
+	struct heard *heard;
+};
+
+static void hear(void *userdata, const struct store_change *c)
+{
+	struct listener *l = userdata;
+	struct heard *h = l->heard;
+
+	if (h->n >= SEEN_MAX)
+		return;
+	h->who[h->n] = l->tag;
+	h->bits[h->n] = c->bits;
+	strcpy(h->vf[h->n], c->vf);
+	h->vf_id[h->n] = c->vf_id;
+	h->n++;
+}
+
+/* The last two entries came from listeners 1 then 2 and say the same. */
+static void heard_pair(const struct heard *h, unsigned bits, const char *vf, uint64_t vf_id)
+{
+	ck_assert_int_ge(h->n, 2);
+	for (int i = h->n - 2; i < h->n; i++) {
+		ck_assert_int_eq(h->who[i], 1 + (i - (h->n - 2)));
+		ck_assert_uint_eq(h->bits[i] & bits, bits);
+		ck_assert_str_eq(h->vf[i], vf);
+		ck_assert_uint_eq(h->vf_id[i], vf_id);
+	}
+}
+
+START_TEST(change_subscribers)
+{
+	struct store *s = open_store();
+	struct heard h = { 0 };
+	struct listener one = { 1, &h }, two = { 2, &h }, three = { 3, &h }, four = { 4, &h },
+			five = { 5, &h };
+	struct store_claim want = { .a.vf = VF_A, .a.instance_id = "i-1" }, res;
+
+	ck_assert_int_eq(store_subscribe(NULL, hear, &one), -EINVAL);
+	ck_assert_int_eq(store_subscribe(s, NULL, &one), -EINVAL);
+	ck_assert_int_eq(store_subscribe(s, hear, &one), 0);
+	ck_assert_int_eq(store_subscribe(s, hear, &two), 0);
+	ck_assert_int_eq(store_subscribe(s, hear, &one), -EEXIST);
+	ck_assert_int_eq(store_subscribe(s, hear, &three), 0);
+	ck_assert_int_eq(store_subscribe(s, hear, &four), 0);
+	ck_assert_int_eq(STORE_SUBSCRIBERS_MAX, 4);
+	ck_assert_int_eq(store_subscribe(s, hear, &five), -ENOSPC);
+	store_unsubscribe(s, hear, &three);
+	store_unsubscribe(s, hear, &four);
+	store_unsubscribe(s, hear, &five); /* none: nothing */
+	store_unsubscribe(NULL, hear, &one);
+
+	reg(s, VF_A);
+	ck_assert_int_eq(h.n, 2);
+	uint64_t id = info(s, VF_A).id;
+	ck_assert_uint_gt(id, 0);
+	heard_pair(&h, STORE_CHANGE_VFS, VF_A, id);
+	reg(s, VF_B);
+	heard_pair(&h, STORE_CHANGE_VFS, VF_B, info(s, VF_B).id);
+	ck_assert_uint_ne(info(s, VF_B).id, id);
+	report_fail(s, VF_A, "i-1", T1);
+	ck_assert_int_eq(h.n, 6);
+	heard_pair(&h, STORE_CHANGE_FAILURES, VF_A, id);
+	ck_assert_int_eq(store_vf_set_absent(s, VF_A, true, NULL), 0);
+	ck_assert_int_eq(h.n, 8);
+	heard_pair(&h, STORE_CHANGE_VFS, VF_A, id);
+	ck_assert_int_eq(store_vf_set_absent(s, VF_A, false, NULL), 0);
+	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
+	store_claim_cancel(s, VF_A, res.id);
+	ck_assert_int_eq(h.n, 12);
+	heard_pair(&h, STORE_CHANGE_RESERVATION, VF_A, id);
+	ck_assert_int_eq(store_threshold_set(s, 4), 0);
+	ck_assert_int_eq(h.n, 14);
+	heard_pair(&h, STORE_CHANGE_THRESHOLD, "", 0);
+
+	/* gone: no id (ids are never reused, and a new one names new inodes) */
+	uint64_t id_b = info(s, VF_B).id;
+	store_unsubscribe(s, hear, &one);
+	ck_assert_int_eq(store_vf_unregister(s, VF_B), 0);
+	ck_assert_int_eq(h.n, 15);
+	ck_assert_int_eq(h.who[14], 2);
+	ck_assert_str_eq(h.vf[14], VF_B);
+	ck_assert_uint_eq(h.vf_id[14], 0);
+	reg(s, VF_B);
+	ck_assert_int_eq(h.n, 16);
+	ck_assert_uint_eq(h.vf_id[15], info(s, VF_B).id);
+	ck_assert_uint_ne(h.vf_id[15], id_b);
+	store_close(s);
+}
+END_TEST
+
 /* A reservation (store.h, Reservations): refuses like a claim at once, counts
  * as claimed for placement, is visible by name (reserved set), leaves
  * nothing durable and announces nothing until committed, is committed once
@@ -2252,7 +2358,7 @@ START_TEST(claims_reservation)
 
 	reg(s, VF_A);
 	reg(s, VF_B);
-	store_set_change_callback(s, on_change, &seen);
+	ck_assert_int_eq(store_subscribe(s, on_change, &seen), 0);
 	strcpy(want.a.boot_id, BOOT_ID);
 	uint64_t commits_before = commits(s);
 	ck_assert_int_eq(store_claim_reserve(s, &want, &res), 0);
@@ -3050,7 +3156,7 @@ START_TEST(change_names_parent)
 	struct parents_seen seen = { 0 };
 	struct store_claim a = gpu_claim(VF_A, "i-a");
 
-	store_set_change_callback(s, collect_parents, &seen);
+	ck_assert_int_eq(store_subscribe(s, collect_parents, &seen), 0);
 	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
 	ck_assert_int_eq(store_vf_register(s, VF_B, NULL), 0);
 	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_2, NULL), 0);
