@@ -13,10 +13,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 # test may clear this.
 DAEMON_ARGS=(--no-sentinel --no-reconcile)
 
-assert_eq() {
-	[[ $1 == "$2" ]] || fail "${3:-value}: expected '$2', got '$1'"
-}
-
 # The whole content of a file, through cat.
 assert_cat() {
 	local got
@@ -32,20 +28,6 @@ assert_cat() {
 settle_cat() {
 	cat_is() { [[ $(cat "$1") == "$2" ]]; }
 	wait_for 10 "cat $1 to read '$2' (it reads '$(cat "$1")')" cat_is "$1" "$2"
-}
-
-assert_match() {
-	[[ $1 =~ $2 ]] || fail "${3:-value}: '$1' does not match /$2/"
-}
-
-# expect_err MESSAGE COMMAND...: the command fails and says MESSAGE.
-expect_err() {
-	local msg=$1 out
-	shift
-	if out=$("$@" 2>&1); then
-		fail "'$*' succeeded; expected '$msg'"
-	fi
-	[[ $out == *"$msg"* ]] || fail "'$*': expected '$msg', got '$out'"
 }
 
 # put FILE TEXT: `echo TEXT > FILE` through sh -c, as an operator would.
@@ -133,6 +115,7 @@ start_inotify() {
 # expect_inotify NAME LINE: the watcher printed LINE ("PATH EVENT").
 expect_inotify() {
 	wait_until 10 grep -qx "$2" "$T/$1.out" || fail "inotify $1: no '$2' in: $(cat "$T/$1.out")"
+	pass "inotify $1: $2"
 }
 
 # start_poll NAME FILE [EXPECTED]: vftool poll on FILE until a wake-up (that

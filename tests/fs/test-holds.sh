@@ -30,6 +30,7 @@ expect_log() {
 	assert_eq "$n" 1 "log lines saying '$2'"
 	grep -qxF -- "<$1>vfhealthd: $2" "$DAEMON_LOG" ||
 		fail "'$2' is not logged at level $1: $(grep -F -- "$2" "$DAEMON_LOG")"
+	pass "'$2' logged at level $1"
 }
 log_count() { grep -cF -- "$1" "$DAEMON_LOG" || true; }
 # log_lines_saying TEXT: lines whose whole message (after "<N>vfhealthd: ") is TEXT

@@ -20,8 +20,9 @@
 #     NVIDIA GPU registers nothing and says so.
 if [[ -z ${VFH_TEST_NETNS:-} ]]; then
 	unshare --net true 2>/dev/null || {
-		echo "skip: cannot make a network namespace (needs CAP_SYS_ADMIN)"
-		exit 77
+		# before the harness: its skip, as TAP
+		echo "1..0 # SKIP cannot make a network namespace (needs CAP_SYS_ADMIN)"
+		exit 0
 	}
 	VFH_TEST_NETNS=1 exec unshare --net -- "$BASH" "$0" "$@"
 fi

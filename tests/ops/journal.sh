@@ -11,7 +11,7 @@
 set -euo pipefail
 if [[ -z ${VFHEALTH_JOURNAL_NS:-} ]]; then
 	unshare -m --propagation private true 2>/dev/null ||
-		{ echo "SKIP: cannot make a mount namespace (needs CAP_SYS_ADMIN)"; exit 77; }
+		{ echo "1..0 # SKIP cannot make a mount namespace (needs CAP_SYS_ADMIN)"; exit 0; }
 	VFHEALTH_JOURNAL_NS=1 exec unshare -m --propagation private bash "$0" "$@"
 fi
 here=$(cd "$(dirname -- "$0")" && pwd)
