@@ -30,6 +30,22 @@ settle_cat() {
 	wait_for 10 "cat $1 to read '$2' (it reads '$(cat "$1")')" cat_is "$1" "$2"
 }
 
+# make_vfs NAME...: mkdir the VFs 0000:41:00.4, .5, ... in order, each
+# one's directory on the mount in the variable NAME.
+make_vfs() {
+	local i=4 name
+	for name; do
+		printf -v "$name" %s "$MNT/0000:41:00.$i"
+		mkdir "${!name}"
+		i=$((i + 1))
+	done
+}
+
+# claim_stamp FILE: the claimed_at a claim file reads.
+claim_stamp() {
+	sed -n 's/^claimed_at=//p' "$1"
+}
+
 # put FILE TEXT: `echo TEXT > FILE` through sh -c, as an operator would.
 # coreutils' echo rather than dash's builtin, which reports every failed
 # write as "I/O error" whatever the errno.
@@ -42,7 +58,7 @@ put() {
 # runs, and the tests' claims name the test's own shell).
 unclaim() {
 	local at
-	at=$(sed -n 's/^claimed_at=//p' "$1")
+	at=$(claim_stamp "$1")
 	[[ -n $at ]] || fail "unclaim $1: no claim"
 	put "$1" "release=$at"
 }
@@ -98,6 +114,17 @@ fake_virtfns() {
 		i=$((i + 1))
 	done
 	echo "$#" >"$SYSFS_DEVICES/$pf/sriov_numvfs"
+}
+
+# fake_host: two NVIDIA GPUs and a NIC with SR-IOV, from the caller's
+# GPU GPUB NIC (PF addresses), VFS (GPU's VFs), VFB (GPUB's one VF) and
+# NICVFS (the NIC's, vendor 0x8086: never a vfhealth VF).
+fake_host() {
+	fake_pf "$NIC" 0x8086
+	fake_sysfs "${VFS[@]}" "$VFB" "${NICVFS[@]}"
+	fake_virtfns "$GPU" "${VFS[@]}"
+	fake_virtfns "$GPUB" "$VFB"
+	fake_virtfns "$NIC" "${NICVFS[@]}"
 }
 
 # ---- watchers, armed on return --------------------------------------------------

@@ -9,7 +9,7 @@
 # logged exactly once, at its level, in its words.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v inotifywait >/dev/null || skip "inotifywait (inotify-tools) is missing"
+require_cmd inotifywait:inotify-tools
 start_daemon
 
 A=$MNT/0000:41:00.4

@@ -28,7 +28,7 @@ set -euo pipefail
 require_fuse
 
 hook=$source_root/examples/libvirt/vfhealth-qemu-hook
-command -v python3 >/dev/null || skip "python3 not installed (the hook is a python3 script)"
+require_cmd python3
 mount_tmpfs "$T/db" 2m 0700     # filled later to make the store unavailable
 start_daemon --no-sentinel # the sentinel would poll and release the claims made here
 

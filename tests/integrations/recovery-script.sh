@@ -20,7 +20,7 @@
 # a bad PF or knob) exits 2 and touches nothing.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-command -v inotifywait >/dev/null || skip "inotifywait not installed (Debian: inotify-tools)"
+require_cmd inotifywait:inotify-tools
 
 prog=$source_root/examples/recovery/sriov-cycle.sh
 pf=0000:41:00.0

@@ -45,7 +45,7 @@
 # assert_eq, assert_match, expect_err, wait_for; a suite's own helpers call
 # pass and fail.
 #
-# Functions: skip, fail, pass, not_ok, assert_eq, assert_match, expect_err,
+# Functions: skip, require_cmd, fail, pass, not_ok, assert_eq, assert_match, expect_err,
 # on_exit, require_fuse, mount_tmpfs, wait_until,
 # wait_for, process_gone, process_running, is_mounted, abort_mount,
 # detach_mounts_under, start_daemon, stop_daemon, kill_daemon,
@@ -305,6 +305,17 @@ require_fuse() {
 	if [[ $(id -u) -ne 0 ]] && ! grep -qs '^[[:space:]]*user_allow_other' /etc/fuse.conf; then
 		skip "mounting with allow_other needs root or user_allow_other"
 	fi
+}
+
+# require_cmd COMMAND[:PACKAGE]...: skip unless each COMMAND is on the PATH;
+# PACKAGE is the Debian package that has it, for the skip's message.
+require_cmd() {
+	local c
+	for c; do
+		command -v "${c%%:*}" >/dev/null && continue
+		[[ $c != *:* ]] || skip "${c%%:*} is not installed (Debian: ${c#*:})"
+		skip "$c is not installed"
+	done
 }
 
 # mount_tmpfs DIR SIZE [MODE]: a private tmpfs at DIR, undone at exit; skip

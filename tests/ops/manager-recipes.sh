@@ -13,9 +13,7 @@
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
-command -v dash >/dev/null || skip "dash not installed"
-command -v python3 >/dev/null || skip "python3 not installed"
-command -v sqlite3 >/dev/null || skip "sqlite3 not installed"
+require_cmd dash python3 sqlite3
 
 
 section=$(sed -n '/^### The manager.s contract/,/^### Claims in detail/p' "$source_root/docs/interface.md")

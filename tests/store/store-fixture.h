@@ -14,7 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cleanup.h"
 #include "store/store.h"
+#include "tests/common/check-main.h"
 
 /* store_release() of the claim with this claimed_at, by an unknown uid */
 #define RELEASE_IF(at) (&(struct store_release_opts){ .claimed_at = (at), .uid = -1 })
@@ -88,5 +90,16 @@ struct store_case {
 /* The suite NAME of N cases, each its own test case with the shared
  * fixture and a 60 s timeout. */
 Suite *store_cases_suite(const char *name, const struct store_case *cases, size_t n);
+
+/* The main() of a family's suite NAME: the cases its generated
+ * store-cases-FAMILY.h lists (STORE_CASES), included before. */
+#define STORE_CASE_(name) { #name, name },
+#define STORE_SUITE_MAIN(suite_name)                                              \
+	static Suite *store_suite_(void)                                          \
+	{                                                                         \
+		const struct store_case cases_[] = { STORE_CASES(STORE_CASE_) };  \
+		return store_cases_suite(suite_name, cases_, ARRAY_SIZE(cases_)); \
+	}                                                                         \
+	CHECK_MAIN(store_suite_)
 
 #endif

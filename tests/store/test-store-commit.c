@@ -365,15 +365,4 @@ START_TEST(change_names_parent)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-	const struct store_case cases[] = {
-#define X(name) { #name, name },
-		STORE_CASES(X)
-#undef X
-	};
-
-	return store_cases_suite("store-commit", cases, ARRAY_SIZE(cases));
-}
-
-CHECK_MAIN(suite)
+STORE_SUITE_MAIN("store-commit")

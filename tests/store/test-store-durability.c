@@ -599,15 +599,4 @@ START_TEST(read_retries_rate_limited)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-	const struct store_case cases[] = {
-#define X(name) { #name, name },
-		STORE_CASES(X)
-#undef X
-	};
-
-	return store_cases_suite("store-durability", cases, ARRAY_SIZE(cases));
-}
-
-CHECK_MAIN(suite)
+STORE_SUITE_MAIN("store-durability")

@@ -854,15 +854,4 @@ START_TEST(probation_at_cap)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-	const struct store_case cases[] = {
-#define X(name) { #name, name },
-		STORE_CASES(X)
-#undef X
-	};
-
-	return store_cases_suite("store-gpus", cases, ARRAY_SIZE(cases));
-}
-
-CHECK_MAIN(suite)
+STORE_SUITE_MAIN("store-gpus")

@@ -884,15 +884,4 @@ START_TEST(failures_per_vf_bounded)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-	const struct store_case cases[] = {
-#define X(name) { #name, name },
-		STORE_CASES(X)
-#undef X
-	};
-
-	return store_cases_suite("store-reports", cases, ARRAY_SIZE(cases));
-}
-
-CHECK_MAIN(suite)
+STORE_SUITE_MAIN("store-reports")

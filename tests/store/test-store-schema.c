@@ -389,15 +389,4 @@ START_TEST(migrate_v7_to_v8)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-	const struct store_case cases[] = {
-#define X(name) { #name, name },
-		STORE_CASES(X)
-#undef X
-	};
-
-	return store_cases_suite("store-schema", cases, ARRAY_SIZE(cases));
-}
-
-CHECK_MAIN(suite)
+STORE_SUITE_MAIN("store-schema")
