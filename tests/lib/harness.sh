@@ -106,13 +106,19 @@ _tap_result() {
 	local what=${2//$'\n'/\\n} record
 	what=${what//#/(hash)}
 	((${#what} <= 200)) || what="${what:0:197}..."
-	printf %s "$1" >>"$TAP_RECORD"
-	record=$(<"$TAP_RECORD")
-	if [[ $1 == o ]]; then
-		printf 'ok %d - %s\n' "${#record}" "$what" >&"$TAP_FD"
-	else
-		printf 'not ok %d - %s\n' "${#record}" "$what" >&"$TAP_FD"
-	fi
+	# under the record's lock, so that a background job's result and ours
+	# are numbered in the order they are printed
+	# shellcheck disable=SC2094 # appended to and read back under the lock
+	{
+		flock 9 2>/dev/null || true
+		printf %s "$1" >&9
+		record=$(<"$TAP_RECORD")
+		if [[ $1 == o ]]; then
+			printf 'ok %d - %s\n' "${#record}" "$what" >&"$TAP_FD"
+		else
+			printf 'not ok %d - %s\n' "${#record}" "$what" >&"$TAP_FD"
+		fi
+	} 9>>"$TAP_RECORD"
 }
 
 # pass WHAT: an assertion that held.

@@ -114,12 +114,7 @@ wait_for 20 "agent-answering for vm-0" \
 release "$VF" vm-0
 
 echo "== one VF's story, from the first failure to the rescind"
-start_agent g1
-start_agent g2
-start_vmm g1
-start_vmm g2
-agent_fail g1
-agent_fail g2
+start_failing_guests g1 g2
 claim "$VF" vm-1 "agent=hvsock:$T/g1.hv:2222" "control=$T/g1.ctl"
 wait_for 20 "tally 1" file_is "$MNT/$VF/tally" 1
 release "$VF" vm-1

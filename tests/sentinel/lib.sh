@@ -178,6 +178,15 @@ start_sleeper() {
 	printf -v "$1" %s "$!"
 }
 
+# start_failing_guests NAME...: for each NAME an agent and a VMM in front of
+# it, every agent then fed a failure record (FAILED).
+start_failing_guests() {
+	local g
+	for g; do start_agent "$g"; done
+	for g; do start_vmm "$g"; done
+	for g; do agent_fail "$g"; done
+}
+
 lines_in() {
 	if [[ -f $1 ]]; then wc -l <"$1"; else echo 0; fi
 }
