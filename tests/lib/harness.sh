@@ -35,7 +35,7 @@
 #   VFHEALTH_KEEP=1  keep T (and say where) instead of removing it
 #
 # Output is TAP (meson's protocol: 'tap'), so meson names the assertion
-# that failed: every assertion prints "ok N - what" or "not ok N - what" on
+# that failed: every assertion prints "ok - what" or "not ok - what" on
 # the TAP stream (the script's stdout as it started), and the exit prints the
 # plan "1..N".  Everything else the script writes to stdout goes to stderr,
 # so a test's own output never reads as TAP.  A test that dies (set -e, a
@@ -101,24 +101,26 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1}
 SANITIZER_RE='runtime error:|ERROR: (Address|Leak|Thread)Sanitizer|WARNING: ThreadSanitizer'
 
 # _tap_result o|x WHAT: record a result and print its TAP line (one line:
-# newlines shown as \n, a "#" would start a TAP directive).
+# newlines shown as \n, a "#" would start a TAP directive).  The lines
+# carry no number: meson numbers them in the order they come, which a
+# background job's result printed between two of ours cannot upset, and
+# no fork is spent on a lock (an assertion costs builtins only).
 _tap_result() {
-	local what=${2//$'\n'/\\n} record
+	local what=${2//$'\n'/\\n}
 	what=${what//#/(hash)}
 	((${#what} <= 200)) || what="${what:0:197}..."
-	# under the record's lock, so that a background job's result and ours
-	# are numbered in the order they are printed
-	# shellcheck disable=SC2094 # appended to and read back under the lock
-	{
-		flock 9 2>/dev/null || true
-		printf %s "$1" >&9
-		record=$(<"$TAP_RECORD")
-		if [[ $1 == o ]]; then
-			printf 'ok %d - %s\n' "${#record}" "$what" >&"$TAP_FD"
-		else
-			printf 'not ok %d - %s\n' "${#record}" "$what" >&"$TAP_FD"
-		fi
-	} 9>>"$TAP_RECORD"
+	printf %s "$1" >>"$TAP_RECORD"
+	if [[ $1 == o ]]; then
+		printf 'ok - %s\n' "$what" >&"$TAP_FD"
+	else
+		printf 'not ok - %s\n' "$what" >&"$TAP_FD"
+	fi
+}
+
+# _tap_record: the results so far, one character each, in REPLY.
+_tap_record() {
+	REPLY=
+	read -r REPLY <"$TAP_RECORD" || true
 }
 
 # pass WHAT: an assertion that held.
@@ -503,7 +505,8 @@ write_once() {
 _harness_exit() {
 	local status=$? pid hook i record
 	set +e
-	if ((status != 0 && status != 77)) && [[ $(<"$TAP_RECORD") != *x* ]]; then
+	_tap_record
+	if ((status != 0 && status != 77)) && [[ $REPLY != *x* ]]; then
 		# died without a failed assertion: set -e, a signal, a bare exit
 		_tap_result x "the test died: exit status $status${HARNESS_ERR:+ after: $HARNESS_ERR}"
 	fi
@@ -540,13 +543,13 @@ _harness_exit() {
 	done
 	# Never descend into a mount left behind: a hung one would hang rm.
 	detach_mounts_under "$T"
-	record=$(<"$TAP_RECORD")
+	_tap_record
+	record=$REPLY
 	if ((status == 77)); then
 		if ((${#record} == 0)); then
 			printf '1..0 # SKIP %s\n' "${HARNESS_SKIP:-}" >&"$TAP_FD"
 		else
-			printf 'ok %d - # SKIP %s\n1..%d\n' $((${#record} + 1)) "${HARNESS_SKIP:-}" \
-				$((${#record} + 1)) >&"$TAP_FD"
+			printf 'ok - # SKIP %s\n1..%d\n' "${HARNESS_SKIP:-}" $((${#record} + 1)) >&"$TAP_FD"
 		fi
 		status=0
 	else
