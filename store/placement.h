@@ -6,7 +6,7 @@
  * the parent's VFs are out of service), and the draw of the order among
  * equals.  The store collects the VFs from its mirror and calls
  * placement_order(); the filesystem only renders the result.  Tests:
- * tests/store/test-rules.c (placement_*), tests/store/test-store.c
+ * tests/store/test-rules.c (placement_*), tests/store/test-store-claims.c
  * (allocatable_order), tests/fs/test-placement.sh.
  */
 #ifndef VFHEALTH_STORE_PLACEMENT_H

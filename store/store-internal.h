@@ -46,7 +46,7 @@
  * the VF's live failure count from the mirror (batch_named_before(),
  * commit.c) and its keys are the mirror's plus what the batch appended:
  * no commit re-reads or re-counts all of a VF's failures
- * (tests/store/test-store.c, group_commit, checks the memory against the
+ * (tests/store/test-store-commit.c, group_commit, checks the memory against the
  * disk).
  *
  * Reads are served from the mirror, which is written only after a

@@ -446,7 +446,7 @@ int store_vf_unregister(struct store *s, const char *vf);
  * like a reservation (kept across store_repair): the caller says it again
  * after a restart.  *changed (may be NULL): it was not so before; a change
  * is announced as STORE_CHANGE_VFS.  -EINVAL, -ENOENT.  Tests: vf_absent
- * (test-store.c), tests/fs/test-register.sh. */
+ * (test-store-vf.c), tests/fs/test-register.sh. */
 int store_vf_set_absent(struct store *s, const char *vf, bool absent, bool *changed);
 
 /* Set the parent GPU once ("Parent GPU" above): 0 (*unchanged, when
@@ -646,7 +646,7 @@ int store_gpu_vfs(struct store *s, const char *parent, char (**ret)[VF_ADDR_BUFS
  * set-once rule is for writers).  Unregistered ones are skipped.  Then a
  * drain or a cycle of parent covers them (claims refused, the no-claim
  * check).  *adopted (may be NULL): the VFs that changed.  Test:
- * gpu_adopt_sysfs (test-store.c), tests/fs/test-recover-target.sh. */
+ * gpu_adopt_sysfs (test-store-gpus.c), tests/fs/test-recover-target.sh. */
 int store_gpu_adopt(struct store *s, const char *parent, char (*vfs)[VF_ADDR_BUFSZ], size_t n,
 		    size_t *adopted);
 /* Under the lock that reserves claims: how many of vfs have a live claim

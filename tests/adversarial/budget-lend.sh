@@ -12,7 +12,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../crash/lib.sh"
 lend=${LEND_FDS:?LEND_FDS must name lend-fds (set by meson)}
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+require_cmd setpriv:util-linux
 
 metric() { vf_read "$MNT/metrics" | awk -v m="$1" '$1 == m { print $2 }'; }
 start_daemon --poll-interval 0.1

@@ -16,7 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../crash/lib.sh"
 adversary_bin=${ADVERSARY:?ADVERSARY must name the adversary (set by meson)}
 : "${VFHEALTH_AGENT:?}"
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+require_cmd setpriv:util-linux
 gid=$(getent group nogroup | cut -d: -f3) || skip "no group nogroup"
 
 vmm=$T/vmm secret=$T/root-only

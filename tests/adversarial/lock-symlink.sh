@@ -11,8 +11,7 @@ set -euo pipefail
 # shellcheck source=../crash/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../crash/lib.sh"
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
-command -v flock >/dev/null || skip "flock (util-linux) is missing"
+require_cmd setpriv:util-linux flock:util-linux
 
 dbdir=$T/db
 DB=$dbdir/vfhealth.db

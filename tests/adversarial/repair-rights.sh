@@ -9,7 +9,7 @@ set -euo pipefail
 # shellcheck source=../crash/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../crash/lib.sh"
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+require_cmd setpriv:util-linux
 mount_tmpfs "$T/db" 2m 0700
 nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 repairs() {

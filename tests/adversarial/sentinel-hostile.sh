@@ -92,6 +92,7 @@ expect_per_poll() { # expect_per_poll RESULT TARGETS DELTA
 	local lo=$(($2 * (d_polls - 1))) hi=$(($2 * (d_polls + 1)))
 	(($3 >= lo && $3 <= hi)) ||
 		fail "result $1: $3 checks over $d_polls polls of $2 targets (want $lo..$hi)"
+	pass "result $1: $3 checks over $d_polls polls of $2 targets"
 }
 expect_per_poll rpc_error $n_hostile $((b_rpc_error - a_rpc_error))
 expect_per_poll ok $n_ok $((b_ok - a_ok))

@@ -23,12 +23,6 @@ mode=${1:?usage: vanished-files.sh wal|db|moved}
 require_fuse
 
 A=0000:41:00.1 B=0000:41:00.2 C=0000:41:00.3
-expect() { # expect WANT OP PATH [TEXT]
-	local want=$1 got
-	shift
-	got=$(vfio "$@")
-	[[ $got == "$want"* ]] || fail "$mode: vfio $*: got '$got', want '$want'"
-}
 
 start_daemon --threshold 2 --no-sentinel
 for vf in $A $B $C; do expect ok mkdir "$MNT/$vf"; done

@@ -17,7 +17,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../crash/lib.sh"
 flood=${WATCH_FLOOD:?WATCH_FLOOD must name watch-flood (set by meson)}
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+require_cmd setpriv:util-linux
 max_ratio=${WATCH_FLOOD_MAX_RATIO:-3}
 cycles_per_sample=${WATCH_FLOOD_CYCLES:-30}
 

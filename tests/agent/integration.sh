@@ -26,6 +26,7 @@ expect_rc() { # RC PATTERN ARGS...: exit status and a word of the message
 	out=$("$AGENT" "$@" 2>&1 </dev/null) || rc=$?
 	[ "$rc" -eq "$want" ] || fail "'$*' exited $rc, want $want: $out"
 	grep -q -- "$pattern" <<<"$out" || fail "'$*' said '$out', want /$pattern/"
+	pass "'$*': exit $want, /$pattern/"
 }
 expect_rc 0 "Usage" --help
 expect_rc 0 "vfhealth-agent [0-9]" --version

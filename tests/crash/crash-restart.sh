@@ -21,7 +21,7 @@ echo "crash-restart: $rounds rounds, seed $seed (CRASH_SEED=$seed reproduces the
 RANDOM=$seed
 
 require_fuse
-command -v sqlite3 >/dev/null || skip "no sqlite3 command-line tool"
+require_cmd sqlite3
 
 mnt=$MNT
 # The database on a tmpfs: a SIGKILL loses the process, not the page cache,

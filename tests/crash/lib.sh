@@ -25,6 +25,16 @@ vfio() {
 	return 0
 }
 
+# expect WANT OP PATH [TEXT]: vfio OP says WANT (its first word); $mode, the
+# variant the test runs, names the failure.
+expect() {
+	local want=$1 got
+	shift
+	got=$(vfio "$@")
+	[[ $got == "$want"* ]] || fail "${mode:-}: vfio $*: got '$got', want '$want'"
+	pass "${mode:-}: vfio $1 $2: $want"
+}
+
 # vf_read PATH: the content of a file on the mount; fails the test unless the
 # read succeeds.
 vf_read() {

@@ -13,10 +13,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 # test may clear this.
 DAEMON_ARGS=(--no-sentinel --no-reconcile)
 
-assert_eq() {
-	[[ $1 == "$2" ]] || fail "${3:-value}: expected '$2', got '$1'"
-}
-
 # The whole content of a file, through cat.
 assert_cat() {
 	local got
@@ -34,18 +30,20 @@ settle_cat() {
 	wait_for 10 "cat $1 to read '$2' (it reads '$(cat "$1")')" cat_is "$1" "$2"
 }
 
-assert_match() {
-	[[ $1 =~ $2 ]] || fail "${3:-value}: '$1' does not match /$2/"
+# make_vfs NAME...: mkdir the VFs 0000:41:00.4, .5, ... in order, each
+# one's directory on the mount in the variable NAME.
+make_vfs() {
+	local i=4 name
+	for name; do
+		printf -v "$name" %s "$MNT/0000:41:00.$i"
+		mkdir "${!name}"
+		i=$((i + 1))
+	done
 }
 
-# expect_err MESSAGE COMMAND...: the command fails and says MESSAGE.
-expect_err() {
-	local msg=$1 out
-	shift
-	if out=$("$@" 2>&1); then
-		fail "'$*' succeeded; expected '$msg'"
-	fi
-	[[ $out == *"$msg"* ]] || fail "'$*': expected '$msg', got '$out'"
+# claim_stamp FILE: the claimed_at a claim file reads.
+claim_stamp() {
+	sed -n 's/^claimed_at=//p' "$1"
 }
 
 # put FILE TEXT: `echo TEXT > FILE` through sh -c, as an operator would.
@@ -60,7 +58,7 @@ put() {
 # runs, and the tests' claims name the test's own shell).
 unclaim() {
 	local at
-	at=$(sed -n 's/^claimed_at=//p' "$1")
+	at=$(claim_stamp "$1")
 	[[ -n $at ]] || fail "unclaim $1: no claim"
 	put "$1" "release=$at"
 }
@@ -118,6 +116,17 @@ fake_virtfns() {
 	echo "$#" >"$SYSFS_DEVICES/$pf/sriov_numvfs"
 }
 
+# fake_host: two NVIDIA GPUs and a NIC with SR-IOV, from the caller's
+# GPU GPUB NIC (PF addresses), VFS (GPU's VFs), VFB (GPUB's one VF) and
+# NICVFS (the NIC's, vendor 0x8086: never a vfhealth VF).
+fake_host() {
+	fake_pf "$NIC" 0x8086
+	fake_sysfs "${VFS[@]}" "$VFB" "${NICVFS[@]}"
+	fake_virtfns "$GPU" "${VFS[@]}"
+	fake_virtfns "$GPUB" "$VFB"
+	fake_virtfns "$NIC" "${NICVFS[@]}"
+}
+
 # ---- watchers, armed on return --------------------------------------------------
 
 # start_inotify NAME PATH...: inotifywait -m on the paths into $T/NAME.out.
@@ -133,6 +142,7 @@ start_inotify() {
 # expect_inotify NAME LINE: the watcher printed LINE ("PATH EVENT").
 expect_inotify() {
 	wait_until 10 grep -qx "$2" "$T/$1.out" || fail "inotify $1: no '$2' in: $(cat "$T/$1.out")"
+	pass "inotify $1: $2"
 }
 
 # start_poll NAME FILE [EXPECTED]: vftool poll on FILE until a wake-up (that

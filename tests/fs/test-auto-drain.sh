@@ -18,7 +18,7 @@
 #   - bad --auto-drain-timeout values are refused.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v sqlite3 >/dev/null || skip "sqlite3 is missing"
+require_cmd sqlite3
 mount_tmpfs "$T/db" 4m 0700
 
 PFA=0000:41:00.0 PFB=0000:42:00.0

@@ -9,7 +9,7 @@
 # users (and root) still read.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+require_cmd setpriv:util-linux
 
 ENOBUFS="No buffer space available"
 PER_UID=$((32 * 1024 * 1024))

@@ -13,15 +13,12 @@
 #          is unavailable, while placement reads fail closed (EIO).
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v inotifywait >/dev/null || skip "inotifywait (inotify-tools) is missing"
-command -v sqlite3 >/dev/null || skip "sqlite3 is missing"
+require_cmd inotifywait:inotify-tools sqlite3
 mount_tmpfs "$T/db" 2m 0700
 start_daemon
 
 ESTALE="Stale file handle"
-V=$MNT/0000:41:00.4
-W=$MNT/0000:41:00.5
-mkdir "$V" "$W"
+make_vfs V W
 boot=$(</proc/sys/kernel/random/boot_id)
 claimed_at() { sed -n 's/^claimed_at=//p' "$1"; }
 

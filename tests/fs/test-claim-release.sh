@@ -16,16 +16,11 @@
 #     unwatched; a claim left without agent= is, once.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v dash >/dev/null || skip "dash is missing"
-command -v python3 >/dev/null || skip "python3 is missing"
+require_cmd dash python3
 fake_sysfs 0000:41:00.4 0000:41:00.5 0000:41:00.6
 start_daemon
 
-V=$MNT/0000:41:00.4
-W=$MNT/0000:41:00.5
-X=$MNT/0000:41:00.6
-mkdir "$V" "$W" "$X"
-at() { sed -n 's/^claimed_at=//p' "$1"; }
+make_vfs V W X
 ended() { # VF INSTANCE CLAIMED_AT: how that claim ended, from VF/history
 	awk -v i="$2" -v a="$3" '$1 == a && $2 == "claim" && $3 == i { print $5 }' "$MNT/$1/history"
 }
@@ -33,7 +28,7 @@ ended() { # VF INSTANCE CLAIMED_AT: how that claim ended, from VF/history
 # --- 1. bash's two writes and dash's one: the crash is recorded
 for sh in bash dash; do
 	put "$V/assignments/vm-$sh" "pid=$$"
-	AT=$(at "$V/assignments/vm-$sh")
+	AT=$(claim_stamp "$V/assignments/vm-$sh")
 	case $sh in
 	bash) bash -c 'echo -e "release=$1\nended=crash" > "$2"' bash "$AT" "$V/assignments/vm-$sh" ;;
 	dash) dash -c 'echo "release=$1\nended=crash" > "$2"' dash "$AT" "$V/assignments/vm-$sh" ;;
@@ -45,7 +40,7 @@ for sh in bash dash; do
 done
 if command -v strace >/dev/null; then
 	put "$V/assignments/vm-s" "pid=$$"
-	AT=$(at "$V/assignments/vm-s")
+	AT=$(claim_stamp "$V/assignments/vm-s")
 	strace -f -e trace=write -o "$T/strace" bash -c 'echo -e "release=$1\nended=crash" > "$2"' bash "$AT" "$V/assignments/vm-s"
 	assert_eq "$(grep -c 'write(1, "\(release=\|ended=crash\)' "$T/strace")" 2 "bash's write(2)s of a two-line release"
 	assert_eq "$(ended 0000:41:00.4 vm-s "$AT")" "ended=crashed" "how the traced release ended"
@@ -54,7 +49,7 @@ fi
 
 # --- 2. repeated: done again, by the shell's create and through an open file
 put "$V/assignments/vm-r" "pid=$$"
-AT=$(at "$V/assignments/vm-r")
+AT=$(claim_stamp "$V/assignments/vm-r")
 put "$V/assignments/vm-r" "release=$AT"
 put "$V/assignments/vm-r" "release=$AT" # the claim is gone: O_CREAT, then the release
 bash -c 'echo -e "release=$1\nended=crash" > "$2"' bash "$AT" "$V/assignments/vm-r"
@@ -68,7 +63,7 @@ expect_err "$ENOENT" put "$V/assignments/vm-r" "release=2026-11-29T05:00:00Z"
 
 # --- 3. outcomes through the descriptor
 put "$V/assignments/vm-o" "pid=$$"
-AT=$(at "$V/assignments/vm-o")
+AT=$(claim_stamp "$V/assignments/vm-o")
 exec 3<>"$V/assignments/vm-o"
 echo "release=$AT" >&3
 assert_eq "$(cat <&3)" "released $AT" "the outcome of a release"

@@ -12,14 +12,10 @@
 #  4. a bare claim and a reservation (create, no write yet) are removed.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v python3 >/dev/null || skip "python3 is missing"
+require_cmd python3
 start_daemon
 
-V=$MNT/0000:41:00.4
-W=$MNT/0000:41:00.5
-X=$MNT/0000:41:00.6
-mkdir "$V" "$W" "$X"
-at() { sed -n 's/^claimed_at=//p' "$1"; }
+make_vfs V W X
 allocatable_has() { grep -qx "${1##*/}" "$MNT/allocatable"; }
 
 # The stand-in VMMs: a real process, and a real listening socket.
@@ -37,8 +33,8 @@ wait_for 10 "the control socket" test -S "$CTL"
 
 put "$V/assignments/vm-1" "pid=$VMM"
 put "$W/assignments/vm-2" "control=$CTL"
-AT1=$(at "$V/assignments/vm-1")
-AT2=$(at "$W/assignments/vm-2")
+AT1=$(claim_stamp "$V/assignments/vm-1")
+AT2=$(claim_stamp "$W/assignments/vm-2")
 
 # --- 1. rm, rm -rf VF, rm -rf everything: EBUSY, nothing released
 expect_err "$EBUSY" rm "$V/assignments/vm-1"
@@ -49,8 +45,8 @@ grep -q "rm of 0000:41:00.5/assignments/vm-2 refused .*named by control= alone" 
 	fail "the refusal of rm of a control= claim is not logged"
 if rm -rf "$V" "$W" 2>/dev/null; then fail "rm -rf of claimed VFs succeeded"; fi
 if rm -rf "${MNT:?}"/* 2>/dev/null; then fail "rm -rf of the whole mount succeeded"; fi
-assert_eq "$(at "$V/assignments/vm-1")" "$AT1" "the running VMM's claim after rm -rf"
-assert_eq "$(at "$W/assignments/vm-2")" "$AT2" "the listening VMM's claim after rm -rf"
+assert_eq "$(claim_stamp "$V/assignments/vm-1")" "$AT1" "the running VMM's claim after rm -rf"
+assert_eq "$(claim_stamp "$W/assignments/vm-2")" "$AT2" "the listening VMM's claim after rm -rf"
 assert_eq "$(cat "$MNT/claims")" "0000:41:00.4 vm-1"$'\n'"0000:41:00.5 vm-2" "claims after rm -rf"
 ! allocatable_has "$V" || fail "a running VM's VF is allocatable after rm -rf"
 ! allocatable_has "$W" || fail "a listening VM's VF is allocatable after rm -rf"

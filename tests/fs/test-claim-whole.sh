@@ -15,14 +15,11 @@
 #  9. the assignment file of a claim among many VFs resolves by its inode.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v dash >/dev/null || skip "dash is missing"
-command -v sqlite3 >/dev/null || skip "sqlite3 is missing"
+require_cmd dash sqlite3
 mount_tmpfs "$T/db" 2m 0700
 start_daemon
 
-V=$MNT/0000:41:00.4
-W=$MNT/0000:41:00.5
-mkdir "$V" "$W"
+make_vfs V W
 CTL=$T/vm-7.ctl # in the test's socket directory (SOCKET_DIRS)
 live() { sqlite3 "$DB" "SELECT COUNT(*) FROM claims WHERE instance_id = '$1' AND released_at IS NULL"; }
 rows() { sqlite3 "$DB" "SELECT COUNT(*) FROM claims WHERE instance_id = '$1'"; }

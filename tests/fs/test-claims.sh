@@ -9,10 +9,7 @@ require_fuse
 SOCKET_DIRS=()
 start_daemon
 
-V=$MNT/0000:41:00.4
-W=$MNT/0000:41:00.5
-Q=$MNT/0000:41:00.6
-mkdir "$V" "$W" "$Q"
+make_vfs V W Q
 ts='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{9}Z'
 boot=$(</proc/sys/kernel/random/boot_id)
 

@@ -8,9 +8,7 @@ source "$(dirname "$0")/lib.sh"
 require_fuse
 start_daemon
 
-V=$MNT/0000:41:00.4
-W=$MNT/0000:41:00.5
-mkdir "$V" "$W"
+make_vfs V W
 put "$MNT/threshold" 1000
 ROUNDS=60
 

@@ -10,9 +10,7 @@ require_fuse
 mount_tmpfs "$T/db" 2m 0700
 start_daemon
 
-V=$MNT/0000:41:00.4
-W=$MNT/0000:41:00.5
-mkdir "$V" "$W"
+make_vfs V W
 put "$V/report" "failed vm-1 2026-11-29T07:00:00Z first"
 touch "$W/assignments/vm-2"
 assert_cat "$MNT/status" ok

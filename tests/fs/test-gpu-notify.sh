@@ -15,7 +15,7 @@
 # counts are taken as changes from a baseline (since).
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v inotifywait >/dev/null || skip "inotifywait (inotify-tools) is missing"
+require_cmd inotifywait:inotify-tools
 
 fake_sysfs 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:42:00.1
 start_daemon

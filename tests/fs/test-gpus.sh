@@ -12,7 +12,7 @@
 # each GPU's state apart from quarantines.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v inotifywait >/dev/null || skip "inotifywait (inotify-tools) is missing"
+require_cmd inotifywait:inotify-tools
 mount_tmpfs "$T/db" 4m 0700
 
 fake_sysfs 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:42:00.1

@@ -8,7 +8,7 @@
 # HISTORY_MAX (docs/limits.md) with a first line counting what it leaves out.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+require_cmd setpriv:util-linux
 start_daemon --group nogroup
 
 V=$MNT/0000:41:00.4

@@ -9,7 +9,7 @@
 # logged exactly once, at its level, in its words.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v inotifywait >/dev/null || skip "inotifywait (inotify-tools) is missing"
+require_cmd inotifywait:inotify-tools
 start_daemon
 
 A=$MNT/0000:41:00.4
@@ -30,6 +30,7 @@ expect_log() {
 	assert_eq "$n" 1 "log lines saying '$2'"
 	grep -qxF -- "<$1>vfhealthd: $2" "$DAEMON_LOG" ||
 		fail "'$2' is not logged at level $1: $(grep -F -- "$2" "$DAEMON_LOG")"
+	pass "'$2' logged at level $1"
 }
 log_count() { grep -cF -- "$1" "$DAEMON_LOG" || true; }
 # log_lines_saying TEXT: lines whose whole message (after "<N>vfhealthd: ") is TEXT

@@ -30,8 +30,7 @@ start_daemon --threshold 3
 [[ -f $DB ]] || fail "no database at $DB"
 assert_cat "$MNT/threshold" 3
 
-V=$MNT/0000:41:00.4
-mkdir "$V"
+make_vfs V
 put "$V/report" "failed vm-1 2026-11-29T07:00:00Z wedged"
 touch "$V/assignments/vm-2"
 put "$MNT/max_quarantined" 5

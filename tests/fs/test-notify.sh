@@ -5,12 +5,10 @@
 # another process wrote a report, or because the threshold changed.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v inotifywait >/dev/null || skip "inotifywait (inotify-tools) is missing"
+require_cmd inotifywait:inotify-tools
 start_daemon
 
-V=$MNT/0000:41:00.4
-W=$MNT/0000:41:00.5
-mkdir "$V" "$W"
+make_vfs V W
 
 # --- a report written by another process changes tally and failures (and
 # then quarantined, top-level quarantined and resources)

@@ -9,7 +9,7 @@
 # live ones; each switch is logged once with the writer's uid and pid.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+require_cmd setpriv:util-linux
 start_daemon --group nogroup
 
 A=$MNT/0000:41:00.4

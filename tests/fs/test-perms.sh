@@ -6,7 +6,7 @@
 # have get EPERM.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+require_cmd setpriv:util-linux
 
 V=$MNT/0000:41:00.4
 T0=2026-11-29T07:00:00Z

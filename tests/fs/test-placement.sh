@@ -13,7 +13,7 @@
 # claims the first VF it can, moving on when one is busy.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v inotifywait >/dev/null || skip "inotifywait (inotify-tools) is missing"
+require_cmd inotifywait:inotify-tools
 place=$(cd "$(dirname "$0")/../../examples/placement" && pwd)/place.sh
 mount_tmpfs "$T/db" 4m 0700
 

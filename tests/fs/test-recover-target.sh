@@ -19,7 +19,7 @@
 #     the program's VFHEALTH_VFS lists exactly the virtfn VFs.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+require_cmd setpriv:util-linux
 mount_tmpfs "$T/db" 4m 0700
 
 GPU=0000:41:00.0 GPUB=0000:42:00.0 NIC=0000:51:00.0
@@ -30,11 +30,7 @@ UNREG=0000:41:00.5 # in sysfs, registered only once the GPU is drained
 NEVER=0000:41:00.6 # in sysfs, never registered
 VFB=0000:42:00.1 LATEB=0000:42:00.2 LATEB2=0000:42:00.3
 NICVFS=(0000:51:00.1 0000:51:00.2)
-fake_pf "$NIC" 0x8086
-fake_sysfs "${VFS[@]}" "$VFB" "${NICVFS[@]}"
-fake_virtfns "$GPU" "${VFS[@]}"
-fake_virtfns "$GPUB" "$VFB"
-fake_virtfns "$NIC" "${NICVFS[@]}"
+fake_host
 
 # The stand-in program records each call and what it was given.
 mkdir -m 0755 "$T/bin"

@@ -8,8 +8,7 @@ source "$(dirname "$0")/lib.sh"
 require_fuse
 start_daemon
 
-V=$MNT/0000:41:00.4
-mkdir "$V"
+make_vfs V
 touch "$V/assignments/vm-1"
 
 refusals() { grep -c ' refused (uid ' "$DAEMON_LOG" || true; }

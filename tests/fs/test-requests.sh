@@ -15,8 +15,7 @@ source "$(dirname "$0")/lib.sh"
 require_fuse
 start_daemon -d
 
-V=$MNT/0000:41:00.4
-mkdir "$V"
+make_vfs V
 
 # read_counted FILE: cat FILE as its own process, its output in OUT; then
 # waits for that process's RELEASE (sent after close(2) returns) and sets

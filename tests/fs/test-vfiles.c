@@ -29,6 +29,7 @@
 #include "fs/vfiles.h"
 #include "common/cleanup.h"
 #include "common/parse.h"
+#include "tests/common/bad-assignments.h"
 #include "tests/common/check-main.h"
 
 /* -- the tables ---------------------------------------------------------------- */
@@ -158,25 +159,10 @@ START_TEST(test_claim_parse)
 	ck_assert_str_eq(out->a.claimed_at, "2026-11-29T07:00:01.500000000Z");
 
 	static const char *const bad[] = {
-		"agent=tcp:1.2.3.4",
-		"agent=vsock:",
-		"agent=unix:rel",
-		"control=rel",
+		BAD_ASSIGNMENT_LINES,
 		"control=/"
 		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
 		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-		"control=/a\tb",
-		"pid=0",
-		"pid=-1",
-		"pid=4194305",
-		"pid=1x",
-		"nokey",
-		"=v",
-		"bogus=1",
-		"agent=vsock:3\nagent=vsock:4",
-		"claimed_at=",
-		"claimed_at=2026-02-30T00:00:00Z",
-		"Agent=vsock:3",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		memset(untouched, 0xa5, sizeof(*untouched));

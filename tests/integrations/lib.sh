@@ -12,14 +12,10 @@ source "$(dirname -- "${BASH_SOURCE[0]}")/../lib/harness.sh"
 
 source_root=${VFHEALTH_SOURCE_ROOT:?run under meson test}
 
-# expect_eq GOT WANT WHAT
-expect_eq() {
-	[[ $1 == "$2" ]] || fail "$3: expected '$2', got '$1'"
-}
-
 # expect_grep PATTERN TEXT WHAT: TEXT has a line matching the extended regex.
 expect_grep() {
 	grep -Eq -- "$1" <<<"$2" || fail "$3: no line matching /$1/ in: $2"
+	pass "$3: a line matches /$1/"
 }
 
 # claim_key FILE KEY: the value of KEY in a claim file.

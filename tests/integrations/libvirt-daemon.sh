@@ -23,13 +23,13 @@
 set -euo pipefail
 
 if [[ -z ${VFHEALTH_LIBVIRT_NS:-} ]]; then
-	[[ $(id -u) -eq 0 ]] || { echo "SKIP: libvirtd's system instance needs root"; exit 77; }
+	[[ $(id -u) -eq 0 ]] || { echo "1..0 # SKIP libvirtd's system instance needs root"; exit 0; }
 	for p in /usr/sbin/libvirtd virsh unshare qemu-system-x86_64 python3; do
 		command -v "$p" >/dev/null ||
-			{ echo "SKIP: $p not installed (Debian: libvirt-daemon-system libvirt-clients qemu-system-x86 python3)"; exit 77; }
+			{ echo "1..0 # SKIP $p not installed (Debian: libvirt-daemon-system libvirt-clients qemu-system-x86 python3)"; exit 0; }
 	done
 	unshare -m -n true 2>/dev/null ||
-		{ echo "SKIP: cannot make private mount and network namespaces here"; exit 77; }
+		{ echo "1..0 # SKIP cannot make private mount and network namespaces here"; exit 0; }
 	VFHEALTH_LIBVIRT_NS=1 exec unshare -m -n --propagation private bash "$0" "$@"
 fi
 
@@ -75,8 +75,7 @@ BG_PIDS+=("$libvirtd_pid")
 export LIBVIRT_DEFAULT_URI=qemu:///system
 libvirtd_ready() {
 	process_running "$libvirtd_pid" || {
-		echo "SKIP: libvirtd cannot run here: $(tail -n 3 "$T/libvirtd.out" "$T/libvirtd.log" 2>/dev/null | tr '\n' ' ')"
-		exit 77
+		skip "libvirtd cannot run here: $(tail -n 3 "$T/libvirtd.out" "$T/libvirtd.log" 2>/dev/null | tr '\n' ' ')"
 	}
 	virsh -q uri >/dev/null 2>&1
 }

@@ -28,7 +28,7 @@ set -euo pipefail
 require_fuse
 
 hook=$source_root/examples/libvirt/vfhealth-qemu-hook
-command -v python3 >/dev/null || skip "python3 not installed (the hook is a python3 script)"
+require_cmd python3
 mount_tmpfs "$T/db" 2m 0700     # filled later to make the store unavailable
 start_daemon --no-sentinel # the sentinel would poll and release the claims made here
 
@@ -87,6 +87,7 @@ run_hook_gone_parent() {
 }
 expect_rc() { # WANT WHAT
 	[[ $rc == "$1" ]] || fail "$2: exit $rc, want $1 (stderr: $(cat "$T/err"))"
+	pass "$2: exit $1"
 }
 claims() { cat "$MNT/claims"; }
 
@@ -107,25 +108,25 @@ a_qemu() {
 domain_xml vm-a "" "" "$V1" >"$T/a.xml"
 run_hook vm-a prepare begin <"$T/a.xml"
 expect_rc 0 "prepare, one VF"
-expect_eq "$(claims)" "$V1 vm-a" "claims after prepare"
+assert_eq "$(claims)" "$V1 vm-a" "claims after prepare"
 claim=$MNT/$V1/assignments/vm-a
 # The prepare's claim names libvirtd (here this shell), so that the sentinel
 # releases it if libvirtd dies before started completes it.
-expect_eq "$(claim_key "$claim" pid)" "$$" "pid= after prepare"
+assert_eq "$(claim_key "$claim" pid)" "$$" "pid= after prepare"
 [[ -n $(claim_key "$claim" pid_starttime) ]] || fail "no pid_starttime recorded after prepare"
 when=$(claim_key "$claim" claimed_at)
 [[ -n $when ]] || fail "no claimed_at after prepare"
-expect_eq "$(cat "$hookstate/vm-a")" "$V1 $when" "the hook's record of its claim"
-expect_eq "$(stat -c '%a %u' "$hookstate")" "700 0" "the hook's state directory"
+assert_eq "$(cat "$hookstate/vm-a")" "$V1 $when" "the hook's record of its claim"
+assert_eq "$(stat -c '%a %u' "$hookstate")" "700 0" "the hook's state directory"
 
 a_qemu vm-a 5
 domain_xml vm-a 5 "" "$V1" >"$T/a-live.xml"
 run_hook vm-a started begin <"$T/a-live.xml"
 expect_rc 0 "started, one VF"
-expect_eq "$(claim_key "$claim" pid)" "$qemu_pid" "pid= after started"
-expect_eq "$(claim_key "$claim" control)" "$statedir/domain-5-vm-a/monitor.sock" "control= after started"
-expect_eq "$(claim_key "$claim" agent)" "" "agent= without a vsock device"
-expect_eq "$(claim_key "$claim" claimed_at)" "$when" "claimed_at after started"
+assert_eq "$(claim_key "$claim" pid)" "$qemu_pid" "pid= after started"
+assert_eq "$(claim_key "$claim" control)" "$statedir/domain-5-vm-a/monitor.sock" "control= after started"
+assert_eq "$(claim_key "$claim" agent)" "" "agent= without a vsock device"
+assert_eq "$(claim_key "$claim" claimed_at)" "$when" "claimed_at after started"
 
 # Other operations leave the claim alone.
 for op in "stopped end" "migrate begin" "restore begin" "attach begin"; do
@@ -133,13 +134,13 @@ for op in "stopped end" "migrate begin" "restore begin" "attach begin"; do
 	run_hook vm-a $op <"$T/a-live.xml"
 	expect_rc 0 "$op"
 done
-expect_eq "$(claims)" "$V1 vm-a" "claims after other operations"
+assert_eq "$(claims)" "$V1 vm-a" "claims after other operations"
 
 # release while QEMU still runs: left alone (a live process holds it).
 run_hook vm-a release end <"$T/a-live.xml"
 expect_rc 0 "release with QEMU alive"
 grep -q "left alone" "$T/err" || fail "no warning for a claim held by a live process: $(cat "$T/err")"
-expect_eq "$(claims)" "$V1 vm-a" "claims after release with QEMU alive"
+assert_eq "$(claims)" "$V1 vm-a" "claims after release with QEMU alive"
 
 kill "$qemu_pid"
 wait_until 5 process_gone "$qemu_pid" || fail "the stand-in QEMU did not exit"
@@ -147,7 +148,7 @@ wait "$qemu_pid" 2>/dev/null || true
 rm -f "$rundir/vm-a.pid"
 run_hook vm-a release end <"$T/a-live.xml"
 expect_rc 0 "release"
-expect_eq "$(claims)" "" "claims after release"
+assert_eq "$(claims)" "" "claims after release"
 expect_grep "^$when claim vm-a released=.* ended=released-if " "$(cat "$MNT/$V1/history")" "history of the release"
 run_hook vm-a release end <"$T/a-live.xml"
 expect_rc 0 "a repeated release"
@@ -158,22 +159,22 @@ expect_rc 0 "a repeated release"
 domain_xml vm-b "" "" "$V1" "$V2" >"$T/b.xml"
 run_hook vm-b prepare begin <"$T/b.xml"
 expect_rc 0 "prepare, two VFs"
-expect_eq "$(claims)" "$V1 vm-b"$'\n'"$V2 vm-b" "claims after prepare of two"
+assert_eq "$(claims)" "$V1 vm-b"$'\n'"$V2 vm-b" "claims after prepare of two"
 a_qemu vm-b 7
 domain_xml vm-b 7 42 "$V1" "$V2" >"$T/b-live.xml"
 run_hook vm-b started begin <"$T/b-live.xml"
 expect_rc 0 "started, two VFs with vsock"
 for vf in "$V1" "$V2"; do
 	c=$MNT/$vf/assignments/vm-b
-	expect_eq "$(claim_key "$c" agent)" "vsock:42:2222" "agent= of $vf"
-	expect_eq "$(claim_key "$c" pid)" "$qemu_pid" "pid= of $vf"
-	expect_eq "$(claim_key "$c" control)" "$statedir/domain-7-vm-b/monitor.sock" "control= of $vf"
+	assert_eq "$(claim_key "$c" agent)" "vsock:42:2222" "agent= of $vf"
+	assert_eq "$(claim_key "$c" pid)" "$qemu_pid" "pid= of $vf"
+	assert_eq "$(claim_key "$c" control)" "$statedir/domain-7-vm-b/monitor.sock" "control= of $vf"
 done
 kill "$qemu_pid"
 wait "$qemu_pid" 2>/dev/null || true
 run_hook vm-b release end <"$T/b-live.xml"
 expect_rc 0 "release of two"
-expect_eq "$(claims)" "" "claims after release of two"
+assert_eq "$(claims)" "" "claims after release of two"
 
 # ---- refusals at prepare: nothing claimed stays ---------------------------------
 
@@ -181,9 +182,9 @@ expect_eq "$(claims)" "" "claims after release of two"
 echo 1 >"$MNT/$V2/quarantined"
 run_hook vm-c prepare begin < <(domain_xml vm-c "" "" "$V1" "$V2")
 expect_rc 1 "prepare with a held VF"
-expect_eq "$(wc -l <"$T/err")" 1 "lines on stderr for a refusal"
+assert_eq "$(wc -l <"$T/err")" 1 "lines on stderr for a refusal"
 expect_grep "^vfhealth: domain vm-c not started: VF $V2 out of service \(held\)$" "$(cat "$T/err")" "the refusal"
-expect_eq "$(claims)" "" "claims after a refused prepare"
+assert_eq "$(claims)" "" "claims after a refused prepare"
 expect_grep " claim vm-c released=" "$(cat "$MNT/$V1/history")" "the first VF's claim given back"
 echo 0 >"$MNT/$V2/quarantined"
 
@@ -192,7 +193,7 @@ echo 0 >"$MNT/$V2/quarantined"
 run_hook vm-c prepare begin < <(domain_xml vm-c "" "" "$V1" "$V2")
 expect_rc 1 "prepare with a VF claimed by another instance"
 expect_grep "^vfhealth: domain vm-c not started: VF $V2 claimed by other-vm$" "$(cat "$T/err")" "the refusal"
-expect_eq "$(claims)" "$V2 other-vm" "claims after a refused prepare"
+assert_eq "$(claims)" "$V2 other-vm" "claims after a refused prepare"
 rm "$MNT/$V2/assignments/other-vm"
 
 # ---- a claim of the domain's name the hook did not make -------------------------
@@ -209,7 +210,7 @@ expect_grep "^vfhealth: domain vm-d not started: VF $V1 is claimed as vm-d by an
 	"$(cat "$T/err")" "the refusal"
 run_hook vm-d release end <"$T/d.xml"
 expect_rc 0 "release after the refused prepare"
-expect_eq "$(cat "$MNT/$V1/assignments/vm-d")" "$other" "the other manager's claim after the refused start"
+assert_eq "$(cat "$MNT/$V1/assignments/vm-d")" "$other" "the other manager's claim after the refused start"
 # Its VMM dead (nothing listens on the socket file it left): still not the
 # hook's to take over or release (the sentinel's, by its evidence).
 stop_listener
@@ -219,7 +220,7 @@ expect_rc 1 "prepare over another manager's dead claim of the same name"
 expect_grep "VF $V1 is claimed as vm-d by another claimant \(nothing listens on its control socket\)$" \
 	"$(cat "$T/err")" "the refusal"
 run_hook vm-d release end <"$T/d.xml"
-expect_eq "$(cat "$MNT/$V1/assignments/vm-d")" "$other" "the other manager's dead claim after release"
+assert_eq "$(cat "$MNT/$V1/assignments/vm-d")" "$other" "the other manager's dead claim after release"
 release_claim "$MNT/$V1/assignments/vm-d"
 
 # The hook's own claim removed and the name claimed again by someone else
@@ -238,7 +239,7 @@ kill "$qemu_pid"
 wait "$qemu_pid" 2>/dev/null || true
 run_hook vm-d release end <"$T/d.xml"
 expect_rc 0 "release after the failed start"
-expect_eq "$(cat "$MNT/$V1/assignments/vm-d")" "$other" "the other claimant's claim after the failed start"
+assert_eq "$(cat "$MNT/$V1/assignments/vm-d")" "$other" "the other claimant's claim after the failed start"
 stop_listener
 release_claim "$MNT/$V1/assignments/vm-d"
 
@@ -256,7 +257,7 @@ run_hook vm-d prepare begin <"$T/d.xml"
 expect_rc 1 "prepare over its own claim whose control socket listens"
 expect_grep "^vfhealth: domain vm-d not started: VF $V1 is still claimed as vm-d \(its control socket listens\)$" \
 	"$(cat "$T/err")" "the refusal"
-expect_eq "$(claim_key "$MNT/$V1/assignments/vm-d" claimed_at)" "$mine" "its own live claim after a refused prepare"
+assert_eq "$(claim_key "$MNT/$V1/assignments/vm-d" claimed_at)" "$mine" "its own live claim after a refused prepare"
 stop_listener
 run_hook vm-d prepare begin <"$T/d.xml"
 expect_rc 0 "prepare over its own claim whose control socket nobody listens on"
@@ -281,7 +282,7 @@ expect_rc 0 "prepare over its own claim whose QEMU exited"
 # A prepare whose libvirtd died since: the claim names a pid that is gone,
 # and the next prepare takes it over.
 run_hook vm-d release end <"$T/d.xml"
-expect_eq "$(claims)" "" "claims after vm-d"
+assert_eq "$(claims)" "" "claims after vm-d"
 run_hook_gone_parent vm-d prepare begin <"$T/d.xml"
 expect_rc 0 "prepare under a parent that exits"
 mine=$(claim_key "$MNT/$V1/assignments/vm-d" claimed_at)
@@ -291,8 +292,8 @@ run_hook vm-d prepare begin <"$T/d.xml"
 expect_rc 0 "prepare over its own claim whose libvirtd died"
 [[ $(claim_key "$MNT/$V1/assignments/vm-d" claimed_at) != "$mine" ]] || fail "the claim of a dead libvirtd was not taken over"
 run_hook vm-d release end <"$T/d.xml"
-expect_eq "$(claims)" "" "claims after vm-d"
-expect_eq "$(cat "$hookstate/vm-d")" "" "the hook's records after its release"
+assert_eq "$(claims)" "" "claims after vm-d"
+assert_eq "$(cat "$hookstate/vm-d")" "" "the hook's records after its release"
 
 # A name that is no instance id; bad XML.
 run_hook 'my vm' prepare begin < <(domain_xml 'my vm' "" "" "$V1")
@@ -304,7 +305,7 @@ expect_grep "^vfhealth: domain vm-e not started: bad domain XML" "$(cat "$T/err"
 run_hook vm-e release end <<<"<domain><devices><hostdev"
 expect_rc 0 "release with bad XML"
 expect_grep "bad domain XML" "$(cat "$T/err")" "the warning"
-expect_eq "$(claims)" "" "claims after bad XML"
+assert_eq "$(claims)" "" "claims after bad XML"
 
 # <interface type='hostdev'> names its VF like a <hostdev>: claimed, and
 # refused while out of service.
@@ -324,9 +325,9 @@ expect_grep "^vfhealth: domain vm-n not started: VF $V2 out of service \(held\)$
 echo 0 >"$MNT/$V2/quarantined"
 run_hook vm-n prepare begin < <(iface_xml vm-n "$V2")
 expect_rc 0 "prepare of an <interface type='hostdev'>"
-expect_eq "$(claims)" "$V2 vm-n" "claims of an <interface type='hostdev'>"
+assert_eq "$(claims)" "$V2 vm-n" "claims of an <interface type='hostdev'>"
 run_hook vm-n release end < <(iface_xml vm-n "$V2")
-expect_eq "$(claims)" "" "claims after vm-n"
+assert_eq "$(claims)" "" "claims after vm-n"
 
 # <interface type='network'>: on a hostdev pool (libvirt picks the VF after
 # prepare), or a network the hook cannot read, the start is refused; on
@@ -348,7 +349,7 @@ EOF
 echo "<networkstatus><network><name>nat</name><forward mode='nat'/></network></networkstatus>" >"$netdir/nat.xml"
 run_hook vm-p prepare begin < <(net_xml vm-p vf-pool)
 expect_rc 1 "prepare on a hostdev pool"
-expect_eq "$(wc -l <"$T/err")" 1 "lines on stderr for a refusal"
+assert_eq "$(wc -l <"$T/err")" 1 "lines on stderr for a refusal"
 expect_grep "^vfhealth: domain vm-p not started: network vf-pool is a hostdev pool: " "$(cat "$T/err")" "the refusal"
 run_hook vm-p prepare begin < <(net_xml vm-p absent)
 expect_rc 1 "prepare on a network the hook cannot read"
@@ -356,7 +357,7 @@ expect_grep "^vfhealth: domain vm-p not started: network absent: cannot tell whe
 	"$(cat "$T/err")" "the refusal"
 run_hook vm-p prepare begin < <(net_xml vm-p nat)
 expect_rc 0 "prepare on a NAT network"
-expect_eq "$(claims)" "" "claims after the network interfaces"
+assert_eq "$(claims)" "" "claims after the network interfaces"
 
 # Only unregistered hostdevs, or none: nothing to claim, nothing refused.
 run_hook vm-f prepare begin < <(domain_xml vm-f "" "")
@@ -381,9 +382,9 @@ expect_rc 0 "prepare of vm-q"
 run_hook vm-q started begin < <(domain_xml vm-q 12 "" "$V3")
 expect_rc 1 "started without a pid file"
 expect_grep "^vfhealth: domain vm-q not started: no QEMU pid file: " "$(cat "$T/err")" "the refusal"
-expect_eq "$(claim_key "$MNT/$V3/assignments/vm-q" pid)" "$$" "pid= after a refused started"
+assert_eq "$(claim_key "$MNT/$V3/assignments/vm-q" pid)" "$$" "pid= after a refused started"
 run_hook vm-q release end < <(domain_xml vm-q 12 "" "$V3")
-expect_eq "$(claims)" "" "claims after vm-q"
+assert_eq "$(claims)" "" "claims after vm-q"
 
 # ---- started without the claim; reconnect re-creates it ---------------------
 
@@ -393,16 +394,16 @@ expect_rc 1 "started without a claim"
 expect_grep "VF $V3: the claim made at prepare is gone" "$(cat "$T/err")" "the refusal"
 run_hook vm-r reconnect begin < <(domain_xml vm-r 9 11 "$V3")
 expect_rc 0 "reconnect"
-expect_eq "$(claims)" "$V3 vm-r" "claims after reconnect"
-expect_eq "$(claim_key "$MNT/$V3/assignments/vm-r" pid)" "$qemu_pid" "pid= after reconnect"
-expect_eq "$(claim_key "$MNT/$V3/assignments/vm-r" agent)" "vsock:11:2222" "agent= after reconnect"
+assert_eq "$(claims)" "$V3 vm-r" "claims after reconnect"
+assert_eq "$(claim_key "$MNT/$V3/assignments/vm-r" pid)" "$qemu_pid" "pid= after reconnect"
+assert_eq "$(claim_key "$MNT/$V3/assignments/vm-r" agent)" "vsock:11:2222" "agent= after reconnect"
 run_hook vm-r reconnect begin < <(domain_xml vm-r 9 11 "$V3")
 expect_rc 0 "a second reconnect"
-expect_eq "$(claims)" "$V3 vm-r" "claims after a second reconnect"
+assert_eq "$(claims)" "$V3 vm-r" "claims after a second reconnect"
 kill "$qemu_pid"
 wait "$qemu_pid" 2>/dev/null || true
 run_hook vm-r release end < <(domain_xml vm-r 9 11 "$V3")
-expect_eq "$(claims)" "" "claims after vm-r"
+assert_eq "$(claims)" "" "claims after vm-r"
 
 # ---- the settings file, when libvirt's cleaned environment has none ----------
 
@@ -419,7 +420,7 @@ unshare -m sh -c 'mount -t tmpfs cfg /etc/default && cp "$1" /etc/default/vfheal
 	exec env -i LC_ALL=C PATH=/usr/bin:/bin HOME=/ "$2" vm-i prepare begin - <"$3"' \
 	sh "$T/default" "$hook" "$T/i.xml" 2>"$T/err" || rc=$?
 expect_rc 0 "prepare with the settings file"
-expect_eq "$(claims)" "$V1 vm-i" "claims made through the settings file"
+assert_eq "$(claims)" "$V1 vm-i" "claims made through the settings file"
 run_hook vm-i release end <"$T/i.xml"
 
 # ---- a VF of an NVIDIA GPU vfhealthd does not know: refused ----------------------
@@ -441,7 +442,7 @@ run_hook vm-u prepare begin < <(domain_xml vm-u "" "" "$V2" "$GV")
 expect_rc 1 "prepare with an unregistered VF of an NVIDIA GPU"
 expect_grep "^vfhealth: domain vm-u not started: VF $GV of NVIDIA GPU 0000:43:00.0 is not registered with vfhealthd " \
 	"$(cat "$T/err")" "the refusal"
-expect_eq "$(claims)" "$before" "claims after the refusal"
+assert_eq "$(claims)" "$before" "claims after the refusal"
 # a NIC's VF is not vfhealth's: it passes, as before
 run_hook vm-u prepare begin < <(domain_xml vm-u "" "" "$V2" "$NV")
 expect_rc 0 "prepare with an unregistered VF of a NIC"
@@ -453,7 +454,7 @@ run_hook vm-u prepare begin < <(domain_xml vm-u "" "" "$GV")
 expect_rc 0 "prepare once the VF is registered"
 expect_grep "^$GV vm-u$" "$(claims)" "the claim of the registered VF"
 run_hook vm-u release end < <(domain_xml vm-u "" "" "$GV")
-expect_eq "$(claims)" "$before" "claims after the release"
+assert_eq "$(claims)" "$before" "claims after the release"
 
 # ---- the store unavailable: refuse at prepare, warn at release -------------------
 

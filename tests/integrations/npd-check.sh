@@ -82,6 +82,7 @@ expect() {
 	[[ $out =~ $3 ]] || fail "$4 ($1 ${5:-}): said '$out', want /$3/"
 	(($(printf '%s\n' "$out" | wc -c) <= 81)) || fail "$4 ($1 ${5:-}): more than 80 bytes: '$out'"
 	[[ $out != *$'\n'* ]] || fail "$4 ($1 ${5:-}): more than one line: '$out'"
+	pass "$4 ($1 ${5:-}): exit $2, one line matching /$3/"
 }
 shells=(dash bash)
 # both RC REGEX WHAT [unfit]: under each shell

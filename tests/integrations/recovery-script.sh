@@ -20,7 +20,7 @@
 # a bad PF or knob) exits 2 and touches nothing.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-command -v inotifywait >/dev/null || skip "inotifywait not installed (Debian: inotify-tools)"
+require_cmd inotifywait:inotify-tools
 
 prog=$source_root/examples/recovery/sriov-cycle.sh
 pf=0000:41:00.0
@@ -174,12 +174,16 @@ cycle() {
 	out=$(<"$T/out")
 	err=$(<"$T/err")
 }
-expect_rc() { [[ $rc == "$1" ]] || fail "$2: exit $rc, want $1 (stderr: $err; stdout: $out)"; }
+expect_rc() {
+	[[ $rc == "$1" ]] || fail "$2: exit $rc, want $1 (stderr: $err; stdout: $out)"
+	pass "$2: exit $1"
+}
 expect_calls() { # WANT WHAT: the stand-ins' calls, in order
 	[[ $(<"$calls") == "$1" ]] || fail "$2: the calls were
 $(<"$calls")
 want
 $1"
+	pass "$2: the calls in order"
 }
 # one_line PATTERN WHAT: stderr is one line, matching PATTERN (extended regex).
 one_line() {
@@ -199,6 +203,7 @@ expect_active() { # UNIT...: each reads active
 	for u in "$@"; do
 		[[ $(cat "$services/$u" 2>/dev/null) == active ]] || fail "$u is $(cat "$services/$u" 2>/dev/null || echo absent), want active"
 	done
+	pass "active: $*"
 }
 # The calls of a run that stops both active units.
 stops='systemctl is-active --quiet nvidia-dcgm.service

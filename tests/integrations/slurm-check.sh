@@ -71,6 +71,7 @@ expect() { # RC UPDATES WHAT
 	run_check
 	[[ $rc == "$1" ]] || fail "$3: exit $rc, want $1: $out"
 	[[ $updates == "$2" ]] || fail "$3: scontrol calls '$updates', want '$2' (said: $out)"
+	pass "$3: exit $1, scontrol calls as wanted"
 }
 set_node() { echo "$1|${2:-}" >"$node"; }
 node_is() { [[ $(cat "$node") == "$1" ]] || fail "node is '$(cat "$node")', want '$1'"; }

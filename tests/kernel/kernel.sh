@@ -28,13 +28,26 @@ SRC=$1 CACHE=$2 AGENT=$3 VFHEALTHD=$4 TEST_VMM=$5 SENTINEL=$6
 # inside the meson timeout (240 s).
 GUEST_TIMEOUT=${VFHK_GUEST_TIMEOUT:-150}
 
-skip() { echo "SKIP: $*"; exit 77; }
+# Output is TAP, one result (meson's protocol: 'tap'): fd 3 is the TAP
+# stream, the script's own output goes to stderr.  A death by set -e or a
+# signal is reported too.
+exec 3>&1 1>&2
+tap_done=
+trap 'rc=$?; [[ -n $tap_done ]] || printf "not ok 1 - kernel.sh died: exit status %d\n1..1\n" "$rc" >&3' EXIT
+skip() {
+	echo "SKIP: $*"
+	printf '1..0 # SKIP %s\n' "$*" >&3
+	tap_done=1
+	exit 0
+}
 fail() {
 	echo "FAIL: $*" >&2
 	if [[ -f ${CONSOLE:-} ]]; then
 		echo "--- guest console (last 60 lines) ---" >&2
 		tail -n 60 "$CONSOLE" >&2
 	fi
+	printf 'not ok 1 - %s\n1..1\n' "${*//$'\n'/ }" >&3
+	tap_done=1
 	exit 1
 }
 
@@ -141,4 +154,5 @@ if grep -q '^FAIL' "$W/results"; then
 	fail "in the guest: $(grep '^FAIL' "$W/results" | head -n 1 | cut -c6-)"
 fi
 grep -q '^END PASS' "$W/results" || fail "the guest stopped before its last check"
-echo PASS
+printf 'ok 1 - the guest kernel ran every check (%s)\n1..1\n' "$ABI" >&3
+tap_done=1

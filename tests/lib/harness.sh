@@ -34,7 +34,19 @@
 #   KILL_DEADLINE  seconds a SIGKILLed daemon may take to die (10)
 #   VFHEALTH_KEEP=1  keep T (and say where) instead of removing it
 #
-# Functions: skip, fail, on_exit, require_fuse, mount_tmpfs, wait_until,
+# Output is TAP (meson's protocol: 'tap'), so meson names the assertion
+# that failed: every assertion prints "ok - what" or "not ok - what" on
+# the TAP stream (the script's stdout as it started), and the exit prints the
+# plan "1..N".  Everything else the script writes to stdout goes to stderr,
+# so a test's own output never reads as TAP.  A test that dies (set -e, a
+# signal) ends with a "not ok" naming the status and the command; a skip is
+# "1..0 # SKIP why" (or a skipped last test) and exit status 0, as TAP says.
+# Assertions: pass, fail, not_ok (a failure that lets the test go on),
+# assert_eq, assert_match, expect_err, wait_for; a suite's own helpers call
+# pass and fail.
+#
+# Functions: skip, require_cmd, fail, pass, not_ok, assert_eq, assert_match, expect_err,
+# on_exit, require_fuse, mount_tmpfs, wait_until,
 # wait_for, process_gone, process_running, is_mounted, abort_mount,
 # detach_mounts_under, start_daemon, stop_daemon, kill_daemon,
 # check_sanitizers, background, write_once, socket_dir_args; and the errno
@@ -44,6 +56,13 @@ set -euo pipefail
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/vfhealth-test.XXXXXX")
 chmod 755 "$T"
+# The TAP stream is fd TAP_FD; the script's stdout becomes its stderr.  The
+# record of results is a file, one character a result ("o" ok, "x" not ok),
+# so that an assertion in a subshell or a background job counts too.
+exec {TAP_FD}>&1 1>&2
+TAP_RECORD=$T/.tap
+: >"$TAP_RECORD"
+HARNESS_ERR=
 MNT=$T/mnt
 DB=$T/db/vfhealth.db
 DAEMON_ARGS=()
@@ -81,8 +100,44 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-second_deadlock_stack=1}
 # What a sanitizer writes first when it reports (UBSan, ASan, LSan, TSan).
 SANITIZER_RE='runtime error:|ERROR: (Address|Leak|Thread)Sanitizer|WARNING: ThreadSanitizer'
 
+# _tap_result o|x WHAT: record a result and print its TAP line (one line:
+# newlines shown as \n, a "#" would start a TAP directive).  The lines
+# carry no number: meson numbers them in the order they come, which a
+# background job's result printed between two of ours cannot upset, and
+# no fork is spent on a lock (an assertion costs builtins only).
+_tap_result() {
+	local what=${2//$'\n'/\\n}
+	what=${what//#/(hash)}
+	((${#what} <= 200)) || what="${what:0:197}..."
+	printf %s "$1" >>"$TAP_RECORD"
+	if [[ $1 == o ]]; then
+		printf 'ok - %s\n' "$what" >&"$TAP_FD"
+	else
+		printf 'not ok - %s\n' "$what" >&"$TAP_FD"
+	fi
+}
+
+# _tap_record: the results so far, one character each, in REPLY.
+_tap_record() {
+	REPLY=
+	read -r REPLY <"$TAP_RECORD" || true
+}
+
+# pass WHAT: an assertion that held.
+pass() {
+	_tap_result o "$*"
+}
+
+# not_ok WHAT: an assertion that failed, the test going on to the next (its
+# exit status is 1 all the same).
+not_ok() {
+	echo "FAIL: $*" >&2
+	_tap_result x "$*"
+}
+
 skip() {
 	echo "SKIP: $*"
+	HARNESS_SKIP=$*
 	exit 77
 }
 
@@ -106,10 +161,34 @@ _show_logs() {
 	fi
 }
 
+# fail WHAT: an assertion that failed; the test ends.
 fail() {
-	echo "FAIL: $*" >&2
+	not_ok "$*"
 	_show_logs
 	exit 1
+}
+
+# assert_eq GOT WANT [WHAT]
+assert_eq() {
+	[[ $1 == "$2" ]] || fail "${3:-value}: expected '$2', got '$1'"
+	pass "${3:-value} is '$2'"
+}
+
+# assert_match GOT REGEX [WHAT]
+assert_match() {
+	[[ $1 =~ $2 ]] || fail "${3:-value}: '$1' does not match /$2/"
+	pass "${3:-value} matches /$2/"
+}
+
+# expect_err MESSAGE COMMAND...: the command fails and says MESSAGE.
+expect_err() {
+	local msg=$1 out
+	shift
+	if out=$("$@" 2>&1); then
+		fail "'$*' succeeded; expected '$msg'"
+	fi
+	[[ $out == *"$msg"* ]] || fail "'$*': expected '$msg', got '$out'"
+	pass "'$*' fails: $msg"
 }
 
 # on_exit COMMAND: run COMMAND (eval'd) first thing at exit.
@@ -219,6 +298,7 @@ wait_for() {
 		((${EPOCHREALTIME//[.,]/} < deadline)) || fail "timed out waiting for: $what"
 		sleep 0.02
 	done
+	pass "$what"
 }
 
 # ---- what the machine must allow ------------------------------------------------
@@ -233,6 +313,17 @@ require_fuse() {
 	if [[ $(id -u) -ne 0 ]] && ! grep -qs '^[[:space:]]*user_allow_other' /etc/fuse.conf; then
 		skip "mounting with allow_other needs root or user_allow_other"
 	fi
+}
+
+# require_cmd COMMAND[:PACKAGE]...: skip unless each COMMAND is on the PATH;
+# PACKAGE is the Debian package that has it, for the skip's message.
+require_cmd() {
+	local c
+	for c; do
+		command -v "${c%%:*}" >/dev/null && continue
+		[[ $c != *:* ]] || skip "${c%%:*} is not installed (Debian: ${c#*:})"
+		skip "$c is not installed"
+	done
 }
 
 # mount_tmpfs DIR SIZE [MODE]: a private tmpfs at DIR, undone at exit; skip
@@ -270,7 +361,7 @@ start_daemon() {
 	read -r -t 60 -u 8 line || line=nothing
 	[[ $line == bound ]] || fail "notify listener did not start ($line)"
 	env "${DAEMON_ENV[@]}" NOTIFY_SOCKET="$sock" \
-		"$VFHEALTHD" -f --db "$DB" "${dirs[@]}" "${DAEMON_ARGS[@]}" "$@" "$MNT" >>"$DAEMON_LOG" 2>&1 &
+		"$VFHEALTHD" -f --db "$DB" "${dirs[@]}" "${DAEMON_ARGS[@]}" "$@" "$MNT" >>"$DAEMON_LOG" 2>&1 {TAP_FD}>&- &
 	DAEMON_PID=$!
 	DAEMON_MNT=$MNT
 	read -r -t 120 -u 8 line || line=nothing
@@ -390,7 +481,7 @@ socket_dir_args() {
 # Its stdin is the caller's (`background cmd <fifo`): without job control,
 # bash would give an asynchronous command /dev/null instead.
 background() {
-	"$@" <&0 &
+	"$@" <&0 {TAP_FD}>&- &
 	BG_PIDS+=("$!")
 }
 
@@ -412,8 +503,13 @@ write_once() {
 # test that passed with its daemon still running stops it as stop_daemon
 # does, checks included), the watchdog, every mount under T, then T itself.
 _harness_exit() {
-	local status=$? pid hook i
+	local status=$? pid hook i record
 	set +e
+	_tap_record
+	if ((status != 0 && status != 77)) && [[ $REPLY != *x* ]]; then
+		# died without a failed assertion: set -e, a signal, a bare exit
+		_tap_result x "the test died: exit status $status${HARNESS_ERR:+ after: $HARNESS_ERR}"
+	fi
 	for hook in "${EXIT_HOOKS[@]}"; do eval "$hook"; done
 	for pid in "${BG_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
 	# A process that ignores SIGTERM must not hang the test: SIGKILL after 5 s.
@@ -427,9 +523,11 @@ _harness_exit() {
 	if [[ -n $DAEMON_PID ]]; then
 		if ((status == 0)); then
 			if ! _stop_daemon; then
-				echo "FAIL: $STOP_PROBLEM" >&2
+				not_ok "vfhealthd stopped at the end: $STOP_PROBLEM"
 				FAIL_LOG_LINES=60 _show_logs
 				status=1
+			else
+				pass "vfhealthd stopped at the end: exit 0, unmounted, no sanitizer report"
 			fi
 		else
 			STOP_DEADLINE=10 _stop_daemon
@@ -445,6 +543,25 @@ _harness_exit() {
 	done
 	# Never descend into a mount left behind: a hung one would hang rm.
 	detach_mounts_under "$T"
+	_tap_record
+	record=$REPLY
+	if ((status == 77)); then
+		if ((${#record} == 0)); then
+			printf '1..0 # SKIP %s\n' "${HARNESS_SKIP:-}" >&"$TAP_FD"
+		else
+			printf 'ok - # SKIP %s\n1..%d\n' "${HARNESS_SKIP:-}" $((${#record} + 1)) >&"$TAP_FD"
+		fi
+		status=0
+	else
+		if ((status == 0)) && [[ $record == *x* ]]; then
+			status=1 # a not_ok the test went on after
+		fi
+		if ((${#record} == 0)); then
+			_tap_result o "${0##*/} ran to its end"
+			record=o
+		fi
+		printf '1..%d\n' "${#record}" >&"$TAP_FD"
+	fi
 	if [[ -n ${VFHEALTH_KEEP:-} ]]; then
 		echo "kept $T" >&2
 	else
@@ -453,5 +570,7 @@ _harness_exit() {
 	exit "$status"
 }
 trap _harness_exit EXIT
+# The command that failed last in the script itself, for the "died" line.
+trap 'HARNESS_ERR="line $LINENO: $BASH_COMMAND"' ERR
 trap 'exit 143' TERM # through the EXIT trap: meson's timeout sends SIGTERM
 trap 'exit 130' INT

@@ -29,6 +29,7 @@ expect() {
 	run "$prog" "$@"
 	((RC == want)) || fail "$prog $* exited $RC, want $want: $OUT"
 	grep -qE -- "$pattern" <<<"$OUT" || fail "$prog $* said '$OUT', want /$pattern/"
+	pass "$prog $*: exit $want, /$pattern/"
 }
 
 # options PROGRAM: "SHORT LONG METAVAR" per option its --help lists ("-" for none).

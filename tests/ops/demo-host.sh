@@ -50,12 +50,7 @@ set -m
 "$demo" --build "$build" >"$out" 2>&1 &
 demo_pgid=$!
 set +m
-demo_ready() {
-	grep -q '^Logs: .*Press Ctrl-C' "$out" && return 0
-	kill -0 "$demo_pgid" 2>/dev/null || { cat "$out" >&2; fail "the demo exited before it was ready"; }
-	return 1
-}
-wait_for 60 "the demo's 'What to try next'" demo_ready
+wait_demo_ready "$out" "$demo_pgid"
 grep -qF "demo: this host has an NVIDIA GPU; the demo still runs on a mount and database of its own" "$out" ||
 	{ cat "$out" >&2; fail "the demo did not see the GPU nvidia-smi reports"; }
 grep -qxF "==> Mounting vfhealthd on $work/mnt (database $work/vfhealth.db)" "$out" ||

@@ -10,8 +10,7 @@
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
-command -v inotifywait >/dev/null || skip "inotifywait not installed (Debian: inotify-tools)"
-command -v python3 >/dev/null || skip "python3 not installed"
+require_cmd inotifywait:inotify-tools python3
 demo=$source_root/examples/demo.sh
 [[ -x $demo ]] || fail "$demo is missing or not executable"
 # The programs under test, from meson (the demo takes them from these too).
@@ -33,12 +32,7 @@ on_exit "detach_mounts_under '$work'"
 # setsid: the demo and its children are one process group we can reap.
 setsid "$demo" --mount "$mnt" --workdir "$work" >"$out" 2>&1 &
 demo_pid=$!
-demo_ready() {
-	grep -q '^Logs: .*Press Ctrl-C' "$out" && return 0
-	kill -0 "$demo_pid" 2>/dev/null || { cat "$out" >&2; fail "the demo exited before printing what to try next"; }
-	return 1
-}
-wait_for 60 "the demo's 'What to try next'" demo_ready
+wait_demo_ready "$out" "$demo_pid"
 grep -qxF "==> Mounting vfhealthd on $mnt (database $work/vfhealth.db)" "$out" ||
 	fail "the demo did not mount where --mount said"
 

@@ -10,7 +10,7 @@
 # The floor itself is checked against meson.build: the same version.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-command -v pkg-config >/dev/null || skip "pkg-config not installed"
+require_cmd pkg-config
 fuse_pc=$(pkg-config --variable=pcfiledir fuse3 2>/dev/null)/fuse3.pc || true
 [[ -f $fuse_pc ]] || skip "no fuse3.pc on this machine"
 

@@ -19,11 +19,7 @@
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
-command -v man >/dev/null || skip "man not installed (Debian: man-db)"
-command -v col >/dev/null || skip "col not installed (Debian: bsdextrautils)"
-command -v perl >/dev/null || skip "perl not installed"
-command -v dash >/dev/null || skip "dash not installed"
-command -v sqlite3 >/dev/null || skip "sqlite3 not installed"
+require_cmd man:man-db col:bsdextrautils perl dash sqlite3
 cd "$source_root"
 
 errors=0

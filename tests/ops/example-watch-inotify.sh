@@ -7,7 +7,7 @@
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
-command -v inotifywait >/dev/null || skip "inotifywait not installed (inotify-tools)"
+require_cmd inotifywait:inotify-tools
 
 mnt=$MNT
 start_daemon --no-sentinel

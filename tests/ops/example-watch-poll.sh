@@ -6,7 +6,7 @@
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
-command -v python3 >/dev/null || skip "python3 not installed"
+require_cmd python3
 
 mnt=$MNT
 start_daemon --no-sentinel

@@ -14,7 +14,7 @@
 # filters on.  Skips (77) only when promtool is missing.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-command -v promtool >/dev/null || skip "promtool not installed (Debian: prometheus)"
+require_cmd promtool:prometheus
 
 dashboard=$source_root/examples/grafana/vfhealth-fleet.json
 

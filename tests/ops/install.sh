@@ -64,7 +64,7 @@ sysusersdir=/usr/lib/sysusers.d
 errors=0
 check() { # DESCRIPTION COMMAND...
 	local what=$1; shift
-	if "$@"; then echo "ok   $what"; else echo "FAIL $what" >&2; errors=$((errors + 1)); fi
+	if "$@"; then pass "$what"; else not_ok "$what"; errors=$((errors + 1)); fi
 }
 mode_is() { [[ $(stat -c %a -- "$1") == "$2" ]]; }
 is_elf() { [[ $(head -c4 -- "$1") == $'\x7fELF' ]]; }

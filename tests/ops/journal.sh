@@ -11,7 +11,7 @@
 set -euo pipefail
 if [[ -z ${VFHEALTH_JOURNAL_NS:-} ]]; then
 	unshare -m --propagation private true 2>/dev/null ||
-		{ echo "SKIP: cannot make a mount namespace (needs CAP_SYS_ADMIN)"; exit 77; }
+		{ echo "1..0 # SKIP cannot make a mount namespace (needs CAP_SYS_ADMIN)"; exit 0; }
 	VFHEALTH_JOURNAL_NS=1 exec unshare -m --propagation private bash "$0" "$@"
 fi
 here=$(cd "$(dirname -- "$0")" && pwd)
@@ -114,12 +114,7 @@ wait_for 20 "agent-answering for vm-0" \
 release "$VF" vm-0
 
 echo "== one VF's story, from the first failure to the rescind"
-start_agent g1
-start_agent g2
-start_vmm g1
-start_vmm g2
-agent_fail g1
-agent_fail g2
+start_failing_guests g1 g2
 claim "$VF" vm-1 "agent=hvsock:$T/g1.hv:2222" "control=$T/g1.ctl"
 wait_for 20 "tally 1" file_is "$MNT/$VF/tally" 1
 release "$VF" vm-1

@@ -22,6 +22,18 @@ report_failed() {
 		> "$1/$2/report"
 }
 
+# wait_demo_ready OUT PID: the demo (PID, its output in OUT) printed its
+# "What to try next" block and the Logs line that ends it; fails at once,
+# showing OUT, if the demo exited first.
+_demo_ready() {
+	grep -q '^Logs: .*Press Ctrl-C' "$1" && return 0
+	kill -0 "$2" 2>/dev/null || { cat "$1" >&2; fail "the demo exited before it was ready"; }
+	return 1
+}
+wait_demo_ready() {
+	wait_for 60 "the demo's 'What to try next'" _demo_ready "$1" "$2"
+}
+
 # wait_for_line FILE LINE SECONDS: FILE (a watcher's output) gets exactly LINE.
 wait_for_line() {
 	wait_for "$3" "'$2' in $1" grep -qxF -- "$2" "$1"

@@ -13,12 +13,8 @@
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
-command -v dash >/dev/null || skip "dash not installed"
-command -v python3 >/dev/null || skip "python3 not installed"
-command -v sqlite3 >/dev/null || skip "sqlite3 not installed"
+require_cmd dash python3 sqlite3
 
-assert_eq() { [[ $1 == "$2" ]] || fail "$3: expected '$2', got '$1'"; }
-assert_match() { [[ $1 =~ $2 ]] || fail "$3: '$1' does not match /$2/"; }
 
 section=$(sed -n '/^### The manager.s contract/,/^### Claims in detail/p' "$source_root/docs/interface.md")
 # blocks LANG: the section's fenced LANG blocks, in order

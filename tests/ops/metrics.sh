@@ -9,7 +9,7 @@
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
-command -v promtool >/dev/null || skip "promtool not installed (Debian: prometheus)"
+require_cmd promtool:prometheus
 
 mnt=$MNT
 sys=$T/sys/bus/pci/devices # sysfs, where a VF's parent comes from

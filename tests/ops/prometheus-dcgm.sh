@@ -13,8 +13,7 @@
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
 require_fuse
-command -v prometheus >/dev/null || skip "prometheus not installed (Debian: prometheus)"
-command -v curl >/dev/null || skip "curl not installed"
+require_cmd prometheus:prometheus curl
 dir=$source_root/examples/prometheus
 
 # vfhealth's metrics, from a real mount.

@@ -9,7 +9,7 @@
 # Skips (77) only when promtool is missing.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
-command -v promtool >/dev/null || skip "promtool not installed (Debian: prometheus)"
+require_cmd promtool:prometheus
 
 dir=$source_root/examples/prometheus
 promtool check rules "$dir/vfhealth.rules.yml" || fail "promtool check rules"

@@ -16,7 +16,7 @@ conflicts=$(grep -rlE --exclude-dir='.git' --exclude-dir='build*' --exclude-dir=
 bare=$(grep -rlE --include='*.c' --include='*.h' '\btcase_create\(' tests |
 	grep -vx tests/common/check-main.h || true)
 [[ -z $bare ]] || fail "a test case without its timeout (use check_tcase): $(tr '\n' ' ' <<<"$bare")"
-command -v clang-format >/dev/null || skip "clang-format not installed (Debian: clang-format)"
+require_cmd clang-format:clang-format
 [[ -f .clang-format ]] || fail "no .clang-format at the top of the tree"
 mapfile -t files < <(find common proto grammar store fs sentinel recovery daemon guest-agent tests \
 	-name '*.[ch]' -not -path '*/corpus/*' | sort)

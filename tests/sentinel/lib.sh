@@ -161,6 +161,32 @@ start_vmm() {
 	wait_for 20 "vmm $name sockets" test -S "$T/$name.hv"
 }
 
+# start_dead_vmm NAME [ARGS...]: a VMM that bound its control socket and was
+# SIGKILLed, leaving the socket file with nobody listening.
+start_dead_vmm() {
+	start_vmm "$@"
+	kill -KILL "${BG_PIDS[-1]}"
+	wait "${BG_PIDS[-1]}" 2>/dev/null || true
+	test -S "$T/$1.ctl" || fail "SIGKILL removed the control socket file"
+}
+
+# start_sleeper VAR: a running process of ours that is no VMM (sleep), its
+# pid in VAR; ended at exit.
+start_sleeper() {
+	sleep 3600 {TAP_FD}>&- &
+	BG_PIDS+=("$!")
+	printf -v "$1" %s "$!"
+}
+
+# start_failing_guests NAME...: for each NAME an agent and a VMM in front of
+# it, every agent then fed a failure record (FAILED).
+start_failing_guests() {
+	local g
+	for g; do start_agent "$g"; done
+	for g; do start_vmm "$g"; done
+	for g; do agent_fail "$g"; done
+}
+
 lines_in() {
 	if [[ -f $1 ]]; then wc -l <"$1"; else echo 0; fi
 }

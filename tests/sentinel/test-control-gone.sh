@@ -20,13 +20,8 @@ register_vf "$C"
 start_agent g1
 agent_fail g1
 start_vmm g1 --agent "unix:$T/g1.sock" --connect-log "$T/connects"
-start_vmm dead --never-answer
-kill -KILL "${BG_PIDS[-1]}"
-wait "${BG_PIDS[-1]}" 2>/dev/null || true
-test -S "$T/dead.ctl" || fail "SIGKILL removed the control socket file"
-sleep 3600 &
-RUNNING=$!
-BG_PIDS+=("$RUNNING")
+start_dead_vmm dead --never-answer
+start_sleeper RUNNING
 
 claim "$B" vm-2 "agent=hvsock:$T/g1.hv:2222" "control=$T/dead.ctl"
 claim "$C" vm-3 "agent=hvsock:$T/g1.hv:2222" "control=$T/gone.ctl"

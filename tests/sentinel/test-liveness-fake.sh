@@ -14,15 +14,9 @@ P=$T/proc
 mkdir -p "$P/sys/kernel/random"
 cp /proc/sys/kernel/random/boot_id "$P/sys/kernel/random/boot_id"
 
-sleep 3600 &
-REUSED=$!
-BG_PIDS+=("$REUSED")
-sleep 3600 &
-UNREADABLE=$!
-BG_PIDS+=("$UNREADABLE")
-sleep 3600 &
-RACER=$!
-BG_PIDS+=("$RACER")
+start_sleeper REUSED
+start_sleeper UNREADABLE
+start_sleeper RACER
 # REUSED: start time 1 (the daemon records the real one); a socket listens
 # on its control path, in its namespace.
 mkdir -p "$P/$REUSED/ns"

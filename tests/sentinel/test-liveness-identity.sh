@@ -16,7 +16,7 @@
 #  - a pid that runs while its control socket is nowhere: uncertain, kept,
 #    warned once, counted every pass.
 source "$(dirname "$0")/lib.sh"
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+require_cmd setpriv:util-linux
 
 F=0000:41:00.1 # forged
 J=0000:41:00.2 # jailed, with pid
@@ -29,9 +29,7 @@ for vf in "$F" "$J" "$K" "$Z" "$U"; do register_vf "$vf"; done
 
 # forged: the victim VMM dies by SIGKILL (its socket file stays); the forger
 # is nobody, with no access to any file involved.
-start_vmm victim --never-answer --connect-log "$T/victim.connects"
-kill -KILL "${BG_PIDS[-1]}"
-wait "${BG_PIDS[-1]}" 2>/dev/null || true
+start_dead_vmm victim --never-answer --connect-log "$T/victim.connects"
 mkfifo "$T/forger.out"
 setpriv --reuid=65534 --regid=65534 --clear-groups "$TEST_VMM" --forge-abstract "$T/victim.ctl" \
 	>"$T/forger.out" 2>>"$T/forger.log" &
@@ -68,9 +66,7 @@ ZPID=$(cat "$T/z.pid")
 claim "$Z" vm-z "pid=$ZPID"
 
 # uncertain: a process that runs, and a control path nothing is bound to.
-sleep 3600 &
-RUNNING=$!
-BG_PIDS+=("$RUNNING")
+start_sleeper RUNNING
 claim "$U" vm-u "control=$T/nowhere.ctl" "pid=$RUNNING"
 
 wait_for 20 "the forged claim released" test ! -e "$MNT/$F/assignments/vm-f"

@@ -18,7 +18,7 @@
 #    runs; killed, it is released.
 # Skips (77) without setpriv or root.
 source "$(dirname "$0")/lib.sh"
-command -v setpriv >/dev/null || skip "setpriv (util-linux) is missing"
+require_cmd setpriv:util-linux
 [[ $(id -u) == 0 ]] || skip "needs root (mounts as the unit does)"
 
 unit=${VFHEALTH_SOURCE_ROOT:?}/examples/systemd/vfhealthd.service.in

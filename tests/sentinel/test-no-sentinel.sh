@@ -11,9 +11,7 @@ LIVE=0000:41:00.2
 start_agent g1
 agent_fail g1
 start_vmm g1 --agent "unix:$T/g1.sock" --connect-log "$T/connects"
-start_vmm killed --never-answer
-kill -KILL "${BG_PIDS[-1]}"
-wait "${BG_PIDS[-1]}" 2>/dev/null || true
+start_dead_vmm killed --never-answer
 
 # 1. --no-sentinel: released, nothing polled.
 # --control-grace 0: judged at once (the startup grace is test-late-bind.sh's).

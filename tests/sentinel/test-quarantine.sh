@@ -9,12 +9,7 @@ source "$(dirname "$0")/lib.sh"
 VF=0000:41:00.4
 start_daemon --threshold 2 --poll-interval 0.2 --poll-timeout 2 --no-reconcile
 register_vf "$VF"
-start_agent g1
-start_agent g2
-start_vmm g1
-start_vmm g2
-agent_fail g1
-agent_fail g2
+start_failing_guests g1 g2
 
 # First failed assignment: recorded once, however often it is polled.
 claim "$VF" vm-1 "agent=hvsock:$T/g1.hv:2222" "control=$T/g1.ctl"

@@ -14,13 +14,8 @@ for vf in 0000:41:00.1 0000:41:00.2 0000:41:00.3 0000:41:00.4 0000:41:00.5; do
 	register_vf "$vf"
 done
 start_vmm live --never-answer
-start_vmm killed --never-answer
-kill -KILL "${BG_PIDS[-1]}"
-wait "${BG_PIDS[-1]}" 2>/dev/null || true
-test -S "$T/killed.ctl" || fail "SIGKILL removed the control socket file"
-sleep 3600 &
-RUNNING=$!
-BG_PIDS+=("$RUNNING")
+start_dead_vmm killed --never-answer
+start_sleeper RUNNING
 true &
 EXITED=$!
 wait "$EXITED"

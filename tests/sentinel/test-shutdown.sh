@@ -34,6 +34,7 @@ check_stop() {
 	echo "$what: stopped in ${elapsed} ms with $N queries in flight (poll timeout 30 s)"
 	((rc == 0)) || fail "$what exited $rc on SIGTERM"
 	((elapsed < 10000)) || fail "$what took ${elapsed} ms to stop"
+	pass "$what stopped (exit 0) within 10 s with $N queries in flight"
 	wait_for 10 "the VMM sees every connection closed ($what)" no_connections
 }
 

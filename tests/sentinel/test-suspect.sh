@@ -18,17 +18,23 @@ done
 reconciles() { metric vfhealth_sentinel_reconciles_total; }
 # reconciled_since N: two passes after the count N (one judged the claim alive)
 reconciled_since() { (($(reconciles) >= $1 + 2)); }
+# vmm_dies PID INSTANCE VF: once a reconcile has judged INSTANCE's claim
+# (alive), its VMM is SIGKILLed and the claim released.
+vmm_dies() {
+	local n
+	n=$(reconciles)
+	wait_for 20 "reconcile judging $2" reconciled_since "$n"
+	kill -KILL "$1"
+	wait "$1" 2>/dev/null || true
+	wait_for 20 "$2 released" test ! -e "$MNT/$3/assignments/$2"
+}
 
 # --- killed during its init window: suspect
 start_vmm early --never-answer
 EARLY=${BG_PIDS[-1]}
 claim "$A" vm-early "pid=$EARLY" "control=$T/early.ctl"
 CLAIMED=$(claimed_at "$A" vm-early)
-n=$(reconciles)
-wait_for 20 "reconcile judging vm-early" reconciled_since "$n"
-kill -KILL "$EARLY"
-wait "$EARLY" 2>/dev/null || true
-wait_for 20 "vm-early released" test ! -e "$MNT/$A/assignments/vm-early"
+vmm_dies "$EARLY" vm-early "$A"
 file_is "$MNT/$A/state" suspect || fail "not suspect: $(cat "$MNT/$A/state")"
 grep -q "vf $A: suspect: the VMM of vm-early (claimed $CLAIMED) died [0-9]*\.[0-9]* s after its claim" \
 	"$T/daemon.log" || fail "the suspicion is not logged"
@@ -51,11 +57,7 @@ LATE_AT=$(date -u -d "$(claimed_at "$B" vm-late)" +%s)
 # the window is over once a reconcile that began after it judged the VMM alive
 window_over() { (($(date -u +%s) > LATE_AT + WINDOW)); }
 wait_for 20 "the init window of vm-late over" window_over
-n=$(reconciles)
-wait_for 20 "reconcile judging vm-late alive after its window" reconciled_since "$n"
-kill -KILL "$LATE"
-wait "$LATE" 2>/dev/null || true
-wait_for 20 "vm-late released" test ! -e "$MNT/$B/assignments/vm-late"
+vmm_dies "$LATE" vm-late "$B"
 file_is "$MNT/$B/state" ok || fail "a death after the window made $B $(cat "$MNT/$B/state")"
 
 # --- the next guest on the suspect VF reports OK: cleared

@@ -2,7 +2,7 @@
 /*
  * test-rules.c - the store's decision rules (store/rules.h) as pure
  * functions: each rule's boundaries, so a change to one shows here before it
- * shows in the store's behaviour (tests/store/test-store.c); and the
+ * shows in the store's behaviour (tests/store/test-store-*.c); and the
  * placement order (store/placement.h), pure but for its seed.
  */
 #include <check.h>

@@ -43,7 +43,7 @@ tar=$("$(dirname -- "$0")/rootfs.sh") || rc=$?
 ((rc != 77)) || skip "mmdebstrap is not installed: no root file system to boot"
 ((rc == 0)) || fail "rootfs.sh could not build the root file system"
 if ! compgen -G "$deb_dir/vfhealth_*.deb" >/dev/null; then
-	command -v dpkg-buildpackage >/dev/null || skip "no .debs in $deb_dir and no dpkg-buildpackage"
+	require_cmd dpkg-buildpackage
 	build_debs
 fi
 

@@ -22,9 +22,9 @@ check() {
 	local name=$1
 	shift
 	if "$@"; then
-		echo "ok   $name"
+		pass "$name"
 	else
-		echo "FAIL $name" >&2
+		not_ok "$name"
 		check_failures=$((check_failures + 1))
 	fi
 }
