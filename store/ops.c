@@ -659,9 +659,9 @@ static int op_claim(struct store *s, struct op *op, const struct vf_row *row)
 		    "INSERT INTO claims (id, vf_id, instance_id, claimed_at, agent, control, pid, "
 		    "pid_starttime, boot_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		    DB_ARGS(db_i64((int64_t)out->id), db_i64(row->id), db_text(out->a.instance_id),
-			    db_text(out->a.claimed_at), db_text(out->a.agent), db_text(out->a.control),
-			    db_i64(out->a.pid), db_i64((int64_t)out->a.pid_starttime),
-			    db_text(out->a.boot_id)));
+			    db_text(out->a.claimed_at), db_text(out->a.agent),
+			    db_text(out->a.control), db_i64(out->a.pid),
+			    db_i64((int64_t)out->a.pid_starttime), db_text(out->a.boot_id)));
 	if (r < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);
@@ -687,8 +687,8 @@ static int op_claim_update(struct store *s, struct op *op, const struct vf_row *
 		    "UPDATE claims SET agent = ?, control = ?, pid = ?, pid_starttime = ?, "
 		    "claimed_at = CASE WHEN ? = '' THEN claimed_at ELSE ? END WHERE id = ?",
 		    DB_ARGS(db_text(c->a.agent), db_text(c->a.control), db_i64(c->a.pid),
-			    db_i64((int64_t)c->a.pid_starttime), db_text(op->when), db_text(op->when),
-			    db_i64(claim_id)));
+			    db_i64((int64_t)c->a.pid_starttime), db_text(op->when),
+			    db_text(op->when), db_i64(claim_id)));
 	if (r < 0)
 		return r;
 	return op_change(op, STORE_CHANGE_CLAIMS, op->vf, op->instance_id);

@@ -443,7 +443,8 @@ END_TEST
 START_TEST(claims_release_if_vmm)
 {
 	struct store *s = open_store();
-	struct store_claim c = { .a.vf = VF_A, .a.instance_id = "i-1", .a.claimed_at = T1 }, judged, got;
+	struct store_claim c = { .a.vf = VF_A, .a.instance_id = "i-1", .a.claimed_at = T1 }, judged,
+			   got;
 
 	reg(s, VF_A);
 	ck_assert_int_eq(store_claim(s, &c, NULL), 0);

@@ -42,7 +42,9 @@
 START_TEST(persistence_all_state)
 {
 	struct store *s = open_with(3, 5, NULL);
-	struct store_claim c = { .a.vf = VF_C, .a.instance_id = "i-c", .a.pid = 7, .a.pid_starttime = 8 };
+	struct store_claim c = {
+		.a.vf = VF_C, .a.instance_id = "i-c", .a.pid = 7, .a.pid_starttime = 8
+	};
 	struct store_claim got;
 
 	reg(s, VF_A);
