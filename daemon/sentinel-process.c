@@ -163,9 +163,10 @@ int sentinel_process_spawn(const char *program, const char *const *args, const c
 		return r;
 	/* 0, 1, 2 and the counters: above all the /dev/fuse descriptor goes */
 	const int fds[] = { 0, 1, 2, memfd };
-	const struct child_opts o = {
-		.fds = fds, .n_fds = SENTINEL_COUNTERS_FD + 1, .pdeathsig = SIGKILL, .sigmask = &mask
-	};
+	const struct child_opts o = { .fds = fds,
+				      .n_fds = SENTINEL_COUNTERS_FD + 1,
+				      .pdeathsig = SIGKILL,
+				      .sigmask = &mask };
 	const struct child_exec e = { .path = program, .argv = argv };
 	r = child_spawn(&o, &e, &p->child);
 	if (r < 0)
@@ -197,7 +198,8 @@ void sentinel_process_stop(struct sentinel_process *p)
 		child_release(&p->child); /* -ECHILD: reaped already */
 	} else {
 		if (st.end == CHILD_SIGNALED && st.code == SIGKILL)
-			log_warn("sentinel: process %d did not stop in time; killed it", (int)p->pid);
+			log_warn("sentinel: process %d did not stop in time; killed it",
+				 (int)p->pid);
 		log_child_end(p->pid, &st);
 	}
 }

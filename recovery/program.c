@@ -469,8 +469,11 @@ int program_run(const struct program_run *p, struct program_result *ret)
 		 * other descriptors (the FUSE device, the store's locks) must
 		 * not live on; every signal blocked until its handlers are set */
 		const int init_fds[] = { 0, 1, 2, null_fd, out_w, go_r, err_w, p->exec_fd };
-		const struct child_opts init = { .fds = init_fds, .n_fds = 8, .pdeathsig = SIGTERM,
-						 .new_pgroup = true, .new_pid_ns = true,
+		const struct child_opts init = { .fds = init_fds,
+						 .n_fds = 8,
+						 .pdeathsig = SIGTERM,
+						 .new_pgroup = true,
+						 .new_pid_ns = true,
 						 .sigmask = &all };
 		int k = child_fork(&init, &c);
 
