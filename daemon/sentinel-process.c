@@ -5,16 +5,12 @@
  *
  * Design notes
  * ------------
- * Processes.  sentinel_process_spawn() forks and the child execs the
- * program at once.  Between fork and exec the child calls only
- * async-signal-safe functions (prctl, getppid, fcntl, dup2, close_range,
- * sigprocmask, execv, write, _exit), and everything it needs (argv, the
- * signal mask) is built before the fork, so the daemon may spawn it whether
- * or not it has threads.  Parent death: PR_SET_PDEATHSIG(SIGKILL) is set in
- * the child before exec (it survives exec for an ordinary binary); if the
- * daemon died before prctl() took effect, getppid() no longer names it and
- * the child leaves.  PR_SET_PDEATHSIG fires when the forking *thread* ends:
- * the daemon spawns from its main thread, which lives until exit.
+ * Processes.  sentinel_process_spawn() starts the program through
+ * common/child.h (child_spawn): everything it needs (argv, the signal
+ * mask) is built before the fork, so the daemon may spawn it whether or not
+ * it has threads; PR_SET_PDEATHSIG(SIGKILL) with the getppid() check ends
+ * it with the daemon.  PR_SET_PDEATHSIG fires when the forking *thread*
+ * ends: the daemon spawns from its main thread, which lives until exit.
  *
  * Memory.  The counters live in a sealed memfd (sentinel/counters.h: the
  * layout, its stamp, why it is safe across processes).  The child gets it
@@ -24,13 +20,13 @@
  * Descriptors.  The child keeps 0, 1, 2 and the memfd: above all the
  * /dev/fuse descriptor goes (see sentinel-process.h), and the store's
  * database and lock files (a child holding the flock'd descriptor would
- * keep a restarted daemon out).  A close-on-exec pipe reports a failed exec
- * to the parent, which so learns synchronously whether the program runs.
+ * keep a restarted daemon out).  child_spawn reports a failed exec, so the
+ * daemon learns synchronously whether the program runs.
  *
  * Shutdown.  sentinel_process_stop() sends SIGTERM and waits on a pidfd for
  * at most stop_timeout_ns (the daemon passes one poll timeout plus a
  * grace period: the sentinel stops within one poll timeout), then SIGKILLs
- * and reaps.
+ * and reaps (child_wait).
  */
 #include "daemon/sentinel-process.h"
 
@@ -49,6 +45,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/child.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/path.h"
@@ -61,8 +58,8 @@
 #define XSTR(x) STR(x)
 
 struct sentinel_process {
+	struct child child; /* pid 0 once reaped */
 	pid_t pid;
-	bool reaped;
 	int64_t stop_timeout_ns;
 	struct sentinel_counters *counters; /* shared mapping of the memfd */
 };
@@ -117,52 +114,15 @@ int sentinel_program_find(const char *explicit, char **ret)
 	return -ENOENT;
 }
 
-static void log_child_end(pid_t pid, int code, int status)
+static void log_child_end(pid_t pid, const struct child_status *st)
 {
-	if (code == CLD_EXITED && status == 0)
+	if (st->end == CHILD_EXITED && st->code == 0)
 		log_info("sentinel: process %d exited", (int)pid);
-	else if (code == CLD_EXITED)
-		log_err("sentinel: process %d exited with status %d", (int)pid, status);
+	else if (st->end == CHILD_EXITED)
+		log_err("sentinel: process %d exited with status %d", (int)pid, st->code);
 	else
 		log_err("sentinel: process %d killed by signal %s", (int)pid,
-			sigabbrev_np(status) ? sigabbrev_np(status) : "?");
-}
-
-/* The child, between fork and exec: async-signal-safe calls only. */
-static _Noreturn void child_exec(const char *program, char *const *argv, int memfd, int err_fd,
-				 pid_t parent, const sigset_t *mask)
-{
-	int err, fd;
-
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-		goto fail;
-	if (getppid() != parent)
-		_exit(127); /* the daemon is gone already */
-	/* The error pipe above the counters' number, so neither clobbers the other. */
-	fd = fcntl(err_fd, F_DUPFD_CLOEXEC, SENTINEL_COUNTERS_FD + 1);
-	if (fd < 0)
-		goto fail;
-	err_fd = fd;
-	if (memfd == SENTINEL_COUNTERS_FD) {
-		if (fcntl(memfd, F_SETFD, 0) < 0) /* keep it across exec */
-			goto fail;
-	} else if (dup2(memfd, SENTINEL_COUNTERS_FD) < 0) {
-		goto fail;
-	}
-	if (err_fd > SENTINEL_COUNTERS_FD + 1 &&
-	    close_range(SENTINEL_COUNTERS_FD + 1, (unsigned)err_fd - 1, 0) < 0)
-		goto fail;
-	if (close_range((unsigned)err_fd + 1, ~0U, 0) < 0)
-		goto fail;
-	if (sigprocmask(SIG_SETMASK, mask, NULL) < 0)
-		goto fail;
-	execv(program, argv);
-fail:
-	err = errno;
-	if (write(err_fd, &err, sizeof(err)) < 0) {
-		/* nothing left to tell */
-	}
-	_exit(127);
+			sigabbrev_np(st->code) ? sigabbrev_np(st->code) : "?");
 }
 
 int sentinel_process_spawn(const char *program, const char *const *args, const char *mountpoint,
@@ -170,12 +130,10 @@ int sentinel_process_spawn(const char *program, const char *const *args, const c
 {
 	_cleanup_free_ struct sentinel_process *p = NULL;
 	_cleanup_free_ char **argv = NULL;
-	_cleanup_close_ int memfd = -1, err_r = -1, err_w = -1;
-	pid_t parent = getpid(), pid;
+	_cleanup_close_ int memfd = -1;
 	size_t nargs = 0, i = 0;
 	sigset_t mask;
-	int pipefd[2], err = 0, r;
-	ssize_t n;
+	int r;
 
 	if (!program || !mountpoint || mountpoint[0] != '/' || !ret)
 		return -EINVAL;
@@ -203,34 +161,19 @@ int sentinel_process_spawn(const char *program, const char *const *args, const c
 	r = sentinel_counters_create(&memfd, &p->counters);
 	if (r < 0)
 		return r;
-	if (pipe2(pipefd, O_CLOEXEC) < 0) {
-		r = negative_errno();
+	/* 0, 1, 2 and the counters: above all the /dev/fuse descriptor goes */
+	const int fds[] = { 0, 1, 2, memfd };
+	const struct child_opts o = { .fds = fds,
+				      .n_fds = SENTINEL_COUNTERS_FD + 1,
+				      .pdeathsig = SIGKILL,
+				      .sigmask = &mask };
+	const struct child_exec e = { .path = program, .argv = argv };
+	r = child_spawn(&o, &e, &p->child);
+	if (r < 0)
 		goto fail;
-	}
-	err_r = pipefd[0];
-	err_w = pipefd[1];
-	pid = fork();
-	if (pid < 0) {
-		r = negative_errno();
-		goto fail;
-	}
-	if (pid == 0)
-		child_exec(program, argv, memfd, err_w, parent, &mask);
-
-	close(move_fd(err_w));
-	/* EOF: the exec succeeded (the pipe closed on exec); else its errno. */
-	do
-		n = read(err_r, &err, sizeof(err));
-	while (n < 0 && errno == EINTR);
-	if (n != 0) {
-		r = n == (ssize_t)sizeof(err) && err > 0 ? -err : -EIO;
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
-		goto fail;
-	}
-	p->pid = pid;
+	p->pid = p->child.pid;
 	p->stop_timeout_ns = stop_timeout_ns;
-	log_debug("sentinel: process %d runs %s", (int)pid, program);
+	log_debug("sentinel: process %d runs %s", (int)p->pid, program);
 	*ret = move_ptr(p);
 	return 0;
 
@@ -239,62 +182,41 @@ fail:
 	return r;
 }
 
-/* Wait up to timeout_ns for the child to exit; true when it did (reaped). */
-static bool wait_child(struct sentinel_process *p, int64_t timeout_ns)
-{
-	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
-	siginfo_t info = { 0 };
-	int64_t deadline = monotonic_ns() + timeout_ns;
-
-	for (;;) {
-		info.si_pid = 0;
-		if (waitid(P_PID, (id_t)p->pid, &info, WEXITED | WNOHANG) == 0 && info.si_pid) {
-			p->reaped = true;
-			log_child_end(p->pid, info.si_code, info.si_status);
-			return true;
-		}
-		if (errno == ECHILD) {
-			p->reaped = true;
-			return true;
-		}
-		int64_t left = deadline - monotonic_ns();
-		if (left <= 0 || pidfd < 0)
-			return false;
-		struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
-		struct timespec ts = { .tv_sec = left / NSEC_PER_SEC,
-				       .tv_nsec = left % NSEC_PER_SEC };
-		if (ppoll(&pfd, 1, &ts, NULL) < 0 && errno != EINTR)
-			return false;
-	}
-}
-
 void sentinel_process_stop(struct sentinel_process *p)
 {
-	if (!p || p->reaped)
+	struct child_status st;
+	int r;
+
+	if (!p || p->child.pid <= 0)
 		return;
-	if (kill(p->pid, SIGTERM) < 0 && errno != ESRCH)
-		log_warn("sentinel: cannot signal process %d: %s", (int)p->pid, strerror(errno));
-	if (wait_child(p, p->stop_timeout_ns))
-		return;
-	log_warn("sentinel: process %d did not stop in time; killing it", (int)p->pid);
-	kill(p->pid, SIGKILL);
-	if (!wait_child(p, 2 * NSEC_PER_SEC))
+	/* SIGTERM now; SIGKILL when it has not stopped within stop_timeout_ns */
+	r = child_wait(&p->child, 0, p->stop_timeout_ns, &st);
+	if (r == -ETIMEDOUT) {
 		log_err("sentinel: process %d does not die (stuck on the mount?)", (int)p->pid);
+		child_release(&p->child);
+	} else if (r < 0) {
+		child_release(&p->child); /* -ECHILD: reaped already */
+	} else {
+		if (st.end == CHILD_SIGNALED && st.code == SIGKILL)
+			log_warn("sentinel: process %d did not stop in time; killed it",
+				 (int)p->pid);
+		log_child_end(p->pid, &st);
+	}
 }
 
 bool sentinel_process_exited(struct sentinel_process *p)
 {
-	siginfo_t info = { 0 };
+	struct child_status st;
+	int r;
 
 	if (!p)
 		return false;
-	if (p->reaped)
+	if (p->child.pid <= 0)
 		return true;
-	if (waitid(P_PID, (id_t)p->pid, &info, WEXITED | WNOHANG) < 0 || !info.si_pid)
-		return false;
-	p->reaped = true;
-	log_child_end(p->pid, info.si_code, info.si_status);
-	return true;
+	r = child_try_wait(&p->child, &st);
+	if (r == 1)
+		log_child_end(p->pid, &st);
+	return r == 1;
 }
 
 void sentinel_process_free(struct sentinel_process *p)

@@ -7,12 +7,13 @@
  */
 #include "fs/vffs-internal.h"
 
+#include "common/child.h"
+#include "common/parse.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/capability.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,6 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 int mkdir_p(const char *path, mode_t mode)
@@ -108,40 +108,36 @@ static int mounted_type(const char *path, char *type, size_t size)
  * gone), -ETIMEDOUT no answer within the deadline (a daemon alive but
  * stuck), else the errno statfs gave.  Asked from a child process, which a
  * stuck daemon cannot hang: it is killed at the deadline. */
-#define PROBE_TIMEOUT_MS 5000
+#define PROBE_TIMEOUT_NS (5 * NSEC_PER_SEC)
 static int probe_mount(const char *path)
 {
-	int pipefd[2], err = ETIMEDOUT;
-	pid_t pid;
+	_cleanup_close_ int rd = -1, wr = -1;
+	struct child c = CHILD_NONE;
+	struct child_status st;
+	int pipefd[2], err = ETIMEDOUT, r;
 
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return negative_errno();
-	pid = fork();
-	if (pid < 0) {
-		err = errno;
-		close(pipefd[0]);
-		close(pipefd[1]);
-		return -err;
-	}
-	if (pid == 0) {
+	rd = pipefd[0];
+	wr = pipefd[1];
+	const int fds[] = { CHILD_FD_NULL, CHILD_FD_NULL, CHILD_FD_NULL, wr };
+	const struct child_opts o = { .fds = fds, .n_fds = 4 };
+	r = child_fork(&o, &c);
+	if (r < 0)
+		return r;
+	if (r == 0) {
 		struct statfs sf;
 		int e = statfs(path, &sf) < 0 ? errno : 0;
 
-		_exit(write(pipefd[1], &e, sizeof(e)) == sizeof(e) ? 0 : 1);
+		_exit(write(3, &e, sizeof(e)) == sizeof(e) ? 0 : 1);
 	}
-	close(pipefd[1]);
-	struct pollfd pfd = { .fd = pipefd[0], .events = POLLIN };
-	int n;
-	do
-		n = poll(&pfd, 1, PROBE_TIMEOUT_MS);
-	while (n < 0 && errno == EINTR);
-	if (n <= 0 || read(pipefd[0], &err, sizeof(err)) != sizeof(err))
+	closep(&wr);
+	/* SIGKILL at the deadline, no SIGTERM first: FUSE requests are killable */
+	r = child_wait(&c, PROBE_TIMEOUT_NS, 0, &st);
+	if (r < 0)
+		child_release(&c); /* it does not die: it is left */
+	if (r < 0 || st.timed_out || read(rd, &err, sizeof(err)) != sizeof(err))
 		err = ETIMEDOUT;
-	close(pipefd[0]);
-	if (err == ETIMEDOUT)
-		kill(pid, SIGKILL); /* FUSE requests are killable */
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-		;
 	return -err;
 }
 

@@ -39,13 +39,12 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fs/vfiles.h"
+#include "common/child.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 
@@ -143,52 +142,51 @@ static _Noreturn void toucher_main(int in_fd)
 	}
 }
 
-/* Fork the toucher.  Called before any thread of ours exists. */
+/* Fork the toucher.  Called before any thread of ours exists.  It keeps
+ * its signal mask (the daemon's, which leaves SIGTERM to the main thread)
+ * and dies with the daemon. */
 int toucher_start(struct notifier *n)
 {
-	int fds[2];
-	pid_t parent = getpid(), pid;
+	_cleanup_close_ int in_fd = -1, out_fd = -1;
+	struct child c = CHILD_NONE;
+	sigset_t mask;
+	int fds[2], r;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
 		return negative_errno();
-	pid = fork();
-	if (pid < 0) {
-		int r = negative_errno();
-		close(fds[0]);
-		close(fds[1]);
+	in_fd = fds[0];
+	out_fd = fds[1];
+	pthread_sigmask(SIG_SETMASK, NULL, &mask);
+	/* 0, 1, 2 and the socket: above all the /dev/fuse descriptor must go
+	 * (see the notes) */
+	const int keep[] = { 0, 1, 2, in_fd };
+	const struct child_opts o = {
+		.fds = keep, .n_fds = 4, .pdeathsig = SIGKILL, .sigmask = &mask
+	};
+	r = child_fork(&o, &c);
+	if (r < 0)
 		return r;
-	}
-	if (pid == 0) {
-		int in_fd = fds[0];
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(0);
-		/* Above all the /dev/fuse descriptor must go (see the notes). */
-		if (in_fd > 3)
-			close_range(3, (unsigned)in_fd - 1, 0);
-		close_range((unsigned)in_fd + 1, ~0U, 0);
-		toucher_main(in_fd);
-	}
-	close(fds[0]);
-	n->touch_fd = fds[1];
-	atomic_store(&n->writer_pid, (int)pid);
+	if (r == 0)
+		toucher_main(3);
+	n->touch_fd = move_fd(out_fd);
+	atomic_store(&n->writer_pid, (int)c.pid);
+	child_release(&c); /* its pid is kept; toucher_stop waits for it */
 	return 0;
 }
 
 void toucher_stop(struct notifier *n)
 {
-	pid_t pid = (pid_t)atomic_load(&n->writer_pid);
+	struct child c = { .pid = (pid_t)atomic_load(&n->writer_pid), .pidfd = -1 };
 
 	if (n->touch_fd >= 0) {
 		close(n->touch_fd);
 		n->touch_fd = -1;
 	}
-	if (pid > 0) {
+	if (c.pid > 0) {
 		/* Not left to drain the socket: its paths name files of a mount
 		 * about to go away.  Killed inside a request, it just abandons it. */
-		kill(pid, SIGKILL);
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
+		if (child_wait(&c, 0, 0, NULL) < 0)
+			child_release(&c);
 		atomic_store(&n->writer_pid, 0);
 	}
 }

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/child.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -160,27 +161,13 @@ static int open_nodes(char *const *nodes, size_t n)
 	return 0;
 }
 
-/* The child of one attempt: a fresh process group, an empty signal mask,
- * default dispositions, stdio on /dev/null; then the nodes, then nvidia-smi.
- * Never returns. */
+/* The child of one attempt (common/child.h set it up: a fresh process
+ * group, default dispositions, an empty mask, stdio on /dev/null and no
+ * other descriptor): the nodes, then nvidia-smi.  Never returns. */
 _Noreturn static void attempt_child(const struct probe *p, char *const *nodes, size_t n)
 {
-	static const int defaults[] = { SIGCHLD, SIGPIPE, SIGTERM, SIGINT, SIGHUP };
 	char *const argv[] = { p->path, (char *)"-L", NULL };
-	sigset_t empty;
-	int null_fd;
 
-	setpgid(0, 0); /* own group: kill helpers too */
-	for (size_t i = 0; i < ARRAY_SIZE(defaults); i++)
-		signal(defaults[i], SIG_DFL);
-	sigemptyset(&empty);
-	sigprocmask(SIG_SETMASK, &empty, NULL);
-	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null_fd >= 0) {
-		dup2(null_fd, STDIN_FILENO);
-		dup2(null_fd, STDOUT_FILENO);
-		dup2(null_fd, STDERR_FILENO);
-	}
 	if (n > 0 && open_nodes(nodes, n) == 0)
 		_exit(0);
 	if (p->path)
@@ -188,8 +175,18 @@ _Noreturn static void attempt_child(const struct probe *p, char *const *nodes, s
 	_exit(PROBE_CHILD_FAILED);
 }
 
+/* The attempt's child, signalled as its group: a script's children must
+ * not outlive it. */
+static struct child attempt(const struct probe *p)
+{
+	return (struct child){ .pid = p->pid, .pidfd = -1, .group = true };
+}
+
 static int spawn_attempt(struct probe *p, int64_t now_ns)
 {
+	const int stdio[] = { CHILD_FD_NULL, CHILD_FD_NULL, CHILD_FD_NULL };
+	const struct child_opts o = { .fds = stdio, .n_fds = 3, .new_pgroup = true };
+	struct child c = CHILD_NONE;
 	char **nodes = NULL;
 	size_t n = 0;
 	pid_t pid;
@@ -210,16 +207,14 @@ static int spawn_attempt(struct probe *p, int64_t now_ns)
 		log_debug("probe: attempt %u: no device nodes under %s", p->attempts, p->dev_dir);
 		return 0;
 	}
-	pid = fork();
-	if (pid < 0) {
-		k = negative_errno();
-		free_nodes(nodes, n);
-		return k;
-	}
-	if (pid == 0)
+	k = child_fork(&o, &c);
+	if (k == 0)
 		attempt_child(p, nodes, n);
 	free_nodes(nodes, n);
-	setpgid(pid, pid); /* also here: a kill right after fork must reach the group */
+	if (k < 0)
+		return k;
+	pid = c.pid;
+	child_release(&c); /* the pid is kept; probe_step reaps it */
 	p->pid = pid;
 	p->killed = false;
 	p->attempts++;
@@ -232,37 +227,36 @@ static int spawn_attempt(struct probe *p, int64_t now_ns)
 /* Reap the child if it is gone.  1 when it exited 0. */
 static int reap(struct probe *p, int64_t now_ns)
 {
-	int status;
-	pid_t r;
+	struct child c = attempt(p);
+	struct child_status st;
+	int r = child_try_wait(&c, &st);
 
-	do
-		r = waitpid(p->pid, &status, WNOHANG);
-	while (r < 0 && errno == EINTR);
+	(void)now_ns;
 	if (r == 0)
 		return 0; /* still running */
 	if (r < 0) {
 		/* ECHILD: someone else reaped it (cannot happen in the agent). */
-		log_warn("probe: waitpid(%d): %s", (int)p->pid, strerror(errno));
+		log_warn("probe: waitpid(%d): %s", (int)p->pid, strerror(-r));
 		p->pid = 0;
 		return 0;
 	}
 	p->pid = 0;
-	p->last_exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	p->last_exit_status = st.end == CHILD_EXITED ? st.code : 128 + st.code;
 	if (p->killed) {
 		p->timeouts++;
 		log_warn("probe: attempt %u did not finish in %.1fs; killed", p->attempts,
 			 (double)p->timeout_ns / NSEC_PER_SEC);
 		return 0;
 	}
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+	if (st.end == CHILD_EXITED && st.code == 0) {
 		log_info("probe: attempt %u succeeded", p->attempts);
 		return 1;
 	}
 	p->failures++;
-	if (WIFEXITED(status))
-		log_debug("probe: attempt %u exited %d", p->attempts, WEXITSTATUS(status));
+	if (st.end == CHILD_EXITED)
+		log_debug("probe: attempt %u exited %d", p->attempts, st.code);
 	else
-		log_debug("probe: attempt %u killed by signal %d", p->attempts, WTERMSIG(status));
+		log_debug("probe: attempt %u killed by signal %d", p->attempts, st.code);
 	return 0;
 }
 
@@ -280,8 +274,9 @@ int probe_step(struct probe *p, int64_t now_ns)
 		if (p->pid > 0) {
 			if (!p->killed && now_ns >= p->attempt_deadline_ns) {
 				/* The whole group: a script's children must not outlive it. */
-				kill(-p->pid, SIGKILL);
-				kill(p->pid, SIGKILL);
+				struct child c = attempt(p);
+
+				(void)child_signal(&c, SIGKILL);
 				p->killed = true;
 			}
 			return 0; /* wait for SIGCHLD to reap */
@@ -317,34 +312,17 @@ int probe_step(struct probe *p, int64_t now_ns)
 
 void probe_stop(struct probe *p)
 {
-	int64_t end = monotonic_ns() + PROBE_STOP_WAIT_NS;
-	sigset_t chld, old;
-	pid_t r;
+	struct child c = attempt(p);
 
 	if (p->pid <= 0)
 		return;
-	/* Wait for SIGCHLD rather than polling; blocking it first means one
-	 * that arrives between waitpid and sigtimedwait is not lost. */
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	sigprocmask(SIG_BLOCK, &chld, &old);
-	kill(-p->pid, SIGKILL);
-	kill(p->pid, SIGKILL);
-	while ((r = waitpid(p->pid, NULL, WNOHANG)) == 0 || (r < 0 && errno == EINTR)) {
-		int64_t left = end - monotonic_ns();
-		struct timespec ts = { .tv_sec = left / NSEC_PER_SEC,
-				       .tv_nsec = left % NSEC_PER_SEC };
-
-		if (left <= 0) {
-			/* SIGKILL waits for the child to leave the kernel; a
-			 * probe stuck in the driver may never.  Do not hang. */
-			log_warn("probe: pid %d did not die within %.1fs; leaving it", (int)p->pid,
-				 (double)PROBE_STOP_WAIT_NS / NSEC_PER_SEC);
-			break;
-		}
-		sigtimedwait(&chld, NULL, &ts);
+	/* SIGKILL waits for the child to leave the kernel; a probe stuck in
+	 * the driver may never.  Do not hang. */
+	if (child_wait(&c, 0, 0, NULL) == -ETIMEDOUT) {
+		log_warn("probe: pid %d did not die within %.1fs; leaving it", (int)p->pid,
+			 (double)PROBE_STOP_WAIT_NS / NSEC_PER_SEC);
 	}
-	sigprocmask(SIG_SETMASK, &old, NULL);
+	child_release(&c);
 	p->pid = 0;
 	p->killed = false;
 }

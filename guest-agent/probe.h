@@ -38,13 +38,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "common/child.h"
 #include "common/parse.h"
 
 #define PROBE_DEFAULT_INTERVAL_NS (15 * NSEC_PER_SEC)
 #define PROBE_DEFAULT_WINDOW_NS (600 * NSEC_PER_SEC)
 #define PROBE_DEFAULT_TIMEOUT_NS (30 * NSEC_PER_SEC)
 /* probe_stop waits this long for a killed attempt to be reaped. */
-#define PROBE_STOP_WAIT_NS (2 * NSEC_PER_SEC)
+#define PROBE_STOP_WAIT_NS CHILD_KILL_WAIT_NS
 /* The agent's cap on the back-off after the window. */
 #define PROBE_DEFAULT_BACKOFF_MAX_NS (300 * NSEC_PER_SEC)
 /* DIR/nvidiaN nodes one attempt opens at most (N is a minor number < 256). */

@@ -37,17 +37,15 @@
  * for it, so that neither order of the two calls leaves a window): at the
  * deadline SIGTERM, and SIGKILL after the grace, go to the whole group.
  *
- * Between clone and exec the children call only async-signal-safe
- * functions, with everything built before; the init's fork is a raw clone,
- * with none of the handlers fork(3) runs.  Every descriptor of vfhealthd's
- * but those they need is closed at once: neither the init nor the program
- * may hold /dev/fuse or the store's flock'd files.  A close-on-exec pipe
- * reports a failed exec's errno, so "could not start" is told apart from
- * "exited 127".
+ * Both children are made by common/child.h (child_fork for the init,
+ * child_spawn for the program): async-signal-safe calls only between clone
+ * and exec, every descriptor of vfhealthd's but those they need closed at
+ * once (neither the init nor the program may hold /dev/fuse or the store's
+ * flock'd files), and a failed exec's errno told apart from "exited 127".
  *
  * Waiting.  One poll(2) on a pidfd (the exit), the output pipe and the stop
  * descriptor, with the next deadline as its timeout: no sleeping, no
- * SIGCHLD (where pidfd_open(2) is missing, a look every NO_PIDFD_POLL_MS).
+ * SIGCHLD (where pidfd_open(2) is missing, a look every CHILD_NO_PIDFD_POLL_MS).
  * The output is read until the program (or its init) exits; what a
  * leftover writes after that is not waited for.
  */
@@ -67,13 +65,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/child.h"
 #include "common/cleanup.h"
 #include "common/parse.h"
 #include "recovery/recovery-internal.h"
-
-/* Without pidfd_open(2) (kernels before 5.3, valgrind), the exit is looked
- * for this often. */
-#define NO_PIDFD_POLL_MS 10
 
 #define LINKS_MAX 40 /* symbolic links followed on the path, as the kernel's */
 /* The descriptor the program is exec'd from, in its process: left open, so
@@ -252,61 +247,19 @@ int process_start_time(pid_t pid, uint64_t *ret, char *state)
 
 /* -- the child, between fork and exec: async-signal-safe calls only ----------- */
 
-/* Put src[i] at descriptor first + i, close-on-exec, and close everything
- * above them.  The sources move above every target first, so that no dup
- * overwrites a source still to be placed. */
-static int place_fds(const int *src, int n, int first)
+/* The program's descriptors: stdin /dev/null, stdout and stderr the output
+ * pipe, nothing at 3, EXEC_FD the checked program, exec'd from that
+ * descriptor, never from its path. */
+static int spawn_program(const struct program_run *p, int null_fd, int out_fd, int exec_fd,
+			 const struct child_opts *base, struct child *ret)
 {
-	int tmp[8], min = first + n;
+	const int fds[] = { null_fd, out_fd, out_fd, CHILD_FD_CLOSED, exec_fd };
+	struct child_opts o = *base;
+	const struct child_exec e = { .fd = EXEC_FD, .argv = p->argv, .envp = p->envp };
 
-	for (int i = 0; i < n; i++)
-		if (src[i] >= min)
-			min = src[i] + 1;
-	for (int i = 0; i < n; i++)
-		if ((tmp[i] = fcntl(src[i], F_DUPFD_CLOEXEC, min)) < 0)
-			return -1;
-	for (int i = 0; i < n; i++)
-		if (dup3(tmp[i], first + i, O_CLOEXEC) < 0)
-			return -1;
-	return close_range((unsigned)(first + n), ~0U, 0);
-}
-
-/* The program itself: stdin /dev/null, stdout and stderr the output pipe,
- * 3 the exec error pipe, EXEC_FD the checked program; exec'd from that
- * descriptor, never from its path.  A failed exec's errno goes to err_fd. */
-static _Noreturn void exec_program(const struct program_run *p, int null_fd, int out_fd, int err_fd)
-{
-	const int src[] = { null_fd, out_fd, out_fd, err_fd, p->exec_fd };
-	struct sigaction dfl = { .sa_handler = SIG_DFL };
-	sigset_t none;
-	int err;
-
-	sigemptyset(&none);
-	if (place_fds(src, 5, 0) < 0)
-		goto fail;
-	for (int fd = 0; fd <= EXEC_FD; fd++)
-		if (fd != 3 && fcntl(fd, F_SETFD, 0) < 0)
-			goto fail;
-	/* vfhealthd ignores SIGPIPE, and an ignored signal stays so across exec */
-	if (sigaction(SIGPIPE, &dfl, NULL) < 0 || sigaction(SIGTERM, &dfl, NULL) < 0 ||
-	    sigaction(SIGALRM, &dfl, NULL) < 0 || sigprocmask(SIG_SETMASK, &none, NULL) < 0)
-		goto fail;
-	fexecve(EXEC_FD, p->argv, p->envp);
-fail:
-	err = errno;
-	if (write(3, &err, sizeof(err)) < 0 && write(err_fd, &err, sizeof(err)) < 0) {
-		/* nothing left to tell */
-	}
-	_exit(127);
-}
-
-/* A process of our own at the new PID namespace's top, as fork(2) would make
- * it but without the handlers fork runs (the child of a threaded process
- * calls only async-signal-safe functions).  Every architecture vGPU hosts
- * run (x86-64, arm64) takes clone's flags first. */
-static pid_t clone_process(unsigned long flags)
-{
-	return (pid_t)syscall(SYS_clone, flags | SIGCHLD, NULL, NULL, NULL, NULL);
+	o.fds = fds;
+	o.n_fds = EXEC_FD + 1;
+	return child_spawn(&o, &e, ret);
 }
 
 /* What the namespace's init tells vfhealthd, in order. */
@@ -356,76 +309,46 @@ static void init_report(int fd, int kind, int value)
  * vfhealthd's go, forks the program and reaps everything until the program
  * ended.  Its exit ends the namespace: the kernel SIGKILLs every process
  * left in it before the init's own exit can be seen. */
-static _Noreturn void init_main(const struct program_run *p, int null_fd, int out_fd, int go_fd,
-				int report_fd, unsigned grace_s)
+static _Noreturn void init_main(const struct program_run *p, unsigned grace_s)
 {
-	/* 3 null, 4 output, 5 go, 6 report, 7 the program: vfhealthd's other
-	 * descriptors (the FUSE device, the store's locks) must not live on */
-	const int src[] = { null_fd, out_fd, go_fd, report_fd, p->exec_fd };
 	struct sigaction term = { .sa_handler = init_on_term };
 	struct sigaction alrm = { .sa_handler = init_on_alarm };
-	struct program_run run = *p;
-	sigset_t none, all;
-	int ex[2], err = 0, status = 0;
+	const struct child_opts plain = { 0 };
+	struct child program = CHILD_NONE;
+	sigset_t none;
+	int err, status = 0;
 	char go;
-	pid_t pid;
 
 	sigemptyset(&none);
-	sigfillset(&all);
 	init_grace_s = grace_s;
 	sigfillset(&term.sa_mask);
 	sigfillset(&alrm.sa_mask);
-	if (setpgid(0, 0) < 0 || place_fds(src, 5, 3) < 0 || sigaction(SIGTERM, &term, NULL) < 0 ||
-	    sigaction(SIGALRM, &alrm, NULL) < 0 || prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 ||
+	if (sigaction(SIGTERM, &term, NULL) < 0 || sigaction(SIGALRM, &alrm, NULL) < 0 ||
 	    sigprocmask(SIG_SETMASK, &none, NULL) < 0)
 		_exit(127);
-	run.exec_fd = 7;
 	init_report(6, REPORT_ARMED, 0);
 	/* EOF: vfhealthd died before its go, maybe before the signal was armed */
 	if (read(5, &go, 1) != 1 || init_termed)
 		_exit(127);
-	if (pipe2(ex, O_CLOEXEC) < 0) {
-		init_report(6, REPORT_STARTED, errno);
-		_exit(127);
-	}
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	pid = clone_process(0);
-	if (pid == 0)
-		exec_program(&run, 3, 4, ex[1]);
-	err = pid < 0 ? errno : 0;
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	close(ex[1]);
+	err = -spawn_program(p, 3, 4, 7, &plain, &program);
 	close(3);
 	close(4);
-	if (pid > 0 && read(ex[0], &err, sizeof(err)) != (ssize_t)sizeof(err))
-		err = 0; /* EOF: the exec closed it */
 	init_report(6, REPORT_STARTED, err);
+	if (err)
+		_exit(0); /* the program never ran (child_spawn reaped it) */
 	for (;;) {
 		int st;
 		pid_t w = wait4(-1, &st, __WALL, NULL);
 
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w < 0 || w == pid) {
+		if (w < 0 || w == program.pid) {
 			status = w < 0 ? 127 << 8 : st;
 			break;
 		}
 	}
-	if (!err)
-		init_report(6, REPORT_ENDED, status);
+	init_report(6, REPORT_ENDED, status);
 	_exit(0);
-}
-
-/* Without a namespace: the program is the child itself, leader of its own
- * process group. */
-static _Noreturn void plain_main(const struct program_run *p, int null_fd, int out_fd, int err_fd,
-				 pid_t parent)
-{
-	if (setpgid(0, 0) < 0 || prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-		_exit(127);
-	if (getppid() != parent)
-		_exit(127); /* vfhealthd is gone already */
-	exec_program(p, null_fd, out_fd, err_fd);
 }
 
 struct output {
@@ -508,11 +431,14 @@ static void reap(pid_t pid)
 int program_run(const struct program_run *p, struct program_result *ret)
 {
 	_cleanup_close_ int null_fd = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, go_r = -1,
-			    go_w = -1, pidfd = -1;
+			    go_w = -1;
+	_cleanup_(child_release) struct child c = CHILD_NONE;
 	struct output o = { .p = p, .res = ret };
-	pid_t parent = getpid(), pid;
-	int fds[2], err = 0;
-	ssize_t n;
+	int fds[2], err = 0, pidfd;
+	sigset_t all;
+	pid_t pid;
+
+	sigfillset(&all);
 
 	if (!p || !ret || !p->argv || !p->argv[0] || !p->envp || p->exec_fd <= 2)
 		return -EINVAL;
@@ -539,18 +465,33 @@ int program_run(const struct program_run *p, struct program_result *ret)
 	int64_t start = monotonic_ns();
 	int64_t grace = p->kill_grace_ns < p->timeout_ns ? p->kill_grace_ns : p->timeout_ns;
 	if (p->own_pid_ns) {
-		pid = clone_process(CLONE_NEWPID);
-		if (pid == 0)
-			init_main(p, null_fd, out_w, go_r, err_w,
-				  (unsigned)((grace + NSEC_PER_SEC - 1) / NSEC_PER_SEC));
+		/* 3 null, 4 output, 5 go, 6 report, 7 the program: vfhealthd's
+		 * other descriptors (the FUSE device, the store's locks) must
+		 * not live on; every signal blocked until its handlers are set */
+		const int init_fds[] = { 0, 1, 2, null_fd, out_w, go_r, err_w, p->exec_fd };
+		const struct child_opts init = { .fds = init_fds,
+						 .n_fds = 8,
+						 .pdeathsig = SIGTERM,
+						 .new_pgroup = true,
+						 .new_pid_ns = true,
+						 .sigmask = &all };
+		int k = child_fork(&init, &c);
+
+		if (k == 0)
+			init_main(p, (unsigned)((grace + NSEC_PER_SEC - 1) / NSEC_PER_SEC));
+		if (k < 0)
+			return k;
+		/* the signals: to the init alone, which passes SIGTERM on to
+		 * every process of its namespace */
+		c.group = false;
 	} else {
-		pid = fork();
-		if (pid == 0)
-			plain_main(p, null_fd, out_w, err_w, parent);
+		const struct child_opts plain = { .new_pgroup = true, .pdeathsig = SIGKILL };
+		int k = spawn_program(p, null_fd, out_w, p->exec_fd, &plain, &c);
+
+		if (k < 0)
+			return k;
 	}
-	if (pid < 0)
-		return -errno;
-	(void)setpgid(pid, pid); /* EACCES once it exec'd: it did it itself */
+	pid = c.pid;
 	close(move_fd(out_w));
 	close(move_fd(err_w));
 	if (p->own_pid_ns) {
@@ -573,25 +514,8 @@ int program_run(const struct program_run *p, struct program_result *ret)
 			reap(pid); /* it exits after a failed start */
 			return err > 0 ? -err : -EIO;
 		}
-	} else {
-		do
-			n = read(err_r, &err, sizeof(err));
-		while (n < 0 && errno == EINTR);
-		if (n != 0) {
-			reap(pid);
-			return n == (ssize_t)sizeof(err) && err > 0 ? -err : -EIO;
-		}
 	}
-	/* the signals: to the init alone, which passes SIGTERM on to every
-	 * process of its namespace; else to the program's process group */
-	pid_t target = p->own_pid_ns ? pid : -pid;
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0 && errno != ENOSYS) {
-		int r = -errno;
-		kill(target, SIGKILL);
-		reap(pid);
-		return r;
-	}
+	pidfd = c.pidfd;
 	(void)fcntl(out_r, F_SETFL, O_NONBLOCK);
 
 	int64_t deadline = start + p->timeout_ns;
@@ -607,20 +531,20 @@ int program_run(const struct program_run *p, struct program_result *ret)
 
 		if (now >= deadline && !killed) {
 			if (!termed) {
-				kill(target, SIGTERM);
+				(void)child_signal(&c, SIGTERM);
 				termed = true;
 				deadline = now + grace;
 				if (ret->end == PROGRAM_EXITED)
 					ret->end = PROGRAM_TIMED_OUT;
 			} else {
-				kill(target, SIGKILL);
+				(void)child_signal(&c, SIGKILL);
 				killed = true;
 			}
 			continue;
 		}
 		int64_t left_ms = killed ? -1 : (deadline - now + 999999) / 1000000;
-		if (pidfd < 0 && (left_ms < 0 || left_ms > NO_PIDFD_POLL_MS))
-			left_ms = NO_PIDFD_POLL_MS;
+		if (pidfd < 0 && (left_ms < 0 || left_ms > CHILD_NO_PIDFD_POLL_MS))
+			left_ms = CHILD_NO_PIDFD_POLL_MS;
 		int k = poll(pfd, 3, left_ms > INT32_MAX ? INT32_MAX : (int)left_ms);
 		if (k < 0 && errno != EINTR)
 			return -errno; /* cannot happen with valid descriptors */
