@@ -184,8 +184,10 @@ int program_open(const char *path, int *ret, char *why, size_t why_size)
 			target[n] = '\0';
 			/* the link's directory: back to where it is */
 			at_step(at, sizeof(at), "..");
+			/* fits: the length was checked above */
 			char joined[sizeof(rest)];
-			snprintf(joined, sizeof(joined), "%s%s%s", target, *p ? "/" : "", p);
+			if (snprintf(joined, sizeof(joined), "%s%s%s", target, *p ? "/" : "", p) < 0)
+				return -EINVAL;
 			memcpy(rest, joined, sizeof(rest));
 			p = rest; /* an absolute target starts again at / */
 			continue;

@@ -595,7 +595,7 @@ static _Noreturn void reader_main(enum kind k, struct proc_stats *st)
 static _Noreturn void filler_main(struct proc_stats *st)
 {
 	char buf[64], path[PATH_MAX];
-	int err;
+	int err = 0;
 
 	while (!atomic_load(&sh->stop))
 		for (int i = 0; i < n_vfs; i++) {

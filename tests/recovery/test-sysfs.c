@@ -64,7 +64,7 @@ static void put_file(const char *dir, const char *name, const char *content)
 {
 	char path[512];
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	ck_assert_int_lt(snprintf(path, sizeof(path), "%s/%s", dir, name), (int)sizeof(path));
 	if (!content) {
 		ck_assert_int_eq(unlink(path), 0);
 		return;
