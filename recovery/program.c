@@ -186,7 +186,8 @@ int program_open(const char *path, int *ret, char *why, size_t why_size)
 			at_step(at, sizeof(at), "..");
 			/* fits: the length was checked above */
 			char joined[sizeof(rest)];
-			if (snprintf(joined, sizeof(joined), "%s%s%s", target, *p ? "/" : "", p) < 0)
+			if (snprintf(joined, sizeof(joined), "%s%s%s", target, *p ? "/" : "", p) <
+			    0)
 				return -EINVAL;
 			memcpy(rest, joined, sizeof(rest));
 			p = rest; /* an absolute target starts again at / */
