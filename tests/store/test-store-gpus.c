@@ -522,18 +522,25 @@ END_TEST
 /* A cycle: refused unless drained; recovering refuses claims and undrain;
  * recovered clears every VF's failures, quarantine and suspicion (a hold
  * stays) and serves; the history keeps each step with its detail. */
+/* The GPU PF_1 with VF_A quarantined (two failures), VF_B failing once, and
+ * the rest of VFS (VF_C, VF_D ...) registered and serving. */
+static void pf1_one_quarantined_one_failing(struct store *s, size_t nvfs, const char *const vfs[])
+{
+	for (size_t i = 0; i < nvfs; i++)
+		ck_assert_int_eq(store_vf_register(s, vfs[i], PF_1), 0);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
+	ck_assert_int_eq(report_fail(s, VF_B, "i-3", T3), STORE_OUTCOME_RECORDED);
+}
+
 START_TEST(gpu_recover_cycle)
 {
 	struct store *s = open_store();
 	struct store_gpu_refusal why;
 	size_t cleared = 99;
+	static const char *const vfs[] = { VF_A, VF_B, VF_C };
 
-	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
-	ck_assert_int_eq(store_vf_register(s, VF_B, PF_1), 0);
-	ck_assert_int_eq(store_vf_register(s, VF_C, PF_1), 0);
-	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
-	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
-	ck_assert_int_eq(report_fail(s, VF_B, "i-3", T3), STORE_OUTCOME_RECORDED);
+	pf1_one_quarantined_one_failing(s, 3, vfs);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_C, 0, NULL), 0);
 
 	/* serving: no cycle */
@@ -758,15 +765,10 @@ START_TEST(probation_lifecycle)
 {
 	struct store *s = open_store();
 	char why[STORE_HISTORY_WORD_MAX + 1];
+	static const char *const vfs[] = { VF_A, VF_B, VF_C, VF_D };
 
 	ck_assert_int_eq(store_threshold_set(s, 2), 0);
-	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
-	ck_assert_int_eq(store_vf_register(s, VF_B, PF_1), 0);
-	ck_assert_int_eq(store_vf_register(s, VF_C, PF_1), 0);
-	ck_assert_int_eq(store_vf_register(s, VF_D, PF_1), 0);
-	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
-	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
-	ck_assert_int_eq(report_fail(s, VF_B, "i-3", T3), STORE_OUTCOME_RECORDED);
+	pf1_one_quarantined_one_failing(s, 4, vfs);
 	ck_assert_int_eq(report_fail(s, VF_D, "i-3", T3), STORE_OUTCOME_RECORDED);
 	ck_assert_uint_eq(probation_stat(s), 0);
 	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
