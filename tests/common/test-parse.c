@@ -2,6 +2,7 @@
 /* Unit tests for common/parse.c: the strict parsers every input goes through. */
 #include <check.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,31 +15,43 @@
 
 START_TEST(test_uint64)
 {
+	static const struct {
+		const char *text;
+		uint64_t min, max;
+		int want;
+	} bad[] = {
+		{ "1001", 1, 1000, -ERANGE },
+		{ "0", 1, 1000, -ERANGE },
+		{ "", 0, 10, -EINVAL },
+		{ "-1", 0, 10, -EINVAL },
+		{ "+1", 0, 10, -EINVAL },
+		{ " 1", 0, 10, -EINVAL },
+		{ "1 ", 0, 10, -EINVAL },
+		{ "0x10", 0, 100, -EINVAL },
+		/* Canonical only: one spelling per value. */
+		{ "01", 0, 10, -EINVAL },
+		{ "00", 0, 10, -EINVAL },
+		{ "03", 1, 1000, -EINVAL },
+		{ "0001000", 1, 1000, -EINVAL },
+		{ "99999999999999999999999", 0, UINT64_MAX, -ERANGE },
+	};
 	uint64_t v = 77;
 
 	ck_assert_int_eq(parse_uint64("0", 0, 10, &v), 0);
 	ck_assert_uint_eq(v, 0);
 	ck_assert_int_eq(parse_uint64("1000", 1, 1000, &v), 0);
 	ck_assert_uint_eq(v, 1000);
-	v = 77;
-	ck_assert_int_eq(parse_uint64("1001", 1, 1000, &v), -ERANGE);
-	ck_assert_int_eq(parse_uint64("0", 1, 1000, &v), -ERANGE);
-	ck_assert_int_eq(parse_uint64("", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("-1", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("+1", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64(" 1", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("1 ", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("0x10", 0, 100, &v), -EINVAL);
-	/* Canonical only: one spelling per value. */
-	ck_assert_int_eq(parse_uint64("01", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("00", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("03", 1, 1000, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("0001000", 1, 1000, &v), -EINVAL);
 	ck_assert_int_eq(parse_uint64("10", 0, 10, &v), 0);
 	ck_assert_uint_eq(v, 10);
-	v = 77;
-	ck_assert_int_eq(parse_uint64("99999999999999999999999", 0, UINT64_MAX, &v), -ERANGE);
-	ck_assert_uint_eq(v, 77); /* untouched on failure */
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		v = 77;
+		int rc = parse_uint64(bad[i].text, bad[i].min, bad[i].max, &v);
+
+		ck_assert_msg(rc == bad[i].want, "parse_uint64(\"%s\", %ju, %ju) = %d, want %d",
+			      bad[i].text, (uintmax_t)bad[i].min, (uintmax_t)bad[i].max, rc,
+			      bad[i].want);
+		ck_assert_uint_eq(v, 77); /* untouched on failure */
+	}
 }
 END_TEST
 
