@@ -32,14 +32,14 @@
 
 START_TEST(test_vf_address)
 {
-	ck_assert(vf_address_valid("0000:41:00.4"));
-	ck_assert(vf_address_valid("ffff:ff:1f.7"));
-	ck_assert(!vf_address_valid("0000:41:00.8"));
-	ck_assert(!vf_address_valid("0000:41:00.40"));
-	ck_assert(!vf_address_valid("0000:4G:00.4"));
-	ck_assert(!vf_address_valid("0000:4A:00.4"));
-	ck_assert(!vf_address_valid("status"));
-	ck_assert(!vf_address_valid(""));
+	static const char *const good[] = { "0000:41:00.4", "ffff:ff:1f.7" };
+	static const char *const bad[] = { "0000:41:00.8", "0000:41:00.40", "0000:4G:00.4",
+					   "0000:4A:00.4", "status",        "" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+		ck_assert_msg(vf_address_valid(good[i]), "refused %s", good[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		ck_assert_msg(!vf_address_valid(bad[i]), "accepted %s", bad[i]);
 	ck_assert(!vf_address_valid(NULL));
 }
 END_TEST
