@@ -34,6 +34,12 @@ start_agent() {
 	AGENT_PID=$!
 	wait_until 10 answers || fail "agent never answered (rc $Q_RC: $Q_OUT)"
 }
+# start_backing_off KMSG MAX: an agent whose probe (no GPU: nvidia-smi
+# fails) backs off up to MAX seconds after a 0.2 s window.
+start_backing_off() {
+	start_agent --kmsg "$1" --dev-dir "$T/dev" --nvidia-smi /bin/false --probe-window 0.2 \
+		--probe-backoff-max "$2"
+}
 answers() { query "$EP"; [ "$Q_RC" -ne 3 ]; }
 answer_is() { query "$EP"; [ "$Q_RC" -eq "$1" ] && [ "$Q_OUT" = "$2" ]; }
 unknown_for() { answer_is 2 "unknown
@@ -60,16 +66,14 @@ wait_until 10 answer_is 0 ok || fail "never ok from the device nodes (rc $Q_RC: 
 
 echo "== no cliff: backing off after the window, then ok when the node appears"
 rm "$T/dev/nvidia0"
-start_agent --kmsg /dev/null --dev-dir "$T/dev" --nvidia-smi /bin/false --probe-window 0.2 \
-	--probe-backoff-max 0.4
+start_backing_off /dev/null 0.4
 expect_unknown backing_off 10
 touch "$T/dev/nvidia0"
 wait_until 10 answer_is 0 ok || fail "a late node never turned it ok (rc $Q_RC: $Q_OUT)"
 rm "$T/dev/nvidia0"
 
 echo "== --probe-backoff-max 0: the old cliff, reason stopped"
-start_agent --kmsg /dev/null --dev-dir "$T/dev" --nvidia-smi /bin/false --probe-window 0.2 \
-	--probe-backoff-max 0
+start_backing_off /dev/null 0
 expect_unknown stopped 10
 
 echo "== no nvidia-smi, no device probe: no_probe"
@@ -79,8 +83,7 @@ logged "cannot report ok" || fail "no warning that this agent cannot report ok"
 
 echo "== a failure after the window stops the back-off"
 mkfifo "$T/kmsg"
-start_agent --kmsg "$T/kmsg" --dev-dir "$T/dev" --nvidia-smi /bin/false --probe-window 0.2 \
-	--probe-backoff-max 0.2
+start_backing_off "$T/kmsg" 0.2
 expect_unknown backing_off 10
 printf '3,1,1,-;NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)\n' > "$T/kmsg"
 wait_until 10 query_is "$EP" 1 || fail "never failed (rc $Q_RC: $Q_OUT)"

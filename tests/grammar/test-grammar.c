@@ -487,6 +487,16 @@ static struct assignment sample(void)
 	return a;
 }
 
+/* sample() with every other key set. */
+static void fill(struct assignment *a)
+{
+	strcpy(a->agent, "vsock:3:2222");
+	strcpy(a->control, "/run/vm.sock");
+	a->pid = 42;
+	a->pid_starttime = 123456;
+	strcpy(a->boot_id, BOOT);
+}
+
 START_TEST(test_assignment_render)
 {
 	struct assignment a = sample();
@@ -495,11 +505,7 @@ START_TEST(test_assignment_render)
 
 	ck_assert_str_eq(empty,
 			 "claimed_at=" T1 "\nagent=\ncontrol=\npid=\npid_starttime=\nboot_id=\n");
-	strcpy(a.agent, "vsock:3:2222");
-	strcpy(a.control, "/run/vm.sock");
-	a.pid = 42;
-	a.pid_starttime = 123456;
-	strcpy(a.boot_id, BOOT);
+	fill(&a);
 	full = render(&a);
 	ck_assert_str_eq(full, "claimed_at=" T1 "\nagent=vsock:3:2222\ncontrol=/run/vm.sock\n"
 			       "pid=42\npid_starttime=123456\nboot_id=" BOOT "\n");
@@ -551,11 +557,7 @@ START_TEST(test_assignment_write_back)
 	_cleanup_free_ char *text = NULL;
 	unsigned written = 0;
 
-	strcpy(a.agent, "vsock:3:2222");
-	strcpy(a.control, "/run/vm.sock");
-	a.pid = 42;
-	a.pid_starttime = 123456;
-	strcpy(a.boot_id, BOOT);
+	fill(&a);
 	text = render(&a);
 	ck_assert_int_eq(assignment_parse_update(&a, text, false, &out, &written), 0);
 	ck_assert_uint_eq(written, (1u << ASSIGNMENT_KEY_COUNT) - 1);
