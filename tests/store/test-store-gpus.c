@@ -522,6 +522,17 @@ END_TEST
 /* A cycle: refused unless drained; recovering refuses claims and undrain;
  * recovered clears every VF's failures, quarantine and suspicion (a hold
  * stays) and serves; the history keeps each step with its detail. */
+/* PF_1's last ten events, asserted to be N. */
+static struct store_gpu_event *pf1_history(struct store *s, size_t n)
+{
+	struct store_gpu_event *h = NULL;
+	size_t got, dropped;
+
+	ck_assert_int_eq(store_gpu_history(s, PF_1, 10, &h, &got, &dropped), 0);
+	ck_assert_uint_eq(got, n);
+	return h;
+}
+
 /* The GPU PF_1 with VF_A quarantined (two failures), VF_B failing once, and
  * the rest of VFS (VF_C, VF_D ...) registered and serving. */
 static void pf1_one_quarantined_one_failing(struct store *s, size_t nvfs, const char *const vfs[])
@@ -569,10 +580,7 @@ START_TEST(gpu_recover_cycle)
 	ck_assert(allocatable_has(s, VF_B));
 	ck_assert(!allocatable_has(s, VF_C));
 
-	_cleanup_free_ struct store_gpu_event *h = NULL;
-	size_t n, dropped;
-	ck_assert_int_eq(store_gpu_history(s, PF_1, 10, &h, &n, &dropped), 0);
-	ck_assert_uint_eq(n, 3);
+	_cleanup_free_ struct store_gpu_event *h = pf1_history(s, 3);
 	ck_assert_str_eq(h[0].event, "drain");
 	ck_assert_str_eq(h[1].event, "recover");
 	ck_assert_int_eq(h[1].by, 5);
@@ -628,10 +636,7 @@ START_TEST(gpu_recover_refused)
 	ck_assert(info(s, VF_A).quarantined);
 	ck_assert(allocatable_has(s, VF_B));
 
-	_cleanup_free_ struct store_gpu_event *h = NULL;
-	size_t n, dropped;
-	ck_assert_int_eq(store_gpu_history(s, PF_1, 10, &h, &n, &dropped), 0);
-	ck_assert_uint_eq(n, 6);
+	_cleanup_free_ struct store_gpu_event *h = pf1_history(s, 6);
 	ck_assert_str_eq(h[2].event, "recover-failed");
 	ck_assert_str_eq(h[2].detail, "timeout after 1 s");
 	ck_assert_str_eq(h[5].event, "undrain");
