@@ -158,6 +158,7 @@ void on_change(void *userdata, const struct store_change *c)
 	seen->bits[seen->n] = c->bits;
 	strcpy(seen->vf[seen->n], c->vf);
 	strcpy(seen->instance[seen->n], c->instance_id);
+	strcpy(seen->parent[seen->n], c->parent);
 	/* no store lock is held: reading back works and shows the new state */
 	struct store_vf_info i;
 	if (c->vf[0] && store_vf_get(seen->s, c->vf, STORE_READ_RETRY, &i) == 0)

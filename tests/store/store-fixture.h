@@ -76,6 +76,7 @@ struct seen {
 	unsigned bits[SEEN_MAX];
 	char vf[SEEN_MAX][VF_ADDR_BUFSZ];
 	char instance[SEEN_MAX][INSTANCE_ID_MAX + 1];
+	char parent[SEEN_MAX][VF_ADDR_BUFSZ];
 	bool quarantined_when_notified[SEEN_MAX];
 	int n;
 };
