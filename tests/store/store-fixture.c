@@ -166,6 +166,17 @@ void on_change(void *userdata, const struct store_change *c)
 	seen->n++;
 }
 
+void assert_failures(struct store *s, const char *vf, size_t n, const char *last)
+{
+	_cleanup_free_ struct store_failure *f = NULL;
+	size_t got;
+
+	ck_assert_int_eq(store_failure_list(s, vf, &f, &got), 0);
+	ck_assert_uint_eq(got, n);
+	if (n > 0)
+		ck_assert_str_eq(f[n - 1].instance_id, last);
+}
+
 enum store_gpu_state gpu_state(struct store *s, const char *parent)
 {
 	struct store_gpu_info g;
