@@ -34,15 +34,28 @@ start_agent() {
 	AGENT_PID=$!
 	wait_until 10 answers || fail "agent never answered (rc $Q_RC: $Q_OUT)"
 }
+# start_backing_off KMSG MAX: an agent whose probe (no GPU: nvidia-smi
+# fails) backs off up to MAX seconds after a 0.2 s window.
+start_backing_off() {
+	start_agent --kmsg "$1" --dev-dir "$T/dev" --nvidia-smi /bin/false --probe-window 0.2 \
+		--probe-backoff-max "$2"
+}
 answers() { query "$EP"; [ "$Q_RC" -ne 3 ]; }
 answer_is() { query "$EP"; [ "$Q_RC" -eq "$1" ] && [ "$Q_OUT" = "$2" ]; }
+unknown_for() { answer_is 2 "unknown
+reason: $1"; }
+# expect_unknown REASON [SECONDS]: the answer is unknown for REASON now, or
+# (with SECONDS) within that many.
+expect_unknown() {
+	if [ -n "${2:-}" ]; then wait_until "$2" unknown_for "$1"; else unknown_for "$1"; fi ||
+		fail "want unknown/$1, got rc $Q_RC: $Q_OUT"
+}
 
 echo "== a blocking device node: unknown, probing; the attempt is killed"
 mkfifo "$T/dev/nvidiactl"
 touch "$T/dev/nvidia0"
 start_agent --kmsg /dev/null --dev-dir "$T/dev" --nvidia-smi /bin/false --probe-window 60
-answer_is 2 "unknown
-reason: probing" || fail "want unknown/probing, got rc $Q_RC: $Q_OUT"
+expect_unknown probing
 wait_until 10 logged "did not finish" || fail "a blocked attempt was never killed"
 
 echo "== the nodes open: ok without nvidia-smi"
@@ -53,32 +66,25 @@ wait_until 10 answer_is 0 ok || fail "never ok from the device nodes (rc $Q_RC: 
 
 echo "== no cliff: backing off after the window, then ok when the node appears"
 rm "$T/dev/nvidia0"
-start_agent --kmsg /dev/null --dev-dir "$T/dev" --nvidia-smi /bin/false --probe-window 0.2 \
-	--probe-backoff-max 0.4
-wait_until 10 answer_is 2 "unknown
-reason: backing_off" || fail "want unknown/backing_off, got rc $Q_RC: $Q_OUT"
+start_backing_off /dev/null 0.4
+expect_unknown backing_off 10
 touch "$T/dev/nvidia0"
 wait_until 10 answer_is 0 ok || fail "a late node never turned it ok (rc $Q_RC: $Q_OUT)"
 rm "$T/dev/nvidia0"
 
 echo "== --probe-backoff-max 0: the old cliff, reason stopped"
-start_agent --kmsg /dev/null --dev-dir "$T/dev" --nvidia-smi /bin/false --probe-window 0.2 \
-	--probe-backoff-max 0
-wait_until 10 answer_is 2 "unknown
-reason: stopped" || fail "want unknown/stopped, got rc $Q_RC: $Q_OUT"
+start_backing_off /dev/null 0
+expect_unknown stopped 10
 
 echo "== no nvidia-smi, no device probe: no_probe"
 AGENT_PATH=/nonexistent start_agent --kmsg /dev/null --no-device-probe
-answer_is 2 "unknown
-reason: no_probe" || fail "want unknown/no_probe, got rc $Q_RC: $Q_OUT"
+expect_unknown no_probe
 logged "cannot report ok" || fail "no warning that this agent cannot report ok"
 
 echo "== a failure after the window stops the back-off"
 mkfifo "$T/kmsg"
-start_agent --kmsg "$T/kmsg" --dev-dir "$T/dev" --nvidia-smi /bin/false --probe-window 0.2 \
-	--probe-backoff-max 0.2
-wait_until 10 answer_is 2 "unknown
-reason: backing_off" || fail "want backing_off, got rc $Q_RC: $Q_OUT"
+start_backing_off "$T/kmsg" 0.2
+expect_unknown backing_off 10
 printf '3,1,1,-;NVRM: GPU 0000:00:03.0: RmInitAdapter failed! (0x22:0x65:884)\n' > "$T/kmsg"
 wait_until 10 query_is "$EP" 1 || fail "never failed (rc $Q_RC: $Q_OUT)"
 wait_until 10 logged "probe: stopped" || fail "probing went on after the failure"
@@ -97,8 +103,7 @@ start_agent --kmsg "$T/kmsg-ignored" --rules "$T/rules" --dev-dir "$T/dev" \
 	--nvidia-smi /bin/false --probe-window 60
 wait_until 10 logged "marker-ignored" || fail "records never read"
 logged "ignored by rule 'RmInitAdapter failed! (0x25:0x65:1453)'" || fail "ignore rule not used"
-answer_is 2 "unknown
-reason: probing" || fail "an ignored line changed the answer: rc $Q_RC: $Q_OUT"
+unknown_for probing || fail "an ignored line changed the answer: rc $Q_RC: $Q_OUT"
 GSP='NVRM: GPU 0000:00:03.0: GSP firmware init failed (0x62)'
 printf '3,1,1,-;%s\n' "$GSP" > "$T/kmsg-gsp"
 start_agent --kmsg "$T/kmsg-gsp" --rules "$T/rules" --dev-dir "$T/dev" \

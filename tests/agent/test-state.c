@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
 #include "guest-agent/pci.h"
 #include "guest-agent/state.h"
 #include "tests/common/check-main.h"
@@ -123,19 +124,18 @@ END_TEST
 
 START_TEST(test_pci_parse_vendor)
 {
+	static const char *const bad[] = { "10de\n", "0x\n", "0x10de0\n", "0x10dg\n", "0x10de\nx" };
 	uint16_t v = 1;
 
 	ck_assert_int_eq(pci_parse_vendor("0x10de\n", &v), 0);
 	ck_assert_uint_eq(v, 0x10de);
 	ck_assert_int_eq(pci_parse_vendor("0x10DE", &v), 0);
 	ck_assert_uint_eq(v, 0x10de);
-	v = 1;
-	ck_assert_int_eq(pci_parse_vendor("10de\n", &v), -EINVAL);
-	ck_assert_int_eq(pci_parse_vendor("0x\n", &v), -EINVAL);
-	ck_assert_int_eq(pci_parse_vendor("0x10de0\n", &v), -EINVAL);
-	ck_assert_int_eq(pci_parse_vendor("0x10dg\n", &v), -EINVAL);
-	ck_assert_int_eq(pci_parse_vendor("0x10de\nx", &v), -EINVAL);
-	ck_assert_uint_eq(v, 1);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		v = 1;
+		ck_assert_msg(pci_parse_vendor(bad[i], &v) == -EINVAL, "accepted '%s'", bad[i]);
+		ck_assert_uint_eq(v, 1);
+	}
 }
 END_TEST
 

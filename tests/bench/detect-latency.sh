@@ -39,6 +39,8 @@
 set -euo pipefail
 # shellcheck source=../lib/harness.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 detectlat=${DETECTLAT:?DETECTLAT must name detectlat (set by meson)}
 agent_bin=${VFHEALTH_AGENT:?}
 require_fuse
@@ -48,19 +50,6 @@ n=${BENCH_DETECT_N:-30}
 read -r -a extra_intervals <<<"${BENCH_DETECT_INTERVALS:-0.5}"
 ((n >= 2)) || fail "BENCH_DETECT_N=$n: want at least 2 samples"
 
-# figure NAME VALUE UNIT LIMIT LIMIT_UNIT OP TARGET: as run-benchmarks.sh's.
-missed=0
-figure() {
-	local line
-	line=$(awk -v n="$1" -v v="$2" -v u="$3" -v l="$4" -v lu="$5" -v op="$6" -v t="$7" 'BEGIN {
-		r = (l > 0) ? v / l : 0
-		ok = (op == "<=") ? (r <= t) : (r >= t)
-		printf "%s: %s %s (limit: %s %s) ratio %.2f target %s %.2f [%s]\n", n, v, u, l, lu, r, op, t, ok ? "ok" : "MISSED"
-	}')
-	echo "$line"
-	[[ $line == *"[ok]" ]] || missed=$((missed + 1))
-}
-load() { cut -d' ' -f1-3 /proc/loadavg; }
 # quantile Q: of the numbers on stdin, nearest rank (Q=1: the largest).
 quantile() { sort -g | awk -v q="$1" '{ v[NR] = $1 } END { r = int(q * NR); if (r < q * NR) r++; if (r < 1) r = 1; print v[r] }'; }
 ms() { awk -v ns="$1" 'BEGIN { printf "%.1f", ns / 1e6 }'; }

@@ -21,6 +21,8 @@ set -euo pipefail
 build=$(cd "${1:?usage: run-benchmarks.sh BUILD_DIR}" && pwd)
 # shellcheck source=../crash/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../crash/lib.sh"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 vfbench=${VFBENCH:?VFBENCH must name vfbench (set by meson)}
 agent_bin=${VFHEALTH_AGENT:?}
 adversary_bin=${ADVERSARY:?ADVERSARY must name the adversary (set by meson)}
@@ -45,24 +47,11 @@ on_exit "rm -rf -- '$disk'"
 shm=$T/shm # fast scratch for databases whose fsyncs are not measured
 mount_tmpfs "$shm" 512m
 
-# figure NAME VALUE UNIT LIMIT LIMIT_UNIT OP TARGET: OP is <= or >=; the
-# ratio is VALUE / LIMIT.
-missed=0
-figure() {
-	local line
-	line=$(awk -v n="$1" -v v="$2" -v u="$3" -v l="$4" -v lu="$5" -v op="$6" -v t="$7" 'BEGIN {
-		r = (l > 0) ? v / l : 0
-		ok = (op == "<=") ? (r <= t) : (r >= t)
-		printf "%s: %s %s (limit: %s %s) ratio %.2f target %s %.2f [%s]\n", n, v, u, l, lu, r, op, t, ok ? "ok" : "MISSED"
-	}')
-	echo "$line"
-	[[ $line == *"[ok]" ]] || missed=$((missed + 1))
-}
 ms() { awk -v ns="$1" 'BEGIN { printf "%.3f", ns / 1e6 }'; }
 us() { awk -v ns="$1" 'BEGIN { printf "%.1f", ns / 1e3 }'; }
 vf_name() { printf '0000:%02x:%02x.%d' $((0x80 + $1 / 256)) $((($1 / 8) % 32)) $(($1 % 8)); }
 
-echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(nproc) CPUs, $(awk -F': *' '/model name/ { print $2; exit }' /proc/cpuinfo), kernel $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname): $(nproc) CPUs, $(awk -F': *' '/model name/ { print $2; exit }' /proc/cpuinfo), kernel $(uname -r), load average $(load)"
 
 # -- 1024 VFs: reads, listings, ingest ---------------------------------------------
 "$vfbench" populate "$shm/v1024.db" 1024 0 >/dev/null 2>&1
@@ -94,7 +83,6 @@ done
 # alternating short runs), so that both see the same machine, and each
 # prints the load average before and after it.  Figures only mean something
 # from a quiet machine (load average below 0.5): docs/benchmarks.md.
-load() { cut -d' ' -f1-3 /proc/loadavg; }
 read_batches=${BENCH_READ_BATCHES:-1000}
 read_batch=${BENCH_READ_BATCH:-100}
 # The floor: a FUSE server that only answers (fusefloor.c), serving a
@@ -407,4 +395,4 @@ figure vfhealthd_rss_4096_vfs_100k_failures "$(awk -v k="$d_rss" 'BEGIN { printf
 figure vfhealthd_startup_4096_vfs_100k_failures "$(ms "$startup_ns")" ms 200 ms "<=" 1
 echo "#   (populating 4096 VFs and 100000 failures through the store API took ${populate_s} s)"
 stop_daemon
-echo "# $missed figure(s) missed their target; load average now $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $missed figure(s) missed their target; load average now $(load)"

@@ -2,6 +2,7 @@
 /* Unit tests for common/parse.c: the strict parsers every input goes through. */
 #include <check.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,31 +15,39 @@
 
 START_TEST(test_uint64)
 {
+	static const struct {
+		const char *text;
+		uint64_t min, max;
+	} out_of_range[] = {
+		{ "1001", 1, 1000 },
+		{ "0", 1, 1000 },
+		{ "99999999999999999999999", 0, UINT64_MAX },
+	};
+	/* Malformed, or not canonical (one spelling per value), though the
+	 * value is within 0..1000. */
+	static const char *const malformed[] = { "",     " 1", "1 ", "-1", "+1",
+						 "0x10", "01", "00", "03", "0001000" };
 	uint64_t v = 77;
 
 	ck_assert_int_eq(parse_uint64("0", 0, 10, &v), 0);
 	ck_assert_uint_eq(v, 0);
 	ck_assert_int_eq(parse_uint64("1000", 1, 1000, &v), 0);
 	ck_assert_uint_eq(v, 1000);
-	v = 77;
-	ck_assert_int_eq(parse_uint64("1001", 1, 1000, &v), -ERANGE);
-	ck_assert_int_eq(parse_uint64("0", 1, 1000, &v), -ERANGE);
-	ck_assert_int_eq(parse_uint64("", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("-1", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("+1", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64(" 1", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("1 ", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("0x10", 0, 100, &v), -EINVAL);
-	/* Canonical only: one spelling per value. */
-	ck_assert_int_eq(parse_uint64("01", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("00", 0, 10, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("03", 1, 1000, &v), -EINVAL);
-	ck_assert_int_eq(parse_uint64("0001000", 1, 1000, &v), -EINVAL);
 	ck_assert_int_eq(parse_uint64("10", 0, 10, &v), 0);
 	ck_assert_uint_eq(v, 10);
-	v = 77;
-	ck_assert_int_eq(parse_uint64("99999999999999999999999", 0, UINT64_MAX, &v), -ERANGE);
-	ck_assert_uint_eq(v, 77); /* untouched on failure */
+	for (size_t i = 0; i < ARRAY_SIZE(out_of_range); i++) {
+		v = 77;
+		ck_assert_msg(parse_uint64(out_of_range[i].text, out_of_range[i].min,
+					   out_of_range[i].max, &v) == -ERANGE,
+			      "%s: not -ERANGE", out_of_range[i].text);
+		ck_assert_uint_eq(v, 77); /* untouched on failure */
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(malformed); i++) {
+		v = 77;
+		ck_assert_msg(parse_uint64(malformed[i], 0, 1000, &v) == -EINVAL,
+			      "'%s': not -EINVAL", malformed[i]);
+		ck_assert_uint_eq(v, 77);
+	}
 }
 END_TEST
 

@@ -66,12 +66,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!command)
 		return 0;
 
-	memset(&out, 0x3c, sizeof(out));
-	memcpy(&untouched, &out, sizeof(out));
+	fuzz_poison(out, untouched, 0x3c);
 	r = claim_parse_update(&cur, command, may_set, &out);
 	fuzz_check(r == 0 || r == -EINVAL || r == -ENOMEM);
 	if (r < 0) {
-		fuzz_check(memcmp(&out, &untouched, sizeof(out)) == 0);
+		fuzz_untouched(out, untouched);
 		return 0;
 	}
 	check_claim(&cur, &out, may_set);

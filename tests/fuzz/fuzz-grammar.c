@@ -27,12 +27,11 @@ static void fuzz_report_command(const char *s)
 	char first[REPORT_COMMAND_BUFSZ], second[REPORT_COMMAND_BUFSZ];
 	int r, n1, n2;
 
-	memset(&c, 0x3c, sizeof(c));
-	memcpy(&untouched, &c, sizeof(c));
+	fuzz_poison(c, untouched, 0x3c);
 	r = report_command_parse(s, &c);
 	fuzz_check(r == 0 || r == -EINVAL);
 	if (r < 0) {
-		fuzz_check(memcmp(&c, &untouched, sizeof(c)) == 0);
+		fuzz_untouched(c, untouched);
 		return;
 	}
 	fuzz_check(instance_id_valid(c.instance_id));
@@ -52,12 +51,11 @@ static void fuzz_outcome(const char *s, size_t len)
 	char first[OUTCOME_LINE_BUFSZ], second[OUTCOME_LINE_BUFSZ];
 	int r, n;
 
-	memset(&o, 0x3c, sizeof(o));
-	memcpy(&untouched, &o, sizeof(o));
+	fuzz_poison(o, untouched, 0x3c);
 	r = report_outcome_parse(s, len, &o);
 	fuzz_check(r == 0 || r == -EINVAL);
 	if (r < 0) {
-		fuzz_check(memcmp(&o, &untouched, sizeof(o)) == 0);
+		fuzz_untouched(o, untouched);
 		return;
 	}
 	n = report_outcome_format(first, sizeof(first), &o);
@@ -86,12 +84,11 @@ static void fuzz_assignment_read(const char *s, size_t len)
 	struct assignment a, untouched, again;
 	int r;
 
-	memset(&a, 0x3c, sizeof(a));
-	memcpy(&untouched, &a, sizeof(a));
+	fuzz_poison(a, untouched, 0x3c);
 	r = assignment_parse("0000:41:00.4", "vm-1", s, len, &a);
 	fuzz_check(r == 0 || r == -EINVAL || r == -E2BIG);
 	if (r < 0) {
-		fuzz_check(memcmp(&a, &untouched, sizeof(a)) == 0);
+		fuzz_untouched(a, untouched);
 		return;
 	}
 	fuzz_check(a.pid >= 0 && a.pid <= PID_VALUE_MAX);
@@ -117,12 +114,11 @@ static void fuzz_assignment_update(const char *s, bool may_set)
 	unsigned written = 0;
 	int r;
 
-	memset(&a, 0x3c, sizeof(a));
-	memcpy(&untouched, &a, sizeof(a));
+	fuzz_poison(a, untouched, 0x3c);
 	r = assignment_parse_update(&cur, s, may_set, &a, &written);
 	fuzz_check(r == 0 || r == -EINVAL);
 	if (r < 0) {
-		fuzz_check(memcmp(&a, &untouched, sizeof(a)) == 0);
+		fuzz_untouched(a, untouched);
 		return;
 	}
 	fuzz_check(strcmp(a.vf, cur.vf) == 0 && strcmp(a.instance_id, cur.instance_id) == 0);

@@ -36,12 +36,11 @@ static void check_record(const char *buf, size_t len)
 	enum kmsg_verdict v;
 	int r;
 
-	memset(&rec, 0x6b, sizeof(rec));
-	memcpy(&untouched, &rec, sizeof(rec));
+	fuzz_poison(rec, untouched, 0x6b);
 	r = kmsg_parse_record(buf, len, &rec);
 	fuzz_check(r == 0 || r == -EINVAL || r == -ENOMSG);
 	if (r < 0) {
-		fuzz_check(memcmp(&rec, &untouched, sizeof(rec)) == 0);
+		fuzz_untouched(rec, untouched);
 		fuzz_check(r != -ENOMSG || (len > 0 && buf[0] == ' '));
 	} else {
 		fuzz_check(rec.message > buf && rec.message <= buf + len);
@@ -138,7 +137,7 @@ static void check_rules(const char *buf, size_t size)
 	k = kmsg_rules_parse(&rules, buf, len, &line);
 	if (k < 0) {
 		fuzz_check(k == -EINVAL || k == -ENAMETOOLONG || k == -E2BIG || k == -EFBIG);
-		fuzz_check(memcmp(&rules, &before, sizeof(rules)) == 0);
+		fuzz_untouched(rules, before);
 		fuzz_check(line <= len + 1);
 		fuzz_check(kmsg_rules_strerror(k) != NULL);
 		return;

@@ -28,24 +28,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct agent_status st, st_untouched, st2;
 	int r;
 
-	memset(&req, 0x5a, sizeof(req));
-	memcpy(&req_untouched, &req, sizeof(req));
+	fuzz_poison(req, req_untouched, 0x5a);
 	r = wire_decode_request(data, size, &req);
 	fuzz_check(r == 0 || r == -EPROTO || r == -ENOMEM);
 	if (r < 0) {
-		fuzz_check(memcmp(&req, &req_untouched, sizeof(req)) == 0);
+		fuzz_untouched(req, req_untouched);
 	} else {
 		fuzz_check(strnlen(req.method, sizeof(req.method)) < sizeof(req.method));
 		if (req.method_too_long)
 			fuzz_check(req.method[0] == '\0');
 	}
 
-	memset(&st, 0x5a, sizeof(st));
-	memcpy(&st_untouched, &st, sizeof(st));
+	fuzz_poison(st, st_untouched, 0x5a);
 	r = wire_decode_status_response(data, size, &st);
 	fuzz_check(r == 0 || r == -EPROTO || r == -EOPNOTSUPP);
 	if (r < 0) {
-		fuzz_check(memcmp(&st, &st_untouched, sizeof(st)) == 0);
+		fuzz_untouched(st, st_untouched);
 		return 0;
 	}
 	fuzz_check(st.state == GPU_INIT_UNKNOWN || st.state == GPU_INIT_OK ||

@@ -24,6 +24,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 		}                                                                            \
 	} while (0)
 
+/* OBJ filled with BYTE and SAVED a copy of it, so that fuzz_untouched can
+ * check that a refusal left OBJ as it was. */
+#define fuzz_poison(obj, saved, byte)                  \
+	do {                                           \
+		memset(&(obj), (byte), sizeof(obj));   \
+		memcpy(&(saved), &(obj), sizeof(obj)); \
+	} while (0)
+#define fuzz_untouched(obj, saved) fuzz_check(memcmp(&(obj), &(saved), sizeof(obj)) == 0)
+
 /* A NUL-terminated heap copy of the input (NULL on ENOMEM), exactly sized so
  * that ASan catches a parser that reads past the terminator. */
 static inline char *fuzz_strndup(const uint8_t *data, size_t size)

@@ -81,19 +81,26 @@ libvirtd_ready() {
 }
 wait_until 60 libvirtd_ready || fail "libvirtd did not answer within 60 s"
 
-cat >"$T/domain.xml" <<EOF
+# domain_xml NAME FILE DEVICES: a small QEMU domain NAME with DEVICES (XML
+# lines) in FILE.
+domain_xml() {
+	cat >"$2" <<EOF
 <domain type='qemu'>
-  <name>vfh-test</name>
+  <name>$1</name>
   <memory unit='MiB'>32</memory>
   <os><type arch='x86_64' machine='pc'>hvm</type></os>
   <devices>
     <emulator>$(command -v qemu-system-x86_64)</emulator>
-    <hostdev mode='subsystem' type='pci' managed='yes'>
-      <source><address domain='0x0000' bus='0x41' slot='0x00' function='0x4'/></source>
-    </hostdev>
+$3
   </devices>
 </domain>
 EOF
+}
+
+domain_xml vfh-test "$T/domain.xml" "\
+    <hostdev mode='subsystem' type='pci' managed='yes'>
+      <source><address domain='0x0000' bus='0x41' slot='0x00' function='0x4'/></source>
+    </hostdev>"
 virsh -q define "$T/domain.xml" >/dev/null || fail "virsh define failed"
 
 # start_refused: `virsh start` fails; its output in $T/start.
@@ -154,20 +161,11 @@ virsh -q undefine vfh-test >/dev/null
 
 # <interface type='hostdev'>: refused while the VF is held, claimed (and
 # released after the failed start) while it is in service.
-cat >"$T/iface.xml" <<EOF
-<domain type='qemu'>
-  <name>vfh-iface</name>
-  <memory unit='MiB'>32</memory>
-  <os><type arch='x86_64' machine='pc'>hvm</type></os>
-  <devices>
-    <emulator>$(command -v qemu-system-x86_64)</emulator>
+domain_xml vfh-iface "$T/iface.xml" "\
     <interface type='hostdev' managed='yes'>
       <mac address='52:54:00:6d:90:02'/>
       <source><address type='pci' domain='0x0000' bus='0x41' slot='0x00' function='0x4'/></source>
-    </interface>
-  </devices>
-</domain>
-EOF
+    </interface>"
 virsh -q define "$T/iface.xml" >/dev/null || fail "virsh define of vfh-iface failed"
 echo 1 >"$MNT/$vf/quarantined"
 echo "+ virsh start vfh-iface"
@@ -202,17 +200,8 @@ ln -s ../0000:41:00.0 /sys/bus/pci/devices/0000:41:00.4/physfn
 virsh -q net-define "$T/pool.xml" >"$T/net.out" 2>&1 || fail "virsh net-define failed: $(cat "$T/net.out")"
 virsh -q net-start vfh-pool >"$T/net.out" 2>&1 || fail "virsh net-start failed: $(cat "$T/net.out")"
 umount /sys/bus/pci/devices
-cat >"$T/pooled.xml" <<EOF
-<domain type='qemu'>
-  <name>vfh-pooled</name>
-  <memory unit='MiB'>32</memory>
-  <os><type arch='x86_64' machine='pc'>hvm</type></os>
-  <devices>
-    <emulator>$(command -v qemu-system-x86_64)</emulator>
-    <interface type='network'><source network='vfh-pool'/></interface>
-  </devices>
-</domain>
-EOF
+domain_xml vfh-pooled "$T/pooled.xml" "\
+    <interface type='network'><source network='vfh-pool'/></interface>"
 virsh -q define "$T/pooled.xml" >/dev/null || fail "virsh define of vfh-pooled failed"
 echo "+ virsh start vfh-pooled"
 virsh start vfh-pooled >"$T/start" 2>&1 && fail "virsh start vfh-pooled succeeded"

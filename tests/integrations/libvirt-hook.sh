@@ -102,6 +102,11 @@ a_qemu() {
 	python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' \
 		"$statedir/domain-$2-$1/monitor.sock"
 }
+# end_qemu: the last stand-in QEMU killed and reaped.
+end_qemu() {
+	kill "$qemu_pid"
+	wait "$qemu_pid" 2>/dev/null || true
+}
 
 # ---- one VF, no vsock: the whole life of a domain ---------------------------------
 
@@ -170,8 +175,7 @@ for vf in "$V1" "$V2"; do
 	assert_eq "$(claim_key "$c" pid)" "$qemu_pid" "pid= of $vf"
 	assert_eq "$(claim_key "$c" control)" "$statedir/domain-7-vm-b/monitor.sock" "control= of $vf"
 done
-kill "$qemu_pid"
-wait "$qemu_pid" 2>/dev/null || true
+end_qemu
 run_hook vm-b release end <"$T/b-live.xml"
 expect_rc 0 "release of two"
 assert_eq "$(claims)" "" "claims after release of two"
@@ -235,8 +239,7 @@ a_qemu vm-d 4
 run_hook vm-d started begin < <(domain_xml vm-d 4 "" "$V1")
 expect_rc 1 "started over a claim made again by another claimant"
 expect_grep "VF $V1: the claim of vm-d is not the one made at prepare" "$(cat "$T/err")" "the refusal"
-kill "$qemu_pid"
-wait "$qemu_pid" 2>/dev/null || true
+end_qemu
 run_hook vm-d release end <"$T/d.xml"
 expect_rc 0 "release after the failed start"
 assert_eq "$(cat "$MNT/$V1/assignments/vm-d")" "$other" "the other claimant's claim after the failed start"
@@ -273,8 +276,7 @@ mine=$fresh
 run_hook vm-d prepare begin <"$T/d.xml"
 expect_rc 1 "prepare over its own claim whose QEMU runs"
 expect_grep "VF $V1 is still claimed as vm-d \(pid $qemu_pid runs\)$" "$(cat "$T/err")" "the refusal"
-kill "$qemu_pid"
-wait "$qemu_pid" 2>/dev/null || true
+end_qemu
 run_hook vm-d prepare begin <"$T/d.xml"
 expect_rc 0 "prepare over its own claim whose QEMU exited"
 [[ $(claim_key "$MNT/$V1/assignments/vm-d" claimed_at) != "$mine" ]] || fail "not taken over"
@@ -400,8 +402,7 @@ assert_eq "$(claim_key "$MNT/$V3/assignments/vm-r" agent)" "vsock:11:2222" "agen
 run_hook vm-r reconnect begin < <(domain_xml vm-r 9 11 "$V3")
 expect_rc 0 "a second reconnect"
 assert_eq "$(claims)" "$V3 vm-r" "claims after a second reconnect"
-kill "$qemu_pid"
-wait "$qemu_pid" 2>/dev/null || true
+end_qemu
 run_hook vm-r release end < <(domain_xml vm-r 9 11 "$V3")
 assert_eq "$(claims)" "" "claims after vm-r"
 

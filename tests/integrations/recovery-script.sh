@@ -205,6 +205,20 @@ expect_active() { # UNIT...: each reads active
 	done
 	pass "active: $*"
 }
+# failed_cycle FLAG WHAT PATTERN CALLS [VAR=VALUE...]: from a reset, with
+# $flags/FLAG set, the run exits 1 with one stderr line matching PATTERN,
+# the stand-ins saw CALLS, and both units are active again.
+failed_cycle() {
+	local flag=$1 what=$2 pattern=$3 want=$4
+	shift 4
+	reset
+	touch "$flags/$flag"
+	cycle "$@"
+	expect_rc 1 "$what"
+	one_line "$pattern" "$what"
+	expect_calls "$want" "$what"
+	expect_active nvidia-dcgm.service nvidia-persistenced.service
+}
 # The calls of a run that stops both active units.
 stops='systemctl is-active --quiet nvidia-dcgm.service
 systemctl stop nvidia-dcgm.service
@@ -295,40 +309,26 @@ vfs_back || fail "the VFs are not back"
 # ---- failures: exit 1, one stderr line, the services started again ---------------
 
 echo "== sriov-manage -e fails"
-reset
-touch "$flags/fail-e"
-cycle
-expect_rc 1 "sriov-manage -e failing"
-one_line "^sriov-cycle: $pf: sriov-manage -e $pf failed: Cannot obtain unbindLock for $pf; SR-IOV is off on this GPU: .*runbook\\.md#a-gpu-failed-recovery\\)\$" \
-	"sriov-manage -e failing"
-expect_calls "$stops
+failed_cycle fail-e "sriov-manage -e failing" \
+	"^sriov-cycle: $pf: sriov-manage -e $pf failed: Cannot obtain unbindLock for $pf; SR-IOV is off on this GPU: .*runbook\\.md#a-gpu-failed-recovery\\)\$" \
+	"$stops
 sriov-manage -d $pf
 sriov-manage -e $pf
-$starts" "sriov-manage -e failing"
-expect_active nvidia-dcgm.service nvidia-persistenced.service
+$starts"
 
 echo "== sriov-manage -d fails: SR-IOV is not enabled again"
-reset
-touch "$flags/fail-d"
-cycle
-expect_rc 1 "sriov-manage -d failing"
-one_line "^sriov-cycle: $pf: sriov-manage -d $pf failed: Cannot disable VFs on $pf: device is in use; " \
-	"sriov-manage -d failing"
-expect_calls "$stops
+failed_cycle fail-d "sriov-manage -d failing" \
+	"^sriov-cycle: $pf: sriov-manage -d $pf failed: Cannot disable VFs on $pf: device is in use; " \
+	"$stops
 sriov-manage -d $pf
-$starts" "sriov-manage -d failing"
-expect_active nvidia-dcgm.service nvidia-persistenced.service
+$starts"
 
 echo "== sriov-manage -d says yes but the VFs stay: SR-IOV is not enabled again"
-reset
-touch "$flags/keep-on-d"
-cycle VFHEALTH_CYCLE_WAIT_S=1
-expect_rc 1 "VFs left after sriov-manage -d"
-one_line "^sriov-cycle: $pf: 2 VFs still present 1 s after disabling SR-IOV; " "VFs left after sriov-manage -d"
-expect_calls "$stops
+failed_cycle keep-on-d "VFs left after sriov-manage -d" \
+	"^sriov-cycle: $pf: 2 VFs still present 1 s after disabling SR-IOV; " \
+	"$stops
 sriov-manage -d $pf
-$starts" "VFs left after sriov-manage -d"
-expect_active nvidia-dcgm.service nvidia-persistenced.service
+$starts" VFHEALTH_CYCLE_WAIT_S=1
 
 echo "== a VF does not come back: exit 1 once VFHEALTH_CYCLE_WAIT_S has passed"
 reset

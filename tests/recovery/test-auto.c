@@ -29,15 +29,21 @@ static struct auto_step step_timeout(struct auto_gpu *g, size_t n, int threshold
 	return auto_next(g, n, &p);
 }
 
+/* The step CALL returns: ACTION on the GPU at INDEX. */
+#define expect_step(call, action_, index_)                \
+	do {                                              \
+		struct auto_step got_ = (call);           \
+		ck_assert_int_eq(got_.action, (action_)); \
+		ck_assert_uint_eq(got_.index, (index_));  \
+	} while (0)
+
 START_TEST(test_off_and_below)
 {
 	struct auto_gpu g[] = { { A, STORE_GPU_SERVING, 5, false } };
 
 	ck_assert_int_eq(step(g, 1, 0).action, AUTO_NOTHING); /* off */
 	ck_assert_int_eq(step(g, 1, 6).action, AUTO_NOTHING); /* below */
-	struct auto_step s = step(g, 1, 5);
-	ck_assert_int_eq(s.action, AUTO_DRAIN);
-	ck_assert_uint_eq(s.index, 0);
+	expect_step(step(g, 1, 5), AUTO_DRAIN, 0);
 }
 END_TEST
 
@@ -48,9 +54,7 @@ START_TEST(test_which_gpu)
 	struct auto_gpu g[] = { { A, STORE_GPU_FAILED, 9, false },
 				{ B, STORE_GPU_SERVING, 2, false } };
 
-	struct auto_step s = step(g, 2, 2);
-	ck_assert_int_eq(s.action, AUTO_DRAIN);
-	ck_assert_uint_eq(s.index, 1);
+	expect_step(step(g, 2, 2), AUTO_DRAIN, 1);
 	g[1].state = STORE_GPU_DRAINED; /* drained by the operator: not the policy's */
 	ck_assert_int_eq(step(g, 2, 2).action, AUTO_NOTHING);
 	g[0].state = STORE_GPU_SERVING;
@@ -66,9 +70,7 @@ START_TEST(test_drained_then_cycle)
 
 	ck_assert_int_eq(step(g, 1, 2).action, AUTO_NOTHING);
 	g[0].state = STORE_GPU_DRAINED;
-	struct auto_step s = step(g, 1, 2);
-	ck_assert_int_eq(s.action, AUTO_CYCLE);
-	ck_assert_uint_eq(s.index, 0);
+	expect_step(step(g, 1, 2), AUTO_CYCLE, 0);
 	struct auto_policy observe = { .threshold = 2, .observe = true };
 	ck_assert_int_eq(auto_next(g, 1, &observe).action, AUTO_NOTHING);
 }
@@ -81,20 +83,14 @@ START_TEST(test_waiting_holds_back_nothing)
 	struct auto_gpu g[] = { { A, STORE_GPU_DRAINING, 2, true },
 				{ B, STORE_GPU_SERVING, 3, false } };
 
-	struct auto_step s = step(g, 2, 2);
-	ck_assert_int_eq(s.action, AUTO_DRAIN);
-	ck_assert_uint_eq(s.index, 1);
+	expect_step(step(g, 2, 2), AUTO_DRAIN, 1);
 	g[1] = (struct auto_gpu){ B, STORE_GPU_DRAINED, 3, true };
-	s = step(g, 2, 2);
-	ck_assert_int_eq(s.action, AUTO_CYCLE);
-	ck_assert_uint_eq(s.index, 1);
+	expect_step(step(g, 2, 2), AUTO_CYCLE, 1);
 	g[1].state = STORE_GPU_RECOVERING;
 	g[0].state = STORE_GPU_DRAINED; /* one cycle at a time */
 	ck_assert_int_eq(step(g, 2, 2).action, AUTO_NOTHING);
 	g[1] = (struct auto_gpu){ B, STORE_GPU_SERVING, 0, false };
-	s = step(g, 2, 2);
-	ck_assert_int_eq(s.action, AUTO_CYCLE);
-	ck_assert_uint_eq(s.index, 0);
+	expect_step(step(g, 2, 2), AUTO_CYCLE, 0);
 }
 END_TEST
 
@@ -128,9 +124,7 @@ START_TEST(test_drain_timeout)
 	g[1] = (struct auto_gpu){ B, STORE_GPU_SERVING, 0, false };
 	ck_assert_int_eq(step_timeout(g, 2, 2, 10 * S).action, AUTO_CYCLE);
 	g[1].state = STORE_GPU_RECOVERING;
-	s = step_timeout(g, 2, 2, 10 * S);
-	ck_assert_int_eq(s.action, AUTO_UNDRAIN);
-	ck_assert_uint_eq(s.index, 0);
+	expect_step(step_timeout(g, 2, 2, 10 * S), AUTO_UNDRAIN, 0);
 	/* a failed GPU waits for an operator; a clock set back is no time */
 	g[0].state = STORE_GPU_FAILED;
 	ck_assert_int_eq(step_timeout(g, 2, 2, 10 * S).action, AUTO_NOTHING);

@@ -308,6 +308,18 @@ static void opens(const char *path, const char *file)
 	close(fd);
 }
 
+/* P: DIR/SUB/prog, a script in SUB, a new directory of mode MODE. */
+static void script_in_new_dir(char *p, size_t size, const char *dir, const char *sub, mode_t mode)
+{
+	char d[128];
+
+	path_in(d, sizeof(d), dir, sub);
+	ck_assert_int_eq(mkdir(d, 0755), 0);
+	ck_assert_int_eq(chmod(d, mode), 0);
+	ck_assert_int_lt(snprintf(p, size, "%s/prog", d), (int)size);
+	write_file(p, "#!/bin/sh\n", 0755);
+}
+
 static void remove_tree(const char *dir)
 {
 	char cmd[128];
@@ -360,22 +372,11 @@ START_TEST(test_open_rules)
 	ck_assert_int_eq(symlink(p, q), 0);
 	refused(p, -ELOOP, "too many symbolic links");
 	/* a group-writable directory; a sticky one holds only directories */
-	path_in(p, sizeof(p), dir, "gw");
-	ck_assert_int_eq(mkdir(p, 0755), 0);
-	ck_assert_int_eq(chmod(p, 0775), 0);
-	path_in(p, sizeof(p), dir, "gw/prog");
-	write_file(p, "#!/bin/sh\n", 0755);
+	script_in_new_dir(p, sizeof(p), dir, "gw", 0775);
 	refused(p, -EACCES, "gw is a directory others may write");
-	path_in(p, sizeof(p), dir, "sticky");
-	ck_assert_int_eq(mkdir(p, 0755), 0);
-	ck_assert_int_eq(chmod(p, 01777), 0);
-	path_in(p, sizeof(p), dir, "sticky/prog");
-	write_file(p, "#!/bin/sh\n", 0755);
+	script_in_new_dir(p, sizeof(p), dir, "sticky", 01777);
 	refused(p, -EACCES, "sticky/prog is directly in a directory others may write");
-	path_in(p, sizeof(p), dir, "sticky/d");
-	ck_assert_int_eq(mkdir(p, 0755), 0);
-	path_in(p, sizeof(p), dir, "sticky/d/prog");
-	write_file(p, "#!/bin/sh\n", 0755);
+	script_in_new_dir(p, sizeof(p), dir, "sticky/d", 0755);
 	opens(p, p);
 	if (geteuid() == 0) {
 		/* what another user owns: a directory on the way, a link */

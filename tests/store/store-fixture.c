@@ -158,11 +158,23 @@ void on_change(void *userdata, const struct store_change *c)
 	seen->bits[seen->n] = c->bits;
 	strcpy(seen->vf[seen->n], c->vf);
 	strcpy(seen->instance[seen->n], c->instance_id);
+	strcpy(seen->parent[seen->n], c->parent);
 	/* no store lock is held: reading back works and shows the new state */
 	struct store_vf_info i;
 	if (c->vf[0] && store_vf_get(seen->s, c->vf, STORE_READ_RETRY, &i) == 0)
 		seen->quarantined_when_notified[seen->n] = i.quarantined;
 	seen->n++;
+}
+
+void assert_failures(struct store *s, const char *vf, size_t n, const char *last)
+{
+	_cleanup_free_ struct store_failure *f = NULL;
+	size_t got;
+
+	ck_assert_int_eq(store_failure_list(s, vf, &f, &got), 0);
+	ck_assert_uint_eq(got, n);
+	if (n > 0)
+		ck_assert_str_eq(f[n - 1].instance_id, last);
 }
 
 enum store_gpu_state gpu_state(struct store *s, const char *parent)

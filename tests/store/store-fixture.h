@@ -53,6 +53,8 @@ void reg(struct store *s, const char *vf);
 enum store_outcome report_fail(struct store *s, const char *vf, const char *inst, const char *at);
 struct store_success_result ok(struct store *s, const char *vf, const char *inst, const char *at);
 struct store_vf_info info(struct store *s, const char *vf);
+/* VF has N live failures, the last of them (N > 0) reported as LAST. */
+void assert_failures(struct store *s, const char *vf, size_t n, const char *last);
 uint64_t commits(struct store *s);
 enum store_gpu_state gpu_state(struct store *s, const char *parent);
 bool allocatable_has(struct store *s, const char *vf);
@@ -76,6 +78,7 @@ struct seen {
 	unsigned bits[SEEN_MAX];
 	char vf[SEEN_MAX][VF_ADDR_BUFSZ];
 	char instance[SEEN_MAX][INSTANCE_ID_MAX + 1];
+	char parent[SEEN_MAX][VF_ADDR_BUFSZ];
 	bool quarantined_when_notified[SEEN_MAX];
 	int n;
 };

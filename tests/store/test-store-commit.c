@@ -413,34 +413,15 @@ START_TEST(change_subscribers)
 }
 END_TEST
 
-struct parents_seen {
-	unsigned bits[SEEN_MAX];
-	char vf[SEEN_MAX][VF_ADDR_BUFSZ];
-	char parent[SEEN_MAX][VF_ADDR_BUFSZ];
-	int n;
-};
-
-static void collect_parents(void *userdata, const struct store_change *c)
-{
-	struct parents_seen *seen = userdata;
-
-	if (seen->n >= SEEN_MAX)
-		return;
-	seen->bits[seen->n] = c->bits;
-	strcpy(seen->vf[seen->n], c->vf);
-	strcpy(seen->parent[seen->n], c->parent);
-	seen->n++;
-}
-
 /* A change names the parent GPU it is about (store_change.parent): its VF's
  * (the new one when it is set), a drain's GPU; "" for a VF with none. */
 START_TEST(change_names_parent)
 {
 	struct store *s = open_store();
-	struct parents_seen seen = { 0 };
+	struct seen seen = { .s = s };
 	struct store_claim a = gpu_claim(VF_A, "i-a");
 
-	ck_assert_int_eq(store_subscribe(s, collect_parents, &seen), 0);
+	ck_assert_int_eq(store_subscribe(s, on_change, &seen), 0);
 	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
 	ck_assert_int_eq(store_vf_register(s, VF_B, NULL), 0);
 	ck_assert_int_eq(store_vf_set_parent(s, VF_B, PF_2, NULL), 0);

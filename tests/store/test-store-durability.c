@@ -92,12 +92,7 @@ START_TEST(persistence_all_state)
 	ck_assert_str_eq(q[0], VF_A);
 	ck_assert_str_eq(q[1], "0000:41:00.4");
 	free(q);
-	struct store_failure *f;
-	size_t nf;
-	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &nf), 0);
-	ck_assert_uint_eq(nf, 3);
-	ck_assert_str_eq(f[2].instance_id, "i-3");
-	free(f);
+	assert_failures(s, VF_A, 3, "i-3");
 	/* the file is what this code writes */
 	ck_assert_int_eq(db_query("PRAGMA application_id"), 0x56464831);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
@@ -362,11 +357,7 @@ static void check_latched(int sqlite_rc, const char *expected_reason)
 	s = open_store();
 	ck_assert(store_status(s, NULL, 0));
 	assert_populated_state(s);
-	struct store_failure *f;
-	ck_assert_int_eq(store_failure_list(s, VF_B, &f, &n), 0);
-	ck_assert_uint_eq(n, 1);
-	ck_assert_str_eq(f[0].instance_id, "i-3");
-	free(f);
+	assert_failures(s, VF_B, 1, "i-3");
 	store_close(s);
 }
 

@@ -522,18 +522,36 @@ END_TEST
 /* A cycle: refused unless drained; recovering refuses claims and undrain;
  * recovered clears every VF's failures, quarantine and suspicion (a hold
  * stays) and serves; the history keeps each step with its detail. */
+/* PF_1's last ten events, asserted to be N. */
+static struct store_gpu_event *pf1_history(struct store *s, size_t n)
+{
+	struct store_gpu_event *h = NULL;
+	size_t got, dropped;
+
+	ck_assert_int_eq(store_gpu_history(s, PF_1, 10, &h, &got, &dropped), 0);
+	ck_assert_uint_eq(got, n);
+	return h;
+}
+
+/* The GPU PF_1 with VF_A quarantined (two failures), VF_B failing once, and
+ * the rest of VFS (VF_C, VF_D ...) registered and serving. */
+static void pf1_one_quarantined_one_failing(struct store *s, size_t nvfs, const char *const vfs[])
+{
+	for (size_t i = 0; i < nvfs; i++)
+		ck_assert_int_eq(store_vf_register(s, vfs[i], PF_1), 0);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
+	ck_assert_int_eq(report_fail(s, VF_B, "i-3", T3), STORE_OUTCOME_RECORDED);
+}
+
 START_TEST(gpu_recover_cycle)
 {
 	struct store *s = open_store();
 	struct store_gpu_refusal why;
 	size_t cleared = 99;
+	static const char *const vfs[] = { VF_A, VF_B, VF_C };
 
-	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
-	ck_assert_int_eq(store_vf_register(s, VF_B, PF_1), 0);
-	ck_assert_int_eq(store_vf_register(s, VF_C, PF_1), 0);
-	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
-	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
-	ck_assert_int_eq(report_fail(s, VF_B, "i-3", T3), STORE_OUTCOME_RECORDED);
+	pf1_one_quarantined_one_failing(s, 3, vfs);
 	ck_assert_int_eq(store_quarantine_manual(s, VF_C, 0, NULL), 0);
 
 	/* serving: no cycle */
@@ -562,10 +580,7 @@ START_TEST(gpu_recover_cycle)
 	ck_assert(allocatable_has(s, VF_B));
 	ck_assert(!allocatable_has(s, VF_C));
 
-	_cleanup_free_ struct store_gpu_event *h = NULL;
-	size_t n, dropped;
-	ck_assert_int_eq(store_gpu_history(s, PF_1, 10, &h, &n, &dropped), 0);
-	ck_assert_uint_eq(n, 3);
+	_cleanup_free_ struct store_gpu_event *h = pf1_history(s, 3);
 	ck_assert_str_eq(h[0].event, "drain");
 	ck_assert_str_eq(h[1].event, "recover");
 	ck_assert_int_eq(h[1].by, 5);
@@ -621,10 +636,7 @@ START_TEST(gpu_recover_refused)
 	ck_assert(info(s, VF_A).quarantined);
 	ck_assert(allocatable_has(s, VF_B));
 
-	_cleanup_free_ struct store_gpu_event *h = NULL;
-	size_t n, dropped;
-	ck_assert_int_eq(store_gpu_history(s, PF_1, 10, &h, &n, &dropped), 0);
-	ck_assert_uint_eq(n, 6);
+	_cleanup_free_ struct store_gpu_event *h = pf1_history(s, 6);
 	ck_assert_str_eq(h[2].event, "recover-failed");
 	ck_assert_str_eq(h[2].detail, "timeout after 1 s");
 	ck_assert_str_eq(h[5].event, "undrain");
@@ -758,15 +770,10 @@ START_TEST(probation_lifecycle)
 {
 	struct store *s = open_store();
 	char why[STORE_HISTORY_WORD_MAX + 1];
+	static const char *const vfs[] = { VF_A, VF_B, VF_C, VF_D };
 
 	ck_assert_int_eq(store_threshold_set(s, 2), 0);
-	ck_assert_int_eq(store_vf_register(s, VF_A, PF_1), 0);
-	ck_assert_int_eq(store_vf_register(s, VF_B, PF_1), 0);
-	ck_assert_int_eq(store_vf_register(s, VF_C, PF_1), 0);
-	ck_assert_int_eq(store_vf_register(s, VF_D, PF_1), 0);
-	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
-	ck_assert_int_eq(report_fail(s, VF_A, "i-2", T2), STORE_OUTCOME_QUARANTINED);
-	ck_assert_int_eq(report_fail(s, VF_B, "i-3", T3), STORE_OUTCOME_RECORDED);
+	pf1_one_quarantined_one_failing(s, 4, vfs);
 	ck_assert_int_eq(report_fail(s, VF_D, "i-3", T3), STORE_OUTCOME_RECORDED);
 	ck_assert_uint_eq(probation_stat(s), 0);
 	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);

@@ -379,12 +379,7 @@ START_TEST(success_rescind_example)
 	struct store_vf_info i = info(s, VF_A);
 	ck_assert(i.quarantined);
 	ck_assert_uint_eq(i.tally, 1);
-	struct store_failure *f;
-	size_t n;
-	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), 0);
-	ck_assert_uint_eq(n, 1);
-	ck_assert_str_eq(f[0].instance_id, "i2");
-	free(f);
+	assert_failures(s, VF_A, 1, "i2");
 
 	r = ok(s, VF_A, "i2", T2);
 	ck_assert_uint_eq(r.cleared, 1);
@@ -416,12 +411,7 @@ START_TEST(success_removes_older_failures)
 	r = ok(s, VF_A, "c", T3);
 	ck_assert_uint_eq(r.cleared, 3);
 	ck_assert(!r.rescinded);
-	struct store_failure *f;
-	size_t n;
-	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), 0);
-	ck_assert_uint_eq(n, 1);
-	ck_assert_str_eq(f[0].instance_id, "d");
-	free(f);
+	assert_failures(s, VF_A, 1, "d");
 	s = reopen(s);
 	ck_assert_uint_eq(info(s, VF_A).tally, 1);
 	r = ok(s, VF_A, "d", NULL);
@@ -705,10 +695,7 @@ START_TEST(failures_soft_deleted_history)
 	ck_assert_uint_eq(info(s, VF_A).tally, 1);
 	ck_assert_int_eq(store_clear(s, VF_A, 0, NULL), 0);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);
-	struct store_failure *f;
-	ck_assert_int_eq(store_failure_list(s, VF_A, &f, &n), 0);
-	ck_assert_uint_eq(n, 0);
-	free(f);
+	assert_failures(s, VF_A, 0, NULL);
 
 	s = reopen(s);
 	ck_assert_uint_eq(info(s, VF_A).tally, 0);

@@ -90,6 +90,10 @@ static void write_v1_database(void)
 		 " pid_starttime) VALUES (5, 'i-e', '" T3 "', 'vsock:3:5000', '', 7, 8);");
 }
 
+/* SQL counting TABLE's columns named COLUMN (0 or 1). */
+#define COLUMNS_NAMED(table, column) \
+	"SELECT COUNT(*) FROM pragma_table_info('" table "') WHERE name = '" column "'"
+
 START_TEST(migrate_v1_to_v2)
 {
 	write_v1_database();
@@ -129,9 +133,7 @@ START_TEST(migrate_v1_to_v2)
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
-	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('vfs')"
-				  " WHERE name = 'manual'"),
-			 0);
+	ck_assert_int_eq(db_query(COLUMNS_NAMED("vfs", "manual")), 0);
 	/* both successes cleared: no live failure, all three kept as history */
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_at IS NULL"), 0);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures"), 3);
@@ -288,9 +290,7 @@ START_TEST(migrate_v2_to_v3)
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
-	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM pragma_table_info('failures')"
-				  " WHERE name = 'cleared_at'"),
-			 1);
+	ck_assert_int_eq(db_query(COLUMNS_NAMED("failures", "cleared_at")), 1);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM vfs WHERE parent = '" PF_2 "'"), 1);
 	/* v4: the hold in force is an open hold of an unknown writer */
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM holds WHERE cleared_at IS NULL"
