@@ -237,10 +237,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	}
 	int r = copy_window(d->buf, d->size, off, size, &reply, &len);
 	pthread_mutex_unlock(&d->lock);
-	if (r < 0)
-		fuse_reply_err(req, -r);
-	else
-		fuse_reply_buf(req, reply, len);
+	reply_read(req, r, reply, len);
 }
 
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)

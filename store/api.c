@@ -436,17 +436,24 @@ int store_max_quarantined_set(struct store *s, int max_quarantined)
 	return setting_set(s, OP_MAX_QUARANTINED, max_quarantined);
 }
 
-int store_mode_get(struct store *s)
+int atomic_setting_get(struct store *s, const atomic_int *field)
 {
 	if (!atomic_load(&s->loaded))
 		return -EIO;
-	return atomic_load(&s->mode);
+	return atomic_load(field);
 }
 
-static int decide_mode(const struct store *s, const struct vf_entry *e, struct op *op)
+int decide_atomic_setting(const struct store *s, const struct vf_entry *e, struct op *op)
 {
-	op->noop = atomic_load(&s->mode) == op->value;
+	const atomic_int *field = op->kind == OP_MODE ? &s->mode : &s->auto_recover;
+
+	op->noop = atomic_load(field) == op->value;
 	return 0;
+}
+
+int store_mode_get(struct store *s)
+{
+	return atomic_setting_get(s, &s->mode);
 }
 
 int store_mode_set(struct store *s, enum store_mode mode)
@@ -455,7 +462,7 @@ int store_mode_set(struct store *s, enum store_mode mode)
 
 	if (mode != STORE_MODE_ENFORCE && mode != STORE_MODE_OBSERVE)
 		return -EINVAL;
-	return mutate(s, &op, decide_mode);
+	return mutate(s, &op, decide_atomic_setting);
 }
 
 /* -- reports ---------------------------------------------------------------------- */

@@ -217,16 +217,9 @@ int gpus_op(struct store *s, struct op *op)
 
 int gpus_op_auto_recover(struct store *s, struct op *op)
 {
-	int64_t current;
-	int r = db_setting(s, "auto_recover", &current);
+	int r = db_setting_put(s, "auto_recover", op->value);
 
-	if (r < 0)
-		return r;
-	if (current == op->value)
-		return 0;
-	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = 'auto_recover'",
-		    DB_ARGS(db_i64((int64_t)op->value)));
-	if (r < 0)
+	if (r <= 0)
 		return r;
 	op->gpu_applied = true;
 	return op_change_global(op, STORE_CHANGE_AUTO_RECOVER);
@@ -419,15 +412,7 @@ int store_gpu_fail_interrupted(struct store *s, char (**ret)[VF_ADDR_BUFSZ], siz
 
 int store_auto_recover_get(struct store *s)
 {
-	if (!atomic_load(&s->loaded))
-		return -EIO;
-	return atomic_load(&s->auto_recover);
-}
-
-static int decide_auto_recover(const struct store *s, const struct vf_entry *e, struct op *op)
-{
-	op->noop = atomic_load(&s->auto_recover) == op->value;
-	return 0;
+	return atomic_setting_get(s, &s->auto_recover);
 }
 
 int store_auto_recover_set(struct store *s, int n)
@@ -436,7 +421,7 @@ int store_auto_recover_set(struct store *s, int n)
 
 	if (n < 0 || n > AUTO_RECOVER_MAX)
 		return -EINVAL;
-	return mutate(s, &op, decide_auto_recover);
+	return mutate(s, &op, decide_atomic_setting);
 }
 
 /* mirror_lock held: what one GPU is, from its VFs and its phase. */
