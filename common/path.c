@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -56,5 +57,22 @@ int path_read(const char *path, size_t max, char **ret, size_t *ret_len)
 	buf[len] = '\0';
 	*ret = move_ptr(buf);
 	*ret_len = len;
+	return 0;
+}
+
+int path_mkdir_parents(const char *path, mode_t mode)
+{
+	_cleanup_free_ char *dir = strdup(path);
+
+	if (!dir)
+		return -ENOMEM;
+	for (char *p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, mode) < 0 && errno != EEXIST)
+			return negative_errno();
+		*p = '/';
+	}
 	return 0;
 }

@@ -4,6 +4,7 @@
 #define VFHEALTH_PATH_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* A malloc'd absolute copy of path: as given when it starts with '/', else
  * relative to the current directory (taken now: a daemon that changes its
@@ -14,5 +15,9 @@ char *path_absolute(const char *path);
  * mount's, which report size 0), read to EOF into a malloc'd NUL-terminated
  * buffer: 0, -E2BIG when it holds more than max bytes, or -errno. */
 int path_read(const char *path, size_t max, char **ret, size_t *ret_len);
+
+/* Make the directories missing above path (not path itself), each with
+ * mode: 0 or -errno of the first mkdir that failed other than EEXIST. */
+int path_mkdir_parents(const char *path, mode_t mode);
 
 #endif

@@ -255,9 +255,7 @@ size_t sentinel_process_last_checks(void *process, struct metrics_source_check *
 	if (n == 0 || !(out = calloc(n, sizeof(*out))))
 		return 0;
 	for (size_t i = 0; i < n; i++) {
-		memcpy(out[i].vf, checks[i].vf, sizeof(out[i].vf));
-		memcpy(out[i].instance_id, checks[i].instance_id, sizeof(out[i].instance_id));
-		memcpy(out[i].claimed_at, checks[i].claimed_at, sizeof(out[i].claimed_at));
+		out[i].claim = checks[i].claim;
 		out[i].result = check_result_name(checks[i].result);
 	}
 	*ret = out;

@@ -88,6 +88,14 @@ int copy_window(const char *buf, size_t len, off_t off, size_t size, char **ret,
 	return 0;
 }
 
+void reply_read(fuse_req_t req, int r, const char *reply, size_t len)
+{
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_buf(req, reply, len);
+}
+
 void handle_free(struct vffs *fs, struct vhandle *h)
 {
 	if (!h)
@@ -252,6 +260,20 @@ static enum store_read read_may_repair(struct vffs *fs, fuse_req_t req, const st
 	return STORE_READ_NORETRY;
 }
 
+/* The call a read or a write through h makes: the mount's parts and h's
+ * file; the caller adds what its direction needs. */
+static struct vfile_call handle_call(const struct vffs *fs, const struct vhandle *h)
+{
+	return (struct vfile_call){
+		.store = fs->store,
+		.metrics = fs->metrics,
+		.recovery = fs->recovery,
+		.sysfs_root = fs->sysfs_root,
+		.vf = h->vf,
+		.vf_id = h->vf_id,
+	};
+}
+
 /* Render the handle's file into its snapshot, charged to the uid that
  * opened the handle, whoever reads through it (budget.h): a descriptor
  * passed to another process keeps costing its opener. */
@@ -261,15 +283,9 @@ static int handle_render(struct vffs *fs, struct vhandle *h, enum store_read rea
 	size_t len = 0;
 	FILE *out;
 	int r = 0;
-	struct vfile_call call = {
-		.store = fs->store,
-		.metrics = fs->metrics,
-		.recovery = fs->recovery,
-		.sysfs_root = fs->sysfs_root,
-		.vf = h->vf,
-		.vf_id = h->vf_id,
-		.read = read,
-	};
+	struct vfile_call call = handle_call(fs, h);
+
+	call.read = read;
 
 	if (h->watched)
 		notifier_seen(fs->notifier, &h->watch); /* before reading the state */
@@ -325,10 +341,7 @@ static void read_outcome(fuse_req_t req, struct vhandle *h, size_t size, off_t o
 	}
 	r = copy_window(h->outcome_shown, h->outcome_shown_len, off, size, &reply, &len);
 	pthread_mutex_unlock(&h->outcome_lock);
-	if (r < 0)
-		fuse_reply_err(req, -r);
-	else
-		fuse_reply_buf(req, reply, len);
+	reply_read(req, r, reply, len);
 }
 
 void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -358,10 +371,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 							 MIN(size, (size_t)CLAIM_OUTCOME_MAX),
 							 reply, &len);
 			pthread_mutex_unlock(&h->lock);
-			if (r < 0)
-				fuse_reply_err(req, -r);
-			else
-				fuse_reply_buf(req, reply, len);
+			reply_read(req, r, reply, len);
 			return;
 		}
 		off = (off_t)at;
@@ -372,10 +382,7 @@ void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse
 	if (r == 0)
 		r = copy_window(h->snapshot, h->snapshot_len, off, size, &reply, &len);
 	pthread_mutex_unlock(&h->lock);
-	if (r < 0)
-		fuse_reply_err(req, -r);
-	else
-		fuse_reply_buf(req, reply, len);
+	reply_read(req, r, reply, len);
 }
 
 /* The path of h's file under the mountpoint, for the log. */
@@ -463,19 +470,12 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	strip_trailing_newline(command, &len);
 
 	pthread_mutex_lock(&h->lock);
-	struct vfile_call call = {
-		.store = fs->store,
-		.metrics = fs->metrics,
-		.recovery = fs->recovery,
-		.sysfs_root = fs->sysfs_root,
-		.vf = h->vf,
-		.vf_id = h->vf_id,
-		.outcome = outcome,
-		.why = &why,
-		.uid = fuse_req_ctx(req)->uid,
-		.pid = fuse_req_ctx(req)->pid,
-		.unchanged = &unchanged,
-	};
+	struct vfile_call call = handle_call(fs, h);
+	call.outcome = outcome;
+	call.why = &why;
+	call.uid = fuse_req_ctx(req)->uid;
+	call.pid = fuse_req_ctx(req)->pid;
+	call.unchanged = &unchanged;
 	switch (h->kind) {
 	case VN_TOP:
 	case VN_VF_ENTRY:

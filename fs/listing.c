@@ -57,6 +57,13 @@ static void dirbuf_add(struct dirbuf *b, const char *name, fuse_ino_t ino, mode_
 		fuse_add_direntry(b->req, b->buf + old, len, name, &st, (off_t)b->size);
 }
 
+/* Every listing's first two entries: the directory ino and its parent. */
+static void dirbuf_add_dots(struct dirbuf *b, fuse_ino_t ino, fuse_ino_t parent)
+{
+	dirbuf_add(b, ".", ino, S_IFDIR, NULL);
+	dirbuf_add(b, "..", parent, S_IFDIR, NULL);
+}
+
 static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n, struct dirbuf *b)
 {
 	int r;
@@ -71,8 +78,7 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		r = store_vf_list(fs->store, &vfs, &count);
 		if (r < 0 && r != -EIO)
 			return r;
-		dirbuf_add(b, ".", ino, S_IFDIR, NULL);
-		dirbuf_add(b, "..", INO_ROOT, S_IFDIR, NULL);
+		dirbuf_add_dots(b, ino, INO_ROOT);
 		for (int i = 0; i < TOP_FILE_COUNT; i++) {
 			struct vnode c = { .kind = VN_TOP, .index = i };
 			dirbuf_add(b, top_files[i].name, INO_TOP_BASE + (fuse_ino_t)i,
@@ -85,8 +91,7 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		return b->error;
 	}
 	case VN_VF_DIR:
-		dirbuf_add(b, ".", ino, S_IFDIR, NULL);
-		dirbuf_add(b, "..", INO_ROOT, S_IFDIR, NULL);
+		dirbuf_add_dots(b, ino, INO_ROOT);
 		for (int i = 0; i < VF_FILE_COUNT; i++) {
 			struct vnode c = { .kind = VN_VF_ENTRY, .index = i, .vf = n->vf };
 			dirbuf_add(b, vf_files[i].name, ino_vf(n->vf.id, 1 + i),
@@ -102,8 +107,7 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		r = store_claim_list(fs->store, n->vf.vf, &claims, &count);
 		if (r < 0)
 			return r;
-		dirbuf_add(b, ".", ino, S_IFDIR, NULL);
-		dirbuf_add(b, "..", ino_vf(n->vf.id, VF_SLOT_DIR), S_IFDIR, NULL);
+		dirbuf_add_dots(b, ino, ino_vf(n->vf.id, VF_SLOT_DIR));
 		for (size_t i = 0; i < count; i++) {
 			struct vnode c = { .kind = VN_CLAIM, .claim = claims[i] };
 			c.vf.id = n->vf.id;
@@ -121,8 +125,7 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		r = store_gpu_list(fs->store, &gpus, &count);
 		if (r < 0 && r != -EIO)
 			return r;
-		dirbuf_add(b, ".", ino, S_IFDIR, NULL);
-		dirbuf_add(b, "..", INO_ROOT, S_IFDIR, NULL);
+		dirbuf_add_dots(b, ino, INO_ROOT);
 		for (size_t i = 0; i < count; i++) {
 			struct vnode c = { .kind = VN_GPU_DIR };
 			memcpy(c.gpu, gpus[i].parent, sizeof(c.gpu));
@@ -131,8 +134,7 @@ static int list_directory(struct vffs *fs, fuse_ino_t ino, const struct vnode *n
 		return b->error;
 	}
 	case VN_GPU_DIR:
-		dirbuf_add(b, ".", ino, S_IFDIR, NULL);
-		dirbuf_add(b, "..", INO_TOP_BASE + TOP_GPUS, S_IFDIR, NULL);
+		dirbuf_add_dots(b, ino, INO_TOP_BASE + TOP_GPUS);
 		for (int i = 0; i < GPU_FILE_COUNT; i++) {
 			struct vnode c = { .kind = VN_GPU_ENTRY, .index = i };
 			memcpy(c.gpu, n->gpu, sizeof(c.gpu));
@@ -237,10 +239,7 @@ static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	}
 	int r = copy_window(d->buf, d->size, off, size, &reply, &len);
 	pthread_mutex_unlock(&d->lock);
-	if (r < 0)
-		fuse_reply_err(req, -r);
-	else
-		fuse_reply_buf(req, reply, len);
+	reply_read(req, r, reply, len);
 }
 
 void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)

@@ -137,12 +137,12 @@ static void metrics_render_vfs(const struct vfile_call *call, FILE *out, int thr
 			c++;
 		if (c == n_claims || strcmp(claims[c].a.vf, vfs[i].vf) != 0)
 			continue;
-		while (k < n_checks && strcmp(checks[k].vf, vfs[i].vf) < 0)
+		while (k < n_checks && strcmp(checks[k].claim.vf, vfs[i].vf) < 0)
 			k++;
 		/* the sentinel's check of this very assignment, else its last report */
-		for (size_t j = k; j < n_checks && strcmp(checks[j].vf, vfs[i].vf) == 0; j++)
-			if (strcmp(checks[j].instance_id, claims[c].a.instance_id) == 0 &&
-			    strcmp(checks[j].claimed_at, claims[c].a.claimed_at) == 0)
+		for (size_t j = k; j < n_checks && strcmp(checks[j].claim.vf, vfs[i].vf) == 0; j++)
+			if (strcmp(checks[j].claim.instance_id, claims[c].a.instance_id) == 0 &&
+			    strcmp(checks[j].claim.claimed_at, claims[c].a.claimed_at) == 0)
 				result = checks[j].result;
 		if (!result) {
 			enum metrics_check r = metrics_last_check(call->metrics, vfs[i].id,

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "grammar/assignment.h"
 #include "grammar/limits.h"
 
 #define METRICS_MAX_PROVIDERS 8
@@ -61,9 +62,7 @@ enum metrics_check metrics_last_check(struct metrics *m, uint64_t vf_id, uint64_
 /* One claim's last check as the check source saw it; result is a static
  * name ("ok", "failed", "unknown", "rpc_error", "unsupported_agent"). */
 struct metrics_source_check {
-	char vf[VF_ADDR_BUFSZ];
-	char instance_id[INSTANCE_ID_MAX + 1];
-	char claimed_at[RFC3339_BUFSZ];
+	struct claim_ref claim;
 	const char *result;
 };
 /* A copy of the source's checks sorted by vf, then instance_id (*ret:

@@ -9,6 +9,7 @@
 
 #include "common/child.h"
 #include "common/parse.h"
+#include "common/path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,19 +26,11 @@
 
 int mkdir_p(const char *path, mode_t mode)
 {
-	_cleanup_free_ char *copy = strdup(path);
+	int r = path_mkdir_parents(path, mode);
 
-	if (!copy)
-		return -ENOMEM;
-	for (char *p = copy + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(copy, mode) < 0 && errno != EEXIST)
-			return negative_errno();
-		*p = '/';
-	}
-	if (mkdir(copy, mode) < 0 && errno != EEXIST)
+	if (r < 0)
+		return r;
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
 		return negative_errno();
 	return 0;
 }

@@ -196,6 +196,8 @@ void open_link_add(struct vffs *fs, struct open_link *l,
 		   void (*free_fn)(struct vffs *, struct open_link *));
 void open_link_remove(struct vffs *fs, struct open_link *l);
 int copy_window(const char *buf, size_t len, off_t off, size_t size, char **ret, size_t *ret_len);
+/* Answer a read: the error -r when r < 0, else the len bytes at reply. */
+void reply_read(fuse_req_t req, int r, const char *reply, size_t len);
 void handle_free(struct vffs *fs, struct vhandle *h);
 struct vhandle *handle_new(struct vffs *fs, const struct vnode *n, bool created,
 			   const struct fuse_ctx *ctx);

@@ -76,6 +76,14 @@ enum assignment_key {
  * others. */
 const char *assignment_key_name(enum assignment_key key);
 
+/* Which claim a record speaks of: the three fields that name one claim
+ * wherever a check of it is passed on (sentinel/counters.h, fs/metrics.h). */
+struct claim_ref {
+	char vf[VF_ADDR_BUFSZ];
+	char instance_id[INSTANCE_ID_MAX + 1];
+	char claimed_at[RFC3339_BUFSZ];
+};
+
 struct assignment {
 	char vf[VF_ADDR_BUFSZ];                /* from the path */
 	char instance_id[INSTANCE_ID_MAX + 1]; /* from the path */

@@ -304,9 +304,11 @@ size_t sentinel_counters_last_checks(const struct sentinel_counters *c,
 	if (n == 0 || !(checks = calloc(n, sizeof(*checks))))
 		return 0;
 	for (size_t i = 0; i < n; i++) {
-		memcpy(checks[i].vf, slots[i].vf, sizeof(checks[i].vf));
-		memcpy(checks[i].instance_id, slots[i].instance_id, sizeof(checks[i].instance_id));
-		memcpy(checks[i].claimed_at, slots[i].claimed_at, sizeof(checks[i].claimed_at));
+		struct claim_ref *claim = &checks[i].claim;
+
+		memcpy(claim->vf, slots[i].vf, sizeof(claim->vf));
+		memcpy(claim->instance_id, slots[i].instance_id, sizeof(claim->instance_id));
+		memcpy(claim->claimed_at, slots[i].claimed_at, sizeof(claim->claimed_at));
 		checks[i].result = (enum check_result)slots[i].result;
 	}
 	*ret = checks;

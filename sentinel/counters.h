@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "grammar/assignment.h"
 #include "grammar/limits.h"
 #include "proto/status.h"
 
@@ -187,9 +188,7 @@ void sentinel_counters_render(void *counters, FILE *out);
 /* The last poll's result for each claim it checked (every result, not
  * only the ok and failed the reports carry): vfhealth_vf_last_check. */
 struct sentinel_last_check {
-	char vf[VF_ADDR_BUFSZ];
-	char instance_id[INSTANCE_ID_MAX + 1];
-	char claimed_at[RFC3339_BUFSZ];
+	struct claim_ref claim;
 	enum check_result result;
 };
 /* A consistent copy, sorted by VF then instance (*ret: free() it; NULL and

@@ -436,17 +436,24 @@ int store_max_quarantined_set(struct store *s, int max_quarantined)
 	return setting_set(s, OP_MAX_QUARANTINED, max_quarantined);
 }
 
-int store_mode_get(struct store *s)
+int atomic_setting_get(struct store *s, const atomic_int *field)
 {
 	if (!atomic_load(&s->loaded))
 		return -EIO;
-	return atomic_load(&s->mode);
+	return atomic_load(field);
 }
 
-static int decide_mode(const struct store *s, const struct vf_entry *e, struct op *op)
+int decide_atomic_setting(const struct store *s, const struct vf_entry *e, struct op *op)
 {
-	op->noop = atomic_load(&s->mode) == op->value;
+	const atomic_int *field = op->kind == OP_MODE ? &s->mode : &s->auto_recover;
+
+	op->noop = atomic_load(field) == op->value;
 	return 0;
+}
+
+int store_mode_get(struct store *s)
+{
+	return atomic_setting_get(s, &s->mode);
 }
 
 int store_mode_set(struct store *s, enum store_mode mode)
@@ -455,10 +462,23 @@ int store_mode_set(struct store *s, enum store_mode mode)
 
 	if (mode != STORE_MODE_ENFORCE && mode != STORE_MODE_OBSERVE)
 		return -EINVAL;
-	return mutate(s, &op, decide_mode);
+	return mutate(s, &op, decide_atomic_setting);
 }
 
 /* -- reports ---------------------------------------------------------------------- */
+
+/* A report's op: -EINVAL unless vf, instance_id and assigned_at (optional,
+ * normalized into op->when) are well formed. */
+static int report_op(struct op *op, const char *vf, const char *instance_id,
+		     const char *assigned_at)
+{
+	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) ||
+	    rfc3339_normalize_optional(assigned_at, op->when) < 0)
+		return -EINVAL;
+	copy_string(op->vf, sizeof(op->vf), vf);
+	copy_string(op->instance_id, sizeof(op->instance_id), instance_id);
+	return 0;
+}
 
 static int decide_failure(const struct store *s, const struct vf_entry *e, struct op *op)
 {
@@ -481,11 +501,8 @@ int store_report_failure(struct store *s, const char *vf, const char *instance_i
 	char clean_message[FAILURE_MESSAGE_MAX + 1];
 	int r;
 
-	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) ||
-	    rfc3339_normalize_optional(assigned_at, op.when) < 0)
-		return -EINVAL;
-	copy_string(op.vf, sizeof(op.vf), vf);
-	copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
+	if ((r = report_op(&op, vf, instance_id, assigned_at)) < 0)
+		return r;
 	message_sanitize(message, clean_message);
 	op.message = clean_message;
 	if ((r = mutate(s, &op, decide_failure)) < 0)
@@ -513,9 +530,8 @@ int store_report_success(struct store *s, const char *vf, const char *instance_i
 	struct op op = { .kind = OP_SUCCESS, .uid = uid };
 	int r;
 
-	if (!vf_address_valid(vf) || !instance_id_valid(instance_id) ||
-	    rfc3339_normalize_optional(assigned_at, op.when) < 0)
-		return -EINVAL;
+	if ((r = report_op(&op, vf, instance_id, assigned_at)) < 0)
+		return r;
 	if (!atomic_load(&s->loaded))
 		return -EIO;
 
@@ -530,12 +546,8 @@ int store_report_success(struct store *s, const char *vf, const char *instance_i
 		return -ENOENT;
 
 	op.noop = true;
-	if (failures > 0 || suspect) {
-		copy_string(op.vf, sizeof(op.vf), vf);
-		copy_string(op.instance_id, sizeof(op.instance_id), instance_id);
-		if ((r = mutate(s, &op, decide_success)) < 0)
-			return r;
-	}
+	if ((failures > 0 || suspect) && (r = mutate(s, &op, decide_success)) < 0)
+		return r;
 	if (op.noop || !op.success.cleared) {
 		atomic_fetch_add(&s->ok_reports_noop, 1);
 		op.success.cleared = 0;

@@ -39,12 +39,17 @@ static int claim_check(const struct store_claim *c, char when[static RFC3339_BUF
 	return rule_claim_watch_refusal(c->a.agent, c->a.control, c->a.pid);
 }
 
-/* Fill a claim op from a checked claim. */
-static void claim_op(struct op *op, const struct store_claim *c)
+/* The op of a commit or an update of c, once c passes claim_check(). */
+static int claim_op(struct op *op, const struct store_claim *c)
 {
+	int r = claim_check(c, op->when);
+
+	if (r < 0)
+		return r;
 	op->claim_in = c;
 	copy_string(op->vf, sizeof(op->vf), c->a.vf);
 	copy_string(op->instance_id, sizeof(op->instance_id), c->a.instance_id);
+	return 0;
 }
 
 /* The live claim of e when op's instance holds it, else NULL. */
@@ -105,9 +110,8 @@ int store_claim_commit(struct store *s, const struct store_claim *c)
 	struct op op = { .kind = OP_CLAIM };
 	int r;
 
-	if ((r = claim_check(c, op.when)) < 0)
+	if ((r = claim_op(&op, c)) < 0)
 		return r;
-	claim_op(&op, c);
 	pthread_mutex_lock(&s->reservation_lock);
 	r = mutate(s, &op, decide_commit);
 	pthread_mutex_unlock(&s->reservation_lock);
@@ -247,9 +251,8 @@ int store_claim_update(struct store *s, const struct store_claim *c)
 	struct op op = { .kind = OP_CLAIM_UPDATE };
 	int r;
 
-	if ((r = claim_check(c, op.when)) < 0)
+	if ((r = claim_op(&op, c)) < 0)
 		return r;
-	claim_op(&op, c);
 	return mutate(s, &op, decide_claim_update);
 }
 

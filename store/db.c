@@ -242,6 +242,20 @@ int db_setting(struct store *s, const char *key, int64_t *ret)
 	return r < 0 ? r : 0;
 }
 
+int db_setting_put(struct store *s, const char *key, int64_t value)
+{
+	int64_t current;
+	int r = db_setting(s, key, &current);
+
+	if (r < 0)
+		return r;
+	if (current == value)
+		return 0;
+	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = ?",
+		    DB_ARGS(db_i64(value), db_text(key)));
+	return r < 0 ? r : 1;
+}
+
 int db_failure_count(struct store *s, int64_t vf_id, int64_t *ret)
 {
 	int r = db_int(s, ret, "SELECT COUNT(*) FROM failures WHERE vf_id = ? AND " FAILURE_LIVE,

@@ -217,16 +217,9 @@ int gpus_op(struct store *s, struct op *op)
 
 int gpus_op_auto_recover(struct store *s, struct op *op)
 {
-	int64_t current;
-	int r = db_setting(s, "auto_recover", &current);
+	int r = db_setting_put(s, "auto_recover", op->value);
 
-	if (r < 0)
-		return r;
-	if (current == op->value)
-		return 0;
-	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = 'auto_recover'",
-		    DB_ARGS(db_i64((int64_t)op->value)));
-	if (r < 0)
+	if (r <= 0)
 		return r;
 	op->gpu_applied = true;
 	return op_change_global(op, STORE_CHANGE_AUTO_RECOVER);
@@ -319,9 +312,12 @@ static int decide_gpu(const struct store *s, const struct vf_entry *e, struct op
 }
 
 /* One step of a GPU (enum gpu_event), decided from the mirror, then in the
- * batch. */
-static int gpu_step(struct store *s, struct op *op)
+ * batch; *op is what the batch made of it. */
+static int gpu_step(struct store *s, const char *parent, int64_t uid, enum gpu_event event,
+		    const char *detail, struct op *op)
 {
+	*op = (struct op){ .kind = OP_GPU, .uid = uid, .value = event, .message = detail };
+	copy_string(op->parent, sizeof(op->parent), parent);
 	if (parent_valid(op->parent) < 0)
 		return -EINVAL;
 	return mutate(s, op, decide_gpu);
@@ -330,28 +326,20 @@ static int gpu_step(struct store *s, struct op *op)
 int store_gpu_drain(struct store *s, const char *parent, bool drain, int64_t uid,
 		    const char *detail, bool *unchanged)
 {
-	struct op op = { .kind = OP_GPU,
-			 .uid = uid,
-			 .value = drain ? GPU_EV_DRAIN : GPU_EV_UNDRAIN,
-			 .message = detail };
-	int r;
+	struct op op;
+	int r = gpu_step(s, parent, uid, drain ? GPU_EV_DRAIN : GPU_EV_UNDRAIN, detail, &op);
 
-	copy_string(op.parent, sizeof(op.parent), parent);
-	if ((r = gpu_step(s, &op)) < 0)
-		return r;
-	if (unchanged)
+	if (r == 0 && unchanged)
 		*unchanged = op.noop;
-	return 0;
+	return r;
 }
 
 int store_gpu_recover_begin(struct store *s, const char *parent, int64_t uid,
 			    struct store_gpu_refusal *why)
 {
-	struct op op = { .kind = OP_GPU, .uid = uid, .value = GPU_EV_RECOVER };
-	int r;
+	struct op op;
+	int r = gpu_step(s, parent, uid, GPU_EV_RECOVER, NULL, &op);
 
-	copy_string(op.parent, sizeof(op.parent), parent);
-	r = gpu_step(s, &op);
 	if (r == -EBUSY && why) {
 		if (op.gpu_why.state == STORE_GPU_SERVING && !op.gpu_why.recovering[0]) {
 			/* refused inside the batch: say what the mirror says now */
@@ -370,18 +358,12 @@ int store_gpu_recover_begin(struct store *s, const char *parent, int64_t uid,
 int store_gpu_recover_end(struct store *s, const char *parent, bool ok, const char *detail,
 			  size_t *cleared)
 {
-	struct op op = { .kind = OP_GPU,
-			 .uid = -1,
-			 .value = ok ? GPU_EV_RECOVERED : GPU_EV_RECOVER_FAILED,
-			 .message = detail };
-	int r;
+	struct op op;
+	int r = gpu_step(s, parent, -1, ok ? GPU_EV_RECOVERED : GPU_EV_RECOVER_FAILED, detail, &op);
 
-	copy_string(op.parent, sizeof(op.parent), parent);
-	if ((r = gpu_step(s, &op)) < 0)
-		return r;
-	if (cleared)
+	if (r == 0 && cleared)
 		*cleared = op.gpu_cleared;
-	return 0;
+	return r;
 }
 
 int store_gpu_fail_interrupted(struct store *s, char (**ret)[VF_ADDR_BUFSZ], size_t *count)
@@ -403,12 +385,9 @@ int store_gpu_fail_interrupted(struct store *s, char (**ret)[VF_ADDR_BUFSZ], siz
 	if (!list)
 		return -ENOMEM;
 	for (size_t i = 0; i < n && r == 0; i++) {
-		struct op op = { .kind = OP_GPU,
-				 .uid = -1,
-				 .value = GPU_EV_INTERRUPTED,
-				 .message = "interrupted: vfhealthd stopped during the cycle" };
-		copy_string(op.parent, sizeof(op.parent), list[i]);
-		r = gpu_step(s, &op);
+		struct op op;
+		r = gpu_step(s, list[i], -1, GPU_EV_INTERRUPTED,
+			     "interrupted: vfhealthd stopped during the cycle", &op);
 	}
 	if (r < 0)
 		return r;
@@ -419,15 +398,7 @@ int store_gpu_fail_interrupted(struct store *s, char (**ret)[VF_ADDR_BUFSZ], siz
 
 int store_auto_recover_get(struct store *s)
 {
-	if (!atomic_load(&s->loaded))
-		return -EIO;
-	return atomic_load(&s->auto_recover);
-}
-
-static int decide_auto_recover(const struct store *s, const struct vf_entry *e, struct op *op)
-{
-	op->noop = atomic_load(&s->auto_recover) == op->value;
-	return 0;
+	return atomic_setting_get(s, &s->auto_recover);
 }
 
 int store_auto_recover_set(struct store *s, int n)
@@ -436,7 +407,7 @@ int store_auto_recover_set(struct store *s, int n)
 
 	if (n < 0 || n > AUTO_RECOVER_MAX)
 		return -EINVAL;
-	return mutate(s, &op, decide_auto_recover);
+	return mutate(s, &op, decide_atomic_setting);
 }
 
 /* mirror_lock held: what one GPU is, from its VFs and its phase. */

@@ -24,6 +24,19 @@
 
 #include "store/store-internal.h"
 
+/* An SQLite result code as an errno: -ENOMEM for SQLITE_NOMEM, else -EIO. */
+static int listing_errno(int rc)
+{
+	return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+}
+
+/* How a listing's statement ended: 0 when it ran to SQLITE_DONE and found
+ * its VF, -ENOENT when it found none, else listing_errno(). */
+static int listing_end(int rc, bool found)
+{
+	return rc != SQLITE_DONE ? listing_errno(rc) : found ? 0 : -ENOENT;
+}
+
 /* read_lock held.  The listing connection, (re)opened when the writer's
  * connection was (re)opened since (a repaired open may be a new file). */
 static int read_db_ready(struct store *s)
@@ -39,7 +52,7 @@ static int read_db_ready(struct store *s)
 	if (rc != SQLITE_OK) {
 		sqlite3_close_v2(s->read_db);
 		s->read_db = NULL;
-		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+		return listing_errno(rc);
 	}
 	sqlite3_busy_timeout(s->read_db, STORE_BUSY_TIMEOUT_MS);
 	s->read_db_generation = generation;
@@ -96,14 +109,11 @@ static int read_failures(struct store *s, const char *vf, struct store_failure *
 		copy_string(f->assigned_at, sizeof(f->assigned_at), db_col_text(st, 3));
 		copy_string(f->message, sizeof(f->message), db_col_text(st, 4));
 	}
-	if (rc != SQLITE_DONE)
-		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
-	if (!found)
-		return -ENOENT;
+	if ((rc = listing_end(rc, found)) < 0)
+		return rc;
 	if (!list && !(list = calloc(1, sizeof(*list))))
 		return -ENOMEM; /* callers free() *ret even when count is 0 */
-	*ret = list;
-	list = NULL; /* ownership to the caller */
+	*ret = move_ptr(list);
 	*count = n;
 	return 0;
 }
@@ -181,12 +191,9 @@ static int read_history(struct store *s, const char *vf, size_t max,
 					sqlite3_column_int64(st, 9);
 		total = (size_t)sqlite3_column_int64(st, 8);
 	}
-	if (rc != SQLITE_DONE)
-		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
-	if (!found)
-		return -ENOENT;
-	*ret = list;
-	list = NULL; /* ownership to the caller */
+	if ((rc = listing_end(rc, found)) < 0)
+		return rc;
+	*ret = move_ptr(list);
 	*count = n;
 	*dropped = total > n ? total - n : 0;
 	return 0;
@@ -223,7 +230,7 @@ static int read_gpu_history(struct store *s, const char *parent, size_t max,
 		copy_string(e->detail, sizeof(e->detail), db_col_text(st, 4));
 	}
 	if (rc != SQLITE_DONE)
-		return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+		return listing_errno(rc);
 	*ret = move_ptr(list);
 	*count = n;
 	*dropped = total - n;

@@ -584,16 +584,9 @@ int ops_recovered_vfs(struct store *s, struct op *op)
 
 static int op_setting(struct store *s, struct op *op, const char *key, unsigned bit)
 {
-	int64_t current;
-	int r = db_setting(s, key, &current);
+	int r = db_setting_put(s, key, op->value);
 
-	if (r < 0)
-		return r;
-	if (current == op->value)
-		return 0;
-	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = ?",
-		    DB_ARGS(db_i64((int64_t)op->value), db_text(key)));
-	if (r < 0)
+	if (r <= 0)
 		return r;
 	if ((r = op_change(op, bit, "", NULL)) < 0)
 		return r;
@@ -603,16 +596,9 @@ static int op_setting(struct store *s, struct op *op, const char *key, unsigned 
 /* The mode changes no state: enforcement reads it at the next claim. */
 static int op_mode(struct store *s, struct op *op)
 {
-	int64_t current;
-	int r = db_setting(s, "mode", &current);
+	int r = db_setting_put(s, "mode", op->value);
 
-	if (r < 0)
-		return r;
-	if (current == op->value)
-		return 0;
-	r = db_exec(s, "UPDATE meta SET value = ? WHERE key = 'mode'",
-		    DB_ARGS(db_i64((int64_t)op->value)));
-	if (r < 0)
+	if (r <= 0)
 		return r;
 	return op_change(op, STORE_CHANGE_MODE, "", NULL);
 }

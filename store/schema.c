@@ -43,6 +43,7 @@
 
 #include "common/log.h"
 #include "common/parse.h"
+#include "common/path.h"
 #include "common/safefile.h"
 #include "store/rules.h"
 #include "store/store-internal.h"
@@ -172,25 +173,6 @@ void files_check_due(struct store *s)
 	pthread_mutex_unlock(&s->write_lock);
 	if (lost)
 		commit_notify(s, STORE_CHANGE_STATUS, "", NULL);
-}
-
-/* The directories missing above the database, 0700: the database is
- * reached only through the daemon. */
-static int mkdir_parents(const char *path)
-{
-	_cleanup_free_ char *dir = strdup(path);
-
-	if (!dir)
-		return -ENOMEM;
-	for (char *p = dir + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-			return negative_errno();
-		*p = '/';
-	}
-	return 0;
 }
 
 static int compare_entry_id(const void *a, const void *b)
@@ -552,7 +534,9 @@ static int db_open(struct store *s, char *reason, size_t reason_size)
 	int r;
 
 	if (s->lock_fd < 0) {
-		if ((r = mkdir_parents(s->path)) < 0) {
+		/* the directories missing above the database, 0700: the
+		 * database is reached only through the daemon */
+		if ((r = path_mkdir_parents(s->path, 0700)) < 0) {
 			snprintf(reason, reason_size, "cannot create the parent of %s: %s", s->path,
 				 strerror(-r));
 			return r == -ENOMEM ? r : 1;

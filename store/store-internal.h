@@ -382,6 +382,11 @@ typedef int (*decide_fn)(const struct store *s, const struct vf_entry *e, struct
  * Returns 0 (committed, or op->noop: nothing to change; op holds the
  * results) or -errno. */
 int mutate(struct store *s, struct op *op, decide_fn decide);
+/* The settings kept in atomics, read without mirror_lock (mode,
+ * auto_recover): the value, -EIO before the load. */
+int atomic_setting_get(struct store *s, const atomic_int *field);
+/* decide_fn of OP_MODE and OP_AUTO_RECOVER: a noop when the value holds. */
+int decide_atomic_setting(const struct store *s, const struct vf_entry *e, struct op *op);
 /* The check every read makes before it copies from the mirror (enum
  * store_read). */
 int read_ready(struct store *s, enum store_read how);
@@ -484,6 +489,9 @@ struct vf_row {
 int db_vf_row(struct store *s, const char *addr, struct vf_row *row);
 
 int db_setting(struct store *s, const char *key, int64_t *ret);
+/* Set meta's integer setting key to value: 1 when that changed it, 0 when
+ * it already held value, -errno. */
+int db_setting_put(struct store *s, const char *key, int64_t value);
 int db_failure_count(struct store *s, int64_t vf_id, int64_t *ret);
 int db_quarantined_count(struct store *s, int64_t *ret);
 int db_snapshot(struct store *s, const char *addr, struct vf_snapshot *snap);
