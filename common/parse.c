@@ -138,7 +138,8 @@ static int rfc3339_parse(const char *s, struct rfc3339 *t)
 
 static int64_t rfc3339_seconds(const struct rfc3339 *t)
 {
-	return days_from_civil(t->Y, t->M, t->D) * 86400 + t->h * 3600 + t->m * 60 + t->sec;
+	return days_from_civil(t->Y, t->M, t->D) * 86400 + (int64_t)t->h * 3600 +
+	       (int64_t)t->m * 60 + t->sec;
 }
 
 /* Fields are range-checked by the callers; the wide scratch buffer keeps the
