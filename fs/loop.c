@@ -1,11 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * loop.c - the FUSE loop: one receiving thread reads every request from
- * /dev/fuse and serves those that never wait itself (lookups, attributes,
- * opens, listings, polls, reads of files rendered from memory, reads of a
- * write's outcome, releases of what is not a claim written); every
- * request that may wait goes to a pool of workers, started as they are
- * needed up to max_workers, the most recently idle woken first.
+ * loop.c - the FUSE loop: one thread at a time holds the receiving role:
+ * it reads every request from /dev/fuse and serves those that never wait
+ * itself (lookups, attributes, opens, listings, polls, reads of files
+ * rendered from memory, reads of a write's outcome, releases of what is
+ * not a claim written); a request that may wait is served by another
+ * thread.  The threads are the one that runs loop_run() and up to
+ * max_workers more, started as they are needed, the most recently idle
+ * woken first.
+ *
+ * The role moves (leader/followers).  A writer's request that comes while
+ * a thread is idle is served by the thread that read it, which first
+ * passes the role to the idle one, so that the next receiver's wake-up
+ * overlaps the commit instead of preceding it; after its reply it takes
+ * the role back if the holder sleeps (reclaim()), since that writer's next
+ * request, the READ of its outcome, follows the reply within microseconds
+ * and finds this thread awake.  Otherwise a writer's request is queued for
+ * a worker, as a reader's always is (below).
  *
  * Why not libfuse's multi-threaded loop: its idle workers all wait in the
  * kernel's request queue, which wakes the one that waited longest, so a
@@ -14,12 +25,12 @@
  * what a one-thread server's does (docs/architecture.md, "What the round
  * trip itself costs").  One thread alone would make every reader wait
  * behind a commit's fsync and keep concurrent writers from sharing a
- * commit: hence the workers, which never read /dev/fuse.
+ * commit: hence a role that moves, and workers.
  *
- * What the receiving thread must never do: wait on a commit, the store's
- * write_lock, a handle's lock that a writer may hold across a commit, or
- * the notifier (which waits for READs in flight, which only this thread
- * reads).  request_class() is the one place that decides, from the
+ * What the thread holding the role must never do: wait on a commit, the
+ * store's write_lock, a handle's lock that a writer may hold across a
+ * commit, or the notifier (which waits for READs in flight, which only
+ * the role's holder reads).  request_class() is the one place that decides, from the
  * operation: the opcode, and for a READ, FLUSH or RELEASE the class its
  * handle was given where it was opened (vhandle.read_class, close_class);
  * a read that might repair an unavailable store is handed off there, and
@@ -49,12 +60,14 @@
  * log line or to find a claim released already (fs/vfiles.c,
  * fs/claims.c), behind at most the renders under way.
  *
- * Between requests the receiving thread polls /dev/fuse for LOOP_SPIN_NS
- * before it blocks in read(2) (await_request()).
+ * Between requests the holder looks at /dev/fuse (non-blocking, loop_new())
+ * for LOOP_SPIN_NS, unless a writer's request is being served, then sleeps
+ * in poll(2) on it and on its own eventfd, which a reclaim or the stop
+ * (loop_interrupt()) writes (await_request()): no signal is involved.
  *
  * Bounds.  Writers' requests handed off and not yet taken hold at most
  * LOOP_QUEUE_BYTES (one larger request alone is let through); past it the
- * receiving thread waits for a worker to take one, and the kernel holds
+ * holder of the role waits for a worker to take one, and the kernel holds
  * the rest, as it did with every libfuse worker busy: only the writers
  * (root and the writers' group, whom the kernel's permission check lets
  * write) can make it wait, and a worker takes their requests first.
@@ -70,17 +83,19 @@
  * the next: as long as the number of users reading at once.
  *
  * Locks: `lock` (row 12 of the lock table, docs/architecture.md) is a
- * leaf, held only to queue, dequeue and pick a worker (and to allocate a
- * uid's queue).
+ * leaf, held only to queue, dequeue, pick a worker, and pass or take the
+ * role (and to allocate a uid's queue).
  */
 #include "fs/vffs-internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #define LOOP_QUEUE_BYTES (16u << 20)
@@ -110,17 +125,19 @@ struct loop_uid {
 struct loop_worker {
 	struct loop *loop;
 	pthread_t thread;
-	pthread_cond_t wake; /* with the loop's lock: a job, or the stop */
+	pthread_cond_t wake; /* with the loop's lock: the role, a job, or the stop */
 	struct loop_worker *next_idle;
-	bool idle;    /* on the idle stack */
-	bool woken;   /* by wake_idle(), and not back yet */
-	bool started; /* thread joinable */
+	int wake_fd;          /* eventfd: out of its wait for a request (a recall, the stop) */
+	bool idle;            /* on the idle stack */
+	bool woken;           /* by wake_idle(), and not back yet */
+	bool started;         /* thread joinable */
+	atomic_bool recalled; /* the role was taken back from it (reclaim()) */
 };
 
 struct loop {
 	struct vffs *fs;
 	struct fuse_session *se;
-	pthread_mutex_t lock; /* row 12: the queues, the idle stack, stopping */
+	pthread_mutex_t lock; /* row 12: the queues, the idle stack, the role, stopping */
 	pthread_cond_t space; /* with lock: the receiver waits for room for a writer's request */
 	struct loop_job *head, **tail; /* writers' */
 	size_t queued_bytes;           /* writers' */
@@ -132,11 +149,18 @@ struct loop {
 	unsigned reader_max, uid_max;
 	struct loop_worker *idle; /* most recently idle first */
 	unsigned waking;          /* workers woken and not back yet */
+	struct loop_worker first; /* the thread that runs loop_run() */
 	struct loop_worker *workers;
-	unsigned started, max; /* slots tried, slots there are */
-	unsigned running;      /* workers whose thread started */
+	unsigned started, max;      /* slots tried, slots there are */
+	unsigned running;           /* workers whose thread started */
+	struct loop_worker *holder; /* the thread holding the receiving role; NULL: none */
+	atomic_bool holder_asleep;  /* ... and it sleeps in its wait for a request */
 	bool stopping;
-	int64_t refused_logged; /* the receiver's alone */
+	int result; /* how the session ended: 0 or the receive's -errno */
+	/* Writers' requests being served: while any is, the receiver does not
+	 * look for the next request awake (await_request()). */
+	atomic_uint writers_serving;
+	atomic_int_fast64_t refused_logged; /* when a refusal was last logged */
 };
 
 static _Thread_local bool receiver_thread;
@@ -156,7 +180,7 @@ static const struct vhandle *request_handle(const char *arg)
 	return (const struct vhandle *)(uintptr_t)fh;
 }
 
-/* How a request is served: LOOP_INLINE on the receiving thread, else by a
+/* How a request is served: LOOP_INLINE by the role's holder, else by a
  * worker, as a reader's or a writer's.  What vffs_ops answers from
  * memory, and every opcode libfuse answers itself (ENOSYS: STATX, xattrs,
  * locks ...), is inline; an op added to vffs_ops that may wait must be
@@ -316,15 +340,76 @@ static void wake(struct loop_worker *w)
 		pthread_cond_signal(&w->wake);
 }
 
-static void *worker_main(void *arg)
+static void *worker_main(void *arg);
+
+/* lock held.  Take the receiving role, and wake the next worker when what is
+ * queued would otherwise wait for this one. */
+static struct loop_worker *take_role(struct loop *l, struct loop_worker *w)
 {
-	struct loop_worker *w = arg;
+	if (w->idle) {
+		/* woken by no hand-off (spuriously): off the stack, or a hand-off
+		 * would pick this busy thread */
+		struct loop_worker **p = &l->idle;
+		while (*p != w)
+			p = &(*p)->next_idle;
+		*p = w->next_idle;
+		w->idle = false;
+	}
+	l->holder = w;
+	atomic_store(&w->recalled, false);
+	return !l->waking && (l->head || next_reader(l)) ? wake_idle(l) : NULL;
+}
+
+/* lock held.  After serving a writer's request: when the role's holder
+ * sleeps, take the role back from it, since the next request (a writer's
+ * READ of its outcome, most often) follows the reply within microseconds,
+ * and this thread is awake while the holder's wake-up would cost more than
+ * the round trip.  The holder is told by its wake_fd (the caller writes it
+ * once the lock is let go) and steps down at its next look; until then two
+ * threads may read /dev/fuse, which is harmless: each serves what it read.
+ * Returns the old holder, NULL when the role stays where it is. */
+static struct loop_worker *reclaim(struct loop *l, struct loop_worker *w)
+{
+	struct loop_worker *old = l->holder;
+
+	if (!old || l->stopping || !atomic_load(&l->holder_asleep))
+		return NULL;
+	atomic_store(&old->recalled, true);
+	atomic_store(&l->holder_asleep, false);
+	l->holder = w;
+	atomic_store(&w->recalled, false);
+	return old;
+}
+
+static bool receive(struct loop *l, struct loop_worker *w, struct fuse_buf *buf);
+
+static void serve_job(struct loop *l, struct loop_job *job);
+
+/* What every thread of the loop runs: the receiving role when nobody holds
+ * it, else a request queued for it, else it waits on the idle stack. */
+static void run(struct loop_worker *w)
+{
 	struct loop *l = w->loop;
+	struct fuse_buf buf = { 0 }; /* what this thread receives into */
+	bool served_writer = false;
 
 	pthread_mutex_lock(&l->lock);
 	for (;;) {
-		struct loop_job *job = take_job(l);
+		struct loop_worker *next, *old = NULL;
+		struct loop_job *job;
 
+		if (!l->stopping && (!l->holder || (served_writer && (old = reclaim(l, w))))) {
+			next = old ? NULL : take_role(l, w);
+			pthread_mutex_unlock(&l->lock);
+			if (old)
+				(void)eventfd_write(old->wake_fd, 1);
+			wake(next);
+			served_writer = receive(l, w, &buf);
+			pthread_mutex_lock(&l->lock);
+			continue;
+		}
+		served_writer = false;
+		job = take_job(l);
 		if (!job) {
 			if (l->stopping)
 				break; /* what is left, the workers still serving take */
@@ -341,8 +426,7 @@ static void *worker_main(void *arg)
 			continue;
 		}
 		if (w->idle) {
-			/* woken by no hand-off (spuriously): off the stack, or a
-			 * hand-off would pick this busy worker */
+			/* woken by no hand-off (spuriously): off the stack */
 			struct loop_worker **p = &l->idle;
 			while (*p != w)
 				p = &(*p)->next_idle;
@@ -353,18 +437,29 @@ static void *worker_main(void *arg)
 		 * while none is on its way, and a reader's request waiting for
 		 * its share wakes nobody; so each worker that takes one wakes
 		 * the next while there is more. */
-		struct loop_worker *next = NULL;
+		next = NULL;
 		if (!l->waking && (l->head || next_reader(l)))
 			next = wake_idle(l);
 		pthread_mutex_unlock(&l->lock);
 		wake(next);
 
 		struct loop_uid *reader = job->reader;
+		if (!reader)
+			atomic_fetch_add_explicit(&l->writers_serving, 1, memory_order_relaxed);
 		serve_job(l, job);
+		if (!reader)
+			atomic_fetch_sub_explicit(&l->writers_serving, 1, memory_order_relaxed);
+		served_writer = !reader;
 		pthread_mutex_lock(&l->lock);
 		job_done(l, reader);
 	}
 	pthread_mutex_unlock(&l->lock);
+	free(buf.mem);
+}
+
+static void *worker_main(void *arg)
+{
+	run(arg);
 	return NULL;
 }
 
@@ -436,7 +531,7 @@ static int hand_off(struct loop *l, const struct fuse_buf *buf, enum loop_class 
 		sigset_t all, old;
 		int r;
 
-		/* Born with every signal blocked: SIGUSR1 is the receiver's alone. */
+		/* Born with every signal blocked: the caller's are its own to wait for. */
 		sigfillset(&all);
 		pthread_sigmask(SIG_BLOCK, &all, &old);
 		r = pthread_create(&spawn->thread, NULL, worker_main, spawn);
@@ -464,13 +559,13 @@ static void refuse(struct loop *l, const struct fuse_buf *buf)
 	struct fuse_out_header out = { .len = sizeof(out),
 				       .error = -ENOBUFS,
 				       .unique = in->unique };
-	int64_t now = monotonic_ns();
+	int64_t now = monotonic_ns(), last = atomic_load(&l->refused_logged);
 
 	if (write(fuse_session_fd(l->se), &out, sizeof(out)) < 0) {
 		/* the request was interrupted meanwhile: no reply is wanted */
 	}
-	if (!l->refused_logged || now - l->refused_logged >= LOOP_LOG_INTERVAL_NS) {
-		l->refused_logged = now;
+	if ((!last || now - last >= LOOP_LOG_INTERVAL_NS) &&
+	    atomic_compare_exchange_strong(&l->refused_logged, &last, now)) {
 		log_warn("reads queued by uid %u (or by every uid) reached their bound: "
 			 "its reads get ENOBUFS until its queue drains",
 			 (unsigned)in->uid);
@@ -478,7 +573,7 @@ static void refuse(struct loop *l, const struct fuse_buf *buf)
 }
 
 /* lock held.  Any queued request, whoever's, with no share counted: for the
- * receiving thread with no worker, and at the end. */
+ * role's holder with no worker, and at the end. */
 static struct loop_job *take_any(struct loop *l)
 {
 	struct loop_job *job = take_job(l);
@@ -497,7 +592,7 @@ static struct loop_job *take_any(struct loop *l)
 	return NULL;
 }
 
-/* With no worker at all, the receiving thread empties the queues itself. */
+/* With no worker at all, the role's holder empties the queues itself. */
 static void serve_queue_here(struct loop *l)
 {
 	for (;;) {
@@ -510,83 +605,208 @@ static void serve_queue_here(struct loop *l)
 	}
 }
 
-/* Look for the next request awake for a while before the read that sleeps:
- * a reader's next request follows its reply within microseconds, and on a
- * virtual machine a thread woken on a vCPU that went idle meanwhile costs
- * more than the round trip itself (docs/benchmarks.md: a read of
- * VF/quarantined 70 us against 21 us).  Bounded: at most LOOP_SPIN_NS of
+/* Wait until /dev/fuse has a request or w's wake_fd was written.  Awake for
+ * a while first, unless a writer's request is being served: a reader's next
+ * request follows its reply within microseconds, and on a virtual machine
+ * a thread woken on a vCPU that went idle meanwhile costs more than the
+ * round trip itself (docs/benchmarks.md: a read of VF/quarantined 70 us
+ * against 21 us); a commit takes longer than the look, which would only
+ * take the CPU from it, and the thread that served the writer takes the
+ * role back after its reply (reclaim()).  Bounded: at most LOOP_SPIN_NS of
  * CPU per request, none while no request comes. */
-static void await_request(struct fuse_session *se)
+static void await_request(struct loop *l, struct loop_worker *w)
 {
-	struct pollfd pfd = { .fd = fuse_session_fd(se), .events = POLLIN };
-	int64_t until = monotonic_ns() + LOOP_SPIN_NS;
+	struct pollfd pfd[2] = { { .fd = fuse_session_fd(l->se), .events = POLLIN },
+				 { .fd = w->wake_fd, .events = POLLIN } };
+	eventfd_t ignored;
 
-	while (poll(&pfd, 1, 0) == 0 && monotonic_ns() < until)
-		;
+	if (!atomic_load_explicit(&l->writers_serving, memory_order_relaxed)) {
+		int64_t until = monotonic_ns() + LOOP_SPIN_NS;
+
+		do {
+			if (poll(pfd, 1, 0) != 0)
+				return;
+		} while (monotonic_ns() < until);
+	}
+	atomic_store(&l->holder_asleep, true);
+	(void)poll(pfd, 2, -1);
+	atomic_store(&l->holder_asleep, false);
+	if (pfd[1].revents)
+		(void)eventfd_read(w->wake_fd, &ignored);
 }
 
-int loop_run(struct vffs *fs, unsigned max_workers)
+/* lock held.  The session is over (r: the receive's end): every thread
+ * ends once what was queued is served. */
+static void end_session(struct loop *l, int r)
 {
-	struct loop l = { .fs = fs, .se = fs->se, .max = max_workers ? max_workers : 1 };
+	l->stopping = true;
+	l->result = r < 0 ? r : 0;
+	l->holder = NULL;
+	pthread_cond_signal(&l->first.wake);
+	(void)eventfd_write(l->first.wake_fd, 1);
+	for (unsigned i = 0; i < l->started; i++) {
+		pthread_cond_signal(&l->workers[i].wake);
+		(void)eventfd_write(l->workers[i].wake_fd, 1);
+	}
+}
+
+/* Hold the receiving role (the caller took it) until the session ends, the
+ * role is taken back (reclaim()), or a writer's request comes while a
+ * thread is idle: the role passes to that thread, and this one serves the
+ * request, so that the next receiver's wake-up overlaps the commit instead
+ * of preceding it.  Returns whether it served a writer's request. */
+static bool receive(struct loop *l, struct loop_worker *w, struct fuse_buf *buf)
+{
+	struct fuse_session *se = l->se;
 	enum loop_class class;
-	struct fuse_buf buf = { 0 };
 	int r = 0;
 
-	l.workers = calloc(l.max, sizeof(*l.workers));
-	if (!l.workers)
-		return -ENOMEM;
-	pthread_mutex_init(&l.lock, NULL);
-	pthread_cond_init(&l.space, NULL);
-	l.tail = &l.head;
-	l.reader_max = MAX(l.max / 2, 1u);
-	l.uid_max = MAX(l.max / 4, 1u);
-	for (unsigned i = 0; i < l.max; i++) {
-		l.workers[i].loop = &l;
-		pthread_cond_init(&l.workers[i].wake, NULL);
-	}
 	receiver_thread = true;
-
-	while (!fuse_session_exited(fs->se)) {
-		await_request(fs->se);
-		r = fuse_session_receive_buf(fs->se, &buf);
-		if (r == -EINTR)
+	for (;;) {
+		if (fuse_session_exited(se))
+			break;
+		if (atomic_load(&w->recalled)) {
+			receiver_thread = false;
+			return false; /* the role is another's now */
+		}
+		await_request(l, w);
+		if (fuse_session_exited(se) || atomic_load(&w->recalled))
+			continue;
+		/* non-blocking (loop_new()): another reader may have taken it */
+		r = fuse_session_receive_buf(se, buf);
+		if (r == -EAGAIN || r == -EINTR)
 			continue;
 		if (r <= 0)
 			break;
-		class = buf.flags & FUSE_BUF_IS_FD ? LOOP_INLINE :
-						     request_class(fs, buf.mem, buf.size);
+		class = buf->flags & FUSE_BUF_IS_FD ? LOOP_INLINE :
+						      request_class(l->fs, buf->mem, buf->size);
+		if (class == LOOP_WRITER) {
+			struct loop_worker *next = NULL;
+
+			pthread_mutex_lock(&l->lock);
+			/* behind the writers queued before it, none passes it */
+			if (!l->head && l->holder == w && (next = wake_idle(l)))
+				l->holder = NULL; /* next takes it */
+			pthread_mutex_unlock(&l->lock);
+			if (next) {
+				receiver_thread = false;
+				wake(next);
+				atomic_fetch_add_explicit(&l->writers_serving, 1,
+							  memory_order_relaxed);
+				fuse_session_process_buf(se, buf);
+				atomic_fetch_sub_explicit(&l->writers_serving, 1,
+							  memory_order_relaxed);
+				return true;
+			}
+		}
 		if (class != LOOP_INLINE) {
-			int h = hand_off(&l, &buf, class);
+			int h = hand_off(l, buf, class);
 
 			if (h == 0)
 				continue;
 			if (h == -ENOBUFS) {
-				refuse(&l, &buf);
+				refuse(l, buf);
 				continue;
 			}
 			if (h == -EAGAIN) {
-				serve_queue_here(&l);
+				serve_queue_here(l);
 				continue;
 			}
 		}
-		fuse_session_process_buf(fs->se, &buf);
+		fuse_session_process_buf(se, buf);
 	}
-	free(buf.mem);
-
-	pthread_mutex_lock(&l.lock);
-	l.stopping = true;
-	for (unsigned i = 0; i < l.started; i++)
-		pthread_cond_signal(&l.workers[i].wake);
-	pthread_mutex_unlock(&l.lock);
-	for (unsigned i = 0; i < l.started; i++)
-		if (l.workers[i].started)
-			pthread_join(l.workers[i].thread, NULL);
-	serve_queue_here(&l); /* what no worker could take (none started) */
-	for (unsigned i = 0; i < l.max; i++)
-		pthread_cond_destroy(&l.workers[i].wake);
-	pthread_cond_destroy(&l.space);
-	pthread_mutex_destroy(&l.lock);
-	free(l.workers);
+	pthread_mutex_lock(&l->lock);
+	end_session(l, r);
+	pthread_mutex_unlock(&l->lock);
 	receiver_thread = false;
-	return r < 0 ? r : 0;
+	return false;
+}
+
+void loop_interrupt(struct loop *l)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->holder)
+		(void)eventfd_write(l->holder->wake_fd, 1);
+	pthread_mutex_unlock(&l->lock);
+}
+
+static int worker_init(struct loop *l, struct loop_worker *w)
+{
+	w->loop = l;
+	w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w->wake_fd < 0)
+		return -errno;
+	pthread_cond_init(&w->wake, NULL);
+	atomic_init(&w->recalled, false);
+	return 0;
+}
+
+static void worker_fini(struct loop_worker *w)
+{
+	if (w->wake_fd < 0)
+		return;
+	close(w->wake_fd);
+	pthread_cond_destroy(&w->wake);
+}
+
+DEFINE_CLEANUP_FUNC(struct loop, loop_free)
+
+int loop_new(struct vffs *fs, unsigned max_workers, struct loop **ret)
+{
+	_cleanup_(loop_freep) struct loop *l = calloc(1, sizeof(*l));
+	int fd = fuse_session_fd(fs->se), flags, r;
+
+	if (!l)
+		return -ENOMEM;
+	l->first.wake_fd = -1;
+	l->fs = fs;
+	l->se = fs->se;
+	l->max = max_workers ? max_workers : 1;
+	l->workers = calloc(l->max, sizeof(*l->workers));
+	if (!l->workers)
+		return -ENOMEM;
+	for (unsigned i = 0; i < l->max; i++)
+		l->workers[i].wake_fd = -1;
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->space, NULL);
+	l->tail = &l->head;
+	l->reader_max = MAX(l->max / 2, 1u);
+	l->uid_max = MAX(l->max / 4, 1u);
+	atomic_init(&l->writers_serving, 0);
+	atomic_init(&l->holder_asleep, false);
+	atomic_init(&l->refused_logged, 0);
+	if ((r = worker_init(l, &l->first)) < 0)
+		return r;
+	for (unsigned i = 0; i < l->max; i++)
+		if ((r = worker_init(l, &l->workers[i])) < 0)
+			return r;
+	/* a thread that finds no request waits in poll(2), with its wake_fd */
+	flags = fcntl(fd, F_GETFL);
+	if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+		return -errno;
+	*ret = move_ptr(l);
+	return 0;
+}
+
+int loop_run(struct loop *l)
+{
+	run(&l->first);
+	for (unsigned i = 0; i < l->started; i++)
+		if (l->workers[i].started)
+			pthread_join(l->workers[i].thread, NULL);
+	serve_queue_here(l); /* what no worker could take (none started) */
+	return l->result;
+}
+
+void loop_free(struct loop *l)
+{
+	if (!l)
+		return;
+	worker_fini(&l->first);
+	for (unsigned i = 0; l->workers && i < l->max; i++)
+		worker_fini(&l->workers[i]);
+	pthread_cond_destroy(&l->space);
+	pthread_mutex_destroy(&l->lock);
+	free(l->workers);
+	free(l);
 }

@@ -70,6 +70,8 @@ struct open_link {
 	void (*free)(struct vffs *fs, struct open_link *link); /* frees the owner */
 };
 
+struct loop;
+
 struct vffs {
 	char *mountpoint;
 	gid_t group;
@@ -88,6 +90,7 @@ struct vffs {
 	struct open_link *open_list;
 	struct timespec start_time;
 
+	struct loop *loop; /* loop.c; from vffs_start to vffs_stop */
 	pthread_t loop_thread;
 	bool loop_running;
 	atomic_bool stopping;
@@ -241,7 +244,17 @@ void log_accepted(fuse_req_t req, int level, const char *what, const char *file,
 		  const char *command);
 
 /* loop.c */
-int loop_run(struct vffs *fs, unsigned max_workers);
+/* The loop of fs's session, at most max_workers threads besides the one
+ * that runs it: loop_new(); loop_run() on a thread of its own until the
+ * session ends (0 or -errno); loop_interrupt() wakes the receiving thread
+ * out of its wait once fuse_session_exit() was called (again until the
+ * run returns: the signal may land just before the wait); loop_free() after
+ * the run returned. */
+int loop_new(struct vffs *fs, unsigned max_workers, struct loop **ret);
+int loop_run(struct loop *l);
+void loop_interrupt(struct loop *l);
+void loop_free(struct loop *l);
+/* Whether the calling thread holds the receiving role (request_class()). */
 bool loop_on_receiver(void);
 
 /* mount.c */

@@ -49,11 +49,10 @@
  * (release=, a cancelled reservation).
  *
  * Shutdown (vffs_stop): stop the notifier while the mount still serves,
- * then fuse_session_exit() and wake the loop thread out of its wait with
- * SIGUSR1, then unmount, which also aborts anything still in flight, then
- * detach from the store (the caller closes it).  The signal is the one
- * exception to how threads stop, and why is said in docs/architecture.md
- * ("Stopping a thread").
+ * then fuse_session_exit() and wake the thread waiting for a request
+ * (loop_interrupt()), then unmount, which also aborts anything still in
+ * flight, then detach from the store (the caller closes it); see
+ * docs/architecture.md, "Stopping a thread".
  */
 #include "common/parse.h"
 #include "fs/vffs-internal.h"
@@ -519,26 +518,11 @@ int vffs_mount(struct vffs *fs)
 	return 0;
 }
 
-static void wake_signal_handler(int sig)
-{
-	/* Only interrupts the loop thread's wait; see vffs_stop(). */
-}
-
 static void *loop_main(void *arg)
 {
 	struct vffs *fs = arg;
-	sigset_t wake;
-	int r;
+	int r = loop_run(fs->loop);
 
-	sigemptyset(&wake);
-	sigaddset(&wake, SIGUSR1);
-	pthread_sigmask(SIG_UNBLOCK, &wake, NULL);
-	r = loop_run(fs, fs->max_workers);
-	if (r == -ENOMEM) {
-		log_err("out of memory starting the FUSE loop");
-		kill(getpid(), SIGTERM);
-		return NULL;
-	}
 	if (!atomic_load(&fs->stopping)) {
 		/* Unmounted from outside (fusermount -u): end the daemon too; the
 		 * caller asks vffs_unmounted_outside() and logs it. */
@@ -580,7 +564,6 @@ void vffs_store_changed(void *userdata, const struct store_change *change)
 
 int vffs_start(struct vffs *fs, struct store *store)
 {
-	struct sigaction sa = { .sa_handler = wake_signal_handler };
 	int r;
 
 	if (!store)
@@ -596,8 +579,11 @@ int vffs_start(struct vffs *fs, struct store *store)
 		log_err("cannot start the notifier: %s", strerror(-r));
 		return r;
 	}
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGUSR1, &sa, NULL); /* no SA_RESTART: the wait must see EINTR */
+	r = loop_new(fs, fs->max_workers, &fs->loop);
+	if (r < 0) {
+		log_err("cannot start the FUSE loop: %s", strerror(-r));
+		return r;
+	}
 	r = pthread_create(&fs->loop_thread, NULL, loop_main, fs);
 	if (r) {
 		log_err("cannot start the FUSE loop: %s", strerror(r));
@@ -621,7 +607,7 @@ void vffs_stop(struct vffs *fs)
 
 		fuse_session_exit(fs->se);
 		for (;;) {
-			pthread_kill(fs->loop_thread, SIGUSR1);
+			loop_interrupt(fs->loop);
 			clock_gettime(CLOCK_REALTIME, &deadline);
 			deadline.tv_nsec += 100L * 1000 * 1000;
 			if (deadline.tv_nsec >= NSEC_PER_SEC) {
@@ -641,6 +627,8 @@ void vffs_stop(struct vffs *fs)
 		}
 		fs->loop_running = false;
 	}
+	loop_free(fs->loop);
+	fs->loop = NULL;
 	if (fs->mounted) {
 		fuse_session_unmount(fs->se);
 		fs->mounted = false;

@@ -28,8 +28,7 @@
  * The caller blocks SIGTERM, SIGINT and SIGHUP in every thread (before
  * vffs_start) and waits for them itself; if the session ends on its own
  * (someone unmounted it) the FUSE loop thread raises SIGTERM so the caller's
- * wait ends too, and vffs_unmounted_outside() says so.  vffs uses SIGUSR1
- * internally to end the FUSE loop.
+ * wait ends too, and vffs_unmounted_outside() says so.
  *
  * vffs_mount() never stacks a mount over a live vfhealth mount: a
  * fuse.vfhealth mount at the mountpoint that answers is live (-EBUSY, and
