@@ -669,13 +669,13 @@ static bool receive(struct loop *l, struct loop_worker *w, struct fuse_buf *buf)
 			receiver_thread = false;
 			return false; /* the role is another's now */
 		}
-		await_request(l, w);
-		if (fuse_session_exited(se) || atomic_load(&w->recalled))
-			continue;
-		/* non-blocking (loop_new()): another reader may have taken it */
+		/* non-blocking (loop_new()): the next request is often there
+		 * already; when not (or another reader took it), wait */
 		r = fuse_session_receive_buf(se, buf);
-		if (r == -EAGAIN || r == -EINTR)
+		if (r == -EAGAIN || r == -EINTR) {
+			await_request(l, w);
 			continue;
+		}
 		if (r <= 0)
 			break;
 		class = buf->flags & FUSE_BUF_IS_FD ? LOOP_INLINE :
