@@ -680,7 +680,12 @@ static bool receive(struct loop *l, struct loop_worker *w, struct fuse_buf *buf)
 			break;
 		class = buf->flags & FUSE_BUF_IS_FD ? LOOP_INLINE :
 						      request_class(l->fs, buf->mem, buf->size);
-		if (class == LOOP_WRITER) {
+		/* The first writer's request in a while: served here.  While
+		 * others are served, they go to the workers: passing the role
+		 * leaves nobody reading for a thread's wake-up, which many
+		 * writers at once would pay on every request. */
+		if (class == LOOP_WRITER &&
+		    !atomic_load_explicit(&l->writers_serving, memory_order_relaxed)) {
 			struct loop_worker *next = NULL;
 
 			pthread_mutex_lock(&l->lock);
