@@ -38,6 +38,7 @@
  * mirror always follows what SQLite holds.
  */
 #include <errno.h>
+#include <semaphore.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -366,25 +367,47 @@ static void run_batch(struct store *s, struct op *batch)
 		commit_notify(s, STORE_CHANGE_STATUS, "", NULL);
 }
 
+/* A caller of commit_submit() waiting: its semaphore is posted, under
+ * queue_lock, when a batch holding one of its ops ends and when it is to
+ * lead the next batch, so that a batch's end wakes its callers and one
+ * more, not every thread waiting (a broadcast made each wait for the lock
+ * again to go back to sleep).  Posted under queue_lock, which the caller
+ * takes before it returns: no post touches a semaphore that is gone. */
+struct commit_waiter {
+	sem_t sem;
+};
+
+static bool ops_done(struct op **ops, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!ops[i]->done)
+			return false;
+	return true;
+}
+
 /* Queue ops and wait until all of them are durable (or failed).  The first
- * caller to find no leader runs the batch for everyone queued. */
+ * caller to find no leader runs the batch for everyone queued; at its end
+ * it wakes the callers whose ops it ran, and the caller of the next queued
+ * op, to lead the next batch (or find its ops done by someone else's). */
 void commit_submit(struct store *s, struct op **ops, size_t n)
 {
+	struct commit_waiter self;
+
+	sem_init(&self.sem, 0, 0);
 	pthread_mutex_lock(&s->queue_lock);
 	for (size_t i = 0; i < n; i++) {
 		ops[i]->done = false;
+		ops[i]->waiter = &self;
 		ops[i]->next = NULL;
 		*s->queue_tail = ops[i];
 		s->queue_tail = &ops[i]->next;
 	}
-	for (;;) {
-		bool all_done = true;
-		for (size_t i = 0; i < n; i++)
-			all_done &= ops[i]->done;
-		if (all_done)
-			break;
+	while (!ops_done(ops, n)) {
 		if (s->leader_active) {
-			pthread_cond_wait(&s->queue_cond, &s->queue_lock);
+			pthread_mutex_unlock(&s->queue_lock);
+			while (sem_wait(&self.sem) < 0 && errno == EINTR)
+				;
+			pthread_mutex_lock(&s->queue_lock);
 			continue;
 		}
 		s->leader_active = true;
@@ -401,11 +424,15 @@ void commit_submit(struct store *s, struct op **ops, size_t n)
 
 		pthread_mutex_lock(&s->queue_lock);
 		for (struct op *op = batch, *next; op; op = next) {
-			next = op->next; /* the owner may return as soon as done is set */
+			next = op->next;
 			op->done = true;
+			if (op->waiter != &self)
+				sem_post(&op->waiter->sem);
 		}
 		s->leader_active = false;
-		pthread_cond_broadcast(&s->queue_cond);
+		if (s->queue_head && s->queue_head->waiter != &self)
+			sem_post(&s->queue_head->waiter->sem);
 	}
 	pthread_mutex_unlock(&s->queue_lock);
+	sem_destroy(&self.sem);
 }

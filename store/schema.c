@@ -825,7 +825,6 @@ int store_open(const struct store_options *opt, struct store **ret)
 	pthread_rwlock_init(&s->index_lock, NULL);
 	pthread_rwlock_init(&s->mirror_lock, NULL);
 	pthread_mutex_init(&s->queue_lock, NULL);
-	pthread_cond_init(&s->queue_cond, NULL);
 	pthread_mutex_init(&s->read_lock, NULL);
 	s->path = strdup(opt->path);
 	if (asprintf(&s->lock_path, "%s-lock", opt->path) < 0)
@@ -868,7 +867,6 @@ void store_close(struct store *s)
 		close(s->lock_fd); /* drops the flock */
 	mirror_clear(s);
 	pthread_mutex_destroy(&s->read_lock);
-	pthread_cond_destroy(&s->queue_cond);
 	pthread_mutex_destroy(&s->queue_lock);
 	pthread_rwlock_destroy(&s->mirror_lock);
 	pthread_rwlock_destroy(&s->index_lock);

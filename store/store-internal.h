@@ -225,7 +225,8 @@ struct op {
 	size_t n_changes;
 	size_t cap_changes;
 
-	bool done; /* under queue_lock */
+	struct commit_waiter *waiter; /* its caller's (commit.c) */
+	bool done;                    /* under queue_lock */
 	struct op *next;
 };
 
@@ -291,7 +292,6 @@ struct store {
 	size_t n_probation;
 
 	pthread_mutex_t queue_lock;
-	pthread_cond_t queue_cond;
 	struct op *queue_head;
 	struct op **queue_tail;
 	bool leader_active;
