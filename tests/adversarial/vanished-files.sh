@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# vanished-files.sh wal|db|moved - the store's files vanish under a running
+# vanished-files.sh wal|db|moved|dir-moved|mounted-over - the store's files vanish under a running
 # vfhealthd (docs/security.md).
 #
 #   wal  `rm vfhealth.db-wal vfhealth.db-shm`: the WAL holds every commit
@@ -10,7 +10,14 @@
 #   moved  the WAL is renamed away (still linked, no longer at its path):
 #        told apart from a deleted one only by its link count, which the
 #        daemon looks at only once the path no longer names it
+#   dir-moved  the database's directory is renamed away (both files still
+#        linked, neither at its path); no event names either file
+#   mounted-over  a tmpfs is mounted over the database's directory: no
+#        directory changes at all, only the mount table
 #
+# The check is skipped while nothing it depends on could have changed
+# (store/files-watch.c): dir-moved fails without the watches on the
+# directories above the files, mounted-over without the mount table's poll.
 # Either way: the next write fails with EIO and changes nothing, `status`
 # names the file and what happened, placement reads (allocatable,
 # quarantined) fail with EIO; after SIGKILL and a restart every write that
@@ -19,10 +26,11 @@
 set -euo pipefail
 # shellcheck source=../crash/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../crash/lib.sh"
-mode=${1:?usage: vanished-files.sh wal|db|moved}
+mode=${1:?usage: vanished-files.sh wal|db|moved|dir-moved|mounted-over}
 require_fuse
 
 A=0000:41:00.1 B=0000:41:00.2 C=0000:41:00.3
+dbdir=$(dirname "$DB")
 
 start_daemon --threshold 2 --no-sentinel
 for vf in $A $B $C; do expect ok mkdir "$MNT/$vf"; done
@@ -47,6 +55,14 @@ moved)
 	mv "$DB-wal" "$DB-wal.moved"
 	reason_re="write-ahead log $DB-wal was moved away"
 	;;
+dir-moved)
+	mv "$dbdir" "$dbdir.moved"
+	reason_re="database file $DB was moved away"
+	;;
+mounted-over)
+	mount_tmpfs "$dbdir" 1m
+	reason_re="database file $DB was moved away"
+	;;
 *) fail "unknown mode $mode" ;;
 esac
 
@@ -60,6 +76,14 @@ expect EIO read "$MNT/$A/quarantined"
 grep -q "store: unavailable: .*$reason_re" "$DAEMON_LOG" || fail "$mode: no log line naming the file"
 
 kill_daemon
+# the files back where they were, for the restart to find
+case $mode in
+dir-moved) mv "$dbdir.moved" "$dbdir" ;;
+mounted-over)
+	umount "$dbdir"
+	unset 'EXTRA_MOUNTS[-1]'
+	;;
+esac
 start_daemon --threshold 2 --no-sentinel
 [[ $(vf_read "$MNT/status") == ok ]] || fail "$mode: status after restart: $(vf_read "$MNT/status")"
 [[ $(vf_read "$MNT/$A/state") == held ]] || fail "$mode: the hold acknowledged before was lost"
