@@ -159,8 +159,12 @@ static bool event_matters(const struct files_watch *w, const struct inotify_even
 	for (size_t i = 0; i < w->n_watched; i++) {
 		if (w->watched[i].wd != e->wd)
 			continue;
-		if (e->len == 0 || strcmp(e->name, w->watched[i].name) == 0)
-			return true; /* the directory itself, or a name on the path */
+		if (e->len == 0)
+			return true; /* the directory itself */
+		/* a name on the path; not its attributes: a directory's come
+		 * nameless on its own watch, a file's do not resolve its path */
+		if (!(e->mask & IN_ATTRIB) && strcmp(e->name, w->watched[i].name) == 0)
+			return true;
 		known = true;
 	}
 	return !known;

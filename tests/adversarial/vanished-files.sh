@@ -10,8 +10,9 @@
 #   moved  the WAL is renamed away (still linked, no longer at its path):
 #        told apart from a deleted one only by its link count, which the
 #        daemon looks at only once the path no longer names it
-#   dir-moved  the database's directory is renamed away (both files still
-#        linked, neither at its path); no event names either file
+#   dir-moved  the directory above the database's is renamed away (both
+#        files still linked, neither at its path): nothing happens to the
+#        files or to their directory
 #   mounted-over  a tmpfs is mounted over the database's directory: no
 #        directory changes at all, only the mount table
 #
@@ -30,7 +31,9 @@ mode=${1:?usage: vanished-files.sh wal|db|moved|dir-moved|mounted-over}
 require_fuse
 
 A=0000:41:00.1 B=0000:41:00.2 C=0000:41:00.3
-dbdir=$(dirname "$DB")
+# dir-moved moves $dbdir with the database's directory in it
+[[ $mode != dir-moved ]] || DB=$(dirname "$DB")/store/vfhealth.db
+dbdir=$T/db
 
 start_daemon --threshold 2 --no-sentinel
 for vf in $A $B $C; do expect ok mkdir "$MNT/$vf"; done
