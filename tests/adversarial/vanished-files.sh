@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# vanished-files.sh wal|db|moved|dir-moved|mounted-over - the store's files vanish under a running
-# vfhealthd (docs/security.md).
+# vanished-files.sh MODE - the store's files vanish under a running vfhealthd
+# (docs/security.md).  MODE:
 #
 #   wal  `rm vfhealth.db-wal vfhealth.db-shm`: the WAL holds every commit
 #        since the last checkpoint, and SQLite would go on committing into
@@ -10,15 +10,18 @@
 #   moved  the WAL is renamed away (still linked, no longer at its path):
 #        told apart from a deleted one only by its link count, which the
 #        daemon looks at only once the path no longer names it
-#   dir-moved  the directory above the database's is renamed away (both
-#        files still linked, neither at its path): nothing happens to the
-#        files or to their directory
+#   dir-moved  the database's directory is renamed away (both files still
+#        linked, neither at its path)
+#   parent-moved  the directory above the database's is renamed away:
+#        nothing happens to the files or to their directory
 #   mounted-over  a tmpfs is mounted over the database's directory: no
 #        directory changes at all, only the mount table
 #
 # The check is skipped while nothing it depends on could have changed
-# (store/files-watch.c): dir-moved fails without the watches on the
-# directories above the files, mounted-over without the mount table's poll.
+# (store/files-watch.c): parent-moved fails without the watches of the
+# directories above the database's, dir-moved without those and the
+# directory's own, mounted-over without the mount table's poll.
+#
 # Either way: the next write fails with EIO and changes nothing, `status`
 # names the file and what happened, placement reads (allocatable,
 # quarantined) fail with EIO; after SIGKILL and a restart every write that
@@ -27,12 +30,12 @@
 set -euo pipefail
 # shellcheck source=../crash/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../crash/lib.sh"
-mode=${1:?usage: vanished-files.sh wal|db|moved|dir-moved|mounted-over}
+mode=${1:?usage: vanished-files.sh wal|db|moved|dir-moved|parent-moved|mounted-over}
 require_fuse
 
 A=0000:41:00.1 B=0000:41:00.2 C=0000:41:00.3
-# dir-moved moves $dbdir with the database's directory in it
-[[ $mode != dir-moved ]] || DB=$(dirname "$DB")/store/vfhealth.db
+# parent-moved moves $dbdir with the database's directory in it
+[[ $mode != parent-moved ]] || DB=$T/db/store/vfhealth.db
 dbdir=$T/db
 
 start_daemon --threshold 2 --no-sentinel
@@ -58,7 +61,7 @@ moved)
 	mv "$DB-wal" "$DB-wal.moved"
 	reason_re="write-ahead log $DB-wal was moved away"
 	;;
-dir-moved)
+dir-moved | parent-moved)
 	mv "$dbdir" "$dbdir.moved"
 	reason_re="database file $DB was moved away"
 	;;
@@ -81,7 +84,7 @@ grep -q "store: unavailable: .*$reason_re" "$DAEMON_LOG" || fail "$mode: no log 
 kill_daemon
 # the files back where they were, for the restart to find
 case $mode in
-dir-moved) mv "$dbdir.moved" "$dbdir" ;;
+dir-moved | parent-moved) mv "$dbdir.moved" "$dbdir" ;;
 mounted-over)
 	umount "$dbdir"
 	unset 'EXTRA_MOUNTS[-1]'
