@@ -24,8 +24,8 @@
  * watched name, a watched directory itself or an overflowed queue also
  * rebuilds the watches from the path (the path may now resolve through
  * other directories than the ones watched).  Events of other names only
- * cost that one stat check (tests/adversarial/vanished-files.sh, modes
- * dir-moved and mounted-over, and the three modes of the files).
+ * cost that one stat check (tests/adversarial/vanished-files.sh: modes
+ * dir-moved, parent-moved and mounted-over, and the three of the files).
  */
 #include <errno.h>
 #include <fcntl.h>
