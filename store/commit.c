@@ -28,9 +28,10 @@
  * the database file and its WAL are still linked and are the files at
  * their paths (files_check, schema.c): a commit into an unlinked WAL would
  * be acknowledged and then lost.  When not, the batch fails with -EIO and
- * the store latches (files_lost).  Each check is one stat(2) per file (what
- * the held descriptors are is taken once, when they are opened): four per
- * commit, where a fstat of each descriptor besides made eight.
+ * the store latches (files_lost).  A check is one poll(2) while inotify and
+ * the mount table show that nothing the two paths resolve through changed
+ * (files-watch.c), else one stat(2) per file (what the held descriptors are
+ * is taken once, when they are opened), which decides.
  *
  * Ambiguous commits.  When the WAL's fsync fails the frames may still be on
  * disk and reappear after a crash; the call reported -EIO and never claimed

@@ -74,7 +74,9 @@ void latch_unavailable(struct store *s, const char *reason)
 /* fd, which is held, is what we opened as path: is it still the file there
  * (and so still linked)?  One stat(2) of the path: what fd is was taken
  * when it was opened, and only a file found gone looks at fd again, to say
- * whether it was deleted or moved away.  Per commit twice (commit.c). */
+ * whether it was deleted or moved away.  It fails only when resolving the
+ * path gives ENOENT, another inode or an error: what files-watch.c watches
+ * to skip it while nothing could have changed. */
 static int file_at_path(int fd, const struct file_id *held, const char *path, const char *what,
 			char *reason, size_t reason_size)
 {
@@ -99,13 +101,9 @@ static int file_at_path(int fd, const struct file_id *held, const char *path, co
 /* The WAL opened, with what it is (s->wal_id); -1 while there is none. */
 static int wal_open(struct store *s)
 {
-	_cleanup_free_ char *wal = NULL;
 	struct stat st;
-	int fd;
+	int fd = open(s->wal_path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 
-	if (asprintf(&wal, "%s-wal", s->path) < 0)
-		return -1;
-	fd = open(wal, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
 	if (fd >= 0 && fstat(fd, &st) < 0) {
 		close(fd);
 		return -1;
@@ -115,22 +113,25 @@ static int wal_open(struct store *s)
 	return fd;
 }
 
+/* Twice per commit (commit.c): one poll(2) while the watch proves that
+ * nothing changed, else the stat(2) of each file, which decides. */
 int files_check(struct store *s, char *reason, size_t reason_size)
 {
-	_cleanup_free_ char *wal = NULL;
 	static const char advice[] = "; nothing more is written to it: restart vfhealthd";
 	int r;
 
 	if (s->db_fd < 0)
 		return 0; /* not open: the open checks */
+	if (files_watch_quiet(&s->watch, s->path, s->wal_path))
+		return 0;
 	r = file_at_path(s->db_fd, &s->db_id, s->path, "database file", reason, reason_size);
 	if (r == 0 && s->wal_fd < 0)
 		s->wal_fd = wal_open(s); /* SQLite made it since the open */
 	if (r == 0 && s->wal_fd >= 0) {
-		if (asprintf(&wal, "%s-wal", s->path) < 0)
-			return 0; /* no memory to check: the next check will */
-		r = file_at_path(s->wal_fd, &s->wal_id, wal, "write-ahead log", reason,
+		r = file_at_path(s->wal_fd, &s->wal_id, s->wal_path, "write-ahead log", reason,
 				 reason_size);
+		if (r == 0)
+			files_watch_proven(&s->watch); /* both files checked */
 	}
 	if (r)
 		strncat(reason, advice, reason_size - strlen(reason) - 1);
@@ -688,7 +689,8 @@ static int open_locked(struct store *s)
 	if (r == 0) {
 		if (s->wal_fd >= 0)
 			close(s->wal_fd);
-		s->wal_fd = wal_open(s); /* -1 until SQLite makes it: files_check() retries */
+		s->wal_fd = wal_open(s);       /* -1 until SQLite makes it: files_check() retries */
+		files_watch_disarm(&s->watch); /* the next check stats the files it holds now */
 		atomic_fetch_add(&s->db_generation, 1); /* the listing connection reopens */
 		log_info("store: opened %s", s->path);
 		return 0;
@@ -816,6 +818,7 @@ int store_open(const struct store_options *opt, struct store **ret)
 	s->lock_fd = -1;
 	s->db_fd = -1;
 	s->wal_fd = -1;
+	files_watch_init(&s->watch);
 	s->queue_tail = &s->queue_head;
 	s->cfg_threshold = opt->threshold;
 	s->cfg_max_quarantined = opt->max_quarantined;
@@ -831,8 +834,11 @@ int store_open(const struct store_options *opt, struct store **ret)
 		s->lock_path = NULL;
 	if (asprintf(&s->mark_path, "%s.created", opt->path) < 0)
 		s->mark_path = NULL;
+	if (asprintf(&s->wal_path, "%s-wal", opt->path) < 0)
+		s->wal_path = NULL;
 	s->vfs_name = opt->vfs_name ? strdup(opt->vfs_name) : NULL;
-	if (!s->path || !s->lock_path || !s->mark_path || (opt->vfs_name && !s->vfs_name)) {
+	if (!s->path || !s->lock_path || !s->mark_path || !s->wal_path ||
+	    (opt->vfs_name && !s->vfs_name)) {
 		store_close(s);
 		return -ENOMEM;
 	}
@@ -863,6 +869,7 @@ void store_close(struct store *s)
 		close(s->db_fd); /* after SQLite: drops the file's flock */
 	if (s->wal_fd >= 0)
 		close(s->wal_fd);
+	files_watch_disarm(&s->watch);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd); /* drops the flock */
 	mirror_clear(s);
@@ -876,6 +883,7 @@ void store_close(struct store *s)
 	free(s->path);
 	free(s->lock_path);
 	free(s->mark_path);
+	free(s->wal_path);
 	free(s->vfs_name);
 	free(s);
 }

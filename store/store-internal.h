@@ -23,6 +23,7 @@
  *   listing.c  the read-only listing connection (store_failure_list,
  *              store_history_list, store_gpu_history)
  *   gpus.c     a parent GPU's drain: its phase, the claims it refuses
+ *   files-watch.c the proof that lets the files check skip its stat(2)s
  *
  * Design notes
  * ============
@@ -230,11 +231,27 @@ struct op {
 	struct op *next;
 };
 
+/* What files-watch.c watches so that the files check may skip its stat(2)s. */
+struct files_watched {
+	int wd;
+	const char *name; /* the child that matters there (in names) */
+};
+struct files_watch {
+	int inotify_fd; /* -1: not armed */
+	int mounts_fd;  /* /proc/self/mountinfo */
+	bool proven;    /* a stat check passed since the last readiness */
+	bool given_up;  /* arming cannot work: every check stats */
+	char *names;    /* the path's components and the WAL's name */
+	struct files_watched *watched;
+	size_t n_watched;
+};
+
 struct store {
 	/* set at open, then constant */
 	char *path;
 	char *lock_path;
 	char *mark_path; /* PATH ".created": a database was created here */
+	char *wal_path;  /* PATH "-wal" */
 	char *vfs_name;
 	int cfg_threshold;
 	int cfg_max_quarantined;
@@ -247,7 +264,8 @@ struct store {
 	struct file_id {
 		dev_t dev;
 		ino_t ino;
-	} db_id, wal_id; /* what db_fd and wal_fd are: fixed while they are open */
+	} db_id, wal_id;          /* what db_fd and wal_fd are: fixed while they are open */
+	struct files_watch watch; /* files-watch.c */
 	atomic_int_fast64_t files_checked_ns; /* monotonic time of the last idle files_check */
 	sqlite3 *db;
 	struct op *batch; /* the batch the leader is running (commit.c) */
@@ -563,5 +581,18 @@ void files_lost(struct store *s, const char *reason);
  * STORE_FILES_CHECK_INTERVAL_NS, and only when no commit holds write_lock
  * (a commit checks them itself); a failure latches and is announced. */
 void files_check_due(struct store *s);
+
+/* -- files-watch.c ------------------------------------------------------------- */
+
+/* Callers hold write_lock. */
+void files_watch_init(struct files_watch *w);
+/* true: nothing resolving path or wal_path depends on changed since the
+ * last files_watch_proven(), so the stat check may be skipped (one poll(2)).
+ * false: run it; the watch was drained, and (re)armed where it can be. */
+bool files_watch_quiet(struct files_watch *w, const char *path, const char *wal_path);
+/* The stat check passed after files_watch_quiet() said false. */
+void files_watch_proven(struct files_watch *w);
+/* The files were (re)opened, or the store closes: forget the watch. */
+void files_watch_disarm(struct files_watch *w);
 
 #endif

@@ -299,7 +299,9 @@
  *                 reads at most once a second (no thread of its own), the
  *                 store checks that the database file and its WAL are still
  *                 linked and are the files at their paths (st_nlink;
- *                 st_dev/st_ino against a stat of the path).  Otherwise the
+ *                 st_dev/st_ino against a stat of the path; the stats are
+ *                 skipped while nothing the paths resolve through changed:
+ *                 store/files-watch.c).  Otherwise the
  *                 commit fails with -EIO (nothing is acknowledged that a
  *                 restart would not find), the store latches unavailable
  *                 with the file and what happened as the reason, and when
@@ -309,7 +311,8 @@
  *                 opened O_NOFOLLOW (common/safefile.h), and a database
  *                 directory writable by group or others is refused: the
  *                 store opens unavailable with the reason.  Tests:
- *                 tests/adversarial/vanished-files.sh, lock-symlink.sh.
+ *                 tests/adversarial/vanished-files.sh, lock-symlink.sh;
+ *                 files_moved_then_repaired.
  *
  *  One writer     per database file: besides PATH "-lock", the store
  *                 flocks the database file itself, so a second store

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# vanished-files.sh wal|db|moved - the store's files vanish under a running
-# vfhealthd (docs/security.md).
+# vanished-files.sh MODE - the store's files vanish under a running vfhealthd
+# (docs/security.md).  MODE:
 #
 #   wal  `rm vfhealth.db-wal vfhealth.db-shm`: the WAL holds every commit
 #        since the last checkpoint, and SQLite would go on committing into
@@ -10,6 +10,17 @@
 #   moved  the WAL is renamed away (still linked, no longer at its path):
 #        told apart from a deleted one only by its link count, which the
 #        daemon looks at only once the path no longer names it
+#   dir-moved  the database's directory is renamed away (both files still
+#        linked, neither at its path)
+#   parent-moved  the directory above the database's is renamed away:
+#        nothing happens to the files or to their directory
+#   mounted-over  a tmpfs is mounted over the database's directory: no
+#        directory changes at all, only the mount table
+#
+# The check is skipped while nothing it depends on could have changed
+# (store/files-watch.c): parent-moved fails without the watches of the
+# directories above the database's, dir-moved without those and the
+# directory's own, mounted-over without the mount table's poll.
 #
 # Either way: the next write fails with EIO and changes nothing, `status`
 # names the file and what happened, placement reads (allocatable,
@@ -19,10 +30,13 @@
 set -euo pipefail
 # shellcheck source=../crash/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../crash/lib.sh"
-mode=${1:?usage: vanished-files.sh wal|db|moved}
+mode=${1:?usage: vanished-files.sh wal|db|moved|dir-moved|parent-moved|mounted-over}
 require_fuse
 
 A=0000:41:00.1 B=0000:41:00.2 C=0000:41:00.3
+# parent-moved moves $dbdir with the database's directory in it
+[[ $mode != parent-moved ]] || DB=$T/db/store/vfhealth.db
+dbdir=$T/db
 
 start_daemon --threshold 2 --no-sentinel
 for vf in $A $B $C; do expect ok mkdir "$MNT/$vf"; done
@@ -47,6 +61,14 @@ moved)
 	mv "$DB-wal" "$DB-wal.moved"
 	reason_re="write-ahead log $DB-wal was moved away"
 	;;
+dir-moved | parent-moved)
+	mv "$dbdir" "$dbdir.moved"
+	reason_re="database file $DB was moved away"
+	;;
+mounted-over)
+	mount_tmpfs "$dbdir" 1m
+	reason_re="database file $DB was moved away"
+	;;
 *) fail "unknown mode $mode" ;;
 esac
 
@@ -60,6 +82,14 @@ expect EIO read "$MNT/$A/quarantined"
 grep -q "store: unavailable: .*$reason_re" "$DAEMON_LOG" || fail "$mode: no log line naming the file"
 
 kill_daemon
+# the files back where they were, for the restart to find
+case $mode in
+dir-moved | parent-moved) mv "$dbdir.moved" "$dbdir" ;;
+mounted-over)
+	umount "$dbdir"
+	unset 'EXTRA_MOUNTS[-1]'
+	;;
+esac
 start_daemon --threshold 2 --no-sentinel
 [[ $(vf_read "$MNT/status") == ok ]] || fail "$mode: status after restart: $(vf_read "$MNT/status")"
 [[ $(vf_read "$MNT/$A/state") == held ]] || fail "$mode: the hold acknowledged before was lost"

@@ -548,6 +548,61 @@ START_TEST(one_writer_per_file)
 }
 END_TEST
 
+/* Its files: the check is skipped while nothing the paths resolve through
+ * changed (store/files-watch.c), yet it sees the directory above the
+ * database's moved away, and a repair while it is away commits nothing.
+ * Another directory put there with links to the same files is the store's
+ * again; the watch then follows the directories there now, so a WAL moved
+ * away from the new one is seen too. */
+START_TEST(files_moved_then_repaired)
+{
+	char var[300], old[320], new_dir[320], link_path[400], wal[300], wal_moved[320];
+	static const char *const dirs[] = { "", "/lib", "/lib/vfhealth" };
+	char reason[STORE_REASON_MAX];
+	struct store_vf_info i;
+	struct store *s = open_store();
+
+	snprintf(var, sizeof(var), "%s/var", tmpdir);
+	snprintf(old, sizeof(old), "%s.old", var);
+	snprintf(new_dir, sizeof(new_dir), "%s.new", var);
+	snprintf(wal, sizeof(wal), "%s-wal", db_path);
+	snprintf(wal_moved, sizeof(wal_moved), "%s.moved", wal);
+	reg(s, VF_A);
+	reg(s, VF_B);
+	/* var.new/lib/vfhealth holds links to the database file and its WAL */
+	for (size_t k = 0; k < ARRAY_SIZE(dirs); k++) {
+		snprintf(link_path, sizeof(link_path), "%s%s", new_dir, dirs[k]);
+		ck_assert_int_eq(mkdir(link_path, 0700), 0);
+	}
+	snprintf(link_path, sizeof(link_path), "%s/lib/vfhealth/health.db", new_dir);
+	ck_assert_int_eq(link(db_path, link_path), 0);
+	snprintf(link_path, sizeof(link_path), "%s/lib/vfhealth/health.db-wal", new_dir);
+	ck_assert_int_eq(link(wal, link_path), 0);
+
+	ck_assert_int_eq(rename(var, old), 0);
+	ck_assert_int_eq(store_vf_register(s, VF_C, NULL), -EIO);
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, "database file") && strstr(reason, "was moved away"), "%s",
+		      reason);
+	ck_assert_int_eq(store_repair(s), -EIO);
+	ck_assert_int_eq(rename(new_dir, var), 0);
+	ck_assert_int_eq(store_repair(s), 0);
+	reg(s, VF_C);
+	reg(s, VF_D);
+	ck_assert_int_eq(rename(wal, wal_moved), 0);
+	ck_assert_int_eq(store_vf_register(s, "0000:41:00.5", NULL), -EIO);
+	ck_assert(!store_status(s, reason, sizeof(reason)));
+	ck_assert_msg(strstr(reason, "write-ahead log") && strstr(reason, "was moved away"), "%s",
+		      reason);
+	ck_assert_int_eq(rename(wal_moved, wal), 0);
+	store_close(s);
+	s = open_store();
+	ck_assert_int_eq(store_vf_get(s, VF_D, STORE_READ_RETRY, &i), 0);
+	ck_assert_int_eq(store_vf_get(s, "0000:41:00.5", STORE_READ_RETRY, &i), -ENOENT);
+	store_close(s);
+}
+END_TEST
+
 /* Rule 7: reads retry a latched store at most once a second, and never for
  * a reader who may not write (STORE_READ_NORETRY). */
 START_TEST(read_retries_rate_limited)
