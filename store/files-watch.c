@@ -23,9 +23,10 @@
  * descriptor.  Any readiness runs the stat check; a change of the mounts, a
  * watched name, a watched directory itself or an overflowed queue also
  * rebuilds the watches from the path (the path may now resolve through
- * other directories than the ones watched).  Events of other names only
- * cost that one stat check (tests/adversarial/vanished-files.sh: modes
- * dir-moved, parent-moved and mounted-over, and the three of the files).
+ * other directories than the ones watched).  Events of other names, and a
+ * file's own attributes, only cost that one stat check.  Tests:
+ * tests/adversarial/vanished-files.sh (modes dir-moved, parent-moved,
+ * mounted-over, and the three of the files); files_moved_then_repaired.
  */
 #include <errno.h>
 #include <fcntl.h>
