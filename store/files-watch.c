@@ -109,7 +109,8 @@ static int watch_arm(struct files_watch *w, const char *path, const char *wal_pa
 	for (const char *p = path; *p; p++)
 		depth += *p == '/';
 	/* the names: the path's components, then the WAL's name */
-	names = malloc(strlen(path) + 1 + strlen(strrchr(wal_path, '/') + 1) + 1);
+	const char *wal_base = strrchr(wal_path, '/') + 1; /* absolute: it has one */
+	names = malloc(strlen(path) + 1 + strlen(wal_base) + 1);
 	watched = calloc(depth + 1, sizeof(*watched));
 	if (!names || !watched)
 		return -ENOMEM;
@@ -121,7 +122,7 @@ static int watch_arm(struct files_watch *w, const char *path, const char *wal_pa
 		return -errno;
 	strcpy(names, path);
 	char *wal_name = names + strlen(path) + 1;
-	strcpy(wal_name, strrchr(wal_path, '/') + 1);
+	strcpy(wal_name, wal_base);
 	for (char *slash = names; slash; slash = strchr(slash + 1, '/')) {
 		const char *dir = slash == names ? "/" : names;
 		int wd;
