@@ -63,7 +63,7 @@
  * Between requests the holder looks at /dev/fuse (non-blocking, loop_new())
  * for LOOP_SPIN_NS, unless a writer's request is being served, then sleeps
  * in poll(2) on it and on its own eventfd, which a reclaim or the stop
- * (loop_interrupt()) writes (await_request()): no signal is involved.
+ * (loop_interrupt()) writes (next_request()): no signal is involved.
  *
  * Bounds.  Writers' requests handed off and not yet taken hold at most
  * LOOP_QUEUE_BYTES (one larger request alone is let through); past it the
@@ -158,7 +158,7 @@ struct loop {
 	bool stopping;
 	int result; /* how the session ended: 0 or the receive's -errno */
 	/* Writers' requests being served: while any is, the receiver does not
-	 * look for the next request awake (await_request()). */
+	 * look for the next request awake (next_request()). */
 	atomic_uint writers_serving;
 	atomic_int_fast64_t refused_logged; /* when a refusal was last logged */
 };
@@ -605,34 +605,44 @@ static void serve_queue_here(struct loop *l)
 	}
 }
 
-/* Wait until /dev/fuse has a request or w's wake_fd was written.  Awake for
- * a while first, unless a writer's request is being served: a reader's next
- * request follows its reply within microseconds, and on a virtual machine
- * a thread woken on a vCPU that went idle meanwhile costs more than the
- * round trip itself (docs/benchmarks.md: a read of VF/quarantined 70 us
- * against 21 us); a commit takes longer than the look, which would only
- * take the CPU from it, and the thread that served the writer takes the
- * role back after its reply (reclaim()).  Bounded: at most LOOP_SPIN_NS of
- * CPU per request, none while no request comes. */
-static void await_request(struct loop *l, struct loop_worker *w)
+/* The next request into buf, as fuse_session_receive_buf() returns it;
+ * -EAGAIN when none came and w should look at its role first (a recall,
+ * the stop).  Awake for a while first, reading /dev/fuse (non-blocking,
+ * loop_new()) until a request is there, unless a writer's request is being
+ * served: a reader's next request follows its reply within microseconds,
+ * and on a virtual machine a thread woken on a vCPU that went idle
+ * meanwhile costs more than the round trip itself (docs/benchmarks.md: a
+ * read of VF/quarantined 70 us against 21 us); a commit takes longer than
+ * the look, which would only take the CPU from it, and the thread that
+ * served the writer takes the role back after its reply (reclaim()).  Then
+ * asleep in poll(2) on /dev/fuse and on w's wake_fd.  Bounded: at most
+ * LOOP_SPIN_NS of CPU per request, none while no request comes. */
+static int next_request(struct loop *l, struct loop_worker *w, struct fuse_buf *buf)
 {
 	struct pollfd pfd[2] = { { .fd = fuse_session_fd(l->se), .events = POLLIN },
 				 { .fd = w->wake_fd, .events = POLLIN } };
+	int64_t until = 0;
 	eventfd_t ignored;
+	int r;
 
-	if (!atomic_load_explicit(&l->writers_serving, memory_order_relaxed)) {
-		int64_t until = monotonic_ns() + LOOP_SPIN_NS;
-
-		do {
-			if (poll(pfd, 1, 0) != 0)
-				return;
-		} while (monotonic_ns() < until);
+	for (;;) {
+		r = fuse_session_receive_buf(l->se, buf);
+		if (r != -EAGAIN && r != -EINTR)
+			return r;
+		if (atomic_load_explicit(&l->writers_serving, memory_order_relaxed))
+			break;
+		int64_t now = monotonic_ns();
+		if (!until)
+			until = now + LOOP_SPIN_NS;
+		else if (now >= until)
+			break;
 	}
 	atomic_store(&l->holder_asleep, true);
 	(void)poll(pfd, 2, -1);
 	atomic_store(&l->holder_asleep, false);
 	if (pfd[1].revents)
 		(void)eventfd_read(w->wake_fd, &ignored);
+	return -EAGAIN;
 }
 
 /* lock held.  The session is over (r: the receive's end): every thread
@@ -669,13 +679,9 @@ static bool receive(struct loop *l, struct loop_worker *w, struct fuse_buf *buf)
 			receiver_thread = false;
 			return false; /* the role is another's now */
 		}
-		/* non-blocking (loop_new()): the next request is often there
-		 * already; when not (or another reader took it), wait */
-		r = fuse_session_receive_buf(se, buf);
-		if (r == -EAGAIN || r == -EINTR) {
-			await_request(l, w);
+		r = next_request(l, w, buf);
+		if (r == -EAGAIN)
 			continue;
-		}
 		if (r <= 0)
 			break;
 		class = buf->flags & FUSE_BUF_IS_FD ? LOOP_INLINE :
