@@ -11,14 +11,17 @@
 #define VFHEALTH_STORE_SCHEMA_SQL_H
 
 #define STORE_APPLICATION_ID 0x56464831 /* 'VFH1' */
-#define STORE_SCHEMA_VERSION 8
+#define STORE_SCHEMA_VERSION 9
 
 /* A failure cleared by a success, the operator or the FAILURES_PER_VF_MAX
  * cap stays as history: cleared_at (when), cleared_by (the writer's uid,
  * NULL when unknown), cleared_why.  Only live failures (FAILURE_LIVE) are
- * unique per assignment, so a cleared assignment that fails again is new. */
+ * unique per assignment, so a cleared assignment that fails again is new.
+ * No row is ever deleted, so the rowid alone gives every failure a larger
+ * id than any before it (a success clears by id); AUTOINCREMENT would add
+ * its sqlite_sequence page to every report's commit. */
 #define FAILURES_TABLE_SQL(name)                                                         \
-	"CREATE TABLE " name " (id INTEGER PRIMARY KEY AUTOINCREMENT,"                   \
+	"CREATE TABLE " name " (id INTEGER PRIMARY KEY,"                                 \
 	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL," \
 	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                             \
 	" cleared_at TEXT, cleared_by INTEGER, cleared_why TEXT);"
@@ -91,12 +94,12 @@
 		"INSERT INTO meta (key, value) VALUES ('threshold', 2), ('max_quarantined', 0)," \
 		" ('mode', 0);"                                                                  \
 		"PRAGMA application_id = 1447446577;" /* STORE_APPLICATION_ID */                 \
-		"PRAGMA user_version = 8;"            /* STORE_SCHEMA_VERSION */                 \
+		"PRAGMA user_version = 9;"            /* STORE_SCHEMA_VERSION */                 \
 		"COMMIT;"
 
 _Static_assert(STORE_APPLICATION_ID == 1447446577, "SCHEMA_SQL names the application id");
 _Static_assert(THRESHOLD_DEFAULT == 2, "SCHEMA_SQL names the default threshold");
-_Static_assert(STORE_SCHEMA_VERSION == 8, "SCHEMA_SQL and the migrations name the version");
+_Static_assert(STORE_SCHEMA_VERSION == 9, "SCHEMA_SQL and the migrations name the version");
 _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
 
 /* Schema migrations, one transaction each, run at open once the checks
@@ -169,5 +172,18 @@ _Static_assert(STORE_MODE_ENFORCE == 0, "SCHEMA_SQL names the default mode");
 #define MIGRATE_V7_V8_SQL                                                  \
 	"BEGIN IMMEDIATE;" PROBATIONS_TABLE_SQL "PRAGMA user_version = 8;" \
 	"COMMIT;"
+
+/* v8 -> v9: failures without AUTOINCREMENT (FAILURES_TABLE_SQL), one page
+ * fewer in every report's commit; each row keeps its id, and dropping the
+ * old table drops its sqlite_sequence row. */
+#define MIGRATE_V8_V9_SQL                                                                                            \
+	"BEGIN IMMEDIATE;" FAILURES_TABLE_SQL(                                                                       \
+		"failures_v9") "INSERT INTO failures_v9 (id, vf_id, instance_id, assigned_at, reported_at, message," \
+			       " cleared_at, cleared_by, cleared_why) SELECT id, vf_id, instance_id, assigned_at,"   \
+			       " reported_at, message, cleared_at, cleared_by, cleared_why FROM failures;"           \
+			       "DROP TABLE failures;"                                                                \
+			       "ALTER TABLE failures_v9 RENAME TO failures;" FAILURES_INDEX_SQL                      \
+			       "PRAGMA user_version = 9;"                                                            \
+			       "COMMIT;"
 
 #endif

@@ -388,7 +388,7 @@ static int mirror_reload(struct store *s)
 static const char *const migrations[] = {
 	[1] = MIGRATE_V1_V2_SQL, [2] = MIGRATE_V2_V3_SQL, [3] = MIGRATE_V3_V4_SQL,
 	[4] = MIGRATE_V4_V5_SQL, [5] = MIGRATE_V5_V6_SQL, [6] = MIGRATE_V6_V7_SQL,
-	[7] = MIGRATE_V7_V8_SQL,
+	[7] = MIGRATE_V7_V8_SQL, [8] = MIGRATE_V8_V9_SQL,
 };
 _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION, "one migration per version");
 

@@ -95,7 +95,7 @@ START_TEST(persistence_all_state)
 	assert_failures(s, VF_A, 3, "i-3");
 	/* the file is what this code writes */
 	ck_assert_int_eq(db_query("PRAGMA application_id"), 0x56464831);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 9);
 	store_close(s);
 	struct stat st;
 	ck_assert_int_eq(stat(db_path, &st), 0);

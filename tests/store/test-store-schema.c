@@ -132,7 +132,7 @@ START_TEST(migrate_v1_to_v2)
 	 * until a success clears them */
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 9);
 	ck_assert_int_eq(db_query(COLUMNS_NAMED("vfs", "manual")), 0);
 	/* both successes cleared: no live failure, all three kept as history */
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE cleared_at IS NULL"), 0);
@@ -207,7 +207,23 @@ END_TEST
  * (the v3 failures table had a UNIQUE constraint of its own). */
 /* A version 6 database taken back to version 5: no suspects table; then to
  * version 4: no GPU drains. */
-#define V8_TO_V7_SQL "DROP INDEX probations_live; DROP TABLE probations; PRAGMA user_version = 7;"
+/* A version 9 database taken back to version 8: failures with
+ * AUTOINCREMENT, their sqlite_sequence row at the largest id. */
+#define V9_TO_V8_SQL                                                                      \
+	"CREATE TABLE failures_v8 (id INTEGER PRIMARY KEY AUTOINCREMENT,"                 \
+	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"  \
+	" reported_at TEXT NOT NULL, message TEXT NOT NULL,"                              \
+	" cleared_at TEXT, cleared_by INTEGER, cleared_why TEXT);"                        \
+	"INSERT INTO failures_v8 SELECT * FROM failures;"                                 \
+	"DROP TABLE failures; ALTER TABLE failures_v8 RENAME TO failures;"                \
+	"CREATE UNIQUE INDEX failures_live ON failures (vf_id, instance_id, assigned_at)" \
+	" WHERE cleared_at IS NULL;"                                                      \
+	"CREATE INDEX failures_vf ON failures (vf_id);"                                   \
+	"PRAGMA user_version = 8;"
+
+#define V8_TO_V7_SQL \
+	V9_TO_V8_SQL \
+	"DROP INDEX probations_live; DROP TABLE probations; PRAGMA user_version = 7;"
 
 #define V7_TO_V6_SQL                                                                               \
 	V8_TO_V7_SQL                                                                               \
@@ -253,7 +269,7 @@ START_TEST(schema_v1_migrated)
 	s = open_store();
 	char reason[STORE_REASON_MAX];
 	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 9);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.a.claimed_at, T1);
 	ck_assert_str_eq(got.a.boot_id, "");
@@ -289,7 +305,7 @@ START_TEST(migrate_v2_to_v3)
 	ck_assert_int_eq(store_vf_set_parent(s, VF_A, PF_2, NULL), 0);
 	ck_assert_int_eq(store_mode_get(s), STORE_MODE_ENFORCE);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 9);
 	ck_assert_int_eq(db_query(COLUMNS_NAMED("failures", "cleared_at")), 1);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM vfs WHERE parent = '" PF_2 "'"), 1);
 	/* v4: the hold in force is an open hold of an unknown writer */
@@ -314,7 +330,7 @@ START_TEST(migrate_v4_to_v5)
 	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINED);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 9);
 }
 END_TEST
 
@@ -338,7 +354,7 @@ START_TEST(migrate_v5_to_v6)
 	s = reopen(s);
 	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_SUSPECT);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 9);
 }
 END_TEST
 
@@ -359,7 +375,7 @@ START_TEST(migrate_v6_to_v7)
 	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, NULL), 0);
 	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, false, "exit 1", NULL), 0);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 9);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM gpu_history WHERE detail = 'exit 1'"), 1);
 }
 END_TEST
@@ -384,8 +400,48 @@ START_TEST(migrate_v7_to_v8)
 	ck_assert_int_eq(store_gpu_recover_end(s, PF_1, true, "", NULL), 0);
 	ck_assert(info(s, VF_A).probation);
 	store_close(s);
-	ck_assert_int_eq(db_query("PRAGMA user_version"), 8);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 9);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM probations"), 1);
+}
+END_TEST
+
+/* A version 8 database's failures lose AUTOINCREMENT and keep their ids:
+ * a report after the migration takes the next id and writes no
+ * sqlite_sequence row, and a success still clears by id. */
+START_TEST(migrate_v8_to_v9)
+{
+	struct store *s = open_store();
+
+	reg(s, VF_A);
+	reg(s, VF_B);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-1", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_B, "i-2", T1), STORE_OUTCOME_RECORDED);
+	ck_assert_int_eq(report_fail(s, VF_A, "i-3", T2), STORE_OUTCOME_QUARANTINED);
+	store_close(s);
+	db_write(V9_TO_V8_SQL);
+	ck_assert_int_eq(db_query("SELECT seq FROM sqlite_sequence WHERE name = 'failures'"), 3);
+	s = open_store();
+	char reason[STORE_REASON_MAX];
+	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	ck_assert_uint_eq(info(s, VF_A).tally, 2);
+	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_QUARANTINED);
+	ck_assert_int_eq(report_fail(s, VF_B, "i-4", T2), STORE_OUTCOME_QUARANTINED);
+	/* i-3's success clears both of VF_A's failures (id <= 3) */
+	ck_assert_uint_eq(ok(s, VF_A, "i-3", T2).cleared, 2);
+	store_close(s);
+	ck_assert_int_eq(db_query("PRAGMA user_version"), 9);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'failures'"
+				  " AND sql LIKE '%AUTOINCREMENT%'"),
+			 0);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM sqlite_sequence WHERE name = 'failures'"),
+			 0);
+	ck_assert_int_eq(db_query("SELECT id FROM failures WHERE instance_id = 'i-4'"), 4);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM failures WHERE id IN (1, 2, 3)"
+				  " AND instance_id IN ('i-1', 'i-2', 'i-3')"),
+			 3);
+	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM sqlite_master WHERE name IN"
+				  " ('failures_live', 'failures_vf')"),
+			 2);
 }
 END_TEST
 
