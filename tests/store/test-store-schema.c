@@ -94,13 +94,21 @@ static void write_v1_database(void)
 #define COLUMNS_NAMED(table, column) \
 	"SELECT COUNT(*) FROM pragma_table_info('" table "') WHERE name = '" column "'"
 
+/* A store opened on a database of an older version: migrated and
+ * available, else its reason fails the test. */
+static void assert_migrated(struct store *s)
+{
+	char reason[STORE_REASON_MAX];
+
+	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+}
+
 START_TEST(migrate_v1_to_v2)
 {
 	write_v1_database();
 	struct store *s = open_store();
-	char reason[STORE_REASON_MAX];
 
-	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	assert_migrated(s);
 	struct store_vf_info a = info(s, VF_A), b = info(s, VF_B), c = info(s, VF_C),
 			     d = info(s, "0000:41:00.4"), e = info(s, "0000:41:00.5");
 	ck_assert(a.held && !a.auto_quarantined && a.quarantined);
@@ -267,8 +275,7 @@ START_TEST(schema_v1_migrated)
 		 " ALTER TABLE vfs ADD COLUMN manual INTEGER NOT NULL DEFAULT 0;"
 		 " PRAGMA user_version = 1");
 	s = open_store();
-	char reason[STORE_REASON_MAX];
-	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	assert_migrated(s);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 9);
 	ck_assert_int_eq(store_claim_get(s, VF_A, "i-1", STORE_READ_RETRY, &got), 0);
 	ck_assert_str_eq(got.a.claimed_at, T1);
@@ -296,8 +303,7 @@ START_TEST(migrate_v2_to_v3)
 	store_close(s);
 	db_write(V3_TO_V2_SQL);
 	s = open_store();
-	char reason[STORE_REASON_MAX];
-	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	assert_migrated(s);
 	struct store_vf_info a = info(s, VF_A);
 	ck_assert(a.held);
 	ck_assert_str_eq(a.parent, "");
@@ -324,8 +330,7 @@ START_TEST(migrate_v4_to_v5)
 	store_close(s);
 	db_write(V5_TO_V4_SQL);
 	s = open_store();
-	char reason[STORE_REASON_MAX];
-	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	assert_migrated(s);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_SERVING);
 	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINED);
@@ -346,8 +351,7 @@ START_TEST(migrate_v5_to_v6)
 	db_write(V6_TO_V5_SQL);
 	ck_assert_int_eq(db_query("SELECT COUNT(*) FROM sqlite_master WHERE name = 'suspects'"), 0);
 	s = open_window(60);
-	char reason[STORE_REASON_MAX];
-	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	assert_migrated(s);
 	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_OK);
 	ck_assert(info(s, VF_A).claimed);
 	ck_assert_int_eq(crash(s, VF_A, "i-1", T1, T1_PLUS_1S, NULL), 1);
@@ -368,8 +372,7 @@ START_TEST(migrate_v6_to_v7)
 	store_close(s);
 	db_write(V7_TO_V6_SQL);
 	s = open_store();
-	char reason[STORE_REASON_MAX];
-	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	assert_migrated(s);
 	ck_assert_int_eq(store_auto_recover_get(s), 0);
 	ck_assert_int_eq(gpu_state(s, PF_1), STORE_GPU_DRAINED);
 	ck_assert_int_eq(store_gpu_recover_begin(s, PF_1, 0, NULL), 0);
@@ -391,8 +394,7 @@ START_TEST(migrate_v7_to_v8)
 	db_write(V8_TO_V7_SQL);
 	ck_assert_int_eq(db_query("PRAGMA user_version"), 7);
 	s = open_store();
-	char reason[STORE_REASON_MAX];
-	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	assert_migrated(s);
 	ck_assert_uint_eq(info(s, VF_A).tally, 1);
 	ck_assert(!info(s, VF_A).probation);
 	ck_assert_int_eq(store_gpu_drain(s, PF_1, true, 0, NULL, NULL), 0);
@@ -421,8 +423,7 @@ START_TEST(migrate_v8_to_v9)
 	db_write(V9_TO_V8_SQL);
 	ck_assert_int_eq(db_query("SELECT seq FROM sqlite_sequence WHERE name = 'failures'"), 3);
 	s = open_store();
-	char reason[STORE_REASON_MAX];
-	ck_assert_msg(store_status(s, reason, sizeof(reason)), "%s", reason);
+	assert_migrated(s);
 	ck_assert_uint_eq(info(s, VF_A).tally, 2);
 	ck_assert_int_eq(info(s, VF_A).state, STORE_VF_QUARANTINED);
 	ck_assert_int_eq(report_fail(s, VF_B, "i-4", T2), STORE_OUTCOME_QUARANTINED);
