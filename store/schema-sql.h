@@ -17,9 +17,11 @@
  * cap stays as history: cleared_at (when), cleared_by (the writer's uid,
  * NULL when unknown), cleared_why.  Only live failures (FAILURE_LIVE) are
  * unique per assignment, so a cleared assignment that fails again is new.
- * No row is ever deleted, so the rowid alone gives every failure a larger
- * id than any before it (a success clears by id); AUTOINCREMENT would add
- * its sqlite_sequence page to every report's commit. */
+ * A new row's rowid is one more than the largest in the table, so every
+ * failure's id is larger than those of the failures before it (a success
+ * clears by id); AUTOINCREMENT would only keep a deleted row's id from
+ * coming back, none is ever deleted, and its sqlite_sequence page would be
+ * one more page in every report's commit. */
 #define FAILURES_TABLE_SQL(name)                                                         \
 	"CREATE TABLE " name " (id INTEGER PRIMARY KEY,"                                 \
 	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL," \

@@ -11,7 +11,10 @@
 # through the same open file); once the sync is let go, the write
 # succeeds and the report shows.  The reads have a deadline: a read queued
 # behind the commit would wait for a byte this script writes only after
-# them.
+# them.  And the receiving thread's look for the next request is bounded:
+# while the commit is held, and once the daemon is idle after it, every
+# thread of the daemon sleeps (a receiver that kept reading /dev/fuse would
+# stay runnable, R, for good).
 source "$(dirname "$0")/lib.sh"
 require_fuse
 : "${STALLSYNC:?STALLSYNC must name libstallsync.so (set by meson)}"
@@ -36,6 +39,14 @@ assert_cat "$V/state" ok
 mkfifo "$gate"
 exec 9<>"$gate"
 let_go() { rm -f -- "$gate"; { printf x >&9; } 2>/dev/null || true; }
+# threads_asleep: no thread of the daemon is runnable (field 3 of its
+# stat, after the command name in parentheses)
+threads_asleep() {
+	local stat
+	for stat in /proc/"$DAEMON_PID"/task/*/stat; do
+		[[ $(sed 's/.*) //' "$stat" 2>/dev/null | cut -d' ' -f1) != R ]] || return 1
+	done
+}
 on_exit let_go
 # The report goes through descriptor 8, which the reads below share: the
 # same open file as the held write.
@@ -71,6 +82,7 @@ for i in 1 2 3; do
 done
 expected+="report []"$'\n'"held report's open file []"$'\n'"allocatable lists 0000:41:00.1"$'\n'"ls -l"$'\n'"stat"$'\n'"done"
 assert_eq "$(cat "$T/reads")" "$expected" "what the reads returned while a commit was held"
+wait_for 10 "every thread to sleep while the commit is held" threads_asleep
 
 let_go
 exec 9>&-
@@ -79,6 +91,7 @@ assert_eq "$("$VFTOOL" pread-fd 8)" "recorded failures=1 threshold=3" "the held 
 exec 8<&-
 assert_cat "$V/state" failing
 assert_cat "$V/tally" 1
+wait_for 10 "every thread to sleep once the daemon is idle" threads_asleep
 
 stop_daemon
 echo "ok"

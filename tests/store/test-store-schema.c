@@ -210,13 +210,9 @@ START_TEST(newer_schema_refused)
 }
 END_TEST
 
-/* What a version 2 vfhealthd wrote, made from a current database: no
- * parents, no mode, no history of cleared failures or of how claims ended
- * (the v3 failures table had a UNIQUE constraint of its own). */
-/* A version 6 database taken back to version 5: no suspects table; then to
- * version 4: no GPU drains. */
-/* A version 9 database taken back to version 8: failures with
- * AUTOINCREMENT, their sqlite_sequence row at the largest id. */
+/* Older databases, made from a current one taken back a version at a
+ * time.  Version 8: failures with AUTOINCREMENT, their sqlite_sequence row
+ * at the largest id. */
 #define V9_TO_V8_SQL                                                                      \
 	"CREATE TABLE failures_v8 (id INTEGER PRIMARY KEY AUTOINCREMENT,"                 \
 	" vf_id INTEGER NOT NULL, instance_id TEXT NOT NULL, assigned_at TEXT NOT NULL,"  \
@@ -229,21 +225,28 @@ END_TEST
 	"CREATE INDEX failures_vf ON failures (vf_id);"                                   \
 	"PRAGMA user_version = 8;"
 
+/* Version 7: no probations. */
 #define V8_TO_V7_SQL \
 	V9_TO_V8_SQL \
 	"DROP INDEX probations_live; DROP TABLE probations; PRAGMA user_version = 7;"
 
+/* Version 6: no GPU event details, no auto_recover. */
 #define V7_TO_V6_SQL                                                                               \
 	V8_TO_V7_SQL                                                                               \
 	"ALTER TABLE gpu_history DROP COLUMN detail; DELETE FROM meta WHERE key = 'auto_recover';" \
 	"PRAGMA user_version = 6;"
 
+/* Version 5: no suspects table. */
 #define V6_TO_V5_SQL \
 	V7_TO_V6_SQL "DROP INDEX suspects_live; DROP TABLE suspects; PRAGMA user_version = 5;"
 
+/* Version 4: no GPU drains. */
 #define V5_TO_V4_SQL \
 	V6_TO_V5_SQL "DROP TABLE gpus; DROP TABLE gpu_history; PRAGMA user_version = 4;"
 
+/* What a version 2 vfhealthd wrote: no parents, no mode, no history of
+ * cleared failures or of how claims ended (the v3 failures table had a
+ * UNIQUE constraint of its own). */
 #define V3_TO_V2_SQL                                                                        \
 	V5_TO_V4_SQL                                                                        \
 	"DROP INDEX claims_vf;"                                                             \
