@@ -9,14 +9,19 @@
  * max_workers more, started as they are needed, the most recently idle
  * woken first.
  *
- * The role moves (leader/followers).  A writer's request that comes while
- * a thread is idle is served by the thread that read it, which first
- * passes the role to the idle one, so that the next receiver's wake-up
- * overlaps the commit instead of preceding it; after its reply it takes
- * the role back if the holder sleeps (reclaim()), since that writer's next
- * request, the READ of its outcome, follows the reply within microseconds
- * and finds this thread awake.  Otherwise a writer's request is queued for
- * a worker, as a reader's always is (below).
+ * The role moves (leader/followers).  The first writer's request in a
+ * while is served by the thread that read it, which first lends its watch
+ * of /dev/fuse to the most recently idle worker (lend()): /dev/fuse joins
+ * that worker's epoll set, and the worker sleeps on.  Only if a request
+ * comes before the commit ends does it wake and take the role
+ * (lent_take()); else the writer's thread takes /dev/fuse out of the set
+ * again after its reply and goes on receiving (lend_end()).  So a lone
+ * writer's report wakes no thread at all, and its next request, the READ
+ * of its outcome, finds the receiver awake, while no reader waits behind
+ * the commit's fsync.  When the role was taken meanwhile, the writer's
+ * thread takes it back after its reply if the new holder sleeps
+ * (reclaim()).  While writers' requests are served, a writer's request is
+ * queued for a worker, as a reader's always is (below).
  *
  * Why not libfuse's multi-threaded loop: its idle workers all wait in the
  * kernel's request queue, which wakes the one that waited longest, so a
@@ -83,8 +88,10 @@
  * the next: as long as the number of users reading at once.
  *
  * Locks: `lock` (row 12 of the lock table, docs/architecture.md) is a
- * leaf, held only to queue, dequeue, pick a worker, and pass or take the
- * role (and to allocate a uid's queue).
+ * leaf, held only to queue, dequeue, pick a worker, lend the watch and take
+ * the role (and to allocate a uid's queue).  An idle worker sleeps with no
+ * lock held, in epoll_wait(2) on its wake_fd (which a hand-off, a recall or
+ * the stop writes, and which keeps a wake-up that comes before the sleep).
  */
 #include "fs/vffs-internal.h"
 
@@ -95,6 +102,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -125,11 +133,11 @@ struct loop_uid {
 struct loop_worker {
 	struct loop *loop;
 	pthread_t thread;
-	pthread_cond_t wake; /* with the loop's lock: the role, a job, or the stop */
 	struct loop_worker *next_idle;
-	int wake_fd;          /* eventfd: out of its wait for a request (a recall, the stop) */
-	bool idle;            /* on the idle stack */
-	bool woken;           /* by wake_idle(), and not back yet */
+	int wake_fd;  /* eventfd: the role, a job, a recall or the stop */
+	int epoll_fd; /* what it sleeps on while idle: wake_fd, and /dev/fuse while lent the watch */
+	bool idle;    /* on the idle stack */
+	bool woken;   /* by wake_idle(), and not back yet */
 	bool started;         /* thread joinable */
 	atomic_bool recalled; /* the role was taken back from it (reclaim()) */
 };
@@ -154,6 +162,7 @@ struct loop {
 	unsigned started, max;      /* slots tried, slots there are */
 	unsigned running;           /* workers whose thread started */
 	struct loop_worker *holder; /* the thread holding the receiving role; NULL: none */
+	struct loop_worker *lent;   /* off the idle stack, watching /dev/fuse for the holder */
 	atomic_bool holder_asleep;  /* ... and it sleeps in its wait for a request */
 	bool stopping;
 	int result; /* how the session ended: 0 or the receive's -errno */
@@ -337,7 +346,59 @@ static struct loop_worker *wake_idle(struct loop *l)
 static void wake(struct loop_worker *w)
 {
 	if (w)
-		pthread_cond_signal(&w->wake);
+		(void)eventfd_write(w->wake_fd, 1);
+}
+
+/* lock held.  Lend the holder's watch of /dev/fuse to the most recently
+ * idle worker while the holder serves a lone writer's request: the worker
+ * stays asleep, and wakes only if a request comes meanwhile (then it takes
+ * the role, lent_take()).  Costs an epoll_ctl(2) each way where passing
+ * the role cost two wake-ups.  Returns whether it was lent. */
+static bool lend(struct loop *l)
+{
+	struct loop_worker *w = l->idle;
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (!w || l->lent || epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, fuse_session_fd(l->se), &ev) < 0)
+		return false;
+	l->idle = w->next_idle;
+	w->idle = false;
+	l->lent = w;
+	return true;
+}
+
+/* lock held.  The lent watch ends: the worker goes back to the idle stack
+ * (it sleeps still, or will find itself there). */
+static void lend_end(struct loop *l)
+{
+	struct loop_worker *w = l->lent;
+
+	(void)epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, fuse_session_fd(l->se), NULL);
+	l->lent = NULL;
+	w->idle = true;
+	w->next_idle = l->idle;
+	l->idle = w;
+}
+
+/* lock held.  A request came while the watch was lent to w: w takes the
+ * role from the holder, which serves a writer and reads nothing. */
+static void lent_take(struct loop *l, struct loop_worker *w)
+{
+	(void)epoll_ctl(w->epoll_fd, EPOLL_CTL_DEL, fuse_session_fd(l->se), NULL);
+	l->lent = NULL;
+	l->holder = w;
+}
+
+/* lock not held.  An idle worker's sleep, until its wake_fd is written or
+ * (lent the watch) a request comes. */
+static void idle_wait(struct loop_worker *w)
+{
+	struct epoll_event ev;
+	eventfd_t ignored;
+
+	if (epoll_wait(w->epoll_fd, &ev, 1, -1) < 0 && errno != EINTR)
+		log_warn("a FUSE worker's wait failed: %s", strerror(errno));
+	(void)eventfd_read(w->wake_fd, &ignored);
 }
 
 static void *worker_main(void *arg);
@@ -398,7 +459,10 @@ static void run(struct loop_worker *w)
 		struct loop_worker *next, *old = NULL;
 		struct loop_job *job;
 
-		if (!l->stopping && (!l->holder || (served_writer && (old = reclaim(l, w))))) {
+		if (served_writer && l->lent && l->holder == w)
+			lend_end(l); /* no request came while it served the writer */
+		if (!l->stopping &&
+		    (!l->holder || l->holder == w || (served_writer && (old = reclaim(l, w))))) {
 			next = old ? NULL : take_role(l, w);
 			pthread_mutex_unlock(&l->lock);
 			if (old)
@@ -418,11 +482,15 @@ static void run(struct loop_worker *w)
 				w->next_idle = l->idle;
 				l->idle = w;
 			}
-			pthread_cond_wait(&w->wake, &l->lock);
+			pthread_mutex_unlock(&l->lock);
+			idle_wait(w);
+			pthread_mutex_lock(&l->lock);
 			if (w->woken) {
 				w->woken = false;
 				l->waking--;
 			}
+			if (l->lent == w && !l->stopping)
+				lent_take(l, w);
 			continue;
 		}
 		if (w->idle) {
@@ -652,12 +720,10 @@ static void end_session(struct loop *l, int r)
 	l->stopping = true;
 	l->result = r < 0 ? r : 0;
 	l->holder = NULL;
-	pthread_cond_signal(&l->first.wake);
+	l->lent = NULL;
 	(void)eventfd_write(l->first.wake_fd, 1);
-	for (unsigned i = 0; i < l->started; i++) {
-		pthread_cond_signal(&l->workers[i].wake);
+	for (unsigned i = 0; i < l->started; i++)
 		(void)eventfd_write(l->workers[i].wake_fd, 1);
-	}
 }
 
 /* Hold the receiving role (the caller took it) until the session ends, the
@@ -692,16 +758,14 @@ static bool receive(struct loop *l, struct loop_worker *w, struct fuse_buf *buf)
 		 * writers at once would pay on every request. */
 		if (class == LOOP_WRITER &&
 		    !atomic_load_explicit(&l->writers_serving, memory_order_relaxed)) {
-			struct loop_worker *next = NULL;
+			bool lent;
 
 			pthread_mutex_lock(&l->lock);
 			/* behind the writers queued before it, none passes it */
-			if (!l->head && l->holder == w && (next = wake_idle(l)))
-				l->holder = NULL; /* next takes it */
+			lent = !l->head && l->holder == w && lend(l);
 			pthread_mutex_unlock(&l->lock);
-			if (next) {
+			if (lent) {
 				receiver_thread = false;
-				wake(next);
 				atomic_fetch_add_explicit(&l->writers_serving, 1,
 							  memory_order_relaxed);
 				fuse_session_process_buf(se, buf);
@@ -743,21 +807,25 @@ void loop_interrupt(struct loop *l)
 
 static int worker_init(struct loop *l, struct loop_worker *w)
 {
+	struct epoll_event ev = { .events = EPOLLIN };
+
 	w->loop = l;
 	w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (w->wake_fd < 0)
 		return -errno;
-	pthread_cond_init(&w->wake, NULL);
+	w->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (w->epoll_fd < 0 || epoll_ctl(w->epoll_fd, EPOLL_CTL_ADD, w->wake_fd, &ev) < 0)
+		return -errno;
 	atomic_init(&w->recalled, false);
 	return 0;
 }
 
 static void worker_fini(struct loop_worker *w)
 {
-	if (w->wake_fd < 0)
-		return;
-	close(w->wake_fd);
-	pthread_cond_destroy(&w->wake);
+	if (w->epoll_fd >= 0)
+		close(w->epoll_fd);
+	if (w->wake_fd >= 0)
+		close(w->wake_fd);
 }
 
 DEFINE_CLEANUP_FUNC(struct loop, loop_free)
@@ -769,7 +837,7 @@ int loop_new(struct vffs *fs, unsigned max_workers, struct loop **ret)
 
 	if (!l)
 		return -ENOMEM;
-	l->first.wake_fd = -1;
+	l->first.wake_fd = l->first.epoll_fd = -1;
 	l->fs = fs;
 	l->se = fs->se;
 	l->max = max_workers ? max_workers : 1;
@@ -777,7 +845,7 @@ int loop_new(struct vffs *fs, unsigned max_workers, struct loop **ret)
 	if (!l->workers)
 		return -ENOMEM;
 	for (unsigned i = 0; i < l->max; i++)
-		l->workers[i].wake_fd = -1;
+		l->workers[i].wake_fd = l->workers[i].epoll_fd = -1;
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->space, NULL);
 	l->tail = &l->head;
