@@ -505,6 +505,7 @@ out:
 	/* An accepted write is answered through the notifier (the ordering
 	 * rule, docs/architecture.md; tests/fs/test-freshness.sh).  Every
 	 * accepted write goes that way, so that no shortcut can skip the rule. */
+	loop_lend_end();
 	if (r < 0)
 		fuse_reply_err(req, -r);
 	else

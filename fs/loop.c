@@ -15,7 +15,8 @@
  * that worker's epoll set, and the worker sleeps on.  Only if a request
  * comes before the commit ends does it wake and take the role
  * (lent_take()); else the writer's thread takes /dev/fuse out of the set
- * again after its reply and goes on receiving (lend_end()).  So a lone
+ * again, just before a write's reply (loop_lend_end(), op_write()) or
+ * after any other's, and goes on receiving (lend_end()).  So a lone
  * writer's report wakes no thread at all, and its next request, the READ
  * of its outcome, finds the receiver awake, while no reader waits behind
  * the commit's fsync.  When the role was taken meanwhile, the writer's
@@ -173,6 +174,7 @@ struct loop {
 };
 
 static _Thread_local bool receiver_thread;
+static _Thread_local struct loop_worker *lender; /* this thread lent the watch (lend()) */
 
 bool loop_on_receiver(void)
 {
@@ -380,6 +382,19 @@ static void lend_end(struct loop *l)
 	l->idle = w;
 }
 
+void loop_lend_end(void)
+{
+	struct loop_worker *w = lender;
+
+	if (!w)
+		return;
+	lender = NULL;
+	pthread_mutex_lock(&w->loop->lock);
+	if (w->loop->lent && w->loop->holder == w)
+		lend_end(w->loop);
+	pthread_mutex_unlock(&w->loop->lock);
+}
+
 /* lock held.  A request came while the watch was lent to w: w takes the
  * role from the holder, which serves a writer and reads nothing. */
 static void lent_take(struct loop *l, struct loop_worker *w)
@@ -459,8 +474,9 @@ static void run(struct loop_worker *w)
 		struct loop_worker *next, *old = NULL;
 		struct loop_job *job;
 
+		lender = NULL;
 		if (served_writer && l->lent && l->holder == w)
-			lend_end(l); /* no request came while it served the writer */
+			lend_end(l); /* no request came, and its reply did not end the lend */
 		if (!l->stopping &&
 		    (!l->holder || l->holder == w || (served_writer && (old = reclaim(l, w))))) {
 			next = old ? NULL : take_role(l, w);
@@ -766,6 +782,7 @@ static bool receive(struct loop *l, struct loop_worker *w, struct fuse_buf *buf)
 			pthread_mutex_unlock(&l->lock);
 			if (lent) {
 				receiver_thread = false;
+				lender = w;
 				atomic_fetch_add_explicit(&l->writers_serving, 1,
 							  memory_order_relaxed);
 				fuse_session_process_buf(se, buf);

@@ -256,6 +256,11 @@ void loop_interrupt(struct loop *l);
 void loop_free(struct loop *l);
 /* Whether the calling thread holds the receiving role (request_class()). */
 bool loop_on_receiver(void);
+/* Called by a writer's request about to be answered: if its thread lent the
+ * receiving thread's watch of /dev/fuse for it (loop.c, lend()), the watch
+ * ends now, before the reply, so that the request the reply lets come (the
+ * READ of an outcome) does not wake the idle worker only to find it gone. */
+void loop_lend_end(void);
 
 /* mount.c */
 int mkdir_p(const char *path, mode_t mode);

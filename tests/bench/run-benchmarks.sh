@@ -164,7 +164,7 @@ syscalls_per_report() {
 	awk -v n="$syscall_reports" -v name="$name" '
 		{ calls[$NF] = $4 }
 		END {
-			split("futex pwrite64 newfstatat fdatasync read writev poll write sendto", k, " ")
+			split("futex pwrite64 newfstatat fdatasync read writev poll write sendto epoll_ctl epoll_wait fcntl", k, " ")
 			line = ""
 			for (i = 1; i in k; i++)
 				line = line sprintf("%s%s %.1f", i > 1 ? ", " : "", k[i], calls[k[i]] / n)
