@@ -39,9 +39,11 @@
  * mirror always follows what SQLite holds.
  */
 #include <errno.h>
-#include <semaphore.h>
+#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "store/store-internal.h"
 
@@ -368,15 +370,31 @@ static void run_batch(struct store *s, struct op *batch)
 		commit_notify(s, STORE_CHANGE_STATUS, "", NULL);
 }
 
-/* A caller of commit_submit() waiting: its semaphore is posted, under
- * queue_lock, when a batch holding one of its ops ends and when it is to
- * lead the next batch, so that a batch's end wakes its callers and one
- * more, not every thread waiting (a broadcast made each wait for the lock
- * again to go back to sleep).  Posted under queue_lock, which the caller
- * takes before it returns: no post touches a semaphore that is gone. */
+/* A caller of commit_submit() waiting, on a futex word of its own: the
+ * word is bumped under queue_lock when a batch holding one of its ops ends
+ * and when it is to lead the next batch, and the waiter reads it under
+ * queue_lock with what it decides on, so no bump is missed; the wake-up
+ * itself (futex(2) FUTEX_WAKE) comes after the lock is let go.  So a
+ * batch's end wakes its callers and one more, not every thread waiting,
+ * and none of them wakes only to wait for queue_lock, which the leader
+ * held across every wake-up before.  The wake writes no memory: it may
+ * find the waiter gone already (its word then lies in a stack reused by
+ * anything), which at worst wakes some other futex waiter once, and every
+ * futex wait rechecks what it waits for. */
 struct commit_waiter {
-	sem_t sem;
+	atomic_uint word;
 };
+
+static void waiter_sleep(struct commit_waiter *w, unsigned seen)
+{
+	while (atomic_load(&w->word) == seen)
+		(void)syscall(SYS_futex, &w->word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+
+static void waiter_wake(struct commit_waiter *w)
+{
+	(void)syscall(SYS_futex, &w->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
 
 static bool ops_done(struct op **ops, size_t n)
 {
@@ -392,9 +410,9 @@ static bool ops_done(struct op **ops, size_t n)
  * op, to lead the next batch (or find its ops done by someone else's). */
 void commit_submit(struct store *s, struct op **ops, size_t n)
 {
-	struct commit_waiter self;
+	struct commit_waiter self = { 0 };
+	struct commit_waiter *wake[BATCH_MAX + 1];
 
-	sem_init(&self.sem, 0, 0);
 	pthread_mutex_lock(&s->queue_lock);
 	for (size_t i = 0; i < n; i++) {
 		ops[i]->done = false;
@@ -405,9 +423,10 @@ void commit_submit(struct store *s, struct op **ops, size_t n)
 	}
 	while (!ops_done(ops, n)) {
 		if (s->leader_active) {
+			unsigned seen = atomic_load(&self.word);
+
 			pthread_mutex_unlock(&s->queue_lock);
-			while (sem_wait(&self.sem) < 0 && errno == EINTR)
-				;
+			waiter_sleep(&self, seen);
 			pthread_mutex_lock(&s->queue_lock);
 			continue;
 		}
@@ -423,17 +442,27 @@ void commit_submit(struct store *s, struct op **ops, size_t n)
 
 		run_batch(s, batch);
 
+		size_t n_wake = 0;
 		pthread_mutex_lock(&s->queue_lock);
 		for (struct op *op = batch, *next; op; op = next) {
 			next = op->next;
 			op->done = true;
-			if (op->waiter != &self)
-				sem_post(&op->waiter->sem);
+			/* once per waiter: its ops are queued together, so adjacent */
+			if (op->waiter != &self &&
+			    (n_wake == 0 || wake[n_wake - 1] != op->waiter)) {
+				atomic_fetch_add(&op->waiter->word, 1);
+				wake[n_wake++] = op->waiter;
+			}
 		}
 		s->leader_active = false;
-		if (s->queue_head && s->queue_head->waiter != &self)
-			sem_post(&s->queue_head->waiter->sem);
+		if (s->queue_head && s->queue_head->waiter != &self) {
+			atomic_fetch_add(&s->queue_head->waiter->word, 1);
+			wake[n_wake++] = s->queue_head->waiter;
+		}
+		pthread_mutex_unlock(&s->queue_lock);
+		for (size_t i = 0; i < n_wake; i++)
+			waiter_wake(wake[i]);
+		pthread_mutex_lock(&s->queue_lock);
 	}
 	pthread_mutex_unlock(&s->queue_lock);
-	sem_destroy(&self.sem);
 }
