@@ -45,7 +45,7 @@
 #include "common/sockdir.h"
 
 #define VFFS_DEFAULT_MOUNTPOINT "/run/vfhealth"
-#define VFFS_MAX_WORKERS_DEFAULT 16
+#define VFFS_MAX_WORKERS_DEFAULT 32
 #define VFFS_MAX_WORKERS_MAX 256
 
 struct vffs;

@@ -14,7 +14,7 @@
 
 #include <fuse_lowlevel.h>
 
-#define FLOOR_WORKERS 16 /* vfhealthd's default --fuse-workers */
+#define FLOOR_WORKERS 32 /* vfhealthd's default --fuse-workers */
 
 /* The root's files: the i-th has inode i + 2. */
 struct floor_file {

@@ -9,7 +9,7 @@
  *                size 0 and opened direct_io, as a top-level list is
  * What vfhealthd costs above this is its own; what this costs above tmpfs is
  * the kernel's round trip to a server (run-benchmarks.sh prints both).
- * WORKERS (default 16) is libfuse's multi-threaded loop's threads at most;
+ * WORKERS (default 32) is libfuse's multi-threaded loop's threads at most;
  * 0 serves from one thread (fuse_session_loop), as vfhealthd's loop serves
  * a read (fs/loop.c): how much of the round trip is the multi-threaded
  * loop's (its idle threads are woken in turn, the one that waited longest
