@@ -3,7 +3,8 @@
 # it does: every option its --help lists is accepted by its
 # parser and no other is (every long option any of the programs or man
 # pages names, every short letter); each exit status its man page documents
-# is driven here, and each refusal says why; a vfhealthd without the
+# is driven here, and each refusal says why; every number --help gives as
+# an option's default is the one its man page gives; a vfhealthd without the
 # privilege to mount says to run it as root.  Skips (77) only without FUSE.
 set -euo pipefail
 . "$(dirname -- "$0")/lib.sh"
@@ -115,6 +116,33 @@ for prog in vfhealthd vfhealth-sentinel vfhealth-agent; do
 			"$opt" --help --help
 	done
 	unset listed
+done
+
+echo "== every number --help gives as a default is its man page's"
+# man_paragraph PAGE OPTION: the text of OPTION's paragraph in PAGE, on one
+# line (roff's \- and \: undone): from the .B/.BI line right after a .TP
+# that names it to the next macro that starts another (.TP, .SH, .SS, .PP);
+# awk reads to the end, so that sed never writes into a closed pipe.
+man_paragraph() {
+	sed 's/\\-/-/g; s/\\://g' "$1" | awk -v opt="$2" '
+		prev == ".TP" && !done && $0 ~ "^\\.B[IR]? +" opt "([ \"]|$)" { on = 1; prev = $0; next }
+		on && /^\.(TP|SH|SS|PP)/ { on = 0; done = 1 }
+		on { printf "%s ", $0 }
+		{ prev = $0 }'
+}
+for prog in "${!BIN[@]}"; do
+	page=$source_root/docs/man/$prog.8
+	compared=0
+	run "$prog" --help
+	while IFS=' ' read -r long value; do
+		text=$(man_paragraph "$page" "--$long")
+		[[ -n $text ]] || continue # an option documented elsewhere (vfhealthd's for the sentinel)
+		grep -qE -- "default $value([^0-9]|$)" <<<"$text" ||
+			fail "$prog --help gives --$long's default as $value, $prog(8) does not: $text"
+		compared=$((compared + 1))
+	done < <(sed -nE 's/^[[:space:]]+(-[[:alnum:]], )?--([a-z][a-z0-9-]*).*\(default ([0-9]+)[^0-9].*/\2 \3/p' <<<"$OUT")
+	((compared >= 3)) || fail "$prog: only $compared numeric defaults compared with $prog(8)"
+	pass "$prog: the $compared numeric defaults of --help are $prog(8)'s"
 done
 
 echo "== vfhealthd: exit statuses of vfhealthd(8)"
