@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -76,6 +77,9 @@ static inline void closedirp(DIR **d)
 	}
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The struct of type holding *ptr as its member. */
+#define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 #ifndef MIN
 #define MIN(a, b) ((a) < (b) ? (a) : (b))

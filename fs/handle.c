@@ -23,6 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/futex.h"
+
 /* Charge uid for what an open file keeps (budget.h); a spent budget is
  * logged at most once per BUDGET_LOG_INTERVAL_S. */
 int charge(struct vffs *fs, uid_t uid, size_t bytes)
@@ -417,6 +419,97 @@ static void publish_outcome(struct vhandle *h, const char *outcome)
 	pthread_mutex_unlock(&h->outcome_lock);
 }
 
+/* A write's end, whoever answers it (op_write(), deferred_answer()): the
+ * outcome published, the log line, the reply. */
+static void write_answer(struct vffs *fs, fuse_req_t req, struct vhandle *h, size_t size,
+			 const char *command, int r, const char *outcome, const char *why,
+			 bool unchanged)
+{
+	char path[VF_ADDR_BUFSZ + INSTANCE_ID_MAX + 32];
+
+	/* Published before the reply; a refused write, for whatever reason,
+	 * leaves none, so no reader takes an earlier write's for its answer. */
+	publish_outcome(h, r == 0 ? outcome : "");
+	if (r < 0 && why)
+		log_refused(req, "write to", handle_path(h, path, sizeof(path)), why);
+	/* the operator's files at notice; reports (VFILE_OUTCOME) and claims at info */
+	if (r == 0 && !unchanged)
+		log_accepted(req,
+			     (h->kind == VN_VF_ENTRY &&
+			      (vf_files[h->index].flags & VFILE_OUTCOME)) ? /* reports */
+				     LOG_INFO :
+				     LOG_NOTICE,
+			     "write to", handle_path(h, path, sizeof(path)), command);
+	/* An accepted write is answered through the notifier (the ordering
+	 * rule, docs/architecture.md; tests/fs/test-freshness.sh).  Every
+	 * accepted write goes that way, so that no shortcut can skip the rule. */
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		notifier_reply_write(fs->notifier, req, size);
+}
+
+/* A write queued behind the commit under way (vfile_deferred): what its
+ * answer needs, until the store's committer answers it. */
+struct deferred_write {
+	struct vfile_deferred d;
+	struct vffs *fs;
+	fuse_req_t req;
+	struct vhandle *h; /* the kernel releases it only after the reply */
+	size_t size;
+	char command[]; /* as written, for the log line */
+};
+
+static void deferred_answer(struct vfile_deferred *d, int r)
+{
+	struct deferred_write *w = container_of(d, struct deferred_write, d);
+	struct vffs *fs = w->fs;
+
+	write_answer(fs, w->req, w->h, w->size, w->command, r, d->outcome, d->why, d->unchanged);
+	free(w);
+	/* vffs_stop() waits for the last one */
+	if (atomic_fetch_sub(&fs->writes_deferred, 1) == 1)
+		futex_wake(&fs->writes_deferred, INT32_MAX);
+}
+
+void handle_wait_deferred(struct vffs *fs)
+{
+	unsigned n;
+
+	while ((n = atomic_load(&fs->writes_deferred)))
+		futex_sleep(&fs->writes_deferred, n);
+}
+
+/* Queue the command behind the commit under way, when f does that and one
+ * is: 0 answered later (deferred_answer), -EAGAIN write it here, else
+ * refused (*why). */
+static int write_deferred(struct vffs *fs, fuse_req_t req, struct vhandle *h, const struct vfile *f,
+			  const char *command, size_t size, const char **why)
+{
+	if (!f->submit || !store_commit_under_way(fs->store))
+		return -EAGAIN;
+	struct deferred_write *w = malloc(sizeof(*w) + size + 1);
+	if (!w)
+		return -EAGAIN;
+	*w = (struct deferred_write){ .fs = fs, .req = req, .h = h, .size = size };
+	memcpy(w->command, command, size + 1);
+	w->d.call = handle_call(fs, h);
+	w->d.call.outcome = w->d.outcome;
+	w->d.call.why = &w->d.why;
+	w->d.call.uid = fuse_req_ctx(req)->uid;
+	w->d.call.pid = fuse_req_ctx(req)->pid;
+	w->d.call.unchanged = &w->d.unchanged;
+	w->d.answer = deferred_answer;
+	atomic_fetch_add(&fs->writes_deferred, 1);
+	int r = f->submit(&w->d, w->command);
+	if (r == 0)
+		return 0; /* w is the answer's: it may be gone already */
+	*why = w->d.why;
+	free(w);
+	atomic_fetch_sub(&fs->writes_deferred, 1);
+	return r;
+}
+
 void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 	      struct fuse_file_info *fi)
 {
@@ -469,47 +562,28 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	command[size] = '\0';
 	strip_trailing_newline(command, &len);
 
+	bool file = h->kind == VN_TOP || h->kind == VN_VF_ENTRY || h->kind == VN_GPU_ENTRY;
+	const struct vfile *f = file ? vfile_of(h->kind, h->index) : NULL;
+
 	pthread_mutex_lock(&h->lock);
-	struct vfile_call call = handle_call(fs, h);
-	call.outcome = outcome;
-	call.why = &why;
-	call.uid = fuse_req_ctx(req)->uid;
-	call.pid = fuse_req_ctx(req)->pid;
-	call.unchanged = &unchanged;
-	switch (h->kind) {
-	case VN_TOP:
-	case VN_VF_ENTRY:
-	case VN_GPU_ENTRY: {
-		const struct vfile *f = vfile_of(h->kind, h->index);
-		r = f && f->write ? f->write(&call, command) : -EACCES;
-		break;
+	if (f && f->write && (r = write_deferred(fs, req, h, f, command, size, &why)) == 0) {
+		pthread_mutex_unlock(&h->lock);
+		return; /* answered by the commit's thread */
 	}
-	default:
-		r = -EISDIR;
+	if (r == -EAGAIN || !f || !f->write) {
+		struct vfile_call call = handle_call(fs, h);
+
+		call.outcome = outcome;
+		call.why = &why;
+		call.uid = fuse_req_ctx(req)->uid;
+		call.pid = fuse_req_ctx(req)->pid;
+		call.unchanged = &unchanged;
+		r = !file ? -EISDIR : f && f->write ? f->write(&call, command) : -EACCES;
 	}
 	pthread_mutex_unlock(&h->lock);
 out:
-	/* Published before the reply; a refused write, for whatever reason,
-	 * leaves none, so no reader takes an earlier write's for its answer. */
-	publish_outcome(h, r == 0 ? outcome : "");
-	if (r < 0 && why)
-		log_refused(req, "write to", handle_path(h, path, sizeof(path)), why);
-	/* the operator's files at notice; reports (VFILE_OUTCOME) and claims at info */
-	if (r == 0 && !unchanged)
-		log_accepted(req,
-			     (h->kind == VN_VF_ENTRY &&
-			      (vf_files[h->index].flags & VFILE_OUTCOME)) ? /* reports */
-				     LOG_INFO :
-				     LOG_NOTICE,
-			     "write to", handle_path(h, path, sizeof(path)), command);
-	/* An accepted write is answered through the notifier (the ordering
-	 * rule, docs/architecture.md; tests/fs/test-freshness.sh).  Every
-	 * accepted write goes that way, so that no shortcut can skip the rule. */
-	loop_lend_end();
-	if (r < 0)
-		fuse_reply_err(req, -r);
-	else
-		notifier_reply_write(fs->notifier, req, size);
+	loop_lend_end(); /* the receiving role back before the reply (loop.c) */
+	write_answer(fs, req, h, size, command, r, outcome, why, unchanged);
 }
 
 /* Every close(2) of a descriptor: a claim commits what was written through

@@ -95,6 +95,7 @@ struct vffs {
 	bool loop_running;
 	atomic_bool stopping;
 	atomic_bool unmounted_outside; /* the session ended without vffs_stop() */
+	atomic_uint writes_deferred;   /* queued behind a commit, not yet answered (handle.c) */
 
 	struct sockdirs socket_dirs; /* where claims' socket paths may point */
 	struct claims claims;        /* the assignment files (claims.h) */
@@ -202,6 +203,8 @@ int copy_window(const char *buf, size_t len, off_t off, size_t size, char **ret,
 /* Answer a read: the error -r when r < 0, else the len bytes at reply. */
 void reply_read(fuse_req_t req, int r, const char *reply, size_t len);
 void handle_free(struct vffs *fs, struct vhandle *h);
+/* Wait until every write queued behind a commit was answered (vffs_stop). */
+void handle_wait_deferred(struct vffs *fs);
 struct vhandle *handle_new(struct vffs *fs, const struct vnode *n, bool created,
 			   const struct fuse_ctx *ctx);
 void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);

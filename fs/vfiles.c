@@ -716,6 +716,55 @@ static void note_check(const struct vfile_call *call, const struct report_comman
 		metrics_note_check(call->metrics, call->vf_id, claim.id, result);
 }
 
+/* A failure report recorded: its outcome, its metrics and its log lines. */
+static void failure_reported(const struct vfile_call *call, const struct report_command *cmd,
+			     const struct store_failure_result *res)
+{
+	struct report_outcome o = { 0 };
+
+	note_check(call, cmd, METRICS_CHECK_FAILED);
+	o.kind = report_kind_of(res->outcome);
+	o.failures = res->tally;
+	o.threshold = (unsigned)res->threshold;
+	o.breaker_engaged = res->breaker_engaged;
+	report_outcome_format(call->outcome, VFILE_OUTCOME_MAX, &o);
+	/* no audit line for a repeat, nor for a routine failure (recorded
+	 * below the threshold, not the VF's first): transitions only */
+	if (res->outcome == STORE_OUTCOME_UNCHANGED ||
+	    (res->outcome == STORE_OUTCOME_RECORDED && !res->breaker_engaged && res->tally > 1))
+		mark_unchanged(call);
+	log_failure_outcome(call, cmd, res);
+	if (res->suspect_confirmed)
+		log_notice("%s: suspicion confirmed: quarantined after its VMM died in "
+			   "its init window, instance %s failed",
+			   call->vf, cmd->instance_id);
+	if (res->probation_failed)
+		log_notice("%s: quarantined: failed on probation after its GPU's cycle, "
+			   "instance %s failed",
+			   call->vf, cmd->instance_id);
+}
+
+static void report_failed_answer(void *userdata, int r, const struct store_failure_result *res)
+{
+	struct vfile_deferred *d = userdata;
+
+	if (r == 0)
+		failure_reported(&d->call, &d->own.report, res);
+	d->answer(d, r);
+}
+
+/* A failure report joins the commit under way (vfile_submit_fn); the rest,
+ * and a lone report, are written by report_write(). */
+static int report_submit(struct vfile_deferred *d, const char *command)
+{
+	struct report_command *cmd = &d->own.report;
+
+	if (report_command_parse(command, cmd) < 0 || cmd->kind != REPORT_COMMAND_FAILED)
+		return -EAGAIN;
+	return store_report_failure_submit(d->call.store, d->call.vf, cmd->instance_id,
+					   cmd->claimed_at, cmd->message, report_failed_answer, d);
+}
+
 static int report_write(const struct vfile_call *call, char *command)
 {
 	struct report_command cmd;
@@ -737,27 +786,7 @@ static int report_write(const struct vfile_call *call, char *command)
 					 cmd.message, &res);
 		if (r < 0)
 			return r;
-		note_check(call, &cmd, METRICS_CHECK_FAILED);
-		o.kind = report_kind_of(res.outcome);
-		o.failures = res.tally;
-		o.threshold = (unsigned)res.threshold;
-		o.breaker_engaged = res.breaker_engaged;
-		report_outcome_format(call->outcome, VFILE_OUTCOME_MAX, &o);
-		/* no audit line for a repeat, nor for a routine failure (recorded
-		 * below the threshold, not the VF's first): transitions only */
-		if (res.outcome == STORE_OUTCOME_UNCHANGED ||
-		    (res.outcome == STORE_OUTCOME_RECORDED && !res.breaker_engaged &&
-		     res.tally > 1))
-			mark_unchanged(call);
-		log_failure_outcome(call, &cmd, &res);
-		if (res.suspect_confirmed)
-			log_notice("%s: suspicion confirmed: quarantined after its VMM died in "
-				   "its init window, instance %s failed",
-				   call->vf, cmd.instance_id);
-		if (res.probation_failed)
-			log_notice("%s: quarantined: failed on probation after its GPU's cycle, "
-				   "instance %s failed",
-				   call->vf, cmd.instance_id);
+		failure_reported(call, &cmd, &res);
 		return 0;
 	}
 
@@ -871,7 +900,8 @@ const struct vfile vf_files[VF_FILE_COUNT] = {
 			     STORE_CHANGE_QUARANTINE | STORE_CHANGE_STATUS, 2 },
 	[VF_FAILURES] = { "failures", 0444, failures_render, NULL, VFILE_NOTIFY,
 			  STORE_CHANGE_FAILURES },
-	[VF_REPORT] = { "report", 0664, NULL, report_write, VFILE_OUTCOME, 0 },
+	[VF_REPORT] = { "report", 0664, NULL, report_write, VFILE_OUTCOME, 0,
+			.submit = report_submit },
 	[VF_ASSIGNMENTS] = { "assignments", 0775, NULL, NULL, VFILE_DIR | VFILE_CLAIM_DIR, 0 },
 	/* A new threshold moves a VF only between failing and held-back (the
 	 * held-back set changes) or into quarantine: not every VF's state.  A

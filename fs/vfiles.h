@@ -28,6 +28,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "grammar/report.h"
+
 #include "grammar/limits.h"
 #include "store/store.h"
 
@@ -117,6 +119,32 @@ struct vfile_call {
 typedef int (*vfile_render_fn)(const struct vfile_call *call, FILE *out);
 typedef int (*vfile_write_fn)(const struct vfile_call *call, char *command);
 
+/* A write answered by the thread that commits it: its worker queues it
+ * behind the commit under way and goes on to the next request (the store's
+ * committer, store/commit.c).  The caller sets call (outcome, why and
+ * unchanged pointing at the fields below, or NULL) and answer, and keeps
+ * the command until the answer; the vfile keeps in `own` what its answer
+ * needs of the command (which may point into it).  answer(d, r) is
+ * called once, on the store's committer thread with no lock held, with what
+ * write would have returned, and must reply to the writer (d is the
+ * caller's to free there). */
+struct vfile_deferred {
+	struct vfile_call call;
+	char outcome[VFILE_OUTCOME_MAX];
+	const char *why;
+	bool unchanged;
+	void (*answer)(struct vfile_deferred *d, int r);
+	union {
+		struct report_command report;
+	} own;
+};
+
+/* 0: queued, d->answer will be called; else nothing was queued and answer
+ * is never called: -EAGAIN, write the command with the file's write
+ * (nothing to join, or a command it does not queue); any other -errno is
+ * the write's refusal, with d->why set as write sets it. */
+typedef int (*vfile_submit_fn)(struct vfile_deferred *d, const char *command);
+
 struct vfile {
 	const char *name;
 	mode_t mode;            /* permission bits; S_IFDIR is added for VFILE_DIR */
@@ -136,6 +164,7 @@ struct vfile {
 	 * direct_io (a page-cached file whose length changes tears: size from
 	 * one moment, content from a later one). */
 	unsigned fixed_size;
+	vfile_submit_fn submit; /* NULL: every write is answered by its worker (write) */
 };
 
 /* Whether readers of f are served from the page cache: its inode falls

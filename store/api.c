@@ -493,6 +493,13 @@ static int decide_failure(const struct store *s, const struct vf_entry *e, struc
 	return 0;
 }
 
+static void failure_counted(struct store *s, const struct store_failure_result *res)
+{
+	atomic_fetch_add(&s->failed_reports[res->outcome], 1);
+	if (res->suspect_confirmed)
+		atomic_fetch_add(&s->suspect_confirmed, 1);
+}
+
 int store_report_failure(struct store *s, const char *vf, const char *instance_id,
 			 const char *assigned_at, const char *message,
 			 struct store_failure_result *ret)
@@ -507,11 +514,66 @@ int store_report_failure(struct store *s, const char *vf, const char *instance_i
 	op.message = clean_message;
 	if ((r = mutate(s, &op, decide_failure)) < 0)
 		return r;
-	atomic_fetch_add(&s->failed_reports[op.failure.outcome], 1);
-	if (op.failure.suspect_confirmed)
-		atomic_fetch_add(&s->suspect_confirmed, 1);
+	failure_counted(s, &op.failure);
 	if (ret)
 		*ret = op.failure;
+	return 0;
+}
+
+/* A queued failure report: the op and what it points to, until answered. */
+struct failure_submitted {
+	struct op op;
+	char message[FAILURE_MESSAGE_MAX + 1];
+	store_failure_done_fn done;
+	void *userdata;
+};
+
+static void failure_answer(struct store *s, struct op *op)
+{
+	struct failure_submitted *f = container_of(op, struct failure_submitted, op);
+
+	if (op->rc == 0)
+		failure_counted(s, &op->failure);
+	f->done(f->userdata, op->rc, &op->failure);
+	free(f);
+}
+
+int store_report_failure_submit(struct store *s, const char *vf, const char *instance_id,
+				const char *assigned_at, const char *message,
+				store_failure_done_fn done, void *userdata)
+{
+	int r;
+
+	if (!s || !done)
+		return -EINVAL;
+	/* a hint, so that a lone report allocates nothing: commit_join decides */
+	if (!store_commit_under_way(s))
+		return -EAGAIN;
+	_cleanup_free_ struct failure_submitted *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -EAGAIN; /* the caller's own call needs no allocation */
+	f->op = (struct op){ .kind = OP_FAILURE, .uid = -1, .answer = failure_answer };
+	if ((r = report_op(&f->op, vf, instance_id, assigned_at)) < 0)
+		return r;
+	message_sanitize(message, f->message);
+	f->op.message = f->message;
+	f->done = done;
+	f->userdata = userdata;
+	if (!atomic_load(&s->loaded))
+		return -EIO;
+	mirror_rdlock(s);
+	struct vf_entry *e = mirror_find(s, f->op.vf);
+	r = decide_failure(s, e, &f->op);
+	mirror_unlock(s);
+	if (r < 0)
+		return r;
+	if (f->op.noop)
+		return -EAGAIN; /* answered from the state, on the caller's thread */
+	if (!atomic_load(&s->available))
+		return -EIO;
+	if ((r = commit_join(s, &f->op)) < 0)
+		return r;
+	f = NULL; /* the committer's now: failure_answer() frees it */
 	return 0;
 }
 

@@ -39,12 +39,11 @@
  * mirror always follows what SQLite holds.
  */
 #include <errno.h>
-#include <linux/futex.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
+#include "common/futex.h"
 #include "store/store-internal.h"
 
 #define BATCH_MAX 256 /* ops per transaction: bounds one commit's work */
@@ -370,32 +369,27 @@ static void run_batch(struct store *s, struct op *batch)
 		commit_notify(s, STORE_CHANGE_STATUS, "", NULL);
 }
 
-/* A caller of commit_submit() waiting, on a futex word of its own: the
- * word is bumped under queue_lock when a batch holding one of its ops ends
- * and when it is to lead the next batch, and the waiter reads it under
- * queue_lock with what it decides on, so no bump is missed; the wake-up
- * itself (futex(2) FUTEX_WAKE) comes after the lock is let go.  So a
- * batch's end wakes its callers and one more, not every thread waiting,
- * and none of them wakes only to wait for queue_lock, which the leader
- * held across every wake-up before.  The wake writes no memory: it may
- * find the waiter gone already (its word then lies in a stack reused by
- * anything), which at worst wakes some other futex waiter once, and every
- * futex wait rechecks what it waits for. */
-struct commit_waiter {
-	atomic_uint word;
-};
-
-static void waiter_sleep(struct commit_waiter *w, unsigned seen)
-{
-	while (atomic_load(&w->word) == seen)
-		(void)syscall(SYS_futex, &w->word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
-}
-
-static void waiter_wake(struct commit_waiter *w)
-{
-	(void)syscall(SYS_futex, &w->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
+/* A caller of commit_submit() waiting, on a futex word of its own
+ * (struct commit_waiter, store-internal.h): the word is bumped under
+ * queue_lock when a batch holding one of its ops ends and when it is to
+ * lead the next batch, and the waiter reads it under queue_lock with what
+ * it decides on, so no bump is missed; the wake-up itself (common/futex.h)
+ * comes after the lock is let go.  So a batch's end wakes its callers and
+ * one more, not every thread waiting, and none of them wakes only to wait
+ * for queue_lock.
+ *
+ * Ops nobody waits for (commit_join): a FUSE worker queues a report behind
+ * the batch under way and goes on to its next request, instead of
+ * sleeping through the commit and being woken to answer it; its op's
+ * waiter is the committer, a thread of the store's that leads every batch
+ * whose head nobody waits for and answers those ops after their batch
+ * (op->answer: the reply to the writer), with no lock held.  A caller of
+ * commit_submit() leads only until its own ops are done, and hands what
+ * it ran of the others' to the committer: however many reports come, no
+ * caller leads for them.  The committer keeps the lead while it answers, so
+ * that the reports arriving meanwhile join one batch.  Started with the
+ * first op that joins (none joins while no batch is under way: a lone
+ * writer commits on its own thread, with no hand-off). */
 static bool ops_done(struct op **ops, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -404,65 +398,201 @@ static bool ops_done(struct op **ops, size_t n)
 	return true;
 }
 
+/* queue_lock held, leader_active set by the caller, self the waiter it
+ * leads as.  Run the next batch, mark its ops done, and wake whom it
+ * concerns: the callers whose ops it ran, the committer for the ops it
+ * answers, and the waiter of the next queued op, to lead the next batch.
+ * The committer (keep not NULL) keeps the lead when the next op is one it
+ * waits for (*keep).  Returns the ops to answer when self is the committer
+ * (else it was given them).  queue_lock is let go meanwhile and held again
+ * on return. */
+static struct op *lead_batch(struct store *s, struct commit_waiter *self, bool *keep)
+{
+	struct commit_waiter *wake[BATCH_MAX + 2];
+	struct op *batch = s->queue_head, **last = &s->queue_head, *answers = NULL,
+		  **answers_tail = &answers;
+	size_t n_wake = 0;
+
+	for (size_t taken = 0; *last && taken < BATCH_MAX; taken++)
+		last = &(*last)->next;
+	s->queue_head = *last;
+	*last = NULL;
+	if (!s->queue_head)
+		s->queue_tail = &s->queue_head;
+	pthread_mutex_unlock(&s->queue_lock);
+
+	run_batch(s, batch);
+
+	pthread_mutex_lock(&s->queue_lock);
+	for (struct op *op = batch, *next; op; op = next) {
+		next = op->next;
+		if (op->answer) {
+			op->next = NULL;
+			*answers_tail = op;
+			answers_tail = &op->next;
+			continue;
+		}
+		op->done = true;
+		/* once per waiter: its ops are queued together, so adjacent */
+		if (op->waiter != self && (n_wake == 0 || wake[n_wake - 1] != op->waiter)) {
+			atomic_fetch_add(&op->waiter->word, 1);
+			wake[n_wake++] = op->waiter;
+		}
+	}
+	if (answers && !keep) {
+		*answers_tail = s->answers;
+		s->answers = answers;
+		answers = NULL;
+		atomic_fetch_add(&s->committer_wake.word, 1);
+		wake[n_wake++] = &s->committer_wake;
+	}
+	bool kept = keep && s->queue_head && s->queue_head->waiter == self;
+	atomic_store(&s->leader_active, kept);
+	if (keep)
+		*keep = kept;
+	if (s->queue_head && s->queue_head->waiter != self &&
+	    (n_wake == 0 || wake[n_wake - 1] != s->queue_head->waiter)) {
+		atomic_fetch_add(&s->queue_head->waiter->word, 1);
+		wake[n_wake++] = s->queue_head->waiter;
+	}
+	pthread_mutex_unlock(&s->queue_lock);
+	for (size_t i = 0; i < n_wake; i++)
+		futex_wake(&wake[i]->word, 1);
+	pthread_mutex_lock(&s->queue_lock);
+	return answers;
+}
+
 /* Queue ops and wait until all of them are durable (or failed).  The first
  * caller to find no leader runs the batch for everyone queued; at its end
- * it wakes the callers whose ops it ran, and the caller of the next queued
+ * it wakes the callers whose ops it ran, and the waiter of the next queued
  * op, to lead the next batch (or find its ops done by someone else's). */
 void commit_submit(struct store *s, struct op **ops, size_t n)
 {
 	struct commit_waiter self = { 0 };
-	struct commit_waiter *wake[BATCH_MAX + 1];
 
 	pthread_mutex_lock(&s->queue_lock);
 	for (size_t i = 0; i < n; i++) {
 		ops[i]->done = false;
 		ops[i]->waiter = &self;
+		ops[i]->answer = NULL;
 		ops[i]->next = NULL;
 		*s->queue_tail = ops[i];
 		s->queue_tail = &ops[i]->next;
 	}
 	while (!ops_done(ops, n)) {
-		if (s->leader_active) {
+		if (atomic_load(&s->leader_active)) {
 			unsigned seen = atomic_load(&self.word);
 
 			pthread_mutex_unlock(&s->queue_lock);
-			waiter_sleep(&self, seen);
+			futex_sleep(&self.word, seen);
 			pthread_mutex_lock(&s->queue_lock);
 			continue;
 		}
-		s->leader_active = true;
-		struct op *batch = s->queue_head, **last = &s->queue_head;
-		for (size_t taken = 0; *last && taken < BATCH_MAX; taken++)
-			last = &(*last)->next;
-		s->queue_head = *last;
-		*last = NULL;
-		if (!s->queue_head)
-			s->queue_tail = &s->queue_head;
-		pthread_mutex_unlock(&s->queue_lock);
+		atomic_store(&s->leader_active, true);
+		(void)lead_batch(s, &self, NULL); /* answers none: they went to the committer */
+	}
+	pthread_mutex_unlock(&s->queue_lock);
+}
 
-		run_batch(s, batch);
+static void answer_all(struct store *s, struct op *ops)
+{
+	for (struct op *op = ops, *next; op; op = next) {
+		next = op->next;
+		op->answer(s, op);
+	}
+}
 
-		size_t n_wake = 0;
-		pthread_mutex_lock(&s->queue_lock);
-		for (struct op *op = batch, *next; op; op = next) {
-			next = op->next;
-			op->done = true;
-			/* once per waiter: its ops are queued together, so adjacent */
-			if (op->waiter != &self &&
-			    (n_wake == 0 || wake[n_wake - 1] != op->waiter)) {
-				atomic_fetch_add(&op->waiter->word, 1);
-				wake[n_wake++] = op->waiter;
-			}
+static void *committer_main(void *arg)
+{
+	struct store *s = arg;
+	struct commit_waiter *self = &s->committer_wake;
+	bool leading = false; /* holds the lead, kept across its answers */
+
+	pthread_mutex_lock(&s->queue_lock);
+	for (;;) {
+		struct op *answers = s->answers;
+
+		s->answers = NULL;
+		if (!answers && !leading && s->queue_head && s->queue_head->waiter == self &&
+		    !atomic_load(&s->leader_active)) {
+			atomic_store(&s->leader_active, true);
+			leading = true;
 		}
-		s->leader_active = false;
-		if (s->queue_head && s->queue_head->waiter != &self) {
-			atomic_fetch_add(&s->queue_head->waiter->word, 1);
-			wake[n_wake++] = s->queue_head->waiter;
+		if (!answers && leading)
+			answers = lead_batch(s, self, &leading);
+		if (answers) {
+			pthread_mutex_unlock(&s->queue_lock);
+			answer_all(s, answers);
+			pthread_mutex_lock(&s->queue_lock);
+			continue;
 		}
+		if (leading)
+			continue; /* a batch of waited-for ops only, and ours next */
+		if (s->committer_stop && (!s->queue_head || s->queue_head->waiter != self))
+			break;
+		unsigned seen = atomic_load(&self->word);
 		pthread_mutex_unlock(&s->queue_lock);
-		for (size_t i = 0; i < n_wake; i++)
-			waiter_wake(wake[i]);
+		futex_sleep(&self->word, seen);
 		pthread_mutex_lock(&s->queue_lock);
 	}
 	pthread_mutex_unlock(&s->queue_lock);
+	return NULL;
+}
+
+/* queue_lock held. */
+static int committer_start(struct store *s)
+{
+	sigset_t all, old;
+
+	if (s->committer_started)
+		return 0;
+	if (s->committer_stop)
+		return -ESHUTDOWN;
+	/* born with every signal blocked: the process's are its callers' */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int r = pthread_create(&s->committer, NULL, committer_main, s);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r)
+		return -r;
+	s->committer_started = true;
+	return 0;
+}
+
+bool store_commit_under_way(struct store *s)
+{
+	return atomic_load_explicit(&s->leader_active, memory_order_relaxed);
+}
+
+int commit_join(struct store *s, struct op *op)
+{
+	int r;
+
+	pthread_mutex_lock(&s->queue_lock);
+	if (!atomic_load(&s->leader_active))
+		r = -EAGAIN;
+	else
+		r = committer_start(s) < 0 ? -EAGAIN : 0; /* the caller commits itself */
+	if (r == 0) {
+		op->done = false;
+		op->waiter = &s->committer_wake;
+		op->next = NULL;
+		*s->queue_tail = op;
+		s->queue_tail = &op->next;
+	}
+	pthread_mutex_unlock(&s->queue_lock);
+	return r;
+}
+
+void commit_stop(struct store *s)
+{
+	pthread_mutex_lock(&s->queue_lock);
+	s->committer_stop = true;
+	bool started = s->committer_started;
+	atomic_fetch_add(&s->committer_wake.word, 1);
+	pthread_mutex_unlock(&s->queue_lock);
+	if (!started)
+		return;
+	futex_wake(&s->committer_wake.word, 1);
+	pthread_join(s->committer, NULL);
 }

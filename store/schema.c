@@ -860,6 +860,7 @@ void store_close(struct store *s)
 {
 	if (!s)
 		return;
+	commit_stop(s);
 	/* the reader first: the writer, closing last, checkpoints the WAL */
 	sqlite3_close_v2(s->read_db);
 	db_stmt_cache_clear(s);

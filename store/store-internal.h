@@ -226,8 +226,11 @@ struct op {
 	size_t n_changes;
 	size_t cap_changes;
 
-	struct commit_waiter *waiter; /* its caller's (commit.c) */
-	bool done;                    /* under queue_lock */
+	struct commit_waiter *waiter; /* its caller's, or the committer's when answered (commit.c) */
+	/* An op nobody waits for (commit_join): called once, on the committer
+	 * thread with no lock held, after its batch; frees the op. */
+	void (*answer)(struct store *s, struct op *op);
+	bool done; /* under queue_lock */
 	struct op *next;
 };
 
@@ -312,7 +315,16 @@ struct store {
 	pthread_mutex_t queue_lock;
 	struct op *queue_head;
 	struct op **queue_tail;
-	bool leader_active;
+	atomic_bool leader_active; /* written under queue_lock; commit_join() peeks */
+	/* the committer thread (commit.c): leads batches whose head nobody
+	 * waits for and answers the ops of commit_join() */
+	struct commit_waiter {
+		atomic_uint word; /* commit.c */
+	} committer_wake;
+	bool committer_started;
+	pthread_t committer;
+	struct op *answers; /* ops run, to be answered by the committer */
+	bool committer_stop;
 
 	/* the listing connection (store_failure_list): read-only, a leaf lock */
 	pthread_mutex_t read_lock;
@@ -557,6 +569,13 @@ int op_change_global(struct op *op, unsigned bits);
 
 /* Queue ops and wait until all are durable (or failed); op->rc says. */
 void commit_submit(struct store *s, struct op **ops, size_t n);
+/* Queue op (heap-allocated, op->answer set) behind the batch under way and
+ * return 0: the committer thread answers it.  -EAGAIN, and nothing queued,
+ * when no batch is under way or the committer cannot start: the caller
+ * commits with commit_submit(). */
+int commit_join(struct store *s, struct op *op);
+/* store_close(): answer what is queued, and stop the committer. */
+void commit_stop(struct store *s);
 /* Call the subscribers (no store lock held). */
 void commit_notify(struct store *s, unsigned bits, const char *vf, const char *instance_id);
 /* vf's id in the index (takes index_lock's read side); 0 for "" or a VF

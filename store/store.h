@@ -258,7 +258,13 @@
  *                 call returns (WAL, synchronous=FULL, BEGIN IMMEDIATE).
  *                 Concurrent writers are grouped into one transaction and one
  *                 fsync (group commit); each is acknowledged only after that
- *                 commit.  application_id and user_version version the
+ *                 commit.  A failure report submitted while a commit is
+ *                 under way (store_report_failure_submit) joins the next
+ *                 batch without its caller waiting, and is answered once,
+ *                 after that batch's commit, by the store's committer
+ *                 thread; close answers every one still queued.  Tests:
+ *                 group_commit, reports_join_the_commit_under_way,
+ *                 joined_reports_fail_with_their_batch.  application_id and user_version version the
  *                 schema; a newer schema is refused with a clear reason; an
  *                 older one is migrated at open, keeping its data (version
  *                 1: a manual quarantine becomes an operator hold;
@@ -748,6 +754,26 @@ struct store_failure_result {
 int store_report_failure(struct store *s, const char *vf, const char *instance_id,
 			 const char *assigned_at, const char *message,
 			 struct store_failure_result *ret);
+
+/* A failure report answered later: store_report_failure_submit() queues it
+ * behind the commit under way, so that the caller goes on at once, and
+ * `done` is called once, by the store's committer thread after the commit,
+ * with no lock held: r is what store_report_failure() would return, and
+ * *res its result when r is 0.  done may read the store, never change it
+ * (it would wait for itself).  Returns 0 when queued; else nothing is
+ * queued, done is never called, and the caller reports with
+ * store_report_failure() (which commits on the caller's thread, or answers
+ * from the state): -EAGAIN when there is no commit under way to join or
+ * nothing to commit, or the refusal store_report_failure() would give. */
+/* Whether a commit is under way now: a hint that a submit may be queued
+ * (store_report_failure_submit decides), so that a lone writer's caller
+ * prepares nothing for it. */
+bool store_commit_under_way(struct store *s);
+typedef void (*store_failure_done_fn)(void *userdata, int r,
+				      const struct store_failure_result *res);
+int store_report_failure_submit(struct store *s, const char *vf, const char *instance_id,
+				const char *assigned_at, const char *message,
+				store_failure_done_fn done, void *userdata);
 
 struct store_success_result {
 	unsigned cleared;

@@ -257,6 +257,264 @@ START_TEST(batch_fails_as_a_whole)
 }
 END_TEST
 
+/* What store_report_failure_submit's answers saw, under a lock the test
+ * waits on. */
+struct answers {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned count;
+	pthread_t caller; /* the thread that submitted: never the one answering */
+	bool on_caller;
+};
+
+struct answer {
+	struct answers *all;
+	unsigned calls;
+	int rc;
+	struct store_failure_result result;
+};
+
+static void answered(void *userdata, int r, const struct store_failure_result *res)
+{
+	struct answer *a = userdata;
+
+	pthread_mutex_lock(&a->all->lock);
+	a->calls++;
+	a->rc = r;
+	if (r == 0)
+		a->result = *res;
+	a->all->on_caller |= pthread_equal(pthread_self(), a->all->caller);
+	a->all->count++;
+	pthread_cond_signal(&a->all->cond);
+	pthread_mutex_unlock(&a->all->lock);
+}
+
+static unsigned answers_count(struct answers *all)
+{
+	pthread_mutex_lock(&all->lock);
+	unsigned n = all->count;
+	pthread_mutex_unlock(&all->lock);
+	return n;
+}
+
+static bool answers_wait(struct answers *all, unsigned n, int seconds)
+{
+	struct timespec deadline;
+	int r = 0;
+
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += seconds;
+	pthread_mutex_lock(&all->lock);
+	while (all->count < n && r == 0)
+		r = pthread_cond_timedwait(&all->cond, &all->lock, &deadline);
+	bool done = all->count >= n;
+	pthread_mutex_unlock(&all->lock);
+	return done;
+}
+
+#define JOINED 8
+
+/* Reports queued behind a held commit return at once and are answered
+ * once each, after their commit, by another thread, in fewer commits than
+ * reports; what cannot join is said at once; a caller queued behind them
+ * is not stranded; store_close() answers what is left. */
+START_TEST(reports_join_the_commit_under_way)
+{
+	struct store *s = open_store();
+	static struct answer a[JOINED];
+	struct answers all = { .caller = pthread_self() };
+	struct report_job lead = { .s = s, .vf = VF_A, .instance = "i-lead", .rc = 1 };
+	struct report_job claimer = {
+		.s = s, .vf = VF_B, .instance = "i-claim", .rc = 1, .claim = true
+	};
+	pthread_t leader, claim;
+	char vf[JOINED][VF_ADDR_BUFSZ];
+
+	pthread_mutex_init(&all.lock, NULL);
+	pthread_cond_init(&all.cond, NULL);
+	reg(s, VF_A);
+	reg(s, VF_B);
+	for (int i = 0; i < JOINED; i++) {
+		snprintf(vf[i], sizeof(vf[i]), "0000:44:00.%d", i);
+		reg(s, vf[i]);
+		a[i] = (struct answer){ .all = &all, .rc = 1 };
+	}
+	/* nothing under way: the caller commits it itself */
+	ck_assert(!store_commit_under_way(s));
+	ck_assert_int_eq(store_report_failure_submit(s, vf[0], "i-0", T1, "m", answered, &a[0]),
+			 -EAGAIN);
+
+	uint64_t before = commits(s);
+	faultvfs_block_syncs(true);
+	ck_assert_int_eq(pthread_create(&leader, NULL, failure_thread, &lead), 0);
+	ck_assert(faultvfs_wait_blocked(1, 10000));
+	ck_assert(store_commit_under_way(s));
+	for (int i = 0; i < JOINED; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "i-%d", i);
+		ck_assert_int_eq(store_report_failure_submit(s, vf[i], id, T1, "m", answered,
+							     &a[i]),
+				 0);
+	}
+	/* refused at once, as store_report_failure() would refuse them */
+	ck_assert_int_eq(store_report_failure_submit(s, "0000:45:00.0", "i-x", T1, "m", answered,
+						     &a[0]),
+			 -ENOENT);
+	ck_assert_int_eq(store_report_failure_submit(s, "nonsense", "i-x", T1, "m", answered,
+						     &a[0]),
+			 -EINVAL);
+	/* a caller queued behind the joined reports waits for its own */
+	ck_assert_int_eq(pthread_create(&claim, NULL, failure_thread, &claimer), 0);
+	for (int i = 0; i < 1000; i++)
+		sched_yield(); /* the claim's place in the queue does not matter */
+	ck_assert_msg(answers_count(&all) == 0, "answered before the commit was durable");
+	faultvfs_block_syncs(false);
+
+	ck_assert(join_within(leader, 60));
+	ck_assert(join_within(claim, 60));
+	ck_assert(answers_wait(&all, JOINED, 60));
+	ck_assert_int_eq(lead.rc, 0);
+	ck_assert_int_eq(claimer.rc, 0);
+	ck_assert(!all.on_caller);
+	for (int i = 0; i < JOINED; i++) {
+		ck_assert_uint_eq(a[i].calls, 1);
+		ck_assert_int_eq(a[i].rc, 0);
+		ck_assert_int_eq(a[i].result.outcome, STORE_OUTCOME_RECORDED);
+		ck_assert_uint_eq(a[i].result.tally, 1);
+		ck_assert_uint_eq(info(s, vf[i]).tally, 1);
+	}
+	uint64_t used = commits(s) - before;
+	printf("reports_join_the_commit_under_way: %d reports and a claim in %llu commits\n",
+	       JOINED + 1, (unsigned long long)used);
+	ck_assert_uint_lt(used, JOINED + 2);
+	struct store_stats st;
+	store_get_stats(s, &st);
+	ck_assert_uint_eq(st.failed_reports[STORE_OUTCOME_RECORDED], JOINED + 1);
+
+	/* A repeat is answered from the state, on the caller's thread. */
+	faultvfs_block_syncs(true);
+	lead = (struct report_job){ .s = s, .vf = VF_A, .instance = "i-lead2", .rc = 1 };
+	ck_assert_int_eq(pthread_create(&leader, NULL, failure_thread, &lead), 0);
+	ck_assert(faultvfs_wait_blocked(1, 10000));
+	ck_assert_int_eq(store_report_failure_submit(s, vf[0], "i-0", T1, "m", answered, &a[0]),
+			 -EAGAIN);
+	/* The close answers what is queued: the answers come before it returns. */
+	for (int i = 1; i < JOINED; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "j-%d", i);
+		ck_assert_int_eq(store_report_failure_submit(s, vf[i], id, T1, "m", answered,
+							     &a[i]),
+				 0);
+	}
+	faultvfs_block_syncs(false);
+	ck_assert(join_within(leader, 60));
+	store_close(s);
+	ck_assert_uint_eq(answers_count(&all), JOINED + JOINED - 1);
+	for (int i = 1; i < JOINED; i++) {
+		ck_assert_uint_eq(a[i].calls, 2);
+		ck_assert_int_eq(a[i].rc, 0);
+		ck_assert_uint_eq(a[i].result.tally, 2);
+	}
+	pthread_cond_destroy(&all.cond);
+	pthread_mutex_destroy(&all.lock);
+}
+END_TEST
+
+/* A joined report whose batch fails is answered -EIO, and changed nothing. */
+START_TEST(joined_reports_fail_with_their_batch)
+{
+	struct store *s = open_store();
+	static struct answer a[JOINED];
+	struct answers all = { .caller = pthread_self() };
+	struct report_job lead = { .s = s, .vf = VF_A, .instance = "i-lead", .rc = 1 };
+	pthread_t leader;
+	char vf[JOINED][VF_ADDR_BUFSZ];
+
+	pthread_mutex_init(&all.lock, NULL);
+	pthread_cond_init(&all.cond, NULL);
+	reg(s, VF_A);
+	for (int i = 0; i < JOINED; i++) {
+		snprintf(vf[i], sizeof(vf[i]), "0000:44:00.%d", i);
+		reg(s, vf[i]);
+		a[i] = (struct answer){ .all = &all, .rc = 1 };
+	}
+	faultvfs_block_syncs(true);
+	ck_assert_int_eq(pthread_create(&leader, NULL, failure_thread, &lead), 0);
+	ck_assert(faultvfs_wait_blocked(1, 10000));
+	for (int i = 0; i < JOINED; i++)
+		ck_assert_int_eq(store_report_failure_submit(s, vf[i], "i", T1, "m", answered,
+							     &a[i]),
+				 0);
+	faultvfs_fail_syncs(SQLITE_IOERR_FSYNC);
+	faultvfs_block_syncs(false);
+	ck_assert(join_within(leader, 60));
+	ck_assert(answers_wait(&all, JOINED, 60));
+	faultvfs_fail_syncs(SQLITE_OK);
+	ck_assert_int_eq(lead.rc, -EIO);
+	for (int i = 0; i < JOINED; i++) {
+		ck_assert_uint_eq(a[i].calls, 1);
+		ck_assert_int_eq(a[i].rc, -EIO);
+	}
+	ck_assert(!store_status(s, NULL, 0));
+	ck_assert_int_eq(store_repair(s), 0);
+	for (int i = 0; i < JOINED; i++)
+		ck_assert_uint_eq(info(s, vf[i]).tally, 0);
+	store_close(s);
+	pthread_cond_destroy(&all.cond);
+	pthread_mutex_destroy(&all.lock);
+}
+END_TEST
+
+/* A caller of its own that leads a batch holding a joined report (it was
+ * queued first, and led the batch after the one under way) hands the
+ * report to the committer, which answers it, though nothing else woke it. */
+START_TEST(a_caller_hands_joined_reports_on)
+{
+	struct store *s = open_store();
+	static struct answer a;
+	struct answers all = { .caller = pthread_self() };
+	struct report_job lead = { .s = s, .vf = VF_A, .instance = "i-lead", .rc = 1 };
+	atomic_int entered = 0;
+	struct report_job claimer = { .s = s,
+				      .vf = VF_B,
+				      .instance = "i-claim",
+				      .rc = 1,
+				      .claim = true,
+				      .entered = &entered };
+	pthread_t leader, claim;
+
+	pthread_mutex_init(&all.lock, NULL);
+	pthread_cond_init(&all.cond, NULL);
+	a = (struct answer){ .all = &all, .rc = 1 };
+	reg(s, VF_A);
+	reg(s, VF_B);
+	reg(s, "0000:44:00.0");
+	faultvfs_block_syncs(true);
+	ck_assert_int_eq(pthread_create(&leader, NULL, failure_thread, &lead), 0);
+	ck_assert(faultvfs_wait_blocked(1, 10000));
+	/* the claim queued first, so that it leads the next batch, the
+	 * report's; were the report first, the committer would lead */
+	ck_assert_int_eq(pthread_create(&claim, NULL, failure_thread, &claimer), 0);
+	for (int tries = 0; atomic_load(&entered) < 1 && tries < 100000; tries++)
+		sched_yield();
+	for (int i = 0; i < 1000; i++)
+		sched_yield(); /* time to queue; correctness does not depend on it */
+	ck_assert_int_eq(store_report_failure_submit(s, "0000:44:00.0", "i-0", T1, "m", answered,
+						     &a),
+			 0);
+	faultvfs_block_syncs(false);
+	ck_assert(join_within(leader, 60));
+	ck_assert(join_within(claim, 60));
+	ck_assert_msg(answers_wait(&all, 1, 30), "a joined report was never answered");
+	ck_assert_int_eq(a.rc, 0);
+	ck_assert_int_eq(claimer.rc, 0);
+	store_close(s);
+	ck_assert_uint_eq(a.calls, 1);
+	pthread_cond_destroy(&all.cond);
+	pthread_mutex_destroy(&all.lock);
+}
+END_TEST
+
 START_TEST(change_callback)
 {
 	struct store *s = open_store();
