@@ -450,7 +450,7 @@ static void write_answer(struct vffs *fs, fuse_req_t req, struct vhandle *h, siz
 }
 
 /* A write queued behind the commit under way (vfile_deferred): what its
- * answer needs, until the store's committer answers it. */
+ * answer needs, until the store's answerer answers it. */
 struct deferred_write {
 	struct vfile_deferred d;
 	struct vffs *fs;

@@ -629,7 +629,7 @@ void vffs_stop(struct vffs *fs)
 	}
 	loop_free(fs->loop);
 	fs->loop = NULL;
-	/* no request is served any more, but the store's committer may still
+	/* no request is served any more, but the store's answerer may still
 	 * answer writes queued behind a commit: they need the session */
 	handle_wait_deferred(fs);
 	if (fs->mounted) {

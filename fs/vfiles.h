@@ -121,11 +121,11 @@ typedef int (*vfile_write_fn)(const struct vfile_call *call, char *command);
 
 /* A write answered by the thread that commits it: its worker queues it
  * behind the commit under way and goes on to the next request (the store's
- * committer, store/commit.c).  The caller sets call (outcome, why and
+ * answerer, store/commit.c).  The caller sets call (outcome, why and
  * unchanged pointing at the fields below, or NULL) and answer, and keeps
  * the command until the answer; the vfile keeps in `own` what its answer
  * needs of the command (which may point into it).  answer(d, r) is
- * called once, on the store's committer thread with no lock held, with what
+ * called once, on the store's answerer thread with no lock held, with what
  * write would have returned, and must reply to the writer (d is the
  * caller's to free there). */
 struct vfile_deferred {

@@ -380,16 +380,17 @@ static void run_batch(struct store *s, struct op *batch)
  *
  * Ops nobody waits for (commit_join): a FUSE worker queues a report behind
  * the batch under way and goes on to its next request, instead of
- * sleeping through the commit and being woken to answer it; its op's
- * waiter is the committer, a thread of the store's that leads every batch
- * whose head nobody waits for and answers those ops after their batch
- * (op->answer: the reply to the writer), with no lock held.  A caller of
- * commit_submit() leads only until its own ops are done, and hands what
- * it ran of the others' to the committer: however many reports come, no
- * caller leads for them.  The committer keeps the lead while it answers, so
- * that the reports arriving meanwhile join one batch.  Started with the
- * first op that joins (none joins while no batch is under way: a lone
- * writer commits on its own thread, with no hand-off). */
+ * sleeping through the commit and being woken to answer it.  The store has
+ * two threads for them, started with the first op that joins: the
+ * committer, the waiter of every such op, leads each batch whose first op
+ * is one, and keeps the lead while the next is one too; the answerer
+ * answers them (op->answer: the reply to the writer), in order, after
+ * their batch, with no lock held, while the committer runs the next
+ * batch.  Whoever leads wakes the answerer once per batch.  A caller of
+ * commit_submit() leads only until its own ops are done: however many
+ * reports come, no caller leads for them.  A lone writer's report joins
+ * nothing and is committed and answered on its own thread, with no
+ * hand-off. */
 static bool ops_done(struct op **ops, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -400,18 +401,17 @@ static bool ops_done(struct op **ops, size_t n)
 
 /* queue_lock held, leader_active set by the caller, self the waiter it
  * leads as.  Run the next batch, mark its ops done, and wake whom it
- * concerns: the callers whose ops it ran, the committer for the ops it
- * answers, and the waiter of the next queued op, to lead the next batch.
+ * concerns: the callers whose ops it ran, the answerer for the ops nobody
+ * waits for, and the waiter of the next queued op, to lead the next batch.
  * The committer (keep not NULL) keeps the lead when the next op is one it
- * waits for (*keep).  Returns the ops to answer when self is the committer
- * (else it was given them).  queue_lock is let go meanwhile and held again
- * on return. */
-static struct op *lead_batch(struct store *s, struct commit_waiter *self, bool *keep)
+ * waits for (*keep).  queue_lock is let go meanwhile and held again on
+ * return. */
+static void lead_batch(struct store *s, struct commit_waiter *self, bool *keep)
 {
 	struct commit_waiter *wake[BATCH_MAX + 2];
-	struct op *batch = s->queue_head, **last = &s->queue_head, *answers = NULL,
-		  **answers_tail = &answers;
+	struct op *batch = s->queue_head, **last = &s->queue_head;
 	size_t n_wake = 0;
+	bool answers = false;
 
 	for (size_t taken = 0; *last && taken < BATCH_MAX; taken++)
 		last = &(*last)->next;
@@ -428,8 +428,9 @@ static struct op *lead_batch(struct store *s, struct commit_waiter *self, bool *
 		next = op->next;
 		if (op->answer) {
 			op->next = NULL;
-			*answers_tail = op;
-			answers_tail = &op->next;
+			*s->answers_tail = op;
+			s->answers_tail = &op->next;
+			answers = true;
 			continue;
 		}
 		op->done = true;
@@ -439,12 +440,9 @@ static struct op *lead_batch(struct store *s, struct commit_waiter *self, bool *
 			wake[n_wake++] = op->waiter;
 		}
 	}
-	if (answers && !keep) {
-		*answers_tail = s->answers;
-		s->answers = answers;
-		answers = NULL;
-		atomic_fetch_add(&s->committer_wake.word, 1);
-		wake[n_wake++] = &s->committer_wake;
+	if (answers) {
+		atomic_fetch_add(&s->answerer_wake.word, 1);
+		wake[n_wake++] = &s->answerer_wake;
 	}
 	bool kept = keep && s->queue_head && s->queue_head->waiter == self;
 	atomic_store(&s->leader_active, kept);
@@ -459,7 +457,6 @@ static struct op *lead_batch(struct store *s, struct commit_waiter *self, bool *
 	for (size_t i = 0; i < n_wake; i++)
 		futex_wake(&wake[i]->word, 1);
 	pthread_mutex_lock(&s->queue_lock);
-	return answers;
 }
 
 /* Queue ops and wait until all of them are durable (or failed).  The first
@@ -489,46 +486,29 @@ void commit_submit(struct store *s, struct op **ops, size_t n)
 			continue;
 		}
 		atomic_store(&s->leader_active, true);
-		(void)lead_batch(s, &self, NULL); /* answers none: they went to the committer */
+		lead_batch(s, &self, NULL);
 	}
 	pthread_mutex_unlock(&s->queue_lock);
-}
-
-static void answer_all(struct store *s, struct op *ops)
-{
-	for (struct op *op = ops, *next; op; op = next) {
-		next = op->next;
-		op->answer(s, op);
-	}
 }
 
 static void *committer_main(void *arg)
 {
 	struct store *s = arg;
 	struct commit_waiter *self = &s->committer_wake;
-	bool leading = false; /* holds the lead, kept across its answers */
+	bool leading = false; /* holds the lead, kept from the last batch */
 
 	pthread_mutex_lock(&s->queue_lock);
 	for (;;) {
-		struct op *answers = s->answers;
-
-		s->answers = NULL;
-		if (!answers && !leading && s->queue_head && s->queue_head->waiter == self &&
+		if (!leading && s->queue_head && s->queue_head->waiter == self &&
 		    !atomic_load(&s->leader_active)) {
 			atomic_store(&s->leader_active, true);
 			leading = true;
 		}
-		if (!answers && leading)
-			answers = lead_batch(s, self, &leading);
-		if (answers) {
-			pthread_mutex_unlock(&s->queue_lock);
-			answer_all(s, answers);
-			pthread_mutex_lock(&s->queue_lock);
+		if (leading) {
+			lead_batch(s, self, &leading);
 			continue;
 		}
-		if (leading)
-			continue; /* a batch of waited-for ops only, and ours next */
-		if (s->committer_stop && (!s->queue_head || s->queue_head->waiter != self))
+		if (s->threads_stop && !s->queue_head)
 			break;
 		unsigned seen = atomic_load(&self->word);
 		pthread_mutex_unlock(&s->queue_lock);
@@ -539,23 +519,71 @@ static void *committer_main(void *arg)
 	return NULL;
 }
 
-/* queue_lock held. */
-static int committer_start(struct store *s)
+static void *answerer_main(void *arg)
+{
+	struct store *s = arg;
+	struct commit_waiter *self = &s->answerer_wake;
+
+	pthread_mutex_lock(&s->queue_lock);
+	for (;;) {
+		struct op *answers = s->answers;
+
+		s->answers = NULL;
+		s->answers_tail = &s->answers;
+		if (answers) {
+			size_t n = 0;
+
+			pthread_mutex_unlock(&s->queue_lock);
+			for (struct op *op = answers, *next; op; op = next, n++) {
+				next = op->next;
+				op->answer(s, op); /* frees op */
+			}
+			pthread_mutex_lock(&s->queue_lock);
+			s->joined -= n;
+			continue;
+		}
+		if (s->threads_stop && s->committer_done)
+			break;
+		unsigned seen = atomic_load(&self->word);
+		pthread_mutex_unlock(&s->queue_lock);
+		futex_sleep(&self->word, seen);
+		pthread_mutex_lock(&s->queue_lock);
+	}
+	pthread_mutex_unlock(&s->queue_lock);
+	return NULL;
+}
+
+/* queue_lock held.  Both threads, or neither. */
+static int threads_start(struct store *s)
 {
 	sigset_t all, old;
+	int r;
 
-	if (s->committer_started)
+	if (s->threads_started)
 		return 0;
-	if (s->committer_stop)
+	if (s->threads_stop)
 		return -ESHUTDOWN;
 	/* born with every signal blocked: the process's are its callers' */
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
-	int r = pthread_create(&s->committer, NULL, committer_main, s);
+	r = pthread_create(&s->answerer, NULL, answerer_main, s);
+	if (r == 0) {
+		r = pthread_create(&s->committer, NULL, committer_main, s);
+		if (r) {
+			/* nothing was queued for it: it ends at once */
+			s->threads_stop = s->committer_done = true;
+			atomic_fetch_add(&s->answerer_wake.word, 1);
+			futex_wake(&s->answerer_wake.word, 1);
+			pthread_mutex_unlock(&s->queue_lock);
+			pthread_join(s->answerer, NULL);
+			pthread_mutex_lock(&s->queue_lock);
+			s->threads_stop = s->committer_done = false;
+		}
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r)
 		return -r;
-	s->committer_started = true;
+	s->threads_started = true;
 	return 0;
 }
 
@@ -569,11 +597,15 @@ int commit_join(struct store *s, struct op *op)
 	int r;
 
 	pthread_mutex_lock(&s->queue_lock);
-	if (!atomic_load(&s->leader_active))
+	/* past the bound the caller commits itself, and waits, as before any
+	 * op joined: how many requests wait in memory stays bounded by the
+	 * FUSE loop's queue and workers */
+	if (!atomic_load(&s->leader_active) || s->joined >= STORE_JOINED_MAX)
 		r = -EAGAIN;
 	else
-		r = committer_start(s) < 0 ? -EAGAIN : 0; /* the caller commits itself */
+		r = threads_start(s) < 0 ? -EAGAIN : 0; /* the caller commits itself */
 	if (r == 0) {
+		s->joined++;
 		op->done = false;
 		op->waiter = &s->committer_wake;
 		op->next = NULL;
@@ -587,12 +619,19 @@ int commit_join(struct store *s, struct op *op)
 void commit_stop(struct store *s)
 {
 	pthread_mutex_lock(&s->queue_lock);
-	s->committer_stop = true;
-	bool started = s->committer_started;
+	s->threads_stop = true;
+	bool started = s->threads_started;
 	atomic_fetch_add(&s->committer_wake.word, 1);
 	pthread_mutex_unlock(&s->queue_lock);
 	if (!started)
 		return;
+	/* the committer first: what it commits, the answerer answers */
 	futex_wake(&s->committer_wake.word, 1);
 	pthread_join(s->committer, NULL);
+	pthread_mutex_lock(&s->queue_lock);
+	s->committer_done = true;
+	atomic_fetch_add(&s->answerer_wake.word, 1);
+	pthread_mutex_unlock(&s->queue_lock);
+	futex_wake(&s->answerer_wake.word, 1);
+	pthread_join(s->answerer, NULL);
 }

@@ -820,6 +820,7 @@ int store_open(const struct store_options *opt, struct store **ret)
 	s->wal_fd = -1;
 	files_watch_init(&s->watch);
 	s->queue_tail = &s->queue_head;
+	s->answers_tail = &s->answers;
 	s->cfg_threshold = opt->threshold;
 	s->cfg_max_quarantined = opt->max_quarantined;
 	s->init_window_ns = opt->init_window_ns;

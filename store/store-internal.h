@@ -226,8 +226,8 @@ struct op {
 	size_t n_changes;
 	size_t cap_changes;
 
-	struct commit_waiter *waiter; /* its caller's, or the committer's when answered (commit.c) */
-	/* An op nobody waits for (commit_join): called once, on the committer
+	struct commit_waiter *waiter; /* its caller's; the committer's for commit_join's */
+	/* An op nobody waits for (commit_join): called once, on the answerer
 	 * thread with no lock held, after its batch; frees the op. */
 	void (*answer)(struct store *s, struct op *op);
 	bool done; /* under queue_lock */
@@ -316,15 +316,16 @@ struct store {
 	struct op *queue_head;
 	struct op **queue_tail;
 	atomic_bool leader_active; /* written under queue_lock; commit_join() peeks */
-	/* the committer thread (commit.c): leads batches whose head nobody
-	 * waits for and answers the ops of commit_join() */
+	/* the store's two threads (commit.c), started with the first op that
+	 * joins a batch under way: the committer leads the batches whose first
+	 * op nobody waits for, the answerer answers the ops nobody waits for */
 	struct commit_waiter {
 		atomic_uint word; /* commit.c */
-	} committer_wake;
-	bool committer_started;
-	pthread_t committer;
-	struct op *answers; /* ops run, to be answered by the committer */
-	bool committer_stop;
+	} committer_wake, answerer_wake;
+	pthread_t committer, answerer;
+	bool threads_started, threads_stop, committer_done;
+	struct op *answers, **answers_tail; /* run, to be answered, in order */
+	size_t joined;                      /* ops joined and not yet answered */
 
 	/* the listing connection (store_failure_list): read-only, a leaf lock */
 	pthread_mutex_t read_lock;
@@ -570,11 +571,11 @@ int op_change_global(struct op *op, unsigned bits);
 /* Queue ops and wait until all are durable (or failed); op->rc says. */
 void commit_submit(struct store *s, struct op **ops, size_t n);
 /* Queue op (heap-allocated, op->answer set) behind the batch under way and
- * return 0: the committer thread answers it.  -EAGAIN, and nothing queued,
+ * return 0: the answerer thread answers it.  -EAGAIN, and nothing queued,
  * when no batch is under way or the committer cannot start: the caller
  * commits with commit_submit(). */
 int commit_join(struct store *s, struct op *op);
-/* store_close(): answer what is queued, and stop the committer. */
+/* store_close(): commit and answer what is queued, and stop the threads. */
 void commit_stop(struct store *s);
 /* Call the subscribers (no store lock held). */
 void commit_notify(struct store *s, unsigned bits, const char *vf, const char *instance_id);

@@ -261,7 +261,7 @@
  *                 commit.  A failure report submitted while a commit is
  *                 under way (store_report_failure_submit) joins the next
  *                 batch without its caller waiting, and is answered once,
- *                 after that batch's commit, by the store's committer
+ *                 after that batch's commit, by the store's answerer
  *                 thread; close answers every one still queued.  Tests:
  *                 group_commit, reports_join_the_commit_under_way,
  *                 joined_reports_fail_with_their_batch.  application_id and user_version version the
@@ -757,7 +757,7 @@ int store_report_failure(struct store *s, const char *vf, const char *instance_i
 
 /* A failure report answered later: store_report_failure_submit() queues it
  * behind the commit under way, so that the caller goes on at once, and
- * `done` is called once, by the store's committer thread after the commit,
+ * `done` is called once, by the store's answerer thread after the commit,
  * with no lock held: r is what store_report_failure() would return, and
  * *res its result when r is 0.  done may read the store, never change it
  * (it would wait for itself).  Returns 0 when queued; else nothing is
@@ -769,6 +769,9 @@ int store_report_failure(struct store *s, const char *vf, const char *instance_i
  * (store_report_failure_submit decides), so that a lone writer's caller
  * prepares nothing for it. */
 bool store_commit_under_way(struct store *s);
+/* How many submitted reports may wait for their answer at once; past it a
+ * submit says -EAGAIN (the caller's own call waits, as every call does). */
+#define STORE_JOINED_MAX 1024
 typedef void (*store_failure_done_fn)(void *userdata, int r,
 				      const struct store_failure_result *res);
 int store_report_failure_submit(struct store *s, const char *vf, const char *instance_id,

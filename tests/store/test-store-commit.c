@@ -515,6 +515,59 @@ START_TEST(a_caller_hands_joined_reports_on)
 }
 END_TEST
 
+/* At most STORE_JOINED_MAX reports wait for their answer at once: past
+ * it a submit says -EAGAIN, and once they are answered they may join again. */
+START_TEST(joined_reports_are_bounded)
+{
+	struct store *s = open_store();
+	static struct answer a[STORE_JOINED_MAX + 1];
+	struct answers all = { .caller = pthread_self() };
+	struct report_job lead = { .s = s, .vf = VF_A, .instance = "i-lead", .rc = 1 };
+	pthread_t leader;
+	char id[32];
+
+	pthread_mutex_init(&all.lock, NULL);
+	pthread_cond_init(&all.cond, NULL);
+	reg(s, VF_A);
+	reg(s, VF_B);
+	reg(s, "0000:44:00.0");
+	for (int round = 0; round < 2; round++) {
+		/* the first round quarantines its VF: the second reports on another */
+		const char *vf = round == 0 ? VF_B : "0000:44:00.0";
+
+		faultvfs_block_syncs(true);
+		ck_assert_int_eq(pthread_create(&leader, NULL, failure_thread, &lead), 0);
+		ck_assert(faultvfs_wait_blocked(1, 10000));
+		int n = round == 0 ? STORE_JOINED_MAX : 1;
+		for (int i = 0; i < n; i++) {
+			a[i] = (struct answer){ .all = &all, .rc = 1 };
+			snprintf(id, sizeof(id), "r%d-%d", round, i);
+			ck_assert_int_eq(store_report_failure_submit(s, vf, id, T1, "m", answered,
+								     &a[i]),
+					 0);
+		}
+		if (round == 0) {
+			snprintf(id, sizeof(id), "r%d-over", round);
+			ck_assert_int_eq(store_report_failure_submit(s, vf, id, T1, "m", answered,
+								     &a[n]),
+					 -EAGAIN);
+		}
+		faultvfs_block_syncs(false);
+		ck_assert(join_within(leader, 60));
+		ck_assert(answers_wait(&all, round == 0 ? STORE_JOINED_MAX : STORE_JOINED_MAX + 1,
+				       60));
+		for (int i = 0; i < n; i++)
+			ck_assert_int_eq(a[i].rc, 0);
+		lead.instance[0] = 'j'; /* a new failure next round */
+		lead.rc = 1;
+	}
+	ck_assert_uint_eq(a[STORE_JOINED_MAX].calls, 0);
+	store_close(s);
+	pthread_cond_destroy(&all.cond);
+	pthread_mutex_destroy(&all.lock);
+}
+END_TEST
+
 START_TEST(change_callback)
 {
 	struct store *s = open_store();
