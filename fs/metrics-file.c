@@ -234,6 +234,10 @@ int metrics_render(const struct vfile_call *call, FILE *out)
 			"Durable store transactions since start.", st.commits);
 	prom_scalar_u64(out, "vfhealth_store_commit_failures_total", "counter",
 			"Store commits that failed since start.", st.commit_failures);
+	prom_scalar_u64(out, "vfhealth_store_reports_joined_total", "counter",
+			"Failure reports that joined a commit under way, answered by the store's "
+			"answerer instead of a FUSE worker waiting for the commit.",
+			st.reports_joined);
 	prom_scalar_u64(out, "vfhealth_store_repairs_total", "counter",
 			"Attempts to bring the unavailable store back since start.", st.repairs);
 	metrics_render_info(call, out, threshold, max_quarantined, mode);

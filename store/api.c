@@ -574,6 +574,7 @@ int store_report_failure_submit(struct store *s, const char *vf, const char *ins
 	if ((r = commit_join(s, &f->op)) < 0)
 		return r;
 	f = NULL; /* the committer's now: failure_answer() frees it */
+	atomic_fetch_add(&s->reports_joined, 1);
 	return 0;
 }
 
@@ -715,6 +716,7 @@ void store_get_stats(struct store *s, struct store_stats *ret)
 	ret->suspect_confirmed = atomic_load(&s->suspect_confirmed);
 	ret->suspect_cleared = atomic_load(&s->suspect_cleared);
 	ret->commits = atomic_load(&s->commits);
+	ret->reports_joined = atomic_load(&s->reports_joined);
 	ret->commit_failures = atomic_load(&s->commit_failures);
 	ret->repairs = atomic_load(&s->repairs);
 }

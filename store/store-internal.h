@@ -346,6 +346,7 @@ struct store {
 	atomic_uint_fast64_t suspect_cleared;
 	atomic_uint_fast64_t commits;
 	atomic_uint_fast64_t commit_failures;
+	atomic_uint_fast64_t reports_joined;
 	atomic_uint_fast64_t repairs;       /* store_repair() attempts on an unavailable store */
 	atomic_int_fast64_t read_repair_ns; /* monotonic time of the last read-triggered retry */
 };

@@ -930,7 +930,8 @@ struct store_stats {
 	uint64_t suspect_cleared;    /* suspect VFs cleared (an OK, the operator) since open */
 	uint64_t commits;            /* durable transactions since open */
 	uint64_t commit_failures;
-	uint64_t repairs; /* store_repair() attempts on an unavailable store */
+	uint64_t reports_joined; /* store_report_failure_submit() calls that queued */
+	uint64_t repairs;        /* store_repair() attempts on an unavailable store */
 };
 
 void store_get_stats(struct store *s, struct store_stats *ret);

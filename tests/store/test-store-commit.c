@@ -390,6 +390,7 @@ START_TEST(reports_join_the_commit_under_way)
 	struct store_stats st;
 	store_get_stats(s, &st);
 	ck_assert_uint_eq(st.failed_reports[STORE_OUTCOME_RECORDED], JOINED + 1);
+	ck_assert_uint_eq(st.reports_joined, JOINED);
 
 	/* A repeat is answered from the state, on the caller's thread. */
 	faultvfs_block_syncs(true);
