@@ -13,6 +13,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib/harness.sh"
 # test may clear this.
 DAEMON_ARGS=(--no-sentinel --no-reconcile)
 
+# stall_syncs GATE: the next start_daemon preloads tests/fs/stallsync.c,
+# which holds each sync of the database's files while GATE, a FIFO, exists,
+# until the test writes a byte to it: a commit as long as the test wants.
+stall_syncs() {
+	: "${STALLSYNC:?STALLSYNC must name libstallsync.so (set by meson)}"
+	# The shim comes before the sanitizer runtime in the library list: tell
+	# ASan that is intended.
+	DAEMON_ENV=(LD_PRELOAD="$STALLSYNC" VFHEALTH_STALL_DIR="$(dirname "$DB")/"
+		VFHEALTH_STALL_FIFO="$1"
+		ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0")
+}
+
 # The whole content of a file, through cat.
 assert_cat() {
 	local got

@@ -15,14 +15,8 @@
 # daemon exits 0 with no sanitizer report.
 source "$(dirname "$0")/lib.sh"
 require_fuse
-: "${STALLSYNC:?STALLSYNC must name libstallsync.so (set by meson)}"
-
 gate=$T/gate
-# The shim comes before the sanitizer runtime in the library list: tell ASan
-# that is intended.
-DAEMON_ENV=(LD_PRELOAD="$STALLSYNC" VFHEALTH_STALL_DIR="$(dirname "$DB")/"
-	VFHEALTH_STALL_FIFO="$gate"
-	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0")
+stall_syncs "$gate"
 start_daemon --fuse-workers 2 --threshold 3
 
 for v in 1 2 3 4 5 6; do mkdir "$MNT/0000:41:00.$v"; done

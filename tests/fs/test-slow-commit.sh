@@ -17,14 +17,8 @@
 # stay runnable, R, for good).
 source "$(dirname "$0")/lib.sh"
 require_fuse
-: "${STALLSYNC:?STALLSYNC must name libstallsync.so (set by meson)}"
-
 gate=$T/gate
-# The shim comes before the sanitizer runtime in the library list: tell ASan
-# that is intended.
-DAEMON_ENV=(LD_PRELOAD="$STALLSYNC" VFHEALTH_STALL_DIR="$(dirname "$DB")/"
-	VFHEALTH_STALL_FIFO="$gate"
-	ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0")
+stall_syncs "$gate"
 start_daemon --fuse-workers 1 --threshold 3
 
 V=$MNT/0000:41:00.1 W=$MNT/0000:41:00.2

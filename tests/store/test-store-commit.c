@@ -274,6 +274,13 @@ struct answer {
 	struct store_failure_result result;
 };
 
+/* for this thread: its lock and condition need no destroy */
+#define ANSWERS_INIT                                                                 \
+	{                                                                            \
+		.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, \
+		.caller = pthread_self()                                             \
+	}
+
 static void answered(void *userdata, int r, const struct store_failure_result *res)
 {
 	struct answer *a = userdata;
@@ -314,6 +321,20 @@ static bool answers_wait(struct answers *all, unsigned n, int seconds)
 
 #define JOINED 8
 
+/* Submit a failure of instance PREFIX-i on vf[i] for i from first to
+ * JOINED - 1, each to join the commit under way. */
+static void join_reports(struct store *s, char (*vf)[VF_ADDR_BUFSZ], struct answer *a, int first,
+			 const char *prefix)
+{
+	for (int i = first; i < JOINED; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "%s-%d", prefix, i);
+		ck_assert_int_eq(store_report_failure_submit(s, vf[i], id, T1, "m", answered,
+							     &a[i]),
+				 0);
+	}
+}
+
 /* Reports queued behind a held commit return at once and are answered
  * once each, after their commit, by another thread, in fewer commits than
  * reports; what cannot join is said at once; a caller queued behind them
@@ -322,7 +343,7 @@ START_TEST(reports_join_the_commit_under_way)
 {
 	struct store *s = open_store();
 	static struct answer a[JOINED];
-	struct answers all = { .caller = pthread_self() };
+	struct answers all = ANSWERS_INIT;
 	struct report_job lead = { .s = s, .vf = VF_A, .instance = "i-lead", .rc = 1 };
 	struct report_job claimer = {
 		.s = s, .vf = VF_B, .instance = "i-claim", .rc = 1, .claim = true
@@ -330,8 +351,6 @@ START_TEST(reports_join_the_commit_under_way)
 	pthread_t leader, claim;
 	char vf[JOINED][VF_ADDR_BUFSZ];
 
-	pthread_mutex_init(&all.lock, NULL);
-	pthread_cond_init(&all.cond, NULL);
 	reg(s, VF_A);
 	reg(s, VF_B);
 	for (int i = 0; i < JOINED; i++) {
@@ -349,13 +368,7 @@ START_TEST(reports_join_the_commit_under_way)
 	ck_assert_int_eq(pthread_create(&leader, NULL, failure_thread, &lead), 0);
 	ck_assert(faultvfs_wait_blocked(1, 10000));
 	ck_assert(store_commit_under_way(s));
-	for (int i = 0; i < JOINED; i++) {
-		char id[16];
-		snprintf(id, sizeof(id), "i-%d", i);
-		ck_assert_int_eq(store_report_failure_submit(s, vf[i], id, T1, "m", answered,
-							     &a[i]),
-				 0);
-	}
+	join_reports(s, vf, a, 0, "i");
 	/* refused at once, as store_report_failure() would refuse them */
 	ck_assert_int_eq(store_report_failure_submit(s, "0000:45:00.0", "i-x", T1, "m", answered,
 						     &a[0]),
@@ -400,13 +413,7 @@ START_TEST(reports_join_the_commit_under_way)
 	ck_assert_int_eq(store_report_failure_submit(s, vf[0], "i-0", T1, "m", answered, &a[0]),
 			 -EAGAIN);
 	/* The close answers what is queued: the answers come before it returns. */
-	for (int i = 1; i < JOINED; i++) {
-		char id[16];
-		snprintf(id, sizeof(id), "j-%d", i);
-		ck_assert_int_eq(store_report_failure_submit(s, vf[i], id, T1, "m", answered,
-							     &a[i]),
-				 0);
-	}
+	join_reports(s, vf, a, 1, "j");
 	faultvfs_block_syncs(false);
 	ck_assert(join_within(leader, 60));
 	store_close(s);
@@ -416,8 +423,6 @@ START_TEST(reports_join_the_commit_under_way)
 		ck_assert_int_eq(a[i].rc, 0);
 		ck_assert_uint_eq(a[i].result.tally, 2);
 	}
-	pthread_cond_destroy(&all.cond);
-	pthread_mutex_destroy(&all.lock);
 }
 END_TEST
 
@@ -426,13 +431,11 @@ START_TEST(joined_reports_fail_with_their_batch)
 {
 	struct store *s = open_store();
 	static struct answer a[JOINED];
-	struct answers all = { .caller = pthread_self() };
+	struct answers all = ANSWERS_INIT;
 	struct report_job lead = { .s = s, .vf = VF_A, .instance = "i-lead", .rc = 1 };
 	pthread_t leader;
 	char vf[JOINED][VF_ADDR_BUFSZ];
 
-	pthread_mutex_init(&all.lock, NULL);
-	pthread_cond_init(&all.cond, NULL);
 	reg(s, VF_A);
 	for (int i = 0; i < JOINED; i++) {
 		snprintf(vf[i], sizeof(vf[i]), "0000:44:00.%d", i);
@@ -461,19 +464,17 @@ START_TEST(joined_reports_fail_with_their_batch)
 	for (int i = 0; i < JOINED; i++)
 		ck_assert_uint_eq(info(s, vf[i]).tally, 0);
 	store_close(s);
-	pthread_cond_destroy(&all.cond);
-	pthread_mutex_destroy(&all.lock);
 }
 END_TEST
 
 /* A caller of its own that leads a batch holding a joined report (it was
  * queued first, and led the batch after the one under way) hands the
- * report to the committer, which answers it, though nothing else woke it. */
+ * report to the answerer, which answers it, though nothing else woke it. */
 START_TEST(a_caller_hands_joined_reports_on)
 {
 	struct store *s = open_store();
 	static struct answer a;
-	struct answers all = { .caller = pthread_self() };
+	struct answers all = ANSWERS_INIT;
 	struct report_job lead = { .s = s, .vf = VF_A, .instance = "i-lead", .rc = 1 };
 	atomic_int entered = 0;
 	struct report_job claimer = { .s = s,
@@ -484,8 +485,6 @@ START_TEST(a_caller_hands_joined_reports_on)
 				      .entered = &entered };
 	pthread_t leader, claim;
 
-	pthread_mutex_init(&all.lock, NULL);
-	pthread_cond_init(&all.cond, NULL);
 	a = (struct answer){ .all = &all, .rc = 1 };
 	reg(s, VF_A);
 	reg(s, VF_B);
@@ -511,8 +510,6 @@ START_TEST(a_caller_hands_joined_reports_on)
 	ck_assert_int_eq(claimer.rc, 0);
 	store_close(s);
 	ck_assert_uint_eq(a.calls, 1);
-	pthread_cond_destroy(&all.cond);
-	pthread_mutex_destroy(&all.lock);
 }
 END_TEST
 
@@ -522,13 +519,11 @@ START_TEST(joined_reports_are_bounded)
 {
 	struct store *s = open_store();
 	static struct answer a[STORE_JOINED_MAX + 1];
-	struct answers all = { .caller = pthread_self() };
+	struct answers all = ANSWERS_INIT;
 	struct report_job lead = { .s = s, .vf = VF_A, .instance = "i-lead", .rc = 1 };
 	pthread_t leader;
 	char id[32];
 
-	pthread_mutex_init(&all.lock, NULL);
-	pthread_cond_init(&all.cond, NULL);
 	reg(s, VF_A);
 	reg(s, VF_B);
 	reg(s, "0000:44:00.0");
@@ -564,8 +559,6 @@ START_TEST(joined_reports_are_bounded)
 	}
 	ck_assert_uint_eq(a[STORE_JOINED_MAX].calls, 0);
 	store_close(s);
-	pthread_cond_destroy(&all.cond);
-	pthread_mutex_destroy(&all.lock);
 }
 END_TEST
 
