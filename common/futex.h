@@ -4,14 +4,20 @@
  * for the waits that need no lock of their own (store/commit.c,
  * fs/handle.c).  The waker changes the word first, then wakes; the sleeper
  * returns only once the word differs from what it saw, so no wake-up is
- * missed and a spurious one costs a recheck.  A wake writes no memory: it
- * may find the word's memory reused already, which at worst wakes some
- * other futex waiter once, and every futex wait rechecks what it waits for.
+ * missed and a spurious one costs a recheck.
+ *
+ * A word whose memory goes when its owner returns (a waiter's, on its
+ * stack) is a struct futex_word: the waker counts its wake in `waking`
+ * when it changes the word (futex_post) and uncounts it after the wake
+ * (futex_post_wake), and the owner, before its memory goes, waits until
+ * no wake is counted (futex_leave), a window of one system call: so no
+ * wake reaches memory that is gone or reused.
  */
 #ifndef VFHEALTH_FUTEX_H
 #define VFHEALTH_FUTEX_H
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -27,6 +33,32 @@ static inline void futex_sleep(atomic_uint *word, unsigned seen)
 static inline void futex_wake(atomic_uint *word, int n)
 {
 	(void)syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+struct futex_word {
+	atomic_uint word;
+	atomic_uint waking; /* wakes counted and not yet done */
+};
+
+/* Change f's word, counting the wake futex_post_wake() will do. */
+static inline void futex_post(struct futex_word *f)
+{
+	atomic_fetch_add(&f->waking, 1);
+	atomic_fetch_add(&f->word, 1);
+}
+
+/* The wake futex_post() counted; f's memory is the owner's again after it. */
+static inline void futex_post_wake(struct futex_word *f)
+{
+	futex_wake(&f->word, 1);
+	atomic_fetch_sub_explicit(&f->waking, 1, memory_order_release);
+}
+
+/* The owner of f, before f's memory goes: wait for the wakes counted. */
+static inline void futex_leave(struct futex_word *f)
+{
+	while (atomic_load_explicit(&f->waking, memory_order_acquire))
+		sched_yield();
 }
 
 #endif

@@ -23,8 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/futex.h"
-
 /* Charge uid for what an open file keeps (budget.h); a spent budget is
  * logged at most once per BUDGET_LOG_INTERVAL_S. */
 int charge(struct vffs *fs, uid_t uid, size_t bytes)
@@ -467,17 +465,18 @@ static void deferred_answer(struct vfile_deferred *d, int r)
 
 	write_answer(fs, w->req, w->h, w->size, w->command, r, d->outcome, d->why, d->unchanged);
 	free(w);
-	/* vffs_stop() waits for the last one */
-	if (atomic_fetch_sub(&fs->writes_deferred, 1) == 1)
-		futex_wake(&fs->writes_deferred, INT32_MAX);
+	/* vffs_stop() waits for the last one; fs may go once this is done */
+	futex_post(&fs->writes_answered);
+	futex_post_wake(&fs->writes_answered);
 }
 
 void handle_wait_deferred(struct vffs *fs)
 {
-	unsigned n;
+	unsigned seen;
 
-	while ((n = atomic_load(&fs->writes_deferred)))
-		futex_sleep(&fs->writes_deferred, n);
+	while ((seen = atomic_load(&fs->writes_answered.word)) != atomic_load(&fs->writes_deferred))
+		futex_sleep(&fs->writes_answered.word, seen);
+	futex_leave(&fs->writes_answered);
 }
 
 /* Queue the command behind the commit under way, when f does that and one

@@ -36,6 +36,7 @@
 #include "grammar/assignment.h"
 #include "grammar/message.h"
 #include "common/cleanup.h"
+#include "common/futex.h"
 #include "common/log.h"
 #include "common/path.h"
 #include "common/parse.h"
@@ -95,7 +96,9 @@ struct vffs {
 	bool loop_running;
 	atomic_bool stopping;
 	atomic_bool unmounted_outside; /* the session ended without vffs_stop() */
-	atomic_uint writes_deferred;   /* queued behind a commit, not yet answered (handle.c) */
+	/* writes queued behind a commit, and those of them answered (handle.c) */
+	atomic_uint writes_deferred;
+	struct futex_word writes_answered;
 
 	struct sockdirs socket_dirs; /* where claims' socket paths may point */
 	struct claims claims;        /* the assignment files (claims.h) */

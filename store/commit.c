@@ -374,7 +374,8 @@ static void run_batch(struct store *s, struct op *batch)
  * queue_lock when a batch holding one of its ops ends and when it is to
  * lead the next batch, and the waiter reads it under queue_lock with what
  * it decides on, so no bump is missed; the wake-up itself (common/futex.h)
- * comes after the lock is let go.  So a batch's end wakes its callers and
+ * comes after the lock is let go, and the caller returns only once no
+ * wake of its word is under way.  So a batch's end wakes its callers and
  * one more, not every thread waiting, and none of them wakes only to wait
  * for queue_lock.
  *
@@ -436,12 +437,12 @@ static void lead_batch(struct store *s, struct commit_waiter *self, bool *keep)
 		op->done = true;
 		/* once per waiter: its ops are queued together, so adjacent */
 		if (op->waiter != self && (n_wake == 0 || wake[n_wake - 1] != op->waiter)) {
-			atomic_fetch_add(&op->waiter->word, 1);
+			futex_post(&op->waiter->f);
 			wake[n_wake++] = op->waiter;
 		}
 	}
 	if (answers) {
-		atomic_fetch_add(&s->answerer_wake.word, 1);
+		futex_post(&s->answerer_wake.f);
 		wake[n_wake++] = &s->answerer_wake;
 	}
 	bool kept = keep && s->queue_head && s->queue_head->waiter == self;
@@ -450,12 +451,12 @@ static void lead_batch(struct store *s, struct commit_waiter *self, bool *keep)
 		*keep = kept;
 	if (s->queue_head && s->queue_head->waiter != self &&
 	    (n_wake == 0 || wake[n_wake - 1] != s->queue_head->waiter)) {
-		atomic_fetch_add(&s->queue_head->waiter->word, 1);
+		futex_post(&s->queue_head->waiter->f);
 		wake[n_wake++] = s->queue_head->waiter;
 	}
 	pthread_mutex_unlock(&s->queue_lock);
 	for (size_t i = 0; i < n_wake; i++)
-		futex_wake(&wake[i]->word, 1);
+		futex_post_wake(&wake[i]->f);
 	pthread_mutex_lock(&s->queue_lock);
 }
 
@@ -478,10 +479,10 @@ void commit_submit(struct store *s, struct op **ops, size_t n)
 	}
 	while (!ops_done(ops, n)) {
 		if (atomic_load(&s->leader_active)) {
-			unsigned seen = atomic_load(&self.word);
+			unsigned seen = atomic_load(&self.f.word);
 
 			pthread_mutex_unlock(&s->queue_lock);
-			futex_sleep(&self.word, seen);
+			futex_sleep(&self.f.word, seen);
 			pthread_mutex_lock(&s->queue_lock);
 			continue;
 		}
@@ -489,6 +490,7 @@ void commit_submit(struct store *s, struct op **ops, size_t n)
 		lead_batch(s, &self, NULL);
 	}
 	pthread_mutex_unlock(&s->queue_lock);
+	futex_leave(&self.f); /* self is on this stack */
 }
 
 static void *committer_main(void *arg)
@@ -510,9 +512,9 @@ static void *committer_main(void *arg)
 		}
 		if (s->threads_stop && !s->queue_head)
 			break;
-		unsigned seen = atomic_load(&self->word);
+		unsigned seen = atomic_load(&self->f.word);
 		pthread_mutex_unlock(&s->queue_lock);
-		futex_sleep(&self->word, seen);
+		futex_sleep(&self->f.word, seen);
 		pthread_mutex_lock(&s->queue_lock);
 	}
 	pthread_mutex_unlock(&s->queue_lock);
@@ -544,9 +546,9 @@ static void *answerer_main(void *arg)
 		}
 		if (s->threads_stop && s->committer_done)
 			break;
-		unsigned seen = atomic_load(&self->word);
+		unsigned seen = atomic_load(&self->f.word);
 		pthread_mutex_unlock(&s->queue_lock);
-		futex_sleep(&self->word, seen);
+		futex_sleep(&self->f.word, seen);
 		pthread_mutex_lock(&s->queue_lock);
 	}
 	pthread_mutex_unlock(&s->queue_lock);
@@ -572,8 +574,8 @@ static int threads_start(struct store *s)
 		if (r) {
 			/* nothing was queued for it: it ends at once */
 			s->threads_stop = s->committer_done = true;
-			atomic_fetch_add(&s->answerer_wake.word, 1);
-			futex_wake(&s->answerer_wake.word, 1);
+			futex_post(&s->answerer_wake.f);
+			futex_post_wake(&s->answerer_wake.f);
 			pthread_mutex_unlock(&s->queue_lock);
 			pthread_join(s->answerer, NULL);
 			pthread_mutex_lock(&s->queue_lock);
@@ -621,17 +623,18 @@ void commit_stop(struct store *s)
 	pthread_mutex_lock(&s->queue_lock);
 	s->threads_stop = true;
 	bool started = s->threads_started;
-	atomic_fetch_add(&s->committer_wake.word, 1);
+	if (started)
+		futex_post(&s->committer_wake.f);
 	pthread_mutex_unlock(&s->queue_lock);
 	if (!started)
 		return;
 	/* the committer first: what it commits, the answerer answers */
-	futex_wake(&s->committer_wake.word, 1);
+	futex_post_wake(&s->committer_wake.f);
 	pthread_join(s->committer, NULL);
 	pthread_mutex_lock(&s->queue_lock);
 	s->committer_done = true;
-	atomic_fetch_add(&s->answerer_wake.word, 1);
+	futex_post(&s->answerer_wake.f);
 	pthread_mutex_unlock(&s->queue_lock);
-	futex_wake(&s->answerer_wake.word, 1);
+	futex_post_wake(&s->answerer_wake.f);
 	pthread_join(s->answerer, NULL);
 }

@@ -72,6 +72,7 @@
 #include <sqlite3.h>
 
 #include "common/cleanup.h"
+#include "common/futex.h"
 #include "common/parse.h"
 #include "store/rules.h"
 #include "store/store.h"
@@ -320,7 +321,7 @@ struct store {
 	 * joins a batch under way: the committer leads the batches whose first
 	 * op nobody waits for, the answerer answers the ops nobody waits for */
 	struct commit_waiter {
-		atomic_uint word; /* commit.c */
+		struct futex_word f; /* commit.c */
 	} committer_wake, answerer_wake;
 	pthread_t committer, answerer;
 	bool threads_started, threads_stop, committer_done;
