@@ -116,10 +116,10 @@ bool store_status(struct store *s, char *reason, size_t reason_size)
 
 /* -- the one shape of a mutation ----------------------------------------------- */
 
-/* Loaded -> decide -> writable -> submit.  decide NULL: always submit.
- * Returns 0 (committed, or op->noop: nothing to change; op holds the
- * results) or -errno. */
-int mutate(struct store *s, struct op *op, decide_fn decide)
+/* Loaded -> decide -> writable: 0 when op is to be committed or is
+ * op->noop (nothing to change; op holds the results), else -errno.
+ * decide NULL: always committed. */
+static int mutate_decide(struct store *s, struct op *op, decide_fn decide)
 {
 	if (!atomic_load(&s->loaded))
 		return -EIO;
@@ -131,8 +131,16 @@ int mutate(struct store *s, struct op *op, decide_fn decide)
 			return r;
 	}
 	/* only a change needs a writable store */
-	if (!atomic_load(&s->available))
-		return -EIO;
+	return atomic_load(&s->available) ? 0 : -EIO;
+}
+
+/* mutate_decide() -> submit (store-internal.h). */
+int mutate(struct store *s, struct op *op, decide_fn decide)
+{
+	int r = mutate_decide(s, op, decide);
+
+	if (r < 0 || op->noop)
+		return r;
 	commit_submit(s, &op, 1);
 	return op->rc;
 }
@@ -559,21 +567,13 @@ int store_report_failure_submit(struct store *s, const char *vf, const char *ins
 	f->op.message = f->message;
 	f->done = done;
 	f->userdata = userdata;
-	if (!atomic_load(&s->loaded))
-		return -EIO;
-	mirror_rdlock(s);
-	struct vf_entry *e = mirror_find(s, f->op.vf);
-	r = decide_failure(s, e, &f->op);
-	mirror_unlock(s);
-	if (r < 0)
+	if ((r = mutate_decide(s, &f->op, decide_failure)) < 0)
 		return r;
 	if (f->op.noop)
 		return -EAGAIN; /* answered from the state, on the caller's thread */
-	if (!atomic_load(&s->available))
-		return -EIO;
 	if ((r = commit_join(s, &f->op)) < 0)
 		return r;
-	f = NULL; /* the committer's now: failure_answer() frees it */
+	f = NULL; /* the answerer's now: failure_answer() frees it */
 	atomic_fetch_add(&s->reports_joined, 1);
 	return 0;
 }
