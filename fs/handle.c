@@ -210,6 +210,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if ((!writing && (n.kind == VN_CLAIM || (f && (f->flags & VFILE_PLACEMENT)))) ||
 	    (f && (f->flags & VFILE_OUTCOME)))
 		h->read_class = LOOP_INLINE;
+	h->joins = writing && f && f->submit;
 	if (n.kind == VN_CLAIM && writing)
 		h->close_class = LOOP_WRITER; /* its FLUSH and RELEASE commit (claims.h) */
 	fi->fh = (uintptr_t)h;
@@ -564,6 +565,23 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	bool file = h->kind == VN_TOP || h->kind == VN_VF_ENTRY || h->kind == VN_GPU_ENTRY;
 	const struct vfile *f = file ? vfile_of(h->kind, h->index) : NULL;
 
+	/* On the receiving thread (a report while a commit is under way,
+	 * loop.c) nothing may wait: what cannot join without waiting, a
+	 * handle another write holds among it, goes to a worker after all. */
+	if (loop_on_receiver()) {
+		r = f && f->write && pthread_mutex_trylock(&h->lock) == 0 ? 0 : -EAGAIN;
+		if (r == 0) {
+			r = write_deferred(fs, req, h, f, command, size, &why);
+			pthread_mutex_unlock(&h->lock);
+		}
+		if (r == 0)
+			return; /* answered by the commit's thread */
+		if (r == -EAGAIN) {
+			loop_pass_on(req);
+			return;
+		}
+		goto out;
+	}
 	pthread_mutex_lock(&h->lock);
 	if (f && f->write && (r = write_deferred(fs, req, h, f, command, size, &why)) == 0) {
 		pthread_mutex_unlock(&h->lock);

@@ -4,8 +4,8 @@
  * it reads every request from /dev/fuse and serves those that never wait
  * itself (lookups, attributes, opens, listings, polls, reads of files
  * rendered from memory, reads of a write's outcome, releases of what is
- * not a claim written); a request that may wait is served by another
- * thread.  The threads are the one that runs loop_run() and up to
+ * not a claim written, and a report written while a commit is under way,
+ * below); a request that may wait is served by another thread.  The threads are the one that runs loop_run() and up to
  * max_workers more, started as they are needed, the most recently idle
  * woken first.
  *
@@ -36,11 +36,24 @@
  * What the thread holding the role must never do: wait on a commit, the
  * store's write_lock, a handle's lock that a writer may hold across a
  * commit, or the notifier (which waits for READs in flight, which only
- * the role's holder reads).  request_class() is the one place that decides, from the
- * operation: the opcode, and for a READ, FLUSH or RELEASE the class its
- * handle was given where it was opened (vhandle.read_class, close_class);
+ * the role's holder reads).  request_class() is the one place that
+ * decides, from the operation: the opcode, and for a READ, FLUSH or
+ * RELEASE the class its handle was given where it was opened
+ * (vhandle.read_class, close_class), for a WRITE whether its handle joins
+ * (vhandle.joins) and a commit is under way;
  * a read that might repair an unavailable store is handed off there, and
  * handle.c never repairs on this thread (loop_on_receiver()).
+ *
+ * A report that finds a commit under way joins the next one
+ * (store_report_failure_submit()) and is answered by the store's answerer,
+ * so it waits for nothing: the holder serves it itself, which for many
+ * writers at once saves a worker's wake-up and a copy of the request on
+ * every report.  It takes its handle's lock only if free, the store's
+ * state for reading and its queue; a write that cannot join after all
+ * (the commit ended, a success report, the joined ops' bound, the handle
+ * held by another write) is passed on to a worker (loop_pass_on()), which
+ * serves it anew.  A lone writer's report finds no commit under way and
+ * goes the writer's way below.
  *
  * Two classes of handed-off requests.  Writers' (WRITE, CREATE, MKNOD,
  * UNLINK, MKDIR, RMDIR, FSYNC, the FLUSH and RELEASE of a claim created
@@ -174,11 +187,18 @@ struct loop {
 };
 
 static _Thread_local bool receiver_thread;
+static _Thread_local bool passed_on;             /* loop_pass_on() */
 static _Thread_local struct loop_worker *lender; /* this thread lent the watch (lend()) */
 
 bool loop_on_receiver(void)
 {
 	return receiver_thread;
+}
+
+void loop_pass_on(fuse_req_t req)
+{
+	passed_on = true;
+	fuse_reply_none(req); /* frees it: libfuse keeps nothing of a request */
 }
 
 /* The handle a READ, FLUSH or RELEASE names: the fh we gave at its open. */
@@ -204,7 +224,14 @@ static enum loop_class request_class(struct vffs *fs, const char *data, size_t s
 
 	switch (in->opcode) {
 	case FUSE_WRITE: /* a commit, but for the notifier's byte (op_write answers it at once) */
-		return from_notifier_pid(fs, in->pid) ? LOOP_INLINE : LOOP_WRITER;
+		if (from_notifier_pid(fs, in->pid))
+			return LOOP_INLINE;
+		/* a report that joins the commit under way waits for nothing:
+		 * op_write() passes it on (loop_pass_on()) if it cannot */
+		if (size >= sizeof(*in) + sizeof(struct fuse_write_in) &&
+		    request_handle(arg)->joins && store_commit_under_way(fs->store))
+			return LOOP_INLINE;
+		return LOOP_WRITER;
 	case FUSE_CREATE: /* a claim's reservation */
 	case FUSE_MKNOD:
 	case FUSE_UNLINK: /* a claim's release */
@@ -693,14 +720,16 @@ static void serve_queue_here(struct loop *l)
  * -EAGAIN when none came and w should look at its role first (a recall,
  * the stop).  Awake for a while first, reading /dev/fuse (non-blocking,
  * loop_new()) until a request is there, unless a writer's request is being
- * served: a reader's next request follows its reply within microseconds,
- * and on a virtual machine a thread woken on a vCPU that went idle
- * meanwhile costs more than the round trip itself (docs/benchmarks.md: a
- * read of VF/quarantined 70 us against 21 us); a commit takes longer than
- * the look, which would only take the CPU from it, and the thread that
- * served the writer takes the role back after its reply (reclaim()).  Then
- * asleep in poll(2) on /dev/fuse and on w's wake_fd.  Bounded: at most
- * LOOP_SPIN_NS of CPU per request, none while no request comes. */
+ * served or a commit is under way: a reader's next request follows its
+ * reply within microseconds, and on a virtual machine a thread woken on a
+ * vCPU that went idle meanwhile costs more than the round trip itself
+ * (docs/benchmarks.md: a read of VF/quarantined 70 us against 21 us); a
+ * commit takes longer than the look, which would only take the CPU from
+ * the commit and from the writers whose reports join the next one, and
+ * the thread that served the writer takes the role back after its reply
+ * (reclaim()).  Then asleep in poll(2) on /dev/fuse and on w's wake_fd.
+ * Bounded: at most LOOP_SPIN_NS of CPU per request, none while no request
+ * comes. */
 static int next_request(struct loop *l, struct loop_worker *w, struct fuse_buf *buf)
 {
 	struct pollfd pfd[2] = { { .fd = fuse_session_fd(l->se), .events = POLLIN },
@@ -713,7 +742,8 @@ static int next_request(struct loop *l, struct loop_worker *w, struct fuse_buf *
 		r = fuse_session_receive_buf(l->se, buf);
 		if (r != -EAGAIN && r != -EINTR)
 			return r;
-		if (atomic_load_explicit(&l->writers_serving, memory_order_relaxed))
+		if (atomic_load_explicit(&l->writers_serving, memory_order_relaxed) ||
+		    store_commit_under_way(l->fs->store))
 			break;
 		int64_t now = monotonic_ns();
 		if (!until)
@@ -727,6 +757,23 @@ static int next_request(struct loop *l, struct loop_worker *w, struct fuse_buf *
 	if (pfd[1].revents)
 		(void)eventfd_read(w->wake_fd, &ignored);
 	return -EAGAIN;
+}
+
+/* The request in buf, which an op found it cannot serve here without
+ * waiting (loop_pass_on()), as a writer's: to a worker, or with none, on
+ * this thread as a worker would serve it. */
+static void pass_on(struct loop *l, struct fuse_buf *buf)
+{
+	int h = buf->flags & FUSE_BUF_IS_FD ? -ENOMEM : hand_off(l, buf, LOOP_WRITER);
+
+	passed_on = false;
+	if (h == -EAGAIN)
+		serve_queue_here(l);
+	if (h == 0 || h == -EAGAIN)
+		return;
+	receiver_thread = false;
+	fuse_session_process_buf(l->se, buf);
+	receiver_thread = true;
 }
 
 /* lock held.  The session is over (r: the receive's end): every thread
@@ -806,6 +853,8 @@ static bool receive(struct loop *l, struct loop_worker *w, struct fuse_buf *buf)
 			}
 		}
 		fuse_session_process_buf(se, buf);
+		if (passed_on)
+			pass_on(l, buf);
 	}
 	pthread_mutex_lock(&l->lock);
 	end_session(l, r);

@@ -159,6 +159,9 @@ struct vhandle {
 	 * does nothing: an unprivileged user sends no writer's request). */
 	enum loop_class read_class;
 	enum loop_class close_class;
+	/* Its writes may join the commit under way (vfile.submit): while one
+	 * is, the receiving thread serves them (loop.c, op_write()). */
+	bool joins;
 	/* VFILE_OUTCOME: the outcome of the last write through the handle, and
 	 * what the reads begun at offset 0 show.  outcome_lock (a leaf) guards
 	 * them and is never held across a commit, unlike `lock`. */
@@ -267,6 +270,11 @@ bool loop_on_receiver(void);
  * ends now, before the reply, so that the request the reply lets come (the
  * READ of an outcome) does not wake the idle worker only to find it gone. */
 void loop_lend_end(void);
+/* An op on the receiving thread that finds it would wait after all (a
+ * write that cannot join the commit under way): req is dropped unanswered
+ * and a worker serves the request anew, from the bytes the loop still
+ * holds. */
+void loop_pass_on(fuse_req_t req);
 
 /* mount.c */
 int mkdir_p(const char *path, mode_t mode);

@@ -591,7 +591,7 @@ static int threads_start(struct store *s)
 
 bool store_commit_under_way(struct store *s)
 {
-	return atomic_load_explicit(&s->leader_active, memory_order_relaxed);
+	return s && atomic_load_explicit(&s->leader_active, memory_order_relaxed);
 }
 
 int commit_join(struct store *s, struct op *op)

@@ -765,9 +765,9 @@ int store_report_failure(struct store *s, const char *vf, const char *instance_i
  * store_report_failure() (which commits on the caller's thread, or answers
  * from the state): -EAGAIN when there is no commit under way to join or
  * nothing to commit, or the refusal store_report_failure() would give. */
-/* Whether a commit is under way now: a hint that a submit may be queued
- * (store_report_failure_submit decides), so that a lone writer's caller
- * prepares nothing for it. */
+/* Whether a commit is under way now (false for NULL): a hint that a submit
+ * may be queued (store_report_failure_submit decides), so that a lone
+ * writer's caller prepares nothing for it. */
 bool store_commit_under_way(struct store *s);
 /* How many submitted reports may wait for their answer at once; past it a
  * submit says -EAGAIN (the caller's own call waits, as every call does). */
