@@ -12,6 +12,13 @@
  * (futex_post_wake), and the owner, before its memory goes, waits until
  * no wake is counted (futex_leave), a window of one system call: so no
  * wake reaches memory that is gone or reused.
+ *
+ * A wake is a system call only when a thread sleeps on the word: a
+ * sleeper counts itself in `sleepers` before it looks at the word a last
+ * time, and the waker looks at `sleepers` after it changed the word (both
+ * sequentially consistent), so either the sleeper sees the change or the
+ * waker sees the sleeper.  A committer or answerer that is busy, and a
+ * stop nobody waits for yet, cost no system call per batch or report.
  */
 #ifndef VFHEALTH_FUTEX_H
 #define VFHEALTH_FUTEX_H
@@ -22,23 +29,22 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Sleep while *word is seen. */
-static inline void futex_sleep(atomic_uint *word, unsigned seen)
-{
-	while (atomic_load(word) == seen)
-		(void)syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
-}
-
-/* Wake up to n sleepers on word (after changing it). */
-static inline void futex_wake(atomic_uint *word, int n)
-{
-	(void)syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
-}
-
 struct futex_word {
 	atomic_uint word;
-	atomic_uint waking; /* wakes counted and not yet done */
+	atomic_uint waking;   /* wakes counted and not yet done */
+	atomic_uint sleepers; /* threads in futex_sleep() */
 };
+
+/* Sleep while f's word is seen. */
+static inline void futex_sleep(struct futex_word *f, unsigned seen)
+{
+	while (atomic_load(&f->word) == seen) {
+		atomic_fetch_add(&f->sleepers, 1);
+		if (atomic_load(&f->word) == seen)
+			(void)syscall(SYS_futex, &f->word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+		atomic_fetch_sub(&f->sleepers, 1);
+	}
+}
 
 /* Change f's word, counting the wake futex_post_wake() will do. */
 static inline void futex_post(struct futex_word *f)
@@ -47,10 +53,12 @@ static inline void futex_post(struct futex_word *f)
 	atomic_fetch_add(&f->word, 1);
 }
 
-/* The wake futex_post() counted; f's memory is the owner's again after it. */
+/* The wake futex_post() counted: of one sleeper, if any sleeps; f's
+ * memory is the owner's again after it. */
 static inline void futex_post_wake(struct futex_word *f)
 {
-	futex_wake(&f->word, 1);
+	if (atomic_load(&f->sleepers))
+		(void)syscall(SYS_futex, &f->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 	atomic_fetch_sub_explicit(&f->waking, 1, memory_order_release);
 }
 

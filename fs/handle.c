@@ -476,7 +476,7 @@ void handle_wait_deferred(struct vffs *fs)
 	unsigned seen;
 
 	while ((seen = atomic_load(&fs->writes_answered.word)) != atomic_load(&fs->writes_deferred))
-		futex_sleep(&fs->writes_answered.word, seen);
+		futex_sleep(&fs->writes_answered, seen);
 	futex_leave(&fs->writes_answered);
 }
 

@@ -482,7 +482,7 @@ void commit_submit(struct store *s, struct op **ops, size_t n)
 			unsigned seen = atomic_load(&self.f.word);
 
 			pthread_mutex_unlock(&s->queue_lock);
-			futex_sleep(&self.f.word, seen);
+			futex_sleep(&self.f, seen);
 			pthread_mutex_lock(&s->queue_lock);
 			continue;
 		}
@@ -514,7 +514,7 @@ static void *committer_main(void *arg)
 			break;
 		unsigned seen = atomic_load(&self->f.word);
 		pthread_mutex_unlock(&s->queue_lock);
-		futex_sleep(&self->f.word, seen);
+		futex_sleep(&self->f, seen);
 		pthread_mutex_lock(&s->queue_lock);
 	}
 	pthread_mutex_unlock(&s->queue_lock);
@@ -548,7 +548,7 @@ static void *answerer_main(void *arg)
 			break;
 		unsigned seen = atomic_load(&self->f.word);
 		pthread_mutex_unlock(&s->queue_lock);
-		futex_sleep(&self->f.word, seen);
+		futex_sleep(&self->f, seen);
 		pthread_mutex_lock(&s->queue_lock);
 	}
 	pthread_mutex_unlock(&s->queue_lock);
