@@ -131,6 +131,7 @@ struct vhandle *handle_new(struct vffs *fs, const struct vnode *n, bool created,
 	h->kind = n->kind;
 	h->index = n->index;
 	h->read_class = LOOP_READER; /* op_open() tells those that never wait */
+	h->writing = created;
 	/* a created claim commits at its close; op_open() tells those written */
 	h->close_class = n->kind == VN_CLAIM && created ? LOOP_WRITER : LOOP_INLINE;
 	if (n->kind == VN_CLAIM) {
@@ -211,6 +212,7 @@ void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	    (f && (f->flags & VFILE_OUTCOME)))
 		h->read_class = LOOP_INLINE;
 	h->joins = writing && f && f->submit;
+	h->writing = writing;
 	if (n.kind == VN_CLAIM && writing)
 		h->close_class = LOOP_WRITER; /* its FLUSH and RELEASE commit (claims.h) */
 	fi->fh = (uintptr_t)h;

@@ -80,9 +80,10 @@
  * fs/claims.c), behind at most the renders under way.
  *
  * Between requests the holder looks at /dev/fuse (non-blocking, loop_new())
- * for LOOP_SPIN_NS, unless a writer's request is being served, then sleeps
- * in poll(2) on it and on its own eventfd, which a reclaim or the stop
- * (loop_interrupt()) writes (next_request()): no signal is involved.
+ * for LOOP_SPIN_NS after a reader's request, unless a writer's request is
+ * being served or a commit is under way, then sleeps in poll(2) on it and
+ * on its own eventfd, which a reclaim or the stop (loop_interrupt())
+ * writes (next_request()): no signal is involved.
  *
  * Bounds.  Writers' requests handed off and not yet taken hold at most
  * LOOP_QUEUE_BYTES (one larger request alone is let through); past it the
@@ -153,6 +154,7 @@ struct loop_worker {
 	bool idle;    /* on the idle stack */
 	bool woken;   /* by wake_idle(), and not back yet */
 	bool started;         /* thread joinable */
+	bool look;            /* look for the next request awake (next_request()) */
 	atomic_bool recalled; /* the role was taken back from it (reclaim()) */
 };
 
@@ -255,6 +257,32 @@ static enum loop_class request_class(struct vffs *fs, const char *data, size_t s
 		return request_handle(arg)->close_class;
 	default:
 		return LOOP_INLINE;
+	}
+}
+
+/* Whether a request is a writer's: an open for writing, a creation, a
+ * write, and a read, flush or release of a handle opened for writing. */
+static bool from_writer(const char *data, size_t size)
+{
+	const struct fuse_in_header *in = (const struct fuse_in_header *)data;
+	const char *arg = data + sizeof(*in);
+	struct fuse_open_in open_in;
+
+	switch (in->opcode) {
+	case FUSE_OPEN:
+		if (size < sizeof(*in) + sizeof(open_in))
+			return false;
+		memcpy(&open_in, arg, sizeof(open_in));
+		return (open_in.flags & O_ACCMODE) != O_RDONLY;
+	case FUSE_CREATE:
+	case FUSE_WRITE:
+		return true;
+	case FUSE_READ:
+	case FUSE_FLUSH:
+	case FUSE_RELEASE: /* each begins with fh (request_handle()) */
+		return size >= sizeof(*in) + sizeof(uint64_t) && request_handle(arg)->writing;
+	default:
+		return false;
 	}
 }
 
@@ -511,6 +539,7 @@ static void run(struct loop_worker *w)
 			if (old)
 				(void)eventfd_write(old->wake_fd, 1);
 			wake(next);
+			w->look = !served_writer;
 			served_writer = receive(l, w, &buf);
 			pthread_mutex_lock(&l->lock);
 			continue;
@@ -719,17 +748,18 @@ static void serve_queue_here(struct loop *l)
 /* The next request into buf, as fuse_session_receive_buf() returns it;
  * -EAGAIN when none came and w should look at its role first (a recall,
  * the stop).  Awake for a while first, reading /dev/fuse (non-blocking,
- * loop_new()) until a request is there, unless a writer's request is being
- * served or a commit is under way: a reader's next request follows its
- * reply within microseconds, and on a virtual machine a thread woken on a
- * vCPU that went idle meanwhile costs more than the round trip itself
- * (docs/benchmarks.md: a read of VF/quarantined 70 us against 21 us); a
- * commit takes longer than the look, which would only take the CPU from
- * the commit and from the writers whose reports join the next one, and
- * the thread that served the writer takes the role back after its reply
- * (reclaim()).  Then asleep in poll(2) on /dev/fuse and on w's wake_fd.
- * Bounded: at most LOOP_SPIN_NS of CPU per request, none while no request
- * comes. */
+ * loop_new()) until a request is there, when the request served last was
+ * a reader's (w->look): a reader's next request follows its reply within
+ * microseconds, and on a virtual machine a thread woken on a vCPU that
+ * went idle meanwhile costs more than the round trip itself
+ * (docs/benchmarks.md: a read of VF/quarantined 70 us against 21 us).
+ * Not after a writer's request (from_writer()), nor while a writer's
+ * request is served or a commit is under way: each report costs a commit,
+ * which the look would only take the CPU from, with the writer's client
+ * and the writers whose reports join the next commit (a lone writer's
+ * reports, 0.87 of the report floor with the look, 0.93 without).  Then
+ * asleep in poll(2) on /dev/fuse and on w's wake_fd.  Bounded: at most
+ * LOOP_SPIN_NS of CPU per request, none while no request comes. */
 static int next_request(struct loop *l, struct loop_worker *w, struct fuse_buf *buf)
 {
 	struct pollfd pfd[2] = { { .fd = fuse_session_fd(l->se), .events = POLLIN },
@@ -742,7 +772,7 @@ static int next_request(struct loop *l, struct loop_worker *w, struct fuse_buf *
 		r = fuse_session_receive_buf(l->se, buf);
 		if (r != -EAGAIN && r != -EINTR)
 			return r;
-		if (atomic_load_explicit(&l->writers_serving, memory_order_relaxed) ||
+		if (!w->look || atomic_load_explicit(&l->writers_serving, memory_order_relaxed) ||
 		    store_commit_under_way(l->fs->store))
 			break;
 		int64_t now = monotonic_ns();
@@ -815,6 +845,8 @@ static bool receive(struct loop *l, struct loop_worker *w, struct fuse_buf *buf)
 			break;
 		class = buf->flags & FUSE_BUF_IS_FD ? LOOP_INLINE :
 						      request_class(l->fs, buf->mem, buf->size);
+		/* decided before it is served: a RELEASE frees its handle */
+		w->look = buf->flags & FUSE_BUF_IS_FD || !from_writer(buf->mem, buf->size);
 		/* The first writer's request in a while: served here.  While
 		 * others are served, they go to the workers: passing the role
 		 * leaves nobody reading for a thread's wake-up, which many

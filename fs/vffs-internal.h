@@ -162,6 +162,10 @@ struct vhandle {
 	/* Its writes may join the commit under way (vfile.submit): while one
 	 * is, the receiving thread serves them (loop.c, op_write()). */
 	bool joins;
+	/* Opened for writing, or created: its requests are a writer's, after
+	 * which the receiving thread does not look for the next one awake
+	 * (loop.c, next_request()). */
+	bool writing;
 	/* VFILE_OUTCOME: the outcome of the last write through the handle, and
 	 * what the reads begun at offset 0 show.  outcome_lock (a leaf) guards
 	 * them and is never held across a commit, unlike `lock`. */
