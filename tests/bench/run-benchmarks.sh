@@ -398,10 +398,18 @@ t0=$(date +%s%N)
 "$vfbench" populate "$shm/big.db" 4096 100000 >/dev/null 2>&1
 populate_s=$(awk -v ns=$(($(date +%s%N) - t0)) 'BEGIN { printf "%.1f", ns / 1e9 }')
 cp -- "$shm/big.db" "$disk/big.db"
-t0=$(date +%s%N)
+# Startup: from the daemon's start to its READY=1 (start_daemon measures
+# it: the notify listener's own start is not the daemon's), the median of
+# three starts on the same database, each stopped before the next.
 DB=$disk/big.db
-start_daemon --no-sentinel
-startup_ns=$(($(date +%s%N) - t0))
+startups=()
+for i in 1 2 3; do
+	((i == 1)) || stop_daemon
+	start_daemon --no-sentinel
+	startups+=("$DAEMON_STARTUP_US")
+done
+startup_ns=$(($(printf '%s\n' "${startups[@]}" | sort -n | sed -n 2p) * 1000))
+echo "#   (vfhealthd_startup: three starts, $(printf '%s ' "${startups[@]}")us; the median below)"
 ls -l "$mnt" >/dev/null
 vf_read "$mnt/quarantined" >/dev/null
 cat "$mnt/$(vf_name 4095)/failures" >/dev/null

@@ -26,6 +26,8 @@
 #   DAEMON_LOG   the daemon's stdout and stderr, every instance appended
 #   DAEMON_PID   the running daemon (empty when none)
 #   DAEMON_STATUS  the STATUS= text its READY=1 carried ("" when none)
+#   DAEMON_STARTUP_US  microseconds from the daemon's start to its READY=1,
+#                the listener's own start not counted
 #   DAEMON_NOTIFY_LOG  a file: when set, every STATUS= the daemon sends, at
 #                READY=1 and after, is appended to it as "status TEXT"
 #   DAEMON_WATCHDOG=1  abort the mount of a daemon that dies without unmounting
@@ -71,6 +73,7 @@ DAEMON_ENV=()
 DAEMON_LOG=$T/daemon.log
 DAEMON_PID=
 DAEMON_STATUS=
+DAEMON_STARTUP_US=
 DAEMON_MNT=
 DAEMON_WATCHDOG=${DAEMON_WATCHDOG:-}
 WATCHDOG_PID=
@@ -360,11 +363,13 @@ start_daemon() {
 	exec 8<"$fifo"
 	read -r -t 60 -u 8 line || line=nothing
 	[[ $line == bound ]] || fail "notify listener did not start ($line)"
+	local t0=${EPOCHREALTIME//[.,]/}
 	env "${DAEMON_ENV[@]}" NOTIFY_SOCKET="$sock" \
 		"$VFHEALTHD" -f --db "$DB" "${dirs[@]}" "${DAEMON_ARGS[@]}" "$@" "$MNT" >>"$DAEMON_LOG" 2>&1 {TAP_FD}>&- &
 	DAEMON_PID=$!
 	DAEMON_MNT=$MNT
 	read -r -t 120 -u 8 line || line=nothing
+	DAEMON_STARTUP_US=$((${EPOCHREALTIME//[.,]/} - t0))
 	DAEMON_STATUS=
 	if [[ $line == ready* ]] && read -r -t 30 -u 8 status; then
 		DAEMON_STATUS=${status#status }
