@@ -460,6 +460,18 @@ static void lead_batch(struct store *s, struct commit_waiter *self, bool *keep)
 	pthread_mutex_lock(&s->queue_lock);
 }
 
+/* queue_lock held.  Sleep until w's word changes (a post: its op is done,
+ * it is to lead, or it has ops to answer), with queue_lock let go; held
+ * again on return. */
+static void queue_wait(struct store *s, struct commit_waiter *w)
+{
+	unsigned seen = atomic_load(&w->f.word);
+
+	pthread_mutex_unlock(&s->queue_lock);
+	futex_sleep(&w->f, seen);
+	pthread_mutex_lock(&s->queue_lock);
+}
+
 /* Queue ops and wait until all of them are durable (or failed).  The first
  * caller to find no leader runs the batch for everyone queued; at its end
  * it wakes the callers whose ops it ran, and the waiter of the next queued
@@ -479,11 +491,7 @@ void commit_submit(struct store *s, struct op **ops, size_t n)
 	}
 	while (!ops_done(ops, n)) {
 		if (atomic_load(&s->leader_active)) {
-			unsigned seen = atomic_load(&self.f.word);
-
-			pthread_mutex_unlock(&s->queue_lock);
-			futex_sleep(&self.f, seen);
-			pthread_mutex_lock(&s->queue_lock);
+			queue_wait(s, &self);
 			continue;
 		}
 		atomic_store(&s->leader_active, true);
@@ -512,10 +520,7 @@ static void *committer_main(void *arg)
 		}
 		if (s->threads_stop && !s->queue_head)
 			break;
-		unsigned seen = atomic_load(&self->f.word);
-		pthread_mutex_unlock(&s->queue_lock);
-		futex_sleep(&self->f, seen);
-		pthread_mutex_lock(&s->queue_lock);
+		queue_wait(s, self);
 	}
 	pthread_mutex_unlock(&s->queue_lock);
 	return NULL;
@@ -546,10 +551,7 @@ static void *answerer_main(void *arg)
 		}
 		if (s->threads_stop && s->committer_done)
 			break;
-		unsigned seen = atomic_load(&self->f.word);
-		pthread_mutex_unlock(&s->queue_lock);
-		futex_sleep(&self->f, seen);
-		pthread_mutex_lock(&s->queue_lock);
+		queue_wait(s, self);
 	}
 	pthread_mutex_unlock(&s->queue_lock);
 	return NULL;
