@@ -568,8 +568,8 @@ void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_
 	const struct vfile *f = file ? vfile_of(h->kind, h->index) : NULL;
 
 	/* On the receiving thread (a report while a commit is under way,
-	 * loop.c) nothing may wait: what cannot join without waiting, a
-	 * handle another write holds among it, goes to a worker after all. */
+	 * loop.c) nothing may wait: a write that cannot join the commit, or
+	 * whose handle another write holds, goes to a worker after all. */
 	if (loop_on_receiver()) {
 		r = f && f->write && pthread_mutex_trylock(&h->lock) == 0 ? 0 : -EAGAIN;
 		if (r == 0) {

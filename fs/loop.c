@@ -5,9 +5,9 @@
  * itself (lookups, attributes, opens, listings, polls, reads of files
  * rendered from memory, reads of a write's outcome, releases of what is
  * not a claim written, and a report written while a commit is under way,
- * below); a request that may wait is served by another thread.  The threads are the one that runs loop_run() and up to
- * max_workers more, started as they are needed, the most recently idle
- * woken first.
+ * below); a request that may wait is served by another thread.  The
+ * threads are the one that runs loop_run() and up to max_workers more,
+ * started as they are needed, the most recently idle woken first.
  *
  * The role moves (leader/followers).  The first writer's request in a
  * while is served by the thread that read it, which first lends its watch
