@@ -42,11 +42,14 @@ let_go() { rm -f -- "$gate"; { printf x >&9; } 2>/dev/null || true; }
 on_exit let_go
 report() { /bin/echo "failed $1 2026-11-29T07:00:00Z $1 failed" >&"$2" 2>"$T/$1.out"; }
 # in_request PID: the writer PID (its echo) waits in the kernel for the
-# answer to a FUSE request, which the kernel queued for the daemon.
+# answer to a FUSE request, which the kernel queued for the daemon: it
+# sleeps in fs/fuse's request_wait_answer(), or where a kernel that inlines
+# it names the FUSE function around it (not in the inode's lock, which a
+# write takes before it sends its request).
 in_request() {
 	local p
 	for p in "$1" $(pgrep -P "$1"); do
-		grep -q request_wait_answer "/proc/$p/wchan" 2>/dev/null && return 0
+		grep -Eq '^(request_wait_answer|.*fuse.*)$' "/proc/$p/wchan" 2>/dev/null && return 0
 	done
 	return 1
 }
