@@ -67,9 +67,11 @@
 #include "store/store.h"
 
 /* The toucher's pace: inotify events for a file follow its changes at most
- * this often (the first change after a quiet spell at once, the last one
- * always); vfhealth(5), CHANGE NOTIFICATION. */
+ * every NOTIFY_TOUCH_PACE_MS, and while the changes keep coming, at most
+ * every NOTIFY_TOUCH_PACE_MAX_MS (the first change after a quiet spell at
+ * once, the last one always); vfhealth(5), CHANGE NOTIFICATION. */
 #define NOTIFY_TOUCH_PACE_MS 10
+#define NOTIFY_TOUCH_PACE_MAX_MS 100
 
 struct notifier;
 struct watched_file;

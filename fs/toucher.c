@@ -22,10 +22,16 @@
  * directory, and drops the file's cached mtime (the kernel does after every
  * write), so a watcher's stat shows the change.  The open and write reach
  * our own FUSE handlers, which see the toucher's pid
- * (notifier_writer_pid()) and change nothing.  The feeder is paced: a batch
- * at most every NOTIFY_TOUCH_PACE_MS, the first change after a quiet spell
- * at once, and whatever changes meanwhile joins the next batch, so a file
- * changing 1000 times a second costs about 100 touches, not 1000, and the
+ * (notifier_writer_pid()) and change nothing.  The feeder is paced: the
+ * first change after a quiet spell is touched at once, and whatever changes
+ * before the next batch is due joins it.  The pace starts at
+ * NOTIFY_TOUCH_PACE_MS and doubles with every batch that had to wait for
+ * it, up to NOTIFY_TOUCH_PACE_MAX_MS; a whole pace without a change starts
+ * it over.  So a file changing 1000 times a second costs about 10 touches,
+ * not 1000: each touch is three FUSE requests and a wake-up of the toucher,
+ * which a steady writer would otherwise pay every few reports.  A change
+ * after a quiet spell, and the next one soon after (a report's files, then
+ * the quarantine it caused), still go out at once and 10 ms later, and the
  * last change is always followed by one.  The socket to the toucher may
  * fill up: then the feeder waits, holding no lock; the notifier never
  * does.  touch_lock (a leaf) guards the feeder's set.
@@ -49,6 +55,8 @@
 #include "common/log.h"
 
 #define TOUCH_BATCH_MAX 256 /* distinct paths the toucher coalesces at once */
+#define PACE_MIN_NS (NOTIFY_TOUCH_PACE_MS * INT64_C(1000000))
+#define PACE_MAX_NS (NOTIFY_TOUCH_PACE_MAX_MS * INT64_C(1000000))
 
 /* Make the kernel emit IN_MODIFY and IN_CLOSE_WRITE: have the toucher write
  * one byte through the mount.  Our write handler recognizes it and ignores it. */
@@ -230,12 +238,13 @@ void *feeder_main(void *arg)
 {
 	struct notifier *n = arg;
 	struct dirty_set *d = &n->fed;
-
-	struct timespec next_batch = { 0 };
+	int64_t pace_ns = PACE_MIN_NS, next_batch = 0;
 
 	block_signals();
 	for (;;) {
 		struct dirty_lists lists;
+		struct timespec due = { .tv_sec = next_batch / NSEC_PER_SEC,
+					.tv_nsec = next_batch % NSEC_PER_SEC };
 
 		pthread_mutex_lock(&n->touch_lock);
 		while (!n->touch_stop && dirty_empty(&n->touch))
@@ -243,9 +252,10 @@ void *feeder_main(void *arg)
 		/* Paced: what changes before the next batch is due joins it, so
 		 * a file changing 1000 times a second costs a touch a pace; a
 		 * change meanwhile does not wake us (touch_add()), only the stop. */
+		bool busy = monotonic_ns() < next_batch;
 		n->touch_pacing = true;
-		while (!n->touch_stop && pthread_cond_timedwait(&n->touch_cond, &n->touch_lock,
-								&next_batch) != ETIMEDOUT)
+		while (!n->touch_stop &&
+		       pthread_cond_timedwait(&n->touch_cond, &n->touch_lock, &due) != ETIMEDOUT)
 			;
 		n->touch_pacing = false;
 		if (n->touch_stop) {
@@ -254,12 +264,10 @@ void *feeder_main(void *arg)
 		}
 		dirty_take(d, &n->touch);
 		pthread_mutex_unlock(&n->touch_lock);
-		clock_gettime(CLOCK_MONOTONIC, &next_batch);
-		next_batch.tv_nsec += NOTIFY_TOUCH_PACE_MS * 1000000L;
-		if (next_batch.tv_nsec >= NSEC_PER_SEC) {
-			next_batch.tv_sec++;
-			next_batch.tv_nsec -= NSEC_PER_SEC;
-		}
+		pace_ns = !busy                     ? PACE_MIN_NS :
+			  2 * pace_ns < PACE_MAX_NS ? 2 * pace_ns :
+						      PACE_MAX_NS;
+		next_batch = monotonic_ns() + pace_ns;
 		list_dirty(n, d, false, &lists);
 		each_dirty_file(n, d, &lists, true, touch_through_mount);
 		dirty_lists_free(&lists);

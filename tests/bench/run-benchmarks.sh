@@ -146,7 +146,7 @@ paired() {
 # one writer through MOUNT (fresh VFs from the FIRST-th), per report.  The
 # daemon's read and writev are /dev/fuse's (two per FUSE request; its
 # toucher is another process, not traced).  Traced, a report takes longer,
-# so the toucher's paced requests (one batch per 10 ms) weigh more per
+# so the toucher's paced requests (one batch per pace, 10 to 100 ms) weigh more per
 # report than untraced.
 syscall_reports=${BENCH_SYSCALL_REPORTS:-200}
 syscalls_per_report() {
