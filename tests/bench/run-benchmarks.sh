@@ -9,7 +9,9 @@
 # time).  Knobs (environment): BENCH_READ_BATCHES (1000) and BENCH_READ_BATCH
 # (100 reads), BENCH_LS_ROUNDS (200), BENCH_INGEST_1 (200 reports),
 # BENCH_INGEST_64 (1280 reports), BENCH_PAIRS (5: alternating pairs per
-# ingest figure; the median pair is shown),
+# ingest figure; the median pair is shown), BENCH_ALTERNATE (900 reports
+# each side of an interleaved ingest figure, in batches of
+# BENCH_ALTERNATE_BATCH, 50),
 # BENCH_DISK_DIR (a directory on the disk the database would live on;
 # default under BUILD_DIR), BENCH_IDLE_S (agent idle window, 20 s),
 # BENCH_ONLY=fs (only the mount's figures and the request counts: reads,
@@ -140,6 +142,25 @@ paired() {
 	echo "#   ($name, $pairs_n alternating pairs: $(tr '\n' ';' <<<"${lines%$'\n'}"); load average before $l0, after $(load))" >&2
 	median_pair <<<"${lines%$'\n'}"
 }
+# alternated NAME FILE_A FILE_B: pairs_n runs of `vfbench alternate`, one
+# writer's reports through two report files interleaved in one process, in
+# batches (A B B A ...; the files see the run's index as $i); the median
+# pair as paired() gives it.  For two servers on one disk: a run that each
+# side takes apart, as paired() does, falls on the disk's slow and fast
+# spells (and a WAL checkpoint's, every ~300 reports) by chance, and the
+# side that goes first is favoured; here they fall on both alike.  A run
+# spans several checkpoints of each side.
+alternate_n=${BENCH_ALTERNATE:-900}
+alternate_batch=${BENCH_ALTERNATE_BATCH:-50}
+alternated() {
+	local name=$1 a=$2 b=$3 i lines="" l0
+	l0=$(load)
+	for ((i = 0; i < pairs_n; i++)); do
+		lines+="$("$vfbench" alternate "$alternate_n" "$alternate_batch" "$(eval "echo $a")" "$(eval "echo $b")")"$'\n'
+	done
+	echo "#   ($name, $pairs_n runs of $alternate_n reports each side interleaved in batches of $alternate_batch: $(tr '\n' ';' <<<"${lines%$'\n'}"); load average before $l0, after $(load))" >&2
+	median_pair <<<"${lines%$'\n'}"
+}
 
 # syscalls_per_report NAME PID MOUNT FIRST: the system calls the daemon PID
 # (every thread: strace -f -c) makes for BENCH_SYSCALL_REPORTS reports by
@@ -212,11 +233,11 @@ cat "$T/pairs"
 echo "#   (the floor of a report through FUSE, reportfloor.c: $rf reports/s against the bare loop's $rbare," \
 	"$(awk -v a="$rf" -v b="$rbare" 'BEGIN { printf "%.2f", a / b }')x, the median pair;" \
 	"the mount's figure is $(awk -v a="$one" -v b="$bare" -v f="$rf" -v fb="$rbare" 'BEGIN { printf "%.2f", (a / b) / (f / fb) }')x the floor's ratio)"
-# The mount against that floor directly: a report through VF/report and one
-# through reportfloor's file, in alternating pairs (fresh VFs from 600 on).
-read -r one_f rf_f < <(paired ingest_vs_fuse_floor \
-	'"$vfbench" ingest "$mnt" 1 "$ingest_1" $((600 + i))' \
-	'"$vfbench" reports "$rfloor/report" "$ingest_1"' 2>"$T/pairs")
+# The mount against that floor directly: reports through VF/report and
+# through reportfloor's file, interleaved (fresh VFs from 600 on, each
+# below the threshold of 1000).
+read -r one_f rf_f < <(alternated ingest_vs_fuse_floor \
+	'$mnt/$(vf_name $((600 + i)))/report' '$rfloor/report' 2>"$T/pairs")
 cat "$T/pairs"
 figure ingest_vs_fuse_floor "$one_f" reports/s "$rf_f" reports/s ">=" 0.90
 ((16 + 64 * pairs_n <= 512)) || fail "BENCH_PAIRS=$pairs_n: not enough fresh VFs"
@@ -281,7 +302,7 @@ stop_daemon
 # -- ingest against the baseline commit ----------------------------------------------
 # Its vfhealthd and the current one side by side, each on a new database of
 # its own on the disk, the same VFs made by mkdir on both (the baseline
-# cannot open a newer schema), in alternating pairs.
+# cannot open a newer schema), their reports interleaved (alternated).
 baseline_err=$T/baseline.err
 if base_daemon=$("$(dirname "${BASH_SOURCE[0]}")/baseline.sh" "${VFHEALTH_SOURCE_ROOT:?}" \
 	"$build" "$baseline_commit" 2>"$baseline_err"); then
@@ -299,9 +320,8 @@ if base_daemon=$("$(dirname "${BASH_SOURCE[0]}")/baseline.sh" "${VFHEALTH_SOURCE
 	done
 	warm_store "$mnt" $((pairs_n + 1))
 	warm_store "$bmnt" $((pairs_n + 1))
-	read -r cur base < <(paired ingest_vs_baseline \
-		'"$vfbench" ingest "$mnt" 1 "$ingest_1" "$i"' \
-		'"$vfbench" ingest "$bmnt" 1 "$ingest_1" "$i"' 2>"$T/pairs")
+	read -r cur base < <(alternated ingest_vs_baseline \
+		'$mnt/$(vf_name "$i")/report' '$bmnt/$(vf_name "$i")/report' 2>"$T/pairs")
 	cat "$T/pairs"
 	echo "#   (the baseline: vfhealthd of ${baseline_commit:0:12}, built by baseline.sh)"
 	figure ingest_vs_baseline "$cur" reports/s "$base" reports/s ">=" 1.00

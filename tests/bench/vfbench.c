@@ -21,6 +21,11 @@
  *                                         earlier one), COUNT reports in all
  *   vfbench reports FILE COUNT            the same, one writer, through one FILE (the
  *                                         report file of reportfloor.c)
+ *   vfbench alternate COUNT BATCH FILE_A FILE_B
+ *                                         the same through two files, interleaved: COUNT
+ *                                         reports to each, in batches of BATCH in the
+ *                                         order A B B A A B ...; the rate of each over its
+ *                                         own batches' time, on one line
  *   vfbench sqlite DB COUNT               the same rows committed one by one by the bare
  *                                         SQLite loop (barecommit.h), timed after COUNT
  *                                         untimed commits and a checkpoint
@@ -277,6 +282,35 @@ static int cmd_reports(const char *report, unsigned count)
 	return 0;
 }
 
+/* Two report files in one process, batch by batch: a slow spell of the disk
+ * (whose fdatasync is most of a report) falls on both alike, and so does
+ * going first, which the order A B B A gives each side as often. */
+static int cmd_alternate(unsigned count, unsigned batch, const char *a, const char *b)
+{
+	const char *file[2] = { a, b };
+	int64_t spent[2] = { 0, 0 };
+	unsigned done[2] = { 0, 0 };
+
+	for (unsigned k = 0; done[0] < count || done[1] < count; k++) {
+		unsigned side = (k % 4 == 0 || k % 4 == 3) ? 0 : 1;
+		unsigned n = count - done[side] < batch ? count - done[side] : batch;
+		int64_t t0 = monotonic_ns();
+
+		for (unsigned i = 0; i < n; i++) {
+			int r = report_once(file[side], 0, done[side] + i);
+			if (r) {
+				fprintf(stderr, "vfbench: %s: %s\n", file[side], strerror(r));
+				return 1;
+			}
+		}
+		spent[side] += monotonic_ns() - t0;
+		done[side] += n;
+	}
+	printf("%.1f %.1f\n", (double)count * 1e9 / (double)spent[0],
+	       (double)count * 1e9 / (double)spent[1]);
+	return 0;
+}
+
 static int cmd_ingest(const char *mount, unsigned writers, unsigned count, size_t first)
 {
 	static char names[BENCH_VFS_MAX][VF_ADDR_BUFSZ];
@@ -456,6 +490,10 @@ int main(int argc, char **argv)
 	if (argc == 4 && strcmp(argv[1], "reports") == 0 &&
 	    parse_uint64(argv[3], 1, 10000000, &a) == 0)
 		return cmd_reports(argv[2], (unsigned)a);
+	if (argc == 6 && strcmp(argv[1], "alternate") == 0 &&
+	    parse_uint64(argv[2], 1, 10000000, &a) == 0 &&
+	    parse_uint64(argv[3], 1, 10000000, &b) == 0)
+		return cmd_alternate((unsigned)a, (unsigned)b, argv[4], argv[5]);
 	if (argc == 4 && strcmp(argv[1], "sqlite") == 0 &&
 	    parse_uint64(argv[3], 1, 10000000, &a) == 0)
 		return cmd_sqlite(argv[2], (unsigned)a);
