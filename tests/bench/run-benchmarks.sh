@@ -9,9 +9,9 @@
 # time).  Knobs (environment): BENCH_READ_BATCHES (1000) and BENCH_READ_BATCH
 # (100 reads), BENCH_LS_ROUNDS (200), BENCH_INGEST_1 (200 reports),
 # BENCH_INGEST_64 (1280 reports), BENCH_PAIRS (5: alternating pairs per
-# ingest figure; the median pair is shown), BENCH_ALTERNATE (900 reports
+# ingest figure; the median pair is shown), BENCH_ALTERNATE (800 reports
 # each side of an interleaved ingest figure, in batches of
-# BENCH_ALTERNATE_BATCH, 50),
+# BENCH_ALTERNATE_BATCH, 50, to BENCH_ALTERNATE_VFS fresh VFs, 4),
 # BENCH_DISK_DIR (a directory on the disk the database would live on;
 # default under BUILD_DIR), BENCH_IDLE_S (agent idle window, 20 s),
 # BENCH_ONLY=fs (only the mount's figures and the request counts: reads,
@@ -149,14 +149,24 @@ paired() {
 # side takes apart, as paired() does, falls on the disk's slow and fast
 # spells (and a WAL checkpoint's, every ~300 reports) by chance, and the
 # side that goes first is favoured; here they fall on both alike.  A run
-# spans several checkpoints of each side.
-alternate_n=${BENCH_ALTERNATE:-900}
+# spans several checkpoints of each side; a mount's side writes an equal
+# share to each of alternate_vfs fresh VFs, as many reports each as
+# paired()'s runs (a VF's failures are copied at every report of it).
+alternate_n=${BENCH_ALTERNATE:-800}
 alternate_batch=${BENCH_ALTERNATE_BATCH:-50}
+alternate_vfs=${BENCH_ALTERNATE_VFS:-4}
+# reports_of MOUNT FIRST: the report files of alternate_vfs VFs from the
+# FIRST-th, comma-separated (vfbench alternate's side)
+reports_of() {
+	local k list=""
+	for ((k = $2; k < $2 + alternate_vfs; k++)); do list+="${list:+,}$1/$(vf_name "$k")/report"; done
+	echo "$list"
+}
 alternated() {
 	local name=$1 a=$2 b=$3 i lines="" l0
 	l0=$(load)
 	for ((i = 0; i < pairs_n; i++)); do
-		lines+="$("$vfbench" alternate "$alternate_n" "$alternate_batch" "$(eval "echo $a")" "$(eval "echo $b")")"$'\n'
+		lines+="$("$vfbench" alternate "$alternate_n" "$alternate_batch" "$(eval "$a")" "$(eval "$b")")"$'\n'
 	done
 	echo "#   ($name, $pairs_n runs of $alternate_n reports each side interleaved in batches of $alternate_batch: $(tr '\n' ';' <<<"${lines%$'\n'}"); load average before $l0, after $(load))" >&2
 	median_pair <<<"${lines%$'\n'}"
@@ -234,10 +244,10 @@ echo "#   (the floor of a report through FUSE, reportfloor.c: $rf reports/s agai
 	"$(awk -v a="$rf" -v b="$rbare" 'BEGIN { printf "%.2f", a / b }')x, the median pair;" \
 	"the mount's figure is $(awk -v a="$one" -v b="$bare" -v f="$rf" -v fb="$rbare" 'BEGIN { printf "%.2f", (a / b) / (f / fb) }')x the floor's ratio)"
 # The mount against that floor directly: reports through VF/report and
-# through reportfloor's file, interleaved (fresh VFs from 600 on, each
-# below the threshold of 1000).
+# through reportfloor's file, interleaved (fresh VFs from 600 on).
+((600 + alternate_vfs * pairs_n <= 800)) || fail "BENCH_PAIRS=$pairs_n: not enough fresh VFs"
 read -r one_f rf_f < <(alternated ingest_vs_fuse_floor \
-	'$mnt/$(vf_name $((600 + i)))/report' '$rfloor/report' 2>"$T/pairs")
+	'reports_of "$mnt" $((600 + alternate_vfs * i))' 'echo "$rfloor/report"' 2>"$T/pairs")
 cat "$T/pairs"
 figure ingest_vs_fuse_floor "$one_f" reports/s "$rf_f" reports/s ">=" 0.90
 ((16 + 64 * pairs_n <= 512)) || fail "BENCH_PAIRS=$pairs_n: not enough fresh VFs"
@@ -315,20 +325,23 @@ if base_daemon=$("$(dirname "${BASH_SOURCE[0]}")/baseline.sh" "${VFHEALTH_SOURCE
 	base_pid=$!
 	EXTRA_MOUNTS+=("$bmnt")
 	wait_for 30 "the baseline vfhealthd to mount" is_mounted "$bmnt"
-	for ((k = 0; k <= pairs_n + 1; k++)); do
+	# the runs' VFs, then one for the system calls and one to warm
+	base_vfs=$((alternate_vfs * pairs_n))
+	for ((k = 0; k <= base_vfs + 1; k++)); do
 		mkdir "$mnt/$(vf_name $k)" "$bmnt/$(vf_name $k)"
 	done
-	warm_store "$mnt" $((pairs_n + 1))
-	warm_store "$bmnt" $((pairs_n + 1))
+	warm_store "$mnt" $((base_vfs + 1))
+	warm_store "$bmnt" $((base_vfs + 1))
 	read -r cur base < <(alternated ingest_vs_baseline \
-		'$mnt/$(vf_name "$i")/report' '$bmnt/$(vf_name "$i")/report' 2>"$T/pairs")
+		'reports_of "$mnt" $((alternate_vfs * i))' \
+		'reports_of "$bmnt" $((alternate_vfs * i))' 2>"$T/pairs")
 	cat "$T/pairs"
 	echo "#   (the baseline: vfhealthd of ${baseline_commit:0:12}, built by baseline.sh)"
 	figure ingest_vs_baseline "$cur" reports/s "$base" reports/s ">=" 1.00
 	# both on the same new database, the current one first (before: the
 	# 1024-VF database's figure above)
-	syscalls_per_report current_new_db "$DAEMON_PID" "$mnt" "$pairs_n"
-	syscalls_per_report baseline_new_db "$base_pid" "$bmnt" "$pairs_n"
+	syscalls_per_report current_new_db "$DAEMON_PID" "$mnt" "$base_vfs"
+	syscalls_per_report baseline_new_db "$base_pid" "$bmnt" "$base_vfs"
 	kill -TERM "$base_pid"
 	wait_for 30 "the baseline vfhealthd to stop" process_gone "$base_pid"
 	stop_daemon

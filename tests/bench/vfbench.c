@@ -21,10 +21,12 @@
  *                                         earlier one), COUNT reports in all
  *   vfbench reports FILE COUNT            the same, one writer, through one FILE (the
  *                                         report file of reportfloor.c)
- *   vfbench alternate COUNT BATCH FILE_A FILE_B
- *                                         the same through two files, interleaved: COUNT
+ *   vfbench alternate COUNT BATCH FILES_A FILES_B
+ *                                         the same through two sides, interleaved: COUNT
  *                                         reports to each, in batches of BATCH in the
- *                                         order A B B A A B ...; the rate of each over its
+ *                                         order A B B A A B ...; a side is a comma-
+ *                                         separated list of files, each written an equal
+ *                                         share in turn; the rate of each side over its
  *                                         own batches' time, on one line
  *   vfbench sqlite DB COUNT               the same rows committed one by one by the bare
  *                                         SQLite loop (barecommit.h), timed after COUNT
@@ -282,32 +284,62 @@ static int cmd_reports(const char *report, unsigned count)
 	return 0;
 }
 
-/* Two report files in one process, batch by batch: a slow spell of the disk
- * (whose fdatasync is most of a report) falls on both alike, and so does
- * going first, which the order A B B A gives each side as often. */
-static int cmd_alternate(unsigned count, unsigned batch, const char *a, const char *b)
-{
-	const char *file[2] = { a, b };
-	int64_t spent[2] = { 0, 0 };
-	unsigned done[2] = { 0, 0 };
+#define ALTERNATE_FILES_MAX 16
 
-	for (unsigned k = 0; done[0] < count || done[1] < count; k++) {
-		unsigned side = (k % 4 == 0 || k % 4 == 3) ? 0 : 1;
-		unsigned n = count - done[side] < batch ? count - done[side] : batch;
+/* One side of `alternate`: its report files, from a comma-separated list. */
+struct side {
+	char *files[ALTERNATE_FILES_MAX];
+	unsigned n_files;
+	int64_t spent;
+	unsigned done;
+};
+
+static int side_parse(char *list, struct side *sd)
+{
+	char *save = NULL;
+
+	for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+		if (sd->n_files == ALTERNATE_FILES_MAX)
+			return -E2BIG;
+		sd->files[sd->n_files++] = f;
+	}
+	return sd->n_files ? 0 : -EINVAL;
+}
+
+/* Two servers' report files in one process, batch by batch: a slow spell
+ * of the disk (whose fdatasync is most of a report) falls on both alike,
+ * and so does going first, which the order A B B A gives each side as
+ * often.  A side with several files writes COUNT / n of its reports to
+ * each in turn, so that no VF's failures grow past what a shorter run's
+ * would. */
+static int cmd_alternate(unsigned count, unsigned batch, char *a, char *b)
+{
+	struct side sides[2] = { 0 };
+
+	if (side_parse(a, &sides[0]) < 0 || side_parse(b, &sides[1]) < 0) {
+		fprintf(stderr, "vfbench: alternate: 1..%d comma-separated files a side\n",
+			ALTERNATE_FILES_MAX);
+		return 2;
+	}
+	for (unsigned k = 0; sides[0].done < count || sides[1].done < count; k++) {
+		struct side *sd = &sides[(k % 4 == 0 || k % 4 == 3) ? 0 : 1];
+		unsigned n = count - sd->done < batch ? count - sd->done : batch;
+		unsigned per_file = (count + sd->n_files - 1) / sd->n_files;
 		int64_t t0 = monotonic_ns();
 
 		for (unsigned i = 0; i < n; i++) {
-			int r = report_once(file[side], 0, done[side] + i);
+			const char *file = sd->files[(sd->done + i) / per_file];
+			int r = report_once(file, 0, sd->done + i);
 			if (r) {
-				fprintf(stderr, "vfbench: %s: %s\n", file[side], strerror(r));
+				fprintf(stderr, "vfbench: %s: %s\n", file, strerror(r));
 				return 1;
 			}
 		}
-		spent[side] += monotonic_ns() - t0;
-		done[side] += n;
+		sd->spent += monotonic_ns() - t0;
+		sd->done += n;
 	}
-	printf("%.1f %.1f\n", (double)count * 1e9 / (double)spent[0],
-	       (double)count * 1e9 / (double)spent[1]);
+	printf("%.1f %.1f\n", (double)count * 1e9 / (double)sides[0].spent,
+	       (double)count * 1e9 / (double)sides[1].spent);
 	return 0;
 }
 
