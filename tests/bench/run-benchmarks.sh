@@ -151,7 +151,7 @@ paired() {
 # side that goes first is favoured; here they fall on both alike.  A run
 # spans several checkpoints of each side; a mount's side writes an equal
 # share to each of alternate_vfs fresh VFs, as many reports each as
-# paired()'s runs (a VF's failures are copied at every report of it).
+# paired()'s runs, so that both measure VFs of the same tallies.
 alternate_n=${BENCH_ALTERNATE:-800}
 alternate_batch=${BENCH_ALTERNATE_BATCH:-50}
 alternate_vfs=${BENCH_ALTERNATE_VFS:-4}
