@@ -132,44 +132,43 @@ figure ls_l_1024_vfs_median "$(ms "$fs_ls")" ms "$(ms "$tmpfs_ls")" ms "<=" 1.2
 pairs_n=${BENCH_PAIRS:-5}
 # median_pair: "VALUE LIMIT" lines in, the line whose VALUE/LIMIT is the median out.
 median_pair() { awk '{ print $1 / $2, $1, $2 }' | sort -g | awk '{ l[NR] = $2 " " $3 } END { print l[int((NR + 1) / 2)] }'; }
-# paired NAME COMMAND_A COMMAND_B: pairs_n alternating "A B" lines (the
-# commands see the pair's index as $i); the raw pairs and the load average
-# before and after are echoed as a comment.
-paired() {
-	local name=$1 a=$2 b=$3 i lines="" l0
+# runs NAME WHAT COMMAND: pairs_n runs of COMMAND, each printing "A B"
+# (it sees the run's index as $i); the raw pairs and the load average
+# before and after are echoed as a comment, the median pair printed.
+runs() {
+	local name=$1 what=$2 cmd=$3 i lines="" l0
 	l0=$(load)
-	for ((i = 0; i < pairs_n; i++)); do lines+="$(eval "$a") $(eval "$b")"$'\n'; done
-	echo "#   ($name, $pairs_n alternating pairs: $(tr '\n' ';' <<<"${lines%$'\n'}"); load average before $l0, after $(load))" >&2
+	for ((i = 0; i < pairs_n; i++)); do lines+="$(eval "$cmd")"$'\n'; done
+	echo "#   ($name, $pairs_n $what: $(tr '\n' ';' <<<"${lines%$'\n'}"); load average before $l0, after $(load))" >&2
 	median_pair <<<"${lines%$'\n'}"
 }
-# alternated NAME FILE_A FILE_B: pairs_n runs of `vfbench alternate`, one
-# writer's reports through two report files interleaved in one process, in
-# batches (A B B A ...; the files see the run's index as $i); the median
-# pair as paired() gives it.  For two servers on one disk: a run that each
-# side takes apart, as paired() does, falls on the disk's slow and fast
-# spells (and a WAL checkpoint's, every ~300 reports) by chance, and the
-# side that goes first is favoured; here they fall on both alike.  A run
-# spans several checkpoints of each side; a mount's side writes an equal
-# share to each of alternate_vfs fresh VFs, as many reports each as
+# paired NAME COMMAND_A COMMAND_B: each run A, then B (either failing
+# fails the run: the substitution's status is runs()'s assignment's).
+paired() { runs "$1" "alternating pairs" "a=\$($2) && b=\$($3) && echo \"\$a \$b\""; }
+# alternated NAME FILES_A FILES_B: each run `vfbench alternate`, one
+# writer's reports through two sides' report files interleaved in one
+# process, in batches (A B B A ...).  For two servers on one disk: a run
+# that each side takes apart, as paired() does, falls on the disk's slow
+# and fast spells (and a WAL checkpoint's, every ~300 reports) by chance,
+# and the side that goes first is favoured; here they fall on both alike.
+# A run spans several checkpoints of each side; a mount's side writes an
+# equal share to each of alternate_vfs fresh VFs, as many reports each as
 # paired()'s runs, so that both measure VFs of the same tallies.
 alternate_n=${BENCH_ALTERNATE:-800}
 alternate_batch=${BENCH_ALTERNATE_BATCH:-50}
 alternate_vfs=${BENCH_ALTERNATE_VFS:-4}
+((alternate_vfs >= 1 && alternate_vfs <= 16)) ||
+	fail "BENCH_ALTERNATE_VFS=$alternate_vfs: 1..16 (vfbench alternate's files a side)"
+alternated() {
+	runs "$1" "runs of $alternate_n reports each side interleaved in batches of $alternate_batch" \
+		"\"\$vfbench\" alternate \"\$alternate_n\" \"\$alternate_batch\" \"\$($2)\" \"\$($3)\""
+}
 # reports_of MOUNT FIRST: the report files of alternate_vfs VFs from the
 # FIRST-th, comma-separated (vfbench alternate's side)
 reports_of() {
 	local k list=""
 	for ((k = $2; k < $2 + alternate_vfs; k++)); do list+="${list:+,}$1/$(vf_name "$k")/report"; done
 	echo "$list"
-}
-alternated() {
-	local name=$1 a=$2 b=$3 i lines="" l0
-	l0=$(load)
-	for ((i = 0; i < pairs_n; i++)); do
-		lines+="$("$vfbench" alternate "$alternate_n" "$alternate_batch" "$(eval "$a")" "$(eval "$b")")"$'\n'
-	done
-	echo "#   ($name, $pairs_n runs of $alternate_n reports each side interleaved in batches of $alternate_batch: $(tr '\n' ';' <<<"${lines%$'\n'}"); load average before $l0, after $(load))" >&2
-	median_pair <<<"${lines%$'\n'}"
 }
 
 # syscalls_per_report NAME PID MOUNT FIRST: the system calls the daemon PID
