@@ -11,7 +11,8 @@
 # BENCH_INGEST_64 (1280 reports), BENCH_PAIRS (5: alternating pairs per
 # ingest figure; the median pair is shown), BENCH_ALTERNATE (800 reports
 # each side of an interleaved ingest figure, in batches of
-# BENCH_ALTERNATE_BATCH, 50, to BENCH_ALTERNATE_VFS fresh VFs, 4),
+# BENCH_ALTERNATE_BATCH, 50, to BENCH_ALTERNATE_VFS fresh VFs, 4; the
+# median of BENCH_ALTERNATE_RUNS such runs, 11),
 # BENCH_DISK_DIR (a directory on the disk the database would live on;
 # default under BUILD_DIR), BENCH_IDLE_S (agent idle window, 20 s),
 # BENCH_ONLY=fs (only the mount's figures and the request counts: reads,
@@ -132,19 +133,19 @@ figure ls_l_1024_vfs_median "$(ms "$fs_ls")" ms "$(ms "$tmpfs_ls")" ms "<=" 1.2
 pairs_n=${BENCH_PAIRS:-5}
 # median_pair: "VALUE LIMIT" lines in, the line whose VALUE/LIMIT is the median out.
 median_pair() { awk '{ print $1 / $2, $1, $2 }' | sort -g | awk '{ l[NR] = $2 " " $3 } END { print l[int((NR + 1) / 2)] }'; }
-# runs NAME WHAT COMMAND: pairs_n runs of COMMAND, each printing "A B"
-# (it sees the run's index as $i); the raw pairs and the load average
-# before and after are echoed as a comment, the median pair printed.
+# runs NAME N WHAT COMMAND: N runs of COMMAND, each printing "A B" (it
+# sees the run's index as $i); the raw pairs and the load average before
+# and after are echoed as a comment, the median pair printed.
 runs() {
-	local name=$1 what=$2 cmd=$3 i lines="" l0
+	local name=$1 n=$2 what=$3 cmd=$4 i lines="" l0
 	l0=$(load)
-	for ((i = 0; i < pairs_n; i++)); do lines+="$(eval "$cmd")"$'\n'; done
-	echo "#   ($name, $pairs_n $what: $(tr '\n' ';' <<<"${lines%$'\n'}"); load average before $l0, after $(load))" >&2
+	for ((i = 0; i < n; i++)); do lines+="$(eval "$cmd")"$'\n'; done
+	echo "#   ($name, $n $what: $(tr '\n' ';' <<<"${lines%$'\n'}"); load average before $l0, after $(load))" >&2
 	median_pair <<<"${lines%$'\n'}"
 }
-# paired NAME COMMAND_A COMMAND_B: each run A, then B (either failing
-# fails the run: the substitution's status is runs()'s assignment's).
-paired() { runs "$1" "alternating pairs" "a=\$($2) && b=\$($3) && echo \"\$a \$b\""; }
+# paired NAME COMMAND_A COMMAND_B: pairs_n runs, each A, then B (either
+# failing fails the run: the substitution's status is runs()'s assignment's).
+paired() { runs "$1" "$pairs_n" "alternating pairs" "a=\$($2) && b=\$($3) && echo \"\$a \$b\""; }
 # alternated NAME FILES_A FILES_B: each run `vfbench alternate`, one
 # writer's reports through two sides' report files interleaved in one
 # process, in batches (A B B A ...).  For two servers on one disk: a run
@@ -159,8 +160,13 @@ alternate_batch=${BENCH_ALTERNATE_BATCH:-50}
 alternate_vfs=${BENCH_ALTERNATE_VFS:-4}
 ((alternate_vfs >= 1 && alternate_vfs <= 16)) ||
 	fail "BENCH_ALTERNATE_VFS=$alternate_vfs: 1..16 (vfbench alternate's files a side)"
+# More runs than paired()'s: about one run in three is one whose serving
+# thread the scheduler keeps moving between the vCPUs, which makes some
+# 10% less (docs/benchmarks.md, "Runs the scheduler moves"); the median of
+# eleven is a usual run's, where the median of five often fell on one.
+alternate_runs=${BENCH_ALTERNATE_RUNS:-11}
 alternated() {
-	runs "$1" "runs of $alternate_n reports each side interleaved in batches of $alternate_batch" \
+	runs "$1" "$alternate_runs" "runs of $alternate_n reports each side interleaved in batches of $alternate_batch" \
 		"\"\$vfbench\" alternate \"\$alternate_n\" \"\$alternate_batch\" \"\$($2)\" \"\$($3)\""
 }
 # reports_of MOUNT FIRST: the report files of alternate_vfs VFs from the
@@ -244,7 +250,8 @@ echo "#   (the floor of a report through FUSE, reportfloor.c: $rf reports/s agai
 	"the mount's figure is $(awk -v a="$one" -v b="$bare" -v f="$rf" -v fb="$rbare" 'BEGIN { printf "%.2f", (a / b) / (f / fb) }')x the floor's ratio)"
 # The mount against that floor directly: reports through VF/report and
 # through reportfloor's file, interleaved (fresh VFs from 600 on).
-((600 + alternate_vfs * pairs_n <= 800)) || fail "BENCH_PAIRS=$pairs_n: not enough fresh VFs"
+((600 + alternate_vfs * alternate_runs <= 800)) ||
+	fail "BENCH_ALTERNATE_RUNS=$alternate_runs, BENCH_ALTERNATE_VFS=$alternate_vfs: not enough fresh VFs"
 read -r one_f rf_f < <(alternated ingest_vs_fuse_floor \
 	'reports_of "$mnt" $((600 + alternate_vfs * i))' 'echo "$rfloor/report"' 2>"$T/pairs")
 cat "$T/pairs"
@@ -325,7 +332,7 @@ if base_daemon=$("$(dirname "${BASH_SOURCE[0]}")/baseline.sh" "${VFHEALTH_SOURCE
 	EXTRA_MOUNTS+=("$bmnt")
 	wait_for 30 "the baseline vfhealthd to mount" is_mounted "$bmnt"
 	# the runs' VFs, then one for the system calls and one to warm
-	base_vfs=$((alternate_vfs * pairs_n))
+	base_vfs=$((alternate_vfs * alternate_runs))
 	for ((k = 0; k <= base_vfs + 1; k++)); do
 		mkdir "$mnt/$(vf_name $k)" "$bmnt/$(vf_name $k)"
 	done
