@@ -165,6 +165,7 @@ alternate_vfs=${BENCH_ALTERNATE_VFS:-4}
 # 10% less (docs/benchmarks.md, "Runs the scheduler moves"); the median of
 # eleven is a usual run's, where the median of five often fell on one.
 alternate_runs=${BENCH_ALTERNATE_RUNS:-11}
+((alternate_runs >= 1)) || fail "BENCH_ALTERNATE_RUNS=$alternate_runs: at least 1"
 alternated() {
 	runs "$1" "$alternate_runs" "runs of $alternate_n reports each side interleaved in batches of $alternate_batch" \
 		"\"\$vfbench\" alternate \"\$alternate_n\" \"\$alternate_batch\" \"\$($2)\" \"\$($3)\""
