@@ -78,11 +78,11 @@ log_added=$(($(wc -l <"$DAEMON_LOG") - log_before))
 ((log_added <= 2)) || fail "300 unprivileged reads added $log_added log lines: $(tail -n 5 "$DAEMON_LOG")"
 assert_match "$(as_user 65534 cat "$MNT/resources")" $'\nallocatable_slots 0\n.*\nplacement_disabled_reason ' "resources for an unprivileged reader"
 # root's reads retry, at most once a second
-start_ns=${EPOCHREALTIME//[.,]/}
+start_us=${EPOCHREALTIME//[.,]/}
 for i in $(seq 100); do
 	cat "$MNT/quarantined" 2>/dev/null && fail "a read while the disk is full succeeded"
 done
-secs=$(((${EPOCHREALTIME//[.,]/} - start_ns) / 1000000 + 1))
+secs=$(((${EPOCHREALTIME//[.,]/} - start_us) / 1000000 + 1))
 repairs=$(($(metric vfhealth_store_repairs_total) - repairs_before))
 ((repairs >= 1 && repairs <= secs)) || fail "$repairs repairs in ${secs}s of root reads (want 1..$secs)"
 log_added=$(($(wc -l <"$DAEMON_LOG") - log_before))
